@@ -1,0 +1,1 @@
+"""Command-line apps: one typer app per script; `evalkit` mounts them all."""

@@ -1,0 +1,1 @@
+"""Metric kernels and aggregation. Pure: no I/O, no httpx, no rich."""

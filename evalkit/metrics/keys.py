@@ -1,0 +1,27 @@
+"""Canonical metric keys: `recall_any@5`, `ndcg@10`, `mrr@5`, `groundedness_avg`.
+
+Every module that names a metric at a K builds the name here and parses it here,
+so compare.py and report/ never split strings themselves.
+"""
+
+from __future__ import annotations
+
+import re
+
+_KEY = re.compile(r"^(?P<name>[a-z_][a-z0-9_/]*)(?:@(?P<k>\d+))?$")
+
+
+def metric_key(name: str, k: int | None = None) -> str:
+    """Build a canonical key: metric_key("recall_any", 5) -> "recall_any@5"."""
+    if not _KEY.match(name) or "@" in name:
+        raise ValueError(f"not a metric name: {name!r}")
+    return name if k is None else f"{name}@{int(k)}"
+
+
+def parse_metric_key(key: str) -> tuple[str, int | None]:
+    """Inverse of metric_key: "ndcg@10" -> ("ndcg", 10); "mrr_avg" -> ("mrr_avg", None)."""
+    m = _KEY.match(key)
+    if not m:
+        raise ValueError(f"not a metric key: {key!r}")
+    k = m.group("k")
+    return m.group("name"), (int(k) if k is not None else None)

@@ -1,0 +1,1 @@
+"""Terminal output (rich). Only report/ and cli/ import rich."""

@@ -1,0 +1,355 @@
+"""Pydantic contracts at every file and HTTP boundary. No I/O, no logic beyond validators.
+
+Input models keep unknown fields (extra="allow") so that rewriting a file never drops
+what a user or a newer tool put there. Inside the library, records travel as plain dicts
+(`model_dump(mode="json")`); these models are for validating at the edges.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SCHEMA_VERSION = 1
+
+BUILTIN_CATEGORIES: tuple[str, ...] = (
+    "factual",
+    "reasoning",
+    "multi_hop",
+    "recency/conflict",
+    "general",
+    "adversarial",
+)
+RECENCY_RULES: tuple[str, ...] = ("cite_newer", "cite_both", "acknowledge_both")
+FolderMode = Literal["off", "on", "on_with_fallback"]
+RecencyRule = Literal["cite_newer", "cite_both", "acknowledge_both"]
+Difficulty = Literal["easy", "medium", "hard"]
+
+
+class _Open(BaseModel):
+    """Input model: unknown fields survive a round trip."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+# --------------------------------------------------------------------------- eval set
+
+
+class GoldSupport(_Open):
+    """Where the answer lives. One of three forms, tried in this order:
+
+    - `chunk_id` (B.O.B style): matches a retrieved chunk with the same id.
+    - `rel_path` + `start_line`/`end_line`: matches a chunk of the same file whose line
+      range overlaps the span (for notes without useful headings).
+    - `rel_path` + `heading_path` (anchor): same file, heading path prefix at a heading
+      boundary; optional `snippets` must occur in the chunk text when snippets are required.
+    """
+
+    rel_path: str | None = Field(None, description="Note path relative to the vault root.")
+    heading_path: str | None = Field(
+        None, description='Heading hierarchy, e.g. "# Overview > ## Details". Empty = whole file.'
+    )
+    snippets: list[str] = Field(default_factory=list, description="Phrases the chunk must contain.")
+    chunk_id: str | None = Field(None, description="Stable chunk id (matches by id).")
+    start_line: int | None = Field(None, ge=1, description="1-based first line of a line-span support.")
+    end_line: int | None = Field(None, ge=1, description="1-based last line (inclusive).")
+    relevance: float = Field(1.0, ge=0, description="Graded relevance for nDCG (gain 2^rel - 1).")
+    date: str | None = Field(None, description="ISO date of the note, for recency/conflict rules.")
+
+    @field_validator("chunk_id", mode="before")
+    @classmethod
+    def _chunk_id_str(cls, v: Any) -> Any:
+        # B.O.B golden sets use integer chunk ids.
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @model_validator(mode="after")
+    def _has_a_location(self) -> GoldSupport:
+        if not self.chunk_id and not self.rel_path:
+            raise ValueError("a gold support needs rel_path (with heading_path or lines) or chunk_id")
+        if (self.start_line is None) != (self.end_line is None):
+            raise ValueError("start_line and end_line go together")
+        if self.start_line is not None and self.end_line is not None and self.end_line < self.start_line:
+            raise ValueError(f"end_line {self.end_line} is before start_line {self.start_line}")
+        return self
+
+
+class EvalCase(_Open):
+    """One line of eval_set.jsonl (seed 000, "Test Case Format", plus our additions)."""
+
+    id: str = Field(description="Unique case id (ints are turned into strings).")
+    question: str = Field(min_length=1)
+    answerable: bool = True
+    expected_key_facts: list[str] = Field(default_factory=list)
+    gold_supports: list[GoldSupport] = Field(default_factory=list)
+    required_support_groups: list[list[int]] | None = Field(
+        None, description="Indices into gold_supports: OR of groups, AND within a group."
+    )
+    recency_conflict_rule: RecencyRule | None = None
+    tags: list[str] = Field(default_factory=list)
+    vaults: list[str] = Field(default_factory=list)
+    folders: list[str] = Field(default_factory=list)
+    category: str | None = None
+    difficulty: Difficulty | None = None
+    domain: str | None = None
+    language: str | None = None
+    expected_answer: str | None = None
+    notes: str | None = None
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_str(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @field_validator("id", "question")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be blank")
+        return v
+
+
+# --------------------------------------------------------------------------- target contract
+
+
+class RerankWeights(BaseModel):
+    vector: float = 0.7
+    lexical: float = 0.3
+
+
+class AskRequest(BaseModel):
+    """Body of POST /api/v1/ask (DESIGN.md §5). `debug` travels as a query parameter over HTTP."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1)
+    k: int = Field(5, ge=1)
+    folder_mode: FolderMode = "off"
+    vaults: list[str] = Field(default_factory=list)
+    folders: list[str] = Field(default_factory=list)
+    rerank_weights: RerankWeights = Field(default_factory=RerankWeights)
+    options: dict[str, Any] = Field(default_factory=dict)
+    debug: bool = True
+
+
+class Reference(_Open):
+    chunk_id: str | None = None
+    rel_path: str | None = None
+    heading_path: str | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+
+
+class RetrievedChunk(_Open):
+    chunk_id: str | None = None
+    rel_path: str
+    heading_path: str = ""
+    start_line: int | None = None
+    end_line: int | None = None
+    score_vector: float | None = None
+    score_lexical: float | None = None
+    score_final: float | None = None
+    text: str = ""
+    rank: int | None = Field(None, description="1-based rank; list order when absent.")
+    token_count: int | None = None
+
+
+class FolderSelection(_Open):
+    mode: str | None = None
+    selected_folders: list[str] = Field(default_factory=list)
+    reasoning: str | None = None
+    fallback_used: bool | None = None
+
+
+class Timings(_Open):
+    folder_selection: float | None = None
+    retrieval: float | None = None
+    generation: float | None = None
+
+
+class Versions(_Open):
+    index_build_version: str | None = None
+    retriever_version: str | None = None
+    answerer_version: str | None = None
+    llm_model: str | None = None
+    embedding_model: str | None = None
+    chunker_version: str | None = None
+
+
+class DebugInfo(_Open):
+    retrieved_chunks: list[RetrievedChunk] = Field(default_factory=list)
+    folder_selection: FolderSelection | None = None
+    timings_ms: Timings | None = None
+    versions: Versions | None = None
+
+
+class AskResponse(_Open):
+    """Response of /api/v1/ask. Only `answer` is required; the rest is tolerated missing."""
+
+    answer: str
+    references: list[Reference] = Field(default_factory=list)
+    abstained: bool | None = None
+    abstain_reason: str | None = None
+    debug: DebugInfo | None = None
+
+
+class ChunkTokenStats(_Open):
+    min: float | None = None
+    max: float | None = None
+    mean: float | None = None
+    p95: float | None = None
+
+
+class DocTypeCoverage(_Open):
+    processed: int = 0
+    with_0_chunks: int = 0
+    chunks_skipped: int = 0
+
+
+class IndexingCoverage(_Open):
+    """The seed's `indexing_coverage` object (GET /api/v1/index/stats)."""
+
+    docs_processed: int = 0
+    docs_with_0_chunks: int = 0
+    chunks_attempted: int = 0
+    chunks_embedded: int = 0
+    chunks_skipped: int = 0
+    chunks_skipped_reasons: dict[str, int] = Field(default_factory=dict)
+    chunk_token_stats: ChunkTokenStats | None = None
+    chunker_version: str | None = None
+    index_version: str | None = None
+    coverage_by_doc_type: dict[str, DocTypeCoverage] = Field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- run folder
+
+
+ErrorKind = Literal["timeout", "http_error", "invalid_response", "empty_answer", "connect"]
+
+
+class CaseError(_Open):
+    kind: ErrorKind
+    status: int | None = None
+    detail: str = ""
+
+
+class Latency(_Open):
+    total_ms: float | None = None
+    folder_selection_ms: float | None = None
+    retrieval_ms: float | None = None
+    generation_ms: float | None = None
+    judge_ms: float | None = None
+
+
+class RecordConfig(_Open):
+    """Per-record config snapshot (seed "Results JSONL Format" → config)."""
+
+    k: int | None = None
+    rerank_weights: RerankWeights | None = None
+    folder_mode: FolderMode | None = None
+    llm_model: str | None = None
+    embedding_model: str | None = None
+    judge_model: str | None = None
+    judge_prompt_version: str | None = None
+    judge_temperature: float | None = None
+    dataset_version: str | None = None
+    index_build_version: str | None = None
+    retriever_version: str | None = None
+    answerer_version: str | None = None
+
+
+class Abstention(_Open):
+    abstained: bool | None = None
+    hallucinated: bool | None = None
+    method: Literal["target", "judge", "heuristic"] | None = Field(
+        None, description="What decided `abstained`: the target's field, an LLM classifier, or the heuristic."
+    )
+    reason: str | None = None
+    confidence: float | None = None
+
+
+class GroundednessVerdict(_Open):
+    score: float | None = None
+    reasoning: str = ""
+    unsupported_claims: list[str] = Field(default_factory=list)
+    supported_claims: list[str] = Field(default_factory=list)
+
+
+class CorrectnessVerdict(_Open):
+    score: float | None = None
+    reasoning: str = ""
+
+
+class JudgeInput(_Open):
+    question: str
+    answer: str
+    context_chunk_ids: list[str | None] = Field(default_factory=list)
+    context_chunks_truncated: list[str] = Field(default_factory=list)
+
+
+class Cost(_Open):
+    judge_tokens: int = 0
+    judge_cost_usd: float = 0.0
+
+
+class ResultRecord(_Open):
+    """One line of results.jsonl (seed "Results JSONL Format", field for field, plus ours)."""
+
+    schema_version: int = SCHEMA_VERSION
+    test_case_id: str
+    case_index: int = Field(description="Position of the case in the eval set (order is restorable).")
+    case: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The eval case as run (labels, tags, category...), so derived scripts need no eval set.",
+    )
+    question: str
+    answer: str | None = None
+    references: list[Reference] = Field(default_factory=list)
+    retrieved_chunks: list[RetrievedChunk] = Field(default_factory=list)
+    folder_selection: FolderSelection | None = None
+    config: RecordConfig = Field(default_factory=RecordConfig)
+    indexing_coverage: IndexingCoverage | None = None
+    latency: Latency = Field(default_factory=Latency)
+    retrieval_metrics: dict[str, Any] = Field(default_factory=dict)
+    groundedness: GroundednessVerdict | None = None
+    correctness: CorrectnessVerdict | None = None
+    abstention: Abstention = Field(default_factory=Abstention)
+    judge_input: JudgeInput | None = None
+    cost: Cost = Field(default_factory=Cost)
+    error: CaseError | None = None
+    judge_errors: list[dict[str, Any]] = Field(
+        default_factory=list, description="Judge failures: {judge, reason, detail}. Excluded from judge means."
+    )
+    missing_fields: list[str] = Field(
+        default_factory=list, description="Contract fields the target did not return (partial implementation)."
+    )
+
+
+class RunConfig(_Open):
+    """config.json: every parameter of the run. Never holds a secret."""
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    created_at: str
+    config_hash: str
+    dataset_version: str | None = None
+    eval_set_commit_hash: str | None = None
+
+
+class Metrics(_Open):
+    """metrics.json (seed "Metrics JSON Format"). Cells are plain dicts; see EVAL.md."""
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    timestamp: str
+    config_hash: str | None = None
+    eval_set_commit_hash: str | None = None
+    aggregate_metrics: dict[str, Any] = Field(default_factory=dict)
+    by_tag: dict[str, Any] = Field(default_factory=dict)
+    by_category: dict[str, Any] = Field(default_factory=dict)
+    by_difficulty: dict[str, Any] = Field(default_factory=dict)
+    by_domain: dict[str, Any] = Field(default_factory=dict)
+    by_answerable: dict[str, Any] = Field(default_factory=dict)
+    total_tests: int = 0
+    answerable_tests: int = 0
+    unanswerable_tests: int = 0
