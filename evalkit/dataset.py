@@ -1,0 +1,258 @@
+"""Eval set loading and validation.
+
+An eval set is JSONL: one case per line, from one file, several files, or a folder of
+per-domain files (domain = file stem unless a case says otherwise). The whole input is
+validated before anything runs, and every problem is reported with file, line and field.
+
+Also accepted, converted on load:
+- B.O.B golden lines (`expected_chunks: [ids]`): each id becomes a `chunk_id` gold
+  support; an empty list marks a negative example (answerable: false).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from evalkit.errors import BadEvalSet, Problem
+from evalkit.schema import BUILTIN_CATEGORIES, RECENCY_RULES, EvalCase
+
+PROJECT_CONFIG = "evalkit.toml"
+
+
+@dataclass
+class EvalSet:
+    """A validated eval set and where it came from."""
+
+    cases: list[EvalCase]
+    files: list[dict[str, Any]] = field(default_factory=list)
+    version: str = ""
+    commit_hash: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.cases)
+
+
+def configured_categories(start: Path | None = None) -> list[str]:
+    """Extra categories from `evalkit.toml` (`[eval_set] categories = [...]`) in the working dir."""
+    path = (start or Path.cwd()) / PROJECT_CONFIG
+    if not path.is_file():
+        return []
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise BadEvalSet(Problem(f"not valid TOML ({e})", path=str(path))) from None
+    cats = data.get("eval_set", {}).get("categories", [])
+    if not isinstance(cats, list) or not all(isinstance(c, str) for c in cats):
+        raise BadEvalSet(Problem("expected a list of strings", path=str(path), field="eval_set.categories"))
+    return cats
+
+
+def resolve_eval_set_paths(paths: Sequence[str | Path]) -> list[tuple[Path, bool]]:
+    """Expand folders into their *.jsonl files. Returns (file, came_from_a_folder) pairs."""
+    out: list[tuple[Path, bool]] = []
+    problems: list[Problem] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            files = sorted(p.glob("*.jsonl"))
+            if not files:
+                problems.append(Problem("folder holds no .jsonl files", path=str(p)))
+            out.extend((f, True) for f in files)
+        elif p.is_file():
+            out.append((p, False))
+        else:
+            problems.append(Problem("no such file or folder", path=str(p), field="--eval-set"))
+    if not paths:
+        problems.append(Problem("no eval set given", field="--eval-set"))
+    if problems:
+        raise BadEvalSet(problems)
+    return out
+
+
+def load_eval_set(paths: Sequence[str | Path], extra_categories: Sequence[str] | None = None) -> EvalSet:
+    """Load and validate eval set files.
+
+    Args:
+        paths: files and/or folders of per-domain .jsonl files.
+        extra_categories: categories allowed beyond the seed's six; None reads evalkit.toml.
+
+    Returns:
+        The validated EvalSet, cases in file order.
+
+    Raises:
+        BadEvalSet: with every problem found (file, line, field); nothing should run.
+    """
+    allowed = set(BUILTIN_CATEGORIES) | set(
+        configured_categories() if extra_categories is None else extra_categories
+    )
+    files = resolve_eval_set_paths(paths)
+    problems: list[Problem] = []
+    cases: list[EvalCase] = []
+    seen: dict[str, str] = {}
+    digest = hashlib.sha256()
+    file_infos: list[dict[str, Any]] = []
+
+    for path, from_folder in files:
+        data = path.read_bytes()
+        digest.update(str(path.name).encode() + b"\0" + data + b"\0")
+        file_infos.append({"path": str(path), "sha256": hashlib.sha256(data).hexdigest(), **_git_info(path)})
+        for lineno, raw in enumerate(data.splitlines(), start=1):
+            if not raw.strip():
+                continue
+            where = {"path": str(path), "line": lineno}
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError as e:
+                problems.append(Problem(f"not valid JSON ({e})", **where))
+                continue
+            if not isinstance(obj, dict):
+                problems.append(Problem(f"expected a JSON object, got {type(obj).__name__}", **where))
+                continue
+            obj = _convert_bob(obj)
+            if from_folder and obj.get("domain") is None:
+                obj["domain"] = path.stem
+            try:
+                case = EvalCase.model_validate(obj)
+            except ValidationError as e:
+                problems.extend(_pydantic_problems(e, obj, where))
+                continue
+            problems.extend(_case_problems(case, allowed, where))
+            first = seen.get(case.id)
+            if first is not None:
+                problems.append(Problem(f"id {case.id!r} duplicates {first}", field="id", **where))
+            else:
+                seen[case.id] = f"{path}:{lineno}"
+            cases.append(case)
+
+    if not problems and not cases:
+        problems.append(Problem("eval set has no cases", path=", ".join(str(p) for p, _ in files)))
+    if problems:
+        raise BadEvalSet(problems)
+    return EvalSet(cases=cases, files=file_infos, version=digest.hexdigest(), commit_hash=_set_commit(files))
+
+
+def _convert_bob(obj: dict[str, Any]) -> dict[str, Any]:
+    """B.O.B golden format: expected_chunks -> chunk_id gold supports (negative if empty)."""
+    if "expected_chunks" not in obj or "gold_supports" in obj:
+        return obj
+    chunks = obj["expected_chunks"]
+    if not isinstance(chunks, list):
+        return obj  # let validation of gold_supports not trip; report the real field below
+    out = {k: v for k, v in obj.items() if k != "expected_chunks"}
+    out["gold_supports"] = [{"chunk_id": c} for c in chunks]
+    out.setdefault("answerable", bool(chunks))
+    out["expected_chunks"] = chunks  # kept: unknown fields survive a rewrite
+    return out
+
+
+def _case_problems(case: EvalCase, allowed: set[str], where: dict[str, Any]) -> list[Problem]:
+    problems: list[Problem] = []
+    if case.category is not None and case.category not in allowed:
+        problems.append(
+            Problem(
+                f"unknown category {case.category!r}; expected one of {', '.join(sorted(allowed))} "
+                f"(add more under [eval_set] categories in {PROJECT_CONFIG})",
+                field="category",
+                **where,
+            )
+        )
+    if not case.answerable and case.gold_supports:
+        problems.append(
+            Problem(
+                f"answerable is false but {len(case.gold_supports)} gold supports are given "
+                "(an unanswerable case has no supports)",
+                field="gold_supports",
+                **where,
+            )
+        )
+    if case.required_support_groups is not None:
+        n = len(case.gold_supports)
+        if not case.required_support_groups:
+            problems.append(Problem("must hold at least one group, or be null", field="required_support_groups", **where))
+        for gi, group in enumerate(case.required_support_groups):
+            if not group:
+                problems.append(Problem("empty group", field=f"required_support_groups[{gi}]", **where))
+            for ii, idx in enumerate(group):
+                if not 0 <= idx < n:
+                    problems.append(
+                        Problem(
+                            f"index {idx} is out of range: the case has {n} gold supports (0..{n - 1})",
+                            field=f"required_support_groups[{gi}][{ii}]",
+                            **where,
+                        )
+                    )
+    return problems
+
+
+def _pydantic_problems(err: ValidationError, obj: dict[str, Any], where: dict[str, Any]) -> list[Problem]:
+    problems = []
+    for e in err.errors():
+        loc = _loc(e["loc"])
+        if e["type"] == "missing":
+            msg = "required field is missing"
+        elif loc == "recency_conflict_rule":
+            msg = f"must be one of {', '.join(RECENCY_RULES)}, got {_short(e.get('input'))}"
+        elif e["type"] == "extra_forbidden":
+            msg = "unexpected field"
+        else:
+            msg = e["msg"].removeprefix("Value error, ")
+            if e["type"] not in {"value_error", "assertion_error"} and "input" in e:
+                msg += f", got {_short(e['input'])}"
+        problems.append(Problem(msg, field=loc or None, **where))
+    return problems
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _git_info(path: Path) -> dict[str, Any]:
+    """The last commit that touched the file, and whether the working copy differs from it."""
+    folder = path.resolve().parent
+    commit = _git(["log", "-1", "--format=%H", "--", path.resolve().name], folder)
+    if not commit:
+        return {"git_commit": None, "git_dirty": None}
+    status = _git(["status", "--porcelain", "--", path.resolve().name], folder)
+    return {"git_commit": commit, "git_dirty": bool(status)}
+
+
+def _set_commit(files: list[tuple[Path, bool]]) -> str | None:
+    """The newest commit touching any file of the set; None when any file is untracked."""
+    if not files:
+        return None
+    folder = files[0][0].resolve().parent
+    names = [str(p.resolve()) for p, _ in files]
+    for name in names:
+        if not _git(["log", "-1", "--format=%H", "--", name], folder):
+            return None
+    return _git(["log", "-1", "--format=%H", "--", *names], folder)

@@ -1,0 +1,227 @@
+"""Run folders: `results/<run_id>/` with results.jsonl, metrics.json and config.json.
+
+results.jsonl is appended one flushed line per case, so a killed run loses at most the
+line being written; the reader drops such a partial last line and resume redoes that case.
+metrics.json and config.json are replaced atomically. Records are read as plain dicts
+with orjson, one line at a time, so a 100,000-case run never sits in memory as models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from evalkit.errors import BadConfig, InputError, Problem, RunNotFound
+
+RESULTS_FILE = "results.jsonl"
+METRICS_FILE = "metrics.json"
+CONFIG_FILE = "config.json"
+
+_JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+
+def config_hash(obj: Mapping[str, Any]) -> str:
+    """sha256 hex of the canonical JSON of `obj` (sorted keys, no whitespace)."""
+    return hashlib.sha256(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY)).hexdigest()
+
+
+def new_run_id(config_hash_hex: str, now: datetime | None = None) -> str:
+    """Run ids sort by time: `YYYYMMDDTHHMMSSZ-<first 6 hex of config_hash>` (DESIGN.md §6)."""
+    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    return f"{now:%Y%m%dT%H%M%SZ}-{config_hash_hex[:6]}"
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write JSON to a temp file in the same folder, fsync it, then os.replace over `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(orjson.dumps(obj, option=_JSON_OPTS))
+            f.write(b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def deep_merge(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """Return base updated by patch: dicts merge recursively, anything else is replaced."""
+    out = dict(base)
+    for key, value in patch.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as e:
+        raise InputError(Problem(f"not valid JSON ({e})", path=str(path))) from None
+
+
+class RunDir:
+    """One run folder. Cheap to construct; every read streams from disk."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.run_id = self.path.name
+
+    @property
+    def results_path(self) -> Path:
+        return self.path / RESULTS_FILE
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / METRICS_FILE
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / CONFIG_FILE
+
+    @classmethod
+    def create(cls, results_dir: Path, run_id: str) -> RunDir:
+        """Make a new, empty run folder. BadConfig if a run with that id exists."""
+        _check_run_id(run_id)
+        path = Path(results_dir) / run_id
+        if path.exists() and any(path.iterdir()):
+            raise BadConfig(
+                Problem(f"run {run_id!r} already exists at {path}; use --resume {run_id} or another --run-id")
+            )
+        path.mkdir(parents=True, exist_ok=True)
+        return cls(path)
+
+    @classmethod
+    def open(cls, results_dir: Path, run_id: str) -> RunDir:
+        """Open an existing run folder. RunNotFound (exit 2) names the path looked at."""
+        _check_run_id(run_id)
+        path = Path(results_dir) / run_id
+        if not path.is_dir():
+            hint = ""
+            if Path(results_dir).is_dir():
+                runs = sorted(p.name for p in Path(results_dir).iterdir() if p.is_dir())[-3:]
+                if runs:
+                    hint = f" (latest runs: {', '.join(runs)})"
+            raise RunNotFound(Problem(f"no run {run_id!r} under {results_dir}{hint}", field="--run-id"))
+        return cls(path)
+
+    # ------------------------------------------------------------------ results.jsonl
+
+    def append_result(self, record: Mapping[str, Any]) -> None:
+        """Append one record as one line, flushed and fsynced before returning."""
+        line = orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+        with open(self.results_path, "ab") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def iter_results(self) -> Iterator[dict[str, Any]]:
+        """Stream records in file order. A partial last line (killed mid-write) is skipped.
+
+        A malformed line anywhere else is corruption, not a crash artefact: InputError.
+        """
+        if not self.results_path.exists():
+            return
+        with open(self.results_path, "rb") as f:
+            pending: bytes | None = None
+            lineno = 0
+            for raw in f:
+                if pending is not None:
+                    yield self._parse_line(pending, lineno)
+                pending = raw
+                lineno += 1
+            if pending is not None:
+                if not pending.endswith(b"\n"):
+                    try:
+                        yield orjson.loads(pending)
+                    except orjson.JSONDecodeError:
+                        return  # the line being written when the run died; resume redoes it
+                else:
+                    yield self._parse_line(pending, lineno)
+
+    def _parse_line(self, raw: bytes, lineno: int) -> dict[str, Any]:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            raise InputError(Problem(f"corrupt record ({e})", path=str(self.results_path), line=lineno)) from None
+
+    def read_results(self) -> list[dict[str, Any]]:
+        """All records, sorted by case_index (eval-set order)."""
+        return sorted(self.iter_results(), key=lambda r: r.get("case_index", 0))
+
+    def completed_ids(self) -> set[str]:
+        return {r["test_case_id"] for r in self.iter_results()}
+
+    def repair_tail(self) -> bool:
+        """Truncate a partial last line left by a killed run. Returns True if it cut anything."""
+        if not self.results_path.exists():
+            return False
+        with open(self.results_path, "rb+") as f:
+            data = f.read()
+            if not data or data.endswith(b"\n"):
+                return False
+            last_nl = data.rfind(b"\n")
+            tail = data[last_nl + 1 :]
+            try:
+                orjson.loads(tail)
+                # A complete record that only lacks its newline: keep it, add the newline.
+                f.write(b"\n")
+                return False
+            except orjson.JSONDecodeError:
+                f.truncate(last_nl + 1)
+                return True
+
+    def rewrite_results(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Replace results.jsonl atomically with `records` (streamed to a temp file)."""
+        fd, tmp = tempfile.mkstemp(prefix=f".{RESULTS_FILE}.", suffix=".tmp", dir=self.path)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                for record in records:
+                    f.write(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.results_path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    # ------------------------------------------------------------------ json files
+
+    def read_config(self) -> dict[str, Any]:
+        if not self.config_path.exists():
+            raise InputError(Problem("config.json is missing", path=str(self.path)))
+        return _read_json(self.config_path)
+
+    def write_config(self, cfg: Mapping[str, Any]) -> None:
+        write_json_atomic(self.config_path, cfg)
+
+    def read_metrics(self) -> dict[str, Any] | None:
+        return _read_json(self.metrics_path) if self.metrics_path.exists() else None
+
+    def write_metrics(self, metrics: Mapping[str, Any]) -> None:
+        write_json_atomic(self.metrics_path, metrics)
+
+    def update_metrics(self, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge `patch` into metrics.json, keeping keys other scripts own."""
+        merged = deep_merge(self.read_metrics() or {}, patch)
+        self.write_metrics(merged)
+        return merged
+
+
+def _check_run_id(run_id: str) -> None:
+    # A run id names a folder: no separators, no parent references.
+    if not run_id or run_id in {".", ".."} or "/" in run_id or "\\" in run_id or "\0" in run_id:
+        raise BadConfig(Problem(f"not a valid run id: {run_id!r}", field="--run-id"))
