@@ -1,0 +1,426 @@
+"""Per-case retrieval metrics over a MatchTable (ranx's kernel layer, in plain Python).
+
+Every kernel takes the `MatchTable` of one case and a cut-off K and returns a float, or
+None when the metric does not apply to the case (no gold supports, no support groups).
+Positions are 1-based ranks after `anchors.order_chunks`; "top K" is the first K
+positions. `score_case_retrieval` assembles the record's `retrieval_metrics` dict.
+EVAL.md, section "Retrieval", is the spec; the docstrings say the same in short.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime, timezone
+from typing import Any
+
+from evalkit.anchors import MatchTable, match_ranking, match_support, normalize_rel_path
+from evalkit.errors import InputError, Problem
+
+__all__ = [
+    "FOLDER_MODES_WITH_SELECTION",
+    "attribution_hit",
+    "mrr",
+    "ndcg",
+    "precision",
+    "recall_all",
+    "recall_any",
+    "recall_frac",
+    "recency_check",
+    "scope_miss",
+    "score_case_retrieval",
+    "validate_ks",
+]
+
+FOLDER_MODES_WITH_SELECTION = ("on", "on_with_fallback")
+_AT_K_METRICS = ("recall_any", "recall_all", "recall_frac", "precision", "mrr", "ndcg")
+
+
+def _check_k(k: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise InputError(Problem(f"K must be a positive integer, got {k!r}", field="k"))
+    return k
+
+
+def _hits(table: MatchTable, k: int) -> set[int]:
+    """Gold indices matched by at least one chunk in the top K."""
+    out: set[int] = set()
+    for m in table.matches[: _check_k(k)]:
+        out |= m
+    return out
+
+
+def recall_any(table: MatchTable, k: int) -> float | None:
+    """Recall_any@K (the seed's Recall@K, a hit): 1 if any top-K chunk matches any gold support.
+
+    Formula: 1[ |{gold hit in top K}| >= 1 ]. None when the case has no gold supports;
+    0 for an empty ranking; K larger than the ranking uses the whole ranking.
+    """
+    if table.n_supports == 0:
+        return None
+    return 1.0 if _hits(table, k) else 0.0
+
+
+def recall_frac(table: MatchTable, k: int) -> float | None:
+    """Recall_frac@K (B.O.B's recall): |gold supports hit in top K| / |gold supports|.
+
+    A support counts once however many chunks match it. None without gold supports.
+    """
+    if table.n_supports == 0:
+        return None
+    return len(_hits(table, k)) / table.n_supports
+
+
+def recall_all(table: MatchTable, k: int, groups: Sequence[Sequence[int]] | None) -> float | None:
+    """Recall_all@K: 1 if some required support group is fully hit in the top K.
+
+    `groups` are indices into the gold supports: OR of groups, AND within a group.
+    Formula: max over groups g of 1[ g ⊆ hit@K ]. None when `groups` is None or holds
+    no non-empty group (empty groups are skipped: a vacuous group would be satisfied by
+    an empty ranking), or when the case has no gold supports.
+
+    Raises:
+        InputError: an index is outside the gold supports.
+    """
+    if groups is None or table.n_supports == 0:
+        return None
+    real = [list(g) for g in groups if g]
+    if not real:
+        return None
+    for gi, g in enumerate(real):
+        for idx in g:
+            if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < table.n_supports:
+                raise InputError(
+                    Problem(
+                        f"index {idx!r} is out of range: the case has {table.n_supports} gold supports",
+                        field=f"required_support_groups[{gi}]",
+                    )
+                )
+    hit = _hits(table, k)
+    return 1.0 if any(all(i in hit for i in g) for g in real) else 0.0
+
+
+def precision(table: MatchTable, k: int) -> float | None:
+    """Precision@K: fraction of the K top positions holding a chunk that matches any gold support.
+
+    Formula: |{p <= K : chunk at p matches some gold support}| / K. The denominator is
+    always K, also when fewer than K chunks came back (missing positions are misses; the
+    standard P@K, as ranx and trec_eval). A duplicate chunk matches nothing. Several
+    chunks matching the same support all count. None without gold supports.
+    """
+    if table.n_supports == 0:
+        return None
+    k = _check_k(k)
+    return sum(1 for m in table.matches[:k] if m) / k
+
+
+def mrr(table: MatchTable, k: int) -> float | None:
+    """Reciprocal rank @K: 1/p for the first position p <= K whose chunk matches, else 0.
+
+    None without gold supports. Averaged over cases it is MRR@K.
+    """
+    if table.n_supports == 0:
+        return None
+    for p, m in enumerate(table.matches[: _check_k(k)], start=1):
+        if m:
+            return 1.0 / p
+    return 0.0
+
+
+def _gain(rel: float) -> float:
+    return 2.0**rel - 1.0
+
+
+def ndcg(table: MatchTable, k: int) -> float | None:
+    """nDCG@K with gain 2^rel - 1 and discount log2(p + 1), each gold support credited once.
+
+    DCG@K = Σ_{p<=K} (2^{rel(s_p)} - 1) / log2(p + 1), where s_p is the gold support
+    credited at position p: among the supports the chunk matches that are not yet
+    credited, the one with the highest relevance (ties: lowest index); none -> gain 0.
+    IDCG@K = the same sum over the gold relevances sorted descending, cut at K.
+    nDCG@K = DCG@K / IDCG@K, in [0, 1] (a one-to-one assignment never beats the sorted
+    ideal). None without gold supports, or when IDCG is 0 (every relevance is 0).
+    """
+    if table.n_supports == 0:
+        return None
+    k = _check_k(k)
+    credited: set[int] = set()
+    dcg = 0.0
+    for p, m in enumerate(table.matches[:k], start=1):
+        free = [i for i in m if i not in credited]
+        if not free:
+            continue
+        best = min(free, key=lambda i: (-table.relevance[i], i))
+        credited.add(best)
+        dcg += _gain(table.relevance[best]) / math.log2(p + 1)
+    ideal = sorted(table.relevance, reverse=True)[:k]
+    idcg = sum(_gain(r) / math.log2(p + 1) for p, r in enumerate(ideal, start=1))
+    if idcg <= 0.0:
+        return None
+    # Mathematically DCG <= IDCG; the clamp only absorbs rounding with near-equal grades.
+    return min(1.0, dcg / idcg)
+
+
+def _folder_of(rel_path: str) -> str:
+    return rel_path.rsplit("/", 1)[0] if "/" in rel_path else ""
+
+
+def _inside(folder: str, selected: str) -> bool:
+    return selected == "" or folder == selected or folder.startswith(selected + "/")
+
+
+def scope_miss(
+    supports: Sequence[Mapping],
+    folder_selection: Mapping | None,
+    folder_mode: str | None,
+    *,
+    case_sensitive: bool = True,
+) -> bool | None:
+    """Whether folder selection excluded every gold support (seed: strict definition).
+
+    Computed only when `folder_mode` is "on" or "on_with_fallback" and the target
+    reported a `folder_selection`. A support's folder is the directory of its normalized
+    `rel_path`; it is in scope when it lies at the vault root (root notes belong to no
+    folder, so a selection cannot exclude them, as in the reference chatbot) or equals or
+    lies below a selected folder (normalized like paths; "" or "/" selects the whole
+    vault). `selected_folders` is read literally: an empty list selects no folder.
+    `fallback_used` is not consulted: `selected_folders` is what was searched.
+
+    Returns:
+        True when no support is in scope; None when folder_mode is off/unknown,
+        folder_selection is missing, or no gold support has a rel_path (chunk_id-only
+        supports have no folder).
+    """
+    if folder_mode not in FOLDER_MODES_WITH_SELECTION or folder_selection is None:
+        return None
+    folders = [
+        _folder_of(normalize_rel_path(s.get("rel_path"), case_sensitive=case_sensitive))
+        for s in supports
+        if s.get("rel_path")
+    ]
+    if not folders:
+        return None
+    selected = [
+        normalize_rel_path(f, case_sensitive=case_sensitive)
+        for f in (folder_selection.get("selected_folders") or [])
+        if f is not None
+    ]
+    return not any(f == "" or any(_inside(f, sel) for sel in selected) for f in folders)
+
+
+def attribution_hit(
+    supports: Sequence[Mapping], references: Sequence[Mapping], *, case_sensitive: bool = True
+) -> bool | None:
+    """Whether any cited reference matches any gold support (same anchor rules, no snippets).
+
+    References carry no text, so snippets are never required here. None without gold
+    supports; False when there are no references.
+    """
+    if not supports:
+        return None
+    return any(match_support(s, r, case_sensitive=case_sensitive) for r in references for s in supports)
+
+
+def _parse_date(v: Any) -> datetime | None:
+    if v is None:
+        return None
+    if isinstance(v, datetime):
+        d = v
+    elif isinstance(v, date):
+        d = datetime(v.year, v.month, v.day)
+    else:
+        try:
+            d = datetime.fromisoformat(str(v).strip())
+        except ValueError:
+            return None
+    if d.tzinfo is not None:
+        d = d.astimezone(timezone.utc).replace(tzinfo=None)
+    return d
+
+
+def recency_check(
+    rule: str | None,
+    supports: Sequence[Mapping],
+    table: MatchTable,
+    k: int,
+    references: Sequence[Mapping],
+    *,
+    case_sensitive: bool = True,
+) -> dict | None:
+    """Retrieval/citation part of a recency/conflict rule; the answer wording is the judges' job.
+
+    Sets: N = supports with the newest `date`; O = dated supports older than that
+    (undated supports are in neither). A reference "cites" a support when it matches it.
+    - cite_newer: pass = some reference cites a support in N, and no reference cites
+      only supports in O (relying on superseded notes). Needs at least one date.
+    - cite_both: pass = every gold support is cited by some reference.
+    - acknowledge_both: pass = every gold support is hit in the top-K chunks (the
+      answerer saw both sides; acknowledging the conflict is judged on the answer).
+
+    Returns:
+        {"rule", "pass", "newest_cited", "older_cited", "all_cited", "all_retrieved"},
+        with pass None when cite_newer has no dated support; None when there is no rule
+        or no gold support.
+
+    Raises:
+        InputError: an unparseable `date` on a support.
+    """
+    if not rule or not supports:
+        return None
+    dates: list[datetime | None] = []
+    for i, s in enumerate(supports):
+        raw = s.get("date")
+        d = _parse_date(raw)
+        if raw is not None and d is None:
+            raise InputError(Problem(f"not an ISO date: {raw!r}", field=f"gold_supports[{i}].date"))
+        dates.append(d)
+    known = [d for d in dates if d is not None]
+    newest = {i for i, d in enumerate(dates) if known and d == max(known)}
+    older = {i for i, d in enumerate(dates) if d is not None and i not in newest}
+    cited_sets = [
+        frozenset(i for i, s in enumerate(supports) if match_support(s, r, case_sensitive=case_sensitive))
+        for r in references
+    ]
+    cited = frozenset().union(*cited_sets) if cited_sets else frozenset()
+    newest_cited = bool(cited & newest)
+    older_only = any(c and c <= older for c in cited_sets)
+    all_cited = len(cited) == len(supports)
+    all_retrieved = len(_hits(table, k)) == len(supports)
+    if rule == "cite_newer":
+        passed: bool | None = None if not known else (newest_cited and not older_only)
+    elif rule == "cite_both":
+        passed = all_cited
+    elif rule == "acknowledge_both":
+        passed = all_retrieved
+    else:
+        raise InputError(Problem(f"unknown recency_conflict_rule {rule!r}", field="recency_conflict_rule"))
+    return {
+        "rule": rule,
+        "pass": passed,
+        "newest_cited": newest_cited if known else None,
+        "older_cited": bool(cited & older) if known else None,
+        "all_cited": all_cited,
+        "all_retrieved": all_retrieved,
+    }
+
+
+def _as_dict(obj: Any) -> dict:
+    if obj is None:
+        return {}
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    return dict(obj)
+
+
+def validate_ks(ks: Sequence[int]) -> list[int]:
+    """The cut-offs in order, duplicates dropped; ks[0] stays the primary K.
+
+    Raises:
+        InputError: no K, or a K that is not a positive integer.
+    """
+    out: list[int] = []
+    for k in ks:
+        _check_k(k)
+        if k not in out:
+            out.append(k)
+    if not out:
+        raise InputError(Problem("at least one K is needed", field="k"))
+    return out
+
+
+def score_case_retrieval(
+    case: Mapping,
+    chunks: Sequence[Mapping],
+    references: Sequence[Mapping],
+    folder_selection: Mapping | None,
+    folder_mode: str | None,
+    ks: Sequence[int],
+    *,
+    require_snippets: bool = False,
+    case_sensitive: bool = True,
+) -> dict:
+    """The `retrieval_metrics` dict of one results.jsonl record.
+
+    Keys: "k" (primary K = ks[0]); the seed's names at the primary K: "recall_at_k"
+    (= recall_any), "mrr", "precision_at_k", "ndcg_at_k", "recall_all", "recall_frac";
+    "scope_miss", "attribution_hit", "recency" (dict or None); "at_k": {str(K): {
+    recall_any, recall_all, recall_frac, precision, mrr, ndcg}} for every K; and
+    diagnostics "n_gold", "n_retrieved", "n_duplicates", "gold_hit" (sorted gold indices
+    hit in the primary top K), "first_match_rank", "status".
+
+    `status` says why values are None: "scored", "unanswerable" (every retrieval metric
+    None: they never count in retrieval means) or "unlabeled" (answerable with no gold
+    supports: every metric None, counted as unlabeled). A target error is scored by the
+    caller passing empty chunks and references: every applicable metric is then 0.
+
+    Args:
+        case: the eval case (dict or EvalCase): answerable, gold_supports,
+            required_support_groups, recency_conflict_rule.
+        chunks: the retrieved chunks as returned (ordered by `rank`, else list order).
+        references: the answer's cited references.
+        folder_selection: the target's folder_selection, or None.
+        folder_mode: "off" | "on" | "on_with_fallback" (the run's setting).
+        ks: cut-offs; the first is the primary K. Duplicates are dropped.
+        require_snippets: enforce gold snippets on retrieved chunks.
+        case_sensitive: compare paths and headings case-sensitively (default).
+
+    Raises:
+        InputError: a K < 1, an out-of-range support group index or a bad date.
+    """
+    case = _as_dict(case)
+    ks = validate_ks(ks)
+    primary = ks[0]
+    supports = [_as_dict(s) for s in (case.get("gold_supports") or [])]
+    chunk_dicts = [_as_dict(c) for c in chunks or []]
+    ref_dicts = [_as_dict(r) for r in references or []]
+    answerable = case.get("answerable", True) is not False
+    groups = case.get("required_support_groups")
+
+    status = "scored"
+    if not answerable:
+        status = "unanswerable"
+    elif not supports:
+        status = "unlabeled"
+
+    table = match_ranking(chunk_dicts, supports, require_snippets=require_snippets, case_sensitive=case_sensitive)
+    at_k: dict[str, dict[str, float | None]] = {}
+    for k in ks:
+        if status != "scored":
+            at_k[str(k)] = {m: None for m in _AT_K_METRICS}
+            continue
+        at_k[str(k)] = {
+            "recall_any": recall_any(table, k),
+            "recall_all": recall_all(table, k, groups),
+            "recall_frac": recall_frac(table, k),
+            "precision": precision(table, k),
+            "mrr": mrr(table, k),
+            "ndcg": ndcg(table, k),
+        }
+    p = at_k[str(primary)]
+    scored = status == "scored"
+    first = next((i for i, m in enumerate(table.matches[:primary], start=1) if m), None)
+    selection = _as_dict(folder_selection) if folder_selection is not None else None
+    cs = case_sensitive
+    return {
+        "k": primary,
+        "recall_at_k": p["recall_any"],
+        "mrr": p["mrr"],
+        "precision_at_k": p["precision"],
+        "ndcg_at_k": p["ndcg"],
+        "recall_all": p["recall_all"],
+        "recall_frac": p["recall_frac"],
+        "scope_miss": scope_miss(supports, selection, folder_mode, case_sensitive=cs) if scored else None,
+        "attribution_hit": attribution_hit(supports, ref_dicts, case_sensitive=cs) if scored else None,
+        "recency": (
+            recency_check(case.get("recency_conflict_rule"), supports, table, primary, ref_dicts, case_sensitive=cs)
+            if scored
+            else None
+        ),
+        "at_k": at_k,
+        "status": status,
+        "n_gold": len(supports),
+        "n_retrieved": len(chunk_dicts),
+        "n_duplicates": len(table.duplicates),
+        "gold_hit": sorted(_hits(table, primary)) if scored else [],
+        "first_match_rank": first if scored else None,
+    }
