@@ -1,0 +1,315 @@
+"""ReferenceChatbot: the /api/v1/ask contract (DESIGN.md §5) over a folder of markdown notes.
+
+Index built once at construction and never mutated, so `ask` is safe from many threads.
+Lexical BM25 always; vectors when EMBEDDINGS_BASE_URL is set; extractive answers unless
+ANSWER_BASE_URL and ANSWER_MODEL are set. See EVAL.md "reference-chatbot".
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from evalkit.errors import InputError, Problem
+from evalkit.reference.answer import (
+    ABSTAIN_TEXT,
+    CHAT_PROMPT_VERSION,
+    EXTRACTIVE_VERSION,
+    chat_messages,
+    evidence,
+    extractive_answer,
+    is_decline,
+    renumber_citations,
+)
+from evalkit.reference.chunker import CHUNKER_VERSION, ChunkerConfig
+from evalkit.reference.corpus import build_corpus, content_hash
+from evalkit.reference.folders import in_folders, note_folder, select_folders
+from evalkit.reference.index import LexicalIndex, fuse, indexed_text, normalize_rows
+from evalkit.reference.tokens import terms
+from evalkit.schema import AskRequest
+
+REFERENCE_VERSION = "reference-v1"
+
+
+@dataclass(frozen=True)
+class ReferenceConfig:
+    """Every knob of the reference chatbot (EVAL.md "reference-chatbot" lists them).
+
+    Attributes:
+        chunker: chunk budget and limits.
+        bm25_k1, bm25_b: BM25 parameters.
+        abstain_threshold: abstain when the evidence share is below this (answer.py).
+        evidence_chunks: how many top chunks count as evidence.
+        folder_confidence_threshold: on_with_fallback falls back below this share.
+        answer_sentences: sentences in an extractive answer.
+        answer_context_chunks: chunks read by either answerer.
+        embeddings_base_url/model/api_key: OpenAI-compatible embeddings (optional).
+        answer_base_url/model/api_key: OpenAI-compatible chat for generative answers (optional).
+        timeout: seconds per call to either endpoint.
+    """
+
+    chunker: ChunkerConfig = field(default_factory=ChunkerConfig)
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+    abstain_threshold: float = 0.4
+    evidence_chunks: int = 3
+    folder_confidence_threshold: float = 0.35
+    answer_sentences: int = 3
+    answer_context_chunks: int = 3
+    embeddings_base_url: str | None = None
+    embeddings_model: str | None = None
+    embeddings_api_key: str | None = field(default=None, repr=False)
+    answer_base_url: str | None = None
+    answer_model: str | None = None
+    answer_api_key: str | None = field(default=None, repr=False)
+    timeout: float = 60.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> ReferenceConfig:
+        """Endpoints from EMBEDDINGS_BASE_URL / EMBEDDINGS_MODEL / EMBEDDINGS_API_KEY and
+        ANSWER_BASE_URL / ANSWER_MODEL / ANSWER_API_KEY; `overrides` win."""
+        env = os.environ if env is None else env
+        emb_url = env.get("EMBEDDINGS_BASE_URL") or None
+        values: dict[str, Any] = {
+            "embeddings_base_url": emb_url,
+            "embeddings_model": (env.get("EMBEDDINGS_MODEL") or "default") if emb_url else None,
+            "embeddings_api_key": env.get("EMBEDDINGS_API_KEY") or None,
+            "answer_base_url": env.get("ANSWER_BASE_URL") or None,
+            "answer_model": env.get("ANSWER_MODEL") or None,
+            "answer_api_key": env.get("ANSWER_API_KEY") or None,
+        }
+        values.update(overrides)
+        return cls(**values)
+
+    @property
+    def generative(self) -> bool:
+        return bool(self.answer_base_url and self.answer_model)
+
+    def public(self) -> dict:
+        """The config without secrets (for logs and config.json)."""
+        d = asdict(self)
+        d.pop("embeddings_api_key")
+        d.pop("answer_api_key")
+        return d
+
+
+def _problems(e: ValidationError) -> list[Problem]:
+    return [
+        Problem(err["msg"], field=".".join(str(p) for p in err["loc"]) or None)
+        for err in e.errors(include_url=False)
+    ]
+
+
+class ReferenceChatbot:
+    """A small, real retrieval chatbot over a markdown vault.
+
+    Args:
+        vault: the vault folder.
+        vault_id: goes into chunk ids and answers the request's `vaults` filter.
+        config: knobs; default ReferenceConfig.from_env().
+
+    Raises:
+        InputError: the vault folder does not exist.
+        BackendError: embeddings were configured and the endpoint failed while indexing.
+    """
+
+    def __init__(self, vault: Path | str, *, vault_id: str = "default", config: ReferenceConfig | None = None):
+        self.vault = Path(vault)
+        self.vault_id = vault_id
+        self.config = cfg = config if config is not None else ReferenceConfig.from_env()
+        corpus = build_corpus(self.vault, vault_id=vault_id, config=cfg.chunker)
+        self.chunks = corpus.chunks
+        self.folders = corpus.folders
+        self._chunk_ids = [c.chunk_id for c in self.chunks]
+        self._chunk_folders = [note_folder(c.rel_path) for c in self.chunks]
+        self._lexical = LexicalIndex([terms(indexed_text(c)) for c in self.chunks], k1=cfg.bm25_k1, b=cfg.bm25_b)
+
+        self._embedder = self._chat = None
+        self._vectors: np.ndarray | None = None
+        if cfg.embeddings_base_url:
+            from evalkit.reference.openai_compat import EmbeddingsClient
+
+            self._embedder = EmbeddingsClient(
+                cfg.embeddings_base_url, cfg.embeddings_model or "default", cfg.embeddings_api_key, cfg.timeout
+            )
+            vecs = self._embedder.embed([indexed_text(c) for c in self.chunks]) if self.chunks else []
+            self._vectors = normalize_rows(vecs) if vecs else np.zeros((0, 1))
+        if cfg.generative:
+            from evalkit.reference.openai_compat import ChatClient
+
+            self._chat = ChatClient(cfg.answer_base_url, cfg.answer_model, cfg.answer_api_key, cfg.timeout)
+
+        emb = cfg.embeddings_model if self._embedder else None
+        build = f"{cfg.chunker.describe()}+embedding_{emb or 'none'}"
+        self._versions = {
+            "index_build_version": build,
+            "retriever_version": (
+                f"bm25(k1={cfg.bm25_k1},b={cfg.bm25_b})"
+                + ("+vector+minmax_fusion" if self._embedder else "+lexical_only")
+            ),
+            "answerer_version": (
+                f"{CHAT_PROMPT_VERSION}+llm_{cfg.answer_model}" if self._chat else EXTRACTIVE_VERSION
+            ) + f"+abstain_{cfg.abstain_threshold}",
+            "llm_model": cfg.answer_model if self._chat else None,
+            "embedding_model": emb,
+            "chunker_version": CHUNKER_VERSION,
+        }
+        self._coverage = dict(corpus.coverage, index_version=f"{build}+{content_hash(self.chunks)}")
+
+    # ------------------------------------------------------------------ public
+
+    def versions(self) -> dict:
+        """The `debug.versions` object every answer carries."""
+        return dict(self._versions)
+
+    def index_stats(self) -> dict:
+        """The seed's indexing_coverage object (schema.IndexingCoverage shape)."""
+        cov = dict(self._coverage)
+        cov["chunks_skipped_reasons"] = dict(cov["chunks_skipped_reasons"])
+        cov["chunk_token_stats"] = dict(cov["chunk_token_stats"])
+        cov["coverage_by_doc_type"] = {k: dict(v) for k, v in cov["coverage_by_doc_type"].items()}
+        return cov
+
+    def close(self) -> None:
+        """Close HTTP clients of configured endpoints (nothing to do otherwise)."""
+        for client in (self._embedder, self._chat):
+            if client is not None:
+                client.close()
+
+    def ask(self, request: Mapping[str, Any]) -> dict:
+        """Answer one request of the /api/v1/ask contract.
+
+        Args:
+            request: the JSON body as a dict, plus optional "debug" (default True, as
+                schema.AskRequest). `options.abstain_threshold` (float) overrides the
+                configured threshold for this request; other options are ignored.
+
+        Returns:
+            The response dict: answer, references, abstained, abstain_reason and, when
+            debug, the debug object (retrieved chunks with full text).
+
+        Raises:
+            InputError: the request does not validate (one Problem per field).
+            BackendError: a configured embeddings or chat endpoint failed.
+        """
+        try:
+            req = AskRequest.model_validate(dict(request))
+        except ValidationError as e:
+            raise InputError(_problems(e)) from None
+        threshold = self.config.abstain_threshold
+        if "abstain_threshold" in req.options:
+            t = req.options["abstain_threshold"]
+            if isinstance(t, bool) or not isinstance(t, int | float):
+                raise InputError(Problem("expected a number", field="options.abstain_threshold"))
+            threshold = float(t)
+
+        t0 = time.perf_counter()
+        qterms = terms(req.question)
+        lexical = self._lexical.scores(qterms)
+        allowed = self._filter_mask(req.vaults, req.folders)
+        lexical = np.where(allowed, lexical, 0.0)
+        t1 = time.perf_counter()
+        selection = select_folders(
+            req.folder_mode, lexical, self._chunk_folders, self.folders, qterms,
+            confidence_threshold=self.config.folder_confidence_threshold,
+        )
+        if req.folder_mode != "off":
+            keep = set(selection["selected_folders"])
+            allowed = allowed & np.array([in_folders(f, keep) for f in self._chunk_folders], dtype=bool)
+        t2 = time.perf_counter()
+        vector = None
+        if self._embedder is not None and self._vectors is not None and self.chunks:
+            qv = normalize_rows(self._embedder.embed([req.question]))[0]
+            vector = self._vectors @ qv
+        w = req.rerank_weights
+        hits = fuse(lexical, vector, allowed, self._chunk_ids, req.k, w.vector, w.lexical)
+        retrieved = [self._chunk_dict(h, rank) for rank, h in enumerate(hits, 1)]
+        t3 = time.perf_counter()
+
+        top_sets = [self._lexical.term_sets[h.index] for h in hits[: self.config.evidence_chunks]]
+        share = evidence(qterms, top_sets, self._lexical.idf)
+        abstained, reason = (not hits or share < threshold), "no_relevant_context"
+        answer, cited = ABSTAIN_TEXT, []
+        if not abstained:
+            answer, cited, declined = self._answer(req.question, qterms, retrieved)
+            if declined:
+                abstained, reason, cited = True, "model_declined", []
+        t4 = time.perf_counter()
+
+        response: dict[str, Any] = {
+            "answer": answer,
+            "references": [
+                {k: retrieved[i][k] for k in ("chunk_id", "rel_path", "heading_path", "start_line", "end_line")}
+                for i in cited
+            ],
+            "abstained": abstained,
+            "abstain_reason": reason if abstained else None,
+        }
+        if req.debug:
+            ms = lambda a, b: round((b - a) * 1000, 3)  # noqa: E731
+            response["debug"] = {
+                "retrieved_chunks": retrieved,
+                "folder_selection": selection,
+                "timings_ms": {
+                    "folder_selection": ms(t1, t2),
+                    "retrieval": ms(t0, t1) + ms(t2, t3),
+                    "generation": ms(t3, t4),
+                },
+                "versions": self.versions(),
+                "evidence": round(share, 6),
+                "abstain_threshold": threshold,
+            }
+        return response
+
+    # ------------------------------------------------------------------ helpers
+
+    def _filter_mask(self, vaults: list[str], folders: list[str]) -> np.ndarray:
+        n = len(self.chunks)
+        if vaults and self.vault_id not in vaults:
+            return np.zeros(n, dtype=bool)
+        if not folders:
+            return np.ones(n, dtype=bool)
+        prefixes = [f.strip().strip("/") for f in folders]
+        if any(p in ("", ".") for p in prefixes):
+            return np.ones(n, dtype=bool)
+        return np.array(
+            [any(c.rel_path == p or c.rel_path.startswith(p + "/") for p in prefixes) for c in self.chunks],
+            dtype=bool,
+        )
+
+    def _chunk_dict(self, hit: Any, rank: int) -> dict:
+        c = self.chunks[hit.index]
+        return {
+            "chunk_id": c.chunk_id,
+            "rel_path": c.rel_path,
+            "heading_path": c.heading_path,
+            "start_line": c.start_line,
+            "end_line": c.end_line,
+            "score_vector": hit.score_vector,
+            "score_lexical": hit.score_lexical,
+            "score_final": hit.score_final,
+            "text": c.text,
+            "rank": rank,
+            "token_count": c.token_count,
+        }
+
+    def _answer(self, question: str, qterms: list[str], retrieved: list[dict]) -> tuple[str, list[int], bool]:
+        context = retrieved[: self.config.answer_context_chunks]
+        if self._chat is None:
+            text, cited = extractive_answer(
+                qterms, context, self._lexical.idf, max_sentences=self.config.answer_sentences,
+                context_chunks=len(context),
+            )
+            return text, cited, False
+        reply = self._chat.complete(chat_messages(question, context)).strip()
+        if is_decline(reply):
+            return reply, [], True
+        text, cited = renumber_citations(reply, len(context))
+        return text, cited, False

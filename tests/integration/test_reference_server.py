@@ -1,0 +1,194 @@
+"""The reference chatbot over a real loopback socket: contract, bad requests, load, real vault."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from evalkit.reference.chatbot import ReferenceChatbot, ReferenceConfig
+from evalkit.reference.server import MAX_BODY_BYTES
+from evalkit.schema import AskResponse, IndexingCoverage
+
+pytestmark = pytest.mark.integration
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# written by others: spaces and apostrophes in names, 4-backtick fences, callouts
+REAL_VAULT = (REPO_ROOT / "../shared/corpora/obsidian-tasks/vault").resolve()
+
+
+@pytest.fixture(scope="module")
+def client(reference_server: str):
+    with httpx.Client(base_url=reference_server, trust_env=False, timeout=10) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def question(reference_vault: Path) -> str:
+    """Words from the body of some note of the served vault, so the question is answerable."""
+    for note in sorted(reference_vault.rglob("*.md")):
+        text = note.read_text(encoding="utf-8", errors="replace")
+        body = text.split("\n---\n", 1)[1] if text.startswith("---\n") and "\n---\n" in text else text
+        words = re.findall(r"[A-Za-z]{5,}", body)
+        if len(words) >= 6:
+            return " ".join(words[:6])
+    pytest.fail("no note with six long words in the served vault")
+
+
+def test_ask_answers_the_contract(client: httpx.Client, question: str) -> None:
+    r = client.post("/api/v1/ask", params={"debug": "true"}, json={"question": question, "k": 4})
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+    resp = AskResponse.model_validate(r.json())
+    assert resp.debug is not None and 1 <= len(resp.debug.retrieved_chunks) <= 4
+    assert resp.abstained is False and resp.references and "[1]" in resp.answer
+    for c in resp.debug.retrieved_chunks:
+        assert re.fullmatch(r"[0-9a-f]{32}", c.chunk_id)
+        assert c.start_line <= c.end_line and c.token_count and c.text
+    assert resp.debug.folder_selection.mode == "off"
+    assert resp.debug.versions.chunker_version == "md-heading-v1"
+    assert {ref.chunk_id for ref in resp.references} <= {c.chunk_id for c in resp.debug.retrieved_chunks}
+
+
+def test_debug_only_when_asked(client: httpx.Client) -> None:
+    body = {"question": "anything at all"}
+    assert "debug" not in client.post("/api/v1/ask", json=body).json()
+    assert "debug" not in client.post("/api/v1/ask?debug=false", json=body).json()
+    assert "debug" in client.post("/api/v1/ask?debug=1", json=body).json()
+
+
+def test_stats_and_health(client: httpx.Client) -> None:
+    stats = client.get("/api/v1/index/stats")
+    assert stats.status_code == 200
+    cov = IndexingCoverage.model_validate(stats.json())
+    assert cov.docs_processed > 0 and cov.chunks_attempted == cov.chunks_embedded + cov.chunks_skipped
+    health = client.get("/healthz").json()
+    assert health["status"] == "ok" and health["docs"] == cov.docs_processed
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs", "status"),
+    [
+        pytest.param("POST", "/api/v1/ask", {"content": b"{not json"}, 400, id="bad-json"),
+        pytest.param("POST", "/api/v1/ask", {"content": b""}, 400, id="empty-body"),
+        pytest.param("POST", "/api/v1/ask", {"json": [1, 2]}, 400, id="array-body"),
+        pytest.param("POST", "/api/v1/ask", {"json": {"k": 3}}, 400, id="missing-question"),
+        pytest.param("POST", "/api/v1/ask", {"json": {"question": 42}}, 400, id="question-not-a-string"),
+        pytest.param("POST", "/api/v1/ask", {"json": {"question": "q", "k": "five"}}, 400, id="k-not-int"),
+        pytest.param("POST", "/api/v1/ask", {"json": {"question": "q", "folder_mode": "maybe"}}, 400, id="bad-mode"),
+        pytest.param("POST", "/api/v1/ask", {"json": {"question": "q", "rerank_weights": [1]}}, 400, id="bad-weights"),
+        pytest.param("POST", "/api/v1/ask", {"content": b"\xff\xfe\x00"}, 400, id="not-utf8"),
+        pytest.param("POST", "/api/v1/ask", {"content": b"x" * (MAX_BODY_BYTES + 1)}, 413, id="huge-body"),
+        pytest.param("GET", "/api/v1/ask", {}, 405, id="get-ask"),
+        pytest.param("POST", "/healthz", {"json": {}}, 405, id="post-health"),
+        pytest.param("DELETE", "/api/v1/index/stats", {}, 405, id="delete-stats"),
+        pytest.param("GET", "/api/v2/ask", {}, 404, id="unknown-path"),
+        pytest.param("POST", "/nope", {"json": {"question": "q"}}, 404, id="unknown-post"),
+    ],
+)
+def test_bad_requests_get_json_errors_and_the_server_survives(
+    client: httpx.Client, method: str, path: str, kwargs: dict, status: int
+) -> None:
+    r = client.request(method, path, **kwargs)
+    assert r.status_code == status
+    assert isinstance(r.json()["error"], str)
+    ok = client.post("/api/v1/ask", json={"question": "still there?"})
+    assert ok.status_code == 200 and "answer" in ok.json()
+
+
+def test_validation_errors_name_the_field(client: httpx.Client) -> None:
+    r = client.post("/api/v1/ask", json={"question": "q", "k": 0})
+    assert r.status_code == 400 and any(p.startswith("k:") for p in r.json()["problems"])
+
+
+def test_large_question_within_the_limit_is_answered(client: httpx.Client) -> None:
+    q = "tasks " * 50_000  # ~300 KB
+    r = client.post("/api/v1/ask", json={"question": q, "k": 2})
+    assert r.status_code == 200 and AskResponse.model_validate(r.json())
+
+
+def test_garbage_on_the_socket_does_not_kill_the_server(reference_server: str, client: httpx.Client) -> None:
+    host, port = reference_server.removeprefix("http://").split(":")
+    for junk in (b"NOT HTTP AT ALL\r\n\r\n", b"POST /api/v1/ask HTTP/1.1\r\nContent-Length: 50\r\n\r\n{\"q", b""):
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            s.sendall(junk)
+            s.shutdown(socket.SHUT_WR)
+            s.recv(4096)
+    assert client.get("/healthz").status_code == 200
+
+
+def test_fifty_concurrent_requests(reference_server: str, question: str) -> None:
+    questions = [f"{question} {i % 5}" for i in range(50)]
+
+    async def run() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=reference_server, trust_env=False, timeout=30) as ac:
+            return await asyncio.gather(
+                *(ac.post("/api/v1/ask?debug=true", json={"question": x, "k": 5}) for x in questions)
+            )
+
+    responses = asyncio.run(run())
+    assert [r.status_code for r in responses] == [200] * 50
+    bodies = [AskResponse.model_validate(r.json()) for r in responses]
+    # same question, same answer and ranking, whatever the interleaving
+    by_q: dict[str, tuple] = {}
+    for x, b in zip(questions, bodies, strict=True):
+        key = (b.answer, tuple(c.chunk_id for c in b.debug.retrieved_chunks))
+        assert by_q.setdefault(x, key) == key
+
+
+def test_serve_reference_script(reference_vault: Path) -> None:
+    help_ = subprocess.run([sys.executable, "scripts/serve_reference.py", "--help"], cwd=REPO_ROOT,
+                           capture_output=True, text=True, timeout=30)
+    assert help_.returncode == 0 and "--vault" in help_.stdout
+    proc = subprocess.Popen(
+        [sys.executable, "scripts/serve_reference.py", "--vault", str(reference_vault), "--port", "0"],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        url = None
+        for _ in range(5):
+            line = proc.stdout.readline()
+            m = re.search(r"http://127\.0\.0\.1:\d+", line)
+            if m:
+                url = m.group(0)
+                break
+        assert url, proc.stderr.read() if proc.poll() is not None else "no URL printed"
+        assert httpx.get(f"{url}/healthz", trust_env=False, timeout=5).json()["status"] == "ok"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_serve_reference_script_missing_vault_exits_2(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "scripts/serve_reference.py", "--vault", str(tmp_path / "none")],
+                       cwd=REPO_ROOT, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "vault folder not found" in r.stderr
+
+
+@pytest.mark.skipif(not REAL_VAULT.is_dir(), reason="shared obsidian-tasks corpus not present")
+def test_indexes_the_real_obsidian_tasks_vault() -> None:
+    bot = ReferenceChatbot(REAL_VAULT, config=ReferenceConfig())
+    stats = bot.index_stats()
+    n_md = sum(1 for p in REAL_VAULT.rglob("*.md") if not any(part.startswith(".") for part in p.relative_to(REAL_VAULT).parts))
+    assert stats["docs_processed"] == n_md
+    assert stats["chunks_embedded"] > n_md
+    assert stats["chunk_token_stats"]["max"] <= ReferenceConfig().chunker.max_tokens
+    assert any("'" in c.rel_path for c in bot.chunks) and any(" " in c.rel_path for c in bot.chunks)
+
+    r = bot.ask({"question": "How do I postpone a task?", "k": 5})
+    assert r["abstained"] is False
+    assert r["debug"]["retrieved_chunks"][0]["rel_path"] == "Editing/Postponing.md"
+
+    # "# not a heading"-style lines inside 4-backtick fences must not become heading paths
+    presets = [c for c in bot.chunks if c.rel_path == "Queries/Presets.md"]
+    assert presets and all("```" not in c.heading_path for c in presets)
+    # Task Dependencies hides "#### Duplicate `id` values" inside an Obsidian %% comment
+    deps = {c.heading_path for c in bot.chunks if c.rel_path == "Getting Started/Task Dependencies.md"}
+    assert deps and not any("Duplicate" in h for h in deps)
+
+    assert bot.ask({"question": "What is the boiling point of mercury in kelvin?"})["abstained"] is True
