@@ -27,4 +27,12 @@ for _name, _module in _COMMANDS:
         if e.name != f"evalkit.cli.{_module}":
             raise
         continue
-    app.add_typer(_mod.app, name=_name)
+    _sub: typer.Typer = _mod.app
+    if _sub.registered_callback is None and len(_sub.registered_commands) == 1:
+        # A one-command script app: mount its command itself, so `evalkit run --flag`
+        # takes the same flags as `scripts/run_eval.py --flag` (add_typer would make a group).
+        _cmd = _sub.registered_commands[0]
+        _help = _sub.info.help if isinstance(_sub.info.help, str) else _cmd.help
+        app.command(name=_name, help=_help)(_cmd.callback)
+    else:
+        app.add_typer(_sub, name=_name)

@@ -11,7 +11,7 @@ from evalkit.cli.common import exit_on_known_errors, load_dotenv_once
 app = typer.Typer(add_completion=False, help="Serve the reference chatbot over HTTP (POST /api/v1/ask).")
 
 
-@app.callback(invoke_without_command=True)
+@app.command()
 def main(
     vault: Path = typer.Option(Path("sample_vault"), "--vault", help="Folder of markdown notes to index."),
     host: str = typer.Option("127.0.0.1", "--host", help="Bind address (loopback by default)."),

@@ -1,0 +1,108 @@
+"""judge_answers.py: (re)judge the answers of a stored run (seed 000 §3.B).
+
+Judges results/<run_id>/results.jsonl (typically a --retrieval-only run), rewrites it
+atomically, recomputes metrics.json and records the judge in config.json. The target is
+never called again. Exit 0 ok, 2 bad input (unknown run, missing key, unpinned model).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from evalkit.cli.common import CONCURRENCY, RESULTS_DIR, RPS, RUN_ID, exit_on_known_errors, load_dotenv_once
+
+app = typer.Typer(
+    add_completion=False,
+    help="(Re)judge the answers of a run: groundedness and correctness (0-5), abstention fallback, "
+    "cache, cost, reliability spot-check. Exit 0 ok, 2 bad input.",
+)
+
+_J = "judge"
+_R = "reliability"
+
+
+@app.command()
+def main(
+    run_id: str = RUN_ID,
+    results_dir: Path = RESULTS_DIR,
+    judge_provider: Optional[str] = typer.Option(
+        None, "--judge-provider", help="openai | anthropic | openai-compatible | heuristic. (default: heuristic unless --judge-model says otherwise)", rich_help_panel=_J
+    ),
+    judge_model: Optional[str] = typer.Option(
+        None, "--judge-model", help="Pinned judge model: a dated snapshot, or name@<hash|build-id> for local servers; 'local' = llama.cpp at 127.0.0.1:8080.", rich_help_panel=_J
+    ),
+    judge_base_url: Optional[str] = typer.Option(
+        None, "--judge-base-url", help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:11434/v1 (Ollama).", rich_help_panel=_J
+    ),
+    judge_temperature: float = typer.Option(0.0, "--judge-temperature", min=0.0, help="Judge sampling temperature.", rich_help_panel=_J),
+    allow_unpinned: bool = typer.Option(False, "--allow-unpinned", help="Accept a floating model alias (scores may drift).", rich_help_panel=_J),
+    concurrency: int = CONCURRENCY,
+    rps: Optional[float] = RPS,
+    timeout: float = typer.Option(60.0, "--timeout", min=1.0, help="Seconds per judge request.", rich_help_panel=_J),
+    ids: Optional[str] = typer.Option(None, "--ids", help="Comma-separated case ids to judge (others are kept)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the judge cache.", rich_help_panel=_J),
+    refresh_cache: bool = typer.Option(False, "--refresh-cache", help="Ignore cached judgments but store the new ones.", rich_help_panel=_J),
+    cache_path: Path = typer.Option(Path("cache/judge_cache.sqlite"), "--cache-path", help="SQLite judge cache file.", rich_help_panel=_J),
+    price_file: Optional[Path] = typer.Option(None, "--price-file", help="JSON prices (USD per 1M tokens) overriding the built-in table.", rich_help_panel=_J),
+    claim_level: bool = typer.Option(False, "--claim-level", help="Judge groundedness claim by claim (score = 5 × supported / claims).", rich_help_panel=_J),
+    judge_trials: int = typer.Option(1, "--judge-trials", min=1, help="Judge each answer N times; report per-case spread and the mean's SE.", rich_help_panel=_J),
+    vault: Optional[Path] = typer.Option(None, "--vault", help="Re-read full chunk text from this notes folder when results hold 200-char texts.", rich_help_panel=_J),
+    spot_check: int = typer.Option(0, "--spot-check", min=0, help="Re-judge N random judged cases with a second judge.", rich_help_panel=_R),
+    spot_check_model: Optional[str] = typer.Option(None, "--spot-check-model", help="Second judge model (same provider unless --spot-check-provider).", rich_help_panel=_R),
+    spot_check_provider: Optional[str] = typer.Option(None, "--spot-check-provider", help="Provider of the second judge.", rich_help_panel=_R),
+    spot_check_prompt_version: Optional[str] = typer.Option(None, "--spot-check-prompt-version", help="Second prompt set for the same judge, e.g. v1-alt.", rich_help_panel=_R),
+    seed: int = typer.Option(0, "--seed", help="Seed of the spot-check sample (np.random.default_rng).", rich_help_panel=_R),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or table."),
+    json_output: bool = typer.Option(False, "--json", help="Print one JSON object last (run_id, judge, judge_stats, judge_reliability, aggregate_metrics)."),
+) -> None:
+    """Judge the answers of RUN_ID and rewrite its results and metrics."""
+    load_dotenv_once()
+    with exit_on_known_errors(resume_hint=f"judge_answers.py --run-id {run_id} (cached judgments are reused)"):
+        from evalkit.judges import JudgeSettings
+        from evalkit.judges.rejudge import SpotCheck, judge_run
+        from evalkit.store import RunDir
+
+        run = RunDir.open(results_dir, run_id)
+        settings = JudgeSettings(
+            provider=judge_provider,
+            model=judge_model,
+            base_url=judge_base_url,
+            temperature=judge_temperature,
+            allow_unpinned=allow_unpinned,
+            use_cache=not no_cache,
+            refresh_cache=refresh_cache,
+            cache_path=cache_path,
+            price_file=price_file,
+            claim_level=claim_level,
+            trials=judge_trials,
+            concurrency=concurrency,
+            rps=rps,
+            timeout=timeout,
+        )
+        spot = None
+        if spot_check:
+            spot = SpotCheck(
+                n=spot_check, model=spot_check_model, provider=spot_check_provider, prompt_set=spot_check_prompt_version, seed=seed
+            )
+        id_list = [i.strip() for i in ids.split(",") if i.strip()] if ids else None
+
+        from rich.console import Console
+
+        from evalkit.report.judges import JudgeProgress, print_judge_summary
+
+        console = Console(stderr=json_output)
+        with JudgeProgress(Console(stderr=True), disable=quiet or json_output) as progress:
+            result = judge_run(run, settings, ids=id_list, vault=vault, spot_check=spot, on_progress=progress.update)
+
+    for w in result.warnings:
+        print(f"evalkit: warning: {w}", file=sys.stderr)
+    if not quiet:
+        print_judge_summary(result, console=console)
+    if json_output:
+        import orjson
+
+        sys.stdout.write(orjson.dumps(result.to_json(), option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
