@@ -75,14 +75,15 @@ class JudgeConfigError(InputError):
     """A judge that cannot be built: missing key, unpinned model, unknown provider."""
 
 
-TargetErrorKind = Literal["timeout", "http_error", "invalid_response", "empty_answer", "connect"]
+# "exception": an in-process target (--target python:...) raised instead of answering.
+TargetErrorKind = Literal["timeout", "http_error", "invalid_response", "empty_answer", "connect", "exception"]
 
 
 class TargetError(EvalkitError):
     """The system under test failed on one case. The runner records it and goes on.
 
     Args:
-        kind: timeout | http_error | invalid_response | empty_answer | connect.
+        kind: timeout | http_error | invalid_response | empty_answer | connect | exception.
         detail: short human text; never contains secrets, truncated by the caller.
         status: HTTP status for http_error.
     """

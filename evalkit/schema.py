@@ -224,7 +224,7 @@ class IndexingCoverage(_Open):
 # --------------------------------------------------------------------------- run folder
 
 
-ErrorKind = Literal["timeout", "http_error", "invalid_response", "empty_answer", "connect"]
+ErrorKind = Literal["timeout", "http_error", "invalid_response", "empty_answer", "connect", "exception"]
 
 
 class CaseError(_Open):

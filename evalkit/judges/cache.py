@@ -1,0 +1,136 @@
+"""The judge cache: SQLite in WAL mode, one row per (judge kind, inputs, model, prompt, temperature).
+
+Two processes may judge into the same file at once: WAL lets readers and one writer work
+together, `busy_timeout` makes a second writer wait instead of failing, and every write
+is one short `INSERT OR REPLACE` transaction, so no write can be lost or half-done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+DEFAULT_CACHE_PATH = Path("cache/judge_cache.sqlite")
+_BUSY_TIMEOUT_MS = 30_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS judgments (
+    key TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    model TEXT NOT NULL,
+    prompt_version TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    value BLOB NOT NULL
+)
+"""
+
+
+def context_hash(context: Sequence[Mapping[str, Any]]) -> str:
+    """sha256 over the context the judge saw: each chunk's id and text, in rank order."""
+    h = hashlib.sha256()
+    for chunk in context:
+        h.update(orjson.dumps([chunk.get("chunk_id"), chunk.get("text") or ""]))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def cache_key(
+    *,
+    kind: str,
+    question: str,
+    answer: str,
+    context_sha256: str,
+    provider: str,
+    model: str,
+    prompt_version: str,
+    temperature: float,
+    trial: int = 0,
+    extra: Mapping[str, Any] | None = None,
+) -> str:
+    """sha256 of the canonical JSON of everything that can change a judgment.
+
+    `extra` carries inputs some prompts add (the correctness judge's expected key facts).
+    Trial 0 has no trial field, so a single-trial run and trial 0 of `--judge-trials N`
+    share entries.
+    """
+    parts: dict[str, Any] = {
+        "kind": kind,
+        "question": question,
+        "answer": answer,
+        "context": context_sha256,
+        "provider": provider,
+        "model": model,
+        "prompt_version": prompt_version,
+        "temperature": float(temperature),
+    }
+    if trial:
+        parts["trial"] = int(trial)
+    if extra:
+        parts["extra"] = dict(extra)
+    return hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+class JudgeCache:
+    """Get/put judgments by key. Safe across processes; one connection per instance.
+
+    Args:
+        path: the SQLite file (its folder is created).
+    """
+
+    def __init__(self, path: Path = DEFAULT_CACHE_PATH):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        # Autocommit (isolation_level=None): each INSERT OR REPLACE is its own transaction.
+        self._conn = sqlite3.connect(
+            str(self.path), timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        )
+        self._conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+        self._retry_locked(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._retry_locked(lambda: self._conn.execute(_SCHEMA))
+
+    @staticmethod
+    def _retry_locked(fn: Any, attempts: int = 50) -> Any:
+        # Switching to WAL needs a moment of exclusive access; busy_timeout does not cover it.
+        for i in range(attempts):
+            try:
+                return fn()
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or i == attempts - 1:
+                    raise
+                time.sleep(0.05)
+        return None  # pragma: no cover
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The stored judgment for `key`, or None."""
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM judgments WHERE key = ?", (key,)).fetchone()
+        return orjson.loads(row[0]) if row else None
+
+    def put(self, key: str, value: Mapping[str, Any], *, kind: str, model: str, prompt_version: str) -> None:
+        """Store (or replace) one judgment."""
+        blob = orjson.dumps(value)
+        with self._lock:
+            self._retry_locked(
+                lambda: self._conn.execute(
+                    "INSERT OR REPLACE INTO judgments (key, kind, model, prompt_version, created_at, value)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (key, kind, model, prompt_version, time.time(), blob),
+                )
+            )
+
+    def count(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM judgments").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,280 @@
+"""The offline heuristic judge: deterministic, free, and a weak proxy for an LLM judge.
+
+It is the default when no LLM judge is configured, so that a fresh checkout produces
+groundedness/correctness numbers without a key. It only measures word overlap; every
+score it produces is labelled `heuristic` in results, config.json and terminal tables.
+EVAL.md, section "Judges", states the formulas below.
+
+- Claims are the answer's sentences (bullets and lines split too) that keep at least one
+  content word once citation markers are removed.
+- Content words: lower-cased alphanumeric tokens of 3+ characters (or any number) that are
+  not stop words; a trailing plural "s" is dropped from tokens longer than 4 characters.
+- A claim is supported when some context chunk contains at least SUPPORT_THRESHOLD (60%)
+  of the claim's content words.
+- A claim is cited when it carries a marker [n] (or [n, m]); citation coverage =
+  cited claims / claims.
+- groundedness = 5 × s × (0.6 + 0.4 × c), with s = supported claims / claims and c =
+  citation coverage; claim-level mode uses 5 × s.
+- correctness = 5 × covered key facts / key facts (a fact is covered when the answer holds
+  60% of its content words); without key facts, 5 × recall of the expected answer's content
+  words; without either, 5 × (0.5 × q + 0.5 × s), q = share of the question's content
+  words the answer uses.
+- abstention: a refusal phrase (REFUSAL_PATTERNS) in the first sentence, or anywhere in an
+  answer of at most 40 words.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from evalkit.judges.base import JudgeFailure, JudgeItem, JudgeOutcome, JudgeStats
+
+HEURISTIC_VERSION = "heuristic-v1"
+SUPPORT_THRESHOLD = 0.6
+CITATION_WEIGHT = 0.4
+SHORT_ANSWER_WORDS = 40
+
+STOPWORDS = frozenset(
+    """a about above after again against all also am an and any are aren as at be because been before
+    being below between both but by can cannot could did didn do does doesn doing don down during each
+    few for from further had has have having he her here hers herself him himself his how however i if
+    in into is isn it its itself just let me more most much must my myself no nor not now of off on
+    once only or other our ours ourselves out over own per same she should so some such than that the
+    their theirs them themselves then there these they this those through thus to too under until up
+    upon use used using very via was wasn we were what when where which while who whom why will with
+    within without would yes yet you your yours yourself yourselves one two may might shall""".split()
+)
+
+REFUSAL_PATTERNS: tuple[str, ...] = (
+    r"\bi (?:do not|don't|dont) know\b",
+    r"\bi(?:'m| am) not sure\b",
+    r"\b(?:cannot|can't|can not|could not|couldn't|unable to|not able to) (?:find|answer|locate|determine|tell|say|help)\b",
+    r"\bno (?:relevant |specific |such )?(?:information|mention|details?|data|notes?|context|record)s? (?:about|on|regarding|of|for|in|is|was|were|are)\b",
+    r"\b(?:is|are|was|were) not (?:mentioned|covered|found|available|specified|stated|documented|described|provided)\b",
+    r"\b(?:notes|context|documents?|vault|sources?|provided information) (?:do|does|did) not (?:contain|mention|say|include|cover|specify|provide)\b",
+    r"\b(?:insufficient|not enough) (?:information|context|evidence)\b",
+    r"\bthere is no (?:information|mention|record|answer)\b",
+    r"\bi (?:have no|don't have|do not have) (?:information|access|enough)\b",
+    r"\bnot (?:in|covered by|part of) (?:the|my) (?:notes|context|documents|vault|sources)\b",
+)
+_REFUSAL = re.compile("|".join(REFUSAL_PATTERNS), re.I)
+_TOKEN = re.compile(r"[^\W_]+", re.U)
+_MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?])")
+
+
+def content_words(text: str) -> set[str]:
+    """The content-word set of `text` (see module docstring)."""
+    out = set()
+    for tok in _TOKEN.findall(text.lower()):
+        if tok in STOPWORDS or (len(tok) < 3 and not tok.isdigit()):
+            continue
+        if len(tok) > 4 and tok.endswith("s") and not tok.endswith("ss"):
+            tok = tok[:-1]
+        out.add(tok)
+    return out
+
+
+def split_claims(answer: str) -> list[dict[str, Any]]:
+    """Answer sentences as claims: [{"claim": text without markers, "markers": [n, ...]}].
+
+    A piece holding only markers (`... 8080. [1]`) gives its markers to the claim before it.
+    """
+    claims: list[dict[str, Any]] = []
+    for line in answer.splitlines():
+        line = _BULLET.sub("", line).strip()
+        if not line:
+            continue
+        for piece in _SENTENCE_END.split(line):
+            markers = [int(n) for group in _MARKER.findall(piece) for n in re.split(r"\s*,\s*", group)]
+            text = _SPACE_BEFORE_PUNCT.sub(r"\1", " ".join(_MARKER.sub(" ", piece).split()))
+            if not content_words(text):
+                if markers and claims:
+                    claims[-1]["markers"].extend(markers)
+                continue
+            claims.append({"claim": text, "markers": markers})
+    return claims
+
+
+def citation_check(answer: str, n_context: int, n_references: int = 0) -> dict[str, Any]:
+    """Deterministic citation facts about an answer (stored beside the groundedness verdict).
+
+    Returns:
+        has_citations (any [n] marker), markers (sorted distinct), claims, cited_claims,
+        coverage = cited_claims / claims (None without claims), out_of_range = markers
+        larger than the number of context chunks and references.
+    """
+    claims = split_claims(answer)
+    markers = sorted({int(n) for group in _MARKER.findall(answer) for n in re.split(r"\s*,\s*", group)})
+    limit = max(n_context, n_references)
+    cited = sum(1 for c in claims if c["markers"])
+    return {
+        "has_citations": bool(markers),
+        "markers": markers,
+        "claims": len(claims),
+        "cited_claims": cited,
+        "coverage": cited / len(claims) if claims else None,
+        "out_of_range": [n for n in markers if n < 1 or n > limit] if limit else [],
+    }
+
+
+def _overlap(words: set[str], other: set[str]) -> float:
+    return len(words & other) / len(words) if words else 0.0
+
+
+def judge_claims(answer: str, context: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each claim with its best overlap, the chunks [n] reaching the threshold, and `supported`."""
+    chunk_words = [content_words(c.get("text") or "") for c in context]
+    out = []
+    for c in split_claims(answer):
+        words = content_words(c["claim"])
+        overlaps = [_overlap(words, cw) for cw in chunk_words]
+        best = max(overlaps, default=0.0)
+        out.append(
+            {
+                "claim": c["claim"],
+                "supported": best >= SUPPORT_THRESHOLD,
+                "overlap": round(best, 4),
+                "evidence": [n for n, o in enumerate(overlaps, start=1) if o >= SUPPORT_THRESHOLD],
+                "cited": bool(c["markers"]),
+            }
+        )
+    return out
+
+
+def groundedness_score(claims: Sequence[dict[str, Any]], *, claim_level: bool = False) -> float | None:
+    """5 × s × (0.6 + 0.4 × c), or 5 × s in claim-level mode; None without claims."""
+    if not claims:
+        return None
+    s = sum(1 for c in claims if c["supported"]) / len(claims)
+    if claim_level:
+        return 5 * s
+    cov = sum(1 for c in claims if c["cited"]) / len(claims)
+    return 5 * s * ((1 - CITATION_WEIGHT) + CITATION_WEIGHT * cov)
+
+
+def detect_refusal(answer: str) -> dict[str, Any]:
+    """The refusal-phrase detector: {"abstained", "confidence", "phrase"}."""
+    text = " ".join(answer.split())
+    if not text:
+        return {"abstained": False, "confidence": 0.5, "phrase": None}
+    first = _SENTENCE_END.split(text, maxsplit=1)[0]
+    n_words = len(text.split())
+    m_first = _REFUSAL.search(first)
+    m_any = m_first or _REFUSAL.search(text)
+    if m_first:
+        return {"abstained": True, "confidence": 0.9 if n_words <= SHORT_ANSWER_WORDS else 0.75, "phrase": m_first.group(0)}
+    if m_any and n_words <= SHORT_ANSWER_WORDS:
+        return {"abstained": True, "confidence": 0.7, "phrase": m_any.group(0)}
+    return {"abstained": False, "confidence": 0.7, "phrase": None}
+
+
+class HeuristicJudge:
+    """The Judge protocol without a model: lexical overlap, citation markers, refusal phrases."""
+
+    heuristic = True
+    name = "heuristic"
+    version = HEURISTIC_VERSION
+
+    def __init__(self, *, claim_level: bool = False):
+        self.claim_level = claim_level
+        self._stats = JudgeStats()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "provider": "heuristic",
+            "model": HEURISTIC_VERSION,
+            "name": self.name,
+            "version": self.version,
+            "heuristic": True,
+            "support_threshold": SUPPORT_THRESHOLD,
+            "citation_weight": CITATION_WEIGHT,
+            "note": "offline lexical-overlap proxy, not an LLM judge; do not compare with LLM-judged scores",
+        }
+
+    def stats(self) -> JudgeStats:
+        return self._stats
+
+    async def aclose(self) -> None:
+        return None
+
+    async def judge(self, kind: str, item: JudgeItem, *, trial: int = 0) -> JudgeOutcome | JudgeFailure:
+        """Judge deterministically; `trial` is ignored (every trial is the same)."""
+        if kind in ("groundedness", "claims"):
+            verdict = self._groundedness(item, claim_level=kind == "claims" or self.claim_level)
+        elif kind == "correctness":
+            verdict = self._correctness(item)
+        elif kind == "abstention":
+            r = detect_refusal(item.answer)
+            verdict = {"abstained": r["abstained"], "confidence": r["confidence"], "phrase": r["phrase"]}
+        else:
+            raise ValueError(f"unknown judge kind {kind!r}")
+        return JudgeOutcome(
+            kind=kind,
+            verdict=verdict,
+            method="heuristic",
+            judge=self.name,
+            model=HEURISTIC_VERSION,
+            prompt_version=HEURISTIC_VERSION,
+        )
+
+    def _groundedness(self, item: JudgeItem, *, claim_level: bool) -> dict[str, Any]:
+        claims = judge_claims(item.answer, item.context)
+        score = groundedness_score(claims, claim_level=claim_level)
+        supported = [c["claim"] for c in claims if c["supported"]]
+        unsupported = [c["claim"] for c in claims if not c["supported"]]
+        cited = sum(1 for c in claims if c["cited"])
+        if score is None:
+            reasoning = "heuristic: the answer has no checkable claims"
+        else:
+            reasoning = (
+                f"heuristic: {len(supported)}/{len(claims)} claims reach {SUPPORT_THRESHOLD:.0%} content-word "
+                f"overlap with a context chunk; {cited}/{len(claims)} carry a citation marker"
+            )
+        return {
+            "score": score,
+            "reasoning": reasoning,
+            "supported_claims": supported,
+            "unsupported_claims": unsupported,
+            "claims": claims,
+        }
+
+    def _correctness(self, item: JudgeItem) -> dict[str, Any]:
+        answer_words = content_words(item.answer)
+        if item.expected_key_facts:
+            covered = [f for f in item.expected_key_facts if _overlap(content_words(f), answer_words) >= SUPPORT_THRESHOLD]
+            missing = [f for f in item.expected_key_facts if f not in covered]
+            n = len(item.expected_key_facts)
+            return {
+                "score": 5 * len(covered) / n,
+                "reasoning": f"heuristic: {len(covered)}/{n} expected key facts found in the answer",
+                "key_facts_covered": covered,
+                "key_facts_missing": missing,
+                "basis": "key_facts",
+            }
+        if item.expected_answer and content_words(item.expected_answer):
+            r = _overlap(content_words(item.expected_answer), answer_words)
+            return {
+                "score": 5 * r,
+                "reasoning": f"heuristic: the answer holds {r:.0%} of the expected answer's content words",
+                "key_facts_covered": [],
+                "key_facts_missing": [],
+                "basis": "expected_answer",
+            }
+        q = _overlap(content_words(item.question), answer_words)
+        claims = judge_claims(item.answer, item.context)
+        s = sum(1 for c in claims if c["supported"]) / len(claims) if claims else 0.0
+        return {
+            "score": 5 * (0.5 * q + 0.5 * s),
+            "reasoning": (
+                f"heuristic (no key facts): the answer uses {q:.0%} of the question's content words and "
+                f"{s:.0%} of its claims are supported by the context"
+            ),
+            "key_facts_covered": [],
+            "key_facts_missing": [],
+            "basis": "question_and_support",
+        }

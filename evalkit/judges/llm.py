@@ -1,0 +1,313 @@
+"""LLMJudge: everything generic around one backend's wire call.
+
+Rendering, the cache lookup, bounded tenacity retries (429 honouring Retry-After, 5xx,
+timeouts), one repair retry on output that fails validation, cost accounting, and turning
+junk into a JudgeFailure instead of a silent 0 (inspect's `Score.unscored`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from contextlib import asynccontextmanager
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from evalkit.errors import JudgeConfigError, Problem
+from evalkit.judges.base import (
+    OUTPUT_MODELS,
+    Completion,
+    JudgeBackend,
+    JudgeFailure,
+    JudgeItem,
+    JudgeOutcome,
+    JudgeStats,
+    RenderedPrompt,
+)
+from evalkit.judges.cache import JudgeCache, cache_key, context_hash
+from evalkit.judges.cost import PriceTable
+from evalkit.judges.prompts import DEFAULT_PROMPT_SET, render_prompt
+from evalkit.ratelimit import RateLimiter
+from evalkit.retry import RetryPolicy
+
+RAW_LIMIT = 2000
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
+
+
+def parse_reply(completion: Completion, output: type[BaseModel]) -> BaseModel:
+    """Validate a reply against the verdict model.
+
+    Tool input (Anthropic) is validated as is. Text may be wrapped in a ``` fence or in
+    prose, as small local models like to do; the outermost {...} is tried after the text
+    as a whole fails.
+
+    Raises:
+        ValidationError: the reply does not fit the model.
+    """
+    if completion.data is not None:
+        return output.model_validate(completion.data)
+    text = completion.text or ""
+    m = _FENCE.match(text)
+    if m:
+        text = m.group(1)
+    try:
+        return output.model_validate_json(text)
+    except ValidationError:
+        start, end = text.find("{"), text.rfind("}")
+        if start == -1 or end <= start or (start == 0 and end == len(text) - 1):
+            raise
+        return output.model_validate_json(text[start : end + 1])
+
+
+class LLMJudge:
+    """A Judge over any JudgeBackend.
+
+    Args:
+        backend: the provider's wire call.
+        prompt_set: which prompt templates (prompts.PROMPT_SETS) to use.
+        temperature: sampling temperature (0 by default, as the seed asks).
+        cache: the judgment cache, or None to call the provider every time.
+        refresh_cache: skip cache reads but still write fresh judgments.
+        prices: the price table for cost accounting.
+        retry_policy: bounded retries around each wire call.
+        concurrency: wire calls in flight at once (shared by every judgment of this judge).
+        rps: at most this many wire calls per second, or None.
+    """
+
+    heuristic = False
+
+    def __init__(
+        self,
+        backend: JudgeBackend,
+        *,
+        prompt_set: str = DEFAULT_PROMPT_SET,
+        temperature: float = 0.0,
+        cache: JudgeCache | None = None,
+        refresh_cache: bool = False,
+        prices: PriceTable | None = None,
+        retry_policy: RetryPolicy | None = None,
+        concurrency: int = 4,
+        rps: float | None = None,
+    ):
+        self.backend = backend
+        self.prompt_set = prompt_set
+        self.temperature = float(temperature)
+        self.cache = cache
+        self.refresh_cache = refresh_cache
+        self.prices = prices or PriceTable()
+        self.retry_policy = retry_policy or RetryPolicy()
+        self.concurrency = max(1, int(concurrency))
+        self.limiter = RateLimiter(rps) if rps else None
+        self.name = f"{backend.provider}:{backend.model}"
+        self.version = f"{backend.model}+prompts-{prompt_set}"
+        self.price = self.prices.lookup(backend.provider, backend.model)
+        self._stats = JudgeStats()
+        self._semaphores: dict[int, asyncio.Semaphore] = {}
+        if self.price is None:
+            self._stats.unpriced_models.add(backend.model)
+
+    # ------------------------------------------------------------------ plumbing
+
+    @asynccontextmanager
+    async def _slot(self):  # type: ignore[no-untyped-def]
+        # One semaphore per event loop: asyncio primitives must not cross loops.
+        loop_id = id(asyncio.get_running_loop())
+        sem = self._semaphores.get(loop_id)
+        if sem is None:
+            sem = self._semaphores[loop_id] = asyncio.Semaphore(self.concurrency)
+        async with sem:
+            if self.limiter is not None:
+                await self.limiter.acquire()
+            yield
+
+    async def _call(self, prompt: RenderedPrompt, output: type[BaseModel], counter: list[int]) -> Completion:
+        def retry_on(exc: BaseException) -> bool:
+            return self.backend.retry_decision(exc).retry
+
+        result: Completion | None = None
+        async for attempt in self.retry_policy.retrying(retry_on):
+            with attempt:
+                async with self._slot():
+                    counter[0] += 1
+                    self._stats.calls += 1
+                    result = await self.backend.complete(prompt, output)
+        assert result is not None  # tenacity either returned a value or re-raised
+        return result
+
+    def _cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return self.price.cost(prompt_tokens, completion_tokens) if self.price else 0.0
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **self.backend.describe(),
+            "name": self.name,
+            "version": self.version,
+            "prompt_set": self.prompt_set,
+            "temperature": self.temperature,
+            "heuristic": False,
+            "price": None
+            if self.price is None
+            else {"input_per_mtok": self.price.input_per_mtok, "output_per_mtok": self.price.output_per_mtok, "source": self.price.source},
+        }
+
+    def stats(self) -> JudgeStats:
+        return self._stats
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()
+        if self.cache is not None:
+            self.cache.close()
+
+    # ------------------------------------------------------------------ the judgment
+
+    async def judge(self, kind: str, item: JudgeItem, *, trial: int = 0) -> JudgeOutcome | JudgeFailure:
+        """Judge one item with the prompt of `kind`; never raises for a provider or parse failure.
+
+        Raises:
+            JudgeConfigError: the provider refused in a way every case would hit (bad key,
+                unknown model); the run should stop.
+        """
+        output = OUTPUT_MODELS[kind]
+        prompt = render_prompt(kind, item, prompt_set=self.prompt_set, temperature=self.temperature)
+        extra = {"expected_key_facts": list(item.expected_key_facts), "expected_answer": item.expected_answer} if kind == "correctness" else None
+        key = cache_key(
+            kind=kind,
+            question=item.question,
+            answer=item.answer,
+            context_sha256=context_hash(item.context) if kind != "abstention" else "",
+            provider=self.backend.provider,
+            model=self.backend.model,
+            prompt_version=prompt.prompt_version,
+            temperature=self.temperature,
+            trial=trial,
+            extra=extra,
+        )
+        common = {"kind": kind, "judge": self.name, "model": self.backend.model, "prompt_version": prompt.prompt_version}
+        if self.cache is not None:
+            hit = None if self.refresh_cache else self.cache.get(key)
+            if hit is not None:
+                self._stats.cache_hits += 1
+                return JudgeOutcome(
+                    **common,
+                    verdict=hit["verdict"],
+                    method="llm",
+                    prompt_hash=hit.get("prompt_hash", prompt.prompt_hash),
+                    answered_model_id=hit.get("answered_model_id"),
+                    system_fingerprint=hit.get("system_fingerprint"),
+                    raw=hit.get("raw"),
+                    cached=True,
+                    repaired=bool(hit.get("repaired")),
+                    price_known=self.price is not None,
+                )
+            self._stats.cache_misses += 1
+
+        counter = [0]
+        tokens = [0, 0]
+        raw = ""
+        current = prompt
+        last_error = ""
+        for repair in (False, True):
+            try:
+                completion = await self._call(current, output, counter)
+            except Exception as exc:  # noqa: BLE001 - sorted below: provider error, fatal, or our bug
+                decision = self.backend.retry_decision(exc)
+                if decision.fatal:
+                    raise JudgeConfigError(
+                        Problem(
+                            f"{self.backend.provider} refused the judge request ({decision.reason}: {str(exc)[:200]}); "
+                            "check the API key and --judge-model",
+                            field="--judge-model",
+                        )
+                    ) from None
+                if not decision.provider_error:
+                    raise
+                return self._failure(common, "provider_error", f"{decision.reason}: {str(exc)[:300]}", raw, counter, tokens)
+            tokens[0] += completion.prompt_tokens
+            tokens[1] += completion.completion_tokens
+            raw = completion.text or ""
+            if completion.answered_model_id:
+                self._stats.answered_model_ids.add(completion.answered_model_id)
+            if completion.system_fingerprint:
+                self._stats.system_fingerprints.add(completion.system_fingerprint)
+            try:
+                parsed = parse_reply(completion, output)
+            except ValidationError as e:
+                last_error = _short_errors(e)
+                if repair:
+                    return self._failure(common, "parse_failure", last_error, raw, counter, tokens)
+                self._stats.repairs += 1
+                current = prompt.with_repair(raw, last_error)
+                continue
+            verdict = parsed.model_dump(mode="json")
+            cost = self._cost(*tokens)
+            self._account(tokens, cost)
+            if self.cache is not None:
+                self.cache.put(
+                    key,
+                    {
+                        "verdict": verdict,
+                        "answered_model_id": completion.answered_model_id,
+                        "system_fingerprint": completion.system_fingerprint,
+                        "raw": raw[:RAW_LIMIT],
+                        "prompt_hash": prompt.prompt_hash,
+                        "prompt_tokens": tokens[0],
+                        "completion_tokens": tokens[1],
+                        "repaired": repair,
+                    },
+                    kind=kind,
+                    model=self.backend.model,
+                    prompt_version=prompt.prompt_version,
+                )
+            return JudgeOutcome(
+                **common,
+                verdict=verdict,
+                method="llm",
+                prompt_hash=prompt.prompt_hash,
+                answered_model_id=completion.answered_model_id,
+                system_fingerprint=completion.system_fingerprint,
+                raw=raw[:RAW_LIMIT],
+                repaired=repair,
+                calls=counter[0],
+                prompt_tokens=tokens[0],
+                completion_tokens=tokens[1],
+                cost_usd=cost,
+                price_known=self.price is not None,
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _account(self, tokens: list[int], cost: float) -> None:
+        self._stats.prompt_tokens += tokens[0]
+        self._stats.completion_tokens += tokens[1]
+        self._stats.cost_usd += cost
+
+    def _failure(
+        self, common: dict[str, Any], reason: str, detail: str, raw: str, counter: list[int], tokens: list[int]
+    ) -> JudgeFailure:
+        # Failed calls were still billed: count their tokens and cost.
+        cost = self._cost(*tokens)
+        self._account(tokens, cost)
+        self._stats.failures[reason] = self._stats.failures.get(reason, 0) + 1
+        return JudgeFailure(
+            kind=common["kind"],
+            reason=reason,
+            detail=detail,
+            judge=self.name,
+            raw=raw[:RAW_LIMIT] or None,
+            calls=counter[0],
+            prompt_tokens=tokens[0],
+            completion_tokens=tokens[1],
+            cost_usd=cost,
+            price_known=self.price is not None,
+        )
+
+
+def _short_errors(e: ValidationError, limit: int = 5) -> str:
+    parts = []
+    for err in e.errors()[:limit]:
+        loc = ".".join(str(x) for x in err.get("loc", ())) or "(root)"
+        parts.append(f"{loc}: {err.get('msg')}")
+    more = len(e.errors()) - limit
+    if more > 0:
+        parts.append(f"... and {more} more")
+    return "; ".join(parts)

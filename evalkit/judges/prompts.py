@@ -1,0 +1,213 @@
+"""Judge prompt templates, versioned. The v1 texts follow seed 000 §3.B / §3.C word for word
+where the seed gives them; `v1-alt` rewords the same rubric for the spot-check's option B.
+
+A prompt's version is `<kind>-<set>` (e.g. `groundedness-v1`). Change a template's meaning
+only by adding a new set: cached judgments and run comparisons key on the version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from evalkit.judges.base import JudgeItem, RenderedPrompt
+
+DEFAULT_PROMPT_SET = "v1"
+
+SYSTEM = (
+    "You are a strict evaluator of answers produced by a retrieval-augmented assistant. "
+    "You judge only against the text you are given. Reply with one JSON object and nothing else."
+)
+
+_GROUNDEDNESS_V1 = """Evaluate whether all claims in the answer are supported by the retrieved context.
+
+Answer: {answer}
+Retrieved Context:
+{context_chunks}
+
+IMPORTANT:
+- Treat anything not present in context as unsupported, even if it's "common knowledge"
+- Penalize "confident tone" on unsupported claims
+
+Rate groundedness (0-5):
+- 5: All claims directly supported by context AND all major claims have citations
+- 4: Most claims supported with citations, minor unsupported details
+- 3: Some claims supported, some unsupported, or missing citations
+- 2: Major claims unsupported or missing citations
+- 1: Answer contradicts context
+- 0: Answer has no relation to context
+
+Note: Score of 5 requires citations for all major claims (citation coverage is part of groundedness).
+Citations are markers such as [1] or [2] that refer to the numbered context chunks above.
+
+Return JSON: {{
+  "reasoning": "...",
+  "score": 0-5,
+  "unsupported_claims": ["claim 1", "claim 2"],
+  "supported_claims": ["claim 3", "claim 4"]
+}}"""
+
+_CORRECTNESS_V1 = """Evaluate whether the answer correctly addresses the question.
+
+Question: {question}
+Answer: {answer}
+Retrieved Context:
+{context_chunks}
+{expected}
+Rate correctness (0-5):
+- 5: Answer is fully correct and complete
+- 4: Answer is mostly correct with minor issues
+- 3: Answer is partially correct
+- 2: Answer has significant errors
+- 1: Answer is mostly incorrect
+- 0: Answer is completely wrong
+
+Return JSON: {{"reasoning": "...", "score": 0-5, "key_facts_covered": ["..."], "key_facts_missing": ["..."]}}
+(key_facts_covered / key_facts_missing list the expected key facts above, copied verbatim;
+both are empty when no expected key facts are given.)"""
+
+_CLAIMS_V1 = """Break the answer into its atomic factual claims and check each one against the retrieved context.
+
+Question: {question}
+Answer: {answer}
+Retrieved Context:
+{context_chunks}
+
+For every factual claim the answer makes (skip greetings, hedges and restatements of the question):
+- restate it as one self-contained sentence,
+- mark it supported only if the context states it or directly implies it,
+- list the numbers [n] of the context chunks that support it,
+- say whether the answer attaches a citation marker such as [1] to it.
+
+IMPORTANT:
+- Treat anything not present in context as unsupported, even if it's "common knowledge"
+- A claim stated in a confident tone without support is unsupported
+
+Return JSON: {{"reasoning": "...", "claims": [{{"claim": "...", "supported": true, "evidence": [1], "cited": true}}]}}"""
+
+_ABSTENTION_V1 = """Question: {question}
+Answer: {answer}
+
+Does this answer indicate the system cannot answer the question? Return JSON: {{"abstained": true/false, "confidence": 0-1}}"""
+
+# --- v1-alt: same rubrics, different wording (reliability spot-check, option B) -------------
+
+_GROUNDEDNESS_ALT = """You are checking an assistant's answer for faithfulness to its sources.
+
+Sources (numbered chunks the assistant retrieved):
+{context_chunks}
+
+Assistant's answer:
+{answer}
+
+Rules: a statement counts as supported only if the sources say it; general knowledge does not
+count. A confident statement without support is worse than a hedged one. Citation markers like
+[2] point at the numbered sources.
+
+Score from 0 to 5:
+5 = every statement is backed by the sources and every major statement carries a citation
+4 = nearly everything backed and cited; a small detail is not
+3 = a mix of backed and unbacked statements, or citations are missing
+2 = the main statements are unbacked or uncited
+1 = the answer contradicts the sources
+0 = the answer has nothing to do with the sources
+
+Reply as JSON with keys reasoning, score, unsupported_claims, supported_claims."""
+
+_CORRECTNESS_ALT = """You are grading an assistant's answer to a user's question.
+
+Question:
+{question}
+
+Assistant's answer:
+{answer}
+
+Material the assistant retrieved:
+{context_chunks}
+{expected}
+Score from 0 to 5:
+5 = correct and complete
+4 = correct with small gaps or slips
+3 = partly correct
+2 = contains serious mistakes
+1 = mostly wrong
+0 = entirely wrong
+
+Reply as JSON with keys reasoning, score, key_facts_covered, key_facts_missing (the expected key
+facts, copied verbatim, split by whether the answer gets them right; empty lists if none are given)."""
+
+_ABSTENTION_ALT = """Question: {question}
+Reply given: {answer}
+
+Is this reply a refusal, i.e. does it say the answer cannot be found or given? Return JSON: {{"abstained": true/false, "confidence": 0-1}}"""
+
+PROMPT_SETS: dict[str, dict[str, str]] = {
+    "v1": {
+        "groundedness": _GROUNDEDNESS_V1,
+        "correctness": _CORRECTNESS_V1,
+        "claims": _CLAIMS_V1,
+        "abstention": _ABSTENTION_V1,
+    },
+    "v1-alt": {
+        "groundedness": _GROUNDEDNESS_ALT,
+        "correctness": _CORRECTNESS_ALT,
+        "claims": _CLAIMS_V1,
+        "abstention": _ABSTENTION_ALT,
+    },
+}
+
+_MAX_TOKENS = {"groundedness": 1024, "correctness": 1024, "claims": 2048, "abstention": 128}
+
+
+def prompt_version(kind: str, prompt_set: str = DEFAULT_PROMPT_SET) -> str:
+    """The version string stored with every judgment, e.g. "groundedness-v1"."""
+    return f"{kind}-{prompt_set}"
+
+
+def render_context(context: tuple[dict, ...] | list[dict]) -> str:
+    """Number the chunks [1]..[K] in rank order, each under its note path and heading."""
+    if not context:
+        return "(no context was retrieved)"
+    parts = []
+    for n, chunk in enumerate(context, start=1):
+        where = " > ".join(x for x in (chunk.get("rel_path"), chunk.get("heading_path")) if x)
+        head = f"[{n}] {where}".rstrip()
+        parts.append(f"{head}\n{(chunk.get('text') or '').strip()}")
+    return "\n\n".join(parts)
+
+
+def _render_expected(item: JudgeItem) -> str:
+    lines = []
+    if item.expected_key_facts:
+        lines.append("Expected key facts (from the eval set; a complete answer states all of them):")
+        lines.extend(f"- {fact}" for fact in item.expected_key_facts)
+    if item.expected_answer:
+        lines.append(f"Reference answer (from the eval set): {item.expected_answer}")
+    return ("\n" + "\n".join(lines) + "\n") if lines else ""
+
+
+def render_prompt(kind: str, item: JudgeItem, *, prompt_set: str = DEFAULT_PROMPT_SET, temperature: float = 0.0) -> RenderedPrompt:
+    """Fill the template of `kind` from `prompt_set` with one item.
+
+    Raises:
+        KeyError: unknown kind or prompt set (callers validate the set name up front).
+    """
+    template = PROMPT_SETS[prompt_set][kind]
+    text = template.format(
+        question=item.question,
+        answer=item.answer,
+        context_chunks=render_context(item.context),
+        expected=_render_expected(item),
+    )
+    messages = [{"role": "user", "content": text}]
+    digest = hashlib.sha256(json.dumps([SYSTEM, messages], sort_keys=True).encode()).hexdigest()
+    return RenderedPrompt(
+        kind=kind,
+        prompt_version=prompt_version(kind, prompt_set),
+        system=SYSTEM,
+        messages=messages,
+        schema_name=f"{kind}_verdict",
+        temperature=temperature,
+        max_tokens=_MAX_TOKENS[kind],
+        prompt_hash=digest,
+    )

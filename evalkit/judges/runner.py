@@ -1,0 +1,535 @@
+"""JudgeRunner: judges one results.jsonl record at a time, applying EVAL.md's scoring rules.
+
+Used by the runner (run_eval, judging as cases complete) and by judge_answers (re-judging
+a stored run). The rules, in order:
+
+1. A case the target failed (`error` set, kind other than empty_answer) is not judged.
+2. When the target gave no `abstained`, the abstention classifier decides (LLM judge:
+   the seed's tiny prompt; heuristic: refusal phrases) and `abstention.method` says which
+   ("judge" / "heuristic"); re-judging decides such cases again with the new judge.
+3. A correct abstention (unanswerable case) is not judged: the abstention metrics score it.
+4. An abstention on an answerable case gets correctness 0 (method "rule") and no groundedness.
+5. An empty answer gets 0 on both (method "rule").
+6. An answer to an unanswerable case gets correctness 0 (method "rule"); groundedness is judged.
+7. Anything else is judged on both; a judge failure is recorded in `judge_errors`, the
+   score stays null and the run goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from evalkit.errors import JudgeConfigError, Problem
+from evalkit.judges.base import Judge, JudgeFailure, JudgeItem, JudgeOutcome
+from evalkit.judges.cache import DEFAULT_CACHE_PATH, JudgeCache, context_hash
+from evalkit.judges.cost import PRICES_AS_OF, PriceTable
+from evalkit.judges.heuristic import HEURISTIC_VERSION, HeuristicJudge, citation_check
+from evalkit.judges.pinning import check_pinned, is_pinned
+from evalkit.judges.prompts import DEFAULT_PROMPT_SET, PROMPT_SETS, prompt_version
+from evalkit.judges.registry import PROVIDERS, load_backend_class
+from evalkit.judges.reliability import case_trial_stats, run_trial_stats
+from evalkit.metrics.abstention import score_case_abstention
+
+TRUNCATE_CHARS = 200
+
+DEFAULT_MODELS = {"openai": "gpt-4o-2024-08-06", "anthropic": "claude-sonnet-4-5-20250929"}
+KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "openai-compatible": "OPENAI_COMPAT_API_KEY"}
+LOCAL_ALIAS = "local"
+
+
+@dataclass
+class JudgeSettings:
+    """How to judge. Every field has a default that works offline (the heuristic judge).
+
+    `provider`/`model`/`base_url` fall back to EVALKIT_JUDGE_PROVIDER / EVALKIT_JUDGE_MODEL /
+    EVALKIT_JUDGE_BASE_URL. `seed` is sent to providers that take one (OpenAI; default 0).
+    `http_client` and `retry_policy` are test and proxy seams.
+    """
+
+    provider: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    temperature: float = 0.0
+    allow_unpinned: bool = False
+    use_cache: bool = True
+    refresh_cache: bool = False
+    cache_path: Path = DEFAULT_CACHE_PATH
+    price_file: Path | None = None
+    claim_level: bool = False
+    trials: int = 1
+    concurrency: int = 4
+    rps: float | None = None
+    timeout: float = 60.0
+    prompt_set: str = DEFAULT_PROMPT_SET
+    seed: int | None = None
+    retry_policy: Any = None
+    http_client: Any = None
+
+
+@dataclass(frozen=True)
+class ResolvedJudge:
+    provider: str
+    model: str
+    base_url: str | None
+
+
+def _infer_provider(model: str | None, base_url: str | None) -> str | None:
+    if model is None:
+        return "openai-compatible" if base_url else None
+    m = model.lower()
+    if m == "heuristic" or m.startswith("heuristic-"):
+        return "heuristic"
+    if m == LOCAL_ALIAS or m.startswith(LOCAL_ALIAS + "@") or base_url:
+        return "openai-compatible"
+    if m.startswith(("gpt-", "o1", "o3", "o4", "chatgpt-", "ft:gpt")):
+        return "openai"
+    if m.startswith("claude"):
+        return "anthropic"
+    return None
+
+
+def resolve_judge(settings: JudgeSettings) -> ResolvedJudge:
+    """Which provider and model `settings` mean, before any key or pin check.
+
+    No provider and no model -> heuristic. `--judge-model local` -> openai-compatible at
+    http://127.0.0.1:8080/v1 (llama.cpp's default) unless a base URL is given. A provider
+    without a model gets DEFAULT_MODELS[provider] (dated snapshots).
+
+    Raises:
+        JudgeConfigError: unknown provider, or a model whose provider cannot be told.
+    """
+    provider = settings.provider or os.environ.get("EVALKIT_JUDGE_PROVIDER") or None
+    model = settings.model or os.environ.get("EVALKIT_JUDGE_MODEL") or None
+    base_url = settings.base_url or os.environ.get("EVALKIT_JUDGE_BASE_URL") or None
+    if provider is not None and provider not in PROVIDERS:
+        raise JudgeConfigError(
+            Problem(f"unknown judge provider {provider!r}; expected one of {', '.join(PROVIDERS)}", field="--judge-provider")
+        )
+    if provider is None:
+        provider = _infer_provider(model, base_url) if (model or base_url) else "heuristic"
+        if provider is None:
+            raise JudgeConfigError(
+                Problem(
+                    f"cannot tell which provider serves judge model {model!r}; pass --judge-provider "
+                    f"({', '.join(PROVIDERS)})",
+                    field="--judge-model",
+                )
+            )
+    if provider == "heuristic":
+        return ResolvedJudge("heuristic", HEURISTIC_VERSION, None)
+    if model is None:
+        model = DEFAULT_MODELS.get(provider, LOCAL_ALIAS)
+    return ResolvedJudge(provider, model, base_url)
+
+
+def _redact_url(url: str | None) -> str | None:
+    if not url:
+        return url
+    parts = urlsplit(url)
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def build_judge(settings: JudgeSettings) -> Judge:
+    """The Judge `settings` describe: HeuristicJudge or LLMJudge over the provider's backend.
+
+    Raises:
+        JudgeConfigError: unknown provider, unpinned model (without allow_unpinned), missing
+            API key, unknown prompt set, bad price file.
+    """
+    if settings.prompt_set not in PROMPT_SETS:
+        raise JudgeConfigError(
+            Problem(f"unknown prompt version {settings.prompt_set!r}; expected one of {', '.join(PROMPT_SETS)}", field="--spot-check-prompt-version")
+        )
+    r = resolve_judge(settings)
+    if r.provider == "heuristic":
+        return HeuristicJudge(claim_level=settings.claim_level)
+    check_pinned(r.provider, r.model, allow_unpinned=settings.allow_unpinned)
+    env = KEY_ENV[r.provider]
+    api_key = os.environ.get(env) or None
+    if api_key is None and r.provider != "openai-compatible":
+        raise JudgeConfigError(
+            Problem(f"{env} is not set (needed by --judge-provider {r.provider}; put it in the environment or .env)")
+        )
+    prices = PriceTable.load(settings.price_file)
+    backend_cls = load_backend_class(r.provider)
+    backend = backend_cls(
+        r.model,
+        api_key=api_key,
+        base_url=r.base_url,
+        timeout=settings.timeout,
+        http_client=settings.http_client,
+        seed=settings.seed if settings.seed is not None else 0,
+    )
+    from evalkit.judges.llm import LLMJudge
+
+    cache = JudgeCache(settings.cache_path) if settings.use_cache else None
+    return LLMJudge(
+        backend,
+        prompt_set=settings.prompt_set,
+        temperature=settings.temperature,
+        cache=cache,
+        refresh_cache=settings.refresh_cache,
+        prices=prices,
+        retry_policy=settings.retry_policy,
+        concurrency=settings.concurrency,
+        rps=settings.rps,
+    )
+
+
+def build_judge_runner(settings: JudgeSettings) -> JudgeRunner:
+    """Build the judge `settings` describe and wrap it in a JudgeRunner.
+
+    Raises:
+        JudgeConfigError: see build_judge.
+    """
+    if settings.trials < 1:
+        raise JudgeConfigError(Problem(f"--judge-trials must be >= 1, got {settings.trials}", field="--judge-trials"))
+    return JudgeRunner(build_judge(settings), settings)
+
+
+# --------------------------------------------------------------------------- records
+
+
+def context_from_record(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The record's retrieved chunks in rank order (texts may be truncated to 200 chars)."""
+    chunks = [dict(c) for c in record.get("retrieved_chunks") or []]
+    return sorted(chunks, key=lambda c: (c.get("rank") is None, c.get("rank") or 0))
+
+
+def judge_input_of(question: str, answer: str, context: list[dict[str, Any]], *, truncated: bool) -> dict[str, Any]:
+    """The seed's judge_input (question, answer, chunk ids, 200-char texts) plus the context hash."""
+    return {
+        "question": question,
+        "answer": answer,
+        "context_chunk_ids": [c.get("chunk_id") for c in context],
+        "context_chunks_truncated": [(c.get("text") or "")[:TRUNCATE_CHARS] for c in context],
+        "context_sha256": context_hash(context),
+        "context_was_truncated": truncated,
+    }
+
+
+def _rule(score: float, reasoning: str) -> dict[str, Any]:
+    return {"score": score, "reasoning": reasoning, "method": "rule"}
+
+
+def _claims_as_groundedness(verdict: dict[str, Any]) -> dict[str, Any]:
+    """An LLM claim-level verdict as a groundedness verdict: score = 5 × supported / claims."""
+    claims = verdict.get("claims") or []
+    supported = [c["claim"] for c in claims if c.get("supported")]
+    unsupported = [c["claim"] for c in claims if not c.get("supported")]
+    return {
+        "score": 5 * len(supported) / len(claims) if claims else None,
+        "reasoning": verdict.get("reasoning", ""),
+        "supported_claims": supported,
+        "unsupported_claims": unsupported,
+        "claims": claims,
+    }
+
+
+@dataclass
+class _CaseCost:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    cached_calls: int = 0
+    calls: int = 0
+    price_known: bool = True
+
+    def add(self, o: JudgeOutcome | JudgeFailure) -> None:
+        self.prompt_tokens += o.prompt_tokens
+        self.completion_tokens += o.completion_tokens
+        self.cost_usd += o.cost_usd
+        self.calls += o.calls
+        self.price_known = self.price_known and o.price_known
+        if isinstance(o, JudgeOutcome) and o.cached:
+            self.cached_calls += 1
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "judge_tokens": self.prompt_tokens + self.completion_tokens,
+            "judge_cost_usd": self.cost_usd,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_calls": self.cached_calls,
+            "judge_calls": self.calls,
+            "price_known": self.price_known,
+        }
+
+
+@dataclass
+class _RunCounters:
+    records: int = 0
+    judged: int = 0
+    not_judged_target_error: int = 0
+    not_judged_correct_abstention: int = 0
+    rule_scored: int = 0
+    abstention_classified: int = 0
+    judge_errors: dict[str, int] = field(default_factory=dict)
+    trial_scores: dict[str, list[list[float]]] = field(default_factory=dict)
+    scores: dict[str, list[float]] = field(default_factory=dict)
+
+
+class JudgeRunner:
+    """Judges records with one Judge under EVAL.md's scoring rules (module docstring)."""
+
+    def __init__(self, judge: Judge, settings: JudgeSettings):
+        self.judge = judge
+        self.settings = settings
+        self.heuristic = bool(judge.heuristic)
+        # The heuristic is deterministic: more trials would only repeat the same numbers.
+        self.trials = 1 if self.heuristic else max(1, settings.trials)
+        self._counters = _RunCounters()
+        self._resolved = resolve_judge(settings)
+
+    @property
+    def groundedness_kind(self) -> str:
+        return "claims" if self.settings.claim_level else "groundedness"
+
+    def describe(self) -> dict[str, Any]:
+        """config.json's "judge": provider, model, prompt versions, temperature, heuristic, version."""
+        d = self.judge.describe()
+        r = self._resolved
+        prompt_set = self.settings.prompt_set
+        if self.heuristic:
+            versions = {k: HEURISTIC_VERSION for k in ("groundedness", "correctness", "abstention")}
+        else:
+            versions = {k: prompt_version(k, prompt_set) for k in (self.groundedness_kind, "correctness", "abstention")}
+        return {
+            **d,
+            "provider": r.provider,
+            "model": r.model,
+            "base_url": _redact_url(d.get("base_url")),
+            "heuristic": self.heuristic,
+            "version": self.judge.version,
+            "prompt_set": None if self.heuristic else prompt_set,
+            "prompt_version": versions,
+            "temperature": None if self.heuristic else self.settings.temperature,
+            "pinned": True if self.heuristic else is_pinned(r.provider, r.model),
+            "allow_unpinned": self.settings.allow_unpinned,
+            "claim_level": self.settings.claim_level,
+            "trials": self.trials,
+            "cache": None
+            if self.heuristic
+            else {"enabled": self.settings.use_cache, "refresh": self.settings.refresh_cache, "path": str(self.settings.cache_path)},
+            "prices_as_of": None if self.heuristic else PRICES_AS_OF,
+            "price_file": str(self.settings.price_file) if self.settings.price_file else None,
+        }
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for metrics.json's aggregate_metrics.judge (cache, calls, tokens, cost, trials)."""
+        c = self._counters
+        js = self.judge.stats().to_dict()
+        out: dict[str, Any] = {
+            "provider": self._resolved.provider,
+            "model": self._resolved.model,
+            "heuristic": self.heuristic,
+            **js,
+            "cost_usd_total": js["cost_usd"],
+            "records": c.records,
+            "judged": c.judged,
+            "not_judged_target_error": c.not_judged_target_error,
+            "not_judged_correct_abstention": c.not_judged_correct_abstention,
+            "rule_scored": c.rule_scored,
+            "abstention_classified": c.abstention_classified,
+            "n_judge_errors": sum(c.judge_errors.values()),
+            "judge_errors_by_judge": dict(sorted(c.judge_errors.items())),
+            "scores": {
+                k: {"mean": (sum(v) / len(v)) if v else None, "n": len(v)} for k, v in sorted(c.scores.items())
+            },
+        }
+        if self.trials > 1:
+            out["trials"] = {"n_trials": self.trials, **{k: run_trial_stats(v) for k, v in sorted(c.trial_scores.items())}}
+        return out
+
+    async def aclose(self) -> None:
+        await self.judge.aclose()
+
+    # ------------------------------------------------------------------ one record
+
+    async def judge_record(self, record: dict[str, Any], context: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Judge one record; returns a new dict (the input is not modified).
+
+        Args:
+            record: a results.jsonl record.
+            context: the retrieved chunks with FULL text when the caller has them; else the
+                record's (possibly 200-char) chunk texts are used.
+
+        Returns:
+            The record with groundedness, correctness, judge_input, cost, judge_errors,
+            latency.judge_ms and (when the target gave none) abstention filled.
+
+        Raises:
+            JudgeConfigError: the provider refused in a way every case would hit.
+        """
+        rec = copy.deepcopy(dict(record))
+        t0 = time.perf_counter()
+        self._counters.records += 1
+        case = rec.get("case") or {}
+        answerable = bool(case.get("answerable", True))
+        question = rec.get("question") or case.get("question") or ""
+        answer = rec.get("answer") or ""
+        if context is None:
+            ctx = context_from_record(rec)
+            truncated = any(c.get("text_truncated") for c in ctx)
+        else:
+            ctx = [dict(c) for c in context]
+            truncated = False
+        rec["judge_input"] = judge_input_of(question, answer, ctx, truncated=truncated)
+        rec["judge_errors"] = []
+        rec["groundedness"] = None
+        rec["correctness"] = None
+        cost = _CaseCost()
+        self._stamp_config(rec)
+
+        error = rec.get("error")
+        if error and error.get("kind") != "empty_answer":
+            self._counters.not_judged_target_error += 1
+            return self._finish(rec, cost, t0, judged=False)
+
+        item = JudgeItem(
+            question=question,
+            answer=answer,
+            context=tuple(ctx),
+            expected_key_facts=tuple(case.get("expected_key_facts") or ()),
+            expected_answer=case.get("expected_answer"),
+            answerable=answerable,
+            n_references=len(rec.get("references") or []),
+        )
+        abst = dict(rec.get("abstention") or {})
+        # Re-judging re-decides what an earlier classifier decided; the target's own field stays.
+        if answer.strip() and (abst.get("abstained") is None or abst.get("method") in ("judge", "heuristic")):
+            if abst.get("method") in ("judge", "heuristic"):
+                abst.update(reason=None, confidence=None)
+            abst.update(abstained=None, hallucinated=None, false_abstention=None, method=None)
+            await self._classify_abstention(item, abst, rec, cost)
+        rec["abstention"] = abst
+        abstained = abst.get("abstained")
+
+        if abstained is True and not answerable:
+            self._counters.not_judged_correct_abstention += 1
+            return self._finish(rec, cost, t0, judged=False)
+        if abstained is True:
+            rec["correctness"] = _rule(0, "abstained on an answerable question")
+            self._counters.rule_scored += 1
+            return self._finish(rec, cost, t0, judged=True)
+        if not answer.strip():
+            rec["groundedness"] = _rule(0, "empty answer")
+            rec["correctness"] = _rule(0, "empty answer")
+            self._counters.rule_scored += 1
+            return self._finish(rec, cost, t0, judged=True)
+
+        tasks = [self._judge_kind(self.groundedness_kind, item, rec, cost)]
+        if answerable:
+            tasks.append(self._judge_kind("correctness", item, rec, cost))
+        else:
+            rec["correctness"] = _rule(0, "answered a question the eval set marks unanswerable")
+            self._counters.rule_scored += 1
+        results = await asyncio.gather(*tasks)
+        rec["groundedness"] = results[0]
+        if rec["groundedness"] is not None:
+            rec["groundedness"]["citations"] = citation_check(answer, len(ctx), item.n_references)
+        if answerable:
+            rec["correctness"] = results[1]
+        return self._finish(rec, cost, t0, judged=True)
+
+    def _stamp_config(self, rec: dict[str, Any]) -> None:
+        cfg = rec.get("config")
+        cfg = dict(cfg) if isinstance(cfg, dict) else {}
+        cfg["judge_model"] = self._resolved.model
+        cfg["judge_prompt_version"] = HEURISTIC_VERSION if self.heuristic else self.settings.prompt_set
+        cfg["judge_temperature"] = None if self.heuristic else self.settings.temperature
+        rec["config"] = cfg
+
+    def _finish(self, rec: dict[str, Any], cost: _CaseCost, t0: float, *, judged: bool) -> dict[str, Any]:
+        rec["cost"] = {**(rec.get("cost") or {}), **cost.to_record()}
+        latency = dict(rec.get("latency") or {})
+        latency["judge_ms"] = (time.perf_counter() - t0) * 1000 if judged or cost.calls else None
+        rec["latency"] = latency
+        if judged:
+            self._counters.judged += 1
+        for kind in ("groundedness", "correctness"):
+            v = rec.get(kind)
+            if isinstance(v, dict) and v.get("score") is not None:
+                self._counters.scores.setdefault(kind, []).append(float(v["score"]))
+        return rec
+
+    def _record_failure(self, rec: dict[str, Any], failure: JudgeFailure, judge: str) -> None:
+        entry = failure.to_record()
+        entry["judge"] = judge
+        rec["judge_errors"].append(entry)
+        self._counters.judge_errors[judge] = self._counters.judge_errors.get(judge, 0) + 1
+
+    async def _classify_abstention(self, item: JudgeItem, abst: dict[str, Any], rec: dict[str, Any], cost: _CaseCost) -> None:
+        out = await self.judge.judge("abstention", item)
+        cost.add(out)
+        if isinstance(out, JudgeFailure):
+            self._record_failure(rec, out, "abstention")
+            return
+        self._counters.abstention_classified += 1
+        abst.update(score_case_abstention(item.answerable, bool(out.verdict["abstained"])))
+        abst["method"] = "heuristic" if self.heuristic else "judge"
+        abst["confidence"] = out.verdict.get("confidence")
+        if out.verdict.get("phrase"):
+            abst["reason"] = f"refusal phrase: {out.verdict['phrase']!r}"
+
+    async def _judge_kind(self, kind: str, item: JudgeItem, rec: dict[str, Any], cost: _CaseCost) -> dict[str, Any] | None:
+        """Run `kind` for every trial; the verdict of trial 0 plus the trials' mean score."""
+        name = "groundedness" if kind == "claims" else kind
+        outs = await asyncio.gather(*(self.judge.judge(kind, item, trial=t) for t in range(self.trials)))
+        for o in outs:
+            cost.add(o)
+        ok = [o for o in outs if isinstance(o, JudgeOutcome)]
+        failures = [o for o in outs if isinstance(o, JudgeFailure)]
+        if not ok:
+            self._record_failure(rec, failures[0], name)
+            return None
+        verdicts = []
+        for o in ok:
+            v = _claims_as_groundedness(o.verdict) if (kind == "claims" and o.method == "llm") else dict(o.verdict)
+            verdicts.append(v)
+        verdict = {**verdicts[0], **ok[0].meta()}
+        if kind == "claims":
+            verdict["claim_level"] = True
+        if self.trials > 1:
+            scores = [float(v["score"]) for v in verdicts if v.get("score") is not None]
+            stats = case_trial_stats(scores)
+            verdict["score"] = stats["mean"]
+            verdict["trials"] = {**stats, "n_failed": len(failures), "cached": sum(1 for o in ok if o.cached)}
+            if scores:
+                self._counters.trial_scores.setdefault(name, []).append(scores)
+        return verdict
+
+
+def spot_check_settings(
+    settings: JudgeSettings, *, model: str | None = None, provider: str | None = None, prompt_set: str | None = None
+) -> JudgeSettings:
+    """The second judge of a reliability spot-check: another model (same provider unless told,
+    or inferred from the model name) or another prompt version of the same judge."""
+    if model is None and prompt_set is None:
+        raise JudgeConfigError(
+            Problem("--spot-check needs --spot-check-model or --spot-check-prompt-version", field="--spot-check")
+        )
+    main = resolve_judge(settings).provider
+    new = replace(settings, trials=1)
+    if model is not None:
+        second = provider or _infer_provider(model, None) or main
+        new = replace(new, model=model, provider=second, base_url=settings.base_url if second == main else None)
+    elif provider is not None:
+        new = replace(new, provider=provider)
+    if prompt_set is not None:
+        if resolve_judge(new).provider == "heuristic":
+            raise JudgeConfigError(
+                Problem("--spot-check-prompt-version needs an LLM judge; the heuristic has no prompts", field="--spot-check-prompt-version")
+            )
+        new = replace(new, prompt_set=prompt_set)
+    return new

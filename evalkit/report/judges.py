@@ -1,0 +1,128 @@
+"""judge_answers' terminal output: a progress bar and the judging summary table.
+
+Heuristic-judged scores are always labelled "(heuristic)": they are a lexical proxy and
+must not be read as LLM-judge scores.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+__all__ = ["JudgeProgress", "judge_summary_rows", "print_judge_summary"]
+
+
+class JudgeProgress:
+    """A rich progress bar fed by judge_run's on_progress(done, total)."""
+
+    def __init__(self, console: Console | None = None, *, disable: bool = False):
+        self.console = console or Console(stderr=True)
+        self.disable = disable
+        self._progress: Progress | None = None
+        self._task: Any = None
+
+    def __enter__(self) -> JudgeProgress:
+        return self
+
+    def update(self, done: int, total: int) -> None:
+        """Show progress; the bar starts with the first finished case, so that a config
+        error before any judging leaves stderr holding only its one-line message."""
+        if self.disable:
+            return
+        if self._progress is None:
+            self._progress = Progress(
+                TextColumn("[bold]judging"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task("judging", total=total)
+        self._progress.update(self._task, completed=done, total=total)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+def _fmt(v: Any, digits: int = 2) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def judge_summary_rows(result: Any) -> list[tuple[str, str, str]]:
+    """(label, value, n) rows of the summary table, from a JudgeRunResult."""
+    agg = result.metrics.get("aggregate_metrics") or {}
+    n = agg.get("n") or {}
+    stats = result.stats
+    tag = " (heuristic)" if stats.get("heuristic") else ""
+    rows = [
+        (f"Groundedness avg (0-5){tag}", _fmt(agg.get("groundedness_avg")), _fmt(n.get("groundedness_avg"))),
+        (f"Correctness avg (0-5){tag}", _fmt(agg.get("correctness_avg")), _fmt(n.get("correctness_avg"))),
+        ("Judge errors (excluded from means)", str(stats.get("n_judge_errors", 0)), _fmt(stats.get("records"))),
+        ("Not judged: target error", str(stats.get("not_judged_target_error", 0)), ""),
+        ("Not judged: correct abstention", str(stats.get("not_judged_correct_abstention", 0)), ""),
+        ("Scored by rule (abstained / empty / unanswerable)", str(stats.get("rule_scored", 0)), ""),
+        ("Abstention decided by fallback classifier", str(stats.get("abstention_classified", 0)), ""),
+    ]
+    if not stats.get("heuristic"):
+        rows += [
+            ("Provider calls", str(stats.get("calls", 0)), ""),
+            ("Cache hits / misses", f"{stats.get('cache_hits', 0)} / {stats.get('cache_misses', 0)}", ""),
+            ("Judge tokens (prompt + completion)", f"{stats.get('total_tokens', 0):,}", ""),
+            ("Judge cost (USD)", f"${stats.get('cost_usd', 0.0):.4f}", ""),
+        ]
+        if stats.get("unpriced_models"):
+            rows.append(("No price for (cost counted as 0)", ", ".join(stats["unpriced_models"]), ""))
+    trials = stats.get("trials")
+    if trials:
+        for kind in ("groundedness", "correctness"):
+            t = trials.get(kind)
+            if t:
+                rows.append(
+                    (
+                        f"{kind} over {trials['n_trials']} trials: mean case std / SE (judge noise)",
+                        f"{_fmt(t.get('mean_case_std'))} / {_fmt(t.get('se_judge_noise'), 3)}",
+                        _fmt(t.get("n")),
+                    )
+                )
+    rel = result.reliability
+    if rel:
+        second = rel.get("second_judge") or {}
+        who = second.get("model") if second.get("model") else second.get("provider")
+        if second.get("prompt_set"):
+            who = f"{who} prompts {second['prompt_set']}"
+        rows.append((f"Spot-check vs {who}: disagreement (>1 point)", _fmt(rel.get("disagreement_rate")), _fmt(rel.get("n_pairs"))))
+        rows.append(("Spot-check quadratic-weighted kappa", _fmt(rel.get("weighted_kappa")), _fmt(rel.get("spot_check_n"))))
+    return rows
+
+
+def print_judge_summary(result: Any, console: Console | None = None) -> None:
+    """The end-of-judging table, the judge's identity, and the heuristic warning."""
+    console = console or Console()
+    judge = result.judge
+    table = Table(title=f"judged {result.n_judged} of {result.n_records} cases · {result.run_id}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("n", justify="right")
+    for label, value, n in judge_summary_rows(result):
+        table.add_row(label, value, n)
+    console.print(table)
+    if judge.get("heuristic"):
+        console.print(
+            "[yellow]judge: offline heuristic (lexical overlap, no LLM); scores are a rough proxy and are not "
+            "comparable with LLM-judged runs; see README 'judges'[/yellow]"
+        )
+    else:
+        pin = "" if judge.get("pinned") else " [red](unpinned)[/red]"
+        console.print(f"judge: {judge.get('provider')} {judge.get('model')}{pin} · prompts {judge.get('prompt_set')} · temperature {judge.get('temperature')}")
+    console.print(f"[dim]{result.run_dir}[/dim]")
