@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-_SCRUB_PREFIXES = ("OPENAI_", "ANTHROPIC_", "EVAL_API_URL", "EMBEDDINGS_", "ANSWER_", "EVALKIT_JUDGE")
+_SCRUB_PREFIXES = ("OPENAI_", "ANTHROPIC_", "EVAL_API_URL", "EVAL_API_KEY", "EMBEDDINGS_", "ANSWER_", "EVALKIT_JUDGE")
 _SCRUB_PROXY = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 
 

@@ -1,0 +1,213 @@
+"""CallableTarget: a chatbot that is a Python function (`--target python:pkg.module:function`)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import inspect
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import InputError, Problem, TargetError
+from evalkit.ratelimit import RateLimiter
+from evalkit.schema import AskRequest, IndexingCoverage
+from evalkit.targets.base import AskResult, parse_ask_response, request_dict
+
+_FIELD = "--target"
+
+
+def load_callable(spec: str) -> tuple[Callable[..., Any], Any]:
+    """Import `pkg.module:function` (or `path/to/file.py:function`) and return it with its module.
+
+    The attribute may be dotted (`module:bot.ask` for a method of a module-level object).
+    The current directory is importable, as it is for `python -m`.
+
+    Raises:
+        InputError: bad spec, module not importable, attribute missing or not callable.
+    """
+    module_part, sep, attr = spec.rpartition(":")
+    if not sep or not module_part or not attr:
+        raise InputError(
+            Problem(f"expected python:package.module:function, got 'python:{spec}'", field=_FIELD)
+        )
+    try:
+        module = _import_module(module_part)
+    except InputError:
+        raise
+    except Exception as e:  # the user's module raised while importing: show where
+        last = traceback.extract_tb(e.__traceback__)[-1:] if e.__traceback__ else []
+        where = f" ({last[0].filename}:{last[0].lineno})" if last else ""
+        raise InputError(
+            Problem(f"cannot import '{module_part}': {type(e).__name__}: {e}{where}", field=_FIELD)
+        ) from None
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise InputError(
+                Problem(f"module '{module_part}' has no attribute '{attr}'", field=_FIELD)
+            )
+        obj = getattr(obj, part)
+    if inspect.isclass(obj) or not callable(obj):
+        what = "a class" if inspect.isclass(obj) else f"a {type(obj).__name__}"
+        raise InputError(
+            Problem(
+                f"'{module_part}:{attr}' is {what}; point at a function taking the request dict",
+                field=_FIELD,
+            )
+        )
+    return obj, module
+
+
+def _import_module(name: str) -> Any:
+    if name.endswith(".py"):
+        path = Path(name)
+        if not path.is_file():
+            raise InputError(Problem("file not found", path=name, field=_FIELD))
+        mod_name = f"evalkit_target_{path.stem}"
+        module_spec = importlib.util.spec_from_file_location(mod_name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise InputError(Problem("cannot load as a Python module", path=name, field=_FIELD))
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[mod_name] = module
+        module_spec.loader.exec_module(module)
+        return module
+    cwd = str(Path.cwd())
+    if cwd not in sys.path:
+        # `python scripts/run_eval.py` puts scripts/ first on sys.path, not the cwd;
+        # appended (not prepended) so a user's file never shadows an installed package.
+        sys.path.append(cwd)
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name and (name == e.name or name.startswith(e.name + ".")):
+            raise InputError(
+                Problem(f"no module named '{e.name}' (is it installed or in the current directory?)", field=_FIELD)
+            ) from None
+        raise
+
+
+class CallableTarget:
+    """Calls a Python function with the request dict (the JSON body plus "debug": True).
+
+    The function returns the response as a dict or an object with `model_dump()`.
+    Sync functions run in a worker thread so they don't stall the event loop; async
+    functions are awaited. If the function raises, that case is recorded as a
+    TargetError of kind "exception" (the system failed on it) and the run goes on.
+
+    Args:
+        fn: the chatbot function.
+        name: how the target is named in results (default: the function's qualname).
+        timeout: seconds per call, or None. A sync function that overruns keeps running in
+            its thread; only the wait is abandoned.
+        rps: at most this many calls per second; None = no limit.
+        params: free `--param key=value` options, put into the request's `options`.
+        index_stats_fn: optional zero-argument function returning the indexing_coverage dict.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        timeout: float | None = None,
+        rps: float | None = None,
+        params: dict[str, Any] | None = None,
+        index_stats_fn: Callable[[], Any] | None = None,
+    ):
+        self.fn = fn
+        self.name = name or f"python:{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+        self.timeout = timeout
+        self.rps = rps or None
+        self.params = dict(params or {})
+        self._limiter = RateLimiter(rps) if rps else None
+        self._index_stats_fn = index_stats_fn
+
+    @classmethod
+    def from_spec(cls, spec: str, **kwargs: Any) -> CallableTarget:
+        """Build from `pkg.module:function` (without the `python:` prefix).
+
+        If the module also defines a callable `index_stats()`, it is used for the
+        indexing-coverage stats.
+        """
+        fn, module = load_callable(spec)
+        stats = getattr(module, "index_stats", None)
+        kwargs.setdefault("index_stats_fn", stats if callable(stats) and stats is not fn else None)
+        return cls(fn, name=f"python:{spec}", **kwargs)
+
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if _is_async(fn):
+            result = await fn(*args)
+        else:
+            result = await asyncio.to_thread(fn, *args)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def ask(self, request: AskRequest, *, case_id: str | None = None) -> AskResult:
+        """Call the function once.
+
+        Raises:
+            TargetError: "exception" if it raised, "timeout" if it overran,
+                "invalid_response" if it returned something that is not the contract.
+        """
+        if self._limiter is not None:
+            await self._limiter.acquire()
+        payload = request_dict(request, self.params)
+        try:
+            if self.timeout:
+                result = await asyncio.wait_for(self._call(self.fn, payload), self.timeout)
+            else:
+                result = await self._call(self.fn, payload)
+        except TargetError:
+            raise
+        except TimeoutError as e:
+            # wait_for's own timeout carries no message; a user's TimeoutError usually does.
+            detail = str(e) or (f"no answer within {self.timeout:g}s" if self.timeout else "TimeoutError")
+            raise TargetError("timeout", f"{self.name}: {detail}") from None
+        except Exception as e:
+            raise TargetError("exception", f"{self.name} raised {type(e).__name__}: {e}") from None
+        return parse_ask_response(_to_dict(result), request, source=f"{self.name} return value")
+
+    async def index_stats(self) -> IndexingCoverage | None:
+        """From the module's `index_stats()` when there is one; None otherwise or on error."""
+        if self._index_stats_fn is None:
+            return None
+        try:
+            raw = _to_dict(await self._call(self._index_stats_fn))
+            return IndexingCoverage.model_validate(raw)
+        except Exception:
+            return None
+
+    def describe(self) -> dict:
+        """Target settings for config.json."""
+        return {
+            "kind": "python",
+            "target": self.name,
+            "timeout_s": self.timeout,
+            "rps": self.rps,
+            "params": dict(self.params),
+        }
+
+    async def aclose(self) -> None:
+        """Nothing to release; a user's `aclose`/`close` is theirs to call."""
+        return None
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
+def _to_dict(result: Any) -> Any:
+    """A dict as is, a pydantic-like object through model_dump(); anything else unchanged
+    (parse_ask_response then says what it was)."""
+    dump = getattr(result, "model_dump", None)
+    if callable(dump) and not isinstance(result, dict):
+        try:
+            return dump(mode="json")
+        except TypeError:  # model_dump() without a mode parameter (not pydantic)
+            return dump()
+    return result
