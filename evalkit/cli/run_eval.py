@@ -87,7 +87,7 @@ def main(
         None, "--require-snippets", help="A chunk matches a gold support only if it contains the gold snippets.", rich_help_panel=_S
     ),
     seed: Optional[int] = typer.Option(
-        None, "--seed", help="Seed recorded in config.json/metrics.json and given to judges that take one.", rich_help_panel=_S
+        None, "--seed", help="Seed recorded in config.json and metrics.json (part of the config hash); nothing in a run draws random numbers.", rich_help_panel=_S
     ),
     results_dir: Optional[Path] = typer.Option(
         None, "--results-dir", "--output-dir", help="Folder holding run folders. (default: results)", rich_help_panel=_O

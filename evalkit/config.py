@@ -1,0 +1,210 @@
+"""RunSettings: every parameter of a run_eval run, with its default, in one validated model.
+
+The CLI and `evalkit.run_eval()` both build a RunSettings from the values the user gave;
+everything not given takes the default below. config.json stores the resolved settings
+(`settings`) and the subset that can change results (`hashed`), whose hash is the
+run's config_hash. Resume starts from the stored settings and applies only the values the
+user gave again, so `--resume RUN_ID` alone reruns exactly the same configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from evalkit.errors import BadConfig, Problem
+from evalkit.schema import FolderMode
+
+DEFAULT_EVAL_SET = "eval_set.jsonl"
+DEFAULT_VAULT = "sample_vault"
+DEFAULT_RESULTS_DIR = "results"
+TRUNCATE_CHARS = 200
+
+# Settings that can change a record or a metric. Everything else (where files go, how
+# fast we ask, how we print, which baseline we gate against) is operational: it is stored
+# in config.json but neither hashed nor checked on resume. The API URL is a location, not
+# an identity: the same server may move ports between a run and its resume; the target's
+# own `versions` identify what was evaluated.
+RESULT_AFFECTING: tuple[str, ...] = (
+    "target",
+    "k",
+    "folder_mode",
+    "rerank_vector_weight",
+    "rerank_lexical_weight",
+    "params",
+    "retrieval_only",
+    "judge_provider",
+    "judge_model",
+    "judge_temperature",
+    "require_snippets",
+    "limit",
+    "ids",
+    "tag",
+    "category",
+    "seed",
+)
+
+
+class RunSettings(BaseModel):
+    """Every run_eval flag, resolved. Field names are the flags with `-` -> `_`."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    eval_set: list[str] = Field(default_factory=lambda: [DEFAULT_EVAL_SET], min_length=1)
+    api_url: str | None = None
+    target: str | None = None
+    vault: str = DEFAULT_VAULT
+    k: list[int] = Field(default_factory=lambda: [5], min_length=1)
+    folder_mode: FolderMode = "off"
+    rerank_vector_weight: float = Field(0.7, ge=0)
+    rerank_lexical_weight: float = Field(0.3, ge=0)
+    retrieval_only: bool = False
+    judge_model: str | None = None
+    judge_provider: str | None = None
+    judge_base_url: str | None = None
+    judge_temperature: float = Field(0.0, ge=0)
+    allow_unpinned: bool = False
+    no_cache: bool = False
+    results_dir: str = DEFAULT_RESULTS_DIR
+    store_full_text: bool = False
+    concurrency: int = Field(4, ge=1)
+    timeout: float = Field(60.0, gt=0)
+    retries: int = Field(3, ge=0)
+    rps: float | None = Field(None, gt=0)
+    params: dict[str, Any] = Field(default_factory=dict)
+    limit: int | None = Field(None, ge=1)
+    ids: list[str] | None = None
+    tag: list[str] = Field(default_factory=list)
+    category: list[str] = Field(default_factory=list)
+    run_id: str | None = None
+    resume: str | None = None
+    baseline: str | None = None
+    regression_threshold_recall: float = Field(0.05, ge=0)
+    regression_threshold_mrr: float = Field(0.10, ge=0)
+    regression_threshold_scope_miss: float = Field(0.10, ge=0)
+    regression_threshold_groundedness: float = Field(0.5, ge=0)
+    allow_regressions: bool = False
+    require_snippets: bool = False
+    quiet: bool = False
+    json_output: bool = False
+    seed: int | None = None
+
+    @field_validator("k")
+    @classmethod
+    def _ks(cls, v: list[int]) -> list[int]:
+        bad = [k for k in v if k < 1]
+        if bad:
+            raise ValueError(f"K must be >= 1, got {bad[0]}")
+        # Keep the first occurrence: the first --k is the primary K.
+        return list(dict.fromkeys(v))
+
+    @field_validator("eval_set", mode="before")
+    @classmethod
+    def _paths(cls, v: Any) -> Any:
+        if isinstance(v, str | bytes) or hasattr(v, "__fspath__"):
+            v = [v]
+        return [str(p) for p in v] if isinstance(v, list | tuple) else v
+
+    @field_validator("tag", "category", mode="before")
+    @classmethod
+    def _listify(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+    @field_validator("ids", mode="before")
+    @classmethod
+    def _ids(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = [part.strip() for part in v.split(",")]
+        if isinstance(v, list | tuple):
+            return [str(x) for x in v if str(x).strip()] or None
+        return v
+
+    @property
+    def primary_k(self) -> int:
+        return self.k[0]
+
+    @property
+    def request_k(self) -> int:
+        """K sent to the target: the largest K any metric needs."""
+        return max(self.k)
+
+    @property
+    def in_process(self) -> bool:
+        """True when neither --api-url nor --target is given: the reference chatbot runs here."""
+        return not self.api_url and not self.target
+
+    def hashed(self) -> dict[str, Any]:
+        """The result-affecting settings (RESULT_AFFECTING), plus the vault for in-process runs."""
+        out = {key: getattr(self, key) for key in RESULT_AFFECTING}
+        out["target_kind"] = _target_kind(self)
+        if self.in_process:
+            out["vault"] = self.vault
+        # Round-trip through JSON so a stored copy compares equal to a fresh one.
+        return orjson.loads(orjson.dumps(out))
+
+    def public_dump(self) -> dict[str, Any]:
+        """Settings for config.json: every field, with credentials stripped from URLs."""
+        out = self.model_dump(mode="json")
+        for key in ("api_url", "judge_base_url"):
+            if out.get(key):
+                out[key] = redact_url(out[key])
+        return out
+
+
+def _target_kind(s: RunSettings) -> str:
+    if s.target:
+        return s.target.split(":", 1)[0]
+    return "http" if s.api_url else "reference"
+
+
+def redact_url(url: str) -> str:
+    """Drop user:password@ from a URL; everything else is kept."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def build_settings(values: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> RunSettings:
+    """Validate user-given values on top of `base` (stored settings on resume, else defaults).
+
+    Raises:
+        BadConfig: one problem per bad value, naming the flag.
+    """
+    merged = {**(base or {}), **{k: v for k, v in values.items() if v is not None}}
+    try:
+        return RunSettings.model_validate(merged)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            name = str(err["loc"][0]) if err["loc"] else ""
+            flag = "--" + name.replace("_", "-") if name else None
+            if name == "json_output":
+                flag = "--json"
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                msg = "unknown setting"
+            elif "input" in err:
+                msg += f", got {err['input']!r}"
+            problems.append(Problem(msg, field=flag))
+        raise BadConfig(problems) from None
+
+
+def diff_hashed(stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """Keys whose values differ between two `hashed()` dicts, as readable lines."""
+    lines = []
+    for key in sorted(set(stored) | set(current)):
+        a, b = stored.get(key), current.get(key)
+        if a != b:
+            lines.append(f"{key}: the run used {a!r}, now {b!r}")
+    return lines

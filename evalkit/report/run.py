@@ -1,0 +1,196 @@
+"""run_eval's terminal output: a live progress bar and the end-of-run summary table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+from rich.text import Text
+
+__all__ = ["RunProgress", "print_run_summary", "summary_rows"]
+
+
+class _RateColumn(ProgressColumn):
+    """Cases per second over rich's speed window."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("--/s" if speed is None else f"{speed:.1f}/s", style="progress.data.speed")
+
+
+class _ErrorsColumn(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        n = int(task.fields.get("errors", 0))
+        return Text(f"{n} errors", style="bold red" if n else "dim")
+
+
+class RunProgress:
+    """A rich progress bar with rate, ETA and a live error count (runner.ProgressSink)."""
+
+    def __init__(self, console: Console | None = None, *, disable: bool = False):
+        self.console = console or Console(stderr=True)
+        self.disable = disable
+        self._progress: Progress | None = None
+        self._task: Any = None
+        self.errors = 0
+
+    def start(self, *, run_id: str, run_dir: Path, total: int, done: int, resumed: bool) -> None:
+        if self.disable:
+            return
+        verb = "resuming" if resumed else "run"
+        if resumed and done:
+            self.console.print(f"[dim]{verb} {run_id}: {done} of {total} cases already done[/dim]")
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            _RateColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            _ErrorsColumn(),
+            console=self.console,
+            transient=False,
+        )
+        self._progress.start()
+        self._task = self._progress.add_task(run_id, total=total, completed=done, errors=0)
+
+    def advance(self, record: Mapping[str, Any]) -> None:
+        if record.get("error") is not None:
+            self.errors += 1
+        if self._progress is not None:
+            self._progress.update(self._task, advance=1, errors=self.errors)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+def _fmt(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _ms(v: Any) -> str:
+    return "—" if v is None else f"{v:,.0f} ms"
+
+
+def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = None) -> list[tuple[str, str, str]]:
+    """(label, value, n) rows of the summary table, from a metrics.json body.
+
+    Args:
+        metrics: metrics.json (aggregate_metrics is read).
+        judge: config.json's "judge" object, to mark heuristic judge scores.
+    """
+    agg = metrics.get("aggregate_metrics") or {}
+    n = agg.get("n") or {}
+    k = agg.get("k")
+    rows: list[tuple[str, str, str]] = []
+
+    def row(label: str, key: str) -> None:
+        rows.append((label, _fmt(agg.get(key)), str(n.get(key, "—"))))
+
+    row(f"Recall@{k} (any)", "recall_at_k_avg")
+    row(f"Recall_all@{k}", "recall_all_avg")
+    row(f"Recall_frac@{k}", "recall_frac_avg")
+    row(f"Precision@{k}", "precision_at_k_avg")
+    row(f"MRR@{k}", "mrr_avg")
+    row(f"nDCG@{k}", "ndcg_at_k_avg")
+    for other, cell in (agg.get("at_k") or {}).items():
+        if str(other) == str(k):
+            continue
+        for name, label in (("recall_any", "Recall"), ("mrr", "MRR"), ("ndcg", "nDCG")):
+            rows.append((f"{label}@{other}", _fmt(cell.get(name)), str((cell.get("n_by_metric") or {}).get(name, "—"))))
+    row("Scope miss rate", "scope_miss_rate")
+    row("Attribution hit rate", "attribution_hit_rate")
+    row("Recency pass rate", "recency_pass_rate")
+    heuristic = bool(judge and judge.get("heuristic"))
+    mark = " (heuristic)" if heuristic else ""
+    row(f"Groundedness (0-5){mark}", "groundedness_avg")
+    row(f"Correctness (0-5){mark}", "correctness_avg")
+    row("Abstention accuracy", "abstention_accuracy")
+    row("Hallucination rate (unanswerable)", "hallucination_rate_unanswerable")
+    row("False abstention rate (answerable)", "false_abstention_rate")
+
+    lat = agg.get("latency") or {}
+    rows.append(("Latency p50 / p95", f"{_ms(lat.get('p50_ms'))} / {_ms(lat.get('p95_ms'))}", str(lat.get("n", "—"))))
+    for phase, block in (lat.get("phases") or {}).items():
+        if block and block.get("n"):
+            rows.append(
+                (f"  {phase} p50 / p95", f"{_ms(block.get('p50_ms'))} / {_ms(block.get('p95_ms'))}", str(block["n"]))
+            )
+    ops = agg.get("operational_metrics") or {}
+    n_ops = str(ops.get("n", "—"))
+    kinds = ops.get("error_kinds") or {}
+    detail = f" ({', '.join(f'{k_}: {v}' for k_, v in kinds.items())})" if kinds else ""
+    rows.append(("Error rate", _fmt(ops.get("error_rate")) + detail, n_ops))
+    rows.append(("Timeout rate", _fmt(ops.get("timeout_rate")), n_ops))
+    rows.append(("Empty response rate", _fmt(ops.get("empty_response_rate")), n_ops))
+    cost = agg.get("cost") or {}
+    rows.append(
+        (
+            "Judge cost",
+            f"${cost.get('judge_total_usd') or 0:.4f} ({cost.get('judge_total_tokens') or 0:,} tokens)",
+            str(agg.get("n_cases", "—")),
+        )
+    )
+    if agg.get("n_judge_errors"):
+        rows.append(("Judge errors (excluded)", str(agg["n_judge_errors"]), str(agg.get("n_cases", "—"))))
+    return rows
+
+
+def print_run_summary(
+    metrics: Mapping[str, Any],
+    run_dir: Path,
+    *,
+    judge: Mapping[str, Any] | None = None,
+    gate: Mapping[str, Any] | None = None,
+    console: Console | None = None,
+) -> None:
+    """The end-of-run table: headline metrics with n, latency, error rates, judge cost,
+    then the gate verdict and the run folder."""
+    console = console or Console()
+    title = f"run {metrics.get('run_id', run_dir.name)} — {metrics.get('total_tests', 0)} cases"
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("n", justify="right", style="dim")
+    for label, value, n in summary_rows(metrics, judge):
+        table.add_row(label, value, n)
+    console.print(table)
+    if judge is not None:
+        if judge.get("provider") is None:
+            console.print("[dim]retrieval-only: no judge ran[/dim]")
+        elif judge.get("heuristic"):
+            console.print(
+                "[yellow]judge: offline heuristic (no LLM judge configured); scores are rough, "
+                "see README 'judges'[/yellow]"
+            )
+    if gate is not None:
+        if gate.get("passed"):
+            console.print(f"[green]gate passed[/green] against {gate.get('baseline_run_id')}")
+        else:
+            head = "[yellow]gate: regressions allowed[/yellow]" if gate.get("allowed") else "[red]gate failed[/red]"
+            console.print(f"{head} against {gate.get('baseline_run_id')}:")
+            for r in gate.get("regressions") or []:
+                console.print(f"  - {r.get('message', r)}")
+    console.print(f"run folder: [bold]{run_dir}[/bold]")

@@ -1,0 +1,288 @@
+"""One results.jsonl record per case: the request, the record, the version tuple, the selection.
+
+Pure functions over plain dicts and the schema models; no I/O. Retrieval metrics are
+computed on the full chunk text before it is cut to 200 characters for storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evalkit.config import TRUNCATE_CHARS, RunSettings
+from evalkit.dataset import EvalSet
+from evalkit.errors import BadConfig, Problem, TargetError
+from evalkit.schema import SCHEMA_VERSION, AskRequest, EvalCase, RerankWeights
+
+__all__ = ["build_record", "build_request", "error_record", "select_cases", "versions_tuple"]
+
+
+def select_cases(
+    cases: Sequence[EvalCase],
+    *,
+    ids: Sequence[str] | None = None,
+    tags: Sequence[str] = (),
+    categories: Sequence[str] = (),
+    limit: int | None = None,
+) -> list[tuple[int, EvalCase]]:
+    """Pick the cases to run, keeping eval-set order and each case's index in the set.
+
+    Filters combine with AND; values inside one filter with OR. `limit` applies last.
+
+    Raises:
+        BadConfig: an id in `ids` that is not in the eval set, or nothing left to run.
+    """
+    chosen = list(enumerate(cases))
+    if ids:
+        known = {c.id for c in cases}
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise BadConfig([Problem(f"no case with id {i!r} in the eval set", field="--ids") for i in unknown])
+        wanted = set(ids)
+        chosen = [(i, c) for i, c in chosen if c.id in wanted]
+    if tags:
+        wanted_tags = set(tags)
+        chosen = [(i, c) for i, c in chosen if wanted_tags.intersection(c.tags)]
+    if categories:
+        wanted_cats = set(categories)
+        chosen = [(i, c) for i, c in chosen if c.category in wanted_cats]
+    if limit is not None:
+        chosen = chosen[:limit]
+    if not chosen:
+        what = ", ".join(
+            f"{flag} {', '.join(vals)}" for flag, vals in (("--tag", tags), ("--category", categories)) if vals
+        )
+        raise BadConfig(Problem(f"no case of the eval set matches {what or 'the selection'}"))
+    return chosen
+
+
+# --------------------------------------------------------------------------- records
+
+
+def build_request(case: EvalCase, settings: RunSettings) -> AskRequest:
+    """The /api/v1/ask request for one case (K = the largest --k)."""
+    return AskRequest(
+        question=case.question,
+        k=settings.request_k,
+        folder_mode=settings.folder_mode,
+        vaults=list(case.vaults),
+        folders=list(case.folders),
+        rerank_weights=RerankWeights(vector=settings.rerank_vector_weight, lexical=settings.rerank_lexical_weight),
+        options=dict(settings.params),
+        debug=True,
+    )
+
+
+def _dump(obj: Any) -> Any:
+    if obj is None:
+        return None
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    return dict(obj)
+
+
+def _ranked_chunks(chunks: Sequence[Any]) -> list[dict[str, Any]]:
+    """Chunks as dicts in rank order, each with a 1-based `rank` (list order when absent)."""
+    dicts = [_dump(c) for c in chunks]
+    if dicts and all(isinstance(d.get("rank"), int | float) and not isinstance(d.get("rank"), bool) for d in dicts):
+        dicts = sorted(dicts, key=lambda d: d["rank"])  # stable: ties keep list order
+    for pos, d in enumerate(dicts, start=1):
+        if d.get("rank") is None:
+            d["rank"] = pos
+    return dicts
+
+
+def _stored_chunk(chunk: Mapping[str, Any], full_text: bool) -> dict[str, Any]:
+    out = dict(chunk)
+    text = out.get("text") or ""
+    truncated = not full_text and len(text) > TRUNCATE_CHARS
+    out["text"] = text[:TRUNCATE_CHARS] if truncated else text
+    out["text_truncated"] = truncated
+    out.setdefault("token_count", None)
+    return out
+
+
+def versions_tuple(
+    settings: RunSettings,
+    eval_set: EvalSet,
+    target_versions: Mapping[str, Any] | None,
+    judge_desc: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The experiment's version tuple (seed 000 "Versioning Strategy").
+
+    The target's `debug.versions` come first; what it leaves out is built from the flags:
+    index build = chunker + embedding model, retriever = target's retriever version +
+    K + rerank weights + folder mode (e.g. "k5+rerank_70_30+folder_off"), answerer =
+    the LLM model. judge_version is the judge's own version (None when retrieval-only).
+    """
+    tv = dict(target_versions or {})
+    index_build = tv.get("index_build_version")
+    if not index_build and (tv.get("chunker_version") or tv.get("embedding_model")):
+        index_build = "+".join(
+            p
+            for p in (
+                f"chunker_{tv['chunker_version']}" if tv.get("chunker_version") else None,
+                f"embedding_{tv['embedding_model']}" if tv.get("embedding_model") else None,
+            )
+            if p
+        )
+    rerank = f"rerank_{round(settings.rerank_vector_weight * 100)}_{round(settings.rerank_lexical_weight * 100)}"
+    flags = f"k{settings.request_k}+{rerank}+folder_{settings.folder_mode}"
+    retriever = f"{tv['retriever_version']}+{flags}" if tv.get("retriever_version") else flags
+    answerer = tv.get("answerer_version") or (f"llm_{tv['llm_model']}" if tv.get("llm_model") else None)
+    judge_version = None
+    if judge_desc and judge_desc.get("provider") is not None:
+        judge_version = judge_desc.get("version") or ":".join(
+            str(judge_desc.get(k)) for k in ("provider", "model", "prompt_version") if judge_desc.get(k)
+        )
+    return {
+        "dataset_version": eval_set.version,
+        "index_build_version": index_build,
+        "retriever_version": retriever,
+        "answerer_version": answerer,
+        "judge_version": judge_version,
+        "llm_model": tv.get("llm_model"),
+        "embedding_model": tv.get("embedding_model"),
+        "chunker_version": tv.get("chunker_version"),
+    }
+
+
+def _record_config(settings: RunSettings, versions: Mapping[str, Any], judge_desc: Mapping[str, Any] | None) -> dict:
+    jd = judge_desc or {}
+    return {
+        "k": settings.request_k,
+        "ks": list(settings.k),
+        "rerank_weights": {"vector": settings.rerank_vector_weight, "lexical": settings.rerank_lexical_weight},
+        "folder_mode": settings.folder_mode,
+        "llm_model": versions.get("llm_model"),
+        "embedding_model": versions.get("embedding_model"),
+        "judge_model": jd.get("model"),
+        # describe() may give one version per judge kind; records hold one string.
+        "judge_prompt_version": jd.get("prompt_version") if isinstance(jd.get("prompt_version"), str) else None,
+        "judge_temperature": jd.get("temperature"),
+        "dataset_version": versions.get("dataset_version"),
+        "index_build_version": versions.get("index_build_version"),
+        "retriever_version": versions.get("retriever_version"),
+        "answerer_version": versions.get("answerer_version"),
+    }
+
+
+def _base_record(case_index: int, case: EvalCase, config: dict, coverage: dict | None) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "test_case_id": case.id,
+        "case_index": case_index,
+        "case": case.model_dump(mode="json"),
+        "question": case.question,
+        "answer": None,
+        "references": [],
+        "retrieved_chunks": [],
+        "folder_selection": None,
+        "config": config,
+        "indexing_coverage": coverage,
+        "latency": {
+            "total_ms": None,
+            "folder_selection_ms": None,
+            "retrieval_ms": None,
+            "generation_ms": None,
+            "judge_ms": None,
+        },
+        "retrieval_metrics": {},
+        "groundedness": None,
+        "correctness": None,
+        "abstention": {"abstained": None, "hallucinated": None, "method": None, "reason": None, "confidence": None},
+        "judge_input": None,
+        "cost": {"judge_tokens": 0, "judge_cost_usd": 0.0},
+        "error": None,
+        "judge_errors": [],
+        "missing_fields": [],
+        "attempts": None,
+    }
+
+
+def error_record(
+    case_index: int,
+    case: EvalCase,
+    error: TargetError,
+    *,
+    settings: RunSettings,
+    total_ms: float,
+    config: dict,
+    coverage: dict | None,
+) -> dict[str, Any]:
+    """The record of a case the target failed: the error, and retrieval scored on nothing.
+
+    A system failure scores 0 on every applicable retrieval metric (and counts in the
+    error rates); the case is kept so that n stays the eval set's size.
+    """
+    from evalkit.metrics.retrieval import score_case_retrieval
+
+    record = _base_record(case_index, case, config, coverage)
+    record["error"] = error.to_record()
+    record["latency"]["total_ms"] = round(total_ms, 3)
+    record["retrieval_metrics"] = score_case_retrieval(
+        record["case"], [], [], None, settings.folder_mode, settings.k, require_snippets=settings.require_snippets
+    )
+    return record
+
+
+def build_record(
+    case_index: int,
+    case: EvalCase,
+    result: Any,
+    *,
+    settings: RunSettings,
+    total_ms: float,
+    run_versions: Mapping[str, Any],
+    judge_desc: Mapping[str, Any] | None,
+    coverage: dict | None,
+    eval_set: EvalSet,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One results.jsonl record from a target's AskResult (before judging).
+
+    Retrieval metrics are computed on the full chunk text, before it is truncated for
+    storage. Returns the record and the full-text chunks (the judges' context).
+    """
+    from evalkit.metrics.abstention import score_case_abstention
+    from evalkit.metrics.retrieval import score_case_retrieval
+
+    response = result.response
+    debug = response.debug
+    chunks = _ranked_chunks(debug.retrieved_chunks if debug is not None else [])
+    references = [_dump(r) for r in response.references]
+    folder_selection = _dump(debug.folder_selection) if debug is not None else None
+    own_versions = _dump(debug.versions) if debug is not None and debug.versions is not None else None
+    versions = versions_tuple(settings, eval_set, own_versions, judge_desc) if own_versions else run_versions
+
+    record = _base_record(case_index, case, _record_config(settings, versions, judge_desc), coverage)
+    record["answer"] = response.answer
+    record["references"] = references
+    record["retrieved_chunks"] = [_stored_chunk(c, settings.store_full_text) for c in chunks]
+    record["folder_selection"] = folder_selection
+    record["missing_fields"] = list(result.missing_fields)
+    record["attempts"] = getattr(result, "attempts", None)
+    timings = result.server_timings_ms or {}
+    record["latency"].update(
+        total_ms=round(total_ms, 3),
+        folder_selection_ms=timings.get("folder_selection"),
+        retrieval_ms=timings.get("retrieval"),
+        generation_ms=timings.get("generation"),
+    )
+    record["retrieval_metrics"] = score_case_retrieval(
+        record["case"],
+        chunks,
+        references,
+        folder_selection,
+        settings.folder_mode,
+        settings.k,
+        require_snippets=settings.require_snippets,
+    )
+    if response.abstained is not None:
+        record["abstention"].update(
+            score_case_abstention(case.answerable, response.abstained),
+            method="target",
+            reason=response.abstain_reason,
+        )
+    if not (response.answer or "").strip() and not response.abstained:
+        record["error"] = {"kind": "empty_answer", "status": None, "detail": "the target returned an empty answer"}
+    return record, chunks

@@ -1,0 +1,469 @@
+"""run()/arun(): check every input, write config.json, run the session, write metrics.json.
+
+Nothing is written until the eval set, the flags, the selection, the baseline, the judge
+and the target have all been checked; then config.json is written before the first case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from evalkit import __version__
+from evalkit.config import RunSettings, build_settings, diff_hashed
+from evalkit.dataset import EvalSet, load_eval_set
+from evalkit.errors import BadConfig, Problem
+from evalkit.gate import Thresholds, gate_result
+from evalkit.runner.records import select_cases, versions_tuple
+from evalkit.runner.session import ProgressSink, _Prepared, _Session
+from evalkit.schema import SCHEMA_VERSION, EvalCase
+from evalkit.store import RunDir, config_hash, new_run_id
+
+__all__ = ["RunInterrupted", "RunResult", "arun", "run"]
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run. What was written is kept; `--resume run_id` finishes the run."""
+
+    def __init__(self, run_id: str, run_dir: Path, results_dir: str):
+        self.run_id = run_id
+        self.run_dir = run_dir
+        self.results_dir = results_dir
+        super().__init__(f"interrupted run {run_id}")
+
+    @property
+    def resume_command(self) -> str:
+        cmd = f"python scripts/run_eval.py --resume {self.run_id}"
+        if Path(self.results_dir) != Path("results"):
+            cmd += f" --results-dir {self.results_dir}"
+        return cmd
+
+
+@dataclass
+class RunResult:
+    """What `run_eval()` returns.
+
+    Attributes:
+        run_id: the run folder's name.
+        run_dir: path of `results/<run_id>/`.
+        metrics: the whole metrics.json body.
+        data: `aggregate_metrics` plus B.O.B's convenience keys (seed 001):
+            `recall_at_k` (fractional recall |gold hit in top K| / |gold|, B.O.B's formula),
+            `precision_at_k`, `mrr` and `k` (all at the primary K).
+        gate: the gate object ({passed, allowed, regressions, ...}) or None without --baseline.
+        success: True unless the gate failed (without --allow-regressions) or every
+            case failed in the target (nothing was evaluated).
+        n_cases / n_errors: records in the run / records with a target error.
+        resumed / repaired_tail / skipped: whether this call resumed a run, cut a torn
+            last line, and how many cases were already done.
+        judge: the judge's describe() ({"provider": None} for retrieval-only).
+    """
+
+    run_id: str
+    run_dir: Path
+    metrics: dict[str, Any]
+    data: dict[str, Any]
+    gate: dict[str, Any] | None
+    success: bool
+    n_cases: int = 0
+    n_errors: int = 0
+    resumed: bool = False
+    repaired_tail: bool = False
+    skipped: int = 0
+    judge: dict[str, Any] | None = None
+
+    @property
+    def gate_failed(self) -> bool:
+        """True when the gate found regressions and they were not allowed."""
+        return bool(self.gate and not self.gate["passed"] and not self.gate.get("allowed"))
+
+    def to_json(self) -> dict[str, Any]:
+        """The object `run_eval.py --json` prints (DESIGN.md §9)."""
+        gate = self.gate or {"passed": True, "regressions": []}
+        return {
+            "run_id": self.run_id,
+            "run_dir": str(self.run_dir),
+            "aggregate_metrics": self.metrics.get("aggregate_metrics", {}),
+            "gate": {"passed": bool(gate["passed"]), "regressions": list(gate["regressions"])},
+        }
+
+
+# --------------------------------------------------------------------------- config.json
+
+
+def _git_revision(cwd: Path) -> dict[str, Any] | None:
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if not commit:
+        return None
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(status)}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _judge_identity(judge_desc: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    # Only what changes verdicts goes into the hash; cache paths and endpoints do not.
+    if not judge_desc or judge_desc.get("provider") is None:
+        return None
+    keys = ("provider", "model", "prompt_version", "prompt_versions", "temperature", "heuristic", "version")
+    return {k: judge_desc.get(k) for k in keys if k in judge_desc}
+
+
+def _build_config(
+    settings: RunSettings,
+    eval_set: EvalSet,
+    selected: Sequence[tuple[int, EvalCase]],
+    target_desc: Mapping[str, Any],
+    judge_desc: Mapping[str, Any],
+) -> dict[str, Any]:
+    from evalkit.hardware import hardware_info
+
+    hashed = {
+        **settings.hashed(),
+        "dataset_version": eval_set.version,
+        "judge": _judge_identity(judge_desc),
+    }
+    chash = config_hash(hashed)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": None,  # filled by the caller once the id is known
+        "created_at": _now(),
+        "config_hash": chash,
+        "dataset_version": eval_set.version,
+        "eval_set_commit_hash": eval_set.commit_hash,
+        "eval_set": {
+            "paths": list(settings.eval_set),
+            "files": eval_set.files,
+            "version": eval_set.version,
+            "commit_hash": eval_set.commit_hash,
+            "n_cases": len(eval_set.cases),
+            "n_selected": len(selected),
+        },
+        "settings": settings.public_dump(),
+        "hashed": hashed,
+        "target": dict(target_desc),
+        "judge": dict(judge_desc),
+        "versions": versions_tuple(settings, eval_set, None, judge_desc),
+        "versions_observed": False,
+        "hardware": hardware_info(),
+        "evalkit_version": __version__,
+        "python": platform.python_version(),
+        "git": _git_revision(Path.cwd()),
+        "sessions": [],
+    }
+
+
+# --------------------------------------------------------------------------- the run
+
+
+_OBSERVED_KEYS = ("dataset_version", "judge")
+
+
+def _prepare_inputs(values: Mapping[str, Any]) -> _Prepared:
+    """Everything that can be checked without the target or the judge. Writes nothing."""
+    stored: dict[str, Any] | None = None
+    values = {k: v for k, v in values.items() if v is not None}
+    resume = values.get("resume")
+    if resume:
+        results_dir = values.get("results_dir") or "results"
+        run = RunDir.open(Path(results_dir), resume)
+        stored = run.read_config()
+    # EVAL_API_URL names the API when neither --api-url nor --target does (the CLI reads it
+    # too); resolved here so that config.json and the hash say which target really ran.
+    stored_target = (stored or {}).get("settings", {}).get("target")
+    env_url = os.environ.get("EVAL_API_URL")
+    if env_url and "api_url" not in values and "target" not in values and not stored_target:
+        values["api_url"] = env_url
+    if resume and stored is not None:
+        given_run_id = values.get("run_id")
+        if given_run_id and given_run_id != resume:
+            raise BadConfig(Problem(f"--run-id {given_run_id} and --resume {resume} name different runs"))
+        base = dict(stored.get("settings") or {})
+        # URLs were stored without credentials; a value given again (or the env) wins.
+        settings = build_settings({**values, "run_id": resume}, base)
+        stored_hashed = {k: v for k, v in (stored.get("hashed") or {}).items() if k not in _OBSERVED_KEYS}
+        changed = diff_hashed(stored_hashed, settings.hashed())
+        if changed:
+            raise BadConfig(
+                [Problem(f"cannot resume {resume}: the result-affecting config differs: {c}") for c in changed]
+            )
+    else:
+        settings = build_settings(values)
+
+    eval_set = load_eval_set(settings.eval_set)
+    if stored is not None and stored.get("dataset_version") != eval_set.version:
+        raise BadConfig(
+            Problem(
+                f"cannot resume {resume}: the eval set changed (dataset_version {str(stored.get('dataset_version'))[:12]}… "
+                f"in the run, {eval_set.version[:12]}… now in {', '.join(settings.eval_set)})"
+            )
+        )
+    selected = select_cases(
+        eval_set.cases, ids=settings.ids, tags=settings.tag, categories=settings.category, limit=settings.limit
+    )
+    baseline = None
+    if settings.baseline:
+        base_run = RunDir.open(Path(settings.results_dir), settings.baseline)
+        baseline = base_run.read_metrics()
+        if baseline is None:
+            raise BadConfig(
+                Problem(f"baseline run {settings.baseline} has no metrics.json (did it finish?)", field="--baseline")
+            )
+    prepared = _Prepared(settings, eval_set, selected, baseline, stored_config=stored)
+    if resume:
+        prepared.run = RunDir.open(Path(settings.results_dir), resume)
+    return prepared
+
+
+def _build_judge(settings: RunSettings) -> Any:
+    if settings.retrieval_only:
+        return None
+    from evalkit.judges import JudgeSettings, build_judge_runner
+
+    return build_judge_runner(
+        JudgeSettings(
+            provider=settings.judge_provider,
+            model=settings.judge_model,
+            base_url=settings.judge_base_url,
+            temperature=settings.judge_temperature,
+            allow_unpinned=settings.allow_unpinned,
+            use_cache=not settings.no_cache,
+            concurrency=settings.concurrency,
+        )
+    )
+
+
+def _build_target(settings: RunSettings) -> Any:
+    from evalkit.targets import build_target
+
+    return build_target(
+        target=settings.target,
+        api_url=settings.api_url or None,
+        vault=Path(settings.vault),
+        timeout=settings.timeout,
+        retries=settings.retries,
+        rps=settings.rps,
+        params=dict(settings.params),
+    )
+
+
+def _create_run_dir(results_dir: Path, run_id: str | None, chash: str) -> RunDir:
+    """The run folder: the given --run-id, else `<UTC second>-<hash>`. Two runs of one config
+    in the same second get the next free second, so ids stay unique and time-sorted."""
+    if run_id:
+        return RunDir.create(results_dir, run_id)
+    now = datetime.now(timezone.utc)
+    for step in range(1000):
+        candidate = new_run_id(chash, now + timedelta(seconds=step))
+        path = results_dir / candidate
+        if not (path.exists() and any(path.iterdir())):
+            return RunDir.create(results_dir, candidate)
+    raise BadConfig(Problem(f"no free run id under {results_dir} for config {chash[:6]}"))
+
+
+def _finalize_order(run: RunDir, selected: Sequence[tuple[int, EvalCase]]) -> int:
+    """Rewrite results.jsonl in eval-set order, one record per selected case. Returns the count."""
+    wanted = {c.id for _, c in selected}
+    seen: set[str] = set()
+    in_order = True
+    last = -1
+    n = 0
+    for rec in run.iter_results():
+        rid = rec.get("test_case_id")
+        idx = rec.get("case_index", 0)
+        if rid in seen or rid not in wanted or idx < last:
+            in_order = False
+        seen.add(rid)
+        last = max(last, idx)
+        n += 1
+    if in_order:
+        return n
+    records: dict[str, dict] = {}
+    for rec in run.iter_results():
+        if rec.get("test_case_id") in wanted:
+            records.setdefault(rec["test_case_id"], rec)
+    ordered = sorted(records.values(), key=lambda r: r.get("case_index", 0))
+    run.rewrite_results(ordered)
+    return len(ordered)
+
+
+def _data(metrics: Mapping[str, Any], k: int) -> dict[str, Any]:
+    agg = dict(metrics.get("aggregate_metrics") or {})
+    cell = (agg.get("at_k") or {}).get(str(k)) or {}
+
+    def value(v: Any) -> Any:
+        return v.get("value", v.get("mean")) if isinstance(v, Mapping) else v
+
+    agg.setdefault("recall_at_k", value(cell.get("recall_frac")))
+    agg.setdefault("precision_at_k", value(cell.get("precision")))
+    agg.setdefault("mrr", value(cell.get("mrr")) if cell else value(agg.get("mrr_avg")))
+    agg.setdefault("k", k)
+    return agg
+
+
+def _write_metrics(p: _Prepared, run: RunDir, judge: Any, session_wall_s: float) -> tuple[dict, dict | None]:
+    from evalkit.metrics.aggregate import aggregate_records
+
+    s = p.settings
+    body = aggregate_records(run.iter_results(), ks=s.k)
+    metrics: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run.run_id,
+        "timestamp": _now(),
+        "config_hash": p.config["config_hash"],
+        "eval_set_commit_hash": p.eval_set.commit_hash,
+        "dataset_version": p.eval_set.version,
+        "ks": list(s.k),
+        "seed": s.seed,
+        **body,
+        "run_timing": {
+            "session_wall_s": round(session_wall_s, 3),
+            "sessions": len(p.config.get("sessions") or []),
+        },
+    }
+    # JudgeRunner.stats(): cache hits/misses, calls, tokens, cost (this session's calls).
+    metrics["aggregate_metrics"]["judge"] = judge.stats() if judge is not None else None
+    gate = None
+    if p.baseline is not None:
+        thresholds = Thresholds(
+            recall=s.regression_threshold_recall,
+            mrr=s.regression_threshold_mrr,
+            scope_miss=s.regression_threshold_scope_miss,
+            groundedness=s.regression_threshold_groundedness,
+        )
+        gate = gate_result(
+            p.baseline, metrics, thresholds, baseline_run_id=s.baseline, allow_regressions=s.allow_regressions
+        )
+        metrics["gate"] = gate
+    return run.update_metrics(metrics), gate
+
+
+async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, _state: dict | None = None) -> RunResult:
+    """Run (or resume) an evaluation. See `run()`; this is its coroutine."""
+    state = _state if _state is not None else {}
+    p = _prepare_inputs(values)
+    s = p.settings
+    judge = _build_judge(s)
+    target = None
+    try:
+        target = _build_target(s)
+        judge_desc = judge.describe() if judge is not None else {"provider": None}
+        resumed = p.run is not None and p.stored_config is not None
+        if p.run is not None and p.stored_config is not None:
+            run = p.run
+            stored_judge = (p.stored_config.get("hashed") or {}).get("judge")
+            if stored_judge != _judge_identity(judge_desc):
+                raise BadConfig(
+                    Problem(
+                        f"cannot resume {run.run_id}: the judge differs: the run used {stored_judge!r}, "
+                        f"now {_judge_identity(judge_desc)!r}"
+                    )
+                )
+            p.config = p.stored_config
+        else:
+            p.config = _build_config(s, p.eval_set, p.selected, target.describe(), judge_desc)
+            run = _create_run_dir(Path(s.results_dir), s.run_id, p.config["config_hash"])
+            p.config["run_id"] = run.run_id
+            p.run = run
+        state.update(run_id=run.run_id, run_dir=run.path, results_dir=s.results_dir)
+
+        repaired = run.repair_tail() if resumed else False
+        done = run.completed_ids() if resumed else set()
+        pending = [(i, c) for i, c in p.selected if c.id not in done]
+        p.config.setdefault("sessions", []).append(
+            {
+                "started_at": _now(),
+                "resumed": resumed,
+                "pending": len(pending),
+                "repaired_tail": repaired,
+                "settings": {k: getattr(s, k) for k in ("concurrency", "timeout", "retries", "rps")},
+            }
+        )
+        run.write_config(p.config)  # written before the first case is asked
+
+        session = _Session(p, target, judge, judge_desc, progress)
+        if progress is not None:
+            progress.start(
+                run_id=run.run_id, run_dir=run.path, total=len(p.selected), done=len(p.selected) - len(pending),
+                resumed=resumed,
+            )
+        t0 = time.perf_counter()
+        try:
+            if pending:
+                await session.execute(pending)
+        finally:
+            if progress is not None:
+                progress.close()
+        wall = time.perf_counter() - t0
+
+        if not resumed and session.in_order and session.n_written == len(p.selected):
+            n = session.n_written  # written in eval-set order, one per case: nothing to fix
+        else:
+            n = _finalize_order(run, p.selected)
+        metrics, gate = _write_metrics(p, run, judge, wall)
+        kinds = metrics["aggregate_metrics"]["operational_metrics"].get("error_kinds") or {}
+        n_errors = sum(v for kind, v in kinds.items() if kind != "empty_answer")
+        all_failed = n > 0 and n_errors == n
+        failed_gate = bool(gate and not gate["passed"] and not s.allow_regressions)
+        return RunResult(
+            run_id=run.run_id,
+            run_dir=run.path,
+            metrics=metrics,
+            data=_data(metrics, s.primary_k),
+            gate=gate,
+            success=not failed_gate and not all_failed,
+            n_cases=n,
+            n_errors=n_errors,
+            resumed=resumed,
+            repaired_tail=repaired,
+            skipped=len(p.selected) - len(pending),
+            judge=judge_desc,
+        )
+    finally:
+        if target is not None:
+            await target.aclose()
+        if judge is not None:
+            await judge.aclose()
+
+
+def run(values: Mapping[str, Any], progress: ProgressSink | None = None) -> RunResult:
+    """Run (or resume, with `resume=RUN_ID`) an evaluation and write `results/<run_id>/`.
+
+    Args:
+        values: the settings the user gave (RunSettings field names); everything else
+            takes its default, or on resume the stored value.
+        progress: optional sink for progress events (the CLI's rich bar).
+
+    Returns:
+        RunResult with the metrics, the gate and the run folder.
+
+    Raises:
+        InputError: bad eval set (BadEvalSet), bad flags or a resume that does not match
+            (BadConfig), unknown run (RunNotFound), judge misconfiguration (JudgeConfigError).
+            Nothing is written in these cases, except that a resume may repair a torn tail.
+        RunInterrupted: Ctrl-C after the run folder was created; resume with its id.
+    """
+    state: dict[str, Any] = {}
+    try:
+        return asyncio.run(arun(values, progress, state))
+    except KeyboardInterrupt:
+        if "run_id" in state:
+            raise RunInterrupted(state["run_id"], state["run_dir"], str(state["results_dir"])) from None
+        raise

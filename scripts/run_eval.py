@@ -1,0 +1,4 @@
+from evalkit.cli.run_eval import app
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,128 @@
+"""The runner against a fault-injecting loopback server: exactly the faulty cases are
+marked, each with the right error class, and the rates say so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fault_server import fault_server  # noqa: F401  (fixture)
+from typer.testing import CliRunner
+
+from evalkit import run_eval
+from evalkit.cli.run_eval import app
+from evalkit.schema import ResultRecord
+
+pytestmark = pytest.mark.integration
+
+GOLD = [{"rel_path": "notes/alpha.md", "heading_path": "# Alpha"}]
+
+# question -> (behaviour, expected error kind or None, expected HTTP status)
+FAULTS = {
+    "q-ok-1": ("ok", None, None),
+    "q-500": ("500", "http_error", 500),
+    "q-404": ({"behaviour": "status", "status": 404}, "http_error", 404),
+    "q-hang": ({"behaviour": "hang", "hang_s": 5}, "timeout", None),
+    "q-bad-json": ("bad_json", "invalid_response", None),
+    "q-invalid": ("invalid_schema", "invalid_response", None),
+    "q-empty": ("empty_answer", "empty_answer", None),
+    "q-flaky": ({"behaviour": "503-then-ok", "times": 1}, None, None),
+    "q-partial": ("partial", None, None),
+    "q-ok-2": ("ok", None, None),
+}
+
+
+def _eval_set(path: Path) -> Path:
+    lines = [
+        json.dumps({"id": f"case-{q}", "question": q, "gold_supports": GOLD, "tags": ["faults"]}) for q in FAULTS
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_each_fault_is_classified_and_counted(fault_server, tmp_path):  # noqa: F811
+    srv = fault_server({q: b for q, (b, _, _) in FAULTS.items()})
+    result = run_eval(
+        eval_set=str(_eval_set(tmp_path / "faults.jsonl")),
+        api_url=srv.base_url,
+        timeout=0.5,
+        retries=1,
+        concurrency=4,
+        retrieval_only=True,
+        results_dir=str(tmp_path / "results"),
+    )
+    records = {r["test_case_id"]: r for r in (json.loads(x) for x in (result.run_dir / "results.jsonl").open())}
+    assert len(records) == len(FAULTS)
+    for q, (_, kind, status) in FAULTS.items():
+        rec = records[f"case-{q}"]
+        ResultRecord.model_validate(rec)
+        if kind is None:
+            assert rec["error"] is None, (q, rec["error"])
+        else:
+            assert rec["error"]["kind"] == kind, (q, rec["error"])
+            assert rec["error"]["status"] == status, q
+            assert rec["error"]["detail"]
+
+    # A target error is a system failure: retrieval scores 0 (not None) and the record stays.
+    assert records["case-q-500"]["retrieval_metrics"]["recall_at_k"] == 0.0
+    # An empty answer keeps its retrieval metrics (the server retrieved alpha at rank 1).
+    assert records["case-q-empty"]["retrieval_metrics"]["recall_at_k"] == 1.0
+    # The flaky case needed its retry; the partial one says what it lacked.
+    assert srv.hits["q-flaky"] == 2 and records["case-q-flaky"]["attempts"] == 2
+    assert "debug" in records["case-q-partial"]["missing_fields"]
+    assert records["case-q-partial"]["retrieval_metrics"]["recall_at_k"] == 0.0
+
+    ops = result.metrics["aggregate_metrics"]["operational_metrics"]
+    # by hand: 6 of 10 cases failed (500, 404, hang, bad json, invalid schema, empty answer)
+    assert ops["error_rate"] == 6 / 10
+    assert ops["timeout_rate"] == 1 / 10
+    assert ops["empty_response_rate"] == 1 / 10
+    assert ops["error_kinds"] == {"empty_answer": 1, "http_error": 2, "invalid_response": 2, "timeout": 1}
+    assert result.n_errors == 5 and result.success
+
+
+def test_cli_json_reports_the_error_rate(fault_server, tmp_path, monkeypatch):  # noqa: F811
+    srv = fault_server({"q-500": "500"})
+    monkeypatch.setenv("EVAL_API_URL", srv.base_url)  # the env var names the API when --api-url is absent
+    es = tmp_path / "es.jsonl"
+    es.write_text(
+        "\n".join(json.dumps({"id": f"c{i}", "question": q, "gold_supports": GOLD}) for i, q in enumerate(["a", "q-500", "b", "c"]))
+    )
+    out = CliRunner().invoke(
+        app,
+        ["--eval-set", str(es), "--retries", "0", "--retrieval-only", "--results-dir", str(tmp_path / "r"), "--json"],
+    )
+    assert out.exit_code == 0, out.output
+    payload = json.loads(out.stdout.strip().splitlines()[-1])
+    assert set(payload) == {"run_id", "run_dir", "aggregate_metrics", "gate"}
+    assert payload["gate"] == {"passed": True, "regressions": []}
+    # by hand: 1 of 4 cases answered 500
+    assert payload["aggregate_metrics"]["operational_metrics"]["error_rate"] == 1 / 4
+    config = json.loads((Path(payload["run_dir"]) / "config.json").read_text())
+    assert config["target"]["kind"] == "http" and config["target"]["api_url"] == srv.base_url
+
+
+def test_every_case_failing_is_not_a_success(tmp_path):
+    es = tmp_path / "es.jsonl"
+    es.write_text(json.dumps({"id": "c1", "question": "q", "gold_supports": GOLD}) + "\n")
+    # Port 9 (discard) on loopback: nothing listens, the connection is refused at once.
+    result = run_eval(
+        eval_set=str(es), api_url="http://127.0.0.1:9", retries=0, retrieval_only=True,
+        results_dir=str(tmp_path / "r"),
+    )
+    (rec,) = [json.loads(x) for x in (result.run_dir / "results.jsonl").open()]
+    assert rec["error"]["kind"] == "connect"
+    assert not result.success and result.n_errors == 1
+
+
+def test_eval_api_url_names_the_api_for_the_library_too(fault_server, tmp_path, monkeypatch):  # noqa: F811
+    srv = fault_server()
+    monkeypatch.setenv("EVAL_API_URL", srv.base_url)
+    es = tmp_path / "es.jsonl"
+    es.write_text(json.dumps({"id": "c1", "question": "a", "gold_supports": GOLD}) + "\n")
+    result = run_eval(eval_set=str(es), retrieval_only=True, results_dir=str(tmp_path / "r"))
+    config = json.loads((result.run_dir / "config.json").read_text())
+    assert config["target"]["kind"] == "http" and config["hashed"]["target_kind"] == "http"
+    assert config["settings"]["api_url"] == srv.base_url
+    assert srv.hits["a"] == 1

@@ -1,0 +1,122 @@
+"""Killing the real script mid-run (SIGKILL or Ctrl-C) and resuming: every case exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fault_server import fault_server  # noqa: F401  (fixture)
+
+from evalkit import run_eval
+from evalkit.store import RunDir
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+N_CASES = 16
+GOLD = [{"rel_path": "notes/alpha.md", "heading_path": "# Alpha"}]
+
+
+def _eval_set(path: Path) -> Path:
+    lines = [json.dumps({"id": f"c{i:02d}", "question": f"slow question {i}", "gold_supports": GOLD}) for i in range(N_CASES)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _start(args: list[str]) -> subprocess.Popen:
+    env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "run_eval.py"), *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_bytes().count(b"\n") >= n:
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"run ended early ({proc.returncode}): {proc.stderr.read() if proc.stderr else ''}")
+        time.sleep(0.02)
+    raise AssertionError(f"{path} never reached {n} lines")
+
+
+def _ids(run: RunDir) -> list[str]:
+    return [r["test_case_id"] for r in run.iter_results()]
+
+
+def _args(es: Path, results: Path, url: str, run_id: str) -> list[str]:
+    return [
+        "--eval-set", str(es), "--api-url", url, "--retrieval-only", "--concurrency", "2",
+        "--results-dir", str(results), "--run-id", run_id, "--quiet", "--retries", "0",
+    ]
+
+
+def test_sigkill_mid_run_then_resume_has_every_case_once(fault_server, tmp_path):  # noqa: F811
+    srv = fault_server({"*": {"behaviour": "ok", "delay_ms": 120}})
+    es, results = _eval_set(tmp_path / "es.jsonl"), tmp_path / "results"
+    proc = _start(_args(es, results, srv.base_url, "killed"))
+    run_path = results / "killed" / "results.jsonl"
+    try:
+        _wait_for_lines(run_path, 5, proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    run = RunDir.open(results, "killed")
+    before = _ids(run)
+    assert 5 <= len(before) < N_CASES
+    assert run.metrics_path.exists() is False  # never reached the end
+
+    # Resume from the stored config alone: the API URL, K and mode come from config.json.
+    result = run_eval(resume="killed", results_dir=str(results))
+    after = _ids(run)
+    assert after == [f"c{i:02d}" for i in range(N_CASES)]  # once each, in eval-set order
+    assert result.skipped == len(before)
+    # Cases finished before the kill were not asked again.
+    for cid in before:
+        assert srv.hits[f"slow question {int(cid[1:])}"] == 1, cid
+    assert json.loads(run.config_path.read_text())["sessions"][-1]["resumed"] is True
+    assert run.metrics_path.exists()
+
+
+def test_ctrl_c_stops_cleanly_with_a_resume_hint(fault_server, tmp_path):  # noqa: F811
+    srv = fault_server({"*": {"behaviour": "ok", "delay_ms": 120}})
+    es, results = _eval_set(tmp_path / "es.jsonl"), tmp_path / "results"
+    proc = _start(_args(es, results, srv.base_url, "stopped"))
+    try:
+        _wait_for_lines(results / "stopped" / "results.jsonl", 3, proc)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, stderr
+    assert f"interrupted; resume with: python scripts/run_eval.py --resume stopped --results-dir {results}" in stderr
+    assert "Traceback" not in stderr
+    raw = (results / "stopped" / "results.jsonl").read_bytes()
+    assert raw.endswith(b"\n")  # every line written is whole
+    n_before = raw.count(b"\n")
+    assert n_before < N_CASES
+
+    proc = _start(["--resume", "stopped", "--results-dir", str(results), "--quiet"])
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out.strip().endswith("stopped")
+    assert _ids(RunDir.open(results, "stopped")) == [f"c{i:02d}" for i in range(N_CASES)]

@@ -1,0 +1,107 @@
+"""The regression gate (evalkit/gate.py): thresholds are absolute, nulls are skipped."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalkit.gate import Thresholds, check_regressions, gate_result, gated_metrics, skipped_metrics
+
+
+def _metrics(**agg):
+    return {"aggregate_metrics": {"k": 5, **agg}}
+
+
+BASE = _metrics(recall_at_k_avg=0.85, mrr_avg=0.70, scope_miss_rate=0.05, groundedness_avg=4.2)
+
+
+def test_no_change_passes():
+    assert check_regressions(BASE, BASE, Thresholds()) == []
+
+
+@pytest.mark.parametrize(
+    ("metric", "new_value", "regressed"),
+    [
+        # by hand: 0.85 - 0.80 = 0.05, exactly the threshold -> allowed (strictly greater fails)
+        pytest.param("recall_at_k_avg", 0.85 - 0.05, False, id="recall-at-threshold"),
+        pytest.param("recall_at_k_avg", 0.85 - 0.06, True, id="recall-beyond"),
+        # by hand: MRR threshold 0.10
+        pytest.param("mrr_avg", 0.70 - 0.10, False, id="mrr-at-threshold"),
+        pytest.param("mrr_avg", 0.70 - 0.11, True, id="mrr-beyond"),
+        # scope miss is lower-is-better: a rise beyond 0.10 regresses, a fall never does
+        pytest.param("scope_miss_rate", 0.05 + 0.10, False, id="scope-at-threshold"),
+        pytest.param("scope_miss_rate", 0.05 + 0.11, True, id="scope-beyond"),
+        pytest.param("scope_miss_rate", 0.0, False, id="scope-improves"),
+        # groundedness in 0-5 points, threshold 0.5
+        pytest.param("groundedness_avg", 4.2 - 0.5, False, id="grounded-at-threshold"),
+        pytest.param("groundedness_avg", 4.2 - 0.6, True, id="grounded-beyond"),
+        pytest.param("groundedness_avg", 5.0, False, id="grounded-improves"),
+    ],
+)
+def test_threshold_per_metric(metric, new_value, regressed):
+    new = _metrics(**{**BASE["aggregate_metrics"], metric: new_value})
+    regs = check_regressions(BASE, new, Thresholds())
+    assert [r.metric for r in regs] == ([metric] if regressed else [])
+
+
+def test_regression_fields_and_message():
+    new = _metrics(**{**BASE["aggregate_metrics"], "recall_at_k_avg": 0.70})
+    (reg,) = check_regressions(BASE, new, Thresholds(recall=0.05))
+    assert reg.baseline == 0.85 and reg.new == 0.70
+    assert reg.delta == pytest.approx(0.70 - 0.85)  # by hand
+    assert reg.threshold == 0.05
+    assert reg.direction == "higher_is_better"
+    assert "recall_at_k_avg dropped by 0.15" in reg.message
+
+
+def test_custom_thresholds():
+    new = _metrics(**{**BASE["aggregate_metrics"], "recall_at_k_avg": 0.80})
+    assert check_regressions(BASE, new, Thresholds(recall=0.01))
+    assert not check_regressions(BASE, new, Thresholds(recall=0.2))
+
+
+def test_null_metrics_are_skipped_not_zero():
+    # Retrieval-only run: groundedness null; folder_mode off: scope miss null.
+    new = _metrics(recall_at_k_avg=0.85, mrr_avg=0.70, scope_miss_rate=None, groundedness_avg=None)
+    assert check_regressions(BASE, new) == []
+    assert skipped_metrics(BASE, new) == ["scope_miss_rate", "groundedness_avg"]
+
+
+def test_accepts_aggregate_dicts_directly():
+    assert check_regressions(BASE["aggregate_metrics"], {**BASE["aggregate_metrics"], "mrr_avg": 0.1})
+
+
+def test_different_primary_k_compares_at_the_new_runs_k():
+    # Baseline's primary K is 10 but it also measured K=5; the new run's primary K is 5.
+    base = {
+        "aggregate_metrics": {
+            "k": 10,
+            "recall_at_k_avg": 0.95,
+            "mrr_avg": 0.75,
+            "at_k": {"5": {"recall_any": 0.85, "mrr": 0.70}, "10": {"recall_any": 0.95, "mrr": 0.75}},
+        }
+    }
+    new = {
+        "aggregate_metrics": {
+            "k": 5,
+            "recall_at_k_avg": 0.85,
+            "mrr_avg": 0.70,
+            "at_k": {"5": {"recall_any": 0.85, "mrr": 0.70}},
+        }
+    }
+    # At K=5 both are equal; comparing 0.95 (K=10) with 0.85 would have flagged a 0.10 drop.
+    assert check_regressions(base, new) == []
+
+
+def test_gate_result_shape():
+    new = _metrics(**{**BASE["aggregate_metrics"], "recall_at_k_avg": 0.5})
+    g = gate_result(BASE, new, Thresholds(), baseline_run_id="b1", allow_regressions=True)
+    assert g["passed"] is False and g["allowed"] is True and g["baseline_run_id"] == "b1"
+    assert g["thresholds"] == {"recall": 0.05, "mrr": 0.10, "scope_miss": 0.10, "groundedness": 0.5}
+    assert [r["metric"] for r in g["regressions"]] == ["recall_at_k_avg"]
+    assert set(g["regressions"][0]) >= {"metric", "baseline", "new", "delta", "threshold", "message"}
+    assert gated_metrics() == ["recall_at_k_avg", "mrr_avg", "scope_miss_rate", "groundedness_avg"]
+
+
+def test_bools_and_missing_keys_are_not_numbers():
+    assert check_regressions(_metrics(recall_at_k_avg=True), _metrics(recall_at_k_avg=0.0)) == []
+    assert check_regressions(_metrics(), _metrics(recall_at_k_avg=0.0)) == []

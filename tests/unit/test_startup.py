@@ -1,0 +1,53 @@
+"""run_eval.py starts fast: --help imports no SDK, no httpx, no numpy."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_help_is_fast_and_lists_the_seed_flags():
+    start = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "scripts/run_eval.py", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=30,
+        env={**os.environ, "COLUMNS": "200", "TERM": "dumb"},
+    )
+    elapsed = time.perf_counter() - start
+    assert out.returncode == 0, out.stderr
+    for flag in (
+        "--eval-set", "--api-url", "--target", "--vault", "--k", "--folder-mode", "--rerank-vector-weight",
+        "--rerank-lexical-weight", "--retrieval-only", "--judge-model", "--judge-provider", "--judge-base-url",
+        "--judge-temperature", "--allow-unpinned", "--no-cache", "--output-dir", "--results-dir",
+        "--store-full-text", "--concurrency", "--timeout", "--retries", "--rps", "--param", "--limit", "--ids",
+        "--tag", "--category", "--run-id", "--resume", "--baseline", "--regression-threshold-recall",
+        "--regression-threshold-mrr", "--regression-threshold-scope-miss", "--regression-threshold-groundedness",
+        "--allow-regressions", "--require-snippets", "--quiet", "--json", "--seed",
+    ):
+        assert flag in out.stdout, flag
+    # Typically ~0.3 s; the bound is loose because the suite may run on a busy 2-core box.
+    assert elapsed < 3.0
+
+
+def test_import_pulls_in_no_sdk_and_no_heavy_library():
+    code = (
+        "import evalkit.cli.run_eval, sys; "
+        "bad = [m for m in ('openai', 'anthropic', 'httpx', 'numpy', 'evalkit.runner') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+
+
+def test_library_import_stays_light():
+    code = (
+        "import evalkit.api, sys; "
+        "bad = [m for m in ('openai', 'anthropic', 'httpx', 'rich') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
