@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -122,11 +123,12 @@ class RunDir:
 
     def append_result(self, record: Mapping[str, Any]) -> None:
         """Append one record as one line, flushed and fsynced before returning."""
-        line = orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
-        with open(self.results_path, "ab") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        with self.open_writer(fsync_interval=0) as writer:
+            writer.write([record])
+
+    def open_writer(self, fsync_interval: float = 1.0) -> ResultsWriter:
+        """results.jsonl held open for appending batches (the runner's hot path)."""
+        return ResultsWriter(self.results_path, fsync_interval=fsync_interval)
 
     def iter_results(self) -> Iterator[dict[str, Any]]:
         """Stream records in file order. A partial last line (killed mid-write) is skipped.
@@ -219,6 +221,44 @@ class RunDir:
         merged = deep_merge(self.read_metrics() or {}, patch)
         self.write_metrics(merged)
         return merged
+
+
+class ResultsWriter:
+    """Appends whole lines to results.jsonl: each write() is one write + flush.
+
+    fsync runs when `sync_due()` says so (at most every `fsync_interval` seconds; 0 = after
+    every write when the caller syncs) and at close. An fsync per record capped the runner
+    at 0.70 efficiency at concurrency 16; a flushed line survives a killed process anyway,
+    and a torn last line is dropped by RunDir.repair_tail on resume.
+    """
+
+    def __init__(self, path: Path, fsync_interval: float = 1.0):
+        self._f = open(path, "ab")  # noqa: SIM115 - closed by close()
+        self._interval = fsync_interval
+        self._last_sync = time.monotonic()
+
+    def write(self, records: Iterable[Mapping[str, Any]]) -> None:
+        self._f.write(b"".join(orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n" for r in records))
+        self._f.flush()
+
+    def sync_due(self) -> bool:
+        return time.monotonic() - self._last_sync >= self._interval
+
+    def sync(self) -> None:
+        os.fsync(self._f.fileno())
+        self._last_sync = time.monotonic()
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self._f.flush()
+            os.fsync(self._f.fileno())
+            self._f.close()
+
+    def __enter__(self) -> ResultsWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _check_run_id(run_id: str) -> None:

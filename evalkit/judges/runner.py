@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import math
 import os
 import time
 from dataclasses import dataclass, field, replace
@@ -344,7 +345,9 @@ class JudgeRunner:
             "n_judge_errors": sum(c.judge_errors.values()),
             "judge_errors_by_judge": dict(sorted(c.judge_errors.items())),
             "scores": {
-                k: {"mean": (sum(v) / len(v)) if v else None, "n": len(v)} for k, v in sorted(c.scores.items())
+                # fsum: the mean must not depend on the order cases finished in (concurrency)
+                k: {"mean": (math.fsum(v) / len(v)) if v else None, "n": len(v)}
+                for k, v in sorted(c.scores.items())
             },
         }
         if self.trials > 1:

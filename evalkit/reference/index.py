@@ -32,7 +32,6 @@ from pathlib import PurePosixPath
 import numpy as np
 
 from evalkit.reference.chunker import Chunk
-from evalkit.reference.tokens import terms
 
 _ROUND = 6  # scores are rounded so ties (and ranks) do not depend on float noise
 

@@ -6,14 +6,12 @@ See evalkit/runner/__init__.py for the order of work and the durability rules.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import orjson
 
 from evalkit.config import RunSettings
 from evalkit.dataset import EvalSet
@@ -50,34 +48,6 @@ class _Prepared:
 
 
 FSYNC_INTERVAL_S = 1.0
-
-
-class _ResultsAppender:
-    """results.jsonl held open for one session. Each batch is one write + flush, in the
-    line format of RunDir.append_result (one orjson object + newline); fsync runs at most
-    every FSYNC_INTERVAL_S and at close. A kill mid-write leaves at most one partial last
-    line, which RunDir.repair_tail drops on resume."""
-
-    def __init__(self, path: Path):
-        self._f = open(path, "ab")  # noqa: SIM115 - closed by close()
-        self._last_sync = time.monotonic()
-
-    def write(self, records: Sequence[Mapping[str, Any]]) -> None:
-        self._f.write(b"".join(orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n" for r in records))
-        self._f.flush()
-
-    def sync_due(self) -> bool:
-        return time.monotonic() - self._last_sync >= FSYNC_INTERVAL_S
-
-    def sync(self) -> None:
-        os.fsync(self._f.fileno())
-        self._last_sync = time.monotonic()
-
-    def close(self) -> None:
-        if not self._f.closed:
-            self._f.flush()
-            os.fsync(self._f.fileno())
-            self._f.close()
 
 
 class _Session:
@@ -201,7 +171,7 @@ class _Session:
         stats = await self.target.index_stats()
         self.coverage = _dump(stats) if stats is not None else None
         queue: asyncio.Queue = asyncio.Queue()
-        self.out = _ResultsAppender(self.run.results_path)
+        self.out = self.run.open_writer(fsync_interval=FSYNC_INTERVAL_S)
         writer = asyncio.create_task(self._writer(queue))
         todo = iter(enumerate(pending))
 

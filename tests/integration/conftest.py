@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.reference.server import start_reference_server
+from tests.integration.fault_server import fault_server  # noqa: F401  (fixture for every integration test)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_VAULT = REPO_ROOT / "sample_vault"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fault_server import FaultServer, fault_server, start_fault_server  # noqa: F401  (fixture)
+from tests.integration.fault_server import FaultServer, start_fault_server
 
 from evalkit.errors import TargetError
 from evalkit.retry import RetryPolicy

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from fault_server import fault_server  # noqa: F401  (fixture)
 from typer.testing import CliRunner
 
 from evalkit import run_eval

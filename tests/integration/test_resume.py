@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-from fault_server import fault_server  # noqa: F401  (fixture)
 
 from evalkit import run_eval
 from evalkit.store import RunDir

@@ -14,7 +14,7 @@ import respx
 
 from evalkit.judges import JudgeSettings
 from evalkit.retry import RetryPolicy
-from judge_helpers import ANTHROPIC_URL, OPENAI_URL
+from tests.unit.judges.judge_helpers import ANTHROPIC_URL, OPENAI_URL
 
 
 class SleepRecorder:

@@ -7,7 +7,7 @@ import json
 
 import httpx
 import pytest
-from judge_helpers import ANTHROPIC_MODEL, CORRECT, GROUNDED, anthropic_tool_reply, make_record
+from tests.unit.judges.judge_helpers import ANTHROPIC_MODEL, CORRECT, GROUNDED, anthropic_tool_reply, make_record
 
 from evalkit.judges import JudgeItem, build_judge, build_judge_runner
 from evalkit.judges.base import JudgeFailure, JudgeOutcome

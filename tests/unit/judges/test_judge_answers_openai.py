@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from judge_helpers import CORRECT, GROUNDED, OPENAI_MODEL, make_record, openai_reply
+from tests.unit.judges.judge_helpers import CORRECT, GROUNDED, OPENAI_MODEL, make_record, openai_reply
 from typer.testing import CliRunner
 
 from evalkit.cli.judge_answers import app

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from judge_helpers import make_record
+from tests.unit.judges.judge_helpers import make_record
 
 from evalkit.errors import JudgeConfigError
 from evalkit.judges import JudgeSettings, build_judge_runner, resolve_judge, spot_check_settings

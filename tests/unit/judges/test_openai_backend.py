@@ -7,7 +7,7 @@ import json
 
 import httpx
 import pytest
-from judge_helpers import CORRECT, GROUNDED, OPENAI_MODEL, by_kind, make_record, openai_reply
+from tests.unit.judges.judge_helpers import CORRECT, GROUNDED, OPENAI_MODEL, by_kind, make_record, openai_reply
 
 from evalkit.errors import JudgeConfigError
 from evalkit.judges import JudgeItem, build_judge, build_judge_runner
