@@ -13,10 +13,32 @@ EvalkitError
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from typing import Literal
 
 MAX_PROBLEMS_SHOWN = 20
+
+# Environment variables whose values are secrets; their values never reach a file we write.
+_SECRET_NAME = re.compile(r"(API_KEY|_TOKEN|_SECRET|PASSWORD)$", re.IGNORECASE)
+_SECRET_SHAPES = re.compile(
+    r"(?i)(bearer\s+)[^\s\"',;]+"  # an Authorization header echoed back
+    r"|\b(sk-(?:ant-)?[A-Za-z0-9_-]{8,})"  # OpenAI / Anthropic key shapes
+)
+
+
+def redact(text: str) -> str:
+    """Replace secrets in free text (server bodies, exception messages) with `***`.
+
+    A failing server may echo our Authorization header, and a user's callable may put a key
+    in its exception; that text goes into results.jsonl as an error detail, so it is
+    scrubbed here, once, for every error type.
+    """
+    for name, value in os.environ.items():
+        if len(value) >= 8 and _SECRET_NAME.search(name) and value in text:
+            text = text.replace(value, "***")
+    return _SECRET_SHAPES.sub(lambda m: (m.group(1) or "") + "***", text)
 
 
 @dataclass(frozen=True)
@@ -90,7 +112,7 @@ class TargetError(EvalkitError):
 
     def __init__(self, kind: TargetErrorKind, detail: str, status: int | None = None):
         self.kind: TargetErrorKind = kind
-        self.detail = detail[:500]
+        self.detail = redact(detail)[:500]
         self.status = status
         super().__init__(f"{kind}{f' {status}' if status else ''}: {self.detail}")
 
@@ -103,8 +125,8 @@ class JudgeError(EvalkitError):
 
     def __init__(self, reason: str, detail: str = "", raw: str | None = None):
         self.reason = reason
-        self.detail = detail[:500]
-        self.raw = raw[:2000] if raw else raw
+        self.detail = redact(detail)[:500]
+        self.raw = redact(raw)[:2000] if raw else raw
         super().__init__(f"{reason}: {self.detail}")
 
 

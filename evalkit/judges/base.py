@@ -13,6 +13,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evalkit.errors import redact
+
 JudgeKind = Literal["groundedness", "correctness", "claims", "abstention"]
 JUDGE_KINDS: tuple[str, ...] = ("groundedness", "correctness", "claims", "abstention")
 
@@ -207,9 +209,9 @@ class JudgeFailure:
     price_known: bool = True
 
     def to_record(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"judge": self.kind, "reason": self.reason, "detail": self.detail[:500]}
+        out: dict[str, Any] = {"judge": self.kind, "reason": self.reason, "detail": redact(self.detail)[:500]}
         if self.raw:
-            out["raw"] = self.raw[:2000]
+            out["raw"] = redact(self.raw)[:2000]
         return out
 
 

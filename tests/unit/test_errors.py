@@ -1,0 +1,29 @@
+"""Secrets never reach an error detail (which goes into results.jsonl)."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalkit.errors import JudgeError, TargetError, redact
+from evalkit.judges.base import JudgeFailure
+
+
+@pytest.fixture(autouse=True)
+def _secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVAL_API_KEY", "secret-api-key-XYZ")
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-0123456789")
+    monkeypatch.setenv("SHORT_API_KEY", "abc")  # too short to redact safely: would mangle text
+
+
+def test_env_secrets_and_key_shapes_are_redacted() -> None:
+    # regression: review finding 1 — a 500 body echoing the Authorization header was stored
+    text = 'HTTP 500: {"got": "Bearer secret-api-key-XYZ", "k": "sk-proj-abcdefgh12", "t": "tok-0123456789"} abc'
+    assert redact(text) == 'HTTP 500: {"got": "Bearer ***", "k": "***", "t": "***"} abc'
+
+
+def test_every_error_type_scrubs_its_detail() -> None:
+    assert "secret-api-key-XYZ" not in TargetError("http_error", "echo secret-api-key-XYZ", 500).detail
+    je = JudgeError("provider_error", "key sk-ant-api03-zzzzzzzz rejected", raw="Bearer secret-api-key-XYZ")
+    assert "sk-ant" not in je.detail and "secret-api-key-XYZ" not in (je.raw or "")
+    rec = JudgeFailure(kind="groundedness", reason="provider_error", detail="tok-0123456789 refused").to_record()
+    assert rec["detail"] == "*** refused"
