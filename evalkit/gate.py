@@ -13,7 +13,13 @@ Every threshold is an absolute change on the metric's own scale:
 | groundedness_avg (0-5)     | new < baseline - threshold               | --regression-threshold-groundedness   | 0.5     |
 
 A metric that either run did not compute (null, e.g. groundedness of a retrieval-only run,
-scope miss with folder_mode off) is skipped and listed as skipped, never counted as 0.
+scope miss with folder_mode off), or that the baseline did not measure at the new run's
+primary K, is skipped and listed with the reason, never counted as 0. Groundedness is also
+skipped when one run was judged by the offline heuristic and the other by an LLM (their
+scales are not comparable) unless mixed judges are allowed.
+
+Before any metric is compared, `check_invariants` says whether the two runs may be compared
+at all (seed 000 §10.1): same dataset version and the same number of cases.
 Changes are compared with a 1e-9 tolerance so that 0.85 -> 0.80 with threshold 0.05 is
 not a regression because of float rounding.
 """
@@ -97,19 +103,62 @@ def _primary_k(agg: Mapping[str, Any]) -> str | None:
 
 
 def _value(agg: Mapping[str, Any], key: str, at_k_key: str | None, k: str | None) -> float | None:
-    # When the two runs have different primary K, compare at the new run's K if both
-    # runs measured it (aggregate_metrics.at_k), so Recall@5 is never set against Recall@10.
-    if at_k_key and k is not None:
-        cell = (agg.get("at_k") or {}).get(k)
-        if isinstance(cell, Mapping) and at_k_key in cell:
-            return _number(cell[at_k_key])
-    return _number(agg.get(key))
+    """The metric at K: from `at_k[K]`, or the headline key when K is this run's primary K.
+
+    None when the run did not measure K, so Recall@5 is never set against Recall@20.
+    """
+    if at_k_key is None or k is None:
+        return _number(agg.get(key))
+    cell = (agg.get("at_k") or {}).get(k)
+    if isinstance(cell, Mapping) and at_k_key in cell:
+        return _number(cell[at_k_key])
+    return _number(agg.get(key)) if _primary_k(agg) == k else None
+
+
+def _judge_is_heuristic(agg: Mapping[str, Any]) -> bool | None:
+    judge = agg.get("judge")
+    return bool(judge.get("heuristic")) if isinstance(judge, Mapping) else None
+
+
+def _skip_reason(
+    base: Mapping[str, Any], new: Mapping[str, Any], key: str, at_k_key: str | None, k: str | None,
+    allow_mixed_judges: bool,
+) -> str | None:
+    """Why a gated metric cannot be compared, or None when it can."""
+    if key == "groundedness_avg" and not allow_mixed_judges:
+        hb, hn = _judge_is_heuristic(base), _judge_is_heuristic(new)
+        if hb is not None and hn is not None and hb != hn:
+            return "one run was judged by the offline heuristic, the other by an LLM"
+    if _value(new, key, at_k_key, k) is None:
+        return "not computed in the new run"
+    if _value(base, key, at_k_key, k) is None:
+        if at_k_key and k is not None and _number(base.get(key)) is not None:
+            return f"the baseline did not measure K={k} (its primary K is {_primary_k(base)})"
+        return "not computed in the baseline"
+    return None
+
+
+def check_invariants(baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any]) -> list[str]:
+    """Why two runs must not be compared (seed 000 §10.1); empty when they may be.
+
+    Checks the dataset version and the number of cases; the judge is handled per metric.
+    """
+    out: list[str] = []
+    vb, vn = baseline_metrics.get("dataset_version"), new_metrics.get("dataset_version")
+    if vb and vn and vb != vn:
+        out.append(f"eval sets differ (dataset_version {vb[:12]}… vs {vn[:12]}…)")
+    nb, nn = baseline_metrics.get("total_tests"), new_metrics.get("total_tests")
+    if isinstance(nb, int) and isinstance(nn, int) and nb != nn:
+        out.append(f"case counts differ ({nb} vs {nn}): a filtered or partial run")
+    return out
 
 
 def check_regressions(
     baseline_metrics: Mapping[str, Any],
     new_metrics: Mapping[str, Any],
     thresholds: Thresholds | None = None,
+    *,
+    allow_mixed_judges: bool = False,
 ) -> list[Regression]:
     """Compare two runs' headline metrics.
 
@@ -117,6 +166,7 @@ def check_regressions(
         baseline_metrics: metrics.json of the baseline run (or its aggregate_metrics).
         new_metrics: metrics.json of the new run (or its aggregate_metrics).
         thresholds: allowed absolute worsening per metric; defaults as in the module table.
+        allow_mixed_judges: compare groundedness even when one run's judge was the heuristic.
 
     Returns:
         The regressions, in the order recall, MRR, scope miss, groundedness. Empty = passed.
@@ -126,9 +176,11 @@ def check_regressions(
     k = _primary_k(new)
     out: list[Regression] = []
     for key, at_k_key, attr, direction in _GATED:
+        if _skip_reason(base, new, key, at_k_key, k, allow_mixed_judges) is not None:
+            continue
         b = _value(base, key, at_k_key, k)
         n = _value(new, key, at_k_key, k)
-        if b is None or n is None:
+        if b is None or n is None:  # pragma: no cover - _skip_reason said comparable
             continue
         limit = float(getattr(thresholds, attr))
         delta = n - b
@@ -138,15 +190,18 @@ def check_regressions(
     return out
 
 
-def skipped_metrics(baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any]) -> list[str]:
-    """Gated metrics that one of the runs did not compute (null), so the gate could not check them."""
+def skipped_metrics(
+    baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any], *, allow_mixed_judges: bool = False
+) -> list[dict[str, str]]:
+    """Gated metrics the gate could not check: [{"metric", "reason"}]."""
     base, new = _aggregate(baseline_metrics), _aggregate(new_metrics)
     k = _primary_k(new)
-    return [
-        key
-        for key, at_k_key, _, _ in _GATED
-        if _value(base, key, at_k_key, k) is None or _value(new, key, at_k_key, k) is None
-    ]
+    out = []
+    for key, at_k_key, _, _ in _GATED:
+        reason = _skip_reason(base, new, key, at_k_key, k, allow_mixed_judges)
+        if reason is not None:
+            out.append({"metric": key, "reason": reason})
+    return out
 
 
 def gate_result(
@@ -156,21 +211,27 @@ def gate_result(
     *,
     baseline_run_id: str | None = None,
     allow_regressions: bool = False,
+    allow_mixed_judges: bool = False,
 ) -> dict[str, Any]:
     """The `gate` object written to metrics.json and printed by `--json`.
 
     Returns:
-        {"passed", "allowed", "baseline_run_id", "thresholds", "regressions": [{metric, baseline,
-        new, delta, threshold, direction, message}], "skipped": [metric]}. `passed` is False
-        whenever there is a regression; `allowed` records --allow-regressions.
+        {"passed", "allowed", "baseline_run_id", "k", "thresholds", "invariants": {"ok",
+        "violations"}, "regressions": [{metric, baseline, new, delta, threshold, direction,
+        message}], "skipped": [{metric, reason}]}. `passed` is False whenever there is a
+        regression; `allowed` records --allow-regressions. Callers decide what a broken
+        invariant means (run_eval refuses it as bad input unless told to ignore it).
     """
     thresholds = thresholds or Thresholds()
-    regressions = check_regressions(baseline_metrics, new_metrics, thresholds)
+    regressions = check_regressions(baseline_metrics, new_metrics, thresholds, allow_mixed_judges=allow_mixed_judges)
+    violations = check_invariants(baseline_metrics, new_metrics)
     return {
         "passed": not regressions,
         "allowed": bool(allow_regressions),
         "baseline_run_id": baseline_run_id,
+        "k": _primary_k(_aggregate(new_metrics)),
         "thresholds": asdict(thresholds),
+        "invariants": {"ok": not violations, "violations": violations},
         "regressions": [r.to_dict() for r in regressions],
-        "skipped": skipped_metrics(baseline_metrics, new_metrics),
+        "skipped": skipped_metrics(baseline_metrics, new_metrics, allow_mixed_judges=allow_mixed_judges),
     }

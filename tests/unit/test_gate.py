@@ -63,7 +63,7 @@ def test_null_metrics_are_skipped_not_zero():
     # Retrieval-only run: groundedness null; folder_mode off: scope miss null.
     new = _metrics(recall_at_k_avg=0.85, mrr_avg=0.70, scope_miss_rate=None, groundedness_avg=None)
     assert check_regressions(BASE, new) == []
-    assert skipped_metrics(BASE, new) == ["scope_miss_rate", "groundedness_avg"]
+    assert [s["metric"] for s in skipped_metrics(BASE, new)] == ["scope_miss_rate", "groundedness_avg"]
 
 
 def test_accepts_aggregate_dicts_directly():
@@ -105,3 +105,35 @@ def test_gate_result_shape():
 def test_bools_and_missing_keys_are_not_numbers():
     assert check_regressions(_metrics(recall_at_k_avg=True), _metrics(recall_at_k_avg=0.0)) == []
     assert check_regressions(_metrics(), _metrics(recall_at_k_avg=0.0)) == []
+
+
+def test_baseline_without_the_new_k_is_skipped_not_compared():
+    # regression: review finding 2 — Recall@20 of the baseline was set against Recall@5
+    base = {"aggregate_metrics": {"k": 20, "recall_at_k_avg": 0.98, "mrr_avg": 0.7, "at_k": {"20": {"recall_any": 0.98, "mrr": 0.7}}}}
+    new = {"aggregate_metrics": {"k": 5, "recall_at_k_avg": 0.90, "mrr_avg": 0.7, "at_k": {"5": {"recall_any": 0.90, "mrr": 0.7}}}}
+    assert check_regressions(base, new) == []
+    reasons = {s["metric"]: s["reason"] for s in skipped_metrics(base, new)}
+    assert reasons["recall_at_k_avg"] == "the baseline did not measure K=5 (its primary K is 20)"
+    # ...but a baseline that measured K=5 among several K is compared at 5
+    base["aggregate_metrics"]["at_k"]["5"] = {"recall_any": 0.99, "mrr": 0.7}
+    assert [r.metric for r in check_regressions(base, new)] == ["recall_at_k_avg"]
+
+
+def test_heuristic_and_llm_groundedness_are_not_compared_unless_allowed():
+    base = _metrics(groundedness_avg=4.5, judge={"heuristic": True})
+    new = _metrics(groundedness_avg=3.0, judge={"heuristic": False})
+    assert check_regressions(base, new) == []
+    assert skipped_metrics(base, new)[-1]["reason"].startswith("one run was judged by the offline heuristic")
+    assert [r.metric for r in check_regressions(base, new, allow_mixed_judges=True)] == ["groundedness_avg"]
+
+
+def test_invariants_name_a_different_eval_set_or_case_count():
+    base = {**BASE, "dataset_version": "a" * 64, "total_tests": 59}
+    same = gate_result(base, {**BASE, "dataset_version": "a" * 64, "total_tests": 59})
+    assert same["invariants"] == {"ok": True, "violations": []}
+    other = gate_result(base, {**BASE, "dataset_version": "b" * 64, "total_tests": 9})
+    assert other["invariants"]["ok"] is False
+    assert other["invariants"]["violations"] == [
+        f"eval sets differ (dataset_version {'a' * 12}… vs {'b' * 12}…)",
+        "case counts differ (59 vs 9): a filtered or partial run",
+    ]
