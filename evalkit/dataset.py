@@ -98,12 +98,10 @@ def load_eval_set(paths: Sequence[str | Path], extra_categories: Sequence[str] |
     problems: list[Problem] = []
     cases: list[EvalCase] = []
     seen: dict[str, str] = {}
-    digest = hashlib.sha256()
     file_infos: list[dict[str, Any]] = []
 
     for path, from_folder in files:
         data = path.read_bytes()
-        digest.update(str(path.name).encode() + b"\0" + data + b"\0")
         file_infos.append({"path": str(path), "sha256": hashlib.sha256(data).hexdigest(), **_git_info(path)})
         for lineno, raw in enumerate(data.splitlines(), start=1):
             if not raw.strip():
@@ -137,7 +135,15 @@ def load_eval_set(paths: Sequence[str | Path], extra_categories: Sequence[str] |
         problems.append(Problem("eval set has no cases", path=", ".join(str(p) for p, _ in files)))
     if problems:
         raise BadEvalSet(problems)
-    return EvalSet(cases=cases, files=file_infos, version=digest.hexdigest(), commit_hash=_set_commit(files))
+    return EvalSet(cases=cases, files=file_infos, version=_version(file_infos), commit_hash=_set_commit(files))
+
+
+def _version(file_infos: list[dict[str, Any]]) -> str:
+    """sha256 of the file's bytes (`sha256sum eval_set.jsonl`); for several files, sha256 of
+    their sha256s in load order. Names do not count: a copied or renamed set keeps its version."""
+    if len(file_infos) == 1:
+        return file_infos[0]["sha256"]
+    return hashlib.sha256("\n".join(f["sha256"] for f in file_infos).encode()).hexdigest()
 
 
 def _convert_bob(obj: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ what a user or a newer tool put there. Inside the library, records travel as pla
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -62,6 +63,18 @@ class GoldSupport(_Open):
     def _chunk_id_str(cls, v: Any) -> Any:
         # B.O.B golden sets use integer chunk ids.
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @field_validator("date")
+    @classmethod
+    def _iso_date(cls, v: str | None) -> str | None:
+        # Checked at load so a bad date stops the run before anything is written,
+        # not in the middle of scoring (recency rules compare these dates).
+        if v is not None:
+            try:
+                datetime.fromisoformat(v.strip())
+            except ValueError:
+                raise ValueError(f"not an ISO date (YYYY-MM-DD or ISO 8601), got {v!r}") from None
+        return v
 
     @model_validator(mode="after")
     def _has_a_location(self) -> GoldSupport:

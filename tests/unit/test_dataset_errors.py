@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,11 @@ def test_version_changes_with_bytes(tmp_path: Path) -> None:
     a = tmp_path / "a.jsonl"
     a.write_text('{"id": "x", "question": "q?"}\n')
     v1 = load_eval_set([a], extra_categories=()).version
+    # reference: the single-file version is what `sha256sum a.jsonl` prints
+    assert v1 == hashlib.sha256(a.read_bytes()).hexdigest()
+    renamed = tmp_path / "renamed.jsonl"
+    renamed.write_bytes(a.read_bytes())
+    assert load_eval_set([renamed], extra_categories=()).version == v1
     a.write_text('{"id": "x", "question": "q2?"}\n')
     assert load_eval_set([a], extra_categories=()).version != v1
 
@@ -95,3 +101,17 @@ def test_duplicate_ids_across_files(tmp_path: Path) -> None:
     with pytest.raises(BadEvalSet) as exc:
         load_eval_set([tmp_path], extra_categories=())
     assert exc.value.render() == f"{tmp_path / 'b.jsonl'}:2: id: id 'same' duplicates {tmp_path / 'a.jsonl'}:1"
+
+
+def test_bad_date_is_caught_at_load(tmp_path: Path) -> None:
+    # regression: review finding 3 — "2025-02-30" passed validation and crashed scoring mid-run
+    bad = tmp_path / "d.jsonl"
+    bad.write_text(
+        '{"id": "r", "question": "q?", "recency_conflict_rule": "cite_newer", "gold_supports": '
+        '[{"rel_path": "a.md", "date": "2024-01-01"}, {"rel_path": "b.md", "date": "2025-02-30"}]}\n'
+    )
+    with pytest.raises(BadEvalSet) as exc:
+        load_eval_set([bad], extra_categories=())
+    assert exc.value.render() == (
+        f"{bad}:1: gold_supports[1].date: not an ISO date (YYYY-MM-DD or ISO 8601), got '2025-02-30'"
+    )
