@@ -161,6 +161,17 @@ def _target_kind(s: RunSettings) -> str:
     return "http" if s.api_url else "reference"
 
 
+def judge_identity(judge_desc: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The part of a judge's description that changes verdicts (goes into config_hash).
+
+    Cache paths and endpoints do not: the same pinned model behind another URL judges alike.
+    """
+    if not judge_desc or judge_desc.get("provider") is None:
+        return None
+    keys = ("provider", "model", "prompt_version", "prompt_versions", "temperature", "heuristic", "version")
+    return {k: judge_desc.get(k) for k in keys if k in judge_desc}
+
+
 def redact_url(url: str) -> str:
     """Drop user:password@ from a URL; everything else is kept."""
     try:
@@ -194,7 +205,8 @@ def build_settings(values: Mapping[str, Any], base: Mapping[str, Any] | None = N
             msg = err["msg"].removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
                 msg = "unknown setting"
-            elif "input" in err:
+            elif "input" in err and err["type"] != "value_error":
+                # a value_error message already says what it got
                 msg += f", got {err['input']!r}"
             problems.append(Problem(msg, field=flag))
         raise BadConfig(problems) from None

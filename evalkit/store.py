@@ -39,6 +39,14 @@ def new_run_id(config_hash_hex: str, now: datetime | None = None) -> str:
     return f"{now:%Y%m%dT%H%M%SZ}-{config_hash_hex[:6]}"
 
 
+def _umask_mode() -> int:
+    # mkstemp creates 0600 files; results are meant to be shared (metrics.json is committed),
+    # so give them the mode a plain open() would: 0666 minus the umask.
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Write JSON to a temp file in the same folder, fsync it, then os.replace over `path`."""
     path = Path(path)
@@ -49,6 +57,7 @@ def write_json_atomic(path: Path, obj: Any) -> None:
             f.write(orjson.dumps(obj, option=_JSON_OPTS))
             f.write(b"\n")
             f.flush()
+            os.fchmod(f.fileno(), _umask_mode())
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -106,9 +115,9 @@ class RunDir:
         return cls(path)
 
     @classmethod
-    def open(cls, results_dir: Path, run_id: str) -> RunDir:
-        """Open an existing run folder. RunNotFound (exit 2) names the path looked at."""
-        _check_run_id(run_id)
+    def open(cls, results_dir: Path, run_id: str, *, flag: str = "--run-id") -> RunDir:
+        """Open an existing run folder. RunNotFound (exit 2) names the flag and the path looked at."""
+        _check_run_id(run_id, flag)
         path = Path(results_dir) / run_id
         if not path.is_dir():
             hint = ""
@@ -116,7 +125,7 @@ class RunDir:
                 runs = sorted(p.name for p in Path(results_dir).iterdir() if p.is_dir())[-3:]
                 if runs:
                     hint = f" (latest runs: {', '.join(runs)})"
-            raise RunNotFound(Problem(f"no run {run_id!r} under {results_dir}{hint}", field="--run-id"))
+            raise RunNotFound(Problem(f"no run {run_id!r} under {results_dir}{hint}", field=flag))
         return cls(path)
 
     # ------------------------------------------------------------------ results.jsonl
@@ -194,6 +203,7 @@ class RunDir:
                 for record in records:
                     f.write(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
                 f.flush()
+                os.fchmod(f.fileno(), _umask_mode())
                 os.fsync(f.fileno())
             os.replace(tmp, self.results_path)
         except BaseException:
@@ -261,7 +271,7 @@ class ResultsWriter:
         self.close()
 
 
-def _check_run_id(run_id: str) -> None:
+def _check_run_id(run_id: str, flag: str = "--run-id") -> None:
     # A run id names a folder: no separators, no parent references.
     if not run_id or run_id in {".", ".."} or "/" in run_id or "\\" in run_id or "\0" in run_id:
-        raise BadConfig(Problem(f"not a valid run id: {run_id!r}", field="--run-id"))
+        raise BadConfig(Problem(f"not a valid run id: {run_id!r}", field=flag))

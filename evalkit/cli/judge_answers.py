@@ -16,6 +16,7 @@ import typer
 from evalkit.cli.common import CONCURRENCY, RESULTS_DIR, RPS, RUN_ID, exit_on_known_errors, load_dotenv_once
 
 app = typer.Typer(
+    rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
     add_completion=False,
     help="(Re)judge the answers of a run: groundedness and correctness (0-5), abstention fallback, "
     "cache, cost, reliability spot-check. Exit 0 ok, 2 bad input.",

@@ -6,7 +6,7 @@ import importlib
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Evaluate a retrieval-backed chatbot.")
+app = typer.Typer(add_completion=False, rich_markup_mode=None, no_args_is_help=True, help="Evaluate a retrieval-backed chatbot.")
 
 # (sub-command, module under evalkit.cli). Modules that do not exist yet are skipped,
 # so the console command grows as scripts land without editing this table twice.

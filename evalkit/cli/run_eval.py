@@ -16,6 +16,7 @@ import typer
 from evalkit.cli.common import EXIT_INTERRUPTED, RPS, exit_on_known_errors, load_dotenv_once
 
 app = typer.Typer(
+    rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
     add_completion=False,
     help="Run an eval set against a chatbot (HTTP API, Python callable, replayed log or the built-in "
     "reference chatbot) and write results/<run_id>/{config.json,results.jsonl,metrics.json}. "

@@ -8,7 +8,7 @@ import typer
 
 from evalkit.cli.common import exit_on_known_errors, load_dotenv_once
 
-app = typer.Typer(add_completion=False, help="Serve the reference chatbot over HTTP (POST /api/v1/ask).")
+app = typer.Typer(add_completion=False, rich_markup_mode=None, help="Serve the reference chatbot over HTTP (POST /api/v1/ask).")
 
 
 @app.command()

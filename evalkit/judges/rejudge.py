@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit.config import judge_identity
 from evalkit.errors import InputError, Problem
 from evalkit.judges.base import JudgeItem, JudgeOutcome
 from evalkit.judges.reliability import reliability_summary, sample_indices
@@ -25,7 +26,7 @@ from evalkit.judges.runner import (
     resolve_judge,
     spot_check_settings,
 )
-from evalkit.store import RunDir, deep_merge
+from evalkit.store import RunDir, config_hash, deep_merge
 
 
 @dataclass
@@ -315,9 +316,14 @@ async def judge_run_async(
     metrics = deep_merge(run.read_metrics() or {}, body)
     metrics["aggregate_metrics"]["judge"] = stats
     metrics["aggregate_metrics"]["judge_reliability"] = reliability
-    run.write_metrics(metrics)
     cfg = run.read_config()
     cfg["judge"] = description
+    # The judge is part of what made these numbers: a re-judged run gets a new config_hash,
+    # so "same config_hash => same metrics" stays true.
+    if isinstance(cfg.get("hashed"), dict):
+        cfg["hashed"]["judge"] = judge_identity(description)
+        cfg["config_hash"] = metrics["config_hash"] = config_hash(cfg["hashed"])
+    run.write_metrics(metrics)
     run.write_config(cfg)
     return JudgeRunResult(
         run_id=run.run_id,

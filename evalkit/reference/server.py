@@ -36,6 +36,9 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Headers and body go out in two writes; without TCP_NODELAY the second waits ~40 ms for an ACK.
     disable_nagle_algorithm = True
+    # A client that promises more body than it sends (or idles on keep-alive) must not hold
+    # a handler thread forever.
+    timeout = 30
     server_version = "evalkit-reference/1"
     chatbot: Any = None
     quiet = True

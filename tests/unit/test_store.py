@@ -96,3 +96,22 @@ def test_rewrite_results_is_atomic(tmp_path: Path) -> None:
     run.rewrite_results([{"test_case_id": "a", "case_index": 0, "judged": True}])
     assert list(run.iter_results())[0]["judged"] is True
     assert sorted(os.listdir(run.path)) == ["results.jsonl"]
+
+
+def test_written_files_get_the_umask_mode_not_mkstemps_0600(tmp_path: Path) -> None:
+    # regression: review finding 11 — metrics.json (meant to be committed) was 0600
+    old = os.umask(0o022)
+    try:
+        run = RunDir.create(tmp_path, "r")
+        run.write_metrics({"a": 1})
+        run.rewrite_results([{"test_case_id": "a", "case_index": 0}])
+    finally:
+        os.umask(old)
+    assert run.metrics_path.stat().st_mode & 0o777 == 0o644
+    assert run.results_path.stat().st_mode & 0o777 == 0o644
+
+
+def test_open_names_the_flag_that_gave_the_id(tmp_path: Path) -> None:
+    with pytest.raises(RunNotFound) as exc:
+        RunDir.open(tmp_path, "nope", flag="--baseline")
+    assert str(exc.value).startswith("--baseline: no run 'nope'")
