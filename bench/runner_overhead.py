@@ -7,7 +7,7 @@ bench/stub_server.py (its own process, so its CPU is not ours) and reports:
                 imports (evalkit, httpx: a once-per-process cost) are timed apart
     import      seconds to import evalkit's runner and httpx in the fresh process
     warm-up     seconds of a first run of 20 cases in the same process, done before the
-                measured run (it pays the once-per-process costs: TLS context, first-call
+                measured run (it pays the once-per-process costs: lazy imports, first-call
                 caches, thread pool); its ideal is 20 * L / C
     loop        seconds of the ask loop alone (metrics.json run_timing.session_wall_s)
     efficiency  (N * L / C) / wall: 1.0 = the harness adds nothing to the chatbot's time
@@ -19,6 +19,7 @@ Usage:
     python bench/runner_overhead.py --n 200 --concurrency 16 64
     python bench/runner_overhead.py --judge              # with the offline heuristic judge
     python bench/runner_overhead.py --floor              # also the HTTP target alone, for scale
+    python bench/runner_overhead.py --concurrency 16 --repeat 8   # spread over repeated runs
 
 Target: efficiency >= 0.85 at L=50 ms, C=16 (retrieval-only). Results: bench/README.md.
 """
@@ -30,6 +31,7 @@ import json
 import os
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -101,7 +103,7 @@ def child(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(dir=args.results_dir) as tmp:
         es = Path(tmp) / "bench.jsonl"
         _eval_set(es, args.n)
-        # A short warm-up run pays the once-per-process costs (TLS context, first-call
+        # A short warm-up run pays the once-per-process costs (lazy imports, first-call
         # caches, thread pool) so that the measured run shows the per-run and per-case cost.
         t_warm = time.perf_counter()
         run_eval(
@@ -166,6 +168,7 @@ def main() -> None:
     parser.add_argument("--judge", action="store_true", help="judge with the offline heuristic (default: retrieval-only)")
     parser.add_argument("--results-dir", default=None, help="where run folders go (default: a temp dir)")
     parser.add_argument("--floor", action="store_true", help="also time the HTTP target alone (no runner)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per C (fresh process each); summary of the spread")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--floor-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -183,21 +186,24 @@ def main() -> None:
 
     url, stop = start_stub_process(args.delay_ms)
     rows = []
-    floors = {}
+    floors: dict[int, list[dict]] = {}
     try:
-        for c in args.concurrency if args.floor else []:
-            cmd = [sys.executable, __file__, "--floor-child", "--url", url, "--c", str(c), "--n", str(args.n)]
-            out = subprocess.run(cmd, capture_output=True, text=True, check=True)
-            floors[c] = json.loads(out.stdout.strip().splitlines()[-1])
-        for c in args.concurrency:
-            cmd = [sys.executable, __file__, "--child", "--url", url, "--c", str(c), "--n", str(args.n)]
-            if args.judge:
-                cmd.append("--judge")
-            if args.results_dir:
-                cmd += ["--results-dir", args.results_dir]
-            out = subprocess.run(cmd, capture_output=True, text=True, check=True)
-            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-            print(f"C={c} done", file=sys.stderr)
+        # Repeats alternate between the C values (and the floor), so slow spells of a shared
+        # machine spread over all of them.
+        for _ in range(max(1, args.repeat)):
+            for c in args.concurrency:
+                if args.floor:
+                    cmd = [sys.executable, __file__, "--floor-child", "--url", url, "--c", str(c), "--n", str(args.n)]
+                    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+                    floors.setdefault(c, []).append(json.loads(out.stdout.strip().splitlines()[-1]))
+                cmd = [sys.executable, __file__, "--child", "--url", url, "--c", str(c), "--n", str(args.n)]
+                if args.judge:
+                    cmd.append("--judge")
+                if args.results_dir:
+                    cmd += ["--results-dir", args.results_dir]
+                out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+                rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+                print(f"C={c} done", file=sys.stderr)
     finally:
         stop()
 
@@ -217,9 +223,19 @@ def main() -> None:
     if floors:
         print("HTTP target alone (no runner), same N, L and C:")
         print(f"{'C':>4} {'ideal s':>8} {'wall s':>8} {'efficiency':>10} {'cpu/case ms':>11}")
-        for c, f in floors.items():
-            ideal = f["n"] * L / c
-            print(f"{c:>4} {ideal:>8.2f} {f['wall_s']:>8.2f} {ideal / f['wall_s']:>10.3f} {1000 * f['cpu_s'] / f['n']:>11.2f}")
+        for c, runs in floors.items():
+            for f in runs:
+                ideal = f["n"] * L / c
+                print(f"{c:>4} {ideal:>8.2f} {f['wall_s']:>8.2f} {ideal / f['wall_s']:>10.3f} {1000 * f['cpu_s'] / f['n']:>11.2f}")
+    if args.repeat > 1:
+        print(f"spread over {args.repeat} runs per C (efficiency mean / min / max):")
+        for c in args.concurrency:
+            effs = [r["n"] * L / r["c"] / r["wall_s"] for r in rows if r["c"] == c]
+            line = f"{c:>4} runner {statistics.mean(effs):.3f} / {min(effs):.3f} / {max(effs):.3f}"
+            if c in floors:
+                fe = [f["n"] * L / c / f["wall_s"] for f in floors[c]]
+                line += f"   HTTP target alone {statistics.mean(fe):.3f} / {min(fe):.3f} / {max(fe):.3f}"
+            print(line)
 
 
 if __name__ == "__main__":

@@ -88,6 +88,7 @@ class RunSettings(BaseModel):
     regression_threshold_scope_miss: float = Field(0.10, ge=0)
     regression_threshold_groundedness: float = Field(0.5, ge=0)
     allow_regressions: bool = False
+    ignore_invariants: bool = False
     require_snippets: bool = False
     quiet: bool = False
     json_output: bool = False

@@ -108,12 +108,14 @@ class TargetError(EvalkitError):
         kind: timeout | http_error | invalid_response | empty_answer | connect | exception.
         detail: short human text; never contains secrets, truncated by the caller.
         status: HTTP status for http_error.
+        attempts: tries made before giving up, when the target retries.
     """
 
-    def __init__(self, kind: TargetErrorKind, detail: str, status: int | None = None):
+    def __init__(self, kind: TargetErrorKind, detail: str, status: int | None = None, attempts: int | None = None):
         self.kind: TargetErrorKind = kind
         self.detail = redact(detail)[:500]
         self.status = status
+        self.attempts = attempts
         super().__init__(f"{kind}{f' {status}' if status else ''}: {self.detail}")
 
     def to_record(self) -> dict:

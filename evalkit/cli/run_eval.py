@@ -120,6 +120,12 @@ def main(
     allow_regressions: Optional[bool] = typer.Option(
         None, "--allow-regressions", help="Report regressions but exit 0.", rich_help_panel=_G
     ),
+    ignore_invariants: Optional[bool] = typer.Option(
+        None,
+        "--ignore-invariants",
+        help="Gate against a baseline run on another eval set version or case count (refused by default).",
+        rich_help_panel=_G,
+    ),
 ) -> None:
     """Run an eval set and write results/<run_id>/."""
     load_dotenv_once()
@@ -167,6 +173,7 @@ def main(
             "regression_threshold_scope_miss": regression_threshold_scope_miss,
             "regression_threshold_groundedness": regression_threshold_groundedness,
             "allow_regressions": allow_regressions,
+            "ignore_invariants": ignore_invariants,
         }
         values = {key: v for key, v in values.items() if v is not None}
 

@@ -304,7 +304,10 @@ def recency_check(
     }
 
 
-def _as_dict(obj: Any) -> dict:
+def _as_dict(obj: Any) -> Mapping:
+    # Read-only use: a dict is taken as it is (no copy per chunk and per support).
+    if type(obj) is dict:
+        return obj
     if obj is None:
         return {}
     if hasattr(obj, "model_dump"):

@@ -92,12 +92,27 @@ def _ranked_chunks(chunks: Sequence[Any]) -> list[dict[str, Any]]:
     return dicts
 
 
+# Locations and ids are kept whole: they are what anchors and re-scoring match on.
+_KEEP_WHOLE = frozenset({"chunk_id", "rel_path", "heading_path"})
+
+
+def _stored(item: Mapping[str, Any], full_text: bool) -> tuple[dict[str, Any], bool]:
+    """A chunk or reference as stored: every other string cut to 200 characters unless
+    --store-full-text, so note text never lands in results.jsonl whole by a side door
+    (a reference's `text`, an extra `content` field). Returns it and whether anything was cut."""
+    out = dict(item)
+    cut = False
+    if not full_text:
+        for key, value in out.items():
+            if key not in _KEEP_WHOLE and isinstance(value, str) and len(value) > TRUNCATE_CHARS:
+                out[key] = value[:TRUNCATE_CHARS]
+                cut = True
+    return out, cut
+
+
 def _stored_chunk(chunk: Mapping[str, Any], full_text: bool) -> dict[str, Any]:
-    out = dict(chunk)
-    text = out.get("text") or ""
-    truncated = not full_text and len(text) > TRUNCATE_CHARS
-    out["text"] = text[:TRUNCATE_CHARS] if truncated else text
-    out["text_truncated"] = truncated
+    out, _ = _stored({**chunk, "text": chunk.get("text") or ""}, full_text)
+    out["text_truncated"] = not full_text and len(chunk.get("text") or "") > TRUNCATE_CHARS
     out.setdefault("token_count", None)
     return out
 
@@ -219,6 +234,7 @@ def error_record(
 
     record = _base_record(case_index, case, config, coverage)
     record["error"] = error.to_record()
+    record["attempts"] = error.attempts
     record["latency"]["total_ms"] = round(total_ms, 3)
     record["retrieval_metrics"] = score_case_retrieval(
         record["case"], [], [], None, settings.folder_mode, settings.k, require_snippets=settings.require_snippets
@@ -256,14 +272,15 @@ def build_record(
 
     record = _base_record(case_index, case, _record_config(settings, versions, judge_desc), coverage)
     record["answer"] = response.answer
-    record["references"] = references
+    record["references"] = [_stored(r, settings.store_full_text)[0] for r in references]
     record["retrieved_chunks"] = [_stored_chunk(c, settings.store_full_text) for c in chunks]
     record["folder_selection"] = folder_selection
     record["missing_fields"] = list(result.missing_fields)
     record["attempts"] = getattr(result, "attempts", None)
     timings = result.server_timings_ms or {}
+    logged = getattr(result, "logged_total_ms", None)
     record["latency"].update(
-        total_ms=round(total_ms, 3),
+        total_ms=round(logged if logged is not None else total_ms, 3),
         folder_selection_ms=timings.get("folder_selection"),
         retrieval_ms=timings.get("retrieval"),
         generation_ms=timings.get("generation"),

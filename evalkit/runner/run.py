@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from evalkit import __version__
-from evalkit.config import RunSettings, build_settings, diff_hashed
+from evalkit.config import RunSettings, build_settings, diff_hashed, judge_identity
 from evalkit.dataset import EvalSet, load_eval_set
 from evalkit.errors import BadConfig, Problem
-from evalkit.gate import Thresholds, gate_result
+from evalkit.gate import Thresholds, check_invariants, gate_result
 from evalkit.runner.records import select_cases, versions_tuple
 from evalkit.runner.session import ProgressSink, _Prepared, _Session
 from evalkit.schema import SCHEMA_VERSION, EvalCase
@@ -118,27 +118,20 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def _judge_identity(judge_desc: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    # Only what changes verdicts goes into the hash; cache paths and endpoints do not.
-    if not judge_desc or judge_desc.get("provider") is None:
-        return None
-    keys = ("provider", "model", "prompt_version", "prompt_versions", "temperature", "heuristic", "version")
-    return {k: judge_desc.get(k) for k in keys if k in judge_desc}
-
-
 def _build_config(
     settings: RunSettings,
     eval_set: EvalSet,
     selected: Sequence[tuple[int, EvalCase]],
     target_desc: Mapping[str, Any],
     judge_desc: Mapping[str, Any],
+    git: dict[str, Any] | None,
 ) -> dict[str, Any]:
     from evalkit.hardware import hardware_info
 
     hashed = {
         **settings.hashed(),
         "dataset_version": eval_set.version,
-        "judge": _judge_identity(judge_desc),
+        "judge": judge_identity(judge_desc),
     }
     chash = config_hash(hashed)
     return {
@@ -165,7 +158,7 @@ def _build_config(
         "hardware": hardware_info(),
         "evalkit_version": __version__,
         "python": platform.python_version(),
-        "git": _git_revision(Path.cwd()),
+        "git": git,
         "sessions": [],
     }
 
@@ -183,8 +176,10 @@ def _prepare_inputs(values: Mapping[str, Any]) -> _Prepared:
     resume = values.get("resume")
     if resume:
         results_dir = values.get("results_dir") or "results"
-        run = RunDir.open(Path(results_dir), resume)
+        run = RunDir.open(Path(results_dir), resume, flag="--resume")
         stored = run.read_config()
+        # The run lives where it was found, whatever results_dir its config recorded.
+        values["results_dir"] = results_dir
     # EVAL_API_URL names the API when neither --api-url nor --target does (the CLI reads it
     # too); resolved here so that config.json and the hash say which target really ran.
     stored_target = (stored or {}).get("settings", {}).get("target")
@@ -220,15 +215,22 @@ def _prepare_inputs(values: Mapping[str, Any]) -> _Prepared:
     )
     baseline = None
     if settings.baseline:
-        base_run = RunDir.open(Path(settings.results_dir), settings.baseline)
+        base_run = RunDir.open(Path(settings.results_dir), settings.baseline, flag="--baseline")
         baseline = base_run.read_metrics()
         if baseline is None:
             raise BadConfig(
                 Problem(f"baseline run {settings.baseline} has no metrics.json (did it finish?)", field="--baseline")
             )
+        # Seed 000 §10.1: refuse, before running anything, a baseline that is not comparable.
+        violations = check_invariants(baseline, {"dataset_version": eval_set.version, "total_tests": len(selected)})
+        if violations and not settings.ignore_invariants:
+            raise BadConfig(
+                [Problem(f"cannot gate against {settings.baseline}: {v}", field="--baseline") for v in violations]
+                + [Problem("pass --ignore-invariants to compare anyway", field="--baseline")]
+            )
     prepared = _Prepared(settings, eval_set, selected, baseline, stored_config=stored)
     if resume:
-        prepared.run = RunDir.open(Path(settings.results_dir), resume)
+        prepared.run = RunDir.open(Path(settings.results_dir), resume, flag="--resume")
     return prepared
 
 
@@ -319,6 +321,7 @@ def _data(metrics: Mapping[str, Any], k: int) -> dict[str, Any]:
 
 
 def _write_metrics(p: _Prepared, run: RunDir, judge: Any, session_wall_s: float) -> tuple[dict, dict | None]:
+    """metrics.json, aggregated from results.jsonl as written (the file is the truth)."""
     from evalkit.metrics.aggregate import aggregate_records
 
     s = p.settings
@@ -358,6 +361,10 @@ def _write_metrics(p: _Prepared, run: RunDir, judge: Any, session_wall_s: float)
 async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, _state: dict | None = None) -> RunResult:
     """Run (or resume) an evaluation. See `run()`; this is its coroutine."""
     state = _state if _state is not None else {}
+    # A new run's `git rev-parse` and `git status` (5-10 ms) run in a thread while the
+    # eval set loads.
+    loop = asyncio.get_running_loop()
+    git = None if values.get("resume") else loop.run_in_executor(None, _git_revision, Path.cwd())
     p = _prepare_inputs(values)
     s = p.settings
     judge = _build_judge(s)
@@ -369,16 +376,17 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         if p.run is not None and p.stored_config is not None:
             run = p.run
             stored_judge = (p.stored_config.get("hashed") or {}).get("judge")
-            if stored_judge != _judge_identity(judge_desc):
+            if stored_judge != judge_identity(judge_desc):
                 raise BadConfig(
                     Problem(
                         f"cannot resume {run.run_id}: the judge differs: the run used {stored_judge!r}, "
-                        f"now {_judge_identity(judge_desc)!r}"
+                        f"now {judge_identity(judge_desc)!r}"
                     )
                 )
             p.config = p.stored_config
         else:
-            p.config = _build_config(s, p.eval_set, p.selected, target.describe(), judge_desc)
+            git_info = await git if git is not None else _git_revision(Path.cwd())
+            p.config = _build_config(s, p.eval_set, p.selected, target.describe(), judge_desc, git_info)
             run = _create_run_dir(Path(s.results_dir), s.run_id, p.config["config_hash"])
             p.config["run_id"] = run.run_id
             p.run = run

@@ -16,7 +16,14 @@ from typing import Any, Protocol
 from evalkit.config import RunSettings
 from evalkit.dataset import EvalSet
 from evalkit.errors import JudgeError, TargetError
-from evalkit.runner.records import _dump, _record_config, build_record, build_request, error_record, versions_tuple
+from evalkit.runner.records import (
+    _dump,
+    _record_config,
+    build_record,
+    build_request,
+    error_record,
+    versions_tuple,
+)
 from evalkit.schema import EvalCase
 from evalkit.store import RunDir
 
@@ -155,7 +162,8 @@ class _Session:
             items = self._release(flush_all=stop)
             if items:
                 # Page-cache writes are microseconds: done inline; only fsync goes to a thread.
-                self.out.write([record for record, _ in items])
+                records = [record for record, _ in items]
+                self.out.write(records)
                 if self.out.sync_due():
                     await asyncio.to_thread(self.out.sync)
                 self.n_written += len(items)

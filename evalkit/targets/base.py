@@ -67,6 +67,8 @@ class AskResult:
         attempts: HTTP tries it took (1 = no retry).
         elapsed_ms: wall time of the successful try alone, without rate-limit or
             backoff waits; None when the target cannot tell.
+        logged_total_ms: the latency a replayed log recorded for this answer; the
+            runner reports it as the case's total_ms (its own replay time means nothing).
     """
 
     response: AskResponse
@@ -74,6 +76,7 @@ class AskResult:
     server_timings_ms: dict[str, float] = field(default_factory=dict)
     attempts: int = 1
     elapsed_ms: float | None = None
+    logged_total_ms: float | None = None
 
 
 @runtime_checkable
@@ -207,7 +210,11 @@ def _missing_in_items(items: Any, fields: Sequence[str], prefix: str) -> list[st
     if not isinstance(items, list):
         return []
     dicts = [it for it in items if isinstance(it, Mapping)]
-    return [f"{prefix}.{f}" for f in fields if any(_absent(it, f) for it in dicts)]
+    if not dicts:
+        return []
+    # A field is missing when some item lacks its key: not among the keys all items share.
+    shared = set(dicts[0]).intersection(*dicts[1:])
+    return [f"{prefix}.{f}" for f in fields if f not in shared]
 
 
 def parse_ask_response(raw: Any, request: AskRequest | None = None, *, source: str = "response") -> AskResult:

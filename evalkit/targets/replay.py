@@ -150,7 +150,7 @@ class ReplayTarget:
             entry = entries[0]
         lineno, raw, latency = entry
         result = parse_ask_response(raw, request, source=f"{self.path}:{lineno}")
-        result.elapsed_ms = latency
+        result.logged_total_ms = latency
         return result
 
     async def index_stats(self) -> IndexingCoverage | None:

@@ -258,3 +258,31 @@ def test_a_hung_case_holds_back_at_most_the_reorder_cap(tmp_path, monkeypatch):
     assert sorted(rec.order) == [f"q{i:03d}" for i in range(100)]
     ids = [r["test_case_id"] for r in RunDir.open(tmp_path / "r", result.run_id).iter_results()]
     assert ids == [f"q{i:03d}" for i in range(100)]
+
+
+def test_baseline_on_another_eval_set_or_subset_is_refused_before_running(env):
+    # regression: review finding 5 — a filtered run gated silently against a full baseline
+    tmp, common = env
+    run_eval(**common, run_id="base")
+    with pytest.raises(BadConfig) as exc:
+        run_eval(**common, run_id="subset", ids=["q0", "q1"], baseline="base")
+    assert "case counts differ (10 vs 2)" in str(exc.value)
+    assert not (tmp / "results" / "subset").exists()  # nothing was run or written
+    forced = run_eval(**common, run_id="subset2", ids=["q0", "q1"], baseline="base", ignore_invariants=True)
+    assert forced.gate is not None and forced.gate["invariants"]["ok"] is False
+
+
+def test_resume_writes_where_the_run_was_found(env):
+    # regression: review finding 6 — resume reopened the run under its stored results_dir
+    tmp, common = env
+    run_eval(**common, run_id="mv")
+    moved = tmp / "elsewhere"
+    moved.mkdir()
+    (tmp / "results" / "mv").rename(moved / "mv")
+    results = moved / "mv" / "results.jsonl"
+    results.write_text("".join(results.read_text().splitlines(keepends=True)[:4]))  # as if killed after 4
+    again = run_eval(**{**common, "results_dir": str(moved)}, resume="mv")
+    assert Path(again.run_dir) == moved / "mv" and again.skipped == 4
+    ids = [json.loads(line)["test_case_id"] for line in results.read_text().splitlines()]
+    assert ids == [f"q{i}" for i in range(10)]
+    assert not (tmp / "results" / "mv").exists()

@@ -175,12 +175,39 @@ def test_error_record_scores_retrieval_as_system_failure():
     ResultRecord.model_validate(rec)
 
 
-def test_http_error_keeps_status():
+def test_http_error_keeps_status_and_tries():
     rec = error_record(
-        0, _case(), TargetError("http_error", "HTTP 503", status=503), settings=RunSettings(), total_ms=1.0,
-        config={}, coverage=None,
+        0, _case(), TargetError("http_error", "HTTP 503 (3 tries)", status=503, attempts=3), settings=RunSettings(),
+        total_ms=1.0, config={}, coverage=None,
     )
     assert rec["error"]["status"] == 503
+    assert rec["attempts"] == 3  # regression: review finding 8, error records had attempts null
+
+
+def test_no_long_string_escapes_truncation():
+    # regression: review finding 4 — a reference's text and a chunk's extra field were stored whole
+    chunk = {**_chunk("a.md", 1, LONG), "content": LONG}
+    raw = _response([chunk])
+    raw["references"][0]["text"] = LONG
+    rec, full = _build(_case(), raw)
+    assert rec["retrieved_chunks"][0]["content"] == LONG[:200]
+    assert rec["references"][0]["text"] == LONG[:200]
+    assert rec["references"][0]["heading_path"] == "# A"  # locations are never cut
+    assert full[0]["content"] == LONG  # in memory, the judges still get everything
+    kept, _ = _build(_case(), raw, store_full_text=True)
+    assert kept["references"][0]["text"] == LONG and kept["retrieved_chunks"][0]["content"] == LONG
+
+
+def test_replayed_latency_is_the_cases_total():
+    # regression: review finding 7 — a replay log's latency_ms was ignored
+    s = RunSettings()
+    result = parse_ask_response(_response([_chunk("a.md", 1)]), build_request(_case(), s))
+    result.logged_total_ms = 812.0
+    rec, _ = build_record(
+        0, _case(), result, settings=s, total_ms=0.2, run_versions={}, judge_desc={"provider": None},
+        coverage=None, eval_set=EVAL_SET,
+    )
+    assert rec["latency"]["total_ms"] == 812.0
 
 
 CASES = [

@@ -40,7 +40,7 @@ def test_matches_by_whitespace_normalised_question(tmp_path: Path) -> None:
     path = write_log(tmp_path, {"question": "  What   is\tB? ", "answer": "b", "latency_ms": 12.5})
     result = ask(ReplayTarget(path), "What is B?", case_id="unknown-id")
     assert result.response.answer == "b"
-    assert result.elapsed_ms == 12.5
+    assert result.logged_total_ms == 12.5
 
 
 def test_question_match_is_case_sensitive(tmp_path: Path) -> None:
