@@ -82,6 +82,7 @@ class RunSettings(BaseModel):
     category: list[str] = Field(default_factory=list)
     run_id: str | None = None
     resume: str | None = None
+    retry_errors: bool = False
     baseline: str | None = None
     regression_threshold_recall: float = Field(0.05, ge=0)
     regression_threshold_mrr: float = Field(0.10, ge=0)

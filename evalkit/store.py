@@ -65,12 +65,18 @@ def write_json_atomic(path: Path, obj: Any) -> None:
         raise
 
 
-def deep_merge(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
-    """Return base updated by patch: dicts merge recursively, anything else is replaced."""
+def merge_metrics(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """metrics.json updated by a script that recomputed `patch`: each key of the patch, and
+    each key of a section both hold (`aggregate_metrics`), is replaced whole.
+
+    So a script keeps what other scripts own (judge_answers' `judge_reliability` inside
+    `aggregate_metrics`) while nothing it recomputed can survive stale: a deeper merge
+    would keep an error kind or a tag that no longer occurs.
+    """
     out = dict(base)
     for key, value in patch.items():
         if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = deep_merge(out[key], value)
+            out[key] = {**out[key], **value}
         else:
             out[key] = value
     return out
@@ -227,8 +233,8 @@ class RunDir:
         write_json_atomic(self.metrics_path, metrics)
 
     def update_metrics(self, patch: Mapping[str, Any]) -> dict[str, Any]:
-        """Merge `patch` into metrics.json, keeping keys other scripts own."""
-        merged = deep_merge(self.read_metrics() or {}, patch)
+        """Merge `patch` into metrics.json (see `merge_metrics`), keeping keys other scripts own."""
+        merged = merge_metrics(self.read_metrics() or {}, patch)
         self.write_metrics(merged)
         return merged
 

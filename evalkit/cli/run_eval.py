@@ -97,6 +97,12 @@ def main(
     resume: Optional[str] = typer.Option(
         None, "--resume", help="Finish an interrupted run: same config, skip finished cases.", rich_help_panel=_O
     ),
+    retry_errors: Optional[bool] = typer.Option(
+        None,
+        "--retry-errors",
+        help="With --resume: also redo the cases the target failed (timeouts, HTTP errors...); their new record replaces the old.",
+        rich_help_panel=_O,
+    ),
     store_full_text: Optional[bool] = typer.Option(
         None, "--store-full-text", help="Store full chunk text (default: first 200 characters).", rich_help_panel=_O
     ),
@@ -164,6 +170,7 @@ def main(
             "results_dir": str(results_dir) if results_dir is not None else None,
             "run_id": run_id,
             "resume": resume,
+            "retry_errors": retry_errors,
             "store_full_text": store_full_text,
             "quiet": quiet,
             "json_output": json_output,

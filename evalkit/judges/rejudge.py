@@ -26,7 +26,7 @@ from evalkit.judges.runner import (
     resolve_judge,
     spot_check_settings,
 )
-from evalkit.store import RunDir, config_hash, deep_merge
+from evalkit.store import RunDir, config_hash, merge_metrics
 
 
 @dataclass
@@ -313,7 +313,7 @@ async def judge_run_async(
     body.setdefault("run_id", run.run_id)
     # Merge to keep keys other scripts own, but replace ours whole: a stale trials or
     # spot-check block from an earlier judging must not survive.
-    metrics = deep_merge(run.read_metrics() or {}, body)
+    metrics = merge_metrics(run.read_metrics() or {}, body)
     metrics["aggregate_metrics"]["judge"] = stats
     metrics["aggregate_metrics"]["judge_reliability"] = reliability
     cfg = run.read_config()

@@ -174,6 +174,8 @@ def _prepare_inputs(values: Mapping[str, Any]) -> _Prepared:
     stored: dict[str, Any] | None = None
     values = {k: v for k, v in values.items() if v is not None}
     resume = values.get("resume")
+    if values.get("retry_errors") and not resume:
+        raise BadConfig(Problem("goes with --resume RUN_ID (it redoes the failed cases of that run)", field="--retry-errors"))
     if resume:
         results_dir = values.get("results_dir") or "results"
         run = RunDir.open(Path(results_dir), resume, flag="--resume")
@@ -280,6 +282,18 @@ def _create_run_dir(results_dir: Path, run_id: str | None, chash: str) -> RunDir
     raise BadConfig(Problem(f"no free run id under {results_dir} for config {chash[:6]}"))
 
 
+def _finished_ids(run: RunDir, *, retry_errors: bool) -> set[str]:
+    """Cases a resume skips: every recorded case, or with --retry-errors only those the
+    target did not fail (an empty answer is the system's answer, not a transient failure)."""
+    if not retry_errors:
+        return run.completed_ids()
+    return {
+        r["test_case_id"]
+        for r in run.iter_results()
+        if not r.get("error") or r["error"].get("kind") == "empty_answer"
+    }
+
+
 def _finalize_order(run: RunDir, selected: Sequence[tuple[int, EvalCase]]) -> int:
     """Rewrite results.jsonl in eval-set order, one record per selected case. Returns the count."""
     wanted = {c.id for _, c in selected}
@@ -300,7 +314,8 @@ def _finalize_order(run: RunDir, selected: Sequence[tuple[int, EvalCase]]) -> in
     records: dict[str, dict] = {}
     for rec in run.iter_results():
         if rec.get("test_case_id") in wanted:
-            records.setdefault(rec["test_case_id"], rec)
+            # The last record of a case wins: a case redone by --retry-errors replaces its error.
+            records[rec["test_case_id"]] = rec
     ordered = sorted(records.values(), key=lambda r: r.get("case_index", 0))
     run.rewrite_results(ordered)
     return len(ordered)
@@ -393,7 +408,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         state.update(run_id=run.run_id, run_dir=run.path, results_dir=s.results_dir)
 
         repaired = run.repair_tail() if resumed else False
-        done = run.completed_ids() if resumed else set()
+        done = _finished_ids(run, retry_errors=s.retry_errors) if resumed else set()
         pending = [(i, c) for i, c in p.selected if c.id not in done]
         p.config.setdefault("sessions", []).append(
             {

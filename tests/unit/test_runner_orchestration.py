@@ -286,3 +286,36 @@ def test_resume_writes_where_the_run_was_found(env):
     ids = [json.loads(line)["test_case_id"] for line in results.read_text().splitlines()]
     assert ids == [f"q{i}" for i in range(10)]
     assert not (tmp / "results" / "mv").exists()
+
+
+FLAKY_BOT = textwrap.dedent(
+    '''
+    from pathlib import Path
+
+    def ask(request):
+        # Fails while the marker file exists: a server that was down during the first session.
+        if Path(__file__).with_name("down").exists() and request["question"].endswith(" 4"):
+            raise RuntimeError("server down")
+        return {"answer": "ok [1]", "references": [], "abstained": False, "debug": {"retrieved_chunks": []}}
+    '''
+)
+
+
+def test_resume_with_retry_errors_replaces_failed_cases(env):
+    tmp, common = env
+    bot = tmp / "flaky.py"
+    bot.write_text(FLAKY_BOT)
+    (tmp / "down").touch()
+    common = {**common, "target": f"python:{bot}:ask"}
+    first = run_eval(**common, run_id="flaky")
+    assert first.n_errors == 1
+    (tmp / "down").unlink()
+    plain = run_eval(**common, resume="flaky")
+    assert plain.skipped == 10  # without the flag, a recorded error counts as done
+    again = run_eval(**common, resume="flaky", retry_errors=True)
+    assert again.skipped == 9 and again.n_errors == 0
+    records = [json.loads(line) for line in (tmp / "results" / "flaky" / "results.jsonl").read_text().splitlines()]
+    assert [r["test_case_id"] for r in records] == [f"q{i}" for i in range(10)]
+    assert records[4]["error"] is None
+    with pytest.raises(BadConfig, match="goes with --resume"):
+        run_eval(**common, retry_errors=True)

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from evalkit.errors import BadConfig, RunNotFound
-from evalkit.store import RunDir, config_hash, deep_merge, new_run_id, write_json_atomic
+from evalkit.store import RunDir, config_hash, merge_metrics, new_run_id, write_json_atomic
 
 
 def test_run_id_sorts_by_time_and_carries_hash() -> None:
@@ -79,7 +79,11 @@ def test_update_metrics_keeps_keys_other_scripts_own(tmp_path: Path) -> None:
     run.write_metrics({"aggregate_metrics": {"judge_reliability": {"spot_check_n": 5}, "mrr_avg": 0.1}})
     merged = run.update_metrics({"aggregate_metrics": {"mrr_avg": 0.5}})
     assert merged == {"aggregate_metrics": {"judge_reliability": {"spot_check_n": 5}, "mrr_avg": 0.5}}
-    assert deep_merge({"a": {"b": 1}}, {"a": 2}) == {"a": 2}
+    assert merge_metrics({"a": {"b": 1}}, {"a": 2}) == {"a": 2}
+    # regression: a resumed run kept a stale error kind, {"exception": 1}, from its first session
+    old = {"aggregate_metrics": {"operational_metrics": {"error_kinds": {"exception": 1}}, "judge_reliability": 1}}
+    new = {"aggregate_metrics": {"operational_metrics": {"error_kinds": {}}}}
+    assert merge_metrics(old, new)["aggregate_metrics"] == {"operational_metrics": {"error_kinds": {}}, "judge_reliability": 1}
 
 
 def test_rewrite_results_is_atomic(tmp_path: Path) -> None:
