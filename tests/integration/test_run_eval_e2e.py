@@ -134,18 +134,15 @@ def test_gate_exit_codes(reference_server, eval_set, tmp_path):
     same = _invoke([*base, "--baseline", "baseline", "--json"])
     assert same.exit_code == 0 and _last_json(same.stdout)["gate"] == {"passed": True, "regressions": []}
 
-    # A baseline that found everything at rank 1: this system regresses wherever it is
-    # more than the threshold below perfect.
+    # A baseline 0.2 better on both gated retrieval metrics: by hand, 0.2 > 0.05 (recall)
+    # and 0.2 > 0.10 (MRR), so both regress whatever this system scores.
     path = tmp_path / "baseline" / "metrics.json"
     m = json.loads(path.read_text())
     agg = m["aggregate_metrics"]
-    agg["recall_at_k_avg"] = agg["at_k"]["5"]["recall_any"] = 1.0
-    agg["mrr_avg"] = agg["at_k"]["5"]["mrr"] = 1.0
+    agg["recall_at_k_avg"] = agg["at_k"]["5"]["recall_any"] = agg["recall_at_k_avg"] + 0.2
+    agg["mrr_avg"] = agg["at_k"]["5"]["mrr"] = agg["mrr_avg"] + 0.2
     path.write_text(json.dumps(m))
-    actual = _last_json(same.stdout)["aggregate_metrics"]
-    expected = [key for key, limit in (("recall_at_k_avg", 0.05), ("mrr_avg", 0.10)) if actual[key] < 1.0 - limit]
-    if not expected:
-        pytest.skip("the reference chatbot is perfect on this eval set; no regression to show")
+    expected = ["recall_at_k_avg", "mrr_avg"]
 
     failed = _invoke([*base, "--baseline", "baseline", "--json"])
     assert failed.exit_code == 1
