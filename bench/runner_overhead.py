@@ -48,6 +48,8 @@ def _eval_set(path: Path, n: int) -> None:
             case = {
                 "id": f"b{i:05d}",
                 "question": f"benchmark question {i}",
+                "answerable": True,
+                "answerable": True,
                 "gold_supports": [{"rel_path": f"notes/note-{i % 5}.md", "heading_path": f"# Note {i % 5}"}],
                 "tags": ["bench"],
             }

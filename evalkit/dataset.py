@@ -4,6 +4,10 @@ An eval set is JSONL: one case per line, from one file, several files, or a fold
 per-domain files (domain = file stem unless a case says otherwise). The whole input is
 validated before anything runs, and every problem is reported with file, line and field.
 
+Unknown fields are kept (a user's extras survive a rewrite), except a key within a small
+edit distance of a known field (`golde_supports`, `rel_paht`): that is a typo that would
+silently drop a label, so it is an error that names the field meant.
+
 Also accepted, converted on load:
 - B.O.B golden lines (`expected_chunks: [ids]`): each id becomes a `chunk_id` gold
   support; an empty list marks a negative example (answerable: false).
@@ -11,6 +15,7 @@ Also accepted, converted on load:
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import subprocess
 import tomllib
@@ -23,22 +28,45 @@ import orjson
 from pydantic import ValidationError
 
 from evalkit.errors import BadEvalSet, Problem
-from evalkit.schema import BUILTIN_CATEGORIES, RECENCY_RULES, EvalCase
+from evalkit.schema import BUILTIN_CATEGORIES, RECENCY_RULES, EvalCase, GoldSupport
 
 PROJECT_CONFIG = "evalkit.toml"
+
+# Difflib ratio at or above which an unknown key is taken for a misspelled known field:
+# catches `golde_supports`, `snippet`, `rel_paht`, `tag`; leaves `heading`, `reviewer` alone.
+TYPO_CUTOFF = 0.8
+# Unknown keys that are never typos: B.O.B's golden field (converted, then kept).
+_KNOWN_EXTRAS = frozenset({"expected_chunks"})
 
 
 @dataclass
 class EvalSet:
-    """A validated eval set and where it came from."""
+    """A validated eval set and where it came from.
+
+    Attributes:
+        cases: the cases, in file order.
+        files: per file: path, sha256, git_commit, git_dirty.
+        version: sha256 of the set (see `_version`).
+        commit_hash: the newest commit touching the set's files; None when untracked.
+        locations: per case (parallel to `cases`), the (file path, 1-based line) it was
+            read from; empty for a set built in code. Kept out of EvalCase because
+            records dump the case.
+    """
 
     cases: list[EvalCase]
     files: list[dict[str, Any]] = field(default_factory=list)
     version: str = ""
     commit_hash: str | None = None
+    locations: list[tuple[str, int]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.cases)
+
+    def location(self, index: int) -> tuple[str | None, int | None]:
+        """(path, line) of case `index`, or (None, None) when the set was not read from a file."""
+        if index < len(self.locations):
+            return self.locations[index]
+        return None, None
 
 
 def configured_categories(start: Path | None = None) -> list[str]:
@@ -91,12 +119,38 @@ def load_eval_set(paths: Sequence[str | Path], extra_categories: Sequence[str] |
     Raises:
         BadEvalSet: with every problem found (file, line, field); nothing should run.
     """
+    eval_set, problems = read_eval_set(paths, extra_categories)
+    if problems:
+        raise BadEvalSet(problems)
+    return eval_set
+
+
+def read_eval_set(
+    paths: Sequence[str | Path], extra_categories: Sequence[str] | None = None
+) -> tuple[EvalSet, list[Problem]]:
+    """Read eval set files and collect every problem instead of raising on them.
+
+    For `evalkit validate`, which reports the file's own problems together with the
+    anchor check of the cases that did load. Anything that should run uses
+    `load_eval_set`.
+
+    Args:
+        paths: files and/or folders of per-domain .jsonl files.
+        extra_categories: categories allowed beyond the seed's six; None reads evalkit.toml.
+
+    Returns:
+        (the cases that validated, with their locations; every problem found, in file order).
+
+    Raises:
+        BadEvalSet: a path that does not exist, or a bad evalkit.toml (nothing to read).
+    """
     allowed = set(BUILTIN_CATEGORIES) | set(
         configured_categories() if extra_categories is None else extra_categories
     )
     files = resolve_eval_set_paths(paths)
     problems: list[Problem] = []
     cases: list[EvalCase] = []
+    locations: list[tuple[str, int]] = []
     seen: dict[str, str] = {}
     file_infos: list[dict[str, Any]] = []
 
@@ -118,11 +172,14 @@ def load_eval_set(paths: Sequence[str | Path], extra_categories: Sequence[str] |
             obj = _convert_bob(obj)
             if from_folder and obj.get("domain") is None:
                 obj["domain"] = path.stem
+            typos = _typo_problems(obj, where)
             try:
                 case = EvalCase.model_validate(obj)
             except ValidationError as e:
                 problems.extend(_pydantic_problems(e, obj, where))
+                problems.extend(typos)
                 continue
+            problems.extend(typos)
             problems.extend(_case_problems(case, allowed, where))
             first = seen.get(case.id)
             if first is not None:
@@ -130,12 +187,18 @@ def load_eval_set(paths: Sequence[str | Path], extra_categories: Sequence[str] |
             else:
                 seen[case.id] = f"{path}:{lineno}"
             cases.append(case)
+            locations.append((str(path), lineno))
 
     if not problems and not cases:
         problems.append(Problem("eval set has no cases", path=", ".join(str(p) for p, _ in files)))
-    if problems:
-        raise BadEvalSet(problems)
-    return EvalSet(cases=cases, files=file_infos, version=_version(file_infos), commit_hash=_set_commit(files))
+    eval_set = EvalSet(
+        cases=cases,
+        files=file_infos,
+        version=_version(file_infos),
+        commit_hash=_set_commit(files),
+        locations=locations,
+    )
+    return eval_set, problems
 
 
 def _version(file_infos: list[dict[str, Any]]) -> str:
@@ -158,6 +221,48 @@ def _convert_bob(obj: dict[str, Any]) -> dict[str, Any]:
     out.setdefault("answerable", bool(chunks))
     out["expected_chunks"] = chunks  # kept: unknown fields survive a rewrite
     return out
+
+
+def _field_names(model: type[EvalCase] | type[GoldSupport]) -> list[str]:
+    names = list(model.model_fields)
+    names += [f.alias for f in model.model_fields.values() if f.alias]
+    return names
+
+
+_CASE_FIELDS = _field_names(EvalCase)
+_SUPPORT_FIELDS = _field_names(GoldSupport)
+
+
+def _typo(key: Any, known: list[str]) -> str | None:
+    """The known field an unknown key is probably a misspelling of, or None."""
+    if not isinstance(key, str) or key in known or key in _KNOWN_EXTRAS:
+        return None
+    close = difflib.get_close_matches(key, known, n=1, cutoff=TYPO_CUTOFF)
+    if not close:
+        # A case slip (`Answerable`) is a typo however long the name.
+        close = [k for k in known if k.casefold() == key.casefold()]
+    return close[0] if close else None
+
+
+def _typo_problems(obj: dict[str, Any], where: dict[str, Any]) -> list[Problem]:
+    """Unknown keys close to a known field, at the top level and inside each gold support."""
+    found: list[tuple[str, str, str]] = []  # (field path, key, meant)
+    for key in obj:
+        meant = _typo(key, _CASE_FIELDS)
+        if meant:
+            found.append((key, key, meant))
+    supports = obj.get("gold_supports")
+    if isinstance(supports, list):
+        for i, support in enumerate(supports):
+            if not isinstance(support, dict):
+                continue
+            for key in support:
+                meant = _typo(key, _SUPPORT_FIELDS)
+                if meant:
+                    found.append((f"gold_supports[{i}].{key}", key, meant))
+    return [
+        Problem(f"unknown field {key!r}; did you mean {meant!r}?", field=loc, **where) for loc, key, meant in found
+    ]
 
 
 def _case_problems(case: EvalCase, allowed: set[str], where: dict[str, Any]) -> list[Problem]:
@@ -203,8 +308,12 @@ def _pydantic_problems(err: ValidationError, obj: dict[str, Any], where: dict[st
     problems = []
     for e in err.errors():
         loc = _loc(e["loc"])
-        if e["type"] == "missing":
+        if loc == "answerable" and e["type"] == "missing":
+            msg = "required field is missing: set it to true or false (does the corpus hold the answer?)"
+        elif e["type"] == "missing":
             msg = "required field is missing"
+        elif e["type"] == "bool_type":
+            msg = f"expected a JSON boolean (true/false), got {_short(e.get('input'))}"
         elif loc == "recency_conflict_rule":
             msg = f"must be one of {', '.join(RECENCY_RULES)}, got {_short(e.get('input'))}"
         elif e["type"] == "extra_forbidden":

@@ -92,7 +92,10 @@ class EvalCase(_Open):
 
     id: str = Field(description="Unique case id (ints are turned into strings).")
     question: str = Field(min_length=1)
-    answerable: bool = True
+    answerable: bool = Field(
+        strict=True,
+        description="Does the corpus hold the answer? Required, a JSON boolean; false = the chatbot should abstain.",
+    )
     expected_key_facts: list[str] = Field(default_factory=list)
     gold_supports: list[GoldSupport] = Field(default_factory=list)
     required_support_groups: list[list[int]] | None = Field(

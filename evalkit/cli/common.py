@@ -11,12 +11,14 @@ import typer
 
 from evalkit.errors import GateFailed, InputError
 
-RESULTS_DIR = typer.Option(Path("results"), "--results-dir", help="Folder holding run folders.")
-RUN_ID = typer.Option(..., "--run-id", help="Run id (a folder name under --results-dir).")
-CONCURRENCY = typer.Option(4, "--concurrency", min=1, help="Requests in flight at once (1 = sequential).")
-RPS = typer.Option(None, "--rps", min=0.0, help="At most this many requests per second (default: no limit).")
+RESULTS_DIR = typer.Option(Path("results"), "--results-dir", metavar="PATH", help="Folder holding run folders.")
+RUN_ID = typer.Option(..., "--run-id", metavar="RUN_ID", help="Run id (a folder name under --results-dir).")
+CONCURRENCY = typer.Option(4, "--concurrency", min=1, metavar="N", help="Requests in flight at once (1 = sequential).")
+RPS = typer.Option(None, "--rps", min=0.0, metavar="N", help="At most this many requests per second (default: no limit).")
 
 EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+# The run finished but the target failed on more cases than --max-error-rate allows.
+EXIT_INCOMPLETE = 3
 
 
 def load_dotenv_once() -> None:
@@ -53,3 +55,40 @@ def exit_on_known_errors(resume_hint: str | None = None) -> Iterator[None]:
             msg += f"; resume with: {resume_hint}"
         print(f"evalkit: {msg}", file=sys.stderr)
         raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+# Flag value names in --help, by parameter name, else by type: click's plain upper-case
+# words ("--vault PATH"), not typer's "<list[Path]>" / "<float range>".
+_METAVAR_BY_NAME = {
+    "api_url": "URL", "judge_base_url": "URL", "target": "SPEC", "run_id": "RUN_ID", "resume": "RUN_ID",
+    "baseline": "RUN_ID", "ids": "ID,ID,...", "tag": "TAG", "category": "CATEGORY", "judge_model": "MODEL",
+    "spot_check_model": "MODEL", "judge_provider": "PROVIDER", "spot_check_provider": "PROVIDER",
+    "host": "HOST", "port": "PORT", "vault_id": "ID", "timeout": "SECONDS", "k": "K", "param": "KEY=VALUE",
+}
+_METAVAR_BY_TYPE = {"Path": "PATH", "str": "TEXT", "int": "N", "float": "NUMBER"}
+
+
+def plain_metavars(app: typer.Typer) -> typer.Typer:
+    """Give every option of `app`'s commands a plain metavar unless it set one. Returns app."""
+    import inspect
+    import typing
+
+    for command in app.registered_commands:
+        fn = command.callback
+        if fn is None:
+            continue
+        hints = typing.get_type_hints(fn)
+        for name, param in inspect.signature(fn).parameters.items():
+            info = param.default
+            if not isinstance(info, typer.models.OptionInfo) or info.metavar is not None:
+                continue
+            kind = hints.get(name)
+            args = [a for a in typing.get_args(kind) if a is not type(None)]
+            while args:  # Optional[X] -> X, list[X] -> X
+                kind = args[0]
+                args = [a for a in typing.get_args(kind) if a is not type(None)]
+            type_name = getattr(kind, "__name__", str(kind))
+            if type_name == "bool":
+                continue
+            info.metavar = _METAVAR_BY_NAME.get(name) or _METAVAR_BY_TYPE.get(type_name, "VALUE")
+    return app

@@ -24,14 +24,14 @@ def test_valid_set_loads_in_order_and_keeps_unknown_fields() -> None:
 
 def test_version_changes_with_bytes(tmp_path: Path) -> None:
     a = tmp_path / "a.jsonl"
-    a.write_text('{"id": "x", "question": "q?"}\n')
+    a.write_text('{"id": "x", "question": "q?", "answerable": true}\n')
     v1 = load_eval_set([a], extra_categories=()).version
     # reference: the single-file version is what `sha256sum a.jsonl` prints
     assert v1 == hashlib.sha256(a.read_bytes()).hexdigest()
     renamed = tmp_path / "renamed.jsonl"
     renamed.write_bytes(a.read_bytes())
     assert load_eval_set([renamed], extra_categories=()).version == v1
-    a.write_text('{"id": "x", "question": "q2?"}\n')
+    a.write_text('{"id": "x", "question": "q2?", "answerable": true}\n')
     assert load_eval_set([a], extra_categories=()).version != v1
 
 
@@ -87,7 +87,7 @@ def test_folder_of_domain_files_and_bob_format() -> None:
 
 def test_categories_from_project_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cases = tmp_path / "c.jsonl"
-    cases.write_text('{"id": "a", "question": "q?", "category": "installation"}\n')
+    cases.write_text('{"id": "a", "question": "q?", "answerable": true, "category": "installation"}\n')
     with pytest.raises(BadEvalSet, match="unknown category 'installation'"):
         load_eval_set([cases])
     (tmp_path / "evalkit.toml").write_text('[eval_set]\ncategories = ["installation"]\n')
@@ -96,8 +96,8 @@ def test_categories_from_project_config(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_duplicate_ids_across_files(tmp_path: Path) -> None:
-    (tmp_path / "a.jsonl").write_text('{"id": "same", "question": "q1?"}\n')
-    (tmp_path / "b.jsonl").write_text('{"id": "x", "question": "q?"}\n{"id": "same", "question": "q2?"}\n')
+    (tmp_path / "a.jsonl").write_text('{"id": "same", "question": "q1?", "answerable": true}\n')
+    (tmp_path / "b.jsonl").write_text('{"id": "x", "question": "q?", "answerable": true}\n{"id": "same", "question": "q2?", "answerable": true}\n')
     with pytest.raises(BadEvalSet) as exc:
         load_eval_set([tmp_path], extra_categories=())
     assert exc.value.render() == f"{tmp_path / 'b.jsonl'}:2: id: id 'same' duplicates {tmp_path / 'a.jsonl'}:1"
@@ -107,7 +107,7 @@ def test_bad_date_is_caught_at_load(tmp_path: Path) -> None:
     # regression: review finding 3 — "2025-02-30" passed validation and crashed scoring mid-run
     bad = tmp_path / "d.jsonl"
     bad.write_text(
-        '{"id": "r", "question": "q?", "recency_conflict_rule": "cite_newer", "gold_supports": '
+        '{"id": "r", "question": "q?", "answerable": true, "recency_conflict_rule": "cite_newer", "gold_supports": '
         '[{"rel_path": "a.md", "date": "2024-01-01"}, {"rel_path": "b.md", "date": "2025-02-30"}]}\n'
     )
     with pytest.raises(BadEvalSet) as exc:

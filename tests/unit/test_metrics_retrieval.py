@@ -282,7 +282,7 @@ def test_score_case_require_snippets_on_chunks_not_references():
 def test_score_case_accepts_models():
     from evalkit.schema import EvalCase, RetrievedChunk
 
-    case = EvalCase(id="q", question="?", gold_supports=[{"rel_path": "a.md", "heading_path": "# A"}])
+    case = EvalCase(id="q", question="?", answerable=True, gold_supports=[{"rel_path": "a.md", "heading_path": "# A"}])
     out = score_case_retrieval(case, [RetrievedChunk(rel_path="a.md", heading_path="# A")], [], None, "off", [1])
     assert out["recall_at_k"] == 1.0 and out["attribution_hit"] is False
 

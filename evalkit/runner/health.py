@@ -1,0 +1,135 @@
+"""Warnings about a run whose numbers measure less than they seem to.
+
+A run can finish with exit 0 and a Recall of 0.000 because nothing was searched: the
+request named a vault the server does not serve, the index is empty, the eval set's
+paths are spelled for another layout. Those are not the chatbot's quality and must not
+pass for it. These checks read the finished records (streamed, one pass) and return
+warnings that metrics.json stores under `warnings` and the CLI prints:
+
+- `no_chunks`: more than a third of the answerable cases that got an answer retrieved
+  no chunk at all;
+- `gold_never_retrieved`: answerable cases none of whose gold supports matched any
+  chunk retrieved for *any* case of the run — their anchors point at something the
+  target never returns (a wrong rel_path or heading, another vault, an unindexed file);
+- `target_errors`: cases the target failed (the metrics count them as misses).
+
+Each warning is `{"kind", "severity", "message", "n", "of", "ids"}`; ids are capped at 20.
+`severity` is "warning" when the run as a whole is suspect, "info" when a few cases are
+(a handful of never-retrieved gold supports is what hard questions look like too).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from evalkit.anchors import match_support, normalize_rel_path
+
+__all__ = ["NO_CHUNKS_SHARE", "run_warnings"]
+
+NO_CHUNKS_SHARE = 1 / 3
+_MAX_IDS = 20
+
+
+def _is_target_error(record: Mapping[str, Any]) -> bool:
+    err = record.get("error")
+    return bool(err) and err.get("kind") != "empty_answer"
+
+
+def run_warnings(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The warnings for one run's records (see the module docstring). Empty = none."""
+    n_cases = 0
+    errors: list[str] = []
+    answered = 0  # answerable cases the target answered
+    empty: list[str] = []
+    # Every distinct location retrieved anywhere in the run, grouped by file, so a gold
+    # support is checked only against chunks of its own file.
+    seen_by_file: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
+    seen_ids: set[str] = set()
+    gold: list[tuple[str, list[Mapping[str, Any]]]] = []
+    for rec in records:
+        n_cases += 1
+        case = rec.get("case") or {}
+        cid = str(rec.get("test_case_id"))
+        if _is_target_error(rec):
+            errors.append(cid)
+            continue
+        chunks = rec.get("retrieved_chunks") or []
+        for c in chunks:
+            if c.get("chunk_id"):
+                seen_ids.add(str(c["chunk_id"]))
+            seen_by_file[normalize_rel_path(c.get("rel_path"))].add(
+                (c.get("rel_path"), c.get("heading_path"), c.get("start_line"), c.get("end_line"), c.get("chunk_id"))
+            )
+        if case.get("answerable", True):
+            answered += 1
+            if not chunks:
+                empty.append(cid)
+            supports = case.get("gold_supports") or []
+            if supports:
+                gold.append((cid, supports))
+
+    out: list[dict[str, Any]] = []
+    if errors:
+        out.append(
+            {
+                "kind": "target_errors",
+                "severity": "warning",
+                "n": len(errors),
+                "of": n_cases,
+                "ids": errors[:_MAX_IDS],
+                "message": f"the target failed {len(errors)} of {n_cases} cases; they count as misses in every metric",
+            }
+        )
+    if answered and len(empty) > answered * NO_CHUNKS_SHARE:
+        out.append(
+            {
+                "kind": "no_chunks",
+                "severity": "warning",
+                "n": len(empty),
+                "of": answered,
+                "ids": empty[:_MAX_IDS],
+                "message": (
+                    f"{len(empty)} of {answered} answerable cases retrieved no chunk at all: is the index "
+                    "empty, does the request name a vault or folder the target does not serve "
+                    "(--send-scope), or does the target leave out debug.retrieved_chunks?"
+                ),
+            }
+        )
+    never = [cid for cid, supports in gold if not any(_ever_matched(s, seen_by_file, seen_ids) for s in supports)]
+    if never:
+        many = len(never) > len(gold) * NO_CHUNKS_SHARE
+        out.append(
+            {
+                "kind": "gold_never_retrieved",
+                "severity": "warning" if many else "info",
+                "n": len(never),
+                "of": len(gold),
+                "ids": never[:_MAX_IDS],
+                "message": (
+                    f"{len(never)} of {len(gold)} answerable cases ({', '.join(never[:5])}"
+                    f"{', …' if len(never) > 5 else ''}) have gold supports that match no chunk retrieved "
+                    "for any question of this run: "
+                    + (
+                        "so many that the anchors and the target probably disagree: check rel_path / "
+                        "heading_path against the target's index (evalkit validate --vault), the vault it "
+                        "serves, and whether those files were indexed"
+                        if many
+                        else "retrieval misses, or anchors the target cannot return (evalkit validate --vault "
+                        "checks them against the notes)"
+                    )
+                ),
+            }
+        )
+    return out
+
+
+def _ever_matched(support: Mapping[str, Any], seen_by_file: Mapping[str, set], seen_ids: set[str]) -> bool:
+    if support.get("chunk_id") is not None and str(support["chunk_id"]) in seen_ids:
+        return True
+    for rel_path, heading_path, start, end, chunk_id in seen_by_file.get(normalize_rel_path(support.get("rel_path")), ()):
+        chunk = {"rel_path": rel_path, "heading_path": heading_path, "start_line": start, "end_line": end, "chunk_id": chunk_id}
+        if match_support(support, chunk):
+            return True
+    return False
