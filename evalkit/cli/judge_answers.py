@@ -1,8 +1,10 @@
 """judge_answers.py: (re)judge the answers of a stored run (seed 000 §3.B).
 
 Judges results/<run_id>/results.jsonl (typically a --retrieval-only run), rewrites it
-atomically, recomputes metrics.json and records the judge in config.json. The target is
-never called again. Exit 0 ok, 2 bad input (unknown run, missing key, unpinned model).
+atomically, recomputes metrics.json and records the run's judges in config.json. The target
+is never called again. Exit 0 ok; 1 the judge failed every judgment (nothing rewritten);
+2 bad input (unknown run, missing key, unpinned model, a provider that refuses the key, chunk
+text cut to 200 characters that cannot be re-read without --allow-truncated-context).
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ from typing import Optional
 
 import typer
 
-from evalkit.cli.common import CONCURRENCY, RESULTS_DIR, RPS, RUN_ID, exit_on_known_errors, load_dotenv_once
+from evalkit.cli.common import CONCURRENCY, EXIT_GATE, RESULTS_DIR, RPS, RUN_ID, exit_on_known_errors, load_dotenv_once, plain_metavars
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
     add_completion=False,
     help="(Re)judge the answers of a run: groundedness and correctness (0-5), abstention fallback, "
-    "cache, cost, reliability spot-check. Exit 0 ok, 2 bad input.",
+    "cache, cost, reliability spot-check. Exit 0 ok, 1 the judge failed every judgment (nothing rewritten), "
+    "2 bad input (including chunk text cut to 200 chars that cannot be re-read).",
 )
 
 _J = "judge"
@@ -51,7 +54,14 @@ def main(
     price_file: Optional[Path] = typer.Option(None, "--price-file", help="JSON prices (USD per 1M tokens) overriding the built-in table.", rich_help_panel=_J),
     claim_level: bool = typer.Option(False, "--claim-level", help="Judge groundedness claim by claim (score = 5 × supported / claims).", rich_help_panel=_J),
     judge_trials: int = typer.Option(1, "--judge-trials", min=1, help="Judge each answer N times; report per-case spread and the mean's SE.", rich_help_panel=_J),
-    vault: Optional[Path] = typer.Option(None, "--vault", help="Re-read full chunk text from this notes folder when results hold 200-char texts.", rich_help_panel=_J),
+    vault: Optional[Path] = typer.Option(
+        None, "--vault", help="Re-read full chunk text from this notes folder when results hold 200-char texts. "
+        "(default: the vault config.json records, for in-process reference runs)", rich_help_panel=_J
+    ),
+    allow_truncated_context: bool = typer.Option(
+        False, "--allow-truncated-context", help="Judge chunk text cut to 200 chars when the full text cannot be re-read "
+        "(otherwise exit 2).", rich_help_panel=_J
+    ),
     spot_check: int = typer.Option(0, "--spot-check", min=0, help="Re-judge N random judged cases with a second judge.", rich_help_panel=_R),
     spot_check_model: Optional[str] = typer.Option(None, "--spot-check-model", help="Second judge model (same provider unless --spot-check-provider).", rich_help_panel=_R),
     spot_check_provider: Optional[str] = typer.Option(None, "--spot-check-provider", help="Provider of the second judge.", rich_help_panel=_R),
@@ -97,13 +107,23 @@ def main(
 
         console = Console(stderr=json_output)
         with JudgeProgress(Console(stderr=True), disable=quiet or json_output) as progress:
-            result = judge_run(run, settings, ids=id_list, vault=vault, spot_check=spot, on_progress=progress.update)
+            result = judge_run(
+                run, settings, ids=id_list, vault=vault, allow_truncated_context=allow_truncated_context,
+                spot_check=spot, on_progress=progress.update,
+            )
 
     for w in result.warnings:
         print(f"evalkit: warning: {w}", file=sys.stderr)
-    if not quiet:
+    if not quiet and not result.all_failed:
         print_judge_summary(result, console=console)
     if json_output:
         import orjson
 
         sys.stdout.write(orjson.dumps(result.to_json(), option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+    if result.all_failed:
+        # The instrument failed, not the input: exit 1, like a failed gate.
+        print(f"evalkit: {result.failure}; results.jsonl, metrics.json and config.json were left as they were", file=sys.stderr)
+        raise typer.Exit(EXIT_GATE)
+
+
+plain_metavars(app)

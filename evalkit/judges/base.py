@@ -23,7 +23,9 @@ JUDGE_KINDS: tuple[str, ...] = ("groundedness", "correctness", "claims", "absten
 
 
 class _Verdict(BaseModel):
-    # Extra keys from a chatty model are dropped, not fatal; missing or mistyped ones fail.
+    # Extra keys from a chatty model are dropped, not fatal; a missing or mistyped key the
+    # seed's own reply shape has fails. Keys beyond the seed's are optional: a judge that
+    # follows the seed's prompt word for word must not fail every case (issue item 7).
     model_config = ConfigDict(extra="ignore")
 
 
@@ -41,11 +43,13 @@ class CorrectnessOutput(_Verdict):
 
     reasoning: str = Field(description="Short justification of the score.")
     score: int = Field(ge=0, le=5, description="Correctness on the 0-5 rubric (integer).")
-    key_facts_covered: list[str] = Field(
-        description="Expected key facts the answer states correctly (empty when none were given)."
+    # Not in the seed's reply ({"score", "reasoning"}): null when the judge did not say,
+    # which is not the same as "no key fact covered".
+    key_facts_covered: list[str] | None = Field(
+        None, description="Expected key facts the answer states correctly (empty when none were given)."
     )
-    key_facts_missing: list[str] = Field(
-        description="Expected key facts the answer omits or gets wrong (empty when none were given)."
+    key_facts_missing: list[str] | None = Field(
+        None, description="Expected key facts the answer omits or gets wrong (empty when none were given)."
     )
 
 
@@ -54,14 +58,16 @@ class ClaimJudgement(_Verdict):
 
     claim: str = Field(description="The claim, restated as one self-contained sentence.")
     supported: bool = Field(description="True only if the retrieved context states or directly implies it.")
-    evidence: list[int] = Field(description="Numbers [n] of the context chunks that support it (empty if none).")
-    cited: bool = Field(description="True if the answer attaches a citation marker such as [1] to this claim.")
+    # The seed names no claim-level reply shape; only `claim` and `supported` are needed to
+    # score, the rest is null when the judge did not say.
+    evidence: list[int] | None = Field(None, description="Numbers [n] of the context chunks that support it (empty if none).")
+    cited: bool | None = Field(None, description="True if the answer attaches a citation marker such as [1] to this claim.")
 
 
 class ClaimsOutput(_Verdict):
     """The claim-level groundedness judge's answer (seed 000 nice-to-have A)."""
 
-    reasoning: str = Field(description="One or two sentences on the overall picture.")
+    reasoning: str = Field("", description="One or two sentences on the overall picture.")
     claims: list[ClaimJudgement] = Field(description="Every factual claim the answer makes, in order.")
 
 

@@ -1,14 +1,22 @@
 """(Re)judge a stored run: the library behind `judge_answers.py --run-id ID`.
 
-Reads results.jsonl, judges the selected records (concurrently, bounded), optionally
-spot-checks a seeded subset with a second judge, rewrites results.jsonl atomically,
-recomputes metrics.json and records the judge in config.json. Never calls the target.
+Reads results.jsonl, re-reads cut (200-char) chunk text where it can (judges/context.py)
+and refuses to judge cut text unless allowed, judges the selected records (concurrently,
+bounded), optionally spot-checks a seeded subset with a second judge, rewrites
+results.jsonl atomically, recomputes metrics.json and records the run's judges in
+config.json. Never calls the target.
+
+After a partial re-judge (`ids`) the other cases keep their verdicts, so the run's scores
+may come from several judges (judges/provenance.py). Then config.json's "judge" and
+metrics.json's `aggregate_metrics.judge` say `"mixed": true` and list the judges with
+their case counts, instead of naming the last judge as the run's. When every judgment of
+the session failed, nothing is rewritten and `JudgeRunResult.all_failed` is set.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +24,8 @@ from typing import Any
 from evalkit.config import judge_identity
 from evalkit.errors import InputError, Problem
 from evalkit.judges.base import JudgeItem, JudgeOutcome
+from evalkit.judges.context import VaultReader, context_source, full_context
+from evalkit.judges.provenance import identity_key, identity_of_description, summarize_judges, verdict_identity
 from evalkit.judges.reliability import reliability_summary, sample_indices
 from evalkit.judges.runner import (
     JudgeRunner,
@@ -27,6 +37,10 @@ from evalkit.judges.runner import (
     spot_check_settings,
 )
 from evalkit.store import RunDir, config_hash, merge_metrics
+
+__all__ = ["JudgeRunResult", "SpotCheck", "VaultReader", "judge_run", "judge_run_async", "ks_from_config"]
+
+_COUNT_KEYS = ("n_cases", "n_groundedness", "n_correctness")
 
 
 @dataclass
@@ -42,6 +56,9 @@ class SpotCheck:
 
 @dataclass
 class JudgeRunResult:
+    """What a (re)judging did. `judge` is the run's judge as config.json now says (possibly
+    `{"mixed": true, ...}`); `session_judge` is the judge this call used."""
+
     run_id: str
     run_dir: Path
     judge: dict[str, Any]
@@ -51,17 +68,25 @@ class JudgeRunResult:
     n_judged: int
     n_records: int
     warnings: list[str] = field(default_factory=list)
+    session_judge: dict[str, Any] = field(default_factory=dict)
+    context: dict[str, Any] = field(default_factory=dict)
+    all_failed: bool = False
+    failure: str | None = None  # one line on why every judgment failed, when all_failed
 
     def to_json(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
             "run_dir": str(self.run_dir),
             "judge": self.judge,
+            "session_judge": self.session_judge,
             "judge_stats": self.stats,
             "judge_reliability": self.reliability,
             "aggregate_metrics": self.metrics.get("aggregate_metrics"),
             "n_judged": self.n_judged,
             "n_records": self.n_records,
+            "context": self.context,
+            "all_failed": self.all_failed,
+            "failure": self.failure,
             "warnings": self.warnings,
         }
 
@@ -73,52 +98,6 @@ def ks_from_config(cfg: dict[str, Any]) -> list[int]:
             k = holder["k"]
             return [int(x) for x in (k if isinstance(k, list) else [k])]
     return [5]
-
-
-class VaultReader:
-    """Full chunk text from the vault by rel_path and start_line..end_line (1-based, inclusive)."""
-
-    def __init__(self, vault: Path):
-        self.vault = Path(vault).resolve()
-        self._files: dict[str, list[str] | None] = {}
-
-    def _lines(self, rel_path: str) -> list[str] | None:
-        if rel_path not in self._files:
-            path = (self.vault / rel_path).resolve()
-            lines = None
-            # Never read outside the vault, whatever a record claims.
-            if path.is_relative_to(self.vault) and path.is_file():
-                lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-            self._files[rel_path] = lines
-        return self._files[rel_path]
-
-    def chunk_text(self, chunk: dict[str, Any]) -> str | None:
-        rel, start, end = chunk.get("rel_path"), chunk.get("start_line"), chunk.get("end_line")
-        if not rel or not isinstance(start, int) or not isinstance(end, int):
-            return None
-        lines = self._lines(rel)
-        if lines is None or start < 1 or end < start or start > len(lines):
-            return None
-        return "\n".join(lines[start - 1 : end])
-
-
-def _full_context(record: dict[str, Any], vault: VaultReader | None) -> tuple[list[dict[str, Any]] | None, bool]:
-    """(context with full texts, still_truncated). None context = use the record's own."""
-    chunks = context_from_record(record)
-    if not any(c.get("text_truncated") for c in chunks):
-        return None, False
-    if vault is None:
-        return None, True
-    out, missing = [], False
-    for c in chunks:
-        if c.get("text_truncated"):
-            text = vault.chunk_text(c)
-            if text is None:
-                missing = True
-            else:
-                c = {**c, "text": text, "text_truncated": False}
-        out.append(c)
-    return out, missing
 
 
 def _select(records: list[dict[str, Any]], ids: Sequence[str] | None, path: Path) -> list[int]:
@@ -133,16 +112,119 @@ def _select(records: list[dict[str, Any]], ids: Sequence[str] | None, path: Path
     return sorted(index[i] for i in dict.fromkeys(ids))
 
 
-def _judged_by_others(records: list[dict[str, Any]], selected: set[int], model: str) -> int:
-    """How many unselected records carry a judge-made verdict from a model other than `model`."""
+def _reads_context(record: Mapping[str, Any]) -> bool:
+    """Whether judging this record can read its chunks: not a target failure, not empty."""
+    error = record.get("error")
+    if error and not (isinstance(error, Mapping) and error.get("kind") == "empty_answer"):
+        return False
+    return bool((record.get("answer") or "").strip())
+
+
+def _recover_contexts(
+    records: list[dict[str, Any]], selected: list[int], cfg: Mapping[str, Any], vault: Path | None
+) -> tuple[dict[int, list[dict[str, Any]] | None], dict[str, Any], str]:
+    """Full-text contexts for the selected records; (contexts, summary, why-not-recovered)."""
+    source = context_source(cfg, vault)
+    contexts: dict[int, list[dict[str, Any]] | None] = {}
+    cut_cases = still_cut_cases = recovered = still_cut = 0
+    for i in selected:
+        ctx, missing = full_context(records[i], source.reader)
+        contexts[i] = ctx
+        if ctx is None or not _reads_context(records[i]):
+            continue
+        cut_cases += 1
+        still_cut_cases += missing > 0
+        still_cut += missing
+        recovered += sum(1 for c in context_from_record(records[i]) if c.get("text_truncated")) - missing
+    summary = {
+        **source.describe(),
+        "cases_with_cut_text": cut_cases,
+        "chunks_recovered": recovered,
+        "chunks_still_cut": still_cut,
+        "cases_judged_on_cut_text": still_cut_cases,
+    }
+    return contexts, summary, source.why
+
+
+def _judged_by_others(records: list[dict[str, Any]], selected: set[int], identity: Mapping[str, Any]) -> int:
+    """How many unselected records carry a judge-made verdict from another judge than `identity`."""
+    mine = identity_key(identity)
     n = 0
     for i, r in enumerate(records):
         if i in selected:
             continue
-        verdicts = [r.get(k) for k in ("groundedness", "correctness")]
-        if any(isinstance(v, dict) and v.get("method") in ("llm", "heuristic") and v.get("model") != model for v in verdicts):
+        idents = [verdict_identity(r, name) for name in ("groundedness", "correctness")]
+        if any(x is not None and identity_key(x) != mine for x in idents):
             n += 1
     return n
+
+
+def _known_descriptions(old: Any, session: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Judge descriptions by identity key: the session's and those config.json held before."""
+    found: list[Mapping[str, Any]] = []
+    if isinstance(old, Mapping):
+        if isinstance(old.get("judges"), list):
+            found += [d for d in old["judges"] if isinstance(d, Mapping)]
+        elif old.get("provider") is not None:
+            found.append(old)
+    found.append(session)
+    out: dict[str, dict[str, Any]] = {}
+    for d in found:
+        desc = {k: v for k, v in d.items() if k not in _COUNT_KEYS and k != "mixed"}
+        out[identity_key(identity_of_description(desc))] = desc
+    return out
+
+
+def _run_judge(
+    summary: Mapping[str, Any], old: Any, session: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any] | list[dict[str, Any]] | None]:
+    """config.json's "judge", and the judge identity (a list when mixed) that goes into
+    config.json's `hashed` and metrics.json's `invariants` (module docstring)."""
+    known = _known_descriptions(old, session)
+    judges = summary["judges"]
+
+    def desc_of(entry: Mapping[str, Any]) -> dict[str, Any]:
+        ident = {k: entry[k] for k in entry if k not in _COUNT_KEYS}
+        # A verdict from a judge no description survives for: its identity is all we know.
+        return dict(known.get(identity_key(ident)) or ident)
+
+    if not judges:
+        return {**session, "mixed": False}, judge_identity(session)
+    if not summary["mixed"]:
+        desc = desc_of(judges[0])
+        return {**desc, "mixed": False}, judge_identity(desc)
+    listed = [{**desc_of(j), **{k: j[k] for k in _COUNT_KEYS}} for j in judges]
+    cfg_judge = {"mixed": True, "heuristic": summary["heuristic"], "judges": listed, "latest": dict(session)}
+    # One identity per judge: the shape gate.check_invariants reads for several judges.
+    return cfg_judge, [judge_identity(d) for d in listed]
+
+
+def _metrics_judge(stats: dict[str, Any], summary: Mapping[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+    """aggregate_metrics.judge: the run's judges on top, this session's counters beside them."""
+    out = dict(stats)
+    out["session"] = {k: stats.get(k) for k in ("provider", "model", "heuristic")}
+    out["mixed"] = bool(summary["mixed"])
+    out["judges"] = list(summary["judges"])
+    if summary["mixed"]:
+        # Any heuristic verdict makes the scores part-heuristic: the gate must not compare
+        # them with a pure LLM run as if they were one.
+        out.update(provider=None, model=None, heuristic=bool(summary["heuristic"]))
+    elif summary["judges"]:
+        j = summary["judges"][0]
+        out.update(provider=j["provider"], model=j["model"], heuristic=j["heuristic"])
+    out["context"] = context
+    return out
+
+
+def _failure_line(records: list[dict[str, Any]], selected: list[int], stats: Mapping[str, Any]) -> str:
+    failed = stats.get("judgments", {}).get("failed", 0)
+    by_reason = stats.get("failures") or {}
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items()))
+    first = next((e for i in selected for e in records[i].get("judge_errors") or []), None)
+    line = f"the judge failed all {failed} judgments of this run" + (f" ({reasons})" if reasons else "")
+    if first:
+        line += f"; first: {first.get('judge')}: {first.get('reason')}: {first.get('detail')}"
+    return line
 
 
 async def _spot_check(
@@ -225,6 +307,7 @@ async def judge_run_async(
     *,
     ids: Sequence[str] | None = None,
     vault: Path | None = None,
+    allow_truncated_context: bool = False,
     spot_check: SpotCheck | None = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> JudgeRunResult:
@@ -233,13 +316,20 @@ async def judge_run_async(
     Args:
         run: the run folder.
         settings: the judge to use.
-        ids: judge only these case ids (others are kept as they are).
-        vault: re-read full chunk text from here when records hold 200-char texts.
+        ids: judge only these case ids (others keep their verdicts).
+        vault: re-read full chunk text from here when records hold 200-char texts; without
+            it an in-process reference run re-reads the vault its config.json records.
+        allow_truncated_context: judge chunk text that stays cut instead of refusing.
         spot_check: re-judge a seeded subset with a second judge.
         on_progress: called with (done, total) after each record.
 
+    Returns:
+        The result; with `all_failed` set (every judgment of this session failed) no file
+        was rewritten.
+
     Raises:
-        InputError: unknown case ids, missing config.json, corrupt results.
+        InputError: unknown case ids, missing config.json, corrupt results, or chunk text
+            cut to 200 characters that cannot be re-read (without allow_truncated_context).
         JudgeConfigError: the judge cannot be built or the provider refused the key/model.
     """
     cfg = run.read_config()
@@ -251,25 +341,29 @@ async def judge_run_async(
         if not records:
             raise InputError(Problem("results.jsonl has no records to judge", path=str(run.results_path)))
         selected = _select(records, ids, run.results_path)
-        reader = VaultReader(vault) if vault is not None else None
-        contexts: dict[int, list[dict[str, Any]] | None] = {}
-        n_truncated = 0
-        for i in selected:
-            ctx, still_truncated = _full_context(records[i], reader)
-            contexts[i] = ctx
-            n_truncated += still_truncated
-        if n_truncated:
-            hint = "some chunks could not be re-read from --vault" if reader else "pass --vault PATH to judge on full chunk text"
+        contexts, context, why = _recover_contexts(records, selected, cfg, vault)
+        n_cut = context["cases_judged_on_cut_text"]
+        if n_cut and not allow_truncated_context:
+            raise InputError(
+                Problem(
+                    f"{n_cut} of {len(selected)} cases to judge hold chunk text cut to 200 characters that could not "
+                    f"be re-read ({why}); pass --vault PATH (the notes the run retrieved from) to re-read it, or "
+                    "--allow-truncated-context to judge the cut text anyway",
+                    path=str(run.results_path),
+                )
+            )
+        if n_cut:
             warnings.append(
-                f"{n_truncated} of {len(selected)} cases are judged on truncated (200-char) context; {hint}"
+                f"{n_cut} of {len(selected)} cases are judged on truncated (200-char) context "
+                f"(--allow-truncated-context; {why})"
             )
 
         if ids:
-            mixed = _judged_by_others(records, set(selected), resolve_judge(settings).model)
-            if mixed:
+            others = _judged_by_others(records, set(selected), runner.identity())
+            if others:
                 warnings.append(
-                    f"{mixed} cases outside --ids keep judgments from another judge; the metrics mix judges "
-                    "(re-judge without --ids to make them comparable)"
+                    f"{others} cases outside --ids keep judgments from another judge; the run's judges are now mixed "
+                    "(re-judge without --ids to make them one judge)"
                 )
 
         total, done = len(selected), 0
@@ -292,16 +386,23 @@ async def judge_run_async(
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
 
+        stats = runner.stats()
+        description = runner.describe()
+        judgments = stats["judgments"]
+        if judgments["failed"] and not judgments["ok"]:
+            # An instrument failure: keep the run's earlier verdicts rather than replace
+            # them with nothing, and let the caller exit non-zero.
+            return JudgeRunResult(
+                run_id=run.run_id, run_dir=run.path, judge=cfg.get("judge") or {}, stats=stats, reliability=None,
+                metrics=run.read_metrics() or {}, n_judged=len(selected), n_records=len(records), warnings=warnings,
+                session_judge=description, context=context, all_failed=True,
+                failure=_failure_line(records, selected, stats),
+            )
+
         reliability = None
-        spot_stats = None
         if spot_check is not None and spot_check.n > 0:
             reliability, spot_stats = await _spot_check(records, selected, contexts, runner, spot_check, settings)
-
-        stats = runner.stats()
-        if spot_stats is not None:
             stats["spot_check"] = spot_stats
-        description = runner.describe()
-        if spot_check is not None and reliability is not None:
             description["spot_check"] = {**reliability["second_judge"], "n": spot_check.n, "seed": spot_check.seed}
     finally:
         await runner.aclose()
@@ -309,32 +410,41 @@ async def judge_run_async(
     run.rewrite_results(records)
     from evalkit.metrics.aggregate import aggregate_records
 
-    body = aggregate_records(records, ks=ks)
+    from evalkit.metrics.aggregate import recorded_suite_ms
+
+    # Re-judging does not change how long the run took: keep the recorded suite time.
+    body = aggregate_records(records, ks=ks, suite_ms=recorded_suite_ms(run.read_metrics()))
     body.setdefault("run_id", run.run_id)
+    summary = summarize_judges(records)
     # Merge to keep keys other scripts own, but replace ours whole: a stale trials or
     # spot-check block from an earlier judging must not survive.
     metrics = merge_metrics(run.read_metrics() or {}, body)
-    metrics["aggregate_metrics"]["judge"] = stats
+    metrics["aggregate_metrics"]["judge"] = _metrics_judge(stats, summary, context)
     metrics["aggregate_metrics"]["judge_reliability"] = reliability
     cfg = run.read_config()
-    cfg["judge"] = description
-    # The judge is part of what made these numbers: a re-judged run gets a new config_hash,
-    # so "same config_hash => same metrics" stays true.
+    cfg["judge"], hashed_judge = _run_judge(summary, cfg.get("judge"), description)
+    # What the gate compares between runs must describe the verdicts now in the run.
+    invariants = metrics.get("invariants")
+    metrics["invariants"] = {**(invariants if isinstance(invariants, Mapping) else {}), "judge": hashed_judge}
+    # The judges are part of what made these numbers: a re-judged run gets a new
+    # config_hash, so "same config_hash => same metrics" stays true.
     if isinstance(cfg.get("hashed"), dict):
-        cfg["hashed"]["judge"] = judge_identity(description)
+        cfg["hashed"]["judge"] = hashed_judge
         cfg["config_hash"] = metrics["config_hash"] = config_hash(cfg["hashed"])
     run.write_metrics(metrics)
     run.write_config(cfg)
     return JudgeRunResult(
         run_id=run.run_id,
         run_dir=run.path,
-        judge=description,
-        stats=stats,
+        judge=cfg["judge"],
+        stats=metrics["aggregate_metrics"]["judge"],
         reliability=reliability,
         metrics=metrics,
         n_judged=len(selected),
         n_records=len(records),
         warnings=warnings,
+        session_judge=description,
+        context=context,
     )
 
 

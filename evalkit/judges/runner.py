@@ -276,6 +276,7 @@ class _RunCounters:
     rule_scored: int = 0
     abstention_classified: int = 0
     judge_errors: dict[str, int] = field(default_factory=dict)
+    judgments_ok: int = 0
     trial_scores: dict[str, list[list[float]]] = field(default_factory=dict)
     scores: dict[str, list[float]] = field(default_factory=dict)
 
@@ -291,6 +292,7 @@ class JudgeRunner:
         self.trials = 1 if self.heuristic else max(1, settings.trials)
         self._counters = _RunCounters()
         self._resolved = resolve_judge(settings)
+        self._identity: dict[str, Any] | None = None
 
     @property
     def groundedness_kind(self) -> str:
@@ -326,6 +328,14 @@ class JudgeRunner:
             "price_file": str(self.settings.price_file) if self.settings.price_file else None,
         }
 
+    def identity(self) -> dict[str, Any]:
+        """What every verdict of this judge carries as `judge_identity` (judges/provenance.py)."""
+        if self._identity is None:
+            from evalkit.judges.provenance import identity_of_description
+
+            self._identity = identity_of_description(self.describe())
+        return dict(self._identity)
+
     def stats(self) -> dict[str, Any]:
         """Counters for metrics.json's aggregate_metrics.judge (cache, calls, tokens, cost, trials)."""
         c = self._counters
@@ -343,6 +353,9 @@ class JudgeRunner:
             "rule_scored": c.rule_scored,
             "abstention_classified": c.abstention_classified,
             "n_judge_errors": sum(c.judge_errors.values()),
+            # Verdicts of this session (abstention, groundedness, correctness) made or failed:
+            # none made and some failed means the judge failed every call.
+            "judgments": {"ok": c.judgments_ok, "failed": sum(c.judge_errors.values())},
             "judge_errors_by_judge": dict(sorted(c.judge_errors.items())),
             "scores": {
                 # fsum: the mean must not depend on the order cases finished in (concurrency)
@@ -381,12 +394,9 @@ class JudgeRunner:
         answerable = bool(case.get("answerable", True))
         question = rec.get("question") or case.get("question") or ""
         answer = rec.get("answer") or ""
-        if context is None:
-            ctx = context_from_record(rec)
-            truncated = any(c.get("text_truncated") for c in ctx)
-        else:
-            ctx = [dict(c) for c in context]
-            truncated = False
+        ctx = context_from_record(rec) if context is None else [dict(c) for c in context]
+        # A re-read context can still hold chunks nobody could recover: say so.
+        truncated = any(c.get("text_truncated") for c in ctx)
         rec["judge_input"] = judge_input_of(question, answer, ctx, truncated=truncated)
         rec["judge_errors"] = []
         rec["groundedness"] = None
@@ -479,6 +489,7 @@ class JudgeRunner:
             self._record_failure(rec, out, "abstention")
             return
         self._counters.abstention_classified += 1
+        self._counters.judgments_ok += 1
         abst.update(score_case_abstention(item.answerable, bool(out.verdict["abstained"])))
         abst["method"] = "heuristic" if self.heuristic else "judge"
         abst["confidence"] = out.verdict.get("confidence")
@@ -500,7 +511,8 @@ class JudgeRunner:
         for o in ok:
             v = _claims_as_groundedness(o.verdict) if (kind == "claims" and o.method == "llm") else dict(o.verdict)
             verdicts.append(v)
-        verdict = {**verdicts[0], **ok[0].meta()}
+        self._counters.judgments_ok += 1
+        verdict = {**verdicts[0], **ok[0].meta(), "judge_identity": self.identity()}
         if kind == "claims":
             verdict["claim_level"] = True
         if self.trials > 1:

@@ -64,7 +64,7 @@ def judge_summary_rows(result: Any) -> list[tuple[str, str, str]]:
     agg = result.metrics.get("aggregate_metrics") or {}
     n = agg.get("n") or {}
     stats = result.stats
-    tag = " (heuristic)" if stats.get("heuristic") else ""
+    tag = " (mixed judges)" if stats.get("mixed") else " (heuristic)" if stats.get("heuristic") else ""
     rows = [
         (f"Groundedness avg (0-5){tag}", _fmt(agg.get("groundedness_avg")), _fmt(n.get("groundedness_avg"))),
         (f"Correctness avg (0-5){tag}", _fmt(agg.get("correctness_avg")), _fmt(n.get("correctness_avg"))),
@@ -117,7 +117,13 @@ def print_judge_summary(result: Any, console: Console | None = None) -> None:
     for label, value, n in judge_summary_rows(result):
         table.add_row(label, value, n)
     console.print(table)
-    if judge.get("heuristic"):
+    if judge.get("mixed"):
+        parts = [f"{j.get('n_cases')} cases by {j.get('provider')} {j.get('model')}" for j in judge.get("judges") or []]
+        console.print(
+            f"[yellow]judges: mixed ({'; '.join(parts)}); scores from different judges are not comparable, "
+            "re-judge without --ids to make them one judge[/yellow]"
+        )
+    elif judge.get("heuristic"):
         console.print(
             "[yellow]judge: offline heuristic (lexical overlap, no LLM); scores are a rough proxy and are not "
             "comparable with LLM-judged runs; see README 'judges'[/yellow]"

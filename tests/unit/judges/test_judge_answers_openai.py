@@ -105,3 +105,43 @@ def test_rejected_key_exits_2_and_leaves_results_alone(openai_router, openai_key
     assert "openai refused the judge request (HTTP 401" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
     assert (results / RUN_ID / "results.jsonl").read_text() == before
+
+
+def _files(results: Path) -> dict[str, str]:
+    return {name: (results / RUN_ID / name).read_text() for name in ("results.jsonl", "metrics.json", "config.json")}
+
+
+def test_a_judge_failing_every_call_exits_1_and_leaves_the_run_alone(openai_router, openai_key, results, tmp_path):
+    # regression: issue item 6, a re-judge in which every call failed exited 0
+    route = openai_router["chat"]
+    route.side_effect = _reply()
+    _run(results, tmp_path)  # good verdicts first
+    before = _files(results)
+
+    route.reset()
+    route.side_effect = None
+    route.return_value = httpx.Response(200, json=openai_reply("I think the answer is fine."))
+    res = CliRunner().invoke(app, ["--run-id", RUN_ID, "--results-dir", str(results), "--judge-model", OPENAI_MODEL,
+                                   "--cache-path", str(tmp_path / "cache.sqlite"), "--refresh-cache", "--quiet", "--json"])
+    assert res.exit_code == 1
+    # by hand: 4 cases × (groundedness + correctness), each a reply and a repair reply
+    assert route.call_count == 4 * 2 * 2
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("evalkit: the judge failed all 8 judgments of this run (parse_failure 8); first: ")
+    assert last.endswith("results.jsonl, metrics.json and config.json were left as they were")
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["all_failed"] is True and out["judge_stats"]["judgments"] == {"ok": 0, "failed": 8}
+    assert _files(results) == before  # the earlier verdicts survive an instrument failure
+
+
+def test_a_judge_failing_some_calls_exits_0_and_counts_them(openai_router, openai_key, results, tmp_path):
+    def handler(request: httpx.Request) -> httpx.Response:
+        kind = json.loads(request.content)["response_format"]["json_schema"]["name"]
+        if kind == "correctness_verdict":
+            return httpx.Response(200, json=openai_reply("not json"))
+        return _reply()(request)
+
+    openai_router["chat"].side_effect = handler
+    out = _run(results, tmp_path)
+    assert out["all_failed"] is False and out["judge_stats"]["judgments"] == {"ok": 4, "failed": 4}
+    assert out["judge_stats"]["n_judge_errors"] == 4
