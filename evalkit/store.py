@@ -49,12 +49,15 @@ def _umask_mode() -> int:
 
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Write JSON to a temp file in the same folder, fsync it, then os.replace over `path`."""
-    path = Path(path)
+    _write_atomic(Path(path), orjson.dumps(obj, option=_JSON_OPTS))
+
+
+def _write_atomic(path: Path, payload: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(orjson.dumps(obj, option=_JSON_OPTS))
+            f.write(payload)
             f.write(b"\n")
             f.flush()
             os.fchmod(f.fileno(), _umask_mode())
@@ -63,6 +66,31 @@ def write_json_atomic(path: Path, obj: Any) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def dumps_metrics(metrics: Mapping[str, Any]) -> bytes:
+    """metrics.json's text: indented and key-sorted, except that each slice cell (each value
+    of a top-level `by_*` object, e.g. `by_tag.work`) is one compact line.
+
+    metrics.json is meant to be committed: one line per slice keeps a diff readable (a
+    changed slice is one changed line) without the indentation that was half its size.
+    """
+    items = sorted(metrics.items())
+    lines = [b"{"]
+    for i, (key, value) in enumerate(items):
+        if key.startswith("by_") and isinstance(value, Mapping) and value:
+            rows = [
+                # A cell keeps the order aggregate_records gives it (n_cases, metrics, n).
+                b"    " + orjson.dumps(name) + b": " + orjson.dumps(cell, option=orjson.OPT_SERIALIZE_NUMPY)
+                for name, cell in sorted(value.items())
+            ]
+            text = b"{\n" + b",\n".join(rows) + b"\n  }"
+        else:
+            # JSON strings hold no raw newline, so re-indenting by line is safe.
+            text = orjson.dumps(value, option=_JSON_OPTS).replace(b"\n", b"\n  ")
+        lines.append(b"  " + orjson.dumps(key) + b": " + text + (b"," if i < len(items) - 1 else b""))
+    lines.append(b"}")
+    return b"\n".join(lines)
 
 
 def merge_metrics(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
@@ -126,11 +154,8 @@ class RunDir:
         _check_run_id(run_id, flag)
         path = Path(results_dir) / run_id
         if not path.is_dir():
-            hint = ""
-            if Path(results_dir).is_dir():
-                runs = sorted(p.name for p in Path(results_dir).iterdir() if p.is_dir())[-3:]
-                if runs:
-                    hint = f" (latest runs: {', '.join(runs)})"
+            runs = list_runs(results_dir)[:3]
+            hint = f" (latest runs: {', '.join(runs)})" if runs else ""
             raise RunNotFound(Problem(f"no run {run_id!r} under {results_dir}{hint}", field=flag))
         return cls(path)
 
@@ -230,7 +255,7 @@ class RunDir:
         return _read_json(self.metrics_path) if self.metrics_path.exists() else None
 
     def write_metrics(self, metrics: Mapping[str, Any]) -> None:
-        write_json_atomic(self.metrics_path, metrics)
+        _write_atomic(self.metrics_path, dumps_metrics(metrics))
 
     def update_metrics(self, patch: Mapping[str, Any]) -> dict[str, Any]:
         """Merge `patch` into metrics.json (see `merge_metrics`), keeping keys other scripts own."""
@@ -275,6 +300,32 @@ class ResultsWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _run_time(path: Path) -> float:
+    """When a run was made: config.json's `created_at`, else the folder's mtime (epoch s)."""
+    try:
+        created = orjson.loads((path / CONFIG_FILE).read_bytes()).get("created_at")
+        when = datetime.fromisoformat(str(created))
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        return when.timestamp()
+    except (OSError, ValueError, TypeError, AttributeError):
+        # No or unreadable config.json, or no usable created_at (orjson's error is a ValueError).
+        return path.stat().st_mtime
+
+
+def list_runs(results_dir: Path) -> list[str]:
+    """Run ids under `results_dir`, newest first.
+
+    Ordered by config.json's `created_at`, else by the folder's mtime, not by name: ids
+    given with --run-id ("baseline") do not sort by time. Ties: the larger name first.
+    """
+    root = Path(results_dir)
+    if not root.is_dir():
+        return []
+    runs = [(_run_time(p), p.name) for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    return [name for _, name in sorted(runs, reverse=True)]
 
 
 def _check_run_id(run_id: str, flag: str = "--run-id") -> None:

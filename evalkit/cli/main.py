@@ -8,6 +8,23 @@ import typer
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, no_args_is_help=True, help="Evaluate a retrieval-backed chatbot.")
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        from evalkit import __version__
+
+        typer.echo(f"evalkit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(
+        False, "--version", "-V", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Evaluate a retrieval-backed chatbot."""
+
 # (sub-command, module under evalkit.cli). Modules that do not exist yet are skipped,
 # so the console command grows as scripts land without editing this table twice.
 _COMMANDS = [
@@ -18,6 +35,7 @@ _COMMANDS = [
     ("score-abstention", "score_abstention"),
     ("compare", "compare_runs"),
     ("serve-reference", "serve_reference"),
+    ("validate", "validate"),
 ]
 
 for _name, _module in _COMMANDS:

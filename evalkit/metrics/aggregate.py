@@ -2,10 +2,11 @@
 
 Records stream in (a generator is fine); each is reduced once to the values it
 contributes, then added to every cell it belongs to: overall, each of its tags, its
-category, difficulty, domain and answerable/unanswerable. Every cell has the same
-layout (EVAL.md, section "Aggregation"); a mean over nothing is None, never 0, and
-every number carries the n it was computed on. Sums use math.fsum, so the result does
-not depend on the order records arrive in.
+category, difficulty, domain and answerable/unanswerable. The overall cell is complete
+(every K, latency, cost, ...); a slice holds only the headline metrics at the primary K,
+so metrics.json stays small enough to commit (EVAL.md, section "Aggregation"). A mean
+over nothing is None, never 0, and every number carries the n it was computed on. Sums
+use math.fsum, so the result does not depend on the order records arrive in.
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ from evalkit.metrics.keys import metric_key
 from evalkit.metrics.retrieval import validate_ks
 
 __all__ = [
+    "GROUPINGS",
     "LATENCY_PHASES",
     "MEAN_METRICS",
+    "SLICE_METRICS",
     "aggregate_records",
     "flatten_cell",
     "percentile",
+    "recorded_suite_ms",
     "summarize_indexing_coverage",
 ]
 
@@ -54,9 +58,28 @@ MEAN_METRICS = (
     "groundedness_avg",
     "correctness_avg",
 )
+# What a slice (by_tag, by_category, ...) holds: the headline metrics at the primary K,
+# each with its n; every K, latency and cost stay in the overall cell. Not precision:
+# bounded by |gold| / K, across slices it compares their labels more than the retriever.
+SLICE_METRICS = (
+    "recall_at_k_avg",
+    "mrr_avg",
+    "ndcg_at_k_avg",
+    "recall_all_avg",
+    "recall_frac_avg",
+    "scope_miss_rate",
+    "attribution_hit_rate",
+    "recency_pass_rate",
+    "groundedness_avg",
+    "correctness_avg",
+    "abstention_accuracy",
+    "hallucination_rate_unanswerable",
+    "false_abstention_rate",
+    "error_rate",
+)
 LATENCY_PHASES = ("folder_selection", "retrieval", "generation", "judge")
 _JUDGES = ("groundedness", "correctness")
-_GROUPINGS = ("by_tag", "by_category", "by_difficulty", "by_domain", "by_answerable")
+GROUPINGS = ("by_tag", "by_category", "by_difficulty", "by_domain", "by_answerable")
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -201,11 +224,12 @@ def _extract(record: Mapping, ks: list[int]) -> dict:
 
 
 def _latency_block(values: list[float]) -> dict:
+    # A sum over cases, named so: cases overlap under concurrency, so it is not a wall time.
     return {
         "p50_ms": percentile(values, 50),
         "p95_ms": percentile(values, 95),
         "mean_ms": _mean(values),
-        "total_ms": math.fsum(values) if values else None,
+        "sum_case_ms": math.fsum(values) if values else None,
         "n": len(values),
     }
 
@@ -297,8 +321,31 @@ class _Cell:
         }
         return out
 
+    def slice_result(self) -> dict:
+        """The slice layout: n_cases, then each SLICE_METRICS value with n >= 1, and its n.
 
-def aggregate_records(records: Iterable[Mapping], *, ks: Sequence[int]) -> dict:
+        A metric none of the slice's cases counts toward is left out (value and n), rather
+        than written as null: most slices are small, and a column of nulls per slice was
+        most of metrics.json.
+        """
+        full = self.result()
+        values = {**full, "error_rate": full["operational_metrics"]["error_rate"]}
+        ns = {**full["n"], "error_rate": self.n_cases}
+        kept = [name for name in SLICE_METRICS if ns[name]]
+        return {
+            "n_cases": self.n_cases,
+            **{name: values[name] for name in kept},
+            "n": {name: ns[name] for name in kept},
+        }
+
+
+def aggregate_records(
+    records: Iterable[Mapping],
+    *,
+    ks: Sequence[int],
+    suite_ms: float | None = None,
+    full_slices: bool = False,
+) -> dict:
     """Aggregate results.jsonl records into the metrics.json body.
 
     Reads, per record: `case` (answerable, tags, category, difficulty, domain,
@@ -312,19 +359,24 @@ def aggregate_records(records: Iterable[Mapping], *, ks: Sequence[int]) -> dict:
     Args:
         records: result records (dicts); may be a generator, read once.
         ks: the cut-offs; ks[0] is the primary K behind the seed's names.
+        suite_ms: the suite's wall time in ms (the caller's clock: the sum over sessions
+            of a resumed run), written as `aggregate_metrics.latency.total_ms`; None
+            (unknown) writes null, never a sum over cases.
+        full_slices: give every slice the overall cell's full layout (every K, latency,
+            cost, ...) instead of its headline metrics, for a detailed report.
 
     Returns:
-        {"aggregate_metrics": overall cell + "k", "indexing_coverage" and
-        operational_metrics.coverage_by_doc_type, "by_tag", "by_category",
-        "by_difficulty", "by_domain", "by_answerable": {group: cell} (sorted keys),
-        "total_tests", "answerable_tests", "unanswerable_tests"}.
+        {"aggregate_metrics": overall cell + "k", "indexing_coverage",
+        operational_metrics.coverage_by_doc_type and latency.total_ms, "by_tag",
+        "by_category", "by_difficulty", "by_domain", "by_answerable": {group: slice cell}
+        (sorted keys), "total_tests", "answerable_tests", "unanswerable_tests"}.
 
     Raises:
         InputError: no K, or a K < 1.
     """
     ks = validate_ks(ks)
     overall = _Cell(ks)
-    groups: dict[str, dict[str, _Cell]] = {g: {} for g in _GROUPINGS}
+    groups: dict[str, dict[str, _Cell]] = {g: {} for g in GROUPINGS}
     coverage: Mapping | None = None
     total = answerable_n = 0
 
@@ -356,22 +408,40 @@ def aggregate_records(records: Iterable[Mapping], *, ks: Sequence[int]) -> dict:
         raw = coverage.get("coverage_by_doc_type") or {}
         by_type = {t: dict(raw[t]) for t in sorted(raw)}
     agg["operational_metrics"]["coverage_by_doc_type"] = by_type
+    agg["latency"]["total_ms"] = None if suite_ms is None else float(suite_ms)
     out: dict[str, Any] = {"aggregate_metrics": agg}
-    for grouping in _GROUPINGS:
-        out[grouping] = {key: groups[grouping][key].result() for key in sorted(groups[grouping])}
+    for grouping in GROUPINGS:
+        cells = groups[grouping]
+        out[grouping] = {
+            key: cells[key].result() if full_slices else cells[key].slice_result() for key in sorted(cells)
+        }
     out["total_tests"] = total
     out["answerable_tests"] = answerable_n
     out["unanswerable_tests"] = total - answerable_n
     return out
 
 
+def recorded_suite_ms(metrics: Mapping | None) -> float | None:
+    """The suite wall time an existing metrics.json recorded, for a script that
+    re-aggregates a run without re-running it (judge_answers): pass it on as `suite_ms`.
+
+    None when there is none, or when the file predates `sum_case_ms`: its `total_ms`
+    was then a sum over cases, not a wall time.
+    """
+    latency = ((metrics or {}).get("aggregate_metrics") or {}).get("latency") or {}
+    if "sum_case_ms" not in latency:
+        return None
+    return _num(latency.get("total_ms"))
+
+
 def flatten_cell(cell: Mapping) -> dict[str, tuple[float | None, int]]:
     """One metrics.json cell as {canonical key: (value, n)}, for comparisons and tables.
 
     Keys: every mean/rate named in the cell's `n` map ("recall_at_k_avg", "mrr_avg",
-    "abstention_accuracy", ...); every at_k value as `metric_key(name, K)` ("ndcg@10")
-    with its own n; "latency_p50_ms"/"latency_p95_ms" (n = cases with a total);
-    "error_rate", "timeout_rate", "empty_response_rate" (n = cases). Keys sorted.
+    "abstention_accuracy", "error_rate" in a slice, ...); every at_k value as
+    `metric_key(name, K)` ("ndcg@10") with its own n; "latency_p50_ms"/"latency_p95_ms"
+    (n = cases with a total); "error_rate", "timeout_rate", "empty_response_rate" (n =
+    cases). A slice cell gives only what it holds. Keys sorted.
     """
     out: dict[str, tuple[float | None, int]] = {}
     ns = cell.get("n") or {}

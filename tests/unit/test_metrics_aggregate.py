@@ -18,7 +18,14 @@ import math
 import numpy as np
 import pytest
 
-from evalkit.metrics.aggregate import aggregate_records, flatten_cell, percentile, summarize_indexing_coverage
+from evalkit.metrics.aggregate import (
+    SLICE_METRICS,
+    aggregate_records,
+    flatten_cell,
+    percentile,
+    recorded_suite_ms,
+    summarize_indexing_coverage,
+)
 
 GOLD = [{"rel_path": "a.md", "heading_path": "# A"}]
 NONE_AT_K = dict.fromkeys(("recall_any", "recall_all", "recall_frac", "precision", "mrr", "ndcg"))
@@ -169,9 +176,10 @@ def test_latency_cost_operational(out):
     assert lat["p50_ms"] == 250  # h = 6 * 0.5 = 3 -> x3
     assert lat["p95_ms"] == pytest.approx(400 + 0.7 * (5000 - 400), abs=1e-9)  # h = 6 * 0.95 = 5.7
     assert lat["mean_ms"] == 6400 / 7
-    assert lat["total_ms"] == 6400
+    assert lat["sum_case_ms"] == 100 + 150 + 200 + 250 + 300 + 400 + 5000
+    assert lat["total_ms"] is None  # no suite time given: unknown, not the sum over cases
     assert lat["n"] == 7
-    assert lat["phases"]["retrieval"] == {"p50_ms": 20, "p95_ms": 20, "mean_ms": 20, "total_ms": 20, "n": 1}
+    assert lat["phases"]["retrieval"] == {"p50_ms": 20, "p95_ms": 20, "mean_ms": 20, "sum_case_ms": 20, "n": 1}
     assert lat["phases"]["judge"]["p50_ms"] is None and lat["phases"]["judge"]["n"] == 0
     assert a["cost"] == {"judge_total_usd": pytest.approx(0.01 + 0.005, abs=1e-15), "judge_total_tokens": 150}
     op = a["operational_metrics"]
@@ -184,6 +192,23 @@ def test_latency_cost_operational(out):
     assert op["coverage_by_doc_type"] == {"markdown": COVERAGE["coverage_by_doc_type"]["markdown"],
                                           "pdf": COVERAGE["coverage_by_doc_type"]["pdf"]}
     assert list(op["coverage_by_doc_type"]) == ["markdown", "pdf"]
+
+
+def test_total_ms_is_the_suite_wall_time_not_the_sum_over_cases():
+    # regression: issue "small things a user tripped on" (8): total_ms was the sum of the
+    # cases' times; the seed's total_ms beside p50/p95 is the suite's time.
+    lat = aggregate_records(records(), ks=[3, 5], suite_ms=1234.5)["aggregate_metrics"]["latency"]
+    assert lat["total_ms"] == 1234.5
+    assert lat["sum_case_ms"] == 6400  # by hand: 100 + 150 + 200 + 250 + 300 + 400 + 5000
+    assert "total_ms" not in lat["phases"]["retrieval"]  # phases overlap: only sums over cases
+
+
+def test_recorded_suite_ms():
+    assert recorded_suite_ms({"aggregate_metrics": {"latency": {"total_ms": 900.0, "sum_case_ms": 6400}}}) == 900.0
+    assert recorded_suite_ms({"aggregate_metrics": {"latency": {"total_ms": None, "sum_case_ms": 6400}}}) is None
+    # a metrics.json from before sum_case_ms: its total_ms was a sum over cases, not a wall time
+    assert recorded_suite_ms({"aggregate_metrics": {"latency": {"total_ms": 6400}}}) is None
+    assert recorded_suite_ms(None) is None and recorded_suite_ms({}) is None
 
 
 def test_indexing_coverage_from_first_record(out):
@@ -205,44 +230,68 @@ def test_groups(out):
     assert work["correctness_avg"] == (5 + 3 + 0) / 3
     assert work["abstention_accuracy"] == 0 / 1  # r5 answered an unanswerable case
     assert work["false_abstention_rate"] == 0 / 2
-    general = out["by_tag"]["general"]  # r4 r5: empty retrieval cells are null with n 0
-    assert general["recall_at_k_avg"] is None and general["n"]["recall_at_k_avg"] == 0
-    assert general["at_k"]["5"]["ndcg"] is None and general["at_k"]["5"]["n"] == 0
-    assert general["abstention_accuracy"] == 1 / 2
-    assert general["false_abstention_rate"] is None
+    # r4 r5, both unanswerable: no retrieval, scope or false-abstention value, so none is listed
+    # by hand: groundedness r5 only (r4 abstained); correctness r5 only (r4 abstained, unanswerable)
+    assert out["by_tag"]["general"] == {
+        "n_cases": 2,
+        "groundedness_avg": 1 / 1,
+        "correctness_avg": 0 / 1,
+        "abstention_accuracy": 1 / 2,
+        "hallucination_rate_unanswerable": 1 / 2,
+        "error_rate": 0 / 2,
+        "n": {"groundedness_avg": 1, "correctness_avg": 1, "abstention_accuracy": 2,
+              "hallucination_rate_unanswerable": 2, "error_rate": 2},
+    }
     personal = out["by_tag"]["personal"]  # r3 timeout
     assert personal["recall_at_k_avg"] == 0 / 1
-    assert personal["operational_metrics"]["error_rate"] == 1 / 1
-    assert personal["groundedness_avg"] is None and personal["n"]["groundedness_avg"] == 0
+    assert personal["error_rate"] == 1 / 1
+    assert "groundedness_avg" not in personal and "groundedness_avg" not in personal["n"]
     assert out["by_tag"]["code"]["recall_at_k_avg"] == (1 + 1) / 2  # r1 r7
 
     assert list(out["by_category"]) == ["factual", "general", "multi_hop", "reasoning"]
     factual = out["by_category"]["factual"]  # r1 r3 r6
     assert factual["n_cases"] == 3
     assert factual["recall_at_k_avg"] == (1 + 0) / 2
-    assert factual["n_unlabeled"] == 1
+    assert factual["n"]["recall_at_k_avg"] == 2  # r6 is unlabeled
     assert out["by_category"]["multi_hop"]["recall_all_avg"] == 0 / 1
-    assert out["by_category"]["multi_hop"]["at_k"]["5"]["recall_all"] == 1 / 1
 
     assert list(out["by_difficulty"]) == ["easy", "hard", "medium"]  # r7 has none
     assert sum(cell["n_cases"] for cell in out["by_difficulty"].values()) == 6
-    assert out["by_difficulty"]["easy"]["latency"]["p50_ms"] == 200  # by hand: [100, 200, 5000]
     assert list(out["by_domain"]) == ["cdc"]
     assert out["by_domain"]["cdc"]["n_cases"] == 1
 
     ans, unans = out["by_answerable"]["answerable"], out["by_answerable"]["unanswerable"]
     assert ans["n_cases"] == 5 and unans["n_cases"] == 2
-    assert unans["recall_at_k_avg"] is None
+    assert "recall_at_k_avg" not in unans  # no unanswerable case has a retrieval value
     assert unans["hallucination_rate_unanswerable"] == 1 / 2
-    assert ans["abstention_accuracy"] is None
+    assert "abstention_accuracy" not in ans
     assert ans["false_abstention_rate"] == 1 / 3
 
 
-def test_same_layout_in_every_cell(out):
+def test_slices_hold_headline_metrics_with_their_n(out):
+    # regression: issue 8, metrics.json was 206 KB for 59 cases: every slice held every K,
+    # latency percentiles and the rest of the overall cell.
+    for grouping in ("by_tag", "by_category", "by_difficulty", "by_domain", "by_answerable"):
+        for cell in out[grouping].values():
+            metrics = [key for key in cell if key not in ("n_cases", "n")]
+            assert metrics == [m for m in SLICE_METRICS if m in cell]  # in SLICE_METRICS order
+            assert list(cell["n"]) == metrics
+            assert all(cell["n"][m] >= 1 for m in metrics)
+            assert not {"at_k", "latency", "cost", "operational_metrics"} & set(cell)
+
+
+def test_full_slices_keep_the_overall_layout():
+    out = aggregate_records(records(), ks=[3, 5], suite_ms=99.0, full_slices=True)
     keys = set(out["aggregate_metrics"]) - {"k", "indexing_coverage"}
     for grouping in ("by_tag", "by_category", "by_difficulty", "by_domain", "by_answerable"):
         for cell in out[grouping].values():
             assert set(cell) == keys
+            assert "total_ms" not in cell["latency"]  # the suite's time is the overall cell's only
+    assert out["by_category"]["multi_hop"]["at_k"]["5"]["recall_all"] == 1 / 1
+    assert out["by_difficulty"]["easy"]["latency"]["p50_ms"] == 200  # by hand: [100, 200, 5000]
+    general = out["by_tag"]["general"]  # r4 r5: empty retrieval cells are null with n 0
+    assert general["recall_at_k_avg"] is None and general["n"]["recall_at_k_avg"] == 0
+    assert general["at_k"]["5"]["ndcg"] is None and general["at_k"]["5"]["n"] == 0
 
 
 def test_order_independent():
@@ -261,6 +310,7 @@ def test_empty_run_is_null_not_zero():
     for name in ("recall_at_k_avg", "mrr_avg", "groundedness_avg", "abstention_accuracy", "scope_miss_rate"):
         assert a[name] is None, name
     assert a["latency"]["p50_ms"] is None and a["latency"]["total_ms"] is None
+    assert a["latency"]["sum_case_ms"] is None
     assert a["operational_metrics"]["error_rate"] is None
     assert a["at_k"]["5"]["recall_any"] is None and a["at_k"]["5"]["n"] == 0
     assert a["indexing_coverage"] is None
@@ -330,3 +380,7 @@ def test_flatten_cell(out):
     assert flat["abstention_accuracy"] == (1 / 2, 2)
     assert list(flat) == sorted(flat)
     assert "latency" not in flat
+    work = flatten_cell(out["by_tag"]["work"])  # r1 r2 r5
+    assert work["recall_at_k_avg"] == ((1 + 0) / 2, 2)
+    assert work["error_rate"] == (0 / 3, 3)
+    assert "recall_any@5" not in work and "latency_p50_ms" not in work

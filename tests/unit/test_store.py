@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from evalkit.errors import BadConfig, RunNotFound
-from evalkit.store import RunDir, config_hash, merge_metrics, new_run_id, write_json_atomic
+from evalkit.store import RunDir, config_hash, dumps_metrics, list_runs, merge_metrics, new_run_id, write_json_atomic
 
 
 def test_run_id_sorts_by_time_and_carries_hash() -> None:
@@ -119,3 +119,62 @@ def test_open_names_the_flag_that_gave_the_id(tmp_path: Path) -> None:
     with pytest.raises(RunNotFound) as exc:
         RunDir.open(tmp_path, "nope", flag="--baseline")
     assert str(exc.value).startswith("--baseline: no run 'nope'")
+
+
+def _run_made_at(results: Path, run_id: str, created_at: str | None, mtime: float | None = None) -> None:
+    run = RunDir.create(results, run_id)
+    if created_at is not None:
+        run.write_config({"run_id": run_id, "created_at": created_at})
+    if mtime is not None:
+        os.utime(run.path, (mtime, mtime))
+
+
+def test_latest_runs_are_listed_by_time_newest_first(tmp_path: Path) -> None:
+    # regression: issue 8, "latest runs" were the last three names: "baseline" (a --run-id,
+    # the oldest run here) sorts after every timestamped id and was listed as the latest.
+    _run_made_at(tmp_path, "baseline", "2025-06-01T09:00:00Z")
+    _run_made_at(tmp_path, "20260101T000000Z-aaaaaa", "2026-01-01T00:00:00Z")
+    _run_made_at(tmp_path, "20260102T000000Z-bbbbbb", "2026-01-02T00:00:00Z")
+    _run_made_at(tmp_path, "20260103T000000Z-cccccc", "2026-01-03T00:00:00Z")
+    with pytest.raises(RunNotFound) as exc:
+        RunDir.open(tmp_path, "nope", flag="--baseline")
+    assert str(exc.value).endswith(
+        "(latest runs: 20260103T000000Z-cccccc, 20260102T000000Z-bbbbbb, 20260101T000000Z-aaaaaa)"
+    )
+
+
+def test_list_runs_falls_back_to_the_folder_mtime(tmp_path: Path) -> None:
+    jan_2 = datetime(2026, 1, 2, tzinfo=timezone.utc).timestamp()
+    _run_made_at(tmp_path, "a-no-config-newest", None, mtime=jan_2 + 3600)
+    _run_made_at(tmp_path, "b-with-config", "2026-01-02T00:00:00Z", mtime=jan_2 - 10**6)  # created_at wins
+    _run_made_at(tmp_path, "c-no-config-old", None, mtime=jan_2 - 3600)
+    (tmp_path / "d-broken").mkdir()
+    (tmp_path / "d-broken" / "config.json").write_text("{not json")
+    os.utime(tmp_path / "d-broken", (jan_2 - 7200, jan_2 - 7200))
+    (tmp_path / "stray.txt").write_text("not a run")
+    assert list_runs(tmp_path) == ["a-no-config-newest", "b-with-config", "c-no-config-old", "d-broken"]
+    assert list_runs(tmp_path / "missing") == []
+
+
+def test_metrics_json_puts_each_slice_cell_on_one_line(tmp_path: Path) -> None:
+    metrics = {
+        "run_id": "r",
+        "aggregate_metrics": {"recall_at_k_avg": 0.5, "at_k": {"5": {"recall_any": 0.5, "n": 2}}},
+        "by_tag": {"work": {"n_cases": 2, "recall_at_k_avg": 0.5, "n": {"recall_at_k_avg": 2}},
+                   "home": {"n_cases": 1, "n": {}}},
+        "by_domain": {},
+        "total_tests": 3,
+    }
+    run = RunDir.create(tmp_path, "r")
+    run.write_metrics(metrics)
+    text = run.metrics_path.read_text()
+    assert orjson.loads(text) == metrics
+    assert text == dumps_metrics(metrics).decode() + "\n"
+    lines = text.splitlines()
+    # top-level keys sorted and indented; a slice cell is one line, keys in the order given
+    assert [line for line in lines if line.startswith('  "')] == [
+        '  "aggregate_metrics": {', '  "by_domain": {},', '  "by_tag": {', '  "run_id": "r",', '  "total_tests": 3'
+    ]
+    assert '    "home": {"n_cases":1,"n":{}},' in lines
+    assert '    "work": {"n_cases":2,"recall_at_k_avg":0.5,"n":{"recall_at_k_avg":2}}' in lines
+    assert '      "5": {' in lines  # the overall cell stays indented
