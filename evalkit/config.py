@@ -10,7 +10,7 @@ user gave again, so `--resume RUN_ID` alone reruns exactly the same configuratio
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
@@ -18,6 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from evalkit.errors import BadConfig, Problem
 from evalkit.schema import FolderMode
+
+# What of a case's scope (its `vaults` / `folders`) goes into the request. A case's scope
+# describes the question (for labeling, slicing and scope-miss analysis); sending it
+# would hand the chatbot the answer's location, so nothing is sent unless asked.
+SendScope = Literal["none", "vaults", "folders", "both"]
 
 DEFAULT_EVAL_SET = "eval_set.jsonl"
 DEFAULT_VAULT = "sample_vault"
@@ -33,6 +38,7 @@ RESULT_AFFECTING: tuple[str, ...] = (
     "target",
     "k",
     "folder_mode",
+    "send_scope",
     "rerank_vector_weight",
     "rerank_lexical_weight",
     "params",
@@ -60,6 +66,7 @@ class RunSettings(BaseModel):
     vault: str = DEFAULT_VAULT
     k: list[int] = Field(default_factory=lambda: [5], min_length=1)
     folder_mode: FolderMode = "off"
+    send_scope: SendScope = "none"
     rerank_vector_weight: float = Field(0.7, ge=0)
     rerank_lexical_weight: float = Field(0.3, ge=0)
     retrieval_only: bool = False
@@ -88,6 +95,13 @@ class RunSettings(BaseModel):
     regression_threshold_mrr: float = Field(0.10, ge=0)
     regression_threshold_scope_miss: float = Field(0.10, ge=0)
     regression_threshold_groundedness: float = Field(0.5, ge=0)
+    regression_threshold_correctness: float = Field(0.5, ge=0)
+    regression_threshold_attribution: float = Field(0.05, ge=0)
+    regression_threshold_abstention: float = Field(0.05, ge=0)
+    regression_threshold_hallucination: float = Field(0.05, ge=0)
+    regression_threshold_false_abstention: float = Field(0.05, ge=0)
+    max_error_rate: float = Field(0.0, ge=0, le=1)
+    no_probe: bool = False
     allow_regressions: bool = False
     ignore_invariants: bool = False
     require_snippets: bool = False
@@ -217,8 +231,11 @@ def build_settings(values: Mapping[str, Any], base: Mapping[str, Any] | None = N
 def diff_hashed(stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """Keys whose values differ between two `hashed()` dicts, as readable lines."""
     lines = []
+    defaults = {name: f.get_default(call_default_factory=True) for name, f in RunSettings.model_fields.items()}
     for key in sorted(set(stored) | set(current)):
         a, b = stored.get(key), current.get(key)
+        if key not in stored and key in defaults and b == defaults[key]:
+            continue  # a setting added after the run was made, at its default: nothing changed
         if a != b:
             lines.append(f"{key}: the run used {a!r}, now {b!r}")
     return lines

@@ -13,14 +13,15 @@ from typing import Optional
 
 import typer
 
-from evalkit.cli.common import EXIT_INTERRUPTED, RPS, exit_on_known_errors, load_dotenv_once
+from evalkit.cli.common import EXIT_INCOMPLETE, EXIT_INTERRUPTED, RPS, exit_on_known_errors, load_dotenv_once, plain_metavars
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
     add_completion=False,
     help="Run an eval set against a chatbot (HTTP API, Python callable, replayed log or the built-in "
     "reference chatbot) and write results/<run_id>/{config.json,results.jsonl,metrics.json}. "
-    "Exit 0 ok, 1 regression gate failed, 2 bad input, 130 interrupted (resume with --resume).",
+    "Exit 0 ok, 1 regression gate failed, 2 bad input or unusable target, 3 incomplete run "
+    "(the target failed on more than --max-error-rate of the cases), 130 interrupted (resume with --resume).",
 )
 
 _T = "target"
@@ -33,69 +34,93 @@ _O = "output"
 @app.command()
 def main(
     eval_set: Optional[list[Path]] = typer.Option(
-        None, "--eval-set", help="Eval set: a .jsonl file or a folder of per-domain .jsonl files; repeatable. (default: eval_set.jsonl)"
+        None, "--eval-set", metavar="PATH", help="Eval set: a .jsonl file or a folder of per-domain .jsonl files; repeatable. (default: eval_set.jsonl)"
     ),
     api_url: Optional[str] = typer.Option(
-        None, "--api-url", envvar="EVAL_API_URL", help="Chatbot API base URL (POST /api/v1/ask).", rich_help_panel=_T
+        None, "--api-url", metavar="URL", envvar="EVAL_API_URL", help="Chatbot API base URL (POST /api/v1/ask).", rich_help_panel=_T
     ),
     target: Optional[str] = typer.Option(
-        None, "--target", help="python:package.module:function or replay:path.jsonl.", rich_help_panel=_T
+        None, "--target", metavar="SPEC", help="python:package.module:function or replay:path.jsonl.", rich_help_panel=_T
     ),
     vault: Optional[Path] = typer.Option(
-        None, "--vault", help="Notes folder for the in-process reference chatbot (no --api-url/--target). (default: sample_vault)", rich_help_panel=_T
+        None, "--vault", metavar="PATH", help="Notes folder for the in-process reference chatbot (no --api-url/--target). (default: sample_vault)", rich_help_panel=_T
     ),
     k: Optional[list[int]] = typer.Option(
-        None, "--k", help="Cut-off K; repeatable, the first is the primary K. (default: 5)", rich_help_panel=_T
+        None, "--k", metavar="K", help="Cut-off K; repeatable, the first is the primary K. (default: 5)", rich_help_panel=_T
     ),
     folder_mode: Optional[str] = typer.Option(
-        None, "--folder-mode", help="off | on | on_with_fallback. (default: off)", rich_help_panel=_T
+        None, "--folder-mode", metavar="MODE", help="off | on | on_with_fallback. (default: off)", rich_help_panel=_T
     ),
-    rerank_vector_weight: Optional[float] = typer.Option(None, "--rerank-vector-weight", help="Weight of the vector score in reranking. (default: 0.7)", rich_help_panel=_T),
-    rerank_lexical_weight: Optional[float] = typer.Option(None, "--rerank-lexical-weight", help="Weight of the lexical score in reranking. (default: 0.3)", rich_help_panel=_T),
+    send_scope: Optional[str] = typer.Option(
+        None,
+        "--send-scope",
+        metavar="SCOPE",
+        help="none | vaults | folders | both: which of a case's vaults/folders to send as a search filter. "
+        "They are written from the gold labels, so sending them tells the chatbot where the answer is; "
+        "use only when your chatbot's users pick a scope themselves. (default: none)",
+        rich_help_panel=_T,
+    ),
+    rerank_vector_weight: Optional[float] = typer.Option(None, "--rerank-vector-weight", metavar="FLOAT", help="Weight of the vector score in reranking. (default: 0.7)", rich_help_panel=_T),
+    rerank_lexical_weight: Optional[float] = typer.Option(None, "--rerank-lexical-weight", metavar="FLOAT", help="Weight of the lexical score in reranking. (default: 0.3)", rich_help_panel=_T),
     param: Optional[list[str]] = typer.Option(
-        None, "--param", help="Free option sent in the request's `options`, key=value (JSON values parsed); repeatable.", rich_help_panel=_T
+        None, "--param", metavar="KEY=VALUE", help="Free option sent in the request's `options`, key=value (JSON values parsed); repeatable.", rich_help_panel=_T
     ),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds per request. (default: 60)", rich_help_panel=_T),
+    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", help="Seconds per request. (default: 60)", rich_help_panel=_T),
     retries: Optional[int] = typer.Option(
-        None, "--retries", help="Retries on connection errors, 429 and 5xx (backoff + jitter). (default: 3)", rich_help_panel=_T
+        None, "--retries", metavar="N", help="Retries on connection errors, 429 and 5xx (backoff + jitter). (default: 3)", rich_help_panel=_T
     ),
     rps: Optional[float] = RPS,
     concurrency: Optional[int] = typer.Option(
-        None, "--concurrency", help="Cases in flight at once (1 = sequential). (default: 4)"
+        None, "--concurrency", metavar="N", help="Cases in flight at once (1 = sequential). (default: 4)"
+    ),
+    max_error_rate: Optional[float] = typer.Option(
+        None,
+        "--max-error-rate",
+        metavar="SHARE",
+        help="Share of cases the target may fail (timeouts, HTTP errors, bad responses) before the run "
+        "exits 3 as incomplete; failed cases score as misses. (default: 0)",
+        rich_help_panel=_T,
+    ),
+    no_probe: Optional[bool] = typer.Option(
+        None,
+        "--no-probe",
+        help="Do not ask the target one probe question before the first case (the probe stops a run "
+        "against a dead or non-contract target in seconds, exit 2).",
+        rich_help_panel=_T,
     ),
     retrieval_only: Optional[bool] = typer.Option(
         None, "--retrieval-only", help="Retrieval (and target-reported abstention) metrics only: no judge calls.", rich_help_panel=_J
     ),
     judge_provider: Optional[str] = typer.Option(
-        None, "--judge-provider", help="openai | anthropic | openai-compatible | heuristic. (default: heuristic unless configured)", rich_help_panel=_J
+        None, "--judge-provider", metavar="PROVIDER", help="openai | anthropic | openai-compatible | heuristic. (default: heuristic unless configured)", rich_help_panel=_J
     ),
-    judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Pinned judge model id.", rich_help_panel=_J),
+    judge_model: Optional[str] = typer.Option(None, "--judge-model", metavar="MODEL", help="Pinned judge model id.", rich_help_panel=_J),
     judge_base_url: Optional[str] = typer.Option(
-        None, "--judge-base-url", help="Base URL of an OpenAI-compatible judge server.", rich_help_panel=_J
+        None, "--judge-base-url", metavar="URL", help="Base URL of an OpenAI-compatible judge server.", rich_help_panel=_J
     ),
-    judge_temperature: Optional[float] = typer.Option(None, "--judge-temperature", help="Judge sampling temperature. (default: 0)", rich_help_panel=_J),
+    judge_temperature: Optional[float] = typer.Option(None, "--judge-temperature", metavar="FLOAT", help="Judge sampling temperature. (default: 0)", rich_help_panel=_J),
     allow_unpinned: Optional[bool] = typer.Option(
         None, "--allow-unpinned", help="Accept a judge model alias that is not a dated snapshot.", rich_help_panel=_J
     ),
     no_cache: Optional[bool] = typer.Option(None, "--no-cache", help="Do not read or write the judge cache.", rich_help_panel=_J),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Run only the first N selected cases.", rich_help_panel=_S),
-    ids: Optional[str] = typer.Option(None, "--ids", help="Comma-separated case ids to run.", rich_help_panel=_S),
-    tag: Optional[list[str]] = typer.Option(None, "--tag", help="Only cases with this tag; repeatable (OR).", rich_help_panel=_S),
+    limit: Optional[int] = typer.Option(None, "--limit", metavar="N", help="Run only the first N selected cases.", rich_help_panel=_S),
+    ids: Optional[str] = typer.Option(None, "--ids", metavar="ID,ID,...", help="Comma-separated case ids to run.", rich_help_panel=_S),
+    tag: Optional[list[str]] = typer.Option(None, "--tag", metavar="TAG", help="Only cases with this tag; repeatable (OR).", rich_help_panel=_S),
     category: Optional[list[str]] = typer.Option(
-        None, "--category", help="Only cases of this category; repeatable (OR).", rich_help_panel=_S
+        None, "--category", metavar="CATEGORY", help="Only cases of this category; repeatable (OR).", rich_help_panel=_S
     ),
     require_snippets: Optional[bool] = typer.Option(
         None, "--require-snippets", help="A chunk matches a gold support only if it contains the gold snippets.", rich_help_panel=_S
     ),
     seed: Optional[int] = typer.Option(
-        None, "--seed", help="Seed recorded in config.json and metrics.json (part of the config hash); nothing in a run draws random numbers.", rich_help_panel=_S
+        None, "--seed", metavar="N", help="Seed recorded in config.json and metrics.json (part of the config hash); nothing in a run draws random numbers.", rich_help_panel=_S
     ),
     results_dir: Optional[Path] = typer.Option(
-        None, "--results-dir", "--output-dir", help="Folder holding run folders. (default: results)", rich_help_panel=_O
+        None, "--results-dir", "--output-dir", metavar="PATH", help="Folder holding run folders. (default: results)", rich_help_panel=_O
     ),
-    run_id: Optional[str] = typer.Option(None, "--run-id", help="Name the run folder (default: <UTC time>-<config hash>).", rich_help_panel=_O),
+    run_id: Optional[str] = typer.Option(None, "--run-id", metavar="RUN_ID", help="Name the run folder (default: <UTC time>-<config hash>).", rich_help_panel=_O),
     resume: Optional[str] = typer.Option(
-        None, "--resume", help="Finish an interrupted run: same config, skip finished cases.", rich_help_panel=_O
+        None, "--resume", metavar="RUN_ID", help="Finish an interrupted run: same config, skip finished cases.", rich_help_panel=_O
     ),
     retry_errors: Optional[bool] = typer.Option(
         None,
@@ -110,21 +135,36 @@ def main(
     json_output: Optional[bool] = typer.Option(
         None, "--json", help='Print one JSON object last: {"run_id","run_dir","aggregate_metrics","gate"}.', rich_help_panel=_O
     ),
-    baseline: Optional[str] = typer.Option(None, "--baseline", help="Run id to gate against (its metrics.json).", rich_help_panel=_G),
+    baseline: Optional[str] = typer.Option(None, "--baseline", metavar="RUN_ID", help="Run id to gate against (its metrics.json).", rich_help_panel=_G),
     regression_threshold_recall: Optional[float] = typer.Option(
-        None, "--regression-threshold-recall", help="Max absolute drop of Recall@K. (default: 0.05)", rich_help_panel=_G
+        None, "--regression-threshold-recall", metavar="FLOAT", help="Max absolute drop of Recall@K. (default: 0.05)", rich_help_panel=_G
     ),
     regression_threshold_mrr: Optional[float] = typer.Option(
-        None, "--regression-threshold-mrr", help="Max absolute drop of MRR. (default: 0.10)", rich_help_panel=_G
+        None, "--regression-threshold-mrr", metavar="FLOAT", help="Max absolute drop of MRR. (default: 0.10)", rich_help_panel=_G
     ),
     regression_threshold_scope_miss: Optional[float] = typer.Option(
-        None, "--regression-threshold-scope-miss", help="Max absolute rise of the scope miss rate. (default: 0.10)", rich_help_panel=_G
+        None, "--regression-threshold-scope-miss", metavar="FLOAT", help="Max absolute rise of the scope miss rate. (default: 0.10)", rich_help_panel=_G
     ),
     regression_threshold_groundedness: Optional[float] = typer.Option(
-        None, "--regression-threshold-groundedness", help="Max drop of mean groundedness (0-5 points). (default: 0.5)", rich_help_panel=_G
+        None, "--regression-threshold-groundedness", metavar="FLOAT", help="Max drop of mean groundedness (0-5 points). (default: 0.5)", rich_help_panel=_G
+    ),
+    regression_threshold_correctness: Optional[float] = typer.Option(
+        None, "--regression-threshold-correctness", metavar="FLOAT", help="Max drop of mean correctness (0-5 points). (default: 0.5)", rich_help_panel=_G
+    ),
+    regression_threshold_attribution: Optional[float] = typer.Option(
+        None, "--regression-threshold-attribution", metavar="FLOAT", help="Max absolute drop of the attribution hit rate. (default: 0.05)", rich_help_panel=_G
+    ),
+    regression_threshold_abstention: Optional[float] = typer.Option(
+        None, "--regression-threshold-abstention", metavar="FLOAT", help="Max absolute drop of abstention accuracy (unanswerable cases). (default: 0.05)", rich_help_panel=_G
+    ),
+    regression_threshold_hallucination: Optional[float] = typer.Option(
+        None, "--regression-threshold-hallucination", metavar="FLOAT", help="Max absolute rise of the hallucination rate on unanswerable cases. (default: 0.05)", rich_help_panel=_G
+    ),
+    regression_threshold_false_abstention: Optional[float] = typer.Option(
+        None, "--regression-threshold-false-abstention", metavar="FLOAT", help="Max absolute rise of the false-abstention rate on answerable cases. (default: 0.05)", rich_help_panel=_G
     ),
     allow_regressions: Optional[bool] = typer.Option(
-        None, "--allow-regressions", help="Report regressions but exit 0.", rich_help_panel=_G
+        None, "--allow-regressions", help="Report gate failures (regressions, nothing comparable, broken invariants) but exit 0.", rich_help_panel=_G
     ),
     ignore_invariants: Optional[bool] = typer.Option(
         None,
@@ -147,6 +187,9 @@ def main(
             "vault": str(vault) if vault is not None else None,
             "k": list(k) if k else None,
             "folder_mode": folder_mode,
+            "send_scope": send_scope,
+            "max_error_rate": max_error_rate,
+            "no_probe": no_probe,
             "rerank_vector_weight": rerank_vector_weight,
             "rerank_lexical_weight": rerank_lexical_weight,
             "params": parse_param_options(param) if param else None,
@@ -179,6 +222,11 @@ def main(
             "regression_threshold_mrr": regression_threshold_mrr,
             "regression_threshold_scope_miss": regression_threshold_scope_miss,
             "regression_threshold_groundedness": regression_threshold_groundedness,
+            "regression_threshold_correctness": regression_threshold_correctness,
+            "regression_threshold_attribution": regression_threshold_attribution,
+            "regression_threshold_abstention": regression_threshold_abstention,
+            "regression_threshold_hallucination": regression_threshold_hallucination,
+            "regression_threshold_false_abstention": regression_threshold_false_abstention,
             "allow_regressions": allow_regressions,
             "ignore_invariants": ignore_invariants,
         }
@@ -199,8 +247,11 @@ def main(
 
         if not quiet:
             print_run_summary(result.metrics, result.run_dir, judge=result.judge, gate=result.gate, console=console)
-        if result.n_cases and result.n_errors == result.n_cases:
-            print(f"evalkit: warning: every case failed in the target ({result.n_errors} errors)", file=sys.stderr)
+        for w in result.warnings:
+            # target errors are said below with the exit code they cause; stale anchors were said before the run
+            if w.get("kind") not in ("target_errors", "stale_anchors"):
+                level = "note" if w.get("severity") == "info" else "warning"
+                print(f"evalkit: {level}: {w['message']}", file=sys.stderr)
         if json_output:
             import orjson
 
@@ -208,4 +259,16 @@ def main(
         elif quiet:
             print(result.run_dir)
         if result.gate_failed:
-            raise GateFailed([r["message"] for r in result.gate["regressions"]] if result.gate else [])
+            raise GateFailed(list(result.gate.get("failures") or []) if result.gate else [])
+        if result.incomplete:
+            allowed = result.max_error_rate
+            print(
+                f"evalkit: incomplete run: the target failed {result.n_errors} of {result.n_cases} cases "
+                f"({result.error_rate:.1%}; --max-error-rate {allowed:g}); they score as misses. "
+                f"Fix the target and redo them with: --resume {result.run_id} --retry-errors",
+                file=sys.stderr,
+            )
+            raise typer.Exit(EXIT_INCOMPLETE)
+
+
+plain_metavars(app)

@@ -12,10 +12,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import ValidationError
+from pydantic import Field, StringConstraints, ValidationError
 
 from evalkit.errors import InputError, Problem
 from evalkit.reference.answer import (
@@ -100,6 +100,35 @@ class ReferenceConfig:
         return d
 
 
+# What one request may carry. The runner's own requests are far below these; a request
+# past them is a client error (400), not minutes of CPU (a 1 MB `folders` list once was).
+MAX_QUESTION_CHARS = 20_000
+MAX_K = 1000
+MAX_SCOPE_ITEMS = 1000
+MAX_SCOPE_CHARS = 1024
+MAX_OPTIONS = 100
+
+_ScopeItem = Annotated[str, StringConstraints(max_length=MAX_SCOPE_CHARS)]
+
+
+class ServedRequest(AskRequest):
+    """AskRequest as the reference server accepts it: strict types (`k: "5"` and `k: true`
+    are refused, not coerced) and bounded sizes."""
+
+    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS, strict=True)
+    k: int = Field(5, ge=1, le=MAX_K, strict=True)
+    vaults: list[_ScopeItem] = Field(default_factory=list, max_length=MAX_SCOPE_ITEMS)
+    folders: list[_ScopeItem] = Field(default_factory=list, max_length=MAX_SCOPE_ITEMS)
+    options: dict[str, Any] = Field(default_factory=dict, max_length=MAX_OPTIONS)
+    debug: bool = Field(True, strict=True)
+
+
+def default_vault_id(vault: Path) -> str:
+    """A vault's id when none is given: its folder's name (`sample_vault`), so an eval set
+    can name the vault it is about and a server for another vault can say so."""
+    return vault.resolve().name or "default"
+
+
 def _problems(e: ValidationError) -> list[Problem]:
     return [
         Problem(err["msg"], field=".".join(str(p) for p in err["loc"]) or None)
@@ -112,7 +141,9 @@ class ReferenceChatbot:
 
     Args:
         vault: the vault folder.
-        vault_id: goes into chunk ids and answers the request's `vaults` filter.
+        vault_id: goes into chunk ids and answers the request's `vaults` filter;
+            default: the vault folder's name. A request naming only other vaults is
+            refused (InputError, the server's 400), never answered from nothing.
         config: knobs; default ReferenceConfig.from_env().
 
     Raises:
@@ -120,11 +151,11 @@ class ReferenceChatbot:
         BackendError: embeddings were configured and the endpoint failed while indexing.
     """
 
-    def __init__(self, vault: Path | str, *, vault_id: str = "default", config: ReferenceConfig | None = None):
+    def __init__(self, vault: Path | str, *, vault_id: str | None = None, config: ReferenceConfig | None = None):
         self.vault = Path(vault)
-        self.vault_id = vault_id
+        self.vault_id = vault_id or default_vault_id(self.vault)
         self.config = cfg = config if config is not None else ReferenceConfig.from_env()
-        corpus = build_corpus(self.vault, vault_id=vault_id, config=cfg.chunker)
+        corpus = build_corpus(self.vault, vault_id=self.vault_id, config=cfg.chunker)
         self.chunks = corpus.chunks
         self.folders = corpus.folders
         self._chunk_ids = [c.chunk_id for c in self.chunks]
@@ -170,8 +201,11 @@ class ReferenceChatbot:
         return dict(self._versions)
 
     def index_stats(self) -> dict:
-        """The seed's indexing_coverage object (schema.IndexingCoverage shape)."""
+        """The seed's indexing_coverage object (schema.IndexingCoverage shape), plus `files`:
+        the rel_paths of every note with at least one indexed chunk, sorted, so that
+        `evalkit validate --api-url` can check gold anchors' files against the index."""
         cov = dict(self._coverage)
+        cov["files"] = sorted({c.rel_path for c in self.chunks})
         cov["chunks_skipped_reasons"] = dict(cov["chunks_skipped_reasons"])
         cov["chunk_token_stats"] = dict(cov["chunk_token_stats"])
         cov["coverage_by_doc_type"] = {k: dict(v) for k, v in cov["coverage_by_doc_type"].items()}
@@ -200,14 +234,14 @@ class ReferenceChatbot:
             BackendError: a configured embeddings or chat endpoint failed.
         """
         try:
-            req = AskRequest.model_validate(dict(request))
+            req = ServedRequest.model_validate(dict(request))
         except ValidationError as e:
             raise InputError(_problems(e)) from None
         threshold = self.config.abstain_threshold
         if "abstain_threshold" in req.options:
             t = req.options["abstain_threshold"]
-            if isinstance(t, bool) or not isinstance(t, int | float):
-                raise InputError(Problem("expected a number", field="options.abstain_threshold"))
+            if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= 1:
+                raise InputError(Problem(f"expected a number from 0 to 1, got {t!r}", field="options.abstain_threshold"))
             threshold = float(t)
 
         t0 = time.perf_counter()
@@ -273,16 +307,23 @@ class ReferenceChatbot:
     def _filter_mask(self, vaults: list[str], folders: list[str]) -> np.ndarray:
         n = len(self.chunks)
         if vaults and self.vault_id not in vaults:
-            return np.zeros(n, dtype=bool)
+            # An empty search would look like a chatbot that knows nothing: say what is wrong.
+            names = ", ".join(repr(v) for v in vaults)
+            raise InputError(
+                Problem(f"unknown vault {names}; this server serves {self.vault_id!r}", field="vaults")
+            )
         if not folders:
             return np.ones(n, dtype=bool)
-        prefixes = [f.strip().strip("/") for f in folders]
-        if any(p in ("", ".") for p in prefixes):
+        prefixes = {f.strip().strip("/") for f in folders}
+        if prefixes & {"", "."}:
             return np.ones(n, dtype=bool)
-        return np.array(
-            [any(c.rel_path == p or c.rel_path.startswith(p + "/") for p in prefixes) for c in self.chunks],
-            dtype=bool,
-        )
+        # A note is kept when it, or one of its folders, is named: a walk up its own path
+        # (depth d) per distinct note, so the cost is O(notes × d), whatever len(folders).
+        keep: dict[str, bool] = {}
+        for c in self.chunks:
+            if c.rel_path not in keep:
+                keep[c.rel_path] = _under_any(c.rel_path, prefixes)
+        return np.fromiter((keep[c.rel_path] for c in self.chunks), dtype=bool, count=n)
 
     def _chunk_dict(self, hit: Any, rank: int) -> dict:
         c = self.chunks[hit.index]
@@ -313,3 +354,14 @@ class ReferenceChatbot:
             return reply, [], True
         text, cited = renumber_citations(reply, len(context))
         return text, cited, False
+
+
+def _under_any(rel_path: str, prefixes: set[str]) -> bool:
+    """Whether `rel_path` is one of `prefixes` or lies below one, at a `/` boundary."""
+    path = rel_path
+    while True:
+        if path in prefixes:
+            return True
+        if "/" not in path:
+            return False
+        path = path.rsplit("/", 1)[0]

@@ -34,7 +34,13 @@ def in_folders(folder: str | None, selected: set[str]) -> bool:
     """Whether a note's folder is searched: root notes always; else a selected folder or below one."""
     if folder is None:
         return True
-    return any(folder == s or folder.startswith(s + "/") for s in selected)
+    # Walk up the folder's own path (O(depth)), not over every selected folder.
+    while True:
+        if folder in selected:
+            return True
+        if "/" not in folder:
+            return False
+        folder = folder.rsplit("/", 1)[0]
 
 
 def select_folders(

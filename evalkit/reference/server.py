@@ -5,9 +5,11 @@ Routes (DESIGN.md §5):
     GET  /api/v1/index/stats        the indexing_coverage object
     GET  /healthz                   {"status": "ok", ...}
 
-Errors are JSON `{"error": str, "problems": [str]?}`: 400 bad JSON or body, 404 unknown
-path, 405 wrong method, 411 no Content-Length, 413 body over 1 MiB, 502 a configured
-embeddings/chat endpoint failed, 500 a bug (logged; the server keeps serving).
+Errors are JSON `{"error": str, "problems": [str]?}`: 400 bad JSON or body (also a body
+shorter than its Content-Length, an unknown vault, a field of the wrong type or size),
+404 unknown path, 405 wrong method, 411 no Content-Length, 413 body over 1 MiB, 503 every
+worker busy (at most 64 connections are served at once), 502 a configured embeddings/chat
+endpoint failed, 500 a bug (logged; the server keeps serving).
 """
 
 from __future__ import annotations
@@ -137,7 +139,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._error(413, f"body of {n} bytes is over the {MAX_BODY_BYTES}-byte limit")
             return
-        raw = self.rfile.read(n)
+        try:
+            raw = self.rfile.read(n)
+        except TimeoutError:
+            raw = None
+        if raw is None or len(raw) < n:
+            # A client error, not ours: say so, without a traceback, and drop the connection
+            # (what it sends next cannot be told apart from the missing body).
+            self.close_connection = True
+            got = "nothing more" if raw is None else f"{len(raw)} bytes"
+            self._error(400, f"body shorter than its Content-Length: {n} bytes promised, {got} received")
+            return
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
@@ -154,7 +166,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             response = self.chatbot.ask(body)
         except InputError as e:
-            self._error(400, "invalid request", [str(p) for p in e.problems])
+            problems = [str(p) for p in e.problems]
+            self._error(400, problems[0] if len(problems) == 1 else "invalid request", problems)
             return
         except BackendError as e:
             self._error(e.status, f"upstream endpoint failed: {e}")
@@ -162,13 +175,57 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, response)
 
 
+MAX_WORKERS = 64
+_BUSY_BODY = orjson.dumps({"error": "server busy: every worker is taken; retry shortly"})
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+    b"Connection: close\r\nContent-Length: " + str(len(_BUSY_BODY)).encode() + b"\r\n\r\n" + _BUSY_BODY
+)
+
+
 class _Server(ThreadingHTTPServer):
+    """One thread per connection, at most `max_workers` at once; past that a connection
+    gets a 503 with Retry-After and is closed, so 500 slow clients cannot make 500 threads."""
+
     # the stdlib default backlog of 5 resets connections when a client opens 50 at once
     request_queue_size = 128
     daemon_threads = True
+    max_workers = MAX_WORKERS
+
+    def server_activate(self) -> None:
+        super().server_activate()
+        self._slots = threading.BoundedSemaphore(self.max_workers)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            try:
+                request.sendall(_BUSY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()  # the thread never started
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
 
-def make_server(chatbot: Any, host: str = "127.0.0.1", port: int = 0, *, quiet: bool = True) -> ThreadingHTTPServer:
+def make_server(
+    chatbot: Any,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    quiet: bool = True,
+    max_workers: int = MAX_WORKERS,
+    read_timeout: float = 30.0,
+) -> ThreadingHTTPServer:
     """A threading HTTP server for `chatbot` (bound, not yet serving; call serve_forever).
 
     Args:
@@ -177,8 +234,9 @@ def make_server(chatbot: Any, host: str = "127.0.0.1", port: int = 0, *, quiet: 
         port: 0 picks a free port (read it from server.server_address).
         quiet: no per-request access log on stderr.
     """
-    handler = type("ReferenceHandler", (_Handler,), {"chatbot": chatbot, "quiet": quiet})
-    return _Server((host, port), handler)
+    handler = type("ReferenceHandler", (_Handler,), {"chatbot": chatbot, "quiet": quiet, "timeout": read_timeout})
+    server_cls = type("ReferenceServer", (_Server,), {"max_workers": max_workers})
+    return server_cls((host, port), handler)
 
 
 def build_reference_server(
@@ -186,7 +244,7 @@ def build_reference_server(
     *,
     host: str = "127.0.0.1",
     port: int = 8080,
-    vault_id: str = "default",
+    vault_id: str | None = None,
     max_tokens: int | None = None,
     abstain_threshold: float | None = None,
     quiet: bool = True,
@@ -218,7 +276,7 @@ def build_reference_server(
     return server, bot
 
 
-def start_reference_server(vault: Path, *, vault_id: str = "default", config: Any = None) -> tuple[str, Callable[[], None]]:
+def start_reference_server(vault: Path, *, vault_id: str | None = None, config: Any = None) -> tuple[str, Callable[[], None]]:
     """Build a ReferenceChatbot over `vault` and serve it on 127.0.0.1 (free port) in a thread.
 
     Returns:

@@ -47,6 +47,14 @@ class RunProgress:
         self._task: Any = None
         self.errors = 0
 
+    def note(self, message: str, details: list[str] | None = None) -> None:
+        """A warning before the run (stale anchors): plain text on stderr, even when quiet."""
+        import sys
+
+        print(f"evalkit: warning: {message}", file=sys.stderr)
+        for line in details or []:
+            print(f"  {line}", file=sys.stderr)
+
     def start(self, *, run_id: str, run_dir: Path, total: int, done: int, resumed: bool) -> None:
         if self.disable:
             return
@@ -138,6 +146,10 @@ def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = N
             rows.append(
                 (f"  {phase} p50 / p95", f"{_ms(block.get('p50_ms'))} / {_ms(block.get('p95_ms'))}", str(block["n"]))
             )
+    # Two times a user mixed up: the suite's wall time, and the sum of the cases' times
+    # (larger than the suite's under concurrency).
+    rows.append(("Suite wall time", _ms(lat.get("total_ms")), ""))
+    rows.append(("Sum of case times", _ms(lat.get("sum_case_ms")), str(lat.get("n", "—"))))
     ops = agg.get("operational_metrics") or {}
     n_ops = str(ops.get("n", "—"))
     kinds = ops.get("error_kinds") or {}
@@ -186,11 +198,28 @@ def print_run_summary(
                 "see README 'judges'[/yellow]"
             )
     if gate is not None:
-        if gate.get("passed"):
-            console.print(f"[green]gate passed[/green] against {gate.get('baseline_run_id')}")
-        else:
-            head = "[yellow]gate: regressions allowed[/yellow]" if gate.get("allowed") else "[red]gate failed[/red]"
-            console.print(f"{head} against {gate.get('baseline_run_id')}:")
-            for r in gate.get("regressions") or []:
-                console.print(f"  - {r.get('message', r)}")
+        print_gate(gate, console)
     console.print(f"run folder: [bold]{run_dir}[/bold]")
+
+
+def print_gate(gate: Mapping[str, Any], console: Console) -> None:
+    """The gate's verdict: what was compared, what regressed, what could not be compared."""
+    from rich.markup import escape
+
+    base = escape(str(gate.get("baseline_run_id")))
+    compared = gate.get("compared")
+    if gate.get("nothing_compared"):
+        reasons = "; ".join(f"{s['metric']}: {s['reason']}" for s in gate.get("skipped") or [])
+        verdict = "allowed" if gate.get("allowed") else "failed"
+        console.print(f"[red]gate: nothing comparable[/red] against {base} ({verdict}) — {escape(reasons)}")
+        return
+    if gate.get("passed"):
+        what = f" ({len(compared)} metrics: {', '.join(compared)})" if compared else ""
+        console.print(f"[green]gate passed[/green] against {base}{escape(what)}")
+    else:
+        head = "[yellow]gate failed, allowed[/yellow]" if gate.get("allowed") else "[red]gate failed[/red]"
+        console.print(f"{head} against {base}:")
+        for line in gate.get("failures") or [r.get("message", r) for r in gate.get("regressions") or []]:
+            console.print(f"  - {escape(str(line))}")
+    for s in gate.get("skipped") or []:
+        console.print(f"  [dim]not compared: {escape(s['metric'])} ({escape(s['reason'])})[/dim]")

@@ -1,16 +1,20 @@
 """One request before the first case: is the target there, and does it speak the contract?
 
 Without it, an unreachable URL or a server that is not a chatbot turns every case into an
-error, and the run writes a folder of zeros. The probe asks one short question, once, with
-no retries and a short timeout, and stops the run with one line (exit 2) when:
+error, and the run writes a folder of zeros. The probe sends the first case's request
+once, with no retries and a short timeout (its answer is not recorded; the case is asked
+again in the run), and stops the run with one line (exit 2) when:
 
 - the target cannot be reached (connection refused, DNS, TLS) or does not answer in time;
-- it answers 404/405 (no /api/v1/ask there), 401/403 (credentials), another 4xx (it
-  rejects a contract request), or 5xx (it is up but failing);
+- it answers 404/405 (no /api/v1/ask there), 401/403 (credentials), or another 4xx (it
+  rejects a contract request, e.g. an unknown vault);
 - it answers something that is not the contract's JSON.
 
 A 429 passes: the target is there and speaks HTTP; the run's own rate limiting and
-retries handle it. The probe's question is not an eval case and nothing of it is stored.
+retries handle it. A 5xx, or an exception raised by a python-callable target, passes too,
+recorded as `{"ok": false, ...}`: the target is there and speaks the contract, and the
+failure may belong to this one question; the run records each failing case, and a target
+that fails them all ends as an incomplete run (exit 3). The probe's question is not an eval case and nothing of it is stored.
 Replayed logs (no live system) are not probed, nor the in-process reference chatbot (our
 own code) unless a scope is sent, which it may refuse (an unknown vault). `--no-probe` skips it, e.g. for a target that bills every question.
 """
@@ -58,8 +62,9 @@ async def probe_target(settings: Any, target: Any, first_case: Any = None) -> di
         settings: the run's RunSettings.
         target: the run's target (used as is for a python callable; an HTTP target is
             probed through a twin with no retries, so a dead URL fails in seconds).
-        first_case: the first case to run; with `--send-scope`, the probe sends its scope,
-            so a vault the target does not serve is found before the run, not 59 times.
+        first_case: the first case to run: the probe sends its request (with its scope
+            under `--send-scope`, so a vault the target does not serve is found before the
+            run, not 59 times). Without one, a generic question.
 
     Raises:
         BadConfig: the target cannot be used (see the module docstring).
@@ -72,7 +77,9 @@ async def probe_target(settings: Any, target: Any, first_case: Any = None) -> di
     if first_case is not None:
         from evalkit.runner.records import build_request
 
-        request = build_request(first_case, settings).model_copy(update={"question": PROBE_QUESTION, "k": 1})
+        # The first case's own request: a question the system is meant to handle, so a
+        # failure says something about the target, not about an odd probe question.
+        request = build_request(first_case, settings)
     else:
         request = AskRequest(
             question=PROBE_QUESTION, k=1, folder_mode=settings.folder_mode, options=dict(settings.params), debug=True
@@ -101,8 +108,11 @@ async def probe_target(settings: Any, target: Any, first_case: Any = None) -> di
     try:
         await (twin or target).ask(request, case_id=None)
     except TargetError as e:
+        ms = round((time.perf_counter() - t0) * 1000, 3)
         if e.kind == "http_error" and e.status == 429:
-            return {"ok": True, "ms": round((time.perf_counter() - t0) * 1000, 3), "status": 429}
+            return {"ok": True, "ms": ms, "status": 429}
+        if e.kind == "exception" or (e.kind == "http_error" and (e.status is None or e.status >= 500)):
+            return {"ok": False, "ms": ms, "error": e.to_record()}
         raise BadConfig(probe_failure(e, str(where), flag)) from None
     finally:
         if twin is not None:

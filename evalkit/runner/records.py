@@ -60,13 +60,19 @@ def select_cases(
 
 
 def build_request(case: EvalCase, settings: RunSettings) -> AskRequest:
-    """The /api/v1/ask request for one case (K = the largest --k)."""
+    """The /api/v1/ask request for one case (K = the largest --k).
+
+    The case's `vaults` / `folders` are sent only as `--send-scope` says (default none):
+    they are written from the gold labels, so a filter built from them tells the chatbot
+    where the answer is.
+    """
+    scope = settings.send_scope
     return AskRequest(
         question=case.question,
         k=settings.request_k,
         folder_mode=settings.folder_mode,
-        vaults=list(case.vaults),
-        folders=list(case.folders),
+        vaults=list(case.vaults) if scope in ("vaults", "both") else [],
+        folders=list(case.folders) if scope in ("folders", "both") else [],
         rerank_weights=RerankWeights(vector=settings.rerank_vector_weight, lexical=settings.rerank_lexical_weight),
         options=dict(settings.params),
         debug=True,

@@ -7,12 +7,13 @@ and the target have all been checked; then config.json is written before the fir
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import platform
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from evalkit.config import RunSettings, build_settings, diff_hashed, judge_ident
 from evalkit.dataset import EvalSet, load_eval_set
 from evalkit.errors import BadConfig, Problem
 from evalkit.gate import Thresholds, check_invariants, gate_result
+from evalkit.runner.probe import probe_target
 from evalkit.runner.records import select_cases, versions_tuple
 from evalkit.runner.session import ProgressSink, _Prepared, _Session
 from evalkit.schema import SCHEMA_VERSION, EvalCase
@@ -59,9 +61,11 @@ class RunResult:
             `recall_at_k` (fractional recall |gold hit in top K| / |gold|, B.O.B's formula),
             `precision_at_k`, `mrr` and `k` (all at the primary K).
         gate: the gate object ({passed, allowed, regressions, ...}) or None without --baseline.
-        success: True unless the gate failed (without --allow-regressions) or every
-            case failed in the target (nothing was evaluated).
+        success: False when the gate failed (without --allow-regressions), or the run is
+            incomplete: the target failed on more than `max_error_rate` of the cases.
         n_cases / n_errors: records in the run / records with a target error.
+        error_rate / max_error_rate: n_errors / n_cases, and the share allowed.
+        warnings: metrics.json's `warnings` (runs that measured less than they seem to).
         resumed / repaired_tail / skipped: whether this call resumed a run, cut a torn
             last line, and how many cases were already done.
         judge: the judge's describe() ({"provider": None} for retrieval-only).
@@ -79,10 +83,23 @@ class RunResult:
     repaired_tail: bool = False
     skipped: int = 0
     judge: dict[str, Any] | None = None
+    max_error_rate: float = 0.0
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def error_rate(self) -> float:
+        return self.n_errors / self.n_cases if self.n_cases else 0.0
+
+    @property
+    def incomplete(self) -> bool:
+        """True when the target failed on more cases than --max-error-rate allows: the
+        metrics score those cases as misses, so they do not describe the chatbot."""
+        return self.error_rate > self.max_error_rate + 1e-12
 
     @property
     def gate_failed(self) -> bool:
-        """True when the gate found regressions and they were not allowed."""
+        """True when the gate failed (regressions, nothing compared, broken invariants)
+        and that was not allowed."""
         return bool(self.gate and not self.gate["passed"] and not self.gate.get("allowed"))
 
     def to_json(self) -> dict[str, Any]:
@@ -92,7 +109,16 @@ class RunResult:
             "run_id": self.run_id,
             "run_dir": str(self.run_dir),
             "aggregate_metrics": self.metrics.get("aggregate_metrics", {}),
-            "gate": {"passed": bool(gate["passed"]), "regressions": list(gate["regressions"])},
+            "gate": {
+                "passed": bool(gate["passed"]),
+                "regressions": list(gate["regressions"]),
+                "failures": list(gate.get("failures") or []),
+                "skipped": list(gate.get("skipped") or []),
+            },
+            "success": self.success,
+            "error_rate": self.error_rate,
+            "incomplete": self.incomplete,
+            "warnings": list(self.warnings),
         }
 
 
@@ -236,6 +262,60 @@ def _prepare_inputs(values: Mapping[str, Any]) -> _Prepared:
     return prepared
 
 
+def _check_baseline_judge(baseline: Mapping[str, Any], judge_desc: Mapping[str, Any], baseline_id: str | None) -> None:
+    """Seed 000 §10.1 before the first case: a baseline judged by another judge model,
+    prompt version or temperature is not comparable (a retrieval-only side is)."""
+    new = {"invariants": {"judge": judge_identity(judge_desc)}}
+    violations = check_invariants({"invariants": baseline.get("invariants")}, new)
+    if violations:
+        raise BadConfig(
+            [Problem(f"cannot gate against {baseline_id}: {v}", field="--baseline") for v in violations]
+            + [Problem("pass --ignore-invariants to compare anyway", field="--baseline")]
+        )
+
+
+async def _anchor_check(p: _Prepared, target: Any, vault_given: bool) -> dict[str, Any] | None:
+    """Check the selected cases' gold anchors against the corpus when it is at hand: the
+    in-process reference chatbot's vault, `--vault` given with another target, or the file
+    list a target's /api/v1/index/stats serves. A stale anchor can only ever score 0, so
+    it is reported before the run (a warning: the run still measures the rest).
+
+    Returns the metrics.json warning, or None when every anchor checked out or no corpus
+    is at hand.
+    """
+    from evalkit.anchorcheck import check_support, corpus_from_index_stats, corpus_from_vault
+
+    s = p.settings
+    if s.in_process or vault_given:
+        if not Path(s.vault).is_dir():
+            return None
+        corpus = corpus_from_vault(s.vault)
+    else:
+        corpus = corpus_from_index_stats(await target.index_stats())
+    if corpus is None:
+        return None
+    located: list[Problem] = []
+    n_supports = 0
+    for index, case in p.selected:
+        path, line = p.eval_set.location(index)
+        for i, support in enumerate(case.gold_supports):
+            n_supports += 1
+            for issue in check_support(support, corpus):
+                located.append(Problem(issue.message, path=path, line=line, field=f"gold_supports[{i}].{issue.field}"))
+    if not located:
+        return None
+    return {
+        "kind": "stale_anchors",
+        "severity": "warning",
+        "n": len(located),
+        "of": n_supports,
+        "problems": [str(x) for x in located[:20]],
+        "message": f"{len(located)} gold anchor{'s do' if len(located) != 1 else ' does'} not exist in "
+        f"{corpus.source}; {'they' if len(located) != 1 else 'it'} can only score 0 "
+        "(evalkit validate --eval-set ... --vault ... lists every one)",
+    }
+
+
 def _build_judge(settings: RunSettings) -> Any:
     if settings.retrieval_only:
         return None
@@ -321,6 +401,33 @@ def _finalize_order(run: RunDir, selected: Sequence[tuple[int, EvalCase]]) -> in
     return len(ordered)
 
 
+def thresholds_from(s: RunSettings) -> Thresholds:
+    """The gate's thresholds from the --regression-threshold-* settings."""
+    return Thresholds(
+        recall=s.regression_threshold_recall,
+        mrr=s.regression_threshold_mrr,
+        scope_miss=s.regression_threshold_scope_miss,
+        groundedness=s.regression_threshold_groundedness,
+        correctness=s.regression_threshold_correctness,
+        attribution=s.regression_threshold_attribution,
+        abstention=s.regression_threshold_abstention,
+        hallucination=s.regression_threshold_hallucination,
+        false_abstention=s.regression_threshold_false_abstention,
+    )
+
+
+def run_invariants(records: Any, judge: Mapping[str, Any] | None) -> dict[str, Any]:
+    """metrics.json's `invariants`: what seed 000 §10.1 compares beyond the dataset version.
+
+    `debug_fields_missing` is every contract field some record's response left out
+    (records' `missing_fields`), over the cases the target answered.
+    """
+    missing: set[str] = set()
+    for rec in records:
+        missing.update(rec.get("missing_fields") or [])
+    return {"judge": dict(judge) if judge else None, "debug_fields_missing": sorted(missing)}
+
+
 def _data(metrics: Mapping[str, Any], k: int) -> dict[str, Any]:
     agg = dict(metrics.get("aggregate_metrics") or {})
     cell = (agg.get("at_k") or {}).get(str(k)) or {}
@@ -335,12 +442,33 @@ def _data(metrics: Mapping[str, Any], k: int) -> dict[str, Any]:
     return agg
 
 
-def _write_metrics(p: _Prepared, run: RunDir, judge: Any, session_wall_s: float) -> tuple[dict, dict | None]:
+def _note(progress: Any, message: str, details: Sequence[str] = ()) -> None:
+    """A warning before the run: through the progress sink when it can print one (the CLI's
+    does, on stderr), else the `evalkit` logger."""
+    note = getattr(progress, "note", None)
+    if callable(note):
+        note(message, list(details))
+        return
+    import logging
+
+    log = logging.getLogger("evalkit")
+    log.warning(message)
+    for line in details:
+        log.warning("  %s", line)
+
+
+def _write_metrics(
+    p: _Prepared, run: RunDir, judge: Any, session_wall_s: float, pre_run_warnings: Sequence[dict] = ()
+) -> tuple[dict, dict | None]:
     """metrics.json, aggregated from results.jsonl as written (the file is the truth)."""
     from evalkit.metrics.aggregate import aggregate_records
 
+    from evalkit.runner.health import run_warnings
+
     s = p.settings
-    body = aggregate_records(run.iter_results(), ks=s.k)
+    walls = [x.get("wall_s") for x in p.config.get("sessions") or []]
+    suite_s = math.fsum(w for w in walls if isinstance(w, int | float))
+    body = aggregate_records(run.iter_results(), ks=s.k, suite_ms=suite_s * 1000)
     metrics: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "run_id": run.run_id,
@@ -358,16 +486,17 @@ def _write_metrics(p: _Prepared, run: RunDir, judge: Any, session_wall_s: float)
     }
     # JudgeRunner.stats(): cache hits/misses, calls, tokens, cost (this session's calls).
     metrics["aggregate_metrics"]["judge"] = judge.stats() if judge is not None else None
+    metrics["invariants"] = run_invariants(run.iter_results(), judge_identity(p.config.get("judge")))
+    metrics["warnings"] = [*pre_run_warnings, *run_warnings(run.iter_results())]
     gate = None
     if p.baseline is not None:
-        thresholds = Thresholds(
-            recall=s.regression_threshold_recall,
-            mrr=s.regression_threshold_mrr,
-            scope_miss=s.regression_threshold_scope_miss,
-            groundedness=s.regression_threshold_groundedness,
-        )
         gate = gate_result(
-            p.baseline, metrics, thresholds, baseline_run_id=s.baseline, allow_regressions=s.allow_regressions
+            p.baseline,
+            metrics,
+            thresholds_from(s),
+            baseline_run_id=s.baseline,
+            allow_regressions=s.allow_regressions,
+            ignore_invariants=s.ignore_invariants,
         )
         metrics["gate"] = gate
     return run.update_metrics(metrics), gate
@@ -388,6 +517,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         target = _build_target(s)
         judge_desc = judge.describe() if judge is not None else {"provider": None}
         resumed = p.run is not None and p.stored_config is not None
+        probe = None
         if p.run is not None and p.stored_config is not None:
             run = p.run
             stored_judge = (p.stored_config.get("hashed") or {}).get("judge")
@@ -400,8 +530,13 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
                 )
             p.config = p.stored_config
         else:
+            if p.baseline is not None and not s.ignore_invariants:
+                _check_baseline_judge(p.baseline, judge_desc, s.baseline)
+            # Before anything is written: a dead or foreign target stops here with one line.
+            probe = await probe_target(s, target, p.selected[0][1])
             git_info = await git if git is not None else _git_revision(Path.cwd())
             p.config = _build_config(s, p.eval_set, p.selected, target.describe(), judge_desc, git_info)
+
             run = _create_run_dir(Path(s.results_dir), s.run_id, p.config["config_hash"])
             p.config["run_id"] = run.run_id
             p.run = run
@@ -410,6 +545,12 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         repaired = run.repair_tail() if resumed else False
         done = _finished_ids(run, retry_errors=s.retry_errors) if resumed else set()
         pending = [(i, c) for i, c in p.selected if c.id not in done]
+        if resumed and pending:
+            # A resume probes with a case it is about to ask anyway: finished cases are not re-asked.
+            probe = await probe_target(s, target, pending[0][1])
+        stale = await _anchor_check(p, target, vault_given=values.get("vault") is not None)
+        if stale is not None:
+            _note(progress, stale["message"], stale["problems"])
         p.config.setdefault("sessions", []).append(
             {
                 "started_at": _now(),
@@ -417,6 +558,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
                 "pending": len(pending),
                 "repaired_tail": repaired,
                 "settings": {k: getattr(s, k) for k in ("concurrency", "timeout", "retries", "rps")},
+                "probe": probe,
             }
         )
         run.write_config(p.config)  # written before the first case is asked
@@ -435,30 +577,37 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
             if progress is not None:
                 progress.close()
         wall = time.perf_counter() - t0
+        # The suite's wall time is the sum of its sessions' (a killed session's is lost).
+        p.config["sessions"][-1]["wall_s"] = round(wall, 3)
+        run.write_config(p.config)
 
         if not resumed and session.in_order and session.n_written == len(p.selected):
             n = session.n_written  # written in eval-set order, one per case: nothing to fix
         else:
             n = _finalize_order(run, p.selected)
-        metrics, gate = _write_metrics(p, run, judge, wall)
+        metrics, gate = _write_metrics(p, run, judge, wall, [stale] if stale else [])
         kinds = metrics["aggregate_metrics"]["operational_metrics"].get("error_kinds") or {}
         n_errors = sum(v for kind, v in kinds.items() if kind != "empty_answer")
-        all_failed = n > 0 and n_errors == n
         failed_gate = bool(gate and not gate["passed"] and not s.allow_regressions)
-        return RunResult(
+        result = RunResult(
             run_id=run.run_id,
             run_dir=run.path,
             metrics=metrics,
             data=_data(metrics, s.primary_k),
             gate=gate,
-            success=not failed_gate and not all_failed,
+            success=not failed_gate,
             n_cases=n,
             n_errors=n_errors,
             resumed=resumed,
             repaired_tail=repaired,
             skipped=len(p.selected) - len(pending),
             judge=judge_desc,
+            max_error_rate=s.max_error_rate,
+            warnings=list(metrics.get("warnings") or []),
         )
+        # One rule for the CLI and the API: a run whose target failed too often is not a success.
+        result.success = result.success and not result.incomplete
+        return result
     finally:
         if target is not None:
             await target.aclose()

@@ -178,6 +178,9 @@ class _Session:
     async def execute(self, pending: list[tuple[int, EvalCase]]) -> None:
         stats = await self.target.index_stats()
         self.coverage = _dump(stats) if stats is not None else None
+        if self.coverage is not None:
+            # The file list (for the anchor check) would be copied into every record.
+            self.coverage.pop("files", None)
         queue: asyncio.Queue = asyncio.Queue()
         self.out = self.run.open_writer(fsync_interval=FSYNC_INTERVAL_S)
         writer = asyncio.create_task(self._writer(queue))

@@ -55,7 +55,7 @@ def build_target(
     retries: int,
     rps: float | None,
     params: dict[str, Any],
-    vault_id: str = "default",
+    vault_id: str | None = None,
     retry_policy: Any = None,
 ) -> Target:
     """The target the run_eval flags name.

@@ -23,7 +23,7 @@ class ReferenceTarget:
 
     Args:
         vault: folder of markdown notes to index.
-        vault_id: the vault id that goes into chunk ids.
+        vault_id: the vault id that goes into chunk ids (default: the folder's name).
         params: free `--param key=value` options, put into the request's `options`.
         chatbot: an already-built chatbot (anything with `ask(dict) -> dict` and
             `index_stats() -> dict`); skips building one.
@@ -37,13 +37,12 @@ class ReferenceTarget:
     def __init__(
         self,
         vault: str | Path,
-        vault_id: str = "default",
+        vault_id: str | None = None,
         *,
         params: dict[str, Any] | None = None,
         chatbot: Any = None,
     ):
         self.vault = Path(vault)
-        self.vault_id = vault_id
         self.params = dict(params or {})
         if chatbot is None:
             if not self.vault.is_dir():
@@ -53,6 +52,7 @@ class ReferenceTarget:
 
             chatbot = ReferenceChatbot(self.vault, vault_id=vault_id)
         self.chatbot = chatbot
+        self.vault_id = getattr(chatbot, "vault_id", vault_id)
 
     async def ask(self, request: AskRequest, *, case_id: str | None = None) -> AskResult:
         """Ask the in-process chatbot.
@@ -68,6 +68,9 @@ class ReferenceTarget:
         except BackendError as e:
             # A dead model endpoint is the system under test failing this case, not our bug.
             raise TargetError("http_error", str(e), status=e.status) from e
+        except InputError as e:
+            # What the server answers 400 (an unknown vault): recorded exactly as over HTTP.
+            raise TargetError("http_error", "; ".join(str(p) for p in e.problems), status=400) from e
         return parse_ask_response(raw, request, source="reference chatbot")
 
     async def index_stats(self) -> IndexingCoverage | None:

@@ -34,7 +34,7 @@ FAULTS = {
 
 def _eval_set(path: Path) -> Path:
     lines = [
-        json.dumps({"id": f"case-{q}", "question": q, "gold_supports": GOLD, "tags": ["faults"]}) for q in FAULTS
+        json.dumps({"id": f"case-{q}", "question": q, "answerable": True, "gold_supports": GOLD, "tags": ["faults"]}) for q in FAULTS
     ]
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -78,7 +78,8 @@ def test_each_fault_is_classified_and_counted(fault_server, tmp_path):  # noqa: 
     assert ops["timeout_rate"] == 1 / 10
     assert ops["empty_response_rate"] == 1 / 10
     assert ops["error_kinds"] == {"empty_answer": 1, "http_error": 2, "invalid_response": 2, "timeout": 1}
-    assert result.n_errors == 5 and result.success
+    # by hand: 5 of 10 target failures (the empty answer is the system's answer) > --max-error-rate 0
+    assert result.n_errors == 5 and result.error_rate == 0.5 and result.incomplete and not result.success
 
 
 def test_cli_json_reports_the_error_rate(fault_server, tmp_path, monkeypatch):  # noqa: F811
@@ -86,29 +87,42 @@ def test_cli_json_reports_the_error_rate(fault_server, tmp_path, monkeypatch):  
     monkeypatch.setenv("EVAL_API_URL", srv.base_url)  # the env var names the API when --api-url is absent
     es = tmp_path / "es.jsonl"
     es.write_text(
-        "\n".join(json.dumps({"id": f"c{i}", "question": q, "gold_supports": GOLD}) for i, q in enumerate(["a", "q-500", "b", "c"]))
+        "\n".join(json.dumps({"id": f"c{i}", "question": q, "answerable": True, "gold_supports": GOLD}) for i, q in enumerate(["a", "q-500", "b", "c"]))
     )
     out = CliRunner().invoke(
         app,
         ["--eval-set", str(es), "--retries", "0", "--retrieval-only", "--results-dir", str(tmp_path / "r"), "--json"],
     )
-    assert out.exit_code == 0, out.output
+    # 1 failed case of 4 is over the default --max-error-rate 0: the run is incomplete (exit 3)
+    assert out.exit_code == 3, out.output
+    assert "incomplete run: the target failed 1 of 4 cases" in out.stderr
     payload = json.loads(out.stdout.strip().splitlines()[-1])
-    assert set(payload) == {"run_id", "run_dir", "aggregate_metrics", "gate"}
-    assert payload["gate"] == {"passed": True, "regressions": []}
+    assert {"run_id", "run_dir", "aggregate_metrics", "gate"} <= set(payload)
+    assert payload["gate"]["passed"] is True and payload["gate"]["regressions"] == []
     # by hand: 1 of 4 cases answered 500
     assert payload["aggregate_metrics"]["operational_metrics"]["error_rate"] == 1 / 4
+    assert payload["error_rate"] == 1 / 4 and payload["incomplete"] is True and payload["success"] is False
+    assert [w["kind"] for w in payload["warnings"]] == ["target_errors"] and payload["warnings"][0]["ids"] == ["c1"]
+    # allowing a quarter of the cases to fail makes the same run complete (exit 0)
+    ok = CliRunner().invoke(
+        app,
+        ["--eval-set", str(es), "--retries", "0", "--retrieval-only", "--results-dir", str(tmp_path / "r2"), "--json",
+         "--max-error-rate", "0.25"],
+    )
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout.strip().splitlines()[-1])["success"] is True
     config = json.loads((Path(payload["run_dir"]) / "config.json").read_text())
     assert config["target"]["kind"] == "http" and config["target"]["api_url"] == srv.base_url
 
 
 def test_every_case_failing_is_not_a_success(tmp_path):
     es = tmp_path / "es.jsonl"
-    es.write_text(json.dumps({"id": "c1", "question": "q", "gold_supports": GOLD}) + "\n")
+    es.write_text(json.dumps({"id": "c1", "question": "q", "answerable": True, "gold_supports": GOLD}) + "\n")
     # Port 9 (discard) on loopback: nothing listens, the connection is refused at once.
+    # --no-probe: let the run start, so every case fails in the target.
     result = run_eval(
         eval_set=str(es), api_url="http://127.0.0.1:9", retries=0, retrieval_only=True,
-        results_dir=str(tmp_path / "r"),
+        results_dir=str(tmp_path / "r"), no_probe=True,
     )
     (rec,) = [json.loads(x) for x in (result.run_dir / "results.jsonl").open()]
     assert rec["error"]["kind"] == "connect"
@@ -119,9 +133,9 @@ def test_eval_api_url_names_the_api_for_the_library_too(fault_server, tmp_path, 
     srv = fault_server()
     monkeypatch.setenv("EVAL_API_URL", srv.base_url)
     es = tmp_path / "es.jsonl"
-    es.write_text(json.dumps({"id": "c1", "question": "a", "gold_supports": GOLD}) + "\n")
+    es.write_text(json.dumps({"id": "c1", "question": "a", "answerable": True, "gold_supports": GOLD}) + "\n")
     result = run_eval(eval_set=str(es), retrieval_only=True, results_dir=str(tmp_path / "r"))
     config = json.loads((result.run_dir / "config.json").read_text())
     assert config["target"]["kind"] == "http" and config["hashed"]["target_kind"] == "http"
     assert config["settings"]["api_url"] == srv.base_url
-    assert srv.hits["a"] == 1
+    assert srv.hits["a"] == 2  # the probe, then the case

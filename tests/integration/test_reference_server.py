@@ -7,13 +7,15 @@ import re
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from evalkit.reference.chatbot import ReferenceChatbot, ReferenceConfig
-from evalkit.reference.server import MAX_BODY_BYTES
+from evalkit.reference.server import MAX_BODY_BYTES, make_server
 from evalkit.schema import AskResponse, IndexingCoverage
 
 pytestmark = pytest.mark.integration
@@ -107,9 +109,85 @@ def test_validation_errors_name_the_field(client: httpx.Client) -> None:
 
 
 def test_large_question_within_the_limit_is_answered(client: httpx.Client) -> None:
-    q = "tasks " * 50_000  # ~300 KB
+    q = "tasks " * 3_000  # 18,000 characters, under the 20,000-character cap
     r = client.post("/api/v1/ask", json={"question": q, "k": 2})
     assert r.status_code == 200 and AskResponse.model_validate(r.json())
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"question": "tasks " * 50_000}, "question"),  # ~300 KB: under the body limit, over the field cap
+        ({"question": "q", "k": "5"}, "k"),  # strict types: no "5" -> 5
+        ({"question": "q", "k": True}, "k"),
+        ({"question": "q", "k": 100_000}, "k"),
+        ({"question": "q", "folders": ["f"] * 1_001}, "folders"),
+        ({"question": "q", "folders": ["x" * 2_000]}, "folders"),
+        ({"question": "q", "options": {"abstain_threshold": -1}}, "options.abstain_threshold"),
+        ({"question": "q", "options": {"abstain_threshold": 1.5}}, "options.abstain_threshold"),
+    ],
+)
+def test_wrong_types_and_sizes_are_client_errors(client: httpx.Client, body: dict, says: str) -> None:
+    r = client.post("/api/v1/ask", json=body)
+    assert r.status_code == 400, r.text
+    assert any(p.startswith(says) for p in r.json().get("problems", [r.json()["error"]])), r.json()
+
+
+def test_a_huge_folders_list_is_refused_fast_and_filtering_is_linear(client: httpx.Client) -> None:
+    # 1,000 folders (the cap), each matching nothing: answered at once, with nothing found.
+    t0 = time.perf_counter()
+    r = client.post("/api/v1/ask", json={"question": "tasks", "folders": [f"nowhere/{i}" for i in range(1_000)]})
+    assert r.status_code == 200 and r.json()["abstained"] is True
+    # A 1 MB list is refused by its size, not searched.
+    r = client.post("/api/v1/ask", json={"question": "tasks", "folders": [f"f{i}" for i in range(90_000)]})
+    assert r.status_code == 400
+    assert time.perf_counter() - t0 < 5
+
+
+def test_a_body_shorter_than_its_content_length_is_a_client_error(reference_vault: Path) -> None:
+    bot = ReferenceChatbot(reference_vault, config=ReferenceConfig())
+    server = make_server(bot, read_timeout=1.0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address[:2]
+        with socket.create_connection((host, port), timeout=5) as s:
+            s.sendall(b"POST /api/v1/ask HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"question\": \"q\"")
+            t0 = time.monotonic()
+            reply = s.recv(4096).decode()
+        assert reply.startswith("HTTP/1.1 400"), reply
+        assert "body shorter than its Content-Length: 100 bytes promised" in reply
+        assert time.monotonic() - t0 < 3  # the read timeout (1 s), not 30 s
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_connections_past_the_worker_limit_get_503(reference_vault: Path) -> None:
+    bot = ReferenceChatbot(reference_vault, config=ReferenceConfig())
+    server = make_server(bot, max_workers=4, read_timeout=5.0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    idle = []
+    try:
+        host, port = server.server_address[:2]
+        # 4 slow clients hold every worker (they connect and send nothing)...
+        for _ in range(4):
+            idle.append(socket.create_connection((host, port), timeout=5))
+        time.sleep(0.3)
+        # ...so the 5th is told to come back, at once, instead of getting a 5th thread.
+        with socket.create_connection((host, port), timeout=5) as s:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            reply = s.recv(4096).decode()
+        assert reply.startswith("HTTP/1.1 503") and "Retry-After: 1" in reply
+        assert threading.active_count() < 20
+    finally:
+        for s in idle:
+            s.close()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
 
 
 def test_garbage_on_the_socket_does_not_kill_the_server(reference_server: str, client: httpx.Client) -> None:

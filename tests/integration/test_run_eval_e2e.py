@@ -22,9 +22,9 @@ MAIN_SET = ROOT / "eval_set.jsonl"
 
 # For the conftest's fallback vault (used when sample_vault/ has no notes yet).
 FALLBACK_SET = [
-    {"id": "t1", "question": "How often should I water tomato plants?", "tags": ["garden"], "category": "factual",
+    {"id": "t1", "question": "How often should I water tomato plants?", "answerable": True, "tags": ["garden"], "category": "factual",
      "gold_supports": [{"rel_path": "Garden/Tomatoes.md", "heading_path": "# Tomatoes > ## Watering"}]},
-    {"id": "t2", "question": "At what temperature do I bake sourdough?", "tags": ["kitchen"], "category": "factual",
+    {"id": "t2", "question": "At what temperature do I bake sourdough?", "answerable": True, "tags": ["kitchen"], "category": "factual",
      "gold_supports": [{"rel_path": "Kitchen/Bread.md", "heading_path": "# Sourdough bread"}]},
     {"id": "t3", "question": "What is the capital of Mars?", "answerable": False, "tags": ["general"],
      "category": "adversarial"},
@@ -132,7 +132,8 @@ def test_gate_exit_codes(reference_server, eval_set, tmp_path):
             "--retrieval-only"]
     assert _invoke([*base, "--run-id", "baseline", "--quiet"]).exit_code == 0
     same = _invoke([*base, "--baseline", "baseline", "--json"])
-    assert same.exit_code == 0 and _last_json(same.stdout)["gate"] == {"passed": True, "regressions": []}
+    same_gate = _last_json(same.stdout)["gate"]
+    assert same.exit_code == 0 and same_gate["passed"] is True and same_gate["regressions"] == []
 
     # A baseline 0.2 better on both gated retrieval metrics: by hand, 0.2 > 0.05 (recall)
     # and 0.2 > 0.10 (MRR), so both regress whatever this system scores.
@@ -154,46 +155,71 @@ def test_gate_exit_codes(reference_server, eval_set, tmp_path):
 
     allowed = _invoke([*base, "--baseline", "baseline", "--allow-regressions"])
     assert allowed.exit_code == 0
-    assert "regressions allowed" in allowed.stdout
+    assert "gate failed, allowed" in allowed.stdout
 
 
-def test_malformed_eval_set_exits_2_and_writes_nothing(tmp_path):
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text(
-        '{"id": "a", "question": "ok"}\n'
-        '{"id": "a", "question": "dup"}\n'
-        "{not json\n"
-        '{"id": "b", "question": "q", "gold_supports": [{"heading_path": "# H"}]}\n'
+def test_a_gate_that_compared_nothing_is_not_passed(reference_server, eval_set, tmp_path):
+    base = ["--eval-set", str(eval_set), "--api-url", reference_server, "--results-dir", str(tmp_path),
+            "--retrieval-only"]
+    assert _invoke([*base, "--run-id", "k5", "--quiet"]).exit_code == 0
+    # A baseline whose target reported no abstention and no references (an older API):
+    path = tmp_path / "k5" / "metrics.json"
+    m = json.loads(path.read_text())
+    for key in ("attribution_hit_rate", "abstention_accuracy", "hallucination_rate_unanswerable", "false_abstention_rate"):
+        m["aggregate_metrics"][key] = None
+    path.write_text(json.dumps(m))
+    # K=10 against that K=5 baseline, retrieval-only: recall/MRR were not measured at 10 by the
+    # baseline, the judge metrics by neither run, the rest not by the baseline -> nothing is
+    # compared, which is no pass.
+    out = _invoke([*base, "--k", "10", "--baseline", "k5"])
+    assert out.exit_code == 1, out.output
+    text = " ".join(out.stdout.split())  # rich wraps at the test console's width
+    assert "gate: nothing comparable" in text and "the baseline did not measure K=10" in text
+    assert "gate passed" not in text
+    metrics = json.loads(next(p for p in tmp_path.glob("*/metrics.json") if p.parent.name != "k5").read_text())
+    assert metrics["gate"]["passed"] is False and metrics["gate"]["nothing_compared"] is True
+    allowed = _invoke([*base, "--k", "10", "--baseline", "k5", "--allow-regressions"])
+    assert allowed.exit_code == 0 and "gate: nothing comparable" in allowed.stdout
+
+
+def test_the_gate_watches_abstention_and_judge_scores(tmp_path, monkeypatch):
+    # Raising the reference chatbot's abstention threshold to 0.95 makes it abstain on
+    # almost every answerable question: false abstention rises far past 0.05.
+    monkeypatch.chdir(ROOT)
+    base = ["--results-dir", str(tmp_path), "--limit", "20", "--quiet"]
+    assert _invoke([*base, "--run-id", "base"]).exit_code == 0
+    out = _invoke([*base, "--param", "abstain_threshold=0.95", "--baseline", "base", "--json", "--ignore-invariants"])
+    assert out.exit_code == 1, out.output
+    failed = {r["metric"] for r in _last_json(out.stdout)["gate"]["regressions"]}
+    assert {"false_abstention_rate", "correctness_avg"} <= failed, failed
+
+
+def test_scope_is_not_sent_by_default(tmp_path):
+    # A case whose `folders` name exactly the gold note's folder: by default the target must
+    # search everything (the folders are the gold labels' location, not the user's filter).
+    log = tmp_path / "requests.jsonl"
+    bot = tmp_path / "bot.py"
+    bot.write_text(
+        "import json\n"
+        "def ask(request):\n"
+        f"    with open({str(log)!r}, 'a') as f:\n"
+        "        f.write(json.dumps([request['vaults'], request['folders']]) + '\\n')\n"
+        "    return {'answer': 'x', 'references': [], 'abstained': False,\n"
+        "            'debug': {'retrieved_chunks': [{'rel_path': 'work/a.md', 'heading_path': '# A', 'text': 't'}]}}\n"
     )
-    results = tmp_path / "results"
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "run_eval.py"), "--eval-set", str(bad), "--results-dir", str(results)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60,
-    )
-    assert out.returncode == 2
-    assert "Traceback" not in out.stderr
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 3, lines
-    assert all(line.startswith(f"evalkit: {bad}:") for line in lines)
-    assert any(":2: id: id 'a' duplicates" in line for line in lines)
-    assert any(":3: not valid JSON" in line for line in lines)
-    assert any(":4: gold_supports[0]" in line for line in lines)
-    assert not results.exists()
+    es = tmp_path / "es.jsonl"
+    es.write_text(json.dumps({"id": "c1", "question": "q", "answerable": True, "vaults": ["v"], "folders": ["work"],
+                              "gold_supports": [{"rel_path": "work/a.md", "heading_path": "# A"}]}) + "\n")
+    from evalkit import run_eval
 
-
-@pytest.mark.parametrize(
-    ("args", "needle"),
-    [
-        (["--k", "0"], "--k: K must be >= 1"),
-        (["--folder-mode", "sideways"], "--folder-mode:"),
-        (["--param", "novalue"], "--param: expected key=value"),
-        (["--ids", "nope"], "--ids: no case with id 'nope'"),
-        (["--resume", "nope"], "no run 'nope'"),
-        (["--baseline", "nope"], "no run 'nope'"),
-    ],
-)
-def test_bad_flags_exit_2(args, needle, eval_set, tmp_path):
-    out = CliRunner().invoke(app, ["--eval-set", str(eval_set), "--results-dir", str(tmp_path / "r"), *args])
-    assert out.exit_code == 2, out.output
-    assert needle in out.stderr
-    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+    for scope, expected in (("none", [[], []]), ("folders", [[], ["work"]]), ("both", [["v"], ["work"]])):
+        log.unlink(missing_ok=True)
+        values = dict(eval_set=str(es), target=f"python:{bot}:ask", retrieval_only=True,
+                      results_dir=str(tmp_path / scope))
+        if scope != "none":
+            values["send_scope"] = scope
+        result = run_eval(**values)
+        sent = [json.loads(line) for line in log.read_text().splitlines()]
+        assert sent == [expected, expected], scope  # the probe, then the case
+        config = json.loads((result.run_dir / "config.json").read_text())
+        assert config["settings"]["send_scope"] == scope and config["hashed"]["send_scope"] == scope

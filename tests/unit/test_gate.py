@@ -12,6 +12,10 @@ def _metrics(**agg):
 
 
 BASE = _metrics(recall_at_k_avg=0.85, mrr_avg=0.70, scope_miss_rate=0.05, groundedness_avg=4.2)
+FULL = _metrics(
+    recall_at_k_avg=0.85, mrr_avg=0.70, scope_miss_rate=0.05, attribution_hit_rate=0.80, groundedness_avg=4.2,
+    correctness_avg=3.5, abstention_accuracy=0.75, hallucination_rate_unanswerable=0.25, false_abstention_rate=0.10,
+)
 
 
 def test_no_change_passes():
@@ -63,7 +67,10 @@ def test_null_metrics_are_skipped_not_zero():
     # Retrieval-only run: groundedness null; folder_mode off: scope miss null.
     new = _metrics(recall_at_k_avg=0.85, mrr_avg=0.70, scope_miss_rate=None, groundedness_avg=None)
     assert check_regressions(BASE, new) == []
-    assert [s["metric"] for s in skipped_metrics(BASE, new)] == ["scope_miss_rate", "groundedness_avg"]
+    assert [s["metric"] for s in skipped_metrics(BASE, new)] == [
+        "scope_miss_rate", "attribution_hit_rate", "groundedness_avg", "correctness_avg", "abstention_accuracy",
+        "hallucination_rate_unanswerable", "false_abstention_rate",
+    ]
 
 
 def test_accepts_aggregate_dicts_directly():
@@ -96,10 +103,18 @@ def test_gate_result_shape():
     new = _metrics(**{**BASE["aggregate_metrics"], "recall_at_k_avg": 0.5})
     g = gate_result(BASE, new, Thresholds(), baseline_run_id="b1", allow_regressions=True)
     assert g["passed"] is False and g["allowed"] is True and g["baseline_run_id"] == "b1"
-    assert g["thresholds"] == {"recall": 0.05, "mrr": 0.10, "scope_miss": 0.10, "groundedness": 0.5}
+    assert g["thresholds"] == {
+        "recall": 0.05, "mrr": 0.10, "scope_miss": 0.10, "groundedness": 0.5, "correctness": 0.5,
+        "attribution": 0.05, "abstention": 0.05, "hallucination": 0.05, "false_abstention": 0.05,
+    }
     assert [r["metric"] for r in g["regressions"]] == ["recall_at_k_avg"]
     assert set(g["regressions"][0]) >= {"metric", "baseline", "new", "delta", "threshold", "message"}
-    assert gated_metrics() == ["recall_at_k_avg", "mrr_avg", "scope_miss_rate", "groundedness_avg"]
+    assert g["compared"] == ["recall_at_k_avg", "mrr_avg", "scope_miss_rate", "groundedness_avg"]
+    assert g["failures"] == [g["regressions"][0]["message"]] and g["nothing_compared"] is False
+    assert gated_metrics() == [
+        "recall_at_k_avg", "mrr_avg", "scope_miss_rate", "attribution_hit_rate", "groundedness_avg",
+        "correctness_avg", "abstention_accuracy", "hallucination_rate_unanswerable", "false_abstention_rate",
+    ]
 
 
 def test_bools_and_missing_keys_are_not_numbers():
@@ -123,17 +138,102 @@ def test_heuristic_and_llm_groundedness_are_not_compared_unless_allowed():
     base = _metrics(groundedness_avg=4.5, judge={"heuristic": True})
     new = _metrics(groundedness_avg=3.0, judge={"heuristic": False})
     assert check_regressions(base, new) == []
-    assert skipped_metrics(base, new)[-1]["reason"].startswith("one run was judged by the offline heuristic")
+    reasons = {s["metric"]: s["reason"] for s in skipped_metrics(base, new)}
+    assert reasons["groundedness_avg"].startswith("one run was judged by the offline heuristic")
     assert [r.metric for r in check_regressions(base, new, allow_mixed_judges=True)] == ["groundedness_avg"]
 
 
 def test_invariants_name_a_different_eval_set_or_case_count():
     base = {**BASE, "dataset_version": "a" * 64, "total_tests": 59}
     same = gate_result(base, {**BASE, "dataset_version": "a" * 64, "total_tests": 59})
-    assert same["invariants"] == {"ok": True, "violations": []}
+    assert same["invariants"] == {"ok": True, "violations": [], "ignored": False}
     other = gate_result(base, {**BASE, "dataset_version": "b" * 64, "total_tests": 9})
     assert other["invariants"]["ok"] is False
     assert other["invariants"]["violations"] == [
         f"eval sets differ (dataset_version {'a' * 12}… vs {'b' * 12}…)",
         "case counts differ (59 vs 9): a filtered or partial run",
     ]
+
+
+@pytest.mark.parametrize(
+    ("metric", "new_value", "regressed"),
+    [
+        # by hand, thresholds 0.05 on rates (absolute) and 0.5 on the 0-5 correctness scale
+        pytest.param("attribution_hit_rate", 0.80 - 0.05, False, id="attribution-at-threshold"),
+        pytest.param("attribution_hit_rate", 0.80 - 0.06, True, id="attribution-beyond"),
+        pytest.param("correctness_avg", 3.5 - 0.5, False, id="correctness-at-threshold"),
+        pytest.param("correctness_avg", 3.5 - 0.6, True, id="correctness-beyond"),
+        pytest.param("abstention_accuracy", 0.75 - 0.06, True, id="abstention-beyond"),
+        pytest.param("abstention_accuracy", 1.0, False, id="abstention-improves"),
+        # lower is better: a rise beyond 0.05 regresses
+        pytest.param("hallucination_rate_unanswerable", 0.25 + 0.05, False, id="hallucination-at-threshold"),
+        pytest.param("hallucination_rate_unanswerable", 0.25 + 0.06, True, id="hallucination-beyond"),
+        pytest.param("false_abstention_rate", 0.10 + 0.06, True, id="false-abstention-beyond"),
+        pytest.param("false_abstention_rate", 0.0, False, id="false-abstention-improves"),
+    ],
+)
+def test_abstention_correctness_and_attribution_are_gated(metric, new_value, regressed):
+    new = _metrics(**{**FULL["aggregate_metrics"], metric: new_value})
+    assert [r.metric for r in check_regressions(FULL, new)] == ([metric] if regressed else [])
+
+
+def test_the_abstention_threshold_example_from_the_issue_fails_the_gate():
+    # Raising the reference chatbot's abstention threshold took false abstention from 0.157
+    # to 0.843 and correctness from 1.76 to 0.42: both far beyond 0.05 / 0.5.
+    base = _metrics(false_abstention_rate=0.157, correctness_avg=1.76, judge={"heuristic": True})
+    new = _metrics(false_abstention_rate=0.843, correctness_avg=0.42, judge={"heuristic": True})
+    g = gate_result(base, new)
+    assert g["passed"] is False
+    assert [r["metric"] for r in g["regressions"]] == ["correctness_avg", "false_abstention_rate"]
+
+
+def test_a_gate_that_compared_nothing_has_not_passed():
+    # Every gated metric is missing on one side: nothing was compared.
+    base = _metrics(recall_at_k_avg=0.9, mrr_avg=0.8)
+    new = _metrics(groundedness_avg=4.0)
+    g = gate_result(base, new, baseline_run_id="b")
+    assert g["passed"] is False and g["nothing_compared"] is True and g["compared"] == []
+    assert g["regressions"] == []
+    assert g["failures"][0].startswith("nothing comparable — recall_at_k_avg: not computed in the new run")
+    assert len(g["skipped"]) == len(gated_metrics())
+
+
+JUDGE = {"provider": "openai", "model": "gpt-4o-2024-08-06", "prompt_version": "v1", "temperature": 0.0}
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"model": "gpt-4o-mini-2024-07-18"}, "judge model differs (openai:gpt-4o-2024-08-06 vs openai:gpt-4o-mini-2024-07-18)"),
+        ({"prompt_version": "v2"}, "judge prompt version differs (v1 vs v2)"),
+        ({"temperature": 0.7}, "judge temperature differs (0.0 vs 0.7)"),
+    ],
+)
+def test_each_judge_invariant_is_named(change, says):
+    base = {**FULL, "invariants": {"judge": JUDGE, "debug_fields_missing": []}}
+    new = {**FULL, "invariants": {"judge": {**JUDGE, **change}, "debug_fields_missing": []}}
+    g = gate_result(base, new)
+    assert g["invariants"]["violations"] == [says]
+    # a broken invariant fails the gate unless ignored
+    assert g["passed"] is False and g["failures"] == [f"invariant broken: {says}"]
+    ignored = gate_result(base, new, ignore_invariants=True)
+    assert ignored["passed"] is True and ignored["invariants"]["ignored"] is True
+
+
+def test_debug_payload_fields_are_an_invariant_and_a_retrieval_only_side_is_not():
+    base = {**FULL, "invariants": {"judge": JUDGE, "debug_fields_missing": []}}
+    new = {**FULL, "invariants": {"judge": None, "debug_fields_missing": ["debug.retrieved_chunks[].text"]}}
+    assert gate_result(base, new)["invariants"]["violations"] == [
+        "debug payload fields differ: the new run's target leaves out debug.retrieved_chunks[].text"
+    ]
+    # an older metrics.json without the block is not held against the other run
+    assert gate_result(FULL, new)["invariants"]["violations"] == []
+
+
+def test_a_mixed_judge_run_is_not_compared_on_judge_scores():
+    # A partial re-judge left some verdicts from another judge: its means mix two scales.
+    base = _metrics(groundedness_avg=4.5, correctness_avg=4.0, judge={"heuristic": False, "mixed": True})
+    new = _metrics(groundedness_avg=3.0, correctness_avg=2.0, judge={"heuristic": False, "mixed": False})
+    assert check_regressions(base, new) == []
+    reasons = {s["metric"]: s["reason"] for s in skipped_metrics(base, new)}
+    assert reasons["correctness_avg"] == "the baseline's answers were judged by several judges (a partial re-judge)"

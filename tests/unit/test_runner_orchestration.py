@@ -51,6 +51,7 @@ def _eval_set(path: Path, n: int = 10) -> Path:
         case = {
             "id": f"q{i}",
             "question": f"question number {i}",
+            "answerable": True,
             "gold_supports": [{"rel_path": f"notes/n{(i + i % 3) % 10}.md", "heading_path": "# H"}],
             "tags": ["even" if i % 2 == 0 else "odd"],
             "category": "factual",
@@ -71,6 +72,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     common = dict(
         eval_set=str(es), target=f"python:{bot}:ask", retrieval_only=True, results_dir=str(tmp_path / "results"),
         concurrency=4, k=[1, 3],
+        max_error_rate=0.1,  # the bot fails q4 on purpose: 1 of 10 cases
     )
     return tmp_path, common
 
@@ -245,7 +247,7 @@ def test_a_hung_case_holds_back_at_most_the_reorder_cap(tmp_path, monkeypatch):
     bot = tmp_path / "slow.py"
     bot.write_text(SLOW_FIRST)
     es = tmp_path / "es.jsonl"
-    es.write_text("".join(json.dumps({"id": f"q{i:03d}", "question": f"question {i}"}) + "\n" for i in range(100)))
+    es.write_text("".join(json.dumps({"id": f"q{i:03d}", "question": f"question {i}", "answerable": True}) + "\n" for i in range(100)))
     rec = _Recorder()
     result = run_eval(
         eval_set=str(es), target=f"python:{bot}:ask", retrieval_only=True, results_dir=str(tmp_path / "r"),
@@ -319,3 +321,15 @@ def test_resume_with_retry_errors_replaces_failed_cases(env):
     assert records[4]["error"] is None
     with pytest.raises(BadConfig, match="goes with --resume"):
         run_eval(**common, retry_errors=True)
+
+
+def test_a_target_failing_more_than_max_error_rate_is_not_a_success(env):
+    tmp, common = env
+    # by hand: q4 raises, 1 of 10 cases = 0.1 > 0.05
+    result = run_eval(**{**common, "max_error_rate": 0.05})
+    assert result.n_errors == 1 and result.error_rate == 0.1
+    assert result.incomplete and not result.success
+    assert result.warnings[0]["kind"] == "target_errors" and result.warnings[0]["ids"] == ["q4"]
+    # the metrics are still written: the failed case counts as a miss, never dropped
+    metrics = json.loads((result.run_dir / "metrics.json").read_text())
+    assert metrics["total_tests"] == 10 and metrics["warnings"] == result.warnings

@@ -19,6 +19,7 @@ def _case(**kw) -> EvalCase:
     base = {
         "id": "c1",
         "question": "Where is the secret?",
+        "answerable": True,
         "gold_supports": [{"rel_path": "a.md", "heading_path": "# A", "snippets": ["secret snippet"]}],
         "vaults": ["personal"],
         "folders": ["notes"],
@@ -72,12 +73,13 @@ def _build(case, raw, **settings):
     )
 
 
-def test_build_request_uses_largest_k_case_scope_and_params():
+def test_build_request_uses_largest_k_and_params_and_sends_no_scope_by_default():
     s = RunSettings(k=[5, 10, 3], folder_mode="on", rerank_vector_weight=0.6, rerank_lexical_weight=0.4, params={"t": 1})
     req = build_request(_case(), s)
     assert req.k == 10
     assert req.folder_mode == "on"
-    assert req.vaults == ["personal"] and req.folders == ["notes"]
+    # the case's scope is written from its gold labels: sending it would leak the answer's location
+    assert req.vaults == [] and req.folders == []
     assert req.rerank_weights.vector == 0.6 and req.rerank_weights.lexical == 0.4
     assert req.options == {"t": 1} and req.debug is True
 
@@ -211,10 +213,10 @@ def test_replayed_latency_is_the_cases_total():
 
 
 CASES = [
-    EvalCase(id="a", question="qa", tags=["work"], category="factual"),
-    EvalCase(id="b", question="qb", tags=["personal"], category="multi_hop"),
-    EvalCase(id="c", question="qc", tags=["work", "code"], category="multi_hop"),
-    EvalCase(id="d", question="qd", tags=[], category="factual"),
+    EvalCase(id="a", question="qa", answerable=True, tags=["work"], category="factual"),
+    EvalCase(id="b", question="qb", answerable=True, tags=["personal"], category="multi_hop"),
+    EvalCase(id="c", question="qc", answerable=True, tags=["work", "code"], category="multi_hop"),
+    EvalCase(id="d", question="qd", answerable=True, tags=[], category="factual"),
 ]
 
 
@@ -258,3 +260,17 @@ def test_versions_tuple_from_target_and_flags():
     v = versions_tuple(s, EVAL_SET, None, {"provider": None})
     assert v["index_build_version"] is None and v["judge_version"] is None
     assert v["retriever_version"] == "k5+rerank_70_30+folder_on_with_fallback"
+
+
+@pytest.mark.parametrize(
+    ("send_scope", "vaults", "folders"),
+    [("none", [], []), ("vaults", ["personal"], []), ("folders", [], ["notes"]), ("both", ["personal"], ["notes"])],
+)
+def test_send_scope_sends_only_what_it_names(send_scope, vaults, folders):
+    req = build_request(_case(), RunSettings(send_scope=send_scope))
+    assert (req.vaults, req.folders) == (vaults, folders)
+
+
+def test_send_scope_is_result_affecting():
+    assert RunSettings().hashed()["send_scope"] == "none"
+    assert RunSettings(send_scope="both").hashed() != RunSettings().hashed()

@@ -101,10 +101,16 @@ def test_folder_mode_fallback(mini_vault: Path) -> None:
 def test_request_filters(bot: ReferenceChatbot) -> None:
     r = bot.ask({"question": "water", "folders": ["Garden/"], "options": {"abstain_threshold": 0}})
     assert {c["rel_path"] for c in r["debug"]["retrieved_chunks"]} == {"Garden/Tomatoes.md"}
-    r = bot.ask({"question": "water tomato", "vaults": ["someone-else"]})
-    assert r["debug"]["retrieved_chunks"] == [] and r["abstained"] is True
-    r = bot.ask({"question": "water tomato", "vaults": ["default"]})
+    # the default vault id is the vault folder's name; another vault is refused, not searched empty
+    assert bot.vault_id == mini_vault_name(bot)
+    with pytest.raises(InputError, match=r"unknown vault 'someone-else'; this server serves '" + bot.vault_id):
+        bot.ask({"question": "water tomato", "vaults": ["someone-else"]})
+    r = bot.ask({"question": "water tomato", "vaults": ["someone-else", bot.vault_id]})
     assert r["debug"]["retrieved_chunks"]
+
+
+def mini_vault_name(bot: ReferenceChatbot) -> str:
+    return bot.vault.resolve().name
 
 
 @pytest.mark.parametrize(

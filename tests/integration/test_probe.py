@@ -1,0 +1,143 @@
+"""A dead or foreign target stops the run before the first case (exit 2, one line, nothing
+written); a run whose target failed on some cases is incomplete (exit 3)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evalkit.cli.run_eval import app
+from tests.integration.fault_server import fault_server  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLD = [{"rel_path": "notes/alpha.md", "heading_path": "# Alpha"}]
+
+
+def _eval_set(tmp_path: Path, questions: list[str]) -> Path:
+    es = tmp_path / "es.jsonl"
+    es.write_text(
+        "\n".join(
+            json.dumps({"id": f"c{i}", "question": q, "answerable": True, "gold_supports": GOLD})
+            for i, q in enumerate(questions)
+        )
+        + "\n"
+    )
+    return es
+
+
+def _run(args: list[str]):
+    return CliRunner().invoke(app, args)
+
+
+def test_an_unreachable_target_exits_2_within_seconds(tmp_path):
+    es = _eval_set(tmp_path, [f"q{i}" for i in range(30)])
+    t0 = time.monotonic()
+    # Port 9 (discard) on loopback: nothing listens. Default retries (3) and timeout (60 s):
+    # the probe alone decides, with one try.
+    proc = subprocess.run(
+        [sys.executable, "scripts/run_eval.py", "--eval-set", str(es), "--api-url", "http://127.0.0.1:9",
+         "--results-dir", str(tmp_path / "r"), "--retrieval-only"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )
+    elapsed = time.monotonic() - t0
+    assert proc.returncode == 2, proc.stderr
+    assert elapsed < 5, elapsed
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("evalkit: --api-url: cannot reach the target at http://127.0.0.1:9")
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "says"),
+    [
+        ("bad_json", "does not speak the /api/v1/ask contract"),
+        ("invalid_schema", "does not speak the /api/v1/ask contract"),
+        ({"behaviour": "status", "status": 404}, "has no /api/v1/ask (HTTP 404)"),
+        ({"behaviour": "status", "status": 401}, "refused the request (HTTP 401)"),
+    ],
+)
+def test_a_target_that_does_not_speak_the_contract_exits_2(fault_server, tmp_path, behaviour, says):  # noqa: F811
+    srv = fault_server({"first": behaviour})
+    es = _eval_set(tmp_path, ["first", "second"])
+    out = _run(["--eval-set", str(es), "--api-url", srv.base_url, "--results-dir", str(tmp_path / "r"), "--retrieval-only"])
+    assert out.exit_code == 2, out.output
+    assert says in out.stderr and "--no-probe" in out.stderr
+    assert srv.hits.get("second", 0) == 0  # no case was asked
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+
+
+def test_no_probe_runs_anyway_and_the_failures_make_the_run_incomplete(fault_server, tmp_path):  # noqa: F811
+    srv = fault_server({"first": "bad_json"})
+    es = _eval_set(tmp_path, ["first", "second"])
+    out = _run(["--eval-set", str(es), "--api-url", srv.base_url, "--results-dir", str(tmp_path / "r"),
+                "--retrieval-only", "--no-probe"])
+    assert out.exit_code == 3, out.output
+    assert "incomplete run: the target failed 1 of 2 cases" in out.stderr
+    assert srv.hits["first"] == 1 and srv.hits["second"] == 1
+
+
+def test_an_unknown_vault_is_an_error_not_an_empty_search(tmp_path):
+    # The reference chatbot's vault id is its folder's name; this eval set names sample_vault.
+    vault = tmp_path / "other_vault"
+    shutil.copytree(ROOT / "sample_vault", vault)
+    es = ROOT / "eval_set_sanity.jsonl"
+    args = ["--eval-set", str(es), "--vault", str(vault), "--results-dir", str(tmp_path / "r"), "--retrieval-only"]
+    out = _run([*args, "--send-scope", "vaults"])
+    assert out.exit_code == 2, out.output
+    assert "unknown vault 'sample_vault'; this server serves 'other_vault'" in out.stderr
+    # Without --send-scope nothing names a vault: the same run measures the chatbot.
+    ok = _run([*args, "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout.strip().splitlines()[-1])["aggregate_metrics"]["recall_at_k_avg"] > 0.5
+
+
+def test_reference_server_answers_400_for_an_unknown_vault(reference_server):
+    import httpx
+
+    with httpx.Client(trust_env=False) as client:
+        r = client.post(f"{reference_server}/api/v1/ask", json={"question": "water", "vaults": ["nope"]})
+    assert r.status_code == 400
+    assert "unknown vault 'nope'; this server serves" in r.json()["error"]
+
+
+def test_runs_that_retrieve_nothing_say_so(tmp_path):
+    # A target that answers but retrieves nothing: every metric is 0 and the run must say why.
+    bot = tmp_path / "bot.py"
+    bot.write_text(
+        "def ask(request):\n"
+        "    return {'answer': 'I could not find that.', 'references': [], 'abstained': False,\n"
+        "            'debug': {'retrieved_chunks': []}}\n"
+    )
+    es = _eval_set(tmp_path, ["a", "b", "c"])
+    out = _run(["--eval-set", str(es), "--target", f"python:{bot}:ask", "--results-dir", str(tmp_path / "r"),
+                "--retrieval-only", "--json"])
+    assert out.exit_code == 0, out.output
+    payload = json.loads(out.stdout.strip().splitlines()[-1])
+    kinds = {w["kind"]: w for w in payload["warnings"]}
+    # by hand: 3 of 3 answerable cases retrieved nothing (> 1/3); their gold was never retrieved
+    assert kinds["no_chunks"]["n"] == 3 and kinds["no_chunks"]["of"] == 3
+    assert kinds["gold_never_retrieved"]["n"] == 3 and kinds["gold_never_retrieved"]["severity"] == "warning"
+    assert "retrieved no chunk at all" in out.stderr
+    metrics = json.loads((Path(payload["run_dir"]) / "metrics.json").read_text())
+    assert metrics["warnings"] == payload["warnings"]
+
+
+def test_a_5xx_on_the_probe_is_not_fatal_but_a_target_failing_every_case_is_incomplete(fault_server, tmp_path):  # noqa: F811
+    # A 500 may belong to one question: the probe lets the run go on, and the run says the rest.
+    srv = fault_server({"first": "500", "second": "500"})
+    es = _eval_set(tmp_path, ["first", "second"])
+    out = _run(["--eval-set", str(es), "--api-url", srv.base_url, "--results-dir", str(tmp_path / "r"),
+                "--retrieval-only", "--retries", "0", "--json"])
+    assert out.exit_code == 3, out.output
+    payload = json.loads(out.stdout.strip().splitlines()[-1])
+    config = json.loads((Path(payload["run_dir"]) / "config.json").read_text())
+    assert config["sessions"][0]["probe"]["ok"] is False and config["sessions"][0]["probe"]["error"]["status"] == 500
