@@ -109,7 +109,8 @@ def run_warnings(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "ids": never[:_MAX_IDS],
                 "message": (
                     f"{len(never)} of {len(gold)} answerable cases ({', '.join(never[:5])}"
-                    f"{', …' if len(never) > 5 else ''}) have gold supports that match no chunk retrieved "
+                    f"{', …' if len(never) > 5 else ''}) {'has' if len(never) == 1 else 'have'} gold supports "
+                    "that match no chunk retrieved "
                     "for any question of this run: "
                     + (
                         "so many that the anchors and the target probably disagree: check rel_path / "
