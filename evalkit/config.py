@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from evalkit.errors import BadConfig, Problem
 from evalkit.schema import FolderMode
+from evalkit.store import run_id_problem
 
 # What of a case's scope (its `vaults` / `folders`) goes into the request. A case's scope
 # describes the question (for labeling, slicing and scope-miss analysis); sending it
@@ -28,6 +29,11 @@ DEFAULT_EVAL_SET = "eval_set.jsonl"
 DEFAULT_VAULT = "sample_vault"
 DEFAULT_RESULTS_DIR = "results"
 TRUNCATE_CHARS = 200
+# What one results.jsonl record keeps of text a target or judge produced (EVAL.md "The
+# runner", record size): beyond these, text is cut or items dropped, and the record says so.
+ANSWER_STORE_CHARS = 20_000
+CLAIM_STORE_CHARS = 500
+LIST_STORE_ITEMS = 100  # claims, citation markers; references: max(this, largest K)
 
 # Settings that can change a record or a metric. Everything else (where files go, how
 # fast we ask, how we print, which baseline we gate against) is operational: it is stored
@@ -129,6 +135,15 @@ class RunSettings(BaseModel):
     @classmethod
     def _listify(cls, v: Any) -> Any:
         return [v] if isinstance(v, str) else v
+
+    @field_validator("run_id", "resume", "baseline")
+    @classmethod
+    def _run_ids(cls, v: str | None) -> str | None:
+        # Checked with the other flags, before anything is asked or written (store.RUN_ID_RULE).
+        problem = None if v is None else run_id_problem(v)
+        if problem is not None:
+            raise ValueError(problem)
+        return v
 
     @field_validator("ids", mode="before")
     @classmethod

@@ -9,46 +9,107 @@ EvalkitError
 ├── TargetError     recorded per case by the runner, never reaches the CLI
 ├── JudgeError      recorded per case by the judges
 └── GateFailed      exit 1 (regression gate)
+
+No secret leaves through an error: every EvalkitError's message and every Problem is
+redacted when made or rendered, and the CLI prints errors only through `format_error`.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import traceback
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 MAX_PROBLEMS_SHOWN = 20
 
-# Environment variables whose values are secrets; their values never reach a file we write.
-_SECRET_NAME = re.compile(r"(API_KEY|_TOKEN|_SECRET|PASSWORD)$", re.IGNORECASE)
+# Environment variables whose values are secrets (OPENAI_API_KEY, ANTHROPIC_API_KEY,
+# OPENAI_COMPAT_API_KEY, EVAL_API_KEY, ... also when python-dotenv loaded them from .env).
+_SECRET_SUFFIXES = ("APIKEY", "_KEY", "_TOKEN", "_SECRET", "PASSWORD", "PASSWD", "_PASS")
+# Not secrets: what local OpenAI-compatible servers document as "any key will do", and
+# flag values; common words that scrubbing would mangle.
+_PLACEHOLDERS = frozenset({"none", "null", "true", "false", "empty", "dummy", "ollama", "lm-studio", "not-needed"})
+_MIN_SECRET, _MIN_ANYWHERE, _MIN_PARTIAL = 4, 8, 16
 _SECRET_SHAPES = re.compile(
     r"(?i)(bearer\s+)[^\s\"',;]+"  # an Authorization header echoed back
     r"|\b(sk-(?:ant-)?[A-Za-z0-9_-]{8,})"  # OpenAI / Anthropic key shapes
+    r"|((?:x-)?api[_-]?key(?:[\"']\s*:|\s*=)\s*[\"']?|x-api-key:\s*)[^\s\"',;}&]+"  # "api_key": ..., x-api-key: ...
+    r"|(\b[a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+(?=@)"  # a password in a URL's user info
 )
 
 
-def redact(text: str) -> str:
-    """Replace secrets in free text (server bodies, exception messages) with `***`.
+def _secrets() -> list[str]:
+    """Values of the secret-named environment variables worth scrubbing, longest first."""
+    values = (os.environ.get(name, "") for name in os.environ if name.upper().endswith(_SECRET_SUFFIXES))
+    found = {v for v in values if len(v) >= _MIN_SECRET and v.lower() not in _PLACEHOLDERS}
+    return sorted(found, key=len, reverse=True)
 
-    A failing server may echo our Authorization header, and a user's callable may put a key
-    in its exception; that text goes into results.jsonl as an error detail, so it is
-    scrubbed here, once, for every error type.
+
+def _scrub(text: str, secrets: list[str]) -> str:
+    for value in secrets:
+        if len(value) < _MIN_ANYWHERE:
+            # A short key (a local server's) only as a whole token: "abcd" must not eat "abcdef".
+            text = re.sub(rf"(?<![\w-]){re.escape(value)}(?![\w-])", "***", text)
+            continue
+        head = value[:_MIN_ANYWHERE]
+        if head not in text:
+            continue
+        out, i = [], 0
+        while (j := text.find(head, i)) != -1:
+            k = j + len(head)
+            while k < len(text) and k - j < len(value) and text[k] == value[k - j]:
+                k += 1
+            # The whole key, or a long enough head of it (text cut before it was scrubbed).
+            if k - j == len(value) or k - j >= _MIN_PARTIAL:
+                out += [text[i:j], "***"]
+            else:
+                out.append(text[i:k])
+            i = k
+        text = "".join(out) + text[i:]
+    return _SECRET_SHAPES.sub(lambda m: (m.group(1) or m.group(3) or m.group(4) or "") + "***", text)
+
+
+def redact(text: str) -> str:
+    """Replace secrets in free text (server bodies, exception messages, judge replies) with `***`.
+
+    Scrubbed: the value of every environment variable named like a secret (*API_KEY, *_KEY,
+    *_TOKEN, *_SECRET, *PASSWORD, *_PASS), also a head of 16+ characters of one (text cut
+    before it was scrubbed); values under 8 characters only as a whole token and under 4
+    not at all, nor placeholders such as "ollama"; and key shapes: `Bearer ...`, `sk-...`,
+    `"api_key": ...`, `x-api-key: ...`, a URL's password. Every EvalkitError, every Problem
+    and `format_error` pass through here, so no error message can carry a key out.
     """
-    for name, value in os.environ.items():
-        if len(value) >= 8 and _SECRET_NAME.search(name) and value in text:
-            text = text.replace(value, "***")
-    return _SECRET_SHAPES.sub(lambda m: (m.group(1) or "") + "***", text)
+    return _scrub(text, _secrets())
+
+
+def redact_data(value: Any) -> Any:
+    """`value` (JSON-like: dicts, lists, strings) with every string redacted; a new object."""
+    secrets = _secrets()
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            return _scrub(v, secrets)
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(value)
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong with an input, located as precisely as we can."""
+    """One thing wrong with an input, located as precisely as we can. `message` is redacted."""
 
     message: str
     path: str | None = None
     line: int | None = None
     field: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", redact(self.message))
 
     def __str__(self) -> str:
         where = ""
@@ -56,11 +117,21 @@ class Problem:
             where = self.path if self.line is None else f"{self.path}:{self.line}"
             where += ": "
         field = f"{self.field}: " if self.field else ""
-        return f"{where}{field}{self.message}"
+        return redact(f"{where}{field}{self.message}")
 
 
 class EvalkitError(Exception):
-    """Base of every error evalkit raises on purpose."""
+    """Base of every error evalkit raises on purpose. Its message is redacted when it is made.
+
+    Attributes:
+        resume_command: set when the error stopped a run that can be finished: the command
+            that finishes it (printed after the message, as for Ctrl-C).
+    """
+
+    resume_command: str | None = None
+
+    def __init__(self, *args: object):
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
 
 class InputError(EvalkitError):
@@ -75,7 +146,7 @@ class InputError(EvalkitError):
         super().__init__(self.render())
 
     def render(self, limit: int = MAX_PROBLEMS_SHOWN) -> str:
-        lines = [str(p) for p in self.problems[:limit]]
+        lines = [str(p) for p in self.problems[:limit]]  # str(Problem) is redacted
         if len(self.problems) > limit:
             lines.append(f"… and {len(self.problems) - limit} more problems")
         return "\n".join(lines)
@@ -136,5 +207,43 @@ class GateFailed(EvalkitError):
     """The regression gate found regressions: exit 1."""
 
     def __init__(self, regressions: list[str]):
-        self.regressions = regressions
+        self.regressions = [redact(r) for r in regressions]
         super().__init__("; ".join(regressions))
+
+
+def format_error(exc: BaseException, *, resume_hint: str | None = None) -> list[str]:
+    """The lines the CLI prints on stderr for `exc`, every one redacted.
+
+    The only way an error leaves the process: exit_on_known_errors prints nothing else.
+    InputError: one `evalkit: ` line per problem. GateFailed: the regressions.
+    KeyboardInterrupt: "interrupted". OSError: the path and the reason. Anything else is a
+    bug (a TargetError or JudgeError is recorded per case, never raised this far): its
+    traceback, with the exceptions it chained. The error's `resume_command` (else
+    `resume_hint`, for an interrupt) ends the last `evalkit:` line.
+
+    Args:
+        exc: the exception that stopped the command.
+        resume_hint: how to finish the interrupted work, when the command knows.
+
+    Returns:
+        The lines, without newlines.
+    """
+    resume = getattr(exc, "resume_command", None)
+    if isinstance(exc, InputError):
+        lines = [f"evalkit: {line}" for line in exc.render().splitlines()]
+    elif isinstance(exc, GateFailed):
+        lines = ["evalkit: regression gate failed:", *(f"  - {r}" for r in exc.regressions)]
+    elif isinstance(exc, KeyboardInterrupt):
+        lines, resume = ["evalkit: interrupted"], resume or resume_hint
+    elif isinstance(exc, OSError):  # a bad path or a full disk: the path and the reason
+        where = f"{os.fsdecode(exc.filename)}: " if exc.filename is not None else ""
+        lines = [f"evalkit: {where}{exc.strerror or exc}"]
+    else:
+        lines = [
+            "evalkit: internal error (a bug in evalkit; please report it with this traceback):",
+            *"".join(traceback.format_exception(exc)).rstrip("\n").splitlines(),
+        ]
+    if resume:
+        last = max(i for i, line in enumerate(lines) if line.startswith("evalkit: "))
+        lines[last] += f"; resume with: {resume}"
+    return redact("\n".join(lines)).split("\n")

@@ -4,15 +4,28 @@ results.jsonl is appended one flushed line per case, so a killed run loses at mo
 line being written; the reader drops such a partial last line and resume redoes that case.
 metrics.json and config.json are replaced atomically. Records are read as plain dicts
 with orjson, one line at a time, so a 100,000-case run never sits in memory as models.
+
+Files that must change together (judge_answers rewrites all three) go through
+`RunDir.write_together`: each is written to `.<name>.new`, then a `.commit` marker lists
+them, then they are renamed in a fixed order and the marker is removed. `RunDir.open`
+finishes a committed update (marker present) or rolls back an uncommitted one, and removes
+temp files left by a killed write, so a run is never read half-updated. Writers hold an
+advisory lock on the folder, so that clean-up never takes a live process's temp files.
+
+Operating-system failures on a run folder (not a directory, no permission, name too
+long, disk full) are `RunFolderError`s naming the path: exit 2, one line, no traceback.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import re
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -21,9 +34,29 @@ import orjson
 
 from evalkit.errors import BadConfig, InputError, Problem, RunNotFound
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no folder lock
+    fcntl = None  # type: ignore[assignment]
+
 RESULTS_FILE = "results.jsonl"
 METRICS_FILE = "metrics.json"
 CONFIG_FILE = "config.json"
+# write_together renames in this order; the marker says which of them an update holds.
+RUN_FILES = (RESULTS_FILE, METRICS_FILE, CONFIG_FILE)
+COMMIT_MARKER = ".commit"
+_STAGED_SUFFIX = ".new"
+# Temp files our writes create: mkstemp's `.<file>.<random>.tmp` and the marker's temp.
+_STALE_TMP = re.compile(r"\.(results\.jsonl|metrics\.json|config\.json)\.[^/]+\.tmp|\.commit\.tmp")
+
+# A run id names a folder and is printed and pasted into shells: letters, digits, '.', '_'
+# and '-', starting with a letter or digit, at most 128 characters. Generated ids
+# (`20260102T030405Z-1a2b3c`) and names like `baseline` or `my-run.v2` fit.
+MAX_RUN_ID_LENGTH = 128
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,%d}" % (MAX_RUN_ID_LENGTH - 1))
+RUN_ID_RULE = (
+    f"1-{MAX_RUN_ID_LENGTH} characters from A-Z a-z 0-9 . _ -, starting with a letter or digit"
+)
 
 _JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
@@ -39,6 +72,95 @@ def new_run_id(config_hash_hex: str, now: datetime | None = None) -> str:
     return f"{now:%Y%m%dT%H%M%SZ}-{config_hash_hex[:6]}"
 
 
+class RunFolderError(InputError):
+    """The operating system refused to create, read or write a run folder or one of its files."""
+
+
+@contextmanager
+def _os_errors(action: str, path: Path) -> Iterator[None]:
+    """Turn an OSError into a RunFolderError: "<path>: <action>: <OS reason>"."""
+    try:
+        yield
+    except OSError as e:
+        where = os.fsdecode(e.filename) if isinstance(e.filename, str | bytes | os.PathLike) else str(path)
+        reason = e.strerror or str(e)
+        if e.errno in (errno.ENOTDIR, errno.EEXIST):
+            blocker = _file_in_the_way(Path(where))
+            if blocker is not None:
+                reason += f" ({blocker} is a file, not a folder)"
+        raise RunFolderError(Problem(f"{action}: {reason}", path=where)) from None
+
+
+def _file_in_the_way(path: Path) -> Path | None:
+    """The first existing non-folder on the way to `path`, if any."""
+    for p in [*reversed(path.parents), path]:
+        try:
+            if p.exists() and not p.is_dir():
+                return p
+        except OSError:
+            return None
+    return None
+
+
+def run_id_problem(run_id: str) -> str | None:
+    """Why `run_id` cannot name a run folder (see RUN_ID_RULE), or None if it can."""
+    if _RUN_ID.fullmatch(run_id):
+        return None
+    # repr() shows control characters as escapes: nothing raw reaches the terminal.
+    shown = repr(run_id) if len(run_id) <= 40 else f"{run_id[:40]!r}… ({len(run_id)} characters)"
+    return f"not a valid run id: {shown}; use {RUN_ID_RULE}"
+
+
+def run_folder_taken(path: Path) -> bool:
+    """Whether `path` is a non-empty folder (a run lives there).
+
+    Raises:
+        RunFolderError: the OS cannot say (e.g. a name too long, a file on the way).
+    """
+    with _os_errors("cannot create the run folder", path):
+        return path.is_dir() and any(path.iterdir())
+
+
+def check_run_id(run_id: str, flag: str = "--run-id") -> None:
+    """BadConfig (exit 2) naming `flag` unless `run_id` follows RUN_ID_RULE."""
+    problem = run_id_problem(run_id)
+    if problem is not None:
+        raise BadConfig(Problem(problem, field=flag))
+
+
+@contextmanager
+def _folder_lock(path: Path, *, wait: bool = True) -> Iterator[bool]:
+    """An advisory lock (flock) on the run folder itself; yields whether it was taken.
+
+    The kernel drops it when its process dies, so a temp file found while holding it was
+    left by a killed process. Where flock is unsupported, everything proceeds unlocked.
+    """
+    if fcntl is None:
+        yield True
+        return
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            locked = True
+        except OSError as e:
+            # Held by another process: False. Any other failure means no flock here.
+            locked = e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN)
+        yield locked
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _fsync_dir(path: Path) -> None:
+    # Makes renames in `path` durable; some filesystems refuse fsync on a folder.
+    with suppress(OSError):
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def _umask_mode() -> int:
     # mkstemp creates 0600 files; results are meant to be shared (metrics.json is committed),
     # so give them the mode a plain open() would: 0666 minus the umask.
@@ -48,8 +170,15 @@ def _umask_mode() -> int:
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write JSON to a temp file in the same folder, fsync it, then os.replace over `path`."""
-    _write_atomic(Path(path), orjson.dumps(obj, option=_JSON_OPTS))
+    """Write JSON to a temp file in the same folder, fsync it, then os.replace over `path`.
+
+    Raises:
+        RunFolderError: the OS refused (the path names the file).
+    """
+    path = Path(path)
+    payload = orjson.dumps(obj, option=_JSON_OPTS)
+    with _os_errors(f"cannot write {path.name}", path):
+        _write_atomic(path, payload)
 
 
 def _write_atomic(path: Path, payload: bytes) -> None:
@@ -112,7 +241,9 @@ def merge_metrics(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str
 
 def _read_json(path: Path) -> Any:
     try:
-        return orjson.loads(path.read_bytes())
+        with _os_errors(f"cannot read {path.name}", path):
+            raw = path.read_bytes()
+        return orjson.loads(raw)
     except orjson.JSONDecodeError as e:
         raise InputError(Problem(f"not valid JSON ({e})", path=str(path))) from None
 
@@ -138,26 +269,147 @@ class RunDir:
 
     @classmethod
     def create(cls, results_dir: Path, run_id: str) -> RunDir:
-        """Make a new, empty run folder. BadConfig if a run with that id exists."""
-        _check_run_id(run_id)
+        """Make a new, empty run folder.
+
+        Raises:
+            BadConfig: a run with that id exists, or the id breaks RUN_ID_RULE.
+            RunFolderError: the OS refused to make the folder.
+        """
+        check_run_id(run_id)
         path = Path(results_dir) / run_id
-        if path.exists() and any(path.iterdir()):
+        if run_folder_taken(path):
             raise BadConfig(
                 Problem(f"run {run_id!r} already exists at {path}; use --resume {run_id} or another --run-id")
             )
-        path.mkdir(parents=True, exist_ok=True)
+        with _os_errors("cannot create the run folder", path):
+            path.mkdir(parents=True, exist_ok=True)
         return cls(path)
 
     @classmethod
     def open(cls, results_dir: Path, run_id: str, *, flag: str = "--run-id") -> RunDir:
-        """Open an existing run folder. RunNotFound (exit 2) names the flag and the path looked at."""
-        _check_run_id(run_id, flag)
+        """Open an existing run folder, first finishing or rolling back an update a killed
+        process left half-done and removing its temp files (`recover`).
+
+        Raises:
+            RunNotFound: no such folder (names the flag and the path looked at).
+            BadConfig: the id breaks RUN_ID_RULE.
+            RunFolderError: the OS refused to finish an interrupted update.
+        """
+        check_run_id(run_id, flag)
         path = Path(results_dir) / run_id
-        if not path.is_dir():
+        with _os_errors("cannot open the run folder", path):
+            found = path.is_dir()
+        if not found:
             runs = list_runs(results_dir)[:3]
             hint = f" (latest runs: {', '.join(runs)})" if runs else ""
             raise RunNotFound(Problem(f"no run {run_id!r} under {results_dir}{hint}", field=flag))
-        return cls(path)
+        run = cls(path)
+        run.recover()
+        return run
+
+    # ------------------------------------------------------------------ interrupted updates
+
+    def recover(self) -> str | None:
+        """Finish or undo an update a killed process left, and delete its temp files.
+
+        With a `.commit` marker the staged files are renamed into place (the update had
+        been fully written); without one they are deleted (the old files are whole). Skipped
+        while another process holds the folder's lock: its files are not stale.
+
+        Returns:
+            "completed", "rolled back", or None when there was no update to settle.
+        """
+        with _os_errors("cannot settle an interrupted update", self.path):
+            with _folder_lock(self.path, wait=False) as locked:
+                return self._recover_locked() if locked else None
+
+    def _recover_locked(self) -> str | None:
+        outcome = None
+        marker = self.path / COMMIT_MARKER
+        if marker.exists():
+            try:
+                names = [n for n in orjson.loads(marker.read_bytes())["files"] if n in RUN_FILES]
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                raise RunFolderError(
+                    Problem(f"unreadable update marker {COMMIT_MARKER}; results.jsonl, metrics.json and config.json "
+                            "may be from different updates: re-run the last command", path=str(marker))
+                ) from None
+            self._move_staged(names)
+            outcome = "completed"
+        for name in RUN_FILES:
+            staged = self._staged(name)
+            if staged.exists():
+                # Best effort: the files in place are whole, a leftover is only debris.
+                with suppress(OSError):
+                    staged.unlink()
+                outcome = outcome or "rolled back"
+        for p in self.path.iterdir():
+            if _STALE_TMP.fullmatch(p.name):
+                with suppress(OSError):
+                    p.unlink()
+        return outcome
+
+    def _staged(self, name: str) -> Path:
+        return self.path / f".{name}{_STAGED_SUFFIX}"
+
+    def _move_staged(self, names: Iterable[str]) -> None:
+        """The commit: rename staged files over the live ones in RUN_FILES order, then drop the marker."""
+        for name in RUN_FILES:
+            if name in names and self._staged(name).exists():
+                os.replace(self._staged(name), self.path / name)
+        _fsync_dir(self.path)
+        (self.path / COMMIT_MARKER).unlink(missing_ok=True)
+        _fsync_dir(self.path)
+
+    def write_together(
+        self,
+        *,
+        results: Iterable[Mapping[str, Any]] | None = None,
+        metrics: Mapping[str, Any] | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Replace results.jsonl, metrics.json and config.json (those given) as one update.
+
+        Each is written to `.<name>.new` and fsynced; then the `.commit` marker naming them
+        is written; then they are renamed in RUN_FILES order and the marker removed. Killed
+        before the marker, the next `open` deletes the staged files (old run intact); killed
+        after it, the next `open` finishes the renames (new run intact).
+
+        Raises:
+            RunFolderError: the OS refused; staged files are removed when nothing was committed.
+        """
+        payloads: dict[str, Any] = {RESULTS_FILE: results, METRICS_FILE: metrics, CONFIG_FILE: config}
+        names = [n for n in RUN_FILES if payloads[n] is not None]
+        with _os_errors("cannot update the run folder", self.path), _folder_lock(self.path):
+            self._recover_locked()
+            try:
+                for name in names:
+                    staged = self._staged(name)
+                    with open(staged, "wb") as f:  # the umask's mode, like the file it replaces
+                        if name == RESULTS_FILE:
+                            for record in payloads[name]:
+                                f.write(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+                        elif name == METRICS_FILE:
+                            f.write(dumps_metrics(payloads[name]) + b"\n")
+                        else:
+                            f.write(orjson.dumps(payloads[name], option=_JSON_OPTS) + b"\n")
+                        f.flush()
+                        os.fsync(f.fileno())
+                tmp = self.path / f"{COMMIT_MARKER}.tmp"
+                with open(tmp, "wb") as f:
+                    f.write(orjson.dumps({"files": names}))
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, self.path / COMMIT_MARKER)
+            except BaseException:
+                for name in names:
+                    with suppress(OSError):
+                        self._staged(name).unlink()
+                with suppress(OSError):
+                    (self.path / f"{COMMIT_MARKER}.tmp").unlink()
+                raise
+            _fsync_dir(self.path)
+            self._move_staged(names)
 
     # ------------------------------------------------------------------ results.jsonl
 
@@ -177,7 +429,9 @@ class RunDir:
         """
         if not self.results_path.exists():
             return
-        with open(self.results_path, "rb") as f:
+        with _os_errors(f"cannot read {RESULTS_FILE}", self.results_path):
+            f = open(self.results_path, "rb")  # noqa: SIM115 - closed by the with below
+        with f:
             pending: bytes | None = None
             lineno = 0
             for raw in f:
@@ -211,7 +465,7 @@ class RunDir:
         """Truncate a partial last line left by a killed run. Returns True if it cut anything."""
         if not self.results_path.exists():
             return False
-        with open(self.results_path, "rb+") as f:
+        with _os_errors(f"cannot repair {RESULTS_FILE}", self.results_path), open(self.results_path, "rb+") as f:
             data = f.read()
             if not data or data.endswith(b"\n"):
                 return False
@@ -227,19 +481,24 @@ class RunDir:
                 return True
 
     def rewrite_results(self, records: Iterable[Mapping[str, Any]]) -> None:
-        """Replace results.jsonl atomically with `records` (streamed to a temp file)."""
-        fd, tmp = tempfile.mkstemp(prefix=f".{RESULTS_FILE}.", suffix=".tmp", dir=self.path)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                for record in records:
-                    f.write(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
-                f.flush()
-                os.fchmod(f.fileno(), _umask_mode())
-                os.fsync(f.fileno())
-            os.replace(tmp, self.results_path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        """Replace results.jsonl atomically with `records` (streamed to a temp file).
+
+        Alone, for a rewrite that leaves metrics.json and config.json true (reordering);
+        when they change too, use `write_together`.
+        """
+        with _os_errors(f"cannot rewrite {RESULTS_FILE}", self.results_path), _folder_lock(self.path):
+            fd, tmp = tempfile.mkstemp(prefix=f".{RESULTS_FILE}.", suffix=".tmp", dir=self.path)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    for record in records:
+                        f.write(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+                    f.flush()
+                    os.fchmod(f.fileno(), _umask_mode())
+                    os.fsync(f.fileno())
+                os.replace(tmp, self.results_path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
 
     # ------------------------------------------------------------------ json files
 
@@ -249,18 +508,23 @@ class RunDir:
         return _read_json(self.config_path)
 
     def write_config(self, cfg: Mapping[str, Any]) -> None:
-        write_json_atomic(self.config_path, cfg)
+        payload = orjson.dumps(cfg, option=_JSON_OPTS)
+        with _os_errors(f"cannot write {CONFIG_FILE}", self.config_path), _folder_lock(self.path):
+            _write_atomic(self.config_path, payload)
 
     def read_metrics(self) -> dict[str, Any] | None:
         return _read_json(self.metrics_path) if self.metrics_path.exists() else None
 
     def write_metrics(self, metrics: Mapping[str, Any]) -> None:
-        _write_atomic(self.metrics_path, dumps_metrics(metrics))
+        payload = dumps_metrics(metrics)
+        with _os_errors(f"cannot write {METRICS_FILE}", self.metrics_path), _folder_lock(self.path):
+            _write_atomic(self.metrics_path, payload)
 
     def update_metrics(self, patch: Mapping[str, Any]) -> dict[str, Any]:
         """Merge `patch` into metrics.json (see `merge_metrics`), keeping keys other scripts own."""
-        merged = merge_metrics(self.read_metrics() or {}, patch)
-        self.write_metrics(merged)
+        with _os_errors(f"cannot write {METRICS_FILE}", self.metrics_path), _folder_lock(self.path):
+            merged = merge_metrics(self.read_metrics() or {}, patch)
+            _write_atomic(self.metrics_path, dumps_metrics(merged))
         return merged
 
 
@@ -274,26 +538,35 @@ class ResultsWriter:
     """
 
     def __init__(self, path: Path, fsync_interval: float = 1.0):
-        self._f = open(path, "ab")  # noqa: SIM115 - closed by close()
+        self._path = Path(path)
+        with _os_errors(f"cannot open {self._path.name}", self._path):
+            self._f = open(path, "ab")  # noqa: SIM115 - closed by close()
         self._interval = fsync_interval
         self._last_sync = time.monotonic()
 
     def write(self, records: Iterable[Mapping[str, Any]]) -> None:
-        self._f.write(b"".join(orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n" for r in records))
-        self._f.flush()
+        payload = b"".join(orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n" for r in records)
+        with _os_errors(f"cannot write {self._path.name}", self._path):
+            self._f.write(payload)
+            self._f.flush()
 
     def sync_due(self) -> bool:
         return time.monotonic() - self._last_sync >= self._interval
 
     def sync(self) -> None:
-        os.fsync(self._f.fileno())
+        with _os_errors(f"cannot write {self._path.name}", self._path):
+            os.fsync(self._f.fileno())
         self._last_sync = time.monotonic()
 
     def close(self) -> None:
         if not self._f.closed:
-            self._f.flush()
-            os.fsync(self._f.fileno())
-            self._f.close()
+            try:
+                with _os_errors(f"cannot write {self._path.name}", self._path):
+                    self._f.flush()
+                    os.fsync(self._f.fileno())
+            finally:
+                with suppress(OSError):  # a failed flush above is the error to report
+                    self._f.close()
 
     def __enter__(self) -> ResultsWriter:
         return self
@@ -326,9 +599,3 @@ def list_runs(results_dir: Path) -> list[str]:
         return []
     runs = [(_run_time(p), p.name) for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
     return [name for _, name in sorted(runs, reverse=True)]
-
-
-def _check_run_id(run_id: str, flag: str = "--run-id") -> None:
-    # A run id names a folder: no separators, no parent references.
-    if not run_id or run_id in {".", ".."} or "/" in run_id or "\\" in run_id or "\0" in run_id:
-        raise BadConfig(Problem(f"not a valid run id: {run_id!r}", field=flag))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from evalkit.errors import GateFailed, InputError
+from evalkit.errors import GateFailed, InputError, format_error
 
 RESULTS_DIR = typer.Option(Path("results"), "--results-dir", metavar="PATH", help="Folder holding run folders.")
 RUN_ID = typer.Option(..., "--run-id", metavar="RUN_ID", help="Run id (a folder name under --results-dir).")
@@ -19,6 +19,9 @@ RPS = typer.Option(None, "--rps", min=0.0, metavar="N", help="At most this many 
 EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 # The run finished but the target failed on more cases than --max-error-rate allows.
 EXIT_INCOMPLETE = 3
+# An unexpected exception, i.e. a bug (sysexits' EX_SOFTWARE): not 1, which a CI job reads
+# as "the gate failed".
+EXIT_INTERNAL = 70
 
 
 def load_dotenv_once() -> None:
@@ -35,26 +38,45 @@ def exit_on_known_errors(resume_hint: str | None = None) -> Iterator[None]:
     """Turn expected failures into exit codes; let everything else crash loudly.
 
     InputError -> one line per problem on stderr, exit 2.
+    OSError (last resort; run folders raise InputErrors) -> one line with the path, exit 2.
     GateFailed -> the regressions, exit 1.
     KeyboardInterrupt -> a resume hint, exit 130.
+    Anything else (a bug) -> its traceback, redacted, exit 70.
+    Every line is said through print_error, i.e. redacted (no key leaves in an error).
     """
     try:
         yield
     except InputError as e:
-        for line in e.render().splitlines():
-            print(f"evalkit: {line}", file=sys.stderr)
+        print_error(e)
+        raise typer.Exit(EXIT_INPUT) from None
+    except OSError as e:
+        # Exit 1 means "regression" to CI: a full disk or a bad path must not look like one.
+        print_error(e)
         raise typer.Exit(EXIT_INPUT) from None
     except GateFailed as e:
-        print("evalkit: regression gate failed:", file=sys.stderr)
-        for r in e.regressions:
-            print(f"  - {r}", file=sys.stderr)
+        print_error(e)
         raise typer.Exit(EXIT_GATE) from None
-    except KeyboardInterrupt:
-        msg = "interrupted"
-        if resume_hint:
-            msg += f"; resume with: {resume_hint}"
-        print(f"evalkit: {msg}", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        print_error(e, resume_hint)
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    except Exception as e:
+        if type(e).__module__.startswith(("typer", "click")):
+            raise  # typer.Exit from the command body, usage errors: typer says those
+        # Python's own traceback could print a key (an SDK's message, a URL); this one is redacted.
+        print_error(e)
+        raise typer.Exit(EXIT_INTERNAL) from None
+
+
+def print_error(exc: BaseException, resume_hint: str | None = None) -> None:
+    """Say on stderr why the command stopped: `errors.format_error`'s lines (redacted), printable."""
+    for line in format_error(exc, resume_hint=resume_hint):
+        print(printable(line), file=sys.stderr)
+
+
+def printable(text: str) -> str:
+    """`text` with control characters (ESC, CR, newlines...) shown as escapes such as
+    `\\x1b`, so that a user-supplied value cannot drive the terminal."""
+    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in text)
 
 
 # Flag value names in --help, by parameter name, else by type: click's plain upper-case

@@ -9,6 +9,7 @@ text cut to 200 characters that cannot be re-read without --allow-truncated-cont
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Optional
@@ -72,7 +73,10 @@ def main(
 ) -> None:
     """Judge the answers of RUN_ID and rewrite its results and metrics."""
     load_dotenv_once()
-    with exit_on_known_errors(resume_hint=f"judge_answers.py --run-id {run_id} (cached judgments are reused)"):
+    rerun = f"judge_answers.py --run-id {shlex.quote(run_id)}"
+    if results_dir != Path("results"):
+        rerun += f" --results-dir {shlex.quote(str(results_dir))}"
+    with exit_on_known_errors(resume_hint=f"{rerun} (cached judgments are reused)"):
         from evalkit.judges import JudgeSettings
         from evalkit.judges.rejudge import SpotCheck, judge_run
         from evalkit.store import RunDir

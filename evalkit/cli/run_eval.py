@@ -7,6 +7,7 @@ evalkit.config.RunSettings (and are shown in each option's help).
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Optional
@@ -265,7 +266,7 @@ def main(
             print(
                 f"evalkit: incomplete run: the target failed {result.n_errors} of {result.n_cases} cases "
                 f"({result.error_rate:.1%}; --max-error-rate {allowed:g}); they score as misses. "
-                f"Fix the target and redo them with: --resume {result.run_id} --retry-errors",
+                f"Fix the target and redo them with: --resume {shlex.quote(result.run_id)} --retry-errors",
                 file=sys.stderr,
             )
             raise typer.Exit(EXIT_INCOMPLETE)

@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from evalkit.errors import redact_data
+
 DEFAULT_CACHE_PATH = Path("cache/judge_cache.sqlite")
 _BUSY_TIMEOUT_MS = 30_000
 
@@ -110,14 +112,14 @@ class JudgeCache:
         return None  # pragma: no cover
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The stored judgment for `key`, or None."""
+        """The stored judgment for `key` (secrets redacted, also in entries older than that rule), or None."""
         with self._lock:
             row = self._conn.execute("SELECT value FROM judgments WHERE key = ?", (key,)).fetchone()
-        return orjson.loads(row[0]) if row else None
+        return redact_data(orjson.loads(row[0])) if row else None
 
     def put(self, key: str, value: Mapping[str, Any], *, kind: str, model: str, prompt_version: str) -> None:
-        """Store (or replace) one judgment."""
-        blob = orjson.dumps(value)
+        """Store (or replace) one judgment, every string in it redacted (errors.redact)."""
+        blob = orjson.dumps(redact_data(dict(value)))
         with self._lock:
             self._retry_locked(
                 lambda: self._conn.execute(

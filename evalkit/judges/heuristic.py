@@ -61,7 +61,8 @@ REFUSAL_PATTERNS: tuple[str, ...] = (
 )
 _REFUSAL = re.compile("|".join(REFUSAL_PATTERNS), re.I)
 _TOKEN = re.compile(r"[^\W_]+", re.U)
-_MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+# At most 6 digits: a marker is a passage number, and int() of a 5,000-digit run raises.
+_MARKER = re.compile(r"\[(\d{1,6}(?:\s*,\s*\d{1,6})*)\]")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?])")

@@ -8,13 +8,14 @@ junk into a JudgeFailure instead of a silent 0 (inspect's `Score.unscored`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from contextlib import asynccontextmanager
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from evalkit.errors import JudgeConfigError, Problem
+from evalkit.errors import JudgeConfigError, Problem, redact, redact_data
 from evalkit.judges.base import (
     OUTPUT_MODELS,
     Completion,
@@ -215,21 +216,24 @@ class LLMJudge:
                 if decision.fatal:
                     raise JudgeConfigError(
                         Problem(
-                            f"{self.backend.provider} refused the judge request ({decision.reason}: {str(exc)[:200]}); "
+                            f"{self.backend.provider} refused the judge request ({decision.reason}: {_excerpt(exc, 200)}); "
                             "check the API key and --judge-model",
                             field="--judge-model",
                         )
                     ) from None
                 if not decision.provider_error:
                     raise
-                return self._failure(common, "provider_error", f"{decision.reason}: {str(exc)[:300]}", raw, counter, tokens)
+                return self._failure(common, "provider_error", f"{decision.reason}: {_excerpt(exc, 300)}", raw, counter, tokens)
             tokens[0] += completion.prompt_tokens
             tokens[1] += completion.completion_tokens
-            raw = completion.text or ""
-            if completion.answered_model_id:
-                self._stats.answered_model_ids.add(completion.answered_model_id)
-            if completion.system_fingerprint:
-                self._stats.system_fingerprints.add(completion.system_fingerprint)
+            # Parsed as sent, kept only scrubbed: a reply echoing a key (from a proxy, the
+            # prompt) must not reach results.jsonl, metrics.json or the cache.
+            stored = _scrubbed(completion)
+            raw = stored.text
+            if stored.answered_model_id:
+                self._stats.answered_model_ids.add(stored.answered_model_id)
+            if stored.system_fingerprint:
+                self._stats.system_fingerprints.add(stored.system_fingerprint)
             try:
                 parsed = parse_reply(completion, output)
             except ValidationError as e:
@@ -237,9 +241,9 @@ class LLMJudge:
                 if repair:
                     return self._failure(common, "parse_failure", last_error, raw, counter, tokens)
                 self._stats.repairs += 1
-                current = prompt.with_repair(raw, last_error)
+                current = prompt.with_repair(completion.text or "", last_error)
                 continue
-            verdict = parsed.model_dump(mode="json")
+            verdict = redact_data(parsed.model_dump(mode="json"))
             cost = self._cost(*tokens)
             self._account(tokens, cost)
             if self.cache is not None:
@@ -247,8 +251,8 @@ class LLMJudge:
                     key,
                     {
                         "verdict": verdict,
-                        "answered_model_id": completion.answered_model_id,
-                        "system_fingerprint": completion.system_fingerprint,
+                        "answered_model_id": stored.answered_model_id,
+                        "system_fingerprint": stored.system_fingerprint,
                         "raw": raw[:RAW_LIMIT],
                         "prompt_hash": prompt.prompt_hash,
                         "prompt_tokens": tokens[0],
@@ -264,8 +268,8 @@ class LLMJudge:
                 verdict=verdict,
                 method="llm",
                 prompt_hash=prompt.prompt_hash,
-                answered_model_id=completion.answered_model_id,
-                system_fingerprint=completion.system_fingerprint,
+                answered_model_id=stored.answered_model_id,
+                system_fingerprint=stored.system_fingerprint,
                 raw=raw[:RAW_LIMIT],
                 repaired=repair,
                 calls=counter[0],
@@ -300,6 +304,21 @@ class LLMJudge:
             cost_usd=cost,
             price_known=self.price is not None,
         )
+
+
+def _scrubbed(completion: Completion) -> Completion:
+    """The reply's text and identity with every secret redacted (errors.redact)."""
+    return dataclasses.replace(
+        completion,
+        text=redact(completion.text or ""),
+        answered_model_id=completion.answered_model_id and redact(completion.answered_model_id),
+        system_fingerprint=completion.system_fingerprint and redact(completion.system_fingerprint),
+    )
+
+
+def _excerpt(exc: BaseException, limit: int) -> str:
+    # Redacted before it is cut: a cut can leave a key's head that no longer matches the key.
+    return redact(str(exc))[:limit]
 
 
 def _short_errors(e: ValidationError, limit: int = 5) -> str:

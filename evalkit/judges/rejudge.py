@@ -2,9 +2,10 @@
 
 Reads results.jsonl, re-reads cut (200-char) chunk text where it can (judges/context.py)
 and refuses to judge cut text unless allowed, judges the selected records (concurrently,
-bounded), optionally spot-checks a seeded subset with a second judge, rewrites
-results.jsonl atomically, recomputes metrics.json and records the run's judges in
-config.json. Never calls the target.
+bounded), optionally spot-checks a seeded subset with a second judge, then rewrites
+results.jsonl, metrics.json (recomputed) and config.json (the run's judges) as one update
+(`RunDir.write_together`), so a killed judging leaves all three old or all three new.
+Never calls the target.
 
 After a partial re-judge (`ids`) the other cases keep their verdicts, so the run's scores
 may come from several judges (judges/provenance.py). Then config.json's "judge" and
@@ -407,18 +408,16 @@ async def judge_run_async(
     finally:
         await runner.aclose()
 
-    run.rewrite_results(records)
-    from evalkit.metrics.aggregate import aggregate_records
+    from evalkit.metrics.aggregate import aggregate_records, recorded_suite_ms
 
-    from evalkit.metrics.aggregate import recorded_suite_ms
-
+    old_metrics = run.read_metrics()
     # Re-judging does not change how long the run took: keep the recorded suite time.
-    body = aggregate_records(records, ks=ks, suite_ms=recorded_suite_ms(run.read_metrics()))
+    body = aggregate_records(records, ks=ks, suite_ms=recorded_suite_ms(old_metrics))
     body.setdefault("run_id", run.run_id)
     summary = summarize_judges(records)
     # Merge to keep keys other scripts own, but replace ours whole: a stale trials or
     # spot-check block from an earlier judging must not survive.
-    metrics = merge_metrics(run.read_metrics() or {}, body)
+    metrics = merge_metrics(old_metrics or {}, body)
     metrics["aggregate_metrics"]["judge"] = _metrics_judge(stats, summary, context)
     metrics["aggregate_metrics"]["judge_reliability"] = reliability
     cfg = run.read_config()
@@ -431,8 +430,8 @@ async def judge_run_async(
     if isinstance(cfg.get("hashed"), dict):
         cfg["hashed"]["judge"] = hashed_judge
         cfg["config_hash"] = metrics["config_hash"] = config_hash(cfg["hashed"])
-    run.write_metrics(metrics)
-    run.write_config(cfg)
+    # One update: a kill mid-way leaves the old three files or the new three (store.py).
+    run.write_together(results=records, metrics=metrics, config=cfg)
     return JudgeRunResult(
         run_id=run.run_id,
         run_dir=run.path,

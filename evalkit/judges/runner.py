@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
 import math
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from evalkit.config import ANSWER_STORE_CHARS, CLAIM_STORE_CHARS, LIST_STORE_ITEMS
 from evalkit.errors import JudgeConfigError, Problem
 from evalkit.judges.base import Judge, JudgeFailure, JudgeItem, JudgeOutcome
 from evalkit.judges.cache import DEFAULT_CACHE_PATH, JudgeCache, context_hash
@@ -207,11 +210,21 @@ def context_from_record(record: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(chunks, key=lambda c: (c.get("rank") is None, c.get("rank") or 0))
 
 
-def judge_input_of(question: str, answer: str, context: list[dict[str, Any]], *, truncated: bool) -> dict[str, Any]:
-    """The seed's judge_input (question, answer, chunk ids, 200-char texts) plus the context hash."""
+def judge_input_of(
+    question: str, answer: str, context: list[dict[str, Any]], *, truncated: bool, answer_truncated: bool = False
+) -> dict[str, Any]:
+    """The seed's judge_input (question, chunk ids, 200-char texts) plus the context hash.
+
+    The answer is the record's `answer`, stored once: here only its first 200 characters,
+    and the length and sha256 of the answer the judge received. `answer_was_truncated`:
+    the judge received an answer already cut for storage (re-judging a stored record).
+    """
     return {
         "question": question,
-        "answer": answer,
+        "answer": answer[:TRUNCATE_CHARS],
+        "answer_chars": len(answer),
+        "answer_sha256": hashlib.sha256(answer.encode("utf-8", "surrogatepass")).hexdigest(),
+        "answer_was_truncated": answer_truncated,
         "context_chunk_ids": [c.get("chunk_id") for c in context],
         "context_chunks_truncated": [(c.get("text") or "")[:TRUNCATE_CHARS] for c in context],
         "context_sha256": context_hash(context),
@@ -235,6 +248,83 @@ def _claims_as_groundedness(verdict: dict[str, Any]) -> dict[str, Any]:
         "unsupported_claims": unsupported,
         "claims": claims,
     }
+
+
+def stored_answer(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The record's `answer`, `answer_truncated` and `answer_chars` as stored.
+
+    The answer is cut to ANSWER_STORE_CHARS characters; `answer_chars` is the length of the
+    answer the target returned. A record cut before (a stored run being re-judged) keeps
+    its marker and length.
+    """
+    answer = record.get("answer")
+    if not isinstance(answer, str):
+        return {"answer": answer, "answer_truncated": False, "answer_chars": None}
+    if record.get("answer_truncated"):
+        truncated, chars = True, record.get("answer_chars")
+    else:
+        truncated, chars = len(answer) > ANSWER_STORE_CHARS, len(answer)
+    return {"answer": answer[:ANSWER_STORE_CHARS], "answer_truncated": truncated, "answer_chars": chars}
+
+
+def _stored_verdict(verdict: dict[str, Any]) -> dict[str, Any]:
+    """A groundedness verdict as stored: each claim's text once, at most LIST_STORE_ITEMS
+    claims and citation markers, claim texts cut to CLAIM_STORE_CHARS characters.
+
+    When `claims` holds the judged claims, their texts live only in `supported_claims` /
+    `unsupported_claims` (in claim order: the n-th claim with `supported` true is
+    supported_claims[n]). `claims_dropped` counts claims not stored, `claim_texts_cut` the
+    texts cut; the score was computed on every claim, whole.
+    """
+    out = dict(verdict)
+    cut = 0
+
+    def text(t: Any) -> Any:
+        nonlocal cut
+        if isinstance(t, str) and len(t) > CLAIM_STORE_CHARS:
+            cut += 1
+            return t[:CLAIM_STORE_CHARS]
+        return t
+
+    citations = verdict.get("citations")
+    if isinstance(citations, dict):
+        citations = dict(citations)
+        for key in ("markers", "out_of_range"):
+            items = citations.get(key) or []
+            citations[key] = items[:LIST_STORE_ITEMS]
+            citations[f"{key}_dropped"] = max(0, len(items) - LIST_STORE_ITEMS)
+        out["citations"] = citations
+    claims = verdict.get("claims")
+    supported = verdict.get("supported_claims")
+    unsupported = verdict.get("unsupported_claims")
+    if claims is None and supported is None and unsupported is None:
+        return out
+    dropped = 0
+    texts_in_lists = (
+        isinstance(claims, list)
+        and all(isinstance(c, dict) and "claim" in c for c in claims)
+        and supported == [c["claim"] for c in claims if c.get("supported")]
+        and unsupported == [c["claim"] for c in claims if not c.get("supported")]
+    )
+    if texts_in_lists:
+        kept = claims[:LIST_STORE_ITEMS]
+        dropped = len(claims) - len(kept)
+        out["supported_claims"] = [text(c["claim"]) for c in kept if c.get("supported")]
+        out["unsupported_claims"] = [text(c["claim"]) for c in kept if not c.get("supported")]
+        out["claims"] = [{k: v for k, v in c.items() if k != "claim"} for c in kept]
+    else:
+        for key in ("supported_claims", "unsupported_claims", "claims"):
+            items = verdict.get(key)
+            if not isinstance(items, list):
+                continue
+            dropped += max(0, len(items) - LIST_STORE_ITEMS)
+            out[key] = [
+                {**c, "claim": text(c["claim"])} if isinstance(c, dict) and "claim" in c else text(c)
+                for c in items[:LIST_STORE_ITEMS]
+            ]
+    out["claims_dropped"] = dropped
+    out["claim_texts_cut"] = cut
+    return out
 
 
 @dataclass
@@ -397,7 +487,9 @@ class JudgeRunner:
         ctx = context_from_record(rec) if context is None else [dict(c) for c in context]
         # A re-read context can still hold chunks nobody could recover: say so.
         truncated = any(c.get("text_truncated") for c in ctx)
-        rec["judge_input"] = judge_input_of(question, answer, ctx, truncated=truncated)
+        rec["judge_input"] = judge_input_of(
+            question, answer, ctx, truncated=truncated, answer_truncated=bool(rec.get("answer_truncated"))
+        )
         rec["judge_errors"] = []
         rec["groundedness"] = None
         rec["correctness"] = None
@@ -416,7 +508,8 @@ class JudgeRunner:
             expected_key_facts=tuple(case.get("expected_key_facts") or ()),
             expected_answer=case.get("expected_answer"),
             answerable=answerable,
-            n_references=len(rec.get("references") or []),
+            # references beyond the stored ones still count for citation markers [n]
+            n_references=len(rec.get("references") or []) + int(rec.get("references_dropped") or 0),
         )
         abst = dict(rec.get("abstention") or {})
         # Re-judging re-decides what an earlier classifier decided; the target's own field stays.
@@ -464,6 +557,10 @@ class JudgeRunner:
         rec["config"] = cfg
 
     def _finish(self, rec: dict[str, Any], cost: _CaseCost, t0: float, *, judged: bool) -> dict[str, Any]:
+        # Judged whole, stored bounded: the answer and claims are cut only now.
+        rec.update(stored_answer(rec))
+        if isinstance(rec.get("groundedness"), dict):
+            rec["groundedness"] = _stored_verdict(rec["groundedness"])
         rec["cost"] = {**(rec.get("cost") or {}), **cost.to_record()}
         latency = dict(rec.get("latency") or {})
         latency["judge_ms"] = (time.perf_counter() - t0) * 1000 if judged or cost.calls else None

@@ -108,19 +108,22 @@ def judge_summary_rows(result: Any) -> list[tuple[str, str, str]]:
 
 def print_judge_summary(result: Any, console: Console | None = None) -> None:
     """The end-of-judging table, the judge's identity, and the heuristic warning."""
+    from rich.markup import escape
+
     console = console or Console()
     judge = result.judge
-    table = Table(title=f"judged {result.n_judged} of {result.n_records} cases · {result.run_id}")
+    # Model names, run ids and paths are the user's text, never rich markup.
+    table = Table(title=f"judged {result.n_judged} of {result.n_records} cases · {escape(str(result.run_id))}")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("n", justify="right")
     for label, value, n in judge_summary_rows(result):
-        table.add_row(label, value, n)
+        table.add_row(escape(label), escape(value), escape(n))
     console.print(table)
     if judge.get("mixed"):
         parts = [f"{j.get('n_cases')} cases by {j.get('provider')} {j.get('model')}" for j in judge.get("judges") or []]
         console.print(
-            f"[yellow]judges: mixed ({'; '.join(parts)}); scores from different judges are not comparable, "
+            f"[yellow]judges: mixed ({escape('; '.join(parts))}); scores from different judges are not comparable, "
             "re-judge without --ids to make them one judge[/yellow]"
         )
     elif judge.get("heuristic"):
@@ -130,5 +133,6 @@ def print_judge_summary(result: Any, console: Console | None = None) -> None:
         )
     else:
         pin = "" if judge.get("pinned") else " [red](unpinned)[/red]"
-        console.print(f"judge: {judge.get('provider')} {judge.get('model')}{pin} · prompts {judge.get('prompt_set')} · temperature {judge.get('temperature')}")
-    console.print(f"[dim]{result.run_dir}[/dim]")
+        who = escape(f"{judge.get('provider')} {judge.get('model')}")
+        console.print(f"judge: {who}{pin} · prompts {escape(str(judge.get('prompt_set')))} · temperature {judge.get('temperature')}")
+    console.print(f"[dim]{escape(str(result.run_dir))}[/dim]")

@@ -180,14 +180,17 @@ def print_run_summary(
 ) -> None:
     """The end-of-run table: headline metrics with n, latency, error rates, judge cost,
     then the gate verdict and the run folder."""
+    from rich.markup import escape
+
     console = console or Console()
-    title = f"run {metrics.get('run_id', run_dir.name)} — {metrics.get('total_tests', 0)} cases"
+    # Run ids, paths and values come from the user or the run: text, never rich markup.
+    title = f"run {escape(str(metrics.get('run_id', run_dir.name)))} — {metrics.get('total_tests', 0)} cases"
     table = Table(title=title, title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("n", justify="right", style="dim")
     for label, value, n in summary_rows(metrics, judge):
-        table.add_row(label, value, n)
+        table.add_row(escape(label), escape(value), escape(n))
     console.print(table)
     if judge is not None:
         if judge.get("provider") is None:
@@ -199,7 +202,7 @@ def print_run_summary(
             )
     if gate is not None:
         print_gate(gate, console)
-    console.print(f"run folder: [bold]{run_dir}[/bold]")
+    console.print(f"run folder: [bold]{escape(str(run_dir))}[/bold]")
 
 
 def print_gate(gate: Mapping[str, Any], console: Console) -> None:

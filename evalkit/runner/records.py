@@ -1,7 +1,10 @@
 """One results.jsonl record per case: the request, the record, the version tuple, the selection.
 
 Pure functions over plain dicts and the schema models; no I/O. Retrieval metrics are
-computed on the full chunk text before it is cut to 200 characters for storage.
+computed on the full chunk text before it is cut to 200 characters for storage. A record
+stays bounded whatever the target returns: chunks up to the largest K (by rank),
+references up to max(100, K), and the answer cut for storage once it has been judged
+(EVAL.md "The runner", record size).
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evalkit.config import TRUNCATE_CHARS, RunSettings
+from evalkit.config import LIST_STORE_ITEMS, TRUNCATE_CHARS, RunSettings
 from evalkit.dataset import EvalSet
 from evalkit.errors import BadConfig, Problem, TargetError
 from evalkit.schema import SCHEMA_VERSION, AskRequest, EvalCase, RerankWeights
@@ -88,31 +91,47 @@ def _dump(obj: Any) -> Any:
 
 
 def _ranked_chunks(chunks: Sequence[Any]) -> list[dict[str, Any]]:
-    """Chunks as dicts in rank order, each with a 1-based `rank` (list order when absent)."""
+    """Chunks as dicts in rank order, each with a 1-based `rank` (list position when absent).
+
+    A chunk without a rank takes its list position, then all are sorted by rank (stable:
+    ties keep list order), so the first K here are the top K the metrics score.
+    """
     dicts = [_dump(c) for c in chunks]
-    if dicts and all(isinstance(d.get("rank"), int | float) and not isinstance(d.get("rank"), bool) for d in dicts):
-        dicts = sorted(dicts, key=lambda d: d["rank"])  # stable: ties keep list order
     for pos, d in enumerate(dicts, start=1):
         if d.get("rank") is None:
             d["rank"] = pos
-    return dicts
+    return sorted(dicts, key=lambda d: d["rank"])
 
 
 # Locations and ids are kept whole: they are what anchors and re-scoring match on.
 _KEEP_WHOLE = frozenset({"chunk_id", "rel_path", "heading_path"})
 
 
+def _cut_strings(value: Any) -> tuple[Any, bool]:
+    """`value` with every string in it, at any depth, cut to 200 characters; and whether any was."""
+    if isinstance(value, str):
+        return (value[:TRUNCATE_CHARS], True) if len(value) > TRUNCATE_CHARS else (value, False)
+    if isinstance(value, dict):
+        pairs = [(k, _cut_strings(v)) for k, v in value.items()]
+        return {k: v for k, (v, _) in pairs}, any(c for _, (_, c) in pairs)
+    if isinstance(value, list):
+        items = [_cut_strings(v) for v in value]
+        return [v for v, _ in items], any(c for _, c in items)
+    return value, False
+
+
 def _stored(item: Mapping[str, Any], full_text: bool) -> tuple[dict[str, Any], bool]:
-    """A chunk or reference as stored: every other string cut to 200 characters unless
-    --store-full-text, so note text never lands in results.jsonl whole by a side door
-    (a reference's `text`, an extra `content` field). Returns it and whether anything was cut."""
+    """A chunk or reference as stored: every other string, nested ones too, cut to 200
+    characters unless --store-full-text, so note text never lands in results.jsonl whole by
+    a side door (a reference's `text`, an extra `content` or `metadata.body` field).
+    Returns it and whether anything was cut."""
     out = dict(item)
     cut = False
     if not full_text:
         for key, value in out.items():
-            if key not in _KEEP_WHOLE and isinstance(value, str) and len(value) > TRUNCATE_CHARS:
-                out[key] = value[:TRUNCATE_CHARS]
-                cut = True
+            if key not in _KEEP_WHOLE:
+                out[key], was_cut = _cut_strings(value)
+                cut = cut or was_cut
     return out, cut
 
 
@@ -196,8 +215,12 @@ def _base_record(case_index: int, case: EvalCase, config: dict, coverage: dict |
         "case": case.model_dump(mode="json"),
         "question": case.question,
         "answer": None,
+        "answer_truncated": False,
+        "answer_chars": None,
         "references": [],
+        "references_dropped": 0,
         "retrieved_chunks": [],
+        "retrieved_chunks_dropped": 0,
         "folder_selection": None,
         "config": config,
         "indexing_coverage": coverage,
@@ -262,24 +285,39 @@ def build_record(
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One results.jsonl record from a target's AskResult (before judging).
 
-    Retrieval metrics are computed on the full chunk text, before it is truncated for
-    storage. Returns the record and the full-text chunks (the judges' context).
+    Only the top K chunks by rank (K = the largest --k) are scored, stored and given to
+    the judges; `retrieved_chunks_dropped` counts the rest. Retrieval metrics are computed
+    on their full text, before it is truncated for storage. Every reference counts for
+    attribution; the first max(100, K) are stored and `references_dropped` counts the
+    rest. The answer is kept whole when a judge follows (the judge runner cuts it once it
+    has judged it) and cut for storage here in a retrieval-only run.
+
+    Returns:
+        The record and the top-K chunks with full text (the judges' context).
     """
     from evalkit.metrics.abstention import score_case_abstention
     from evalkit.metrics.retrieval import score_case_retrieval
 
     response = result.response
     debug = response.debug
-    chunks = _ranked_chunks(debug.retrieved_chunks if debug is not None else [])
+    ranked = _ranked_chunks(debug.retrieved_chunks if debug is not None else [])
+    chunks = ranked[: settings.request_k]
     references = [_dump(r) for r in response.references]
+    n_refs_stored = max(LIST_STORE_ITEMS, settings.request_k)
     folder_selection = _dump(debug.folder_selection) if debug is not None else None
     own_versions = _dump(debug.versions) if debug is not None and debug.versions is not None else None
     versions = versions_tuple(settings, eval_set, own_versions, judge_desc) if own_versions else run_versions
 
     record = _base_record(case_index, case, _record_config(settings, versions, judge_desc), coverage)
     record["answer"] = response.answer
-    record["references"] = [_stored(r, settings.store_full_text)[0] for r in references]
+    if settings.retrieval_only:
+        from evalkit.judges.runner import stored_answer
+
+        record.update(stored_answer(record))
+    record["references"] = [_stored(r, settings.store_full_text)[0] for r in references[:n_refs_stored]]
+    record["references_dropped"] = max(0, len(references) - n_refs_stored)
     record["retrieved_chunks"] = [_stored_chunk(c, settings.store_full_text) for c in chunks]
+    record["retrieved_chunks_dropped"] = len(ranked) - len(chunks)
     record["folder_selection"] = folder_selection
     record["missing_fields"] = list(result.missing_fields)
     record["attempts"] = getattr(result, "attempts", None)

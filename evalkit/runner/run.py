@@ -10,6 +10,7 @@ import asyncio
 import math
 import os
 import platform
+import shlex
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -21,13 +22,13 @@ from typing import Any
 from evalkit import __version__
 from evalkit.config import RunSettings, build_settings, diff_hashed, judge_identity
 from evalkit.dataset import EvalSet, load_eval_set
-from evalkit.errors import BadConfig, Problem
+from evalkit.errors import BadConfig, EvalkitError, Problem
 from evalkit.gate import Thresholds, check_invariants, gate_result
 from evalkit.runner.probe import probe_target
 from evalkit.runner.records import select_cases, versions_tuple
 from evalkit.runner.session import ProgressSink, _Prepared, _Session
 from evalkit.schema import SCHEMA_VERSION, EvalCase
-from evalkit.store import RunDir, config_hash, new_run_id
+from evalkit.store import RunDir, config_hash, new_run_id, run_folder_taken
 
 __all__ = ["RunInterrupted", "RunResult", "arun", "run"]
 
@@ -43,9 +44,10 @@ class RunInterrupted(KeyboardInterrupt):
 
     @property
     def resume_command(self) -> str:
-        cmd = f"python scripts/run_eval.py --resume {self.run_id}"
+        """The command that finishes the run, shell-quoted so that pasting it runs only that."""
+        cmd = f"python scripts/run_eval.py --resume {shlex.quote(self.run_id)}"
         if Path(self.results_dir) != Path("results"):
-            cmd += f" --results-dir {self.results_dir}"
+            cmd += f" --results-dir {shlex.quote(str(self.results_dir))}"
         return cmd
 
 
@@ -356,8 +358,7 @@ def _create_run_dir(results_dir: Path, run_id: str | None, chash: str) -> RunDir
     now = datetime.now(timezone.utc)
     for step in range(1000):
         candidate = new_run_id(chash, now + timedelta(seconds=step))
-        path = results_dir / candidate
-        if not (path.exists() and any(path.iterdir())):
+        if not run_folder_taken(results_dir / candidate):
             return RunDir.create(results_dir, candidate)
     raise BadConfig(Problem(f"no free run id under {results_dir} for config {chash[:6]}"))
 
@@ -630,6 +631,8 @@ def run(values: Mapping[str, Any], progress: ProgressSink | None = None) -> RunR
         InputError: bad eval set (BadEvalSet), bad flags or a resume that does not match
             (BadConfig), unknown run (RunNotFound), judge misconfiguration (JudgeConfigError).
             Nothing is written in these cases, except that a resume may repair a torn tail.
+            A judge the provider refuses mid-run (a rejected key) stops the run like Ctrl-C:
+            what was written is kept and the error's `resume_command` finishes the run.
         RunInterrupted: Ctrl-C after the run folder was created; resume with its id.
     """
     state: dict[str, Any] = {}
@@ -638,4 +641,9 @@ def run(values: Mapping[str, Any], progress: ProgressSink | None = None) -> RunR
     except KeyboardInterrupt:
         if "run_id" in state:
             raise RunInterrupted(state["run_id"], state["run_dir"], str(state["results_dir"])) from None
+        raise
+    except EvalkitError as e:
+        # Stopped once config.json was written (a rejected judge key): resumable, as after Ctrl-C.
+        if "run_id" in state and (Path(state["run_dir"]) / "config.json").exists():
+            e.resume_command = RunInterrupted(state["run_id"], state["run_dir"], str(state["results_dir"])).resume_command
         raise

@@ -128,3 +128,12 @@ def test_correctness_without_key_facts_uses_question_terms_and_support():
     # by hand: question words {port, server, listen}; all in the answer -> q = 1; s = 1 -> 5 × (0.5 + 0.5)
     assert v["score"] == pytest.approx(5 * (0.5 * 1 + 0.5 * 1))
     assert v["basis"] == "question_and_support"
+
+
+def test_a_citation_marker_of_thousands_of_digits_does_not_crash_the_judge():
+    # regression: a [ddd…] run of 5,000 digits made int() raise (Python's 4,300-digit limit)
+    from evalkit.judges.heuristic import citation_check, split_claims
+
+    answer = "Water twice a week [" + "9" * 5_000 + "]. Prune suckers [1]."
+    assert citation_check(answer, n_context=2)["markers"] == [1]
+    assert len(split_claims(answer)) == 2
