@@ -358,6 +358,23 @@ async def judge_run_async(
                 f"{n_cut} of {len(selected)} cases are judged on truncated (200-char) context "
                 f"(--allow-truncated-context; {why})"
             )
+        # An answer over the storage cap was judged whole during the run; what is stored is
+        # its prefix, and unlike chunk text it cannot be re-read from the notes.
+        cut_answers = [records[i]["test_case_id"] for i in selected if records[i].get("answer_truncated") and _reads_context(records[i])]
+        if cut_answers and not allow_truncated_context:
+            raise InputError(
+                Problem(
+                    f"{len(cut_answers)} of {len(selected)} cases to judge hold an answer stored cut "
+                    f"(answer_truncated; first: {cut_answers[0]}); re-judging would judge only its stored prefix. "
+                    "Pass --allow-truncated-context to judge the prefix anyway, or leave them out with --ids",
+                    path=str(run.results_path),
+                )
+            )
+        if cut_answers:
+            warnings.append(
+                f"{len(cut_answers)} of {len(selected)} cases are judged on an answer stored cut "
+                "(--allow-truncated-context)"
+            )
 
         if ids:
             others = _judged_by_others(records, set(selected), runner.identity())

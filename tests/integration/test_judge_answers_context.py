@@ -141,3 +141,20 @@ def test_vault_flag_that_is_not_a_folder_exits_2(project, tmp_path):
     _run_eval(project, "ro", "--retrieval-only")
     res = _judge(project, "ro", "--vault", str(tmp_path / "nope"))
     assert res.exit_code == 2 and "--vault: vault folder not found" in res.stderr
+
+
+def test_an_answer_stored_cut_is_not_rejudged_without_leave(project):
+    # An answer over the 20,000-character storage cap is judged whole in the run but stored
+    # cut; re-judging would judge the prefix only, so it is refused unless allowed.
+    _run_eval(project, "cut", "--store-full-text")
+    path = project["results"] / "cut" / "results.jsonl"
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    answered = next(r for r in recs if (r.get("answer") or "").strip() and not r.get("error"))
+    answered["answer_truncated"] = True  # as records.py marks an answer it cut
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    res = _judge(project, "cut", "--quiet")
+    assert res.exit_code == 2, res.output
+    assert "hold an answer stored cut" in res.stderr and answered["test_case_id"] in res.stderr
+    ok = _judge(project, "cut", "--quiet", "--allow-truncated-context")
+    assert ok.exit_code == 0, ok.output
+    assert "judged on an answer stored cut" in ok.stderr
