@@ -1,7 +1,8 @@
 """evalkit: an evaluation harness for retrieval-backed chatbots.
 
 Importing evalkit stays cheap: no httpx, openai, anthropic or rich at import time.
-`from evalkit import run_eval` loads the runner on first use.
+`from evalkit import run_eval` loads the runner on first use, `from evalkit import
+compare_runs` the comparison.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "run_eval"]
+__all__ = ["__version__", "compare_runs", "run_eval", "score_abstention", "score_retrieval"]
 
 
 def __getattr__(name: str) -> Any:
@@ -17,4 +18,12 @@ def __getattr__(name: str) -> Any:
         from evalkit.api import run_eval
 
         return run_eval
+    if name == "compare_runs":
+        from evalkit.compare import compare_runs
+
+        return compare_runs
+    if name in ("score_retrieval", "score_abstention"):
+        from evalkit import scoring
+
+        return getattr(scoring, name)
     raise AttributeError(f"module 'evalkit' has no attribute {name!r}")

@@ -1,0 +1,145 @@
+"""compare_runs.py: compare two runs (or a run and a saved baseline) and gate regressions.
+
+    compare_runs.py --run-id-1 BASELINE --run-id-2 NEW        (also: evalkit compare BASELINE NEW)
+    compare_runs.py --baseline docs/eval/baseline.json NEW     (a baseline.json or a metrics.json)
+    compare_runs.py --save-baseline docs/eval/baseline.json RUN
+
+Exit 0 ok (or a failed gate with --allow-regressions), 1 the gate failed, 2 bad input (an
+unknown run, broken invariants without --ignore-invariants, bad flags).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from evalkit.cli.common import RESULTS_DIR, exit_on_known_errors, plain_metavars
+
+app = typer.Typer(
+    rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
+    add_completion=False,
+    help="Compare run a (baseline) with run b: invariants, deltas overall and per slice with paired bootstrap "
+    "CIs and randomization tests (Holm or BH corrected), flips, answer drift, latency, config diff, and the "
+    "regression gate. Exit 0 ok, 1 gate failed, 2 bad input (unknown run, broken invariants).",
+)
+
+_G = "regression gate"
+_S = "statistics"
+_O = "output"
+
+
+def _pick(runs: list[str], run_id_1: str | None, run_id_2: str | None, baseline: Path | None) -> tuple[str | Path | None, str | None]:
+    """(a, b) from the positional runs, --run-id-1/2 and --baseline; b is None in save-only mode."""
+    from evalkit.errors import InputError, Problem
+
+    given = [r for r in (run_id_1, run_id_2) if r is not None]
+    if baseline is not None:
+        named = given + list(runs)
+        if len(named) != 1:
+            raise InputError(Problem(f"with --baseline give exactly one run to compare (got {len(named)})", field="--baseline"))
+        return baseline, named[0]
+    slots = [run_id_1, run_id_2]
+    rest = list(runs)
+    for i in range(2):
+        if slots[i] is None and rest:
+            slots[i] = rest.pop(0)
+    if rest:
+        raise InputError(Problem(f"too many runs: {', '.join(rest)} (give two: baseline and new)", field="RUNS"))
+    if slots[0] is None and slots[1] is not None:
+        slots = [slots[1], None]
+    if slots[0] is None:
+        raise InputError(Problem("which runs? give --run-id-1 A --run-id-2 B (or: evalkit compare A B)", field="--run-id-1"))
+    return slots[0], slots[1]
+
+
+@app.command()
+def main(
+    runs: Optional[list[str]] = typer.Argument(None, metavar="[RUN_A] [RUN_B]", help="The baseline run and the new run (same as --run-id-1/--run-id-2)."),
+    run_id_1: Optional[str] = typer.Option(None, "--run-id-1", metavar="RUN_ID", help="Run a, the baseline."),
+    run_id_2: Optional[str] = typer.Option(None, "--run-id-2", metavar="RUN_ID", help="Run b, the new run."),
+    baseline: Optional[Path] = typer.Option(
+        None, "--baseline", metavar="PATH", help="Compare the run against a saved baseline file (baseline.json from --save-baseline, or a metrics.json)."
+    ),
+    save_baseline: Optional[Path] = typer.Option(
+        None, "--save-baseline", metavar="PATH", help="Write the new run (or the only run given) as a baseline file: its metrics, config and one slim record per case."
+    ),
+    results_dir: Path = RESULTS_DIR,
+    output_format: str = typer.Option("rich", "--format", metavar="FORMAT", help="rich | markdown | json. Markdown is also appended to $GITHUB_STEP_SUMMARY when set.", rich_help_panel=_O),
+    show_drift: int = typer.Option(5, "--show-drift", min=0, metavar="N", help="Changed answers to show with a word diff.", rich_help_panel=_O),
+    max_flips: int = typer.Option(20, "--max-flips", min=0, metavar="N", help="Flips listed per direction in the terminal report (json has all).", rich_help_panel=_O),
+    seed: int = typer.Option(0, "--seed", min=0, metavar="N", help="Seed of the bootstrap and randomization draws.", rich_help_panel=_S),
+    resamples: int = typer.Option(10_000, "--resamples", min=1, metavar="N", help="Bootstrap resamples and random sign patterns per test.", rich_help_panel=_S),
+    alpha: float = typer.Option(0.05, "--alpha", metavar="FLOAT", help="Significance level after correction.", rich_help_panel=_S),
+    fdr: bool = typer.Option(False, "--fdr", help="Correct with Benjamini-Hochberg (false discovery rate) instead of Holm.", rich_help_panel=_S),
+    gate: str = typer.Option(
+        "threshold", "--gate", metavar="MODE", help="threshold: run_eval's gate. significant: a regression fails only if its paired test is significant after correction.", rich_help_panel=_G
+    ),
+    fail_on_flip: bool = typer.Option(False, "--fail-on-flip", help="Fail the gate when any case goes pass -> fail.", rich_help_panel=_G),
+    allow_regressions: bool = typer.Option(False, "--allow-regressions", help="Report a failed gate but exit 0.", rich_help_panel=_G),
+    ignore_invariants: bool = typer.Option(False, "--ignore-invariants", help="Compare runs that break an invariant; the report marks what is not comparable.", rich_help_panel=_G),
+    regression_threshold_recall: Optional[float] = typer.Option(None, "--regression-threshold-recall", min=0.0, metavar="FLOAT", help="Max absolute drop of Recall@K. (default: 0.05)", rich_help_panel=_G),
+    regression_threshold_mrr: Optional[float] = typer.Option(None, "--regression-threshold-mrr", min=0.0, metavar="FLOAT", help="Max absolute drop of MRR. (default: 0.10)", rich_help_panel=_G),
+    regression_threshold_mrr_relative: float = typer.Option(
+        0.10, "--regression-threshold-mrr-relative", min=0.0, metavar="FLOAT", help="Max MRR drop as a share of the baseline's MRR (seed 001's 'MRR drop > 10%').", rich_help_panel=_G
+    ),
+    regression_threshold_scope_miss: Optional[float] = typer.Option(None, "--regression-threshold-scope-miss", min=0.0, metavar="FLOAT", help="Max absolute rise of the scope miss rate. (default: 0.10)", rich_help_panel=_G),
+    regression_threshold_groundedness: Optional[float] = typer.Option(None, "--regression-threshold-groundedness", min=0.0, metavar="FLOAT", help="Max drop of mean groundedness (0-5 points). (default: 0.5)", rich_help_panel=_G),
+    regression_threshold_correctness: Optional[float] = typer.Option(None, "--regression-threshold-correctness", min=0.0, metavar="FLOAT", help="Max drop of mean correctness (0-5 points). (default: 0.5)", rich_help_panel=_G),
+    regression_threshold_attribution: Optional[float] = typer.Option(None, "--regression-threshold-attribution", min=0.0, metavar="FLOAT", help="Max absolute drop of the attribution hit rate. (default: 0.05)", rich_help_panel=_G),
+    regression_threshold_abstention: Optional[float] = typer.Option(None, "--regression-threshold-abstention", min=0.0, metavar="FLOAT", help="Max absolute drop of abstention accuracy. (default: 0.05)", rich_help_panel=_G),
+    regression_threshold_hallucination: Optional[float] = typer.Option(None, "--regression-threshold-hallucination", min=0.0, metavar="FLOAT", help="Max absolute rise of the hallucination rate on unanswerable cases. (default: 0.05)", rich_help_panel=_G),
+    regression_threshold_false_abstention: Optional[float] = typer.Option(None, "--regression-threshold-false-abstention", min=0.0, metavar="FLOAT", help="Max absolute rise of the false-abstention rate. (default: 0.05)", rich_help_panel=_G),
+) -> None:
+    """Compare run a (the baseline) with run b and gate regressions."""
+    with exit_on_known_errors():
+        from evalkit.compare import compare_runs, open_source
+        from evalkit.compare import save_baseline as write_baseline
+        from evalkit.errors import GateFailed, InputError, Problem
+        from evalkit.gate import Thresholds
+
+        if output_format not in ("rich", "markdown", "json"):
+            raise InputError(Problem(f"expected rich, markdown or json, got {output_format!r}", field="--format"))
+        a, b = _pick(list(runs or []), run_id_1, run_id_2, baseline)
+        if b is None:
+            if save_baseline is None:
+                raise InputError(Problem("give a second run to compare with (or --save-baseline PATH to save this one)", field="--run-id-2"))
+            source = open_source(a, results_dir, flag="--run-id-1")  # type: ignore[arg-type]
+            path = write_baseline(source, save_baseline)
+            print(f"saved baseline of {source.run_id} to {path}", file=sys.stderr)
+            return
+        given = {
+            "recall": regression_threshold_recall, "mrr": regression_threshold_mrr, "scope_miss": regression_threshold_scope_miss,
+            "groundedness": regression_threshold_groundedness, "correctness": regression_threshold_correctness,
+            "attribution": regression_threshold_attribution, "abstention": regression_threshold_abstention,
+            "hallucination": regression_threshold_hallucination, "false_abstention": regression_threshold_false_abstention,
+        }
+        result = compare_runs(
+            a, b, results_dir=results_dir, seed=seed, resamples=resamples, alpha=alpha, correction="bh" if fdr else "holm",
+            ignore_invariants=ignore_invariants, thresholds=Thresholds(**{k: v for k, v in given.items() if v is not None}),
+            mrr_relative_threshold=regression_threshold_mrr_relative, gate=gate, fail_on_flip=fail_on_flip,  # type: ignore[arg-type]
+            allow_regressions=allow_regressions, show_drift=show_drift,
+        )
+
+        if output_format == "json":
+            sys.stdout.write(result.model_dump_json() + "\n")
+        elif output_format == "markdown":
+            from evalkit.report.compare import append_step_summary, render_markdown
+
+            text = render_markdown(result)
+            sys.stdout.write(text)
+            append_step_summary(text)
+        else:
+            from evalkit.report.compare import print_comparison
+
+            print_comparison(result, max_flips=max_flips)
+        if save_baseline is not None:
+            path = write_baseline(open_source(b, results_dir, flag="--run-id-2"), save_baseline)
+            print(f"saved baseline of {result.run_id_2} to {path}", file=sys.stderr)
+        if not result.gate.passed and not allow_regressions:
+            raise GateFailed(result.gate.failures)
+
+
+plain_metavars(app)

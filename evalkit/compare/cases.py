@@ -1,0 +1,369 @@
+"""Per-case values of a run, paired by case id: the input of paired tests, flips and drift.
+
+`CaseTable` reduces each record to the per-case values the aggregate means are made of
+(`evalkit.metrics.aggregate`'s own reduction, so a paired mean is over exactly the values
+metrics.json averages), stored as float columns (NaN = not scored) so that a 100,000-case
+run costs a few MB. Cases a run could not score are NaN there: a target error (other than
+an empty answer) blanks every metric but the error rates, a judge error blanks that judge's
+score. metrics.json scores a target error as 0 on retrieval (a system failure); a paired
+comparison excludes it instead and counts it (EVAL.md, "Comparing two runs").
+
+Flips and drift need text (questions, chunks, answers) for a few cases only; those come
+from a second pass over the records (`case_details`), for the ids that need them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import math
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from evalkit.compare.models import ChunkRef, DriftCase, Flip, RunUnscoreable
+from evalkit.compare.sources import RunSource, ranked_chunks
+
+# The aggregate's per-record reduction: reusing it keeps one definition of which cases
+# count toward which mean. (A public name for it is requested from metrics/aggregate.py.)
+from evalkit.metrics.aggregate import _extract as _reduce_record
+from evalkit.metrics.keys import metric_key
+
+__all__ = [
+    "AT_K_METRICS",
+    "PER_CASE_METRICS",
+    "CaseTable",
+    "case_details",
+    "drift_case",
+    "find_flips",
+    "scope_name",
+    "unscoreable_from_metrics",
+    "word_diff",
+]
+
+AT_K_METRICS = ("recall_any", "recall_all", "recall_frac", "precision", "mrr", "ndcg")
+# Means of per-case values that a paired test applies to (besides the @K metrics).
+PER_CASE_METRICS = (
+    "scope_miss_rate",
+    "attribution_hit_rate",
+    "recency_pass_rate",
+    "groundedness_avg",
+    "correctness_avg",
+    "abstention_accuracy",
+    "false_abstention_rate",
+    "abstention_decision_accuracy",
+    "error_rate",
+    "timeout_rate",
+    "empty_response_rate",
+)
+_ERROR_RATES = ("error_rate", "timeout_rate", "empty_response_rate")
+_GROUPING_SCOPES = (("by_tag", "tag"), ("by_category", "category"), ("by_difficulty", "difficulty"), ("by_domain", "domain"))
+_IDS_SHOWN = 20
+_JUDGE_FLIP_POINTS = 1.0
+_EPS = 1e-9
+
+
+def scope_name(grouping: str, key: str) -> str:
+    """`by_category` + `multi_hop` -> `category:multi_hop` (the JSON `scope`)."""
+    return f"{grouping.removeprefix('by_')}:{key}"
+
+
+def _scopes(case: Mapping[str, Any], answerable: bool) -> tuple[str, ...]:
+    """The slices a case belongs to, named as in `scope_name` (the aggregate's grouping rules)."""
+    out = ["overall"]
+    out += [f"tag:{t}" for t in sorted({str(t) for t in (case.get("tags") or [])})]
+    for field in ("category", "difficulty", "domain"):
+        if case.get(field) is not None:
+            out.append(f"{field}:{case[field]}")
+    out.append("answerable:answerable" if answerable else "answerable:unanswerable")
+    return tuple(out)
+
+
+def _answer_digest(answer: Any) -> bytes | None:
+    if not isinstance(answer, str):
+        return None
+    return hashlib.blake2b(" ".join(answer.split()).encode("utf-8"), digest_size=16).digest()
+
+
+class CaseTable:
+    """One run's per-case values, one row per test_case_id (a repeated id: the last record wins).
+
+    Columns are keyed `recall_any@5`, ..., `mrr@10` (for `ks`) and PER_CASE_METRICS; a
+    value is NaN when the case does not count toward that mean, or the run could not score it.
+    """
+
+    def __init__(self, run_ks: Sequence[int], ks: Sequence[int]):
+        self.run_ks = list(run_ks)
+        self.keys = [metric_key(m, k) for k in ks for m in AT_K_METRICS] + list(PER_CASE_METRICS)
+        self._ks = [str(k) for k in ks]
+        self.ids: list[str] = []
+        self.row: dict[str, int] = {}
+        self.cols: dict[str, array] = {key: array("d") for key in self.keys}
+        self.scopes: list[tuple[str, ...]] = []
+        self.answers: list[bytes | None] = []
+        self.duplicates: list[str] = []
+        self.missing_ids = 0
+        self._target_errors: list[bool] = []
+        self._error_kinds: list[str | None] = []
+        self._judge_errors: list[tuple[str, ...]] = []
+        self._empty: list[bool] = []
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Reduce one record and store its row."""
+        case = record.get("case") if isinstance(record.get("case"), Mapping) else {}
+        cid = record.get("test_case_id", case.get("id"))
+        if cid is None:
+            self.missing_ids += 1
+            return
+        cid = str(cid)
+        x = _reduce_record(record, self.run_ks)
+        kind = x["error_kind"]
+        target_error = kind is not None and kind != "empty_answer"
+        values: dict[str, float | None] = {}
+        for k in self._ks:
+            block = x["at_k"].get(k) or {}
+            for m in AT_K_METRICS:
+                values[f"{m}@{k}"] = block.get(m)
+        for name in ("scope_miss_rate", "attribution_hit_rate", "recency_pass_rate", "groundedness_avg", "correctness_avg"):
+            values[name] = x["values"].get(name)
+        abstention = x["abstention"]
+        if abstention is not None and abstention[1] is not None:
+            answerable, abstained = abstention
+            values["abstention_accuracy"] = None if answerable else float(abstained)
+            values["false_abstention_rate"] = float(abstained) if answerable else None
+            values["abstention_decision_accuracy"] = float(abstained != answerable)
+        if target_error:
+            # Excluded pairwise, never 0: the runner's 0s are for metrics.json (EVAL.md).
+            values = {}
+        values["error_rate"] = float(kind is not None)
+        values["timeout_rate"] = float(kind == "timeout")
+        values["empty_response_rate"] = float(bool(x["empty"]))
+
+        row = self.row.get(cid)
+        if row is None:
+            row = len(self.ids)
+            self.row[cid] = row
+            self.ids.append(cid)
+            for key in self.keys:
+                self.cols[key].append(math.nan)
+            self.scopes.append(())
+            self.answers.append(None)
+            self._target_errors.append(False)
+            self._error_kinds.append(None)
+            self._judge_errors.append(())
+            self._empty.append(False)
+        else:
+            self.duplicates.append(cid)
+        for key in self.keys:
+            v = values.get(key)
+            self.cols[key][row] = math.nan if v is None else float(v)
+        self.scopes[row] = _scopes(case, x["answerable"])
+        self.answers[row] = None if target_error else _answer_digest(record.get("answer"))
+        self._target_errors[row] = target_error
+        self._error_kinds[row] = kind
+        self._judge_errors[row] = tuple(sorted(set(x["judge_errors"])))
+        self._empty[row] = bool(x["empty"])
+
+    def column(self, key: str) -> np.ndarray:
+        """A column as a float64 array (a view: do not modify)."""
+        return np.frombuffer(self.cols[key], dtype=np.float64) if len(self.cols[key]) else np.empty(0)
+
+    def unscoreable(self, other_ids: Iterable[str] | None = None) -> RunUnscoreable:
+        """What this run could not score, and how many of its cases the other run lacks."""
+        kinds: dict[str, int] = {}
+        judges: dict[str, int] = {}
+        ids_target, ids_judge = [], []
+        for i, cid in enumerate(self.ids):
+            if self._target_errors[i]:
+                kind = self._error_kinds[i] or "unknown"
+                kinds[kind] = kinds.get(kind, 0) + 1
+                ids_target.append(cid)
+            for judge in self._judge_errors[i]:
+                judges[judge] = judges.get(judge, 0) + 1
+            if self._judge_errors[i]:
+                ids_judge.append(cid)
+        only = 0 if other_ids is None else len(set(self.ids) - set(other_ids))
+        return RunUnscoreable(
+            n_cases=len(self.ids),
+            target_errors=len(ids_target),
+            target_error_kinds={k: kinds[k] for k in sorted(kinds)},
+            judge_errors={j: judges[j] for j in sorted(judges)},
+            empty_answers=sum(self._empty),
+            ids_target_error=sorted(ids_target)[:_IDS_SHOWN],
+            ids_judge_error=sorted(ids_judge)[:_IDS_SHOWN],
+            only_in_this_run=only,
+        )
+
+
+def unscoreable_from_metrics(metrics: Mapping[str, Any]) -> RunUnscoreable:
+    """The same counts read from a bare metrics.json (no ids; `available` false)."""
+    agg = metrics.get("aggregate_metrics") or {}
+    op = agg.get("operational_metrics") or {}
+    kinds = {str(k): int(v) for k, v in (op.get("error_kinds") or {}).items() if k != "empty_answer"}
+    judges = {str(k): int(v) for k, v in (agg.get("judge_errors_by_judge") or {}).items()}
+    return RunUnscoreable(
+        n_cases=int(agg.get("n_cases") or metrics.get("total_tests") or 0),
+        target_errors=sum(kinds.values()),
+        target_error_kinds=dict(sorted(kinds.items())),
+        judge_errors=dict(sorted(judges.items())),
+        empty_answers=int(op.get("n_empty_responses") or 0),
+        available=False,
+    )
+
+
+# ---------------------------------------------------------------- flips
+
+# (column, flip metric name, judge?) in report order; recall's column is filled in per K.
+_FLIP_METRICS = (
+    ("attribution_hit_rate", "attribution_hit", False),
+    ("abstention_decision_accuracy", "abstention_correct", False),
+    ("groundedness_avg", "groundedness", True),
+    ("correctness_avg", "correctness", True),
+)
+
+
+def _rank(rr: float) -> int | None:
+    return round(1.0 / rr) if rr > 0 and not math.isnan(rr) else None
+
+
+def find_flips(
+    ta: CaseTable, tb: CaseTable, ia: np.ndarray, ib: np.ndarray, ids: Sequence[str], k: int | None
+) -> tuple[list[Flip], list[Flip]]:
+    """Cases that went pass -> fail (regressions) and fail -> pass (improvements).
+
+    Over the paired cases (`ids`, rows `ia` in a and `ib` in b): recall hit at K
+    (recall_any@K 1 -> 0), attribution hit, abstention correctness (the right decision to
+    answer or abstain), and a judge score (groundedness, correctness) that dropped or rose by
+    more than 1 point. A case either run could not score is not a flip. Sorted by size (|b - a|
+    on a 0-1 scale: 1 for a pass/fail flip, points / 5 for a judge), then by the change in
+    reciprocal rank of the first gold hit, then by metric and id.
+
+    Returns:
+        (regressions, improvements) without question/chunk details (see `case_details`).
+    """
+    metrics = list(_FLIP_METRICS)
+    if k is not None:
+        metrics.insert(0, (metric_key("recall_any", k), metric_key("recall_any", k), False))
+    order = {name: i for i, (_, name, _) in enumerate(metrics)}
+    rr_key = metric_key("mrr", k) if k is not None else None
+    rr_a = ta.column(rr_key)[ia] if rr_key in ta.cols else np.full(len(ia), math.nan)
+    rr_b = tb.column(rr_key)[ib] if rr_key in tb.cols else np.full(len(ib), math.nan)
+    regressions: list[tuple[tuple, Flip]] = []
+    improvements: list[tuple[tuple, Flip]] = []
+    for column, name, judged in metrics:
+        va, vb = ta.column(column)[ia], tb.column(column)[ib]
+        both = ~(np.isnan(va) | np.isnan(vb))
+        d = np.where(both, vb - va, 0.0)
+        limit = _JUDGE_FLIP_POINTS + _EPS if judged else 0.5
+        for i in np.flatnonzero(np.abs(d) > limit):
+            size = abs(float(d[i])) / (5.0 if judged else 1.0)
+            ra, rb = float(rr_a[i]), float(rr_b[i])
+            drr = abs((0.0 if math.isnan(rb) else rb) - (0.0 if math.isnan(ra) else ra))
+            flip = Flip(
+                id=ids[i], metric=name, a=float(va[i]), b=float(vb[i]), size=size,
+                first_hit_rank_a=_rank(ra), first_hit_rank_b=_rank(rb),
+            )
+            key = (-size, -drr, order[name], ids[i])
+            (regressions if d[i] < 0 else improvements).append((key, flip))
+    return [f for _, f in sorted(regressions, key=lambda t: t[0])], [f for _, f in sorted(improvements, key=lambda t: t[0])]
+
+
+# ---------------------------------------------------------------- details (second pass)
+
+
+def _refs(items: Iterable[Any]) -> list[ChunkRef]:
+    out = []
+    for item in items:
+        if isinstance(item, Mapping):
+            out.append(ChunkRef(rel_path=item.get("rel_path"), heading_path=item.get("heading_path")))
+    return out
+
+
+def case_details(source: RunSource, wanted: set[str], *, top_chunks: int = 3) -> dict[str, dict[str, Any]]:
+    """Question, top chunks, gold anchors, answer and references of the `wanted` cases.
+
+    One pass over the run's records; only the wanted ids are kept.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    if not wanted:
+        return out
+    for record in source.iter_records():
+        case = record.get("case") if isinstance(record.get("case"), Mapping) else {}
+        cid = record.get("test_case_id", case.get("id"))
+        if cid is None or str(cid) not in wanted:
+            continue
+        abstention = record.get("abstention") if isinstance(record.get("abstention"), Mapping) else {}
+        abstained = abstention.get("abstained")
+        out[str(cid)] = {
+            "question": record.get("question") or case.get("question"),
+            "top": _refs(ranked_chunks(record)[:top_chunks]),
+            "gold": _refs(case.get("gold_supports") or []),
+            "answer": record.get("answer") if isinstance(record.get("answer"), str) else None,
+            "references": _refs(record.get("references") or []),
+            "abstained": abstained if isinstance(abstained, bool) else None,
+        }
+    return out
+
+
+# ---------------------------------------------------------------- answer drift
+
+
+def word_diff(a: str, b: str, *, context: int = 6) -> tuple[str, int, int, float]:
+    """A word-level diff of two answers, git's `--word-diff=plain` notation.
+
+    Words are whitespace-separated; removed runs print as `[-…-]`, added runs as `{+…+}`;
+    unchanged runs longer than 2 × context keep `context` words on each side of an elision
+    `…` (only the side next to a change at the start and end of the text).
+
+    Returns:
+        (diff text, words removed, words added, similarity = difflib ratio in [0, 1]).
+    """
+    wa, wb = a.split(), b.split()
+    matcher = difflib.SequenceMatcher(None, wa, wb, autojunk=False)
+    ops = matcher.get_opcodes()
+    parts: list[str] = []
+    removed = added = 0
+    for i, (op, i1, i2, j1, j2) in enumerate(ops):
+        if op == "equal":
+            words = wa[i1:i2]
+            first, last = i == 0, i == len(ops) - 1
+            if first and not last and len(words) > context:
+                words = ["…", *words[-context:]]
+            elif last and not first and len(words) > context:
+                words = [*words[:context], "…"]
+            elif not first and not last and len(words) > 2 * context:
+                words = [*words[:context], "…", *words[-context:]]
+            parts.append(" ".join(words))
+            continue
+        if i2 > i1:
+            parts.append("[-" + " ".join(wa[i1:i2]) + "-]")
+            removed += i2 - i1
+        if j2 > j1:
+            parts.append("{+" + " ".join(wb[j1:j2]) + "+}")
+            added += j2 - j1
+    return " ".join(p for p in parts if p), removed, added, matcher.ratio()
+
+
+def drift_case(cid: str, da: Mapping[str, Any], db: Mapping[str, Any]) -> DriftCase:
+    """One changed answer: its word diff and the references added and removed."""
+    answer_a, answer_b = da.get("answer") or "", db.get("answer") or ""
+    diff, removed, added, similarity = word_diff(answer_a, answer_b)
+    refs_a = {(r.rel_path, r.heading_path): r for r in da.get("references") or []}
+    refs_b = {(r.rel_path, r.heading_path): r for r in db.get("references") or []}
+    return DriftCase(
+        id=cid,
+        question=db.get("question") or da.get("question"),
+        similarity=similarity,
+        words_removed=removed,
+        words_added=added,
+        diff=diff,
+        answer_a=answer_a,
+        answer_b=answer_b,
+        references_added=[refs_b[key] for key in refs_b if key not in refs_a],
+        references_removed=[refs_a[key] for key in refs_a if key not in refs_b],
+    )

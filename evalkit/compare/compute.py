@@ -1,0 +1,585 @@
+"""compare_runs: two runs (or a run and a baseline) -> one `Comparison` (EVAL.md, "Comparing two runs").
+
+Steps, each over data already on disk:
+
+1. invariants (seed 000 §10.1 via `evalkit.gate.check_invariants`, plus K): refuse, unless
+   ignored, and then mark which numbers are not comparable;
+2. one streamed pass per run: the aggregate cells (`aggregate_records(..., full_slices=True)`,
+   so every slice has every K) and the per-case table (`cases.CaseTable`);
+3. delta rows: every metric, overall and per slice, at every K both runs measured, with both n;
+4. a paired test per row that is a mean of per-case values (`evalkit.metrics.stats`), then
+   Holm or Benjamini-Hochberg over the family;
+5. flips, answer drift (a second pass for the few cases that need text), latency, config diff;
+6. the gate: `evalkit.gate.gate_result` plus a relative MRR drop and, on request, flips.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from evalkit.compare.cases import (
+    AT_K_METRICS,
+    PER_CASE_METRICS,
+    CaseTable,
+    case_details,
+    drift_case,
+    find_flips,
+    scope_name,
+    unscoreable_from_metrics,
+)
+from evalkit.compare.conditions import config_diff, latency_report
+from evalkit.compare.models import (
+    Comparison,
+    DeltaRow,
+    DriftReport,
+    Flips,
+    InvariantReport,
+    NotComparable,
+    RunUnscoreable,
+    SourceInfo,
+    StatsSettings,
+)
+from evalkit.compare.regressions import gate_report
+from evalkit.compare.sources import RunSource, open_source
+from evalkit.errors import InputError, Problem
+from evalkit.gate import Thresholds, check_invariants
+from evalkit.metrics.aggregate import aggregate_records, flatten_cell, recorded_suite_ms
+from evalkit.metrics.keys import parse_metric_key
+from evalkit.metrics.stats import (
+    DEFAULT_RESAMPLES,
+    PairedComparison,
+    adjust_pvalues,
+    compare_paired,
+    noise_sentence,
+    paired,
+    significant,
+)
+from evalkit.store import RunDir
+
+__all__ = ["IncomparableRuns", "compare_runs"]
+
+_EPS = 1e-9
+# Headline names of a metrics.json cell -> the @K metric they hold at the primary K.
+_HEADLINE = {
+    "recall_at_k_avg": "recall_any",
+    "mrr_avg": "mrr",
+    "precision_at_k_avg": "precision",
+    "ndcg_at_k_avg": "ndcg",
+    "recall_all_avg": "recall_all",
+    "recall_frac_avg": "recall_frac",
+}
+# abstention_recall is abstention_accuracy under another name; latency has its own section.
+_NOT_DELTAS = frozenset({"abstention_recall", "latency_p50_ms", "latency_p95_ms"})
+_METRIC_ORDER = (
+    *AT_K_METRICS,
+    "scope_miss_rate",
+    "attribution_hit_rate",
+    "recency_pass_rate",
+    "groundedness_avg",
+    "correctness_avg",
+    "abstention_accuracy",
+    "hallucination_rate_unanswerable",
+    "false_abstention_rate",
+    "abstention_precision",
+    "abstention_f1",
+    "abstention_decision_accuracy",
+    "error_rate",
+    "timeout_rate",
+    "empty_response_rate",
+)
+_LOWER_IS_BETTER = frozenset(
+    {"scope_miss_rate", "hallucination_rate_unanswerable", "false_abstention_rate", "error_rate", "timeout_rate", "empty_response_rate"}
+)
+_HIGHER_IS_BETTER = frozenset(_METRIC_ORDER) - _LOWER_IS_BETTER
+# Scopes in report order: the groupings readers scan first, tags (the most numerous) last.
+_GROUPING_ORDER = ("by_answerable", "by_category", "by_difficulty", "by_domain", "by_tag")
+# hallucination = 1 - abstention accuracy case by case: one test, shown on both rows.
+_MIRRORED = {"hallucination_rate_unanswerable": "abstention_accuracy"}
+_ANSWER_METRICS = [
+    "groundedness_avg", "correctness_avg", "attribution_hit_rate", "abstention_accuracy", "hallucination_rate_unanswerable",
+    "false_abstention_rate", "abstention_precision", "abstention_f1", "abstention_decision_accuracy", "latency",
+]
+_ABSTENTION_METRICS = [m for m in _ANSWER_METRICS if m.startswith(("abstention", "hallucination", "false_abstention"))]
+class IncomparableRuns(InputError):
+    """Broken invariants without --ignore-invariants: exit 2, one line per violation."""
+
+    def __init__(self, run_a: str, run_b: str, violations: list[str]):
+        self.violations = list(violations)
+        problems = [Problem(f"cannot compare {run_a} with {run_b}: {v}", field="invariants") for v in violations]
+        problems.append(Problem("pass --ignore-invariants to compare anyway (the report then says which numbers are not comparable)", field="invariants"))
+        super().__init__(problems)
+
+
+# ---------------------------------------------------------------- invariants
+
+
+def _invariants(a: RunSource, b: RunSource) -> list[str]:
+    """`gate.check_invariants` (eval set, case count, judge, debug fields) plus K: the number of
+    chunks the target was asked for (the largest K) must be the same."""
+    out = check_invariants(a.metrics, b.metrics)
+    ka, kb = a.ks, b.ks
+    if max(ka) != max(kb):
+        out.append(
+            f"K differs (run a: {', '.join(map(str, ka))}; run b: {', '.join(map(str, kb))}): "
+            f"the target was asked for {max(ka)} vs {max(kb)} chunks"
+        )
+    return out
+
+
+def _debug_affected(fields: set[str]) -> list[str]:
+    out: list[str] = []
+    for f in sorted(fields):
+        if f.startswith("debug.retrieved_chunks"):
+            out += [*AT_K_METRICS, "recency_pass_rate"]
+        elif f.startswith("debug.folder_selection"):
+            out.append("scope_miss_rate")
+        elif f.startswith("debug.timings_ms"):
+            out.append("latency")
+        elif f.startswith("references"):
+            out += ["attribution_hit_rate", "recency_pass_rate"]
+        elif f.startswith(("abstained", "abstain_reason")):
+            out += _ABSTENTION_METRICS
+    return sorted(set(out))
+
+
+def _not_comparable(violations: list[str], a: RunSource, b: RunSource) -> list[NotComparable]:
+    """Which metrics each violation makes meaningless (["*"]: all of them)."""
+    out = []
+    for v in violations:
+        if v.startswith(("eval sets differ", "case counts differ")):
+            metrics = ["*"]
+        elif v.startswith("judge "):
+            metrics = ["groundedness_avg", "correctness_avg"]
+        elif v.startswith("debug payload fields differ"):
+            fa = set(((a.metrics.get("invariants") or {}).get("debug_fields_missing")) or [])
+            fb = set(((b.metrics.get("invariants") or {}).get("debug_fields_missing")) or [])
+            metrics = _debug_affected(fa ^ fb)
+        elif v.startswith("K differs"):
+            metrics = list(_ANSWER_METRICS)
+        else:
+            metrics = ["*"]
+        out.append(NotComparable(reason=v, metrics=metrics))
+    return out
+
+
+# ---------------------------------------------------------------- one pass per run
+
+
+def _scan(source: RunSource, ks: list[int]) -> tuple[CaseTable | None, dict[str, Any]]:
+    """The run's aggregate cells (every slice at every K) and its per-case table, in one pass."""
+    if not source.has_records:
+        return None, source.metrics
+    table = CaseTable(source.ks, ks)
+
+    def records():
+        for record in source.iter_records():
+            table.add(record)
+            yield record
+
+    cells = aggregate_records(records(), ks=source.ks, suite_ms=recorded_suite_ms(source.metrics), full_slices=True)
+    return table, cells
+
+
+def _cells(agg: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """{scope: cell} in report order."""
+    out: dict[str, Mapping[str, Any]] = {}
+    if isinstance(agg.get("aggregate_metrics"), Mapping):
+        out["overall"] = agg["aggregate_metrics"]
+    for grouping in _GROUPING_ORDER:
+        for key, cell in sorted((agg.get(grouping) or {}).items()):
+            if isinstance(cell, Mapping):
+                out[scope_name(grouping, key)] = cell
+    return out
+
+
+def _flat(cell: Mapping[str, Any], primary_k: int) -> dict[tuple[str, int | None], tuple[float | None, int]]:
+    """A cell as {(metric, K or None): (value, n)}; a headline name becomes its @K metric."""
+    out: dict[tuple[str, int | None], tuple[float | None, int]] = {}
+    headline: dict[tuple[str, int | None], tuple[float | None, int]] = {}
+    for key, value in flatten_cell(cell).items():
+        name, k = parse_metric_key(key)
+        if name in _NOT_DELTAS:
+            continue
+        if k is None and name in _HEADLINE:
+            headline[(_HEADLINE[name], primary_k)] = value
+        else:
+            out[(name, k)] = value
+    for key, value in headline.items():
+        out.setdefault(key, value)
+    return out
+
+
+def _metric_rank(name: str) -> int:
+    return _METRIC_ORDER.index(name) if name in _METRIC_ORDER else len(_METRIC_ORDER)
+
+
+# ---------------------------------------------------------------- paired tests
+
+
+def _compare(a: np.ndarray, b: np.ndarray, *, seed: int, key: str, resamples: int, confidence: float) -> PairedComparison:
+    """`stats.compare_paired`, short-cut when no paired case changed: the documented result
+    (delta 0, CI [0, 0], p = 1, exact) without drawing 2 × resamples × n random numbers."""
+    pv = paired(a, b)
+    if pv.n and not pv.diff.any():
+        mean = math.fsum(pv.a.tolist()) / pv.n
+        return PairedComparison(
+            n=pv.n, n_excluded_a=pv.n_excluded_a, n_excluded_b=pv.n_excluded_b, n_neither=pv.n_neither,
+            mean_a=mean, mean_b=math.fsum(pv.b.tolist()) / pv.n, delta=0.0, ci=(0.0, 0.0), confidence=confidence,
+            p_value=1.0, p_exact=True, resamples=resamples,
+        )
+    return compare_paired(a, b, seed=seed, key=key, resamples=resamples, confidence=confidence)
+
+
+def _min_p(n_changed: int, resamples: int) -> float:
+    """The smallest p-value the sign-flip test can give with n_changed nonzero differences."""
+    if n_changed == 0:
+        return 1.0
+    exact = 2.0 ** (1 - n_changed) if n_changed < 1075 else 0.0
+    return max(exact, 1.0 / (resamples + 1))
+
+
+# ---------------------------------------------------------------- the steps of compare_runs
+
+
+@dataclass
+class _Pairing:
+    """The cases both runs have, in id order: their rows in each table, and per scope the
+    positions (into `ids`) of the cases that belong to it in both runs."""
+
+    ids: list[str]
+    ia: np.ndarray
+    ib: np.ndarray
+    scope_pos: dict[str, list[int]]
+
+
+def _pair(ta: CaseTable, tb: CaseTable) -> _Pairing:
+    # Id order, so that the draws do not depend on the order records were written in.
+    ids = sorted(set(ta.row) & set(tb.row))
+    ia = np.array([ta.row[c] for c in ids], dtype=np.int64)
+    ib = np.array([tb.row[c] for c in ids], dtype=np.int64)
+    scope_pos: dict[str, list[int]] = {}
+    for pos, (ra, rb) in enumerate(zip(ia.tolist(), ib.tolist(), strict=True)):
+        for scope in set(ta.scopes[ra]) & set(tb.scopes[rb]):
+            scope_pos.setdefault(scope, []).append(pos)
+    return _Pairing(ids, ia, ib, scope_pos)
+
+
+def _notes(
+    sa: RunSource, sb: RunSource, ta: CaseTable | None, tb: CaseTable | None, only_a: list[int], only_b: list[int], ks: list[int]
+) -> list[str]:
+    notes = []
+    if only_a or only_b:
+        notes.append(
+            "K measured by one run only, not compared: "
+            + "; ".join(f"run {s}: {', '.join(map(str, v))}" for s, v in (("a", only_a), ("b", only_b)) if v)
+        )
+    if not ks:
+        notes.append("the runs share no K: no retrieval metric is compared")
+    for side, src, table in (("a", sa, ta), ("b", sb, tb)):
+        if table is None:
+            notes.append(f"run {side} ({src.run_id}) is a bare metrics.json: aggregate deltas and the gate only; "
+                         "no paired tests, flips or drift")
+            continue
+        if table.duplicates:
+            shown = ", ".join(sorted(set(table.duplicates))[:5])
+            notes.append(f"run {side} has {len(table.duplicates)} repeated case id(s) ({shown}): the last record counts")
+        if table.missing_ids:
+            notes.append(f"run {side} has {table.missing_ids} record(s) without a test_case_id: left out")
+    return notes
+
+
+def _delta_rows(
+    cells_a: dict[str, Mapping[str, Any]], cells_b: dict[str, Mapping[str, Any]], pa: int, pb: int, ks: list[int]
+) -> list[DeltaRow]:
+    """One row per (scope, metric, K) both runs hold, in report order; no test yet."""
+    rows: list[DeltaRow] = []
+    for scope, cell_a in cells_a.items():
+        cell_b = cells_b.get(scope)
+        if cell_b is None:
+            continue
+        fa, fb = _flat(cell_a, pa), _flat(cell_b, pb)
+        keys = [key for key in fa if key in fb and (key[1] is None or key[1] in ks)]
+        keys.sort(key=lambda key: (len(ks) if key[1] is None else ks.index(key[1]), _metric_rank(key[0]), key[0]))
+        for name, k in keys:
+            (va, na), (vb, nb) = fa[(name, k)], fb[(name, k)]
+            if (va is None and vb is None) or (scope != "overall" and (va is None or vb is None)):
+                continue
+            direction = "lower_is_better" if name in _LOWER_IS_BETTER else "higher_is_better" if name in _HIGHER_IS_BETTER else None
+            delta = None if va is None or vb is None else vb - va
+            change = None
+            if delta is not None and direction is not None:
+                change = "unchanged" if abs(delta) <= _EPS else ("better" if (delta > 0) == (direction == "higher_is_better") else "worse")
+            rows.append(DeltaRow(metric=name, scope=scope, k=k, a=va, b=vb, delta=delta, n_a=na, n_b=nb, n=None,
+                                 direction=direction, change=change))
+    return rows
+
+
+def _mark_not_comparable(rows: list[DeltaRow], not_comparable: list[NotComparable]) -> None:
+    blocked: dict[str, str] = {}
+    for nc in not_comparable:
+        for m in nc.metrics:
+            blocked.setdefault(m, nc.reason)
+    for row in rows:
+        reason = blocked.get("*") or blocked.get(row.metric)
+        if reason is not None:
+            row.comparable = False
+            row.note = f"not comparable: {reason}"
+
+
+def _test_rows(
+    rows: list[DeltaRow], ta: CaseTable, tb: CaseTable, pairing: _Pairing, *, seed: int, resamples: int, confidence: float,
+    alpha: float, correction: str,
+) -> int:
+    """Fill each row's paired test, then correct over the family; returns the family's size.
+
+    A test is identified by its data: the same paired differences (up to sign) over the same
+    cases are one test, whichever metric or scope shows them (false_abstention_rate in
+    `overall` and `answerable:answerable`; hallucination and abstention accuracy), drawn once
+    and counted once in the family.
+    """
+    tests: dict[tuple[bytes, ...], tuple[PairedComparison, int, float, str]] = {}
+    test_of: dict[int, tuple[bytes, ...]] = {}
+    for row in rows:
+        column = _MIRRORED.get(row.metric, row.metric)
+        key = f"{column}@{row.k}" if row.k is not None else column
+        if (row.metric not in AT_K_METRICS and column not in PER_CASE_METRICS) or key not in ta.cols:
+            continue
+        pos = np.asarray(pairing.scope_pos.get(row.scope, []), dtype=np.int64)
+        va, vb = ta.column(key)[pairing.ia[pos]], tb.column(key)[pairing.ib[pos]]
+        live = ~(np.isnan(va) & np.isnan(vb))
+        va, vb, pos = va[live], vb[live], pos[live]
+        both = ~(np.isnan(va) | np.isnan(vb))
+        d = np.where(both, vb - va, 0.0)
+        nonzero = np.flatnonzero(d)
+        orient = -1.0 if nonzero.size and d[nonzero[0]] < 0 else 1.0
+        ident = (pos.tobytes(), both.tobytes(), (orient * d + 0.0).tobytes())
+        if ident not in tests:
+            name = f"{key}|{row.scope}"
+            result = _compare(va, vb, seed=seed, key=name, resamples=resamples, confidence=confidence)
+            tests[ident] = (result, int(nonzero.size), orient, name)
+        test_of[id(row)] = ident
+        result, changed, first_orient, row.test = tests[ident]
+        sign = orient * first_orient * (-1.0 if row.metric in _MIRRORED else 1.0)
+        row.n, row.n_excluded_a, row.n_excluded_b, row.n_changed = result.n, result.n_excluded_a, result.n_excluded_b, changed
+        if result.n:
+            lo, hi = result.ci
+            row.paired_delta = None if result.delta is None else sign * result.delta + 0.0
+            row.ci95 = [lo, hi] if sign > 0 else [None if hi is None else -hi + 0.0, None if lo is None else -lo + 0.0]
+            row.p_value = None if result.p_value is None else float(result.p_value)
+            row.p_exact = result.p_exact
+            row.in_family = row.comparable and _min_p(changed, resamples) <= alpha
+        if row.comparable and not row.in_family:
+            if not result.n:
+                row.note = noise_sentence(0)
+            elif changed == 0:
+                row.note = f"no paired case changed (n={result.n})"
+            else:
+                row.note = f"{noise_sentence(result.n)}; only {changed} case(s) changed, too few to reach p ≤ {alpha:g}"
+    # The family: every distinct test that is comparable and can reach p <= alpha at all
+    # (Tarone 1990: a test that cannot reject does not dilute the others).
+    family: dict[tuple[bytes, ...], list[DeltaRow]] = {}
+    for row in rows:
+        if row.in_family:
+            family.setdefault(test_of[id(row)], []).append(row)
+    idents = list(family)
+    adjusted = adjust_pvalues([family[ident][0].p_value for ident in idents], method=correction)  # type: ignore[arg-type]
+    for ident, p_adj in zip(idents, adjusted, strict=True):
+        for row in family[ident]:
+            row.p_adjusted = p_adj
+            row.significant = significant(p_adj, alpha)
+            row.note = None if row.significant else noise_sentence(row.n or 0)
+    return len(family)
+
+
+def _cases(
+    sa: RunSource, sb: RunSource, ta: CaseTable, tb: CaseTable, pairing: _Pairing, k: int | None, *, show_drift: int,
+    top_chunks: int,
+) -> tuple[Flips, DriftReport, dict[str, RunUnscoreable]]:
+    """Flips, answer drift and unscoreable counts; one more pass per run for the cases' text."""
+    regressions, improvements = find_flips(ta, tb, pairing.ia, pairing.ib, pairing.ids, k)
+    answers_a = [ta.answers[r] for r in pairing.ia.tolist()]
+    answers_b = [tb.answers[r] for r in pairing.ib.tolist()]
+    answered = [i for i, (x, y) in enumerate(zip(answers_a, answers_b, strict=True)) if x is not None and y is not None]
+    changed = [pairing.ids[i] for i in answered if answers_a[i] != answers_b[i]]
+    wanted = {f.id for f in regressions + improvements} | set(changed)
+    da = case_details(sa, wanted, top_chunks=top_chunks)
+    db = case_details(sb, wanted, top_chunks=top_chunks)
+    for flip in regressions + improvements:
+        xa, xb = da.get(flip.id, {}), db.get(flip.id, {})
+        flip.question = xb.get("question") or xa.get("question")
+        flip.top_a, flip.top_b = xa.get("top", []), xb.get("top", [])
+        flip.gold = xb.get("gold") or xa.get("gold") or []
+        flip.abstained_a, flip.abstained_b = xa.get("abstained"), xb.get("abstained")
+    counts: dict[str, dict[str, int]] = {}
+    for label, group in (("regressions", regressions), ("improvements", improvements)):
+        for flip in group:
+            counts.setdefault(flip.metric, {"regressions": 0, "improvements": 0})[label] += 1
+    flips = Flips(available=True, k=k, regressions=regressions, improvements=improvements, counts=counts)
+    drifted = sorted((drift_case(cid, da.get(cid, {}), db.get(cid, {})) for cid in changed), key=lambda d: (d.similarity, d.id))
+    drift = DriftReport(
+        available=True, n_compared=len(answered), n_changed=len(drifted), ids=[d.id for d in drifted], cases=drifted[:show_drift]
+    )
+    return flips, drift, {"a": ta.unscoreable(tb.ids), "b": tb.unscoreable(ta.ids)}
+
+
+# ---------------------------------------------------------------- compare_runs
+
+
+def _check_settings(alpha: float, correction: str, gate: str, show_drift: int, mrr_relative_threshold: float, confidence: float) -> None:
+    problems = []
+    if not (isinstance(alpha, int | float) and 0.0 < alpha < 1.0):
+        problems.append(Problem(f"expected a number in (0, 1), got {alpha!r}", field="--alpha"))
+    if correction not in ("holm", "bh"):
+        problems.append(Problem(f"expected holm or bh, got {correction!r}", field="correction"))
+    if gate not in ("threshold", "significant"):
+        problems.append(Problem(f"expected threshold or significant, got {gate!r}", field="--gate"))
+    if not isinstance(show_drift, int) or show_drift < 0:
+        problems.append(Problem(f"expected a non-negative integer, got {show_drift!r}", field="--show-drift"))
+    if not (isinstance(mrr_relative_threshold, int | float) and mrr_relative_threshold >= 0):
+        problems.append(Problem(f"expected a non-negative number, got {mrr_relative_threshold!r}", field="--regression-threshold-mrr-relative"))
+    if not (isinstance(confidence, int | float) and 0.0 < confidence < 1.0):
+        problems.append(Problem(f"expected a number in (0, 1), got {confidence!r}", field="confidence"))
+    if problems:
+        raise InputError(problems)
+
+
+def compare_runs(
+    a: str | Path | RunDir | RunSource,
+    b: str | Path | RunDir | RunSource,
+    *,
+    results_dir: str | Path = "results",
+    seed: int = 0,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = 0.95,
+    alpha: float = 0.05,
+    correction: Literal["holm", "bh"] = "holm",
+    ignore_invariants: bool = False,
+    thresholds: Thresholds | None = None,
+    mrr_relative_threshold: float = 0.10,
+    gate: Literal["threshold", "significant"] = "threshold",
+    fail_on_flip: bool = False,
+    allow_regressions: bool = False,
+    allow_mixed_judges: bool = False,
+    show_drift: int = 5,
+    top_chunks: int = 3,
+) -> Comparison:
+    """Compare run a (the baseline) with run b (the new run).
+
+    Args:
+        a: the baseline: a run id under `results_dir`, a run folder, a baseline.json
+            (`save_baseline`) or a metrics.json.
+        b: the new run, the same kinds.
+        results_dir: where run ids are looked up.
+        seed: seed of every bootstrap and randomization draw (numpy SeedSequence per test).
+        resamples: bootstrap resamples and random sign patterns per test.
+        confidence: coverage of the bootstrap interval (`ci95` at the default 0.95).
+        alpha: significance level after correction.
+        correction: "holm" (family-wise error rate) or "bh" (false discovery rate).
+        ignore_invariants: compare runs that break an invariant; the result marks the
+            numbers that are not comparable.
+        thresholds: the gate's absolute thresholds (evalkit.gate.Thresholds defaults).
+        mrr_relative_threshold: largest allowed MRR drop relative to the baseline's MRR.
+        gate: "threshold" (run_eval's gate) or "significant" (only regressions whose paired
+            test is significant after correction fail).
+        fail_on_flip: any case going pass -> fail fails the gate.
+        allow_regressions: record the gate as allowed (the CLI then exits 0).
+        allow_mixed_judges: compare judge scores of a heuristic-judged and an LLM-judged run.
+        show_drift: how many changed answers to diff.
+        top_chunks: retrieved chunks listed per flip.
+
+    Returns:
+        The Comparison (render with evalkit.report.compare, or `model_dump(mode="json")`).
+
+    Raises:
+        IncomparableRuns: an invariant is broken and not ignored (exit 2).
+        InputError: an unknown run, an unreadable file, bad settings, or a gate that needs
+            per-case records a bare metrics.json does not have.
+    """
+    _check_settings(alpha, correction, gate, show_drift, mrr_relative_threshold, confidence)
+    sa = a if isinstance(a, RunSource) else open_source(a, results_dir, flag="--run-id-1")
+    sb = b if isinstance(b, RunSource) else open_source(b, results_dir, flag="--run-id-2")
+    violations = _invariants(sa, sb)
+    if violations and not ignore_invariants:
+        raise IncomparableRuns(sa.run_id, sb.run_id, violations)
+    per_case = sa.has_records and sb.has_records
+    if not per_case and (gate == "significant" or fail_on_flip):
+        flag = "--gate significant" if gate == "significant" else "--fail-on-flip"
+        bare = sa if not sa.has_records else sb
+        raise InputError(
+            Problem(f"{flag} needs per-case results on both sides; {bare.path} is a bare metrics.json "
+                    "(save a full baseline with --save-baseline)", field=flag)
+        )
+    not_comparable = _not_comparable(violations, sa, sb)
+
+    ks = [k for k in sb.ks if k in set(sa.ks)]
+    only_a = [k for k in sa.ks if k not in set(sb.ks)]
+    only_b = [k for k in sb.ks if k not in set(sa.ks)]
+    primary = ks[0] if ks else None
+    ta, agg_a = _scan(sa, ks)
+    tb, agg_b = _scan(sb, ks)
+    notes = _notes(sa, sb, ta, tb, only_a, only_b, ks)
+    pairing = _pair(ta, tb) if ta is not None and tb is not None else _Pairing([], np.empty(0, np.int64), np.empty(0, np.int64), {})
+
+    cells_a, cells_b = _cells(agg_a), _cells(agg_b)
+    rows = _delta_rows(cells_a, cells_b, sa.ks[0], sb.ks[0], ks)
+    scopes_only = sorted(set(cells_a) ^ set(cells_b))
+    if scopes_only:
+        shown = ", ".join(scopes_only[:8]) + (" …" if len(scopes_only) > 8 else "")
+        notes.append(f"{len(scopes_only)} slice(s) exist in one run only, not compared: {shown}")
+    _mark_not_comparable(rows, not_comparable)
+    family_size = 0
+    if ta is not None and tb is not None:
+        family_size = _test_rows(rows, ta, tb, pairing, seed=seed, resamples=resamples, confidence=confidence,
+                                 alpha=alpha, correction=correction)
+        flips, drift, unscoreable = _cases(sa, sb, ta, tb, pairing, primary, show_drift=show_drift, top_chunks=top_chunks)
+    else:
+        flips, drift = Flips(available=False, k=primary), DriftReport(available=False)
+        unscoreable = {
+            "a": ta.unscoreable() if ta is not None else unscoreable_from_metrics(sa.metrics),
+            "b": tb.unscoreable() if tb is not None else unscoreable_from_metrics(sb.metrics),
+        }
+
+    extra = [f"latency is not comparable: {nc.reason}" for nc in not_comparable if "latency" in nc.metrics or "*" in nc.metrics]
+    latency = latency_report(cells_a.get("overall", {}), cells_b.get("overall", {}), sa, sb, extra)
+    verdict = gate_report(
+        sa, sb, {(row.metric, row.scope, row.k): row for row in rows}, [f"{f.id} ({f.metric})" for f in flips.regressions],
+        mode=gate, thresholds=thresholds or Thresholds(), mrr_relative_threshold=float(mrr_relative_threshold),
+        fail_on_flip=fail_on_flip, allow_regressions=allow_regressions, allow_mixed_judges=allow_mixed_judges,
+        ignore_invariants=ignore_invariants, correction=correction,
+    )
+    n_a = len(ta) if ta is not None else int(sa.metrics.get("total_tests") or 0)
+    n_b = len(tb) if tb is not None else int(sb.metrics.get("total_tests") or 0)
+    n_paired = len(pairing.ids)
+    return Comparison(
+        run_id_1=sa.run_id,
+        run_id_2=sb.run_id,
+        sources={
+            side: SourceInfo(run_id=src.run_id, kind=src.kind, path=str(src.path), has_records=src.has_records)
+            for side, src in (("a", sa), ("b", sb))
+        },
+        n={"a": n_a, "b": n_b, "paired": n_paired, "only_a": n_a - n_paired if per_case else 0,
+           "only_b": n_b - n_paired if per_case else 0},
+        ks={"compared": ks, "primary": primary, "only_a": only_a, "only_b": only_b},
+        stats=StatsSettings(
+            seed=seed, resamples=resamples, confidence=confidence, alpha=alpha, correction=correction,
+            family_size=family_size, n_tested=sum(1 for r in rows if r.p_value is not None),
+            n_significant=sum(1 for r in rows if r.significant),
+        ),
+        invariants=InvariantReport(ok=not violations, violations=violations, ignored=bool(violations and ignore_invariants),
+                                   not_comparable=not_comparable),
+        deltas=rows,
+        flips=flips,
+        unscoreable=unscoreable,
+        latency=latency,
+        config_diff=config_diff(sa.config, sb.config) if sa.config is not None and sb.config is not None else {},
+        config_diff_available=sa.config is not None and sb.config is not None,
+        drift=drift,
+        gate=verdict,
+        notes=notes,
+    )

@@ -1,0 +1,236 @@
+"""The comparison result: one pydantic model that every renderer reads (STYLE §6.10).
+
+`Comparison.model_dump(mode="json")` is `compare_runs.py --format json`; the rich and
+markdown reports in `evalkit/report/compare.py` print the same numbers and compute none.
+Top-level names are a contract (DESIGN.md §9): CI scripts read `invariants`, `deltas`,
+`flips`, `unscoreable`, `config_diff`, `drift` and `gate`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+__all__ = [
+    "ChunkRef",
+    "Comparison",
+    "DeltaRow",
+    "DriftCase",
+    "DriftReport",
+    "Flip",
+    "Flips",
+    "GateReport",
+    "InvariantReport",
+    "LatencyReport",
+    "LatencyRow",
+    "NotComparable",
+    "RunUnscoreable",
+    "SourceInfo",
+    "StatsSettings",
+]
+
+Direction = Literal["higher_is_better", "lower_is_better"]
+
+
+class NotComparable(BaseModel):
+    """Which numbers a broken (and ignored) invariant makes meaningless."""
+
+    reason: str = Field(description="the broken invariant, as listed in `violations`")
+    metrics: list[str] = Field(description='metric names it affects; ["*"] means every number')
+
+
+class InvariantReport(BaseModel):
+    """Seed 000 §10.1: may the two runs be compared at all?"""
+
+    ok: bool = Field(description="no invariant is broken")
+    violations: list[str] = Field(default_factory=list, description="one line per broken invariant, run a first")
+    ignored: bool = Field(False, description="--ignore-invariants let a broken invariant through")
+    not_comparable: list[NotComparable] = Field(default_factory=list, description="what each violation makes incomparable")
+
+
+class StatsSettings(BaseModel):
+    """How significance was decided (EVAL.md, "Comparing two runs")."""
+
+    seed: int = Field(description="--seed of every bootstrap and randomization draw")
+    resamples: int = Field(description="bootstrap resamples and random sign patterns per test")
+    confidence: float = Field(description="coverage of the bootstrap interval (ci95: 0.95)")
+    alpha: float = Field(description="significance level after correction")
+    correction: Literal["holm", "bh"] = Field(description="holm (family-wise) or bh (false discovery rate, --fdr)")
+    family_size: int = Field(description="tests in the multiple-testing family (m)")
+    n_tested: int = Field(description="delta rows with a paired test (in the family or not)")
+    n_significant: int = Field(description="delta rows significant after correction")
+
+
+class DeltaRow(BaseModel):
+    """One metric in one scope at one K: run a (baseline) vs run b (new)."""
+
+    metric: str = Field(description='metric name: "recall_any", "mrr", "groundedness_avg", ...')
+    scope: str = Field(description='"overall" or "<grouping>:<value>", e.g. "category:multi_hop", "tag:work"')
+    k: int | None = Field(description="cut-off for @K metrics, else null")
+    a: float | None = Field(description="run a's aggregate value (as metrics.json computes it)")
+    b: float | None = Field(description="run b's aggregate value")
+    delta: float | None = Field(description="b - a; null when either is null")
+    n_a: int = Field(description="cases behind a")
+    n_b: int = Field(description="cases behind b")
+    n: int | None = Field(description="cases both runs scored (the paired test's n); null without a test")
+    n_excluded_a: int | None = Field(None, description="cases run a could not score while b did (excluded pairwise)")
+    n_excluded_b: int | None = Field(None, description="cases run b could not score while a did")
+    n_changed: int | None = Field(None, description="of the n paired cases, those whose value differs between the runs")
+    paired_delta: float | None = Field(None, description="mean paired difference over the n cases (what ci95 is about)")
+    ci95: list[float | None] | None = Field(None, description="bootstrap interval [lo, hi] of paired_delta")
+    p_value: float | None = Field(None, description="paired randomization (sign-flip) test, two-sided")
+    p_exact: bool | None = Field(None, description="p from enumerating every sign pattern, not from draws")
+    p_adjusted: float | None = Field(None, description="p after Holm / Benjamini-Hochberg over the family; null if not in it")
+    test: str | None = Field(None, description='the paired test shown ("metric@K|scope" of the first row with this data); rows with the same paired data share it')
+    in_family: bool = Field(False, description="counted in the multiple-testing family")
+    significant: bool = Field(False, description="p_adjusted <= alpha")
+    direction: Direction | None = Field(None, description="which way is better; null when neither is")
+    change: Literal["better", "worse", "unchanged"] | None = Field(None, description="the sign of delta read with direction")
+    comparable: bool = Field(True, description="false when an ignored invariant makes this number meaningless")
+    note: str | None = Field(None, description='why not significant ("not distinguishable from noise at n=51", ...)')
+
+
+class ChunkRef(BaseModel):
+    """A note section: where a chunk or a gold support lives."""
+
+    rel_path: str | None = None
+    heading_path: str | None = None
+
+
+class Flip(BaseModel):
+    """A case that went pass -> fail (regression) or fail -> pass (improvement) on one metric."""
+
+    id: str = Field(description="test_case_id")
+    metric: str = Field(description="recall_any@K | attribution_hit | abstention_correct | groundedness | correctness")
+    a: float | None = Field(description="the case's value in run a (1/0 for pass/fail, 0-5 for a judge)")
+    b: float | None = Field(description="the case's value in run b")
+    size: float = Field(description="|b - a| on a 0-1 scale (a judge's points / 5); flips sort by it")
+    question: str | None = None
+    first_hit_rank_a: int | None = Field(None, description="position of the first gold match in run a's top K; null: none")
+    first_hit_rank_b: int | None = None
+    top_a: list[ChunkRef] = Field(default_factory=list, description="run a's top chunks (what was retrieved)")
+    top_b: list[ChunkRef] = Field(default_factory=list, description="run b's top chunks")
+    gold: list[ChunkRef] = Field(default_factory=list, description="the case's gold supports")
+    abstained_a: bool | None = None
+    abstained_b: bool | None = None
+
+
+class Flips(BaseModel):
+    """Per-case pass/fail changes (EVAL.md, "Flips")."""
+
+    available: bool = Field(True, description="false when a side has no per-case records (a metrics.json baseline)")
+    k: int | None = Field(None, description="the K of recall flips (run b's primary K)")
+    regressions: list[Flip] = Field(default_factory=list)
+    improvements: list[Flip] = Field(default_factory=list)
+    counts: dict[str, dict[str, int]] = Field(default_factory=dict, description="{metric: {regressions, improvements}}")
+
+
+class RunUnscoreable(BaseModel):
+    """Cases one run could not score, excluded pairwise (never turned into 0)."""
+
+    n_cases: int = Field(description="records in the run")
+    target_errors: int = Field(0, description="cases with a target error other than empty_answer: every metric excluded")
+    target_error_kinds: dict[str, int] = Field(default_factory=dict)
+    judge_errors: dict[str, int] = Field(default_factory=dict, description="{judge: cases} whose judge failed: that judge's score excluded")
+    empty_answers: int = Field(0, description="empty answers (scored, not excluded: the system's failure)")
+    ids_target_error: list[str] = Field(default_factory=list, description="first 20 ids")
+    ids_judge_error: list[str] = Field(default_factory=list, description="first 20 ids")
+    only_in_this_run: int = Field(0, description="cases the other run does not have (unpaired)")
+    available: bool = Field(True, description="false when counted from a metrics.json (no records)")
+
+
+class LatencyRow(BaseModel):
+    metric: str
+    a: float | None
+    b: float | None
+    delta: float | None
+    n_a: int | None = None
+    n_b: int | None = None
+
+
+class LatencyReport(BaseModel):
+    """Latency and cost, with the reasons the latency numbers may not be comparable."""
+
+    comparable: bool = Field(description="same concurrency, target kind and hardware")
+    warnings: list[str] = Field(default_factory=list)
+    differences: dict[str, list[Any]] = Field(default_factory=dict, description="{setting: [a, b]} behind the warnings")
+    rows: list[LatencyRow] = Field(default_factory=list)
+
+
+class DriftCase(BaseModel):
+    """One case whose answer text changed."""
+
+    id: str
+    question: str | None = None
+    similarity: float = Field(description="difflib ratio of the two answers' words (1 = same)")
+    words_removed: int
+    words_added: int
+    diff: str = Field(description="word diff: [-removed-] {+added+}, long unchanged runs elided with …")
+    answer_a: str | None = None
+    answer_b: str | None = None
+    references_added: list[ChunkRef] = Field(default_factory=list)
+    references_removed: list[ChunkRef] = Field(default_factory=list)
+
+
+class DriftReport(BaseModel):
+    """Answer drift (seed 001): cases both runs answered whose answer text changed."""
+
+    available: bool = True
+    n_compared: int = Field(0, description="cases both runs answered")
+    n_changed: int = Field(0, description="of those, answers that differ (whitespace-insensitive)")
+    ids: list[str] = Field(default_factory=list, description="every changed case, most changed first")
+    cases: list[DriftCase] = Field(default_factory=list, description="the first --show-drift of them, with diffs")
+
+
+class GateReport(BaseModel):
+    """The regression gate: evalkit.gate.gate_result plus compare's own checks."""
+
+    mode: Literal["threshold", "significant"]
+    passed: bool
+    allowed: bool = Field(False, description="--allow-regressions: a failed gate still exits 0")
+    regressions: list[str] = Field(default_factory=list, description="one line per regression that fails the gate")
+    regression_details: list[dict[str, Any]] = Field(default_factory=list, description="gate_result's regression objects (+ mrr_relative_drop)")
+    not_significant: list[str] = Field(default_factory=list, description="threshold regressions --gate significant let through")
+    flip_regressions: list[str] = Field(default_factory=list, description="--fail-on-flip: cases that went pass -> fail")
+    skipped: list[dict[str, str]] = Field(default_factory=list, description="[{metric, reason}] the gate could not check")
+    compared: list[str] = Field(default_factory=list)
+    nothing_compared: bool = False
+    failures: list[str] = Field(default_factory=list, description="why passed is false, one line each")
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    k: str | None = None
+
+
+class SourceInfo(BaseModel):
+    """Where one side of the comparison came from."""
+
+    run_id: str
+    kind: Literal["run", "baseline", "metrics"] = Field(description="run folder | baseline.json | metrics.json only")
+    path: str
+    has_records: bool = Field(description="per-case values available (paired tests, flips, drift)")
+
+
+class Comparison(BaseModel):
+    """Everything compare_runs reports, computed once."""
+
+    schema_version: int = 1
+    run_id_1: str = Field(description="run a, the baseline")
+    run_id_2: str = Field(description="run b, the new run")
+    sources: dict[str, SourceInfo]
+    n: dict[str, int] = Field(description="{a, b, paired, only_a, only_b}: cases per run and paired by test_case_id")
+    ks: dict[str, Any] = Field(description="{compared: [K], primary: K, only_a: [K], only_b: [K]}")
+    stats: StatsSettings
+    invariants: InvariantReport
+    deltas: list[DeltaRow]
+    flips: Flips
+    unscoreable: dict[str, RunUnscoreable]
+    latency: LatencyReport
+    config_diff: dict[str, list[Any]] = Field(description="{dotted.key: [a, b]} for every differing config.json key")
+    config_diff_available: bool = True
+    drift: DriftReport
+    gate: GateReport
+    notes: list[str] = Field(default_factory=list)
+
+    def significant_deltas(self) -> list[DeltaRow]:
+        """Rows significant after correction, in report order."""
+        return [row for row in self.deltas if row.significant]

@@ -1,0 +1,113 @@
+"""compare_runs' gate: run_eval's gate (`evalkit.gate.gate_result`, one implementation) plus
+a relative MRR drop, `--fail-on-flip`, and `--gate significant`, which lets through the
+regressions whose paired test is not significant after correction."""
+
+from __future__ import annotations
+
+from evalkit.compare.cases import AT_K_METRICS
+from evalkit.compare.models import DeltaRow, GateReport
+from evalkit.compare.sources import RunSource
+from evalkit.gate import Thresholds, gate_result
+
+__all__ = ["gate_report"]
+
+_EPS = 1e-9
+
+
+def gate_report(
+    a: RunSource,
+    b: RunSource,
+    rows: dict[tuple[str, str, int | None], DeltaRow],
+    regressions_flipped: list[str],
+    *,
+    mode: str,
+    thresholds: Thresholds,
+    mrr_relative_threshold: float,
+    fail_on_flip: bool,
+    allow_regressions: bool,
+    allow_mixed_judges: bool,
+    ignore_invariants: bool,
+    correction: str,
+) -> GateReport:
+    """The comparison's gate verdict.
+
+    Args:
+        a: the baseline side; b: the new side (their metrics.json bodies go to gate_result).
+        rows: the overall delta rows by (metric, scope, K), for the relative MRR drop and
+            the significance of each regression.
+        regressions_flipped: "id (metric)" of every pass -> fail flip.
+        mode: "threshold" (run_eval's gate) or "significant" (a threshold regression fails
+            only when its overall paired test is significant after correction, worse way).
+        thresholds: the absolute thresholds; mrr_relative_threshold: largest allowed MRR
+            drop as a share of the baseline's MRR (checked when that MRR is > 0).
+        fail_on_flip: any pass -> fail flip fails the gate.
+        allow_regressions, allow_mixed_judges, ignore_invariants: as in gate_result.
+        correction: "holm" | "bh", named in the messages.
+
+    Returns:
+        GateReport; `passed` is False exactly when `failures` is non-empty.
+    """
+    g = gate_result(
+        a.metrics, b.metrics, thresholds, baseline_run_id=a.run_id, allow_regressions=allow_regressions,
+        allow_mixed_judges=allow_mixed_judges, ignore_invariants=ignore_invariants,
+    )
+    k = int(g["k"]) if g.get("k") is not None else None
+    details = [dict(r) for r in g["regressions"]]
+    skipped = list(g["skipped"])
+    compared = list(g["compared"])
+    reg_messages = {r["message"] for r in details}
+    other_failures = [f for f in g["failures"] if f not in reg_messages]
+
+    # Seed 001's "MRR drop > 10%", read as relative to the baseline's MRR (the absolute
+    # 0.10 is --regression-threshold-mrr).
+    mrr = rows.get(("mrr", "overall", k))
+    if mrr is None or mrr.a is None or mrr.b is None:
+        skipped.append({"metric": "mrr_relative_drop", "reason": "MRR at the new run's primary K is not in both runs"})
+    elif mrr.a <= 0:
+        skipped.append({"metric": "mrr_relative_drop", "reason": "the baseline's MRR is 0: a relative drop is undefined"})
+    else:
+        compared.append("mrr_relative_drop")
+        drop = (mrr.a - mrr.b) / mrr.a
+        if drop > mrr_relative_threshold + _EPS:
+            details.append({
+                "metric": "mrr_relative_drop", "baseline": mrr.a, "new": mrr.b, "delta": mrr.b - mrr.a,
+                "threshold": mrr_relative_threshold, "direction": "higher_is_better", "relative_drop": drop,
+                "message": (
+                    f"mrr@{k} dropped by {drop:.1%} of the baseline ({mrr.a:.4g} -> {mrr.b:.4g}; "
+                    f"allowed {mrr_relative_threshold:.0%})"
+                ),
+            })
+
+    not_significant: list[str] = []
+    if mode == "significant":
+        kept = []
+        for r in details:
+            name = r["metric"]
+            metric = {"recall_at_k_avg": "recall_any", "mrr_avg": "mrr", "mrr_relative_drop": "mrr"}.get(name, name)
+            row = rows.get((metric, "overall", k if metric in AT_K_METRICS else None))
+            if row is not None and row.significant and row.change == "worse":
+                kept.append(r)
+            else:
+                why = row.note if row is not None and row.note else "no paired test"
+                not_significant.append(f"{r['message']} — not significant after {correction} ({why})")
+        details = kept
+
+    failures = [r["message"] for r in details] + other_failures
+    if fail_on_flip and regressions_flipped:
+        shown = ", ".join(regressions_flipped[:10]) + (" …" if len(regressions_flipped) > 10 else "")
+        failures.append(f"{len(regressions_flipped)} case flip(s) pass -> fail (--fail-on-flip): {shown}")
+    return GateReport(
+        mode=mode,  # type: ignore[arg-type]
+        passed=not failures,
+        allowed=bool(allow_regressions),
+        regressions=[r["message"] for r in details],
+        regression_details=details,
+        not_significant=not_significant,
+        flip_regressions=list(regressions_flipped) if fail_on_flip else [],
+        skipped=skipped,
+        compared=compared,
+        nothing_compared=bool(g["nothing_compared"]),
+        failures=failures,
+        thresholds={**g["thresholds"], "mrr_relative": mrr_relative_threshold},
+        k=g.get("k"),
+    )

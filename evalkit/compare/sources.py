@@ -1,0 +1,284 @@
+"""The two sides of a comparison: run folders, saved baseline files and bare metrics.json files.
+
+A side is a `RunSource`: its metrics.json body, its config.json (when known) and, when it
+has them, its per-case records, streamed. Three kinds:
+
+- `run`: `results/<run_id>/` (RunDir), records streamed from results.jsonl;
+- `baseline`: a `baseline.json` written by `save_baseline` (`--save-baseline PATH`): the
+  run's metrics.json and config.json plus one slim record per case, so one small committed
+  file supports everything a run folder does (paired tests, flips, drift);
+- `metrics`: a bare metrics.json (seed 001's baseline.json): aggregate deltas and the gate
+  only. A metrics.json inside a run folder that still has its results.jsonl is read as
+  that run folder.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from evalkit.errors import InputError, Problem
+from evalkit.store import CONFIG_FILE, METRICS_FILE, RESULTS_FILE, RunDir, run_id_problem
+
+__all__ = ["BASELINE_KIND", "RunSource", "open_source", "ranked_chunks", "save_baseline", "slim_record"]
+
+BASELINE_KIND = "evalkit-baseline"
+BASELINE_SCHEMA_VERSION = 1
+# Chunks kept per case in a baseline file: what a flip shows as "retrieved instead".
+_BASELINE_CHUNKS = 3
+# metrics.json keys a baseline file leaves out: slices are recomputed from its records.
+_BASELINE_METRICS_DROPPED = ("by_tag", "by_category", "by_difficulty", "by_domain", "by_answerable")
+
+
+@dataclass
+class RunSource:
+    """One side of a comparison. `records` holds a baseline file's slim records."""
+
+    run_id: str
+    kind: Literal["run", "baseline", "metrics"]
+    path: Path
+    metrics: dict[str, Any]
+    config: dict[str, Any] | None
+    run: RunDir | None = None
+    records: list[dict[str, Any]] | None = None
+
+    @property
+    def has_records(self) -> bool:
+        return self.run is not None or self.records is not None
+
+    def iter_records(self) -> Iterator[dict[str, Any]]:
+        """Per-case records in file order (nothing for a bare metrics.json)."""
+        if self.run is not None:
+            yield from self.run.iter_results()
+        elif self.records is not None:
+            yield from self.records
+
+    @property
+    def ks(self) -> list[int]:
+        """The run's cut-offs, primary K first (metrics.json `ks`, else its `k`)."""
+        ks = self.metrics.get("ks")
+        if isinstance(ks, list) and ks and all(isinstance(k, int) and not isinstance(k, bool) for k in ks):
+            return list(dict.fromkeys(ks))
+        k = (self.metrics.get("aggregate_metrics") or {}).get("k")
+        if isinstance(k, int) and not isinstance(k, bool):
+            return [k]
+        raise InputError(Problem("metrics.json names no K (neither `ks` nor `aggregate_metrics.k`)", path=str(self.path)))
+
+
+def _load_json(path: Path, flag: str) -> Any:
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise InputError(Problem(f"cannot read: {e.strerror or e}", path=str(path), field=flag)) from None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise InputError(Problem(f"not valid JSON ({e})", path=str(path), field=flag)) from None
+
+
+def _from_run(run: RunDir, flag: str) -> RunSource:
+    metrics = run.read_metrics()
+    if metrics is None:
+        raise InputError(Problem(f"run {run.path.name} has no {METRICS_FILE} (did it finish?)", path=str(run.path), field=flag))
+    config = run.read_config() if run.config_path.exists() else None
+    return RunSource(run.path.name, "run", run.path, metrics, config, run=run)
+
+
+def _run_folder(path: Path) -> bool:
+    return path.is_dir() and (path / RESULTS_FILE).exists() and run_id_problem(path.name) is None
+
+
+def open_source(spec: str | Path | RunDir, results_dir: str | Path = "results", *, flag: str = "--run-id") -> RunSource:
+    """Open one side: a run id under `results_dir`, a run folder, a baseline.json or a metrics.json.
+
+    A string that names a folder under `results_dir` is a run id; otherwise it is read as
+    a path. A metrics.json whose folder still holds results.jsonl is read as that run.
+
+    Raises:
+        RunNotFound: neither a run under results_dir nor an existing path.
+        InputError: a file that is not JSON, not a metrics.json or a baseline.json, or a
+            run without metrics.json.
+    """
+    if isinstance(spec, RunDir):
+        return _from_run(spec, flag)
+    text = str(spec)
+    if isinstance(spec, str) and run_id_problem(text) is None and (Path(results_dir) / text).is_dir():
+        return _from_run(RunDir.open(Path(results_dir), text, flag=flag), flag)
+    path = Path(spec)
+    if path.is_dir():
+        if (path / METRICS_FILE).exists() or (path / RESULTS_FILE).exists():
+            return _from_run(RunDir.open(path.parent, path.name, flag=flag), flag)
+        raise InputError(Problem(f"{path} is a folder but not a run folder (no {METRICS_FILE})", field=flag))
+    if path.is_file():
+        if path.name == METRICS_FILE and _run_folder(path.parent):
+            return _from_run(RunDir.open(path.parent.parent, path.parent.name, flag=flag), flag)
+        return _from_file(path, flag)
+    if isinstance(spec, str) and "/" not in text and not text.endswith(".json"):
+        # Looks like a run id: RunDir.open says which runs exist.
+        return _from_run(RunDir.open(Path(results_dir), text, flag=flag), flag)
+    raise InputError(Problem(f"no such file or run: {text}", field=flag))
+
+
+def _from_file(path: Path, flag: str) -> RunSource:
+    data = _load_json(path, flag)
+    if not isinstance(data, dict):
+        raise InputError(Problem("expected a JSON object (a metrics.json or a baseline.json)", path=str(path), field=flag))
+    if data.get("kind") == BASELINE_KIND:
+        version = data.get("schema_version")
+        if version != BASELINE_SCHEMA_VERSION:
+            raise InputError(Problem(f"baseline schema_version {version!r} is not {BASELINE_SCHEMA_VERSION}", path=str(path), field=flag))
+        metrics, records = data.get("metrics"), data.get("records")
+        if not isinstance(metrics, dict) or not isinstance(records, list):
+            raise InputError(Problem("a baseline file needs `metrics` (object) and `records` (list)", path=str(path), field=flag))
+        config = data.get("config") if isinstance(data.get("config"), dict) else None
+        run_id = str(data.get("run_id") or metrics.get("run_id") or path.stem)
+        return RunSource(run_id, "baseline", path, metrics, config, records=records)
+    if not isinstance(data.get("aggregate_metrics"), dict):
+        raise InputError(
+            Problem("not a metrics.json (no `aggregate_metrics`) nor a baseline.json (no `kind`)", path=str(path), field=flag)
+        )
+    config = None
+    sibling = path.parent / CONFIG_FILE
+    if path.name == METRICS_FILE and sibling.is_file():
+        loaded = _load_json(sibling, flag)
+        config = loaded if isinstance(loaded, dict) else None
+    run_id = str(data.get("run_id") or path.stem)
+    return RunSource(run_id, "metrics", path, data, config)
+
+
+def _ref(item: Any) -> dict[str, Any]:
+    item = item if isinstance(item, Mapping) else {}
+    return {"rel_path": item.get("rel_path"), "heading_path": item.get("heading_path")}
+
+
+def ranked_chunks(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A record's retrieved chunks in rank order (by `rank` when present, stably; EVAL.md)."""
+    with_rank: list[Mapping[str, Any]] = []
+    without: list[Mapping[str, Any]] = []
+    for c in record.get("retrieved_chunks") or []:
+        if isinstance(c, Mapping):
+            rank = c.get("rank")
+            (with_rank if isinstance(rank, int | float) and not isinstance(rank, bool) else without).append(c)
+    return sorted(with_rank, key=lambda c: c["rank"]) + without
+
+
+def slim_record(record: Mapping[str, Any], *, first: bool = False) -> dict[str, Any]:
+    """The fields of a results.jsonl record that aggregation and comparison read, and no more.
+
+    Kept: the case's id, question, slicing fields and gold anchors; the answer and its
+    references (anchors only); the top chunks (anchors and rank, no text); the retrieval
+    metrics; judge scores and judge errors; abstention; the error kind; latency and cost.
+    `indexing_coverage` is kept on the first record only (aggregation reads the first one).
+    """
+    case = record.get("case") if isinstance(record.get("case"), Mapping) else {}
+    rm = record.get("retrieval_metrics") if isinstance(record.get("retrieval_metrics"), Mapping) else {}
+    out: dict[str, Any] = {
+        "test_case_id": record.get("test_case_id", case.get("id")),
+        "case_index": record.get("case_index"),
+        "case": {
+            **{key: case.get(key) for key in ("id", "answerable", "tags", "category", "difficulty", "domain")},
+            "gold_supports": [_ref(s) for s in (case.get("gold_supports") or [])],
+        },
+        "question": record.get("question") or case.get("question"),
+        "answer": record.get("answer"),
+        "references": [_ref(r) for r in (record.get("references") or [])],
+        "retrieved_chunks": [{**_ref(c), "rank": c.get("rank")} for c in ranked_chunks(record)[:_BASELINE_CHUNKS]],
+        "retrieval_metrics": {
+            key: rm.get(key)
+            for key in ("k", "at_k", "scope_miss", "attribution_hit", "first_match_rank", "status")
+            if key in rm
+        },
+    }
+    recency = rm.get("recency")
+    if isinstance(recency, Mapping):
+        out["retrieval_metrics"]["recency"] = {"pass": recency.get("pass")}
+    for judge in ("groundedness", "correctness"):
+        verdict = record.get(judge)
+        if isinstance(verdict, Mapping):
+            out[judge] = {"score": verdict.get("score")}
+    errors = [e for e in (record.get("judge_errors") or []) if isinstance(e, Mapping)]
+    if errors:
+        out["judge_errors"] = [{"judge": e.get("judge")} for e in errors]
+    abstention = record.get("abstention")
+    if isinstance(abstention, Mapping):
+        out["abstention"] = {"abstained": abstention.get("abstained")}
+    error = record.get("error")
+    if error:
+        out["error"] = {"kind": error.get("kind") if isinstance(error, Mapping) else "unknown"}
+    if isinstance(record.get("latency"), Mapping):
+        out["latency"] = {key: v for key, v in record["latency"].items() if key.endswith("_ms")}
+    cost = record.get("cost")
+    if isinstance(cost, Mapping):
+        out["cost"] = {"judge_cost_usd": cost.get("judge_cost_usd"), "judge_tokens": cost.get("judge_tokens")}
+    if first and record.get("indexing_coverage") is not None:
+        out["indexing_coverage"] = record["indexing_coverage"]
+    return out
+
+
+def save_baseline(source: RunSource, path: str | Path) -> Path:
+    """Write `source` as a baseline file: its metrics.json (without the slices, which are
+    recomputed from the records), config.json and one slim record per case.
+
+    The file is meant to be committed: one record per line, so a diff shows the cases that
+    changed. Written atomically (temp file, fsync, rename); parent folders are created.
+
+    Args:
+        source: a run folder or another baseline file (a bare metrics.json has no records).
+        path: the file to write.
+
+    Returns:
+        The path written.
+
+    Raises:
+        InputError: the source has no per-case records, or the file cannot be written.
+    """
+    if not source.has_records:
+        raise InputError(
+            Problem(f"{source.path} is a bare metrics.json: a baseline needs the run's results.jsonl", field="--save-baseline")
+        )
+    from evalkit import __version__
+
+    records, seen_coverage = [], False
+    for record in source.iter_records():
+        slim = slim_record(record, first=not seen_coverage)
+        seen_coverage = seen_coverage or "indexing_coverage" in slim
+        records.append(slim)
+    records.sort(key=lambda r: (r.get("case_index") is None, r.get("case_index") or 0, str(r.get("test_case_id"))))
+    head = {
+        "kind": BASELINE_KIND,
+        "schema_version": BASELINE_SCHEMA_VERSION,
+        "run_id": source.run_id,
+        "saved_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "evalkit_version": __version__,
+        "config": source.config,
+        "metrics": {k: v for k, v in source.metrics.items() if k not in _BASELINE_METRICS_DROPPED},
+    }
+    opts = orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY
+    lines = [b"{"] + [b"  " + orjson.dumps(k) + b": " + orjson.dumps(v, option=opts) + b"," for k, v in head.items()]
+    lines.append(b'  "records": [')
+    lines += [b"    " + orjson.dumps(r, option=opts) + (b"," if i < len(records) - 1 else b"") for i, r in enumerate(records)]
+    lines += [b"  ]", b"}", b""]
+    out = Path(path)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(b"\n".join(lines))
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, out)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as e:
+        raise InputError(Problem(f"cannot write the baseline: {e.strerror or e}", path=str(out), field="--save-baseline")) from None
+    return out

@@ -1,0 +1,508 @@
+"""Renderers of a `Comparison`: the rich terminal report and the markdown PR comment.
+
+Neither computes a number: both read the model `evalkit.compare.compare_runs` returned, and
+`--format json` is its `model_dump`. User text (questions, answers, paths, headings, run
+ids) is escaped: rich markup in the terminal, `|`, backticks and HTML in markdown.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from evalkit.compare.models import ChunkRef, Comparison, DeltaRow, Flip
+
+__all__ = ["append_step_summary", "print_comparison", "render_markdown"]
+
+_FLIPS_SHOWN = 10
+# A PR comment must stay well under GitHub's 65,536 characters.
+_SLICE_ROWS_SHOWN = 60
+
+
+# ---------------------------------------------------------------- shared wording
+
+
+def _num(v: float | None, digits: int = 3) -> str:
+    return "—" if v is None else f"{v:.{digits}f}"
+
+
+def _signed(v: float | None, digits: int = 3) -> str:
+    if v is None:
+        return "—"
+    text = f"{v:+.{digits}f}"
+    return "±0" if text in (f"+{0:.{digits}f}", f"-{0:.{digits}f}") else text
+
+
+def _p(p: float | None) -> str:
+    if p is None:
+        return "—"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _ci(row: DeltaRow) -> str:
+    if not row.ci95 or row.ci95[0] is None:
+        return "—"
+    return f"[{_signed(row.ci95[0])}, {_signed(row.ci95[1])}]"
+
+
+def _label(row: DeltaRow | Flip) -> str:
+    k = getattr(row, "k", None)
+    return f"{row.metric}@{k}" if k is not None and "@" not in row.metric else row.metric
+
+
+def _verdict(row: DeltaRow) -> str:
+    if row.significant:
+        return f"significant ({row.change})" if row.change else "significant"
+    return row.note or ("no paired test" if row.p_value is None else "")
+
+
+def _flip_value(flip: Flip, v: float | None) -> str:
+    if v is None:
+        return "—"
+    if flip.metric in ("groundedness", "correctness"):
+        return f"{v:.3g}"
+    return "pass" if v >= 0.5 else "fail"
+
+
+def _digits(metric: str) -> int:
+    return 0 if metric.endswith("_tokens") else 4 if metric.endswith("_usd") else 2
+
+
+def _rank(r: int | None) -> str:
+    return "—" if r is None else str(r)
+
+
+def _chunk(c: ChunkRef) -> str:
+    parts = [p for p in (c.rel_path, c.heading_path) if p]
+    return " › ".join(parts) if parts else "?"
+
+
+def _headline(c: Comparison) -> str:
+    g = c.gate
+    if g.passed:
+        return f"gate passed ({g.mode})"
+    return f"gate failed ({g.mode}){', allowed by --allow-regressions' if g.allowed else ''}"
+
+
+def _method(c: Comparison) -> str:
+    s = c.stats
+    name = "Holm" if s.correction == "holm" else "Benjamini-Hochberg"
+    ks = ", ".join(map(str, c.ks.get("compared") or [])) or "none"
+    return (
+        f"{c.n['a']} cases in a, {c.n['b']} in b, {c.n['paired']} paired · K = {ks} · {name} over {s.family_size} "
+        f"test(s), α = {s.alpha:g} · {s.resamples:,} resamples, seed {s.seed}"
+    )
+
+
+def _no_significance(c: Comparison) -> str:
+    name = "Holm" if c.stats.correction == "holm" else "Benjamini-Hochberg"
+    if not c.flips.available:
+        return "No paired test: one side has no per-case results."
+    if c.stats.family_size == 0:
+        return (
+            f"No change could be tested: every metric changed on too few cases to reach p ≤ {c.stats.alpha:g}; "
+            f"the differences are not distinguishable from noise at n={c.n['paired']}."
+        )
+    return (
+        f"No change is significant after {name} correction ({c.stats.family_size} test(s)): "
+        f"overall, the differences are not distinguishable from noise at n={c.n['paired']}."
+    )
+
+
+def _nonzero(row: DeltaRow) -> bool:
+    return row.delta is not None and abs(row.delta) > 1e-12
+
+
+def _short_verdict(row: DeltaRow) -> str:
+    """The verdict in a few words, for narrow terminal columns (the legend says the rest)."""
+    if not row.comparable:
+        return "not comparable"
+    if row.significant:
+        return f"significant, {row.change}" if row.change else "significant"
+    if row.p_value is None:
+        return "not compared" if row.n == 0 else "—"
+    if not row.n_changed:
+        return "no change"
+    if not row.in_family:
+        return f"{row.n_changed} changed: too few"
+    return row.note or ""
+
+
+def _distinct(rows: list[DeltaRow], seen: set[tuple] | None = None) -> tuple[list[DeltaRow], list[DeltaRow]]:
+    """(rows to show, rows left out): a row whose metric was already shown on exactly the
+    same paired cases (same `test`, e.g. `answerable:answerable` when every case is
+    answerable) repeats that row's test and is left out."""
+    seen = set() if seen is None else seen
+    shown, repeated = [], []
+    for r in rows:
+        key = (r.metric, r.k, r.test)
+        if r.test is not None and key in seen:
+            repeated.append(r)
+            continue
+        seen.add(key)
+        shown.append(r)
+    return shown, repeated
+
+
+def _repeats_note(repeated: list[DeltaRow]) -> str:
+    scopes = sorted({r.scope for r in repeated})
+    listed = ", ".join(scopes[:6]) + (" …" if len(scopes) > 6 else "")
+    return f"{len(repeated)} more row(s) repeat a test above on the same cases ({listed})."
+
+
+def _shown_slices(c: Comparison) -> tuple[list[DeltaRow], list[DeltaRow], int]:
+    """Slice rows worth showing (testable or significant, not a repeat of an overall row's
+    test), the repeats left out, and how many other slice rows changed."""
+    seen = {(r.metric, r.k, r.test) for r in c.deltas if r.scope == "overall" and r.test is not None}
+    rows = [r for r in c.deltas if r.scope != "overall"]
+    shown, repeated = _distinct([r for r in rows if r.in_family or r.significant], seen)
+    others = sum(1 for r in rows if _nonzero(r) and not (r.in_family or r.significant))
+    return shown, repeated, others
+
+
+def _by_case(flips: list[Flip]) -> list[list[Flip]]:
+    """Flips grouped by case, in the order of each case's largest flip."""
+    groups: dict[str, list[Flip]] = {}
+    for f in flips:
+        groups.setdefault(f.id, []).append(f)
+    return list(groups.values())
+
+
+def _flip_change(f: Flip) -> str:
+    return f"{f.metric} {_flip_value(f, f.a)} → {_flip_value(f, f.b)}"
+
+
+# ---------------------------------------------------------------- markdown
+
+
+def _md(text: object) -> str:
+    """Text safe inside a markdown table cell: no pipe, backtick, HTML tag or line break."""
+    s = str(text)
+    for a, b in (("&", "&amp;"), ("<", "&lt;"), ("|", "\\|"), ("`", "\\`")):
+        s = s.replace(a, b)
+    return " ".join(s.split())
+
+
+def _md_table(header: list[str], rows: Iterable[list[str]], align: str | None = None) -> list[str]:
+    """A markdown table; `align` has one character per column: "-" left, "r" right."""
+    rule = ["---:" if a == "r" else "---" for a in (align or "-" * len(header))]
+    return ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |", *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+def _md_delta_rows(rows: list[DeltaRow], *, scope: bool) -> list[str]:
+    header = ["metric", *(["scope"] if scope else []), "a (n)", "b (n)", "Δ", "95% CI", "p", "p adj.", "verdict"]
+    body = []
+    for r in rows:
+        body.append([
+            _md(_label(r)), *([_md(r.scope)] if scope else []), f"{_num(r.a)} ({r.n_a})", f"{_num(r.b)} ({r.n_b})",
+            _signed(r.delta), _ci(r), _p(r.p_value), _p(r.p_adjusted), _md(_verdict(r)),
+        ])
+    return _md_table(header, body, "-" + ("-" if scope else "") + "rrr-rr-")
+
+
+def _md_flips(flips: list[Flip], side: str, limit: int) -> list[str]:
+    header = ["case", "change", "first gold hit", f"top chunks (run {side})", "question"]
+    body = []
+    for group in _by_case(flips)[:limit]:
+        f = group[0]
+        top = f.top_b if side == "b" else f.top_a
+        body.append([
+            _md(f.id), "<br>".join(_md(_flip_change(x)) for x in group),
+            f"{_rank(f.first_hit_rank_a)} → {_rank(f.first_hit_rank_b)}", "<br>".join(_md(_chunk(t)) for t in top) or "—",
+            _md(f.question or ""),
+        ])
+    return _md_table(header, body)
+
+
+def _fence(text: str) -> str:
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    return "`" * max(3, longest + 1)
+
+
+def _details(summary: str, body: list[str]) -> list[str]:
+    return ["", f"<details><summary>{summary}</summary>", "", *body, "", "</details>"]
+
+
+def render_markdown(c: Comparison) -> str:
+    """A compact PR comment: verdict, then significant changes, then flips, then details.
+
+    Deterministic (no clock, no paths), so it can be snapshot-tested.
+    """
+    out = [f"### {'✅' if c.gate.passed else '❌'} evalkit compare: {_headline(c)}", ""]
+    out.append(f"`{_md(c.run_id_1)}` (a, baseline) → `{_md(c.run_id_2)}` (b)")
+    out += ["", _md(_method(c))]
+    if c.gate.failures:
+        out += ["", "**Gate failures**", ""] + [f"- {_md(f)}" for f in c.gate.failures]
+    if c.gate.not_significant:
+        out += ["", "**Beyond a threshold but not significant** (`--gate significant` lets these through)", ""]
+        out += [f"- {_md(f)}" for f in c.gate.not_significant]
+    if c.invariants.violations:
+        out += ["", "**⚠️ Invariants broken (ignored)**: these numbers are not comparable", ""]
+        for nc in c.invariants.not_comparable:
+            which = "every number" if "*" in nc.metrics else ", ".join(nc.metrics) or "no metric known to depend on it"
+            out.append(f"- {_md(nc.reason)}: {_md(which)}")
+
+    sig, repeated = _distinct(c.significant_deltas())
+    out += ["", f"#### Significant changes ({len(sig)})", ""]
+    out += _md_delta_rows(sig, scope=True) if sig else [_md(_no_significance(c))]
+    if repeated:
+        out += ["", _md(_repeats_note(repeated))]
+
+    f = c.flips
+    if f.available:
+        out += ["", f"#### Flips: {len(_by_case(f.regressions))} case(s) pass → fail, {len(_by_case(f.improvements))} fail → pass", ""]
+        if f.regressions:
+            out += _md_flips(f.regressions, "b", _FLIPS_SHOWN)
+            hidden = len(_by_case(f.regressions)) - _FLIPS_SHOWN
+            if hidden > 0:
+                out += ["", f"… and {hidden} more cases (see --format json)"]
+        if f.improvements:
+            body = _md_flips(f.improvements, "a", _FLIPS_SHOWN)
+            hidden = len(_by_case(f.improvements)) - _FLIPS_SHOWN
+            body += ["", f"… and {hidden} more cases (see --format json)"] if hidden > 0 else []
+            out += _details(f"Improvements: {len(_by_case(f.improvements))} case(s)", body)
+        if not f.regressions and not f.improvements:
+            out.append("No case changed between pass and fail.")
+
+    overall = [r for r in c.deltas if r.scope == "overall"]
+    out += _details(f"All overall deltas ({len(overall)})", _md_delta_rows(overall, scope=False))
+    slices, repeated, others = _shown_slices(c)
+    slice_body = _md_delta_rows(slices[:_SLICE_ROWS_SHOWN], scope=True) if slices else ["No other slice has enough changed cases to test."]
+    if len(slices) > _SLICE_ROWS_SHOWN:
+        slice_body += ["", f"… and {len(slices) - _SLICE_ROWS_SHOWN} more tested slice rows (see --format json)"]
+    if repeated:
+        slice_body += ["", _md(_repeats_note(repeated))]
+    if others:
+        slice_body += ["", f"{others} other slice row(s) changed, each with too few changed cases to test (see --format json)."]
+    out += _details(f"Slices: {len(slices)} tested row(s)", slice_body)
+    unsc = []
+    for side in ("a", "b"):
+        u = c.unscoreable[side]
+        judges = ", ".join(f"{j} {n}" for j, n in u.judge_errors.items()) or "0"
+        unsc.append([side, str(u.n_cases), str(u.target_errors), _md(judges), str(u.empty_answers), str(u.only_in_this_run)])
+    out += _details(
+        "Cases a run could not score (excluded pairwise)",
+        _md_table(["run", "cases", "target errors", "judge errors", "empty answers", "unpaired"], unsc, "-rrrrr"),
+    )
+    lat = [f"- ⚠️ {_md(w)}" for w in c.latency.warnings]
+    lat += [""] if lat else []
+    lat += _md_table(
+        ["metric", "a", "b", "Δ"],
+        ([_md(r.metric), _num(r.a, _digits(r.metric)), _num(r.b, _digits(r.metric)), _signed(r.delta, _digits(r.metric))]
+         for r in c.latency.rows),
+        "-rrr",
+    )
+    out += _details("Latency and cost" + (" (not comparable)" if not c.latency.comparable else ""), lat)
+    if c.config_diff_available:
+        diff = [[f"`{_md(k)}`", _md(_json(v[0])), _md(_json(v[1]))] for k, v in c.config_diff.items()]
+        out += _details(
+            f"Config diff ({len(c.config_diff)} key(s))", _md_table(["key", "a", "b"], diff) if diff else ["The configs do not differ."]
+        )
+    d = c.drift
+    if d.available:
+        body: list[str] = []
+        for case in d.cases:
+            body += [f"**{_md(case.id)}** — {_md(case.question or '')} (similarity {case.similarity:.2f})", ""]
+            fence = _fence(case.diff)
+            body += [f"{fence}text", case.diff, fence, ""]
+            if case.references_added or case.references_removed:
+                refs = [f"- removed: {_md(_chunk(r))}" for r in case.references_removed]
+                refs += [f"- added: {_md(_chunk(r))}" for r in case.references_added]
+                body += ["References:", "", *refs, ""]
+        if d.n_changed > len(d.cases):
+            body.append(f"… and {d.n_changed - len(d.cases)} more (--show-drift N)")
+        out += _details(f"Answer drift: {d.n_changed} of {d.n_compared} answers changed", body or ["No answer changed."])
+    if c.notes:
+        out += _details("Notes", [f"- {_md(n)}" for n in c.notes])
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _json(v: object) -> str:
+    import orjson
+
+    return orjson.dumps(v).decode() if not isinstance(v, str) else v
+
+
+def append_step_summary(markdown: str, environ: dict[str, str] | None = None) -> Path | None:
+    """Append the report to `$GITHUB_STEP_SUMMARY` when set (GitHub Actions' job summary)."""
+    target = (environ if environ is not None else os.environ).get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return None
+    path = Path(target)
+    with path.open("a", encoding="utf-8") as f:
+        f.write(markdown if markdown.endswith("\n") else markdown + "\n")
+    return path
+
+
+# ---------------------------------------------------------------- rich
+
+
+def _delta_table(title: str, rows: list[DeltaRow], *, scope: bool) -> Table:
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column("metric" + (" · scope" if scope else ""), overflow="fold", min_width=16)
+    for name in ("a", "b", "Δ"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("95% CI", no_wrap=True)
+    table.add_column("p adj.", justify="right", no_wrap=True)
+    table.add_column("n a/b", justify="right", no_wrap=True)
+    table.add_column("verdict", min_width=12)
+    for r in rows:
+        style = "bold green" if r.significant and r.change == "better" else "bold red" if r.significant and r.change == "worse" else ""
+        label = Text(_label(r))
+        if scope:
+            label.append(f" · {r.scope}", style="dim")
+        table.add_row(
+            label, _num(r.a), _num(r.b), Text(_signed(r.delta), style=style), _ci(r), _p(r.p_adjusted), f"{r.n_a}/{r.n_b}",
+            Text(_short_verdict(r), style=style or "dim"),
+        )
+    return table
+
+
+def _print_flips(console: Console, title: str, flips: list[Flip], side: str, limit: int) -> None:
+    groups = _by_case(flips)
+    console.print(Text(f"{title}: {len(groups)} case(s)", style="bold"))
+    for group in groups[:limit]:
+        f = group[0]
+        line = Text(f"  {f.id}  ", style="bold")
+        line.append(" · ".join(_flip_change(x) for x in group))
+        line.append(f"  (first gold hit {_rank(f.first_hit_rank_a)} → {_rank(f.first_hit_rank_b)})", style="dim")
+        console.print(line)
+        if f.question:
+            console.print(Text(f"    {f.question}"))
+        for i, chunk in enumerate(f.top_b if side == "b" else f.top_a):
+            lead = f"    run {side} retrieved: " if i == 0 else " " * len(f"    run {side} retrieved: ")
+            console.print(Text(lead + _chunk(chunk), style="dim"))
+    if len(groups) > limit:
+        console.print(Text(f"  … {len(groups) - limit} more case(s) (--max-flips N, or --format json)", style="dim"))
+
+
+def _diff_text(diff: str) -> Text:
+    """`[-removed-]` in red strike-through, `{+added+}` in green; everything else literal."""
+    text = Text()
+    i = 0
+    while i < len(diff):
+        start_del, start_add = diff.find("[-", i), diff.find("{+", i)
+        starts = [s for s in (start_del, start_add) if s != -1]
+        if not starts:
+            text.append(diff[i:])
+            break
+        s = min(starts)
+        text.append(diff[i:s])
+        closer, style = ("-]", "red strike") if s == start_del else ("+}", "green")
+        e = diff.find(closer, s + 2)
+        if e == -1:
+            text.append(diff[s:])
+            break
+        text.append(diff[s : e + 2], style=style)
+        i = e + 2
+    return text
+
+
+def print_comparison(c: Comparison, console: Console | None = None, *, max_flips: int = 20) -> None:
+    """The terminal report: verdict, significant changes, deltas, flips, drift, config, latency."""
+    console = console or Console()
+    ok = c.gate.passed
+    console.print(Text(f"compare {c.run_id_1} (a) → {c.run_id_2} (b): {_headline(c)}", style="bold green" if ok else "bold red"))
+    console.print(Text(_method(c), style="dim"))
+    for line in c.gate.failures:
+        console.print(Text(f"  ✗ {line}", style="red"))
+    for line in c.gate.not_significant:
+        console.print(Text(f"  ~ {line}", style="yellow"))
+    if c.invariants.violations:
+        console.print(Text("invariants broken (ignored) — these numbers are not comparable:", style="bold yellow"))
+        for nc in c.invariants.not_comparable:
+            which = "every number" if "*" in nc.metrics else ", ".join(nc.metrics) or "no metric known to depend on it"
+            console.print(Text(f"  {nc.reason}: {which}", style="yellow"))
+    for note in c.notes:
+        console.print(Text(f"note: {note}", style="dim"))
+    console.print()
+
+    sig, repeated = _distinct(c.significant_deltas())
+    if sig:
+        console.print(_delta_table(f"Significant changes ({len(sig)})", sig, scope=True))
+        if repeated:
+            console.print(Text(_repeats_note(repeated), style="dim"))
+    else:
+        console.print(Text(_no_significance(c), style="bold"))
+    console.print()
+    console.print(_delta_table("Overall", [r for r in c.deltas if r.scope == "overall"], scope=False))
+    name = "Holm" if c.stats.correction == "holm" else "Benjamini-Hochberg"
+    console.print(Text(
+        f"p adj.: {name} over the {c.stats.family_size} test(s) that could reach α; n = paired cases. "
+        "'k changed: too few': only k paired cases differ, so no p-value could reach α. 'no change': no paired case differs.",
+        style="dim",
+    ))
+    slices, repeated, others = _shown_slices(c)
+    if slices:
+        console.print()
+        console.print(_delta_table(f"Slices with enough changed cases to test ({len(slices)})", slices, scope=True))
+    if repeated:
+        console.print(Text(f"slices: {_repeats_note(repeated)}", style="dim"))
+    if others:
+        console.print(Text(f"{others} other slice row(s) changed, each with too few changed cases to test (--format json lists them)", style="dim"))
+
+    f = c.flips
+    if f.available:
+        console.print()
+        if not f.regressions and not f.improvements:
+            console.print(Text("Flips: no case changed between pass and fail", style="bold"))
+        if f.regressions:
+            _print_flips(console, "Flips pass → fail", f.regressions, "b", max_flips)
+        if f.improvements:
+            _print_flips(console, "Flips fail → pass", f.improvements, "a", max_flips)
+
+    console.print()
+    table = Table(title="Cases a run could not score (excluded pairwise, never 0)", title_justify="left", show_edge=False)
+    for name in ("run", "cases", "target errors", "judge errors", "empty answers", "unpaired"):
+        table.add_column(name, justify="left" if name == "run" else "right")
+    for side in ("a", "b"):
+        u = c.unscoreable[side]
+        judges = ", ".join(f"{j} {n}" for j, n in u.judge_errors.items()) or "0"
+        table.add_row(side, str(u.n_cases), str(u.target_errors), escape(judges), str(u.empty_answers), str(u.only_in_this_run))
+    console.print(table)
+
+    console.print()
+    for w in c.latency.warnings:
+        console.print(Text(f"warning: {w}", style="yellow"))
+    table = Table(title="Latency and cost", title_justify="left", show_edge=False)
+    for name in ("metric", "a", "b", "Δ"):
+        table.add_column(name, justify="left" if name == "metric" else "right")
+    for r in c.latency.rows:
+        digits = _digits(r.metric)
+        table.add_row(r.metric, _num(r.a, digits), _num(r.b, digits), _signed(r.delta, digits))
+    console.print(table)
+
+    if c.config_diff_available:
+        console.print()
+        if c.config_diff:
+            table = Table(title=f"Config diff ({len(c.config_diff)})", title_justify="left", show_edge=False)
+            for name in ("key", "a", "b"):
+                table.add_column(name)
+            for key, (va, vb) in c.config_diff.items():
+                table.add_row(Text(key), Text(_json(va)), Text(_json(vb)))
+            console.print(table)
+        else:
+            console.print(Text("Config diff: the configs do not differ"))
+
+    d = c.drift
+    if d.available:
+        console.print()
+        console.print(Text(f"Answer drift: {d.n_changed} of {d.n_compared} answers changed", style="bold"))
+        for case in d.cases:
+            console.print(Text(f"  {case.id} — {case.question or ''} (similarity {case.similarity:.2f})", style="bold"))
+            console.print(Text("    ").append_text(_diff_text(case.diff)))
+            for r in case.references_removed:
+                console.print(Text(f"    - reference removed: {_chunk(r)}", style="red"))
+            for r in case.references_added:
+                console.print(Text(f"    + reference added: {_chunk(r)}", style="green"))
+        if d.n_changed > len(d.cases):
+            console.print(Text(f"  … {d.n_changed - len(d.cases)} more (--show-drift N)", style="dim"))

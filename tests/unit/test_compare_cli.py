@@ -1,0 +1,130 @@
+"""compare_runs.py / `evalkit compare`: every exit code, the three formats, baselines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evalkit.cli.compare_runs import app
+from evalkit.cli.main import app as main_app
+from tests.unit.test_compare import JUDGE, RUN_A, rec, make_run
+
+
+def _invoke(args: list[str], **kw):
+    return CliRunner().invoke(app, args, catch_exceptions=False, **kw)
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Path:
+    """`same` = `base` again; `drop` loses 3 of 30 hits (a threshold regression, not significant);
+    `flip` loses 1 of 30 (within the thresholds); `other-set` has another eval set."""
+    base = [rec(f"q{i:02d}", rank=1) for i in range(30)]
+    make_run(tmp_path, "base", base)
+    make_run(tmp_path, "same", base)
+    make_run(tmp_path, "drop", [rec(f"q{i:02d}", rank=None if i < 3 else 1) for i in range(30)])
+    make_run(tmp_path, "flip", [rec(f"q{i:02d}", rank=None if i == 0 else 1) for i in range(30)])
+    make_run(tmp_path, "other-set", base, dataset_version="e" * 64)
+    return tmp_path
+
+
+def _args(runs: Path, *more: str) -> list[str]:
+    return [*more, "--results-dir", str(runs), "--resamples", "500"]
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        pytest.param(["--run-id-1", "base", "--run-id-2", "same"], 0, id="same-0"),
+        pytest.param(["base", "same"], 0, id="positional-0"),
+        pytest.param(["--run-id-1", "base", "--run-id-2", "drop"], 1, id="regression-1"),
+        pytest.param(["base", "drop", "--allow-regressions"], 0, id="allowed-0"),
+        pytest.param(["base", "drop", "--gate", "significant"], 0, id="noise-does-not-block-0"),
+        pytest.param(["base", "drop", "--regression-threshold-recall", "0.2"], 0, id="threshold-flag-0"),
+        pytest.param(["base", "flip"], 0, id="flip-within-thresholds-0"),
+        pytest.param(["base", "flip", "--fail-on-flip"], 1, id="fail-on-flip-1"),
+        pytest.param(["base", "nope"], 2, id="unknown-run-2"),
+        pytest.param(["base", "other-set"], 2, id="broken-invariant-2"),
+        pytest.param(["base", "other-set", "--ignore-invariants"], 0, id="ignored-invariant-0"),
+        pytest.param(["base", "same", "--format", "yaml"], 2, id="bad-format-2"),
+        pytest.param(["base", "same", "--gate", "maybe"], 2, id="bad-gate-2"),
+        pytest.param(["base"], 2, id="one-run-2"),
+        pytest.param(["base", "same", "drop"], 2, id="three-runs-2"),
+    ],
+)
+def test_exit_codes(runs, args, code):
+    out = _invoke(_args(runs, *args, "--format", "json") if "--format" not in args else _args(runs, *args))
+    assert out.exit_code == code, out.output
+
+
+def test_broken_invariants_are_listed_one_per_line(runs):
+    out = _invoke(_args(runs, "base", "other-set"))
+    assert out.exit_code == 2
+    assert "evalkit: invariants: cannot compare base with other-set: eval sets differ (dataset_version dddddddddddd… vs eeeeeeeeeeee…)" in out.stderr
+    assert "pass --ignore-invariants" in out.stderr and out.stdout == ""
+
+
+def test_json_output_is_one_object_with_the_contract_keys(runs):
+    out = _invoke(_args(runs, "base", "drop", "--format", "json"))
+    assert out.exit_code == 1
+    body = json.loads(out.stdout)
+    assert (body["run_id_1"], body["run_id_2"]) == ("base", "drop")
+    assert body["gate"]["passed"] is False and body["gate"]["regressions"][0].startswith("recall_at_k_avg dropped by 0.1")
+    assert body["invariants"] == {"ok": True, "violations": [], "ignored": False, "not_comparable": []}
+    assert [f["id"] for f in body["flips"]["regressions"]] == ["q00", "q01", "q02"]
+    assert "regression gate failed" in out.stderr
+
+
+def test_markdown_goes_to_stdout_and_the_step_summary(runs, tmp_path):
+    summary = tmp_path / "step_summary.md"
+    out = _invoke(_args(runs, "base", "drop", "--format", "markdown"), env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert out.exit_code == 1
+    assert out.stdout.startswith("### ❌ evalkit compare: gate failed (threshold)")
+    assert summary.read_text(encoding="utf-8") == out.stdout
+
+
+def test_rich_is_the_default(runs):
+    out = _invoke(_args(runs, "base", "drop"), env={"COLUMNS": "160"})
+    assert out.exit_code == 1 and "compare base (a) → drop (b): gate failed (threshold)" in out.stdout
+    assert "Flips pass → fail: 3 case(s)" in out.stdout
+
+
+def test_save_baseline_then_gate_against_it(runs, tmp_path):
+    baseline = tmp_path / "docs" / "baseline.json"
+    saved = _invoke(_args(runs, "base", "--save-baseline", str(baseline)))
+    assert saved.exit_code == 0 and baseline.is_file() and "saved baseline of base" in saved.stderr
+    assert _invoke(_args(runs, "--baseline", str(baseline), "same", "--format", "json")).exit_code == 0
+    out = _invoke(_args(runs, "--baseline", str(baseline), "--run-id-2", "drop", "--format", "json"))
+    assert out.exit_code == 1 and json.loads(out.stdout)["run_id_1"] == "base"
+    # a bare metrics.json works too, for the gate; significance needs per-case results
+    bare = tmp_path / "metrics_only.json"
+    bare.write_bytes((runs / "base" / "metrics.json").read_bytes())
+    assert _invoke(_args(runs, "--baseline", str(bare), "drop", "--format", "json")).exit_code == 1
+    refused = _invoke(_args(runs, "--baseline", str(bare), "drop", "--gate", "significant"))
+    assert refused.exit_code == 2 and "--gate significant needs per-case results" in refused.stderr
+
+
+def test_evalkit_compare_takes_two_run_ids(runs):
+    out = CliRunner().invoke(main_app, ["compare", "base", "same", "--results-dir", str(runs), "--format", "json", "--resamples", "200"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["gate"]["passed"] is True
+
+
+def test_help_names_the_flags(runs):
+    out = CliRunner().invoke(main_app, ["compare", "--help"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0
+    for flag in ("--run-id-1 RUN_ID", "--baseline PATH", "--format FORMAT", "--seed N", "--fdr", "--gate MODE",
+                 "--fail-on-flip", "--show-drift N", "--save-baseline PATH", "--regression-threshold-mrr-relative FLOAT"):
+        assert flag in out.stdout, flag
+
+
+def test_judge_change_is_refused_then_marked(tmp_path):
+    make_run(tmp_path, "a", RUN_A)
+    make_run(tmp_path, "b", RUN_A, judge={**JUDGE, "model": "gpt-x-2025-01-01", "provider": "openai"})
+    assert _invoke(["a", "b", "--results-dir", str(tmp_path)]).exit_code == 2
+    out = _invoke(["a", "b", "--results-dir", str(tmp_path), "--ignore-invariants", "--format", "markdown"])
+    assert out.exit_code == 0, out.output
+    assert "**⚠️ Invariants broken (ignored)**: these numbers are not comparable" in out.stdout
+    assert "judge model differs (heuristic:heuristic-v1 vs openai:gpt-x-2025-01-01): groundedness_avg, correctness_avg" in out.stdout
