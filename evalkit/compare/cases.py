@@ -28,7 +28,7 @@ from evalkit.compare.sources import RunSource, ranked_chunks
 
 # The aggregate's per-record reduction: reusing it keeps one definition of which cases
 # count toward which mean. (A public name for it is requested from metrics/aggregate.py.)
-from evalkit.metrics.aggregate import _extract as _reduce_record
+from evalkit.metrics.aggregate import extract_case as _reduce_record
 from evalkit.metrics.keys import metric_key
 
 __all__ = [

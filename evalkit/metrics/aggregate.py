@@ -25,6 +25,7 @@ __all__ = [
     "MEAN_METRICS",
     "SLICE_METRICS",
     "aggregate_records",
+    "extract_case",
     "flatten_cell",
     "percentile",
     "recorded_suite_ms",
@@ -156,8 +157,9 @@ def summarize_indexing_coverage(cov: Mapping | None) -> dict | None:
     }
 
 
-def _extract(record: Mapping, ks: list[int]) -> dict:
-    """Reduce one record to the values it contributes to a cell."""
+def extract_case(record: Mapping, ks: list[int]) -> dict:
+    """Reduce one record to the values it contributes to a cell (compare_runs pairs
+    cases on exactly these values, so a paired mean is the aggregate's mean)."""
     case = record.get("case") or {}
     answerable = case.get("answerable", True) is not False
     rm = record.get("retrieval_metrics") or {}
@@ -387,7 +389,7 @@ def aggregate_records(
         return groups[grouping][key]
 
     for record in records:
-        x = _extract(record, ks)
+        x = extract_case(record, ks)
         case = record.get("case") or {}
         total += 1
         answerable_n += x["answerable"]
