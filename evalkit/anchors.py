@@ -23,10 +23,13 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import repeat
 from typing import Any
 
 __all__ = [
     "HEADING_DELIMITER",
+    "GoldIndex",
     "MatchTable",
     "heading_components",
     "match_ranking",
@@ -87,7 +90,14 @@ def normalize_rel_path(p: str | None, *, case_sensitive: bool = True) -> str:
     """
     if not p:
         return ""
-    s = unicodedata.normalize("NFC", str(p)).strip().replace("\\", "/")
+    return _normalize_rel_path(p if type(p) is str else str(p), case_sensitive)
+
+
+# Re-scoring a run normalizes the same few thousand paths and heading chains over and over
+# (every chunk of every case); the functions are pure, so a bounded cache keeps them once.
+@lru_cache(maxsize=1 << 16)
+def _normalize_rel_path(p: str, case_sensitive: bool) -> str:
+    s = unicodedata.normalize("NFC", p).strip().replace("\\", "/")
     s = _SLASHES.sub("/", s)
     parts = [seg for seg in s.split("/") if seg not in ("", ".")]
     out = "/".join(parts)
@@ -108,10 +118,50 @@ def heading_components(h: str | None) -> tuple[str, ...]:
     """Split a heading path into normalized components (see `normalize_heading_path`)."""
     if not h:
         return ()
-    s = unicodedata.normalize("NFC", str(h))
+    return _heading_components(h if type(h) is str else str(h))
+
+
+@lru_cache(maxsize=1 << 16)
+def _heading_components(h: str) -> tuple[str, ...]:
+    simple = _canonical_components(h)
+    return simple if simple is not None else _normalized_components(h)
+
+
+def _normalized_components(h: str) -> tuple[str, ...]:
+    s = unicodedata.normalize("NFC", h)
     # Padding lets a leading or trailing " > " split off an empty component too.
     comps = (_normalize_component(c) for c in _DELIM.split(f" {s} "))
     return tuple(c for c in comps if c)
+
+
+def _canonical_components(h: str) -> tuple[str, ...] | None:
+    """The components of a heading path already in normal form (`# A > ## B`, what
+    chunkers write), without the regex passes; None when `h` is not plainly so (the full
+    normalization then decides). Accepting implies the full steps change nothing: ASCII
+    (NFC is the identity), single spaces only, every `>` a ` > ` delimiter, no empty or
+    padded component, and `#...` runs followed by one space and a text that has no closing
+    hash run."""
+    if not h.isascii() or not h.isprintable() or "  " in h:
+        return None
+    parts = h.split(HEADING_DELIMITER)
+    if h.count(">") != len(parts) - 1:
+        return None
+    for c in parts:
+        if not c or c[0] == " " or c[-1] == " ":
+            return None
+        if c[0] == "#":
+            rest = c.lstrip("#")
+            if rest and (rest[0] != " " or _CLOSING_TAIL.search(rest)):
+                return None
+    return tuple(parts)
+
+
+_CLOSING_TAIL = re.compile(r"\s#+$")
+
+
+@lru_cache(maxsize=1 << 16)
+def _folded_components(h: str) -> tuple[str, ...]:
+    return tuple(c.casefold() for c in _heading_components(h))
 
 
 def normalize_heading_path(h: str | None) -> str:
@@ -152,7 +202,7 @@ def _heading_prefix(gold: tuple[str, ...], got: tuple[str, ...], case_sensitive:
 
 
 def _get(obj: Mapping[str, Any] | Any, key: str) -> Any:
-    if isinstance(obj, Mapping):
+    if type(obj) is dict or isinstance(obj, Mapping):
         return obj.get(key)
     return getattr(obj, key, None)
 
@@ -244,6 +294,8 @@ def order_chunks(chunks: Sequence[Mapping]) -> list[Mapping]:
     Metrics use the position in this order (1, 2, 3...), never the `rank` value itself,
     so 0-based ranks or gaps do not shift MRR.
     """
+    if _in_rank_order(chunks):
+        return list(chunks)
     indexed = list(enumerate(chunks))
 
     def key(item: tuple[int, Mapping]) -> tuple[int, float, int]:
@@ -258,18 +310,19 @@ def order_chunks(chunks: Sequence[Mapping]) -> list[Mapping]:
     return [c for _, c in sorted(indexed, key=key)]
 
 
-def _identity(chunk: Mapping, case_sensitive: bool) -> tuple:
-    cid = _get(chunk, "chunk_id")
-    if cid is not None and str(cid) != "":
-        return ("id", str(cid))
-    return (
-        "loc",
-        normalize_rel_path(_get(chunk, "rel_path"), case_sensitive=case_sensitive),
-        normalize_heading_path(_get(chunk, "heading_path")),
-        _int_or_none(_get(chunk, "start_line")),
-        _int_or_none(_get(chunk, "end_line")),
-        _get(chunk, "text") or "",
-    )
+def _in_rank_order(chunks: Sequence[Mapping]) -> bool:
+    """True when every chunk has a numeric rank and the ranks never decrease (stored runs
+    are written so): the stable sort of `order_chunks` would then keep the list as it is."""
+    prev = float("-inf")
+    for c in chunks:
+        rank = _get(c, "rank")
+        if type(rank) is not int and type(rank) is not float:
+            return False
+        r = float(rank)
+        if not prev <= r:  # also False for NaN, which the sort places its own way
+            return False
+        prev = r
+    return True
 
 
 def match_ranking(
@@ -295,25 +348,235 @@ def match_ranking(
     Returns:
         A MatchTable with one entry per chunk, in rank order.
     """
-    relevance = [_relevance(s) for s in supports]
-    matches: list[frozenset[int]] = []
-    duplicates: set[int] = set()
-    seen: set[tuple] = set()
-    for pos, chunk in enumerate(order_chunks(chunks)):
-        ident = _identity(chunk, case_sensitive)
-        if ident in seen:
-            duplicates.add(pos)
-            matches.append(frozenset())
-            continue
-        seen.add(ident)
-        matches.append(
-            frozenset(
-                i
-                for i, s in enumerate(supports)
-                if match_support(s, chunk, require_snippets=require_snippets, case_sensitive=case_sensitive)
-            )
-        )
-    return MatchTable(matches=matches, relevance=relevance, n_supports=len(supports), duplicates=frozenset(duplicates))
+    return GoldIndex(supports, case_sensitive=case_sensitive).ranking(chunks, require_snippets=require_snippets)
+
+
+_NO_MATCH: frozenset[int] = frozenset()
+_DICT_ONLY = {dict}
+_STR_ONLY = {str}
+_INTS = {int}
+_CHUNK_KEYS = ("chunk_id", "rel_path", "heading_path", "start_line", "end_line", "text", "text_truncated", "rank")
+# Normalized paths by raw string, one table per case sensitivity: a dict lookup per chunk
+# instead of a call. Cleared when full, so memory stays bounded on any corpus.
+_PATHS: tuple[dict[str, str], dict[str, str]] = ({}, {})
+_PATHS_MAX = 1 << 17
+
+
+def _path_of(raw: Any, case_sensitive: bool) -> str:
+    table = _PATHS[case_sensitive]
+    if type(raw) is str:
+        path = table.get(raw)
+        if path is None:
+            if len(table) >= _PATHS_MAX:
+                table.clear()
+            path = table[raw] = normalize_rel_path(raw, case_sensitive=case_sensitive)
+        return path
+    return normalize_rel_path(raw, case_sensitive=case_sensitive)
+
+
+class GoldIndex:
+    """A case's gold supports, normalized once and indexed by chunk id and by path.
+
+    `match(chunk)` is exactly {i : match_support(supports[i], chunk)}: the id form through
+    the id index, the span and anchor forms through the path index (both need an equal,
+    non-empty normalized path), with `match_support`'s rules in its order. So a chunk costs
+    two dictionary lookups unless it shares an id or a file with a support, and a case
+    costs O(K + G) instead of O(K x G) pairs, each normalizing both sides.
+
+    Args:
+        supports: the case's gold supports (dicts or models).
+        case_sensitive: compare paths and headings case-sensitively (default).
+    """
+
+    __slots__ = ("by_id", "by_path", "cs", "heading_given", "headings", "n", "relevance", "snippets", "spans")
+
+    def __init__(self, supports: Sequence[Mapping], *, case_sensitive: bool = True) -> None:
+        self.cs = case_sensitive
+        self.n = len(supports)
+        self.relevance = [_relevance(s) for s in supports]
+        self.by_id: dict[str, list[int]] = {}
+        self.by_path: dict[str, list[int]] = {}
+        self.spans: list[tuple[int, int] | None] = []
+        self.heading_given: list[bool] = []
+        self.headings: list[tuple[str, ...]] = []
+        self.snippets: list[list[str]] = []
+        for i, s in enumerate(supports):
+            gid = _get(s, "chunk_id")
+            if gid is not None and str(gid) != "":
+                self.by_id.setdefault(str(gid), []).append(i)
+            path = _path_of(_get(s, "rel_path"), case_sensitive)
+            if path:
+                self.by_path.setdefault(path, []).append(i)
+            start, end = _int_or_none(_get(s, "start_line")), _int_or_none(_get(s, "end_line"))
+            self.spans.append((start, end) if start is not None and end is not None else None)
+            heading = _get(s, "heading_path")
+            self.heading_given.append(heading is not None)
+            self.headings.append(_components(heading, case_sensitive))
+            snips = _get(s, "snippets") or []
+            self.snippets.append([normalize_snippet_text(x) for x in snips if x and str(x).strip()] if snips else [])
+
+    def match(self, chunk: Mapping, *, require_snippets: bool = False) -> frozenset[int]:
+        """Indices of the supports `chunk` (a retrieved chunk or a reference) matches."""
+        if type(chunk) is not dict:
+            chunk = {k: _get(chunk, k) for k in _CHUNK_KEYS}
+        cid = chunk.get("chunk_id")
+        cid = None if cid is None else str(cid)
+        return self._match(chunk, cid, _path_of(chunk.get("rel_path"), self.cs), require_snippets)
+
+    def ranking(self, chunks: Sequence[Mapping], *, require_snippets: bool = False) -> MatchTable:
+        """The MatchTable of `chunks` (see `match_ranking`)."""
+        table = self._bulk(chunks, require_snippets)
+        if table is None:
+            table = self._ranking(chunks, require_snippets, check_order=True)
+        if table is None:
+            # Not plain dicts already in rank order (stored runs are): order, then the same loop.
+            ordered = [c if type(c) is dict else {k: _get(c, k) for k in _CHUNK_KEYS} for c in order_chunks(chunks)]
+            table = self._ranking(ordered, require_snippets, check_order=False)
+        return table  # type: ignore[return-value]
+
+    def _bulk(self, chunks: Sequence[Mapping], require_snippets: bool) -> MatchTable | None:
+        """The common case of a stored run, column-wise in C loops (map, set operations):
+        plain dicts in rank order with distinct, non-empty string ids. None otherwise (the
+        caller takes the general loop, which gives the same table)."""
+        n = len(chunks)
+        if not n or set(map(type, chunks)) != _DICT_ONLY:
+            return None
+        ranks = list(map(dict.get, chunks, repeat("rank", n)))
+        if set(map(type, ranks)) != _INTS or ranks != sorted(ranks):
+            return None
+        ids = list(map(dict.get, chunks, repeat("chunk_id", n)))
+        if set(map(type, ids)) != _STR_ONLY or "" in ids:
+            return None
+        distinct = set(ids)
+        if len(distinct) != n:
+            return None  # duplicates: the general loop records them
+        if not self.by_id and not self.by_path:
+            return MatchTable(matches=[_NO_MATCH] * n, relevance=self.relevance, n_supports=self.n, duplicates=_NO_MATCH)
+        raws = list(map(dict.get, chunks, repeat("rel_path", n)))
+        table = _PATHS[self.cs]
+        paths = list(map(table.get, raws)) if set(map(type, raws)) == _STR_ONLY else [None] * n
+        if None in paths:
+            paths = [p if p is not None else _path_of(r, self.cs) for p, r in zip(paths, raws)]
+        matches = [_NO_MATCH] * n
+        if (self.by_id and not distinct.isdisjoint(self.by_id)) or (self.by_path and not self.by_path.keys().isdisjoint(paths)):
+            by_id, by_path = self.by_id, self.by_path
+            for pos, (cid, path) in enumerate(zip(ids, paths)):
+                if cid in by_id or (path and path in by_path):
+                    matches[pos] = self._match(chunks[pos], cid, path, require_snippets)  # type: ignore[arg-type]
+        return MatchTable(matches=matches, relevance=self.relevance, n_supports=self.n, duplicates=_NO_MATCH)
+
+    def _ranking(self, chunks: Sequence[Mapping], require_snippets: bool, *, check_order: bool) -> MatchTable | None:
+        by_id, by_path, cs = self.by_id, self.by_path, self.cs
+        paths = _PATHS[cs]
+        matches: list[frozenset[int]] = []
+        duplicates: list[int] = []
+        seen_ids: set[str] = set()
+        seen_locs: set[tuple] = set()
+        prev: float = float("-inf")
+        for pos, c in enumerate(chunks):
+            if check_order:
+                # order_chunks keeps the list as it is iff every rank is a number and none
+                # decreases; else give up here and let the caller sort.
+                if type(c) is not dict:
+                    return None
+                rank = c.get("rank")
+                if (type(rank) is not int and type(rank) is not float) or not prev <= rank:
+                    return None
+                prev = rank
+            raw = c.get("rel_path")
+            path = paths.get(raw) if type(raw) is str else None
+            if path is None:
+                path = _path_of(raw, cs)
+            cid = c.get("chunk_id")
+            if cid is not None and type(cid) is not str:
+                cid = str(cid)
+            if cid:
+                # Ids and locations are separate namespaces, as ("id", ..) / ("loc", ..) keys.
+                if cid in seen_ids:
+                    duplicates.append(pos)
+                    matches.append(_NO_MATCH)
+                    continue
+                seen_ids.add(cid)
+            else:
+                loc = (
+                    path,
+                    normalize_heading_path(c.get("heading_path")),
+                    _int_or_none(c.get("start_line")),
+                    _int_or_none(c.get("end_line")),
+                    c.get("text") or "",
+                )
+                if loc in seen_locs:
+                    duplicates.append(pos)
+                    matches.append(_NO_MATCH)
+                    continue
+                seen_locs.add(loc)
+            if (cid is not None and cid in by_id) or (path and path in by_path):
+                matches.append(self._match(c, cid, path, require_snippets))
+            else:
+                matches.append(_NO_MATCH)
+        return MatchTable(matches=matches, relevance=self.relevance, n_supports=self.n, duplicates=frozenset(duplicates))
+
+    def _match(self, chunk: dict, cid: str | None, path: str, require_snippets: bool) -> frozenset[int]:
+        hit: set[int] | None = None
+        if cid is not None:
+            ids = self.by_id.get(cid)
+            if ids:
+                hit = set(ids)
+        candidates = self.by_path.get(path) if path else None
+        if candidates:
+            lines: tuple[int | None, int | None] | None = None
+            got: tuple[str, ...] | None = None
+            text: str | None = None
+            for i in candidates:
+                if hit is not None and i in hit:
+                    continue
+                span = self.spans[i]
+                snippets = self.snippets[i] if require_snippets else None
+                if span is not None:
+                    if lines is None:
+                        lines = (_int_or_none(chunk.get("start_line")), _int_or_none(chunk.get("end_line")))
+                    c_start, c_end = lines
+                    if c_start is not None and c_end is not None:
+                        if not (c_start <= span[1] and span[0] <= c_end):
+                            continue
+                        if snippets:
+                            text = normalize_snippet_text(chunk.get("text")) if text is None else text
+                            if not _snippets_in(snippets, text, chunk):
+                                continue
+                        hit = hit or set()
+                        hit.add(i)
+                        continue
+                    if not self.heading_given[i]:
+                        continue
+                gold = self.headings[i]
+                if gold:
+                    if got is None:
+                        got = _components(chunk.get("heading_path"), self.cs)
+                    # Component-wise: the heading-boundary rule ("# A" never prefixes "# AB").
+                    if len(got) < len(gold) or got[: len(gold)] != gold:
+                        continue
+                if snippets:
+                    text = normalize_snippet_text(chunk.get("text")) if text is None else text
+                    if not _snippets_in(snippets, text, chunk):
+                        continue
+                hit = hit or set()
+                hit.add(i)
+        return frozenset(hit) if hit else _NO_MATCH
+
+
+def _components(h: Any, case_sensitive: bool) -> tuple[str, ...]:
+    """Heading components as `_heading_prefix` compares them (case-folded when not case-sensitive)."""
+    if not h:
+        return ()
+    h = h if type(h) is str else str(h)
+    return _heading_components(h) if case_sensitive else _folded_components(h)
+
+
+def _snippets_in(snippets: list[str], text: str, chunk: Mapping) -> bool:
+    # As _snippets_ok: a truncated stored prefix cannot prove a snippet absent.
+    if all(s in text for s in snippets):
+        return True
+    return bool(chunk.get("text_truncated"))
 
 
 def _relevance(support: Mapping) -> float:

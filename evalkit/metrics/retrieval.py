@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timezone
 from typing import Any
 
-from evalkit.anchors import MatchTable, match_ranking, match_support, normalize_rel_path
+from evalkit.anchors import GoldIndex, MatchTable, normalize_rel_path
 from evalkit.errors import InputError, Problem
 
 __all__ = [
@@ -218,7 +218,11 @@ def attribution_hit(
     """
     if not supports:
         return None
-    return any(match_support(s, r, case_sensitive=case_sensitive) for r in references for s in supports)
+    return _attribution(GoldIndex(supports, case_sensitive=case_sensitive), references)
+
+
+def _attribution(index: GoldIndex, references: Sequence[Mapping]) -> bool:
+    return any(index.match(r) for r in references)
 
 
 def _parse_date(v: Any) -> datetime | None:
@@ -246,6 +250,7 @@ def recency_check(
     references: Sequence[Mapping],
     *,
     case_sensitive: bool = True,
+    index: GoldIndex | None = None,
 ) -> dict | None:
     """Retrieval/citation part of a recency/conflict rule; the answer wording is the judges' job.
 
@@ -256,6 +261,8 @@ def recency_check(
     - cite_both: pass = every gold support is cited by some reference.
     - acknowledge_both: pass = every gold support is hit in the top-K chunks (the
       answerer saw both sides; acknowledging the conflict is judged on the answer).
+
+    `index`: the supports' GoldIndex when the caller has it (same result, built once).
 
     Returns:
         {"rule", "pass", "newest_cited", "older_cited", "all_cited", "all_retrieved"},
@@ -277,10 +284,8 @@ def recency_check(
     known = [d for d in dates if d is not None]
     newest = {i for i, d in enumerate(dates) if known and d == max(known)}
     older = {i for i, d in enumerate(dates) if d is not None and i not in newest}
-    cited_sets = [
-        frozenset(i for i, s in enumerate(supports) if match_support(s, r, case_sensitive=case_sensitive))
-        for r in references
-    ]
+    index = index if index is not None else GoldIndex(supports, case_sensitive=case_sensitive)
+    cited_sets = [index.match(r) for r in references]
     cited = frozenset().union(*cited_sets) if cited_sets else frozenset()
     newest_cited = bool(cited & newest)
     older_only = any(c and c <= older for c in cited_sets)
@@ -313,6 +318,28 @@ def _as_dict(obj: Any) -> Mapping:
     if hasattr(obj, "model_dump"):
         return obj.model_dump(mode="json")
     return dict(obj)
+
+
+def _dicts(items: Sequence[Any]) -> Sequence[Mapping]:
+    # Records hold plain dicts: pass the list through instead of copying it item by item.
+    for x in items:
+        if type(x) is not dict:
+            return [_as_dict(y) for y in items]
+    return items
+
+
+_KS_SEEN: dict[tuple, list[int]] = {}
+
+
+def _valid_ks(ks: Sequence[int]) -> list[int]:
+    # A re-scoring passes the same ks for every case: validate them once.
+    key = tuple(ks)
+    out = _KS_SEEN.get(key)
+    if out is None or any(type(k) is not int for k in key):
+        out = validate_ks(ks)
+        if len(_KS_SEEN) < 64:
+            _KS_SEEN[key] = out
+    return out
 
 
 def validate_ks(ks: Sequence[int]) -> list[int]:
@@ -371,11 +398,11 @@ def score_case_retrieval(
         InputError: a K < 1, an out-of-range support group index or a bad date.
     """
     case = _as_dict(case)
-    ks = validate_ks(ks)
+    ks = _valid_ks(ks)
     primary = ks[0]
-    supports = [_as_dict(s) for s in (case.get("gold_supports") or [])]
-    chunk_dicts = [_as_dict(c) for c in chunks or []]
-    ref_dicts = [_as_dict(r) for r in references or []]
+    supports = _dicts(case.get("gold_supports") or [])
+    chunk_dicts = _dicts(chunks or [])
+    ref_dicts = _dicts(references or [])
     answerable = case.get("answerable", True) is not False
     groups = case.get("required_support_groups")
 
@@ -385,23 +412,15 @@ def score_case_retrieval(
     elif not supports:
         status = "unlabeled"
 
-    table = match_ranking(chunk_dicts, supports, require_snippets=require_snippets, case_sensitive=case_sensitive)
-    at_k: dict[str, dict[str, float | None]] = {}
-    for k in ks:
-        if status != "scored":
-            at_k[str(k)] = {m: None for m in _AT_K_METRICS}
-            continue
-        at_k[str(k)] = {
-            "recall_any": recall_any(table, k),
-            "recall_all": recall_all(table, k, groups),
-            "recall_frac": recall_frac(table, k),
-            "precision": precision(table, k),
-            "mrr": mrr(table, k),
-            "ndcg": ndcg(table, k),
-        }
-    p = at_k[str(primary)]
+    index = GoldIndex(supports, case_sensitive=case_sensitive)
+    table = index.ranking(chunk_dicts, require_snippets=require_snippets)
     scored = status == "scored"
-    first = next((i for i, m in enumerate(table.matches[:primary], start=1) if m), None)
+    if scored:
+        at_k, gold_hit, first = _score_ks(table, ks, groups)
+    else:
+        at_k = {str(k): dict.fromkeys(_AT_K_METRICS) for k in ks}
+        gold_hit, first = [], None
+    p = at_k[str(primary)]
     selection = _as_dict(folder_selection) if folder_selection is not None else None
     cs = case_sensitive
     return {
@@ -413,9 +432,11 @@ def score_case_retrieval(
         "recall_all": p["recall_all"],
         "recall_frac": p["recall_frac"],
         "scope_miss": scope_miss(supports, selection, folder_mode, case_sensitive=cs) if scored else None,
-        "attribution_hit": attribution_hit(supports, ref_dicts, case_sensitive=cs) if scored else None,
+        "attribution_hit": _attribution(index, ref_dicts) if scored else None,
         "recency": (
-            recency_check(case.get("recency_conflict_rule"), supports, table, primary, ref_dicts, case_sensitive=cs)
+            recency_check(
+                case.get("recency_conflict_rule"), supports, table, primary, ref_dicts, case_sensitive=cs, index=index
+            )
             if scored
             else None
         ),
@@ -424,6 +445,68 @@ def score_case_retrieval(
         "n_gold": len(supports),
         "n_retrieved": len(chunk_dicts),
         "n_duplicates": len(table.duplicates),
-        "gold_hit": sorted(_hits(table, primary)) if scored else [],
-        "first_match_rank": first if scored else None,
+        "gold_hit": gold_hit,
+        "first_match_rank": first,
     }
+
+
+def _score_ks(
+    table: MatchTable, ks: Sequence[int], groups: Sequence[Sequence[int]] | None
+) -> tuple[dict[str, dict[str, float | None]], list[int], int | None]:
+    """Every kernel at every K in one pass over the matched positions (a case with gold supports).
+
+    Returns the `at_k` blocks, the sorted gold indices hit in the primary top K (ks[0]) and
+    the first matching position within it. Each value is computed with the same operations,
+    in the same order, as the kernel of that name (recall_any ... ndcg), so the floats are
+    identical: DCG and IDCG are the kernels' left-to-right sums, read off at each K.
+
+    Raises:
+        InputError: an out-of-range support group index (as `recall_all`).
+    """
+    n = table.n_supports
+    real = None if groups is None else [list(g) for g in groups if g]
+    if real is not None:
+        # The index check of recall_all, on a table whose gold hits are all empty.
+        recall_all(MatchTable(matches=[], relevance=table.relevance, n_supports=n), 1, real)
+        real = real or None
+    rel = table.relevance
+    matches = table.matches
+    kmax = max(ks)
+    ideal = sorted(rel, reverse=True)[:kmax]
+    idcg_at = [0]
+    idcg = 0
+    for p, r in enumerate(ideal, start=1):
+        idcg = idcg + _gain(r) / math.log2(p + 1)
+        idcg_at.append(idcg)
+    matched = [p for p, m in enumerate(matches[:kmax], start=1) if m]
+    hits: set[int] = set()
+    credited: set[int] = set()
+    first = matched[0] if matched else None
+    dcg = 0.0
+    done = 0  # matched positions already folded into hits / dcg
+    blocks: dict[int, dict[str, float | None]] = {}
+    gold_hit: list[int] = []
+    for k in sorted(set(ks)):
+        while done < len(matched) and matched[done] <= k:
+            p = matched[done]
+            m = matches[p - 1]
+            hits |= m
+            free = [i for i in m if i not in credited]
+            if free:
+                best = min(free, key=lambda i: (-rel[i], i))
+                credited.add(best)
+                dcg += _gain(rel[best]) / math.log2(p + 1)
+            done += 1
+        ideal_k = idcg_at[min(k, len(ideal))]
+        blocks[k] = {
+            "recall_any": 1.0 if hits else 0.0,
+            "recall_all": None if real is None else (1.0 if any(all(i in hits for i in g) for g in real) else 0.0),
+            "recall_frac": len(hits) / n,
+            "precision": done / k,
+            "mrr": 1.0 / first if first is not None and first <= k else 0.0,
+            "ndcg": min(1.0, dcg / ideal_k) if ideal_k > 0.0 else None,
+        }
+        if k == ks[0]:
+            gold_hit = sorted(hits)
+    primary = ks[0]
+    return {str(k): blocks[k] for k in ks}, gold_hit, first if first is not None and first <= primary else None

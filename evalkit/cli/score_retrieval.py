@@ -1,0 +1,72 @@
+"""score_retrieval.py: (re)compute the retrieval metrics of a stored run.
+
+Reads results/<run_id>/results.jsonl once (streamed), scores each case's stored chunks
+and references against the eval set config.json names (or --eval-set), and merges the
+retrieval numbers into metrics.json. The target is never called. Exit 0 ok; 2 bad input
+(unknown run, K larger than the run asked for, an eval set that changed since the run
+without --eval-set, snippets on cut text without --allow-truncated-text).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from evalkit.cli.common import RESULTS_DIR, RUN_ID, exit_on_known_errors, plain_metavars
+
+app = typer.Typer(
+    rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
+    add_completion=False,
+    help="(Re)compute the retrieval metrics of a run from its results.jsonl: new K values (up to the run's), "
+    "snippet rules, fixed labels. Updates metrics.json. Exit 0 ok, 2 bad input.",
+)
+
+
+@app.command()
+def main(
+    run_id: str = RUN_ID,
+    results_dir: Path = RESULTS_DIR,
+    k: Optional[list[int]] = typer.Option(
+        None, "--k", help="Cut-off K; repeatable, the first is the primary K. At most the largest K the run asked for. (default: the run's)"
+    ),
+    require_snippets: Optional[bool] = typer.Option(
+        None, "--require-snippets/--no-require-snippets", help="Gold snippets must occur in the chunk text. (default: the run's setting)"
+    ),
+    eval_set: Optional[list[Path]] = typer.Option(
+        None, "--eval-set", help="Score against this eval set (file or folder; repeatable), even if it changed since the run. "
+        "(default: the one config.json names, which must be unchanged)"
+    ),
+    allow_truncated_text: bool = typer.Option(
+        False, "--allow-truncated-text", help="With snippets required on a run stored without --store-full-text, check them on the "
+        "200-char texts anyway (snippet-based numbers are then upper bounds)."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No tables."),
+    json_output: bool = typer.Option(False, "--json", help="Print one JSON object last (run_id, retrieval_scoring, aggregate_metrics, by_category, warnings)."),
+) -> None:
+    """Re-score the retrieval of RUN_ID and update its metrics.json."""
+    with exit_on_known_errors():
+        from evalkit.scoring import score_retrieval
+
+        result = score_retrieval(
+            run_id, ks=k or None, require_snippets=require_snippets, eval_set=eval_set or None,
+            results_dir=results_dir, allow_truncated_text=allow_truncated_text,
+        )
+    if not quiet:
+        from rich.console import Console
+
+        from evalkit.report.scoring import print_retrieval_scoring
+
+        print_retrieval_scoring(result, Console(stderr=json_output))
+    elif result.warnings:
+        for w in result.warnings:
+            print(f"evalkit: warning: {w}", file=sys.stderr)
+    if json_output:
+        import orjson
+
+        sys.stdout.write(orjson.dumps(result.to_json(), option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+
+
+plain_metavars(app)

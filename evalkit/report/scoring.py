@@ -1,0 +1,150 @@
+"""Terminal tables for score_retrieval.py and score_abstention.py, read from metrics.json.
+
+Renderers only: every number comes from the metrics.json the library just wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+_AT_K = (("recall_any", "Recall_any"), ("recall_all", "Recall_all"), ("recall_frac", "Recall_frac"),
+         ("precision", "Precision"), ("mrr", "MRR"), ("ndcg", "nDCG"))
+_SLICE_RETRIEVAL = (("recall_at_k_avg", "Recall"), ("recall_frac_avg", "Recall_frac"), ("recall_all_avg", "Recall_all"),
+                    ("mrr_avg", "MRR"), ("ndcg_at_k_avg", "nDCG"))
+_SLICE_ABSTENTION = (("abstention_accuracy", "Abst. accuracy"), ("hallucination_rate_unanswerable", "Halluc. rate"),
+                     ("false_abstention_rate", "False abst. rate"))
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return str(v)
+
+
+def _with_n(cell: Mapping[str, Any], key: str) -> str:
+    n = (cell.get("n") or {}).get(key)
+    if not n:
+        return "—"
+    return f"{_fmt(cell.get(key))} [dim](n={n})[/dim]"
+
+
+def retrieval_headline(metrics: Mapping[str, Any]) -> Table:
+    """One row per K (primary K first): every retrieval metric with its n."""
+    agg = metrics.get("aggregate_metrics") or {}
+    table = Table(title=f"retrieval — run {escape(str(metrics.get('run_id', '')))}", title_justify="left")
+    table.add_column("K", justify="right")
+    for _, label in _AT_K:
+        table.add_column(label, justify="right")
+    table.add_column("n", justify="right", style="dim")
+    for k, cell in (agg.get("at_k") or {}).items():
+        by_metric = cell.get("n_by_metric") or {}
+        row = [escape(str(k))]
+        for name, _ in _AT_K:
+            n = by_metric.get(name, cell.get("n"))
+            row.append(_fmt(cell.get(name)) + (f" [dim](n={n})[/dim]" if n != cell.get("n") else ""))
+        table.add_row(*row, str(cell.get("n", "—")))
+    return table
+
+
+def retrieval_extras(metrics: Mapping[str, Any]) -> Table:
+    agg = metrics.get("aggregate_metrics") or {}
+    table = Table(show_header=False, box=None)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, label in (("scope_miss_rate", "Scope miss rate"), ("attribution_hit_rate", "Attribution hit rate"),
+                       ("recency_pass_rate", "Recency pass rate")):
+        table.add_row(label, _with_n(agg, key))
+    table.add_row("Unlabeled answerable cases", str(agg.get("n_unlabeled", "—")))
+    return table
+
+
+def by_group(metrics: Mapping[str, Any], grouping: str, columns: tuple[tuple[str, str], ...], k: Any) -> Table:
+    """One row per group of `grouping` (by_category ...): the slice's metrics with their n."""
+    name = grouping.removeprefix("by_")
+    table = Table(title=f"by {name} (K={escape(str(k))})", title_justify="left")
+    table.add_column(name)
+    table.add_column("cases", justify="right")
+    for _, label in columns:
+        table.add_column(label, justify="right")
+    for group, cell in (metrics.get(grouping) or {}).items():
+        table.add_row(escape(str(group)), str(cell.get("n_cases", 0)), *(_with_n(cell, key) for key, _ in columns))
+    return table
+
+
+def _warnings(console: Console, warnings: list[str]) -> None:
+    for w in warnings:
+        console.print(f"[yellow]warning:[/yellow] {escape(w)}")
+
+
+def print_retrieval_scoring(result: Any, console: Console | None = None) -> None:
+    """Headline table (every K), scope/attribution/recency, the table by category, and where
+    the labels came from."""
+    console = console or Console()
+    m = result.metrics
+    console.print(retrieval_headline(m))
+    console.print(retrieval_extras(m))
+    k = (m.get("aggregate_metrics") or {}).get("k")
+    if m.get("by_category"):
+        console.print(by_group(m, "by_category", _SLICE_RETRIEVAL, k))
+    src = result.eval_set
+    label = f"labels: {escape(', '.join(src.paths))} ({escape(src.origin)}, dataset_version {escape(src.version[:12])}…"
+    label += ", changed since the run)" if src.changed else ", as run)"
+    snippets = "snippets required" + (" (on cut text: upper bounds)" if result.snippets_on_cut_text else "")
+    console.print(f"[dim]{label}; {result.n_records} cases; {snippets if result.require_snippets else 'snippets not required'}[/dim]")
+    _warnings(console, result.warnings)
+    console.print(f"metrics.json updated: [bold]{escape(str(result.run_dir / 'metrics.json'))}[/bold]")
+
+
+def abstention_tables(metrics: Mapping[str, Any]) -> tuple[Table, Table]:
+    """The rates with their n, and the confusion matrix with per-row / per-column totals."""
+    agg = metrics.get("aggregate_metrics") or {}
+    rates = Table(title=f"abstention — run {escape(str(metrics.get('run_id', '')))}", title_justify="left")
+    rates.add_column("metric")
+    rates.add_column("value", justify="right")
+    rates.add_column("n", justify="right", style="dim")
+    n = agg.get("n") or {}
+    for key, label in (("abstention_accuracy", "Abstention accuracy (unanswerable)"),
+                       ("hallucination_rate_unanswerable", "Hallucination rate (unanswerable)"),
+                       ("false_abstention_rate", "False abstention rate (answerable)"),
+                       ("abstention_precision", "Precision (of abstentions)"),
+                       ("abstention_recall", "Recall (of unanswerable)"),
+                       ("abstention_f1", "F1"),
+                       ("abstention_decision_accuracy", "Decision accuracy (all)")):
+        rates.add_row(label, _fmt(agg.get(key)), str(n.get(key, "—")))
+    rates.add_row("Unknown (no abstained, excluded)", str(agg.get("n_abstention_unknown", "—")), "")
+    conf = agg.get("abstention_confusion") or {}
+    matrix = Table(title="confusion (rows: label; columns: what the system did)", title_justify="left")
+    matrix.add_column("")
+    matrix.add_column("answered", justify="right")
+    matrix.add_column("abstained", justify="right")
+    matrix.add_column("total", justify="right", style="dim")
+    for row in ("answerable", "unanswerable"):
+        cells = conf.get(row) or {}
+        an, ab = cells.get("answered", 0), cells.get("abstained", 0)
+        matrix.add_row(row, str(an), str(ab), str(an + ab))
+    return rates, matrix
+
+
+def print_abstention_scoring(result: Any, console: Console | None = None) -> None:
+    console = console or Console()
+    m = result.metrics
+    rates, matrix = abstention_tables(m)
+    console.print(rates)
+    console.print(matrix)
+    if m.get("by_category"):
+        console.print(by_group(m, "by_category", _SLICE_ABSTENTION, (m.get("aggregate_metrics") or {}).get("k")))
+    src = result.eval_set
+    how = f"re-classified by {result.classifier} ({result.n_classified} answers, {result.n_changed} changed)" if result.classifier else "abstained as stored"
+    console.print(
+        f"[dim]labels: {escape(', '.join(src.paths))} ({escape(src.origin)}{', changed since the run' if src.changed else ''}); "
+        f"{result.n_records} cases; {escape(how)}[/dim]"
+    )
+    _warnings(console, result.warnings)
+    console.print(f"metrics.json updated: [bold]{escape(str(result.run_dir / 'metrics.json'))}[/bold]")
