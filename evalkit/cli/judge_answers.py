@@ -48,6 +48,10 @@ def main(
     concurrency: int = CONCURRENCY,
     rps: Optional[float] = RPS,
     timeout: float = typer.Option(60.0, "--timeout", min=1.0, help="Seconds per judge request.", rich_help_panel=_J),
+    max_retry_wait: float = typer.Option(
+        60.0, "--max-retry-wait", min=0.0, metavar="SECONDS",
+        help="Longest wait honoured when the judge's provider answers 429/503 with Retry-After.", rich_help_panel=_J,
+    ),
     ids: Optional[str] = typer.Option(None, "--ids", help="Comma-separated case ids to judge (others are kept)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the judge cache.", rich_help_panel=_J),
     refresh_cache: bool = typer.Option(False, "--refresh-cache", help="Ignore cached judgments but store the new ones.", rich_help_panel=_J),
@@ -82,6 +86,8 @@ def main(
         from evalkit.store import RunDir
 
         run = RunDir.open(results_dir, run_id)
+        from evalkit.retry import RetryPolicy
+
         settings = JudgeSettings(
             provider=judge_provider,
             model=judge_model,
@@ -97,6 +103,7 @@ def main(
             concurrency=concurrency,
             rps=rps,
             timeout=timeout,
+            retry_policy=RetryPolicy(max_retry_after=max_retry_wait),
         )
         spot = None
         if spot_check:

@@ -71,6 +71,14 @@ def main(
         None, "--retries", metavar="N", help="Retries on connection errors, 429 and 5xx (backoff + jitter). (default: 3)", rich_help_panel=_T
     ),
     rps: Optional[float] = RPS,
+    max_retry_wait: Optional[float] = typer.Option(
+        None,
+        "--max-retry-wait",
+        metavar="SECONDS",
+        help="Longest wait honoured when a server (target or judge) answers 429/503 with Retry-After; "
+        "a longer request is cut to this. (default: 60)",
+        rich_help_panel=_T,
+    ),
     concurrency: Optional[int] = typer.Option(
         None, "--concurrency", metavar="N", help="Cases in flight at once (1 = sequential). (default: 4)"
     ),
@@ -197,6 +205,7 @@ def main(
             "timeout": timeout,
             "retries": retries,
             "rps": rps,
+            "max_retry_wait": max_retry_wait,
             "concurrency": concurrency,
             "retrieval_only": retrieval_only,
             "judge_provider": judge_provider,

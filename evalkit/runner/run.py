@@ -332,8 +332,16 @@ def _build_judge(settings: RunSettings) -> Any:
             allow_unpinned=settings.allow_unpinned,
             use_cache=not settings.no_cache,
             concurrency=settings.concurrency,
+            retry_policy=_retry_policy(3, settings.max_retry_wait),
         )
     )
+
+
+def _retry_policy(retries: int, max_retry_wait: float) -> Any:
+    """Bounded backoff whose server-requested Retry-After waits are capped at --max-retry-wait."""
+    from evalkit.retry import RetryPolicy
+
+    return RetryPolicy.from_retries(retries, max_retry_after=max_retry_wait)
 
 
 def _build_target(settings: RunSettings) -> Any:
@@ -347,6 +355,7 @@ def _build_target(settings: RunSettings) -> Any:
         retries=settings.retries,
         rps=settings.rps,
         params=dict(settings.params),
+        retry_policy=_retry_policy(settings.retries, settings.max_retry_wait),
     )
 
 

@@ -139,3 +139,20 @@ def test_eval_api_url_names_the_api_for_the_library_too(fault_server, tmp_path, 
     assert config["target"]["kind"] == "http" and config["hashed"]["target_kind"] == "http"
     assert config["settings"]["api_url"] == srv.base_url
     assert srv.hits["a"] == 2  # the probe, then the case
+
+
+def test_max_retry_wait_caps_a_servers_retry_after(fault_server, tmp_path):  # noqa: F811
+    import time
+
+    # The server asks for 30 s; --max-retry-wait 0.2 cuts each wait to 0.2 s.
+    srv = fault_server({"slow-down": {"behaviour": "429-then-ok", "times": 1, "retry_after": "30"}})
+    es = tmp_path / "es.jsonl"
+    es.write_text(json.dumps({"id": "c1", "question": "slow-down", "answerable": True, "gold_supports": GOLD}) + "\n")
+    t0 = time.monotonic()
+    result = run_eval(eval_set=str(es), api_url=srv.base_url, retrieval_only=True, results_dir=str(tmp_path / "r"),
+                      no_probe=True, retries=1, max_retry_wait=0.2)
+    assert time.monotonic() - t0 < 10
+    (rec,) = [json.loads(x) for x in (result.run_dir / "results.jsonl").open()]
+    assert rec["error"] is None and rec["attempts"] == 2
+    config = json.loads((result.run_dir / "config.json").read_text())
+    assert config["settings"]["max_retry_wait"] == 0.2
