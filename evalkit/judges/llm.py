@@ -30,6 +30,7 @@ from evalkit.judges.cache import JudgeCache, cache_key, context_hash
 from evalkit.judges.cost import PriceTable
 from evalkit.judges.prompts import DEFAULT_PROMPT_SET, render_prompt
 from evalkit.ratelimit import RateLimiter
+from evalkit.httplimits import too_large_in
 from evalkit.retry import RetryPolicy
 
 RAW_LIMIT = 2000
@@ -88,6 +89,7 @@ class LLMJudge:
         refresh_cache: bool = False,
         prices: PriceTable | None = None,
         retry_policy: RetryPolicy | None = None,
+        deadline: float | None = None,
         concurrency: int = 4,
         rps: float | None = None,
     ):
@@ -98,6 +100,9 @@ class LLMJudge:
         self.refresh_cache = refresh_cache
         self.prices = prices or PriceTable()
         self.retry_policy = retry_policy or RetryPolicy()
+        # One call, start to last byte: the SDK's timeout is per read, so a server that
+        # trickles a byte a second would otherwise hold a case for minutes.
+        self.deadline = deadline
         self.concurrency = max(1, int(concurrency))
         self.limiter = RateLimiter(rps) if rps else None
         self.name = f"{backend.provider}:{backend.model}"
@@ -124,6 +129,10 @@ class LLMJudge:
 
     async def _call(self, prompt: RenderedPrompt, output: type[BaseModel], counter: list[int]) -> Completion:
         def retry_on(exc: BaseException) -> bool:
+            if isinstance(exc, TimeoutError):
+                return True
+            if too_large_in(exc) is not None:
+                return False  # the same request gets the same answer
             return self.backend.retry_decision(exc).retry
 
         result: Completion | None = None
@@ -132,7 +141,13 @@ class LLMJudge:
                 async with self._slot():
                     counter[0] += 1
                     self._stats.calls += 1
-                    result = await self.backend.complete(prompt, output)
+                    if self.deadline:
+                        try:
+                            result = await asyncio.wait_for(self.backend.complete(prompt, output), self.deadline)
+                        except asyncio.TimeoutError:
+                            raise TimeoutError(f"no complete reply within {self.deadline:g}s") from None
+                    else:
+                        result = await self.backend.complete(prompt, output)
         assert result is not None  # tenacity either returned a value or re-raised
         return result
 
@@ -212,6 +227,11 @@ class LLMJudge:
             try:
                 completion = await self._call(current, output, counter)
             except Exception as exc:  # noqa: BLE001 - sorted below: provider error, fatal, or our bug
+                big = too_large_in(exc)
+                if big is not None:
+                    return self._failure(common, "response_too_large", str(big), raw, counter, tokens)
+                if isinstance(exc, TimeoutError):
+                    return self._failure(common, "timeout", str(exc), raw, counter, tokens)
                 decision = self.backend.retry_decision(exc)
                 if decision.fatal:
                     raise JudgeConfigError(

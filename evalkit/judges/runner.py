@@ -75,6 +75,7 @@ class JudgeSettings:
     seed: int | None = None
     retry_policy: Any = None
     http_client: Any = None
+    max_response_bytes: int = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,7 @@ def build_judge(settings: JudgeSettings) -> Judge:
         api_key=api_key,
         base_url=r.base_url,
         timeout=settings.timeout,
-        http_client=settings.http_client,
+        http_client=settings.http_client or _bounded_client(settings),
         seed=settings.seed if settings.seed is not None else 0,
     )
     from evalkit.judges.llm import LLMJudge
@@ -185,9 +186,21 @@ def build_judge(settings: JudgeSettings) -> Judge:
         refresh_cache=settings.refresh_cache,
         prices=prices,
         retry_policy=settings.retry_policy,
+        deadline=settings.timeout,
         concurrency=settings.concurrency,
         rps=settings.rps,
     )
+
+
+def _bounded_client(settings: JudgeSettings) -> Any:
+    """The SDKs' HTTP client: every reply body capped at max_response_bytes (a judge server
+    streaming without end, or a gzip bomb, must not take the run's memory). With a proxy in
+    the environment the SDK's own client is kept, since it is what resolves the proxy."""
+    if any(os.environ.get(v) for v in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")):
+        return None
+    from evalkit.httplimits import bounded_client
+
+    return bounded_client(timeout=settings.timeout, max_bytes=settings.max_response_bytes)
 
 
 def build_judge_runner(settings: JudgeSettings) -> JudgeRunner:

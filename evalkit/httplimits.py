@@ -1,0 +1,94 @@
+"""Limits on what a remote server can make us read: a byte cap on every response body.
+
+A judge endpoint (or anything else we ask over HTTP) may answer with a body that never
+ends, a 600 MB JSON document, or a 300 KB gzip bomb that inflates to 300 MB. httpx reads
+and decodes whatever arrives. `BoundedTransport` wraps any httpx transport and:
+
+- asks for an unencoded body (`Accept-Encoding: identity`) and refuses a body sent with
+  another `Content-Encoding` anyway: the byte count below is then the decoded size, and
+  there is nothing to inflate;
+- refuses a response whose `Content-Length` is over the cap before reading it;
+- counts the body's bytes as they stream and stops at the cap.
+
+Each refusal raises `ResponseTooLarge`, which callers classify as a
+`response_too_large` failure (not retried: the same request gets the same answer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "BoundedTransport", "ResponseTooLarge", "bounded_client", "too_large_in"]
+
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+
+
+class ResponseTooLarge(httpx.TransportError):
+    """A response body over the byte cap, or one sent with a content encoding we did not accept."""
+
+
+class _CappedStream(httpx.AsyncByteStream):
+    def __init__(self, inner: Any, limit: int, url: str):
+        self._inner = inner
+        self._limit = limit
+        self._url = url
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        seen = 0
+        async for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._limit:
+                raise ResponseTooLarge(f"response body from {self._url} is over the {self._limit}-byte limit")
+            yield chunk
+
+    async def aclose(self) -> None:
+        close = getattr(self._inner, "aclose", None)
+        if close is not None:
+            await close()
+
+
+class BoundedTransport(httpx.AsyncBaseTransport):
+    """An httpx transport that caps every response body at `max_bytes` (see the module doc)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport | None = None, *, max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES):
+        self._inner = inner or httpx.AsyncHTTPTransport()
+        self.max_bytes = int(max_bytes)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        request.headers["Accept-Encoding"] = "identity"
+        response = await self._inner.handle_async_request(request)
+        where = f"{request.url.scheme}://{request.url.host}{request.url.path}"
+        encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+        length = response.headers.get("Content-Length", "")
+        problem = None
+        if encoding not in ("", "identity"):
+            problem = f"response from {where} is {encoding}-encoded although identity was asked for"
+        elif length.strip().isdigit() and int(length) > self.max_bytes:
+            problem = f"response body from {where} announces {int(length)} bytes, over the {self.max_bytes}-byte limit"
+        if problem is not None:
+            await response.aclose()
+            raise ResponseTooLarge(problem)
+        response.stream = _CappedStream(response.stream, self.max_bytes, where)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def bounded_client(*, timeout: float, max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> httpx.AsyncClient:
+    """An httpx.AsyncClient whose responses are capped at `max_bytes` (for the LLM SDKs)."""
+    return httpx.AsyncClient(transport=BoundedTransport(max_bytes=max_bytes), timeout=timeout, follow_redirects=True)
+
+
+def too_large_in(exc: BaseException | None) -> ResponseTooLarge | None:
+    """The ResponseTooLarge behind an exception (SDKs wrap transport errors), if any."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, ResponseTooLarge):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
