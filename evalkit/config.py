@@ -108,6 +108,7 @@ class RunSettings(BaseModel):
     regression_threshold_false_abstention: float = Field(0.05, ge=0)
     max_error_rate: float = Field(0.0, ge=0, le=1)
     max_retry_wait: float = Field(60.0, ge=0)
+    max_response_bytes: int = Field(32 * 1024 * 1024, ge=1024)
     no_probe: bool = False
     allow_regressions: bool = False
     ignore_invariants: bool = False

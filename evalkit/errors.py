@@ -169,7 +169,7 @@ class JudgeConfigError(InputError):
 
 
 # "exception": an in-process target (--target python:...) raised instead of answering.
-TargetErrorKind = Literal["timeout", "http_error", "invalid_response", "empty_answer", "connect", "exception"]
+TargetErrorKind = Literal["timeout", "http_error", "invalid_response", "empty_answer", "connect", "exception", "response_too_large"]
 
 
 class TargetError(EvalkitError):

@@ -40,6 +40,10 @@ def is_retryable_http_error(exc: BaseException) -> bool:
         return retryable_status(exc.response.status_code)
     if isinstance(exc, httpx.UnsupportedProtocol | httpx.LocalProtocolError):
         return False
+    from evalkit.httplimits import ResponseTooLarge
+
+    if isinstance(exc, ResponseTooLarge):
+        return False  # the same request gets the same answer
     return isinstance(exc, httpx.TransportError)
 
 

@@ -66,11 +66,19 @@ def main(
     param: Optional[list[str]] = typer.Option(
         None, "--param", metavar="KEY=VALUE", help="Free option sent in the request's `options`, key=value (JSON values parsed); repeatable.", rich_help_panel=_T
     ),
-    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", help="Seconds per request. (default: 60)", rich_help_panel=_T),
+    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", help="Seconds per try of a request, all of it: connect, send and the whole answer. (default: 60)", rich_help_panel=_T),
     retries: Optional[int] = typer.Option(
         None, "--retries", metavar="N", help="Retries on connection errors, 429 and 5xx (backoff + jitter). (default: 3)", rich_help_panel=_T
     ),
     rps: Optional[float] = RPS,
+    max_response_bytes: Optional[int] = typer.Option(
+        None,
+        "--max-response-bytes",
+        metavar="BYTES",
+        help="Largest answer body read from an HTTP target (after any decompression); a larger one is "
+        "recorded as error kind response_too_large. (default: 33554432, 32 MiB)",
+        rich_help_panel=_T,
+    ),
     max_retry_wait: Optional[float] = typer.Option(
         None,
         "--max-retry-wait",
@@ -206,6 +214,7 @@ def main(
             "retries": retries,
             "rps": rps,
             "max_retry_wait": max_retry_wait,
+            "max_response_bytes": max_response_bytes,
             "concurrency": concurrency,
             "retrieval_only": retrieval_only,
             "judge_provider": judge_provider,

@@ -47,7 +47,7 @@ from evalkit.compare.models import (
 )
 from evalkit.compare.regressions import gate_report
 from evalkit.compare.sources import RunSource, open_source
-from evalkit.errors import InputError, Problem
+from evalkit.errors import InputError, Problem, redact
 from evalkit.gate import Thresholds, check_invariants
 from evalkit.metrics.aggregate import aggregate_records, flatten_cell, recorded_suite_ms
 from evalkit.metrics.keys import parse_metric_key
@@ -110,7 +110,7 @@ class IncomparableRuns(InputError):
     """Broken invariants without --ignore-invariants: exit 2, one line per violation."""
 
     def __init__(self, run_a: str, run_b: str, violations: list[str]):
-        self.violations = list(violations)
+        self.violations = [redact(v) for v in violations]
         problems = [Problem(f"cannot compare {run_a} with {run_b}: {v}", field="invariants") for v in violations]
         problems.append(Problem("pass --ignore-invariants to compare anyway (the report then says which numbers are not comparable)", field="invariants"))
         super().__init__(problems)

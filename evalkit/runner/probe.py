@@ -96,6 +96,7 @@ async def probe_target(settings: Any, target: Any, first_case: Any = None) -> di
             retries=0,
             rps=None,
             params=dict(settings.params),
+            max_response_bytes=settings.max_response_bytes,
         )
     desc = (twin or target).describe()
     if desc.get("api_url"):

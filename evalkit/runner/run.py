@@ -356,6 +356,7 @@ def _build_target(settings: RunSettings) -> Any:
         rps=settings.rps,
         params=dict(settings.params),
         retry_policy=_retry_policy(settings.retries, settings.max_retry_wait),
+        max_response_bytes=settings.max_response_bytes,
     )
 
 

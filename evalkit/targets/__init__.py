@@ -57,6 +57,7 @@ def build_target(
     params: dict[str, Any],
     vault_id: str | None = None,
     retry_policy: Any = None,
+    max_response_bytes: int | None = None,
 ) -> Target:
     """The target the run_eval flags name.
 
@@ -74,6 +75,7 @@ def build_target(
         params: free `--param` options, sent in the request's `options`.
         vault_id: vault id for the reference chatbot's chunk ids.
         retry_policy: an evalkit.retry.RetryPolicy overriding `retries` (tests).
+        max_response_bytes: cap on an HTTP answer's (decoded) body; default 32 MiB.
 
     Raises:
         InputError: a malformed spec, both --target and --api-url, a missing replay
@@ -84,6 +86,8 @@ def build_target(
             Problem(f"give either --target or --api-url, not both (got {target!r} and {api_url!r})", field="--target")
         )
     http_kwargs = dict(timeout=timeout, retries=retries, rps=rps, params=params, retry_policy=retry_policy)
+    if max_response_bytes is not None:
+        http_kwargs["max_response_bytes"] = max_response_bytes
     if target is not None:
         spec = target.strip()
         kind, sep, rest = spec.partition(":")

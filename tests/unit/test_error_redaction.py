@@ -15,6 +15,7 @@ import typer
 import evalkit
 import evalkit.reference.openai_compat
 import evalkit.store
+from evalkit.compare.compute import IncomparableRuns
 from evalkit.cli.common import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, exit_on_known_errors
 from evalkit.errors import (
     BadConfig,
@@ -50,6 +51,7 @@ MAKERS = {
     JudgeError: lambda: JudgeError("provider_error", TEXT, raw=TEXT),
     GateFailed: lambda: GateFailed([TEXT]),
     evalkit.reference.openai_compat.BackendError: lambda: evalkit.reference.openai_compat.BackendError(TEXT),
+    IncomparableRuns: lambda: IncomparableRuns("a", "b", [TEXT]),
 }
 
 
