@@ -110,6 +110,9 @@ class RetryPolicy:
     max_retry_after: float = 60.0
     wait: Any = None
     sleep: Callable[[float], Awaitable[object]] | None = None
+    # Told before every wait (seconds, "Retry-After" or "backoff"), so a progress line can
+    # say that the run is waiting rather than stuck.
+    on_wait: Callable[[float, str], None] | None = None
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
@@ -149,10 +152,24 @@ class RetryPolicy:
         The last exception is re-raised unchanged when the tries run out, and a
         non-retryable exception is raised at once.
         """
+        sleep = self.sleep or asyncio.sleep
+        wait = self.wait_seconds
+        if self.on_wait is not None:
+            on_wait, why = self.on_wait, {"reason": "backoff"}
+
+            def wait(retry_state: tenacity.RetryCallState) -> float:
+                exc = retry_state.outcome.exception() if retry_state.outcome else None
+                why["reason"] = "Retry-After" if retry_after_seconds(exc) is not None else "backoff"
+                return self.wait_seconds(retry_state)
+
+            async def sleep(seconds: float, _base: Any = sleep) -> None:  # noqa: F811
+                on_wait(seconds, why["reason"])
+                await _base(seconds)
+
         return tenacity.AsyncRetrying(
-            sleep=self.sleep or asyncio.sleep,
+            sleep=sleep,
             stop=tenacity.stop_after_attempt(self.attempts),
-            wait=self.wait_seconds,
+            wait=wait,
             retry=tenacity.retry_if_exception(retry_on),
             reraise=True,
         )

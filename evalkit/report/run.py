@@ -33,8 +33,15 @@ class _RateColumn(ProgressColumn):
 
 class _ErrorsColumn(ProgressColumn):
     def render(self, task: Task) -> Text:
+        import time
+
         n = int(task.fields.get("errors", 0))
-        return Text(f"{n} errors", style="bold red" if n else "dim")
+        text = Text(f"{n} errors", style="bold red" if n else "dim")
+        until, why = task.fields.get("wait_until", 0.0), task.fields.get("wait_why", "")
+        left = until - time.monotonic()
+        if left > 0:
+            text.append(f"  waiting {left:.0f}s ({why})", style="yellow")
+        return text
 
 
 class RunProgress:
@@ -75,6 +82,13 @@ class RunProgress:
         )
         self._progress.start()
         self._task = self._progress.add_task(run_id, total=total, completed=done, errors=0)
+
+    def waiting(self, seconds: float, reason: str) -> None:
+        """A retry is waiting (a server's Retry-After, or backoff): the line says so until then."""
+        import time
+
+        if self._progress is not None and seconds >= 1:
+            self._progress.update(self._task, wait_until=time.monotonic() + seconds, wait_why=reason)
 
     def advance(self, record: Mapping[str, Any]) -> None:
         if record.get("error") is not None:

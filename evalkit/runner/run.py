@@ -337,14 +337,16 @@ def _build_judge(settings: RunSettings) -> Any:
     )
 
 
-def _retry_policy(retries: int, max_retry_wait: float) -> Any:
-    """Bounded backoff whose server-requested Retry-After waits are capped at --max-retry-wait."""
+def _retry_policy(retries: int, max_retry_wait: float, progress: Any = None) -> Any:
+    """Bounded backoff whose server-requested Retry-After waits are capped at --max-retry-wait;
+    each wait is told to the progress sink when it can show one."""
     from evalkit.retry import RetryPolicy
 
-    return RetryPolicy.from_retries(retries, max_retry_after=max_retry_wait)
+    on_wait = getattr(progress, "waiting", None)
+    return RetryPolicy.from_retries(retries, max_retry_after=max_retry_wait, on_wait=on_wait if callable(on_wait) else None)
 
 
-def _build_target(settings: RunSettings) -> Any:
+def _build_target(settings: RunSettings, progress: Any = None) -> Any:
     from evalkit.targets import build_target
 
     return build_target(
@@ -355,7 +357,7 @@ def _build_target(settings: RunSettings) -> Any:
         retries=settings.retries,
         rps=settings.rps,
         params=dict(settings.params),
-        retry_policy=_retry_policy(settings.retries, settings.max_retry_wait),
+        retry_policy=_retry_policy(settings.retries, settings.max_retry_wait, progress),
         max_response_bytes=settings.max_response_bytes,
     )
 
@@ -525,7 +527,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
     judge = _build_judge(s)
     target = None
     try:
-        target = _build_target(s)
+        target = _build_target(s, progress)
         judge_desc = judge.describe() if judge is not None else {"provider": None}
         resumed = p.run is not None and p.stored_config is not None
         probe = None
