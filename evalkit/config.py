@@ -256,3 +256,20 @@ def diff_hashed(stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[s
         if a != b:
             lines.append(f"{key}: the run used {a!r}, now {b!r}")
     return lines
+
+
+def stored_answer(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The record's `answer`, `answer_truncated` and `answer_chars` as stored.
+
+    The answer is cut to ANSWER_STORE_CHARS characters; `answer_chars` is the length of the
+    answer the target returned. A record cut before (a stored run being re-judged) keeps
+    its marker and length.
+    """
+    answer = record.get("answer")
+    if not isinstance(answer, str):
+        return {"answer": answer, "answer_truncated": False, "answer_chars": None}
+    if record.get("answer_truncated"):
+        truncated, chars = True, record.get("answer_chars")
+    else:
+        truncated, chars = len(answer) > ANSWER_STORE_CHARS, len(answer)
+    return {"answer": answer[:ANSWER_STORE_CHARS], "answer_truncated": truncated, "answer_chars": chars}

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from evalkit.config import ANSWER_STORE_CHARS, CLAIM_STORE_CHARS, LIST_STORE_ITEMS
+from evalkit.config import CLAIM_STORE_CHARS, LIST_STORE_ITEMS, stored_answer
 from evalkit.errors import JudgeConfigError, Problem
 from evalkit.judges.base import Judge, JudgeFailure, JudgeItem, JudgeOutcome
 from evalkit.judges.cache import DEFAULT_CACHE_PATH, JudgeCache, context_hash
@@ -261,23 +261,6 @@ def _claims_as_groundedness(verdict: dict[str, Any]) -> dict[str, Any]:
         "unsupported_claims": unsupported,
         "claims": claims,
     }
-
-
-def stored_answer(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The record's `answer`, `answer_truncated` and `answer_chars` as stored.
-
-    The answer is cut to ANSWER_STORE_CHARS characters; `answer_chars` is the length of the
-    answer the target returned. A record cut before (a stored run being re-judged) keeps
-    its marker and length.
-    """
-    answer = record.get("answer")
-    if not isinstance(answer, str):
-        return {"answer": answer, "answer_truncated": False, "answer_chars": None}
-    if record.get("answer_truncated"):
-        truncated, chars = True, record.get("answer_chars")
-    else:
-        truncated, chars = len(answer) > ANSWER_STORE_CHARS, len(answer)
-    return {"answer": answer[:ANSWER_STORE_CHARS], "answer_truncated": truncated, "answer_chars": chars}
 
 
 def _stored_verdict(verdict: dict[str, Any]) -> dict[str, Any]:

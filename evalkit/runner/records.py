@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evalkit.config import LIST_STORE_ITEMS, TRUNCATE_CHARS, RunSettings
+from evalkit.config import LIST_STORE_ITEMS, TRUNCATE_CHARS, RunSettings, stored_answer
 from evalkit.dataset import EvalSet
 from evalkit.errors import BadConfig, Problem, TargetError
 from evalkit.schema import SCHEMA_VERSION, AskRequest, EvalCase, RerankWeights
@@ -311,8 +311,6 @@ def build_record(
     record = _base_record(case_index, case, _record_config(settings, versions, judge_desc), coverage)
     record["answer"] = response.answer
     if settings.retrieval_only:
-        from evalkit.judges.runner import stored_answer
-
         record.update(stored_answer(record))
     record["references"] = [_stored(r, settings.store_full_text)[0] for r in references[:n_refs_stored]]
     record["references_dropped"] = max(0, len(references) - n_refs_stored)
