@@ -46,7 +46,7 @@ from evalkit.compare.models import (
     StatsSettings,
 )
 from evalkit.compare.regressions import gate_report
-from evalkit.compare.sources import RunSource, open_source
+from evalkit.compare.sources import RunSource, asked_k, open_source
 from evalkit.errors import InputError, Problem, redact
 from evalkit.gate import Thresholds, check_invariants
 from evalkit.metrics.aggregate import aggregate_records, flatten_cell, recorded_suite_ms
@@ -123,12 +123,9 @@ def _invariants(a: RunSource, b: RunSource) -> list[str]:
     """`gate.check_invariants` (eval set, case count, judge, debug fields) plus K: the number of
     chunks the target was asked for (the largest K) must be the same."""
     out = check_invariants(a.metrics, b.metrics)
-    ka, kb = a.ks, b.ks
-    if max(ka) != max(kb):
-        out.append(
-            f"K differs (run a: {', '.join(map(str, ka))}; run b: {', '.join(map(str, kb))}): "
-            f"the target was asked for {max(ka)} vs {max(kb)} chunks"
-        )
+    asked_a, asked_b = asked_k(a), asked_k(b)
+    if asked_a != asked_b:
+        out.append(f"K differs: the target was asked for {asked_a} vs {asked_b} chunks")
     return out
 
 

@@ -72,6 +72,15 @@ class RunSource:
         raise InputError(Problem("metrics.json names no K (neither `ks` nor `aggregate_metrics.k`)", path=str(self.path)))
 
 
+def asked_k(source: RunSource) -> int:
+    """How many chunks the run asked its target for: the largest K of config.json's
+    settings (a re-score with score_retrieval may have changed metrics.json's `ks` to
+    smaller K, but not what was retrieved), else the largest K metrics.json names."""
+    settings = (source.config or {}).get("settings") or {}
+    ks = [k for k in settings.get("k") or [] if isinstance(k, int) and not isinstance(k, bool)]
+    return max(ks) if ks else max(source.ks)
+
+
 def _load_json(path: Path, flag: str) -> Any:
     try:
         raw = path.read_bytes()

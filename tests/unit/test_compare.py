@@ -224,7 +224,7 @@ def test_a_target_error_is_excluded_pairwise_and_counted(tmp_path):
                      ["groundedness_avg", "correctness_avg"], id="judge-prompt"),
         pytest.param({}, {"judge": {**JUDGE, "temperature": 0.7}}, "judge temperature differs", ["groundedness_avg", "correctness_avg"], id="judge-temperature"),
         pytest.param({}, {"debug_missing": ("debug.folder_selection",)}, "debug payload fields differ", ["scope_miss_rate"], id="debug-fields"),
-        pytest.param({"ks": (5,)}, {"ks": (5, 10)}, "K differs (run a: 5; run b: 5, 10)", None, id="k"),
+        pytest.param({"ks": (5,)}, {"ks": (5, 10)}, "K differs: the target was asked for 5 vs 10 chunks", None, id="k"),
     ],
 )
 def test_each_broken_invariant_is_listed_and_refused(tmp_path, a_kw, b_kw, line, affected):
@@ -474,3 +474,15 @@ def test_importing_the_comparison_loads_no_terminal_or_network_library():
     code = "import sys, evalkit.compare; print(' '.join(m for m in ('rich', 'httpx', 'openai', 'anthropic') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == []
+
+
+def test_a_rescored_run_is_still_compared_on_the_k_it_asked_for(tmp_path):
+    # score_retrieval --k 1 --k 3 rewrites metrics.json's ks, not what the target returned:
+    # config.json's settings.k says 5 chunks were asked for on both sides.
+    make_run(tmp_path, "a", RUN_A, ks=(5,))
+    make_run(tmp_path, "b", RUN_A, ks=(5,))
+    m = orjson.loads((tmp_path / "a" / "metrics.json").read_bytes())
+    m["ks"] = [1, 3]
+    (tmp_path / "a" / "metrics.json").write_bytes(orjson.dumps(m))
+    result = compare_runs("a", "b", results_dir=tmp_path, resamples=R)
+    assert result.invariants.ok is True
