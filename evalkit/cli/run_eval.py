@@ -258,6 +258,11 @@ def main(
         # With --json, stdout carries only the JSON object; people-facing output goes to stderr.
         console = Console(stderr=bool(json_output))
         progress = RunProgress(Console(stderr=True), disable=bool(quiet))
+        # What is imported by now lives for the whole process: keep the collector from
+        # scanning it again and again during the run, and at exit (about 0.15 s a run).
+        import gc
+
+        gc.freeze()
         try:
             result = run_eval(progress=progress, **values)
         except RunInterrupted as e:
