@@ -1,0 +1,198 @@
+"""label_eval.py: maintain an eval set's gold labels (the non-interactive modes).
+
+--validate     check every gold support against the notes and the target's retrieval
+--fix          --validate, then write anchorcheck's suggested paths into a new version
+--accept-top N label cases with the target's top N chunks ("label_source": "auto")
+--review-auto  list the auto-labeled cases
+
+The full-screen interactive labeler is not built yet. Exit 0 ok, 1 stale labels (or
+fixes declined), 2 bad input or no mode, 3 the target failed on some cases (--accept-top).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from evalkit.cli.common import EXIT_INCOMPLETE, EXIT_INPUT, RESULTS_DIR, exit_on_known_errors, load_dotenv_once, plain_metavars, printable
+
+EXIT_STALE = 1
+DEFAULT_VAULT = Path("sample_vault")
+
+app = typer.Typer(
+    rich_markup_mode=None,
+    add_completion=False,
+    help="Maintain gold labels: --validate (stale anchors), --fix (new version with the suggested "
+    "paths), --accept-top N (auto-label from the target's top chunks), --review-auto (list auto labels). "
+    "Exit 0 ok, 1 stale labels, 2 bad input, 3 target failures.",
+)
+
+
+@app.command()
+def main(
+    eval_set: Optional[list[Path]] = typer.Option(None, "--eval-set", help="Eval set file (or folder for --validate / --review-auto); repeatable. (default: eval_set.jsonl)"),
+    validate: bool = typer.Option(False, "--validate", help="Check every gold support against the notes and the target's retrieval; exit 1 when any is stale."),
+    fix: bool = typer.Option(False, "--fix", help="Validate, then write the suggested file and heading paths into a new version (after a y/N question)."),
+    accept_top: Optional[int] = typer.Option(None, "--accept-top", min=1, metavar="N", help="Label each unlabeled answerable case (or --ids) with the target's top N chunks, marked label_source=auto."),
+    review_auto: bool = typer.Option(False, "--review-auto", help="List the cases labeled by --accept-top (label_source=auto)."),
+    ids: Optional[list[str]] = typer.Option(None, "--ids", help="Only these case ids (comma-separated or repeated), for --accept-top."),
+    output: Optional[Path] = typer.Option(None, "--output", help="Write here instead (--fix default: <stem>.v2.jsonl; --accept-top default: in place)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before writing --fix's new version."),
+    k: int = typer.Option(50, "--k", min=1, help="Chunks to ask the target for per question (--validate, --fix)."),
+    no_retrieval: bool = typer.Option(False, "--no-retrieval", help="--validate: look at the notes only, do not ask the target."),
+    api_url: Optional[str] = typer.Option(None, "--api-url", help="Chatbot API base URL (default: the in-process reference chatbot over --vault)."),
+    target: Optional[str] = typer.Option(None, "--target", help="python:package.module:function, replay:path.jsonl or an http(s) URL."),
+    vault: Optional[Path] = typer.Option(None, "--vault", help="Notes folder: read directly for anchor checks, and indexed by the reference chatbot. (default: sample_vault)"),
+    param: Optional[list[str]] = typer.Option(None, "--param", help="Free option sent in the request's `options`, key=value; repeatable."),
+    timeout: float = typer.Option(60.0, "--timeout", min=1.0, help="Seconds per request."),
+    retries: int = typer.Option(3, "--retries", min=0, help="Retries on connection errors, 429 and 5xx."),
+    results_dir: Path = RESULTS_DIR,
+) -> None:
+    """Validate, fix or auto-label the gold supports of EVAL_SET."""
+    load_dotenv_once()
+    modes = [name for name, on in (("--validate", validate), ("--fix", fix), ("--accept-top", accept_top is not None), ("--review-auto", review_auto)) if on]
+    if not modes:
+        print(
+            "evalkit: the interactive labeler is not built yet; use --validate, --fix, "
+            "--accept-top N or --review-auto (see --help)",
+            file=sys.stderr,
+        )
+        raise typer.Exit(EXIT_INPUT)
+    paths = eval_set or [Path("eval_set.jsonl")]
+    with exit_on_known_errors():
+        from evalkit import labeling
+        from evalkit.errors import BadConfig, Problem
+        from evalkit.targets import build_target, parse_param_options
+
+        if len(modes) > 1 and set(modes) != {"--validate", "--fix"}:
+            raise BadConfig(Problem(f"give one mode, got {', '.join(modes)}", field=modes[1]))
+        params = parse_param_options(param or [])
+
+        def make_target() -> Any:
+            return build_target(target=target, api_url=api_url, vault=vault or DEFAULT_VAULT, timeout=timeout, retries=retries, rps=None, params=params)
+
+        if review_auto:
+            _print_auto(labeling.auto_labeled(paths))
+            return
+        if accept_top is not None:
+            if len(paths) != 1:
+                raise BadConfig(Problem("--accept-top writes one eval set file; give one --eval-set", field="--eval-set"))
+            wanted = [i.strip() for item in ids or [] for i in item.split(",") if i.strip()]
+            result = _with_target(
+                make_target,
+                lambda t: labeling.accept_top(
+                    paths[0], t, accept_top, ids=wanted or None, output=output, results_dir=results_dir,
+                    on_case=lambda cid, anchors: print(f"labeled {cid}: " + "; ".join(f"{a['rel_path']} > {a['heading_path']}" for a in anchors)),
+                ),
+            )
+            _print_accept(result)
+            if result.failed:
+                raise typer.Exit(EXIT_INCOMPLETE)
+            return
+
+        if output is not None and fix and len(paths) != 1:
+            raise BadConfig(Problem("--output names one new version; give one --eval-set with it", field="--output"))
+        if no_retrieval:
+            if vault is None and (api_url or target):
+                raise BadConfig(Problem("--no-retrieval needs --vault: nothing else to check the labels against", field="--no-retrieval"))
+            validation = labeling.validate_labels(paths, vault=vault or DEFAULT_VAULT)
+        else:
+            validation = _with_target(make_target, lambda t: labeling.avalidate_labels(paths, vault=vault, target=t, k=k))
+        _print_validation(validation)
+        if not fix:
+            if not validation.ok:
+                raise typer.Exit(EXIT_STALE)
+            return
+
+        fixes, left = labeling.plan_fixes(validation)
+        if not fixes:
+            print("evalkit: nothing --fix can change" + ("; the stale labels above need a person" if left else ""))
+            raise typer.Exit(EXIT_STALE if left else 0)
+        outputs = _fix_outputs({f.path for f in fixes}, output, results_dir)
+        for f in fixes:
+            print(printable(f"fix: {f}"))
+        targets = ", ".join(str(p) for p in outputs.values())
+        if not yes and not _confirm(f"Write {len(fixes)} fix(es) to {targets}? [y/N] "):
+            print("evalkit: nothing written")
+            raise typer.Exit(EXIT_STALE)
+        for written in labeling.apply_fixes(fixes, outputs):
+            print(f"evalkit: wrote {written}; check it with: label_eval.py --validate --eval-set {written}")
+    if left:
+        for issue in left:
+            print(printable(f"not fixed: {issue.problem()}"))
+        raise typer.Exit(EXIT_STALE)
+
+
+def _with_target(make_target: Callable[[], Any], work: Callable[[Any], Awaitable[Any]]) -> Any:
+    """Build the target, run `work` with it, close it: all in one event loop."""
+
+    async def go() -> Any:
+        t = make_target()
+        try:
+            return await work(t)
+        finally:
+            await t.aclose()
+
+    return asyncio.run(go())
+
+
+def _fix_outputs(sources: set[str], output: Path | None, results_dir: Path) -> dict[str, Path]:
+    """Where each fixed file goes: --output, else <stem>.v2.jsonl next to it; refused when frozen or taken."""
+    from evalkit import labeling
+    from evalkit.errors import BadConfig, Problem
+
+    outputs = {}
+    for src in sorted(sources):
+        dest = output if output is not None else labeling.next_version_path(src)
+        if dest.exists() and dest.resolve() != Path(src).resolve():
+            raise BadConfig(Problem(f"already exists; give another --output (e.g. {labeling.next_version_path(dest)})", path=str(dest), field="--output"))
+        labeling.check_writable(dest, results_dir, source=src)
+        outputs[src] = dest
+    return outputs
+
+
+def _confirm(question: str) -> bool:
+    print(question, end="", flush=True)
+    answer = sys.stdin.readline()
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _print_validation(v: Any) -> None:
+    for issue in v.issues:
+        print(printable(str(issue.problem())))
+    where = []
+    if v.corpus is not None:
+        where.append(str(v.corpus.source) + ("" if v.corpus.has_outlines else " (file existence only)"))
+    if v.retrieval_k is not None:
+        where.append(f"the target's top {v.retrieval_k}")
+    n_cases = len(v.eval_set.cases)
+    summary = f"evalkit: {v.n_supports} gold supports of {n_cases} cases checked against {' and '.join(where) or 'nothing'}: "
+    summary += f"{len(v.stale)} stale, {len(v.warnings)} warnings" if v.issues else "all current"
+    print(summary)
+
+
+def _print_accept(result: Any) -> None:
+    for cid, why in result.skipped:
+        print(printable(f"skipped {cid}: {why}"))
+    for cid, why in result.failed:
+        print(printable(f"failed {cid}: {why}"), file=sys.stderr)
+    if result.written is not None:
+        print(f"evalkit: {len(result.labeled)} cases auto-labeled in {result.written}; review them with --review-auto")
+    else:
+        print("evalkit: no case to label (every answerable case has gold supports; use --ids to relabel)")
+
+
+def _print_auto(cases: list[tuple[str, int, dict]]) -> None:
+    for path, line, case in cases:
+        print(printable(f"{path}:{line}: {case['id']}: {case['question']}"))
+        for i, s in enumerate(case.get("gold_supports", [])):
+            print(printable(f"    [{i}] {s.get('rel_path')} > {s.get('heading_path') or ''}"))
+    print(f"evalkit: {len(cases)} auto-labeled case" + ("" if len(cases) == 1 else "s") + " (the interactive review is not built yet)")
+
+
+plain_metavars(app)

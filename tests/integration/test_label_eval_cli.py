@@ -1,0 +1,165 @@
+"""label_eval.py end to end over the in-process reference chatbot: a renamed heading found
+and fixed into a new version, the freeze rule, --accept-top and --review-auto."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evalkit.cli.label_eval import app
+from evalkit.dataset import load_eval_set
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE_VAULT = ROOT / "sample_vault"
+SOURDOUGH = "personal/recipes/Sourdough.md"
+
+
+def _invoke(*args: str, input: str | None = None):
+    return CliRunner().invoke(app, [str(a) for a in args], input=input)
+
+
+@pytest.fixture()
+def renamed(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of sample_vault with sv-002's heading `## The starter` renamed, and of eval_set.jsonl."""
+    vault = tmp_path / "vault"
+    shutil.copytree(SAMPLE_VAULT, vault)
+    note = vault / SOURDOUGH
+    text = note.read_text(encoding="utf-8")
+    assert text.count("\n## The starter\n") == 1
+    note.write_text(text.replace("\n## The starter\n", "\n## Our starter\n"), encoding="utf-8")
+    es = tmp_path / "eval_set.jsonl"
+    shutil.copy(ROOT / "eval_set.jsonl", es)
+    return vault, es
+
+
+def test_renamed_heading_is_reported_then_fixed_into_a_v2_that_validates_clean(renamed: tuple[Path, Path], tmp_path: Path) -> None:
+    vault, es = renamed
+    line = next(n for n, raw in enumerate(es.read_text(encoding="utf-8").splitlines(), 1) if '"sv-002"' in raw)
+
+    out = _invoke("--validate", "--eval-set", es, "--vault", vault)
+    assert out.exit_code == 1, out.output
+    assert (
+        f"{es}:{line}: gold_supports[0].heading_path: stale: heading_gone: no heading chain "
+        f"'# Sourdough > ## The starter' in {SOURDOUGH}; did you mean '# Sourdough > ## Our starter'?"
+    ) in out.stdout.splitlines()
+    assert f"{es}:{line}: gold_supports: stale: all_stale: answerable case 'sv-002': its only gold support is stale; relabel it" in out.stdout
+    stale = [ln for ln in out.stdout.splitlines() if ": stale: " in ln]
+    assert len(stale) == 2  # nothing else in the set is stale (retrieval misses are warnings only)
+
+    declined = _invoke("--fix", "--eval-set", es, "--vault", vault, "--no-retrieval", input="n\n")
+    assert declined.exit_code == 1 and "nothing written" in declined.stdout
+    v2 = tmp_path / "eval_set.v2.jsonl"
+    assert not v2.exists()
+
+    before = es.read_bytes()
+    fixed = _invoke("--fix", "--yes", "--eval-set", es, "--vault", vault)
+    assert fixed.exit_code == 0, fixed.output
+    assert es.read_bytes() == before  # the old version is never touched
+    old_lines, new_lines = before.splitlines(keepends=True), v2.read_bytes().splitlines(keepends=True)
+    assert [i for i, (a, b) in enumerate(zip(old_lines, new_lines, strict=True)) if a != b] == [line - 1]
+    assert json.loads(new_lines[line - 1])["gold_supports"][0]["heading_path"] == "# Sourdough > ## Our starter"
+
+    clean = _invoke("--validate", "--eval-set", v2, "--vault", vault)
+    assert clean.exit_code == 0, clean.output
+    assert ": stale: " not in clean.stdout
+
+
+def _tiny(tmp_path: Path) -> Path:
+    es = tmp_path / "tiny.jsonl"
+    es.write_text(
+        '{"id": "t1", "question": "What is the name of my sourdough starter?", "answerable": true, "reviewer": "ana"}\n'
+        '{"id":"t2","question":"Who leads Harbor?","answerable":true,"gold_supports":[{"rel_path":"work/projects/Harbor.md","heading_path":"# Harbor > ## Team"}]}\n'
+        '{"id": "t3", "question": "What is my bank PIN?", "answerable": false, "gold_supports": []}\n',
+        encoding="utf-8",
+    )
+    return es
+
+
+def test_accept_top_labels_unlabeled_cases_and_review_auto_lists_them(tmp_path: Path) -> None:
+    es = _tiny(tmp_path)
+    before = es.read_bytes().splitlines(keepends=True)
+    out = _invoke("--accept-top", "3", "--eval-set", es, "--vault", SAMPLE_VAULT, "--results-dir", tmp_path / "results")
+    assert out.exit_code == 0, out.output
+    after = es.read_bytes().splitlines(keepends=True)
+    assert after[1:] == before[1:]  # the labeled and the unanswerable case are left alone, byte for byte
+    t1 = json.loads(after[0])
+    assert t1["label_source"] == "auto" and t1["reviewer"] == "ana"
+    anchors = t1["gold_supports"]
+    assert 1 <= len(anchors) <= 3
+    assert all(set(a) == {"rel_path", "heading_path"} for a in anchors)  # anchors, never chunk ids
+    assert len({(a["rel_path"], a["heading_path"]) for a in anchors}) == len(anchors)
+    assert [c.id for c in load_eval_set([es]).cases] == ["t1", "t2", "t3"]
+
+    review = _invoke("--review-auto", "--eval-set", es)
+    assert review.exit_code == 0, review.output
+    lines = review.stdout.splitlines()
+    assert lines[0] == f"{es}:1: t1: What is the name of my sourdough starter?"
+    assert lines[1].startswith("    [0] ") and lines[-1].startswith("evalkit: 1 auto-labeled case")
+    assert "t2" not in review.stdout
+
+    again = _invoke("--accept-top", "3", "--eval-set", es, "--vault", SAMPLE_VAULT, "--results-dir", tmp_path / "results")
+    assert again.exit_code == 0 and "no case to label" in again.stdout  # a rerun resumes: nothing left
+
+
+def test_accept_top_with_ids_relabels_and_skips_unanswerable(tmp_path: Path) -> None:
+    es = _tiny(tmp_path)
+    out = _invoke("--accept-top", "1", "--ids", "t2,t3", "--eval-set", es, "--vault", SAMPLE_VAULT,
+                  "--output", tmp_path / "tiny.v2.jsonl", "--results-dir", tmp_path / "results")
+    assert out.exit_code == 0, out.output
+    assert "skipped t3: answerable is false" in out.stdout
+    t2 = json.loads((tmp_path / "tiny.v2.jsonl").read_text(encoding="utf-8").splitlines()[1])
+    assert t2["label_source"] == "auto" and len(t2["gold_supports"]) == 1
+
+
+def test_a_frozen_eval_set_is_refused_with_the_new_version_suggested(tmp_path: Path) -> None:
+    es = _tiny(tmp_path)
+    run = tmp_path / "results" / "baseline"
+    run.mkdir(parents=True)
+    sha = hashlib.sha256(es.read_bytes()).hexdigest()
+    (run / "config.json").write_text(json.dumps({"eval_set": {"files": [{"path": str(es), "sha256": sha}]}}), encoding="utf-8")
+    before = es.read_bytes()
+
+    out = _invoke("--accept-top", "2", "--eval-set", es, "--vault", SAMPLE_VAULT, "--results-dir", tmp_path / "results")
+    assert out.exit_code == 2
+    assert f"frozen: stored run(s) baseline under {tmp_path / 'results'}" in out.stderr
+    assert f"--output {tmp_path / 'tiny.v2.jsonl'}" in out.stderr
+    assert es.read_bytes() == before
+
+    ok = _invoke("--accept-top", "2", "--eval-set", es, "--vault", SAMPLE_VAULT, "--results-dir", tmp_path / "results",
+                 "--output", tmp_path / "tiny.v2.jsonl")
+    assert ok.exit_code == 0, ok.output
+    assert es.read_bytes() == before
+
+
+def test_without_a_mode_it_says_the_interactive_labeler_is_not_built() -> None:
+    out = _invoke()
+    assert out.exit_code == 2
+    assert "interactive labeler is not built yet" in out.stderr and "--accept-top" in out.stderr
+
+
+def test_over_http_without_the_notes_a_support_the_retriever_never_finds_is_stale(tmp_path: Path, reference_server: str) -> None:
+    # The server's index stats list its files but not headings: retrieval is the only look at them.
+    if not (SAMPLE_VAULT / SOURDOUGH).is_file():
+        pytest.skip("needs sample_vault")
+    es = tmp_path / "es.jsonl"
+    good = {"rel_path": SOURDOUGH, "heading_path": "# Sourdough > ## The starter"}
+    gone = {"rel_path": SOURDOUGH, "heading_path": "# Sourdough > ## The levain"}
+    es.write_text(
+        json.dumps({"id": "h1", "question": "What's the name of my bread starter?", "answerable": True, "gold_supports": [good, gone]}) + "\n",
+        encoding="utf-8",
+    )
+    out = _invoke("--validate", "--eval-set", es, "--api-url", reference_server, "--retries", "0")
+    assert out.exit_code == 1, out.output
+    lines = [ln for ln in out.stdout.splitlines() if ": stale: " in ln]
+    assert lines == [
+        f"{es}:1: gold_supports[1]: stale: not_retrieved: '{SOURDOUGH}' > '# Sourdough > ## The levain' "
+        "matches none of the top 50 chunks the target retrieved for the question"
+    ]
+    assert "file existence only" in out.stdout
