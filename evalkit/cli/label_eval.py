@@ -5,8 +5,10 @@
 --accept-top N label cases with the target's top N chunks ("label_source": "auto")
 --review-auto  list the auto-labeled cases
 
-The full-screen interactive labeler is not built yet. Exit 0 ok, 1 stale labels (or
-fixes declined), 2 bad input or no mode, 3 the target failed on some cases (--accept-top).
+(no mode)      the full-screen interactive labeler (evalkit/labeler.py, cli/label_app.py)
+
+Exit 0 ok, 1 stale labels (or fixes declined), 2 bad input (or no terminal for the
+labeler), 3 the target failed on some cases (--accept-top).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ app = typer.Typer(
     rich_markup_mode=None,
     add_completion=False,
     help="Maintain gold labels: --validate (stale anchors), --fix (new version with the suggested "
-    "paths), --accept-top N (auto-label from the target's top chunks), --review-auto (list auto labels). "
+    "paths), --accept-top N (auto-label from the target's top chunks), --review-auto (list auto labels); "
+    "without a mode: the full-screen interactive labeler. "
     "Exit 0 ok, 1 stale labels, 2 bad input, 3 target failures.",
 )
 
@@ -40,10 +43,13 @@ def main(
     fix: bool = typer.Option(False, "--fix", help="Validate, then write the suggested file and heading paths into a new version (after a y/N question)."),
     accept_top: Optional[int] = typer.Option(None, "--accept-top", min=1, metavar="N", help="Label each unlabeled answerable case (or --ids) with the target's top N chunks, marked label_source=auto."),
     review_auto: bool = typer.Option(False, "--review-auto", help="List the cases labeled by --accept-top (label_source=auto)."),
-    ids: Optional[list[str]] = typer.Option(None, "--ids", help="Only these case ids (comma-separated or repeated), for --accept-top."),
+    ids: Optional[list[str]] = typer.Option(None, "--ids", help="Only these case ids (comma-separated or repeated), for --accept-top and the labeler."),
     output: Optional[Path] = typer.Option(None, "--output", help="Write here instead (--fix default: <stem>.v2.jsonl; --accept-top default: in place)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before writing --fix's new version."),
-    k: int = typer.Option(50, "--k", min=1, help="Chunks to ask the target for per question (--validate, --fix)."),
+    k: Optional[int] = typer.Option(None, "--k", min=1, help="Chunks to ask the target for per question (default: 50 for --validate / --fix, 20 in the labeler)."),
+    all_cases: bool = typer.Option(False, "--all", help="Labeler: after the unlabeled answerable cases, walk every other case too."),
+    category: Optional[list[str]] = typer.Option(None, "--category", help="Labeler: only cases of this category; repeatable."),
+    tag: Optional[list[str]] = typer.Option(None, "--tag", help="Labeler: only cases with this tag; repeatable."),
     no_retrieval: bool = typer.Option(False, "--no-retrieval", help="--validate: look at the notes only, do not ask the target."),
     api_url: Optional[str] = typer.Option(None, "--api-url", help="Chatbot API base URL (default: the in-process reference chatbot over --vault)."),
     target: Optional[str] = typer.Option(None, "--target", help="python:package.module:function, replay:path.jsonl or an http(s) URL."),
@@ -56,14 +62,12 @@ def main(
     """Validate, fix or auto-label the gold supports of EVAL_SET."""
     load_dotenv_once()
     modes = [name for name, on in (("--validate", validate), ("--fix", fix), ("--accept-top", accept_top is not None), ("--review-auto", review_auto)) if on]
-    if not modes:
-        print(
-            "evalkit: the interactive labeler is not built yet; use --validate, --fix, "
-            "--accept-top N or --review-auto (see --help)",
-            file=sys.stderr,
-        )
-        raise typer.Exit(EXIT_INPUT)
     paths = eval_set or [Path("eval_set.jsonl")]
+    if not modes:
+        wanted = [i.strip() for item in ids or [] for i in item.split(",") if i.strip()]
+        _label_interactively(paths, output=output, results_dir=results_dir, ids=wanted, all_cases=all_cases, category=category, tag=tag,
+                             k=k or 20, make_target=lambda: build_target_from(target, api_url, vault, timeout, retries, param), vault=vault)
+        return
     with exit_on_known_errors():
         from evalkit import labeling
         from evalkit.errors import BadConfig, Problem
@@ -102,7 +106,7 @@ def main(
                 raise BadConfig(Problem("--no-retrieval needs --vault: nothing else to check the labels against", field="--no-retrieval"))
             validation = labeling.validate_labels(paths, vault=vault or DEFAULT_VAULT)
         else:
-            validation = _with_target(make_target, lambda t: labeling.avalidate_labels(paths, vault=vault, target=t, k=k))
+            validation = _with_target(make_target, lambda t: labeling.avalidate_labels(paths, vault=vault, target=t, k=k or labeling.DEFAULT_K))
         _print_validation(validation)
         if not fix:
             if not validation.ok:
@@ -126,6 +130,48 @@ def main(
         for issue in left:
             print(printable(f"not fixed: {issue.problem()}"))
         raise typer.Exit(EXIT_STALE)
+
+
+def build_target_from(target: str | None, api_url: str | None, vault: Path | None, timeout: float, retries: int, param: list[str] | None) -> Any:
+    """run_eval's target from the flags (the in-process reference chatbot over --vault by default)."""
+    from evalkit.targets import build_target, parse_param_options
+
+    return build_target(target=target, api_url=api_url, vault=vault or DEFAULT_VAULT, timeout=timeout, retries=retries, rps=None, params=parse_param_options(param or []))
+
+
+def _label_interactively(paths: list[Path], *, output: Path | None, results_dir: Path, ids: list[str], all_cases: bool,
+                         category: list[str] | None, tag: list[str] | None, k: int, make_target: Callable[[], Any], vault: Path | None) -> None:
+    """Open the session (freeze check, case choice) before any UI, then run the Textual app."""
+    import os
+
+    with exit_on_known_errors():
+        from evalkit.errors import BadConfig, Problem
+        from evalkit.labeler import open_session
+
+        if len(paths) != 1:
+            raise BadConfig(Problem("the labeler edits one eval set file; give one --eval-set", field="--eval-set"))
+        session = open_session(paths[0], output=output, results_dir=results_dir, ids=ids or None, all_cases=all_cases, category=category, tag=tag)
+        if not (sys.stdin.isatty() and sys.stdout.isatty()) or os.environ.get("TERM") == "dumb":
+            raise BadConfig(Problem("the interactive labeler needs a terminal (stdin and stdout a tty); for scripts use --validate, --fix or --accept-top", field="--eval-set"))
+        try:
+            from evalkit.cli.label_app import LabelApp
+        except ImportError as e:  # pragma: no cover - textual is a dependency
+            raise BadConfig(Problem(f"the interactive labeler needs textual ({e}); pip install 'textual>=0.80'")) from None
+        t = make_target()
+        if getattr(t, "name", None) == "reference" and getattr(t, "vault", None) is not None:
+            from evalkit.anchorcheck import corpus_from_vault
+
+            session.corpus = corpus_from_vault(t.vault)
+        elif vault is not None:
+            from evalkit.anchorcheck import corpus_from_vault
+
+            session.corpus = corpus_from_vault(vault)
+        app_ = LabelApp(session, t, k)
+        app_.run()
+    if app_.saved_to is not None:
+        print(f"evalkit: saved {app_.saved_to}; rerun the same command to go on")
+    elif session.dirty:
+        print("evalkit: quit without saving", file=sys.stderr)
 
 
 def _with_target(make_target: Callable[[], Any], work: Callable[[Any], Awaitable[Any]]) -> Any:

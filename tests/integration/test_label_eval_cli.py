@@ -138,10 +138,24 @@ def test_a_frozen_eval_set_is_refused_with_the_new_version_suggested(tmp_path: P
     assert es.read_bytes() == before
 
 
-def test_without_a_mode_it_says_the_interactive_labeler_is_not_built() -> None:
-    out = _invoke()
+def test_without_a_mode_and_without_a_terminal_the_labeler_exits_2(tmp_path: Path) -> None:
+    es = tmp_path / "set.jsonl"
+    es.write_bytes(b'{"id": "a", "question": "Q?", "answerable": true, "gold_supports": []}\n')
+    out = _invoke("--eval-set", es, "--results-dir", tmp_path / "results")
     assert out.exit_code == 2
-    assert "interactive labeler is not built yet" in out.stderr and "--accept-top" in out.stderr
+    assert "the interactive labeler needs a terminal" in out.stderr and "--accept-top" in out.stderr
+
+
+def test_the_labeler_refuses_a_frozen_file_before_the_ui_opens(tmp_path: Path) -> None:
+    es = tmp_path / "set.jsonl"
+    es.write_bytes(b'{"id": "a", "question": "Q?", "answerable": true, "gold_supports": []}\n')
+    run = tmp_path / "results" / "20250101T000000Z-abcdef"
+    run.mkdir(parents=True)
+    sha = hashlib.sha256(es.read_bytes()).hexdigest()
+    (run / "config.json").write_text(json.dumps({"eval_set": {"files": [{"path": str(es), "sha256": sha}]}}), encoding="utf-8")
+    out = _invoke("--eval-set", es, "--results-dir", tmp_path / "results")
+    assert out.exit_code == 2
+    assert "frozen" in out.stderr and "--output" in out.stderr and "set.v2.jsonl" in out.stderr
 
 
 def test_over_http_without_the_notes_a_support_the_retriever_never_finds_is_stale(tmp_path: Path, reference_server: str) -> None:
