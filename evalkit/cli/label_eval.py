@@ -42,7 +42,10 @@ def main(
     validate: bool = typer.Option(False, "--validate", help="Check every gold support against the notes and the target's retrieval; exit 1 when any is stale."),
     fix: bool = typer.Option(False, "--fix", help="Validate, then write the suggested file and heading paths into a new version (after a y/N question)."),
     accept_top: Optional[int] = typer.Option(None, "--accept-top", min=1, metavar="N", help="Label each unlabeled answerable case (or --ids) with the target's top N chunks, marked label_source=auto."),
-    review_auto: bool = typer.Option(False, "--review-auto", help="List the cases labeled by --accept-top (label_source=auto)."),
+    review_auto: bool = typer.Option(
+        False, "--review-auto",
+        help="Review the cases labeled by --accept-top (label_source=auto): in a terminal, walk only them in the labeler; piped, list them.",
+    ),
     ids: Optional[list[str]] = typer.Option(None, "--ids", help="Only these case ids (comma-separated or repeated), for --accept-top and the labeler."),
     output: Optional[Path] = typer.Option(None, "--output", help="Write here instead (--fix default: <stem>.v2.jsonl; --accept-top default: in place)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before writing --fix's new version."),
@@ -63,6 +66,19 @@ def main(
     load_dotenv_once()
     modes = [name for name, on in (("--validate", validate), ("--fix", fix), ("--accept-top", accept_top is not None), ("--review-auto", review_auto)) if on]
     paths = eval_set or [Path("eval_set.jsonl")]
+    if review_auto and len(modes) == 1 and sys.stdin.isatty() and sys.stdout.isatty():
+        # In a terminal, review means walking those cases in the labeler; editing one
+        # removes its auto mark. Piped, the list below is printed instead.
+        with exit_on_known_errors():
+            from evalkit import labeling
+
+            auto = [case["id"] for _, _, case in labeling.auto_labeled(paths)]
+        if not auto:
+            print("evalkit: no case is marked label_source: auto")
+            return
+        _label_interactively(paths, output=output, results_dir=results_dir, ids=auto, all_cases=False, category=None, tag=None,
+                             k=k or 20, make_target=lambda: build_target_from(target, api_url, vault, timeout, retries, param), vault=vault)
+        return
     if not modes:
         wanted = [i.strip() for item in ids or [] for i in item.split(",") if i.strip()]
         _label_interactively(paths, output=output, results_dir=results_dir, ids=wanted, all_cases=all_cases, category=category, tag=tag,

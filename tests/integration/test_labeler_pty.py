@@ -51,3 +51,28 @@ def test_select_the_top_chunk_and_quit_in_a_real_terminal(tmp_path: Path) -> Non
         ("personal/recipes/Sourdough.md", "# Sourdough > ## The starter")
     ]
     assert "chunk_id" not in saved["gold_supports"][0]
+
+
+def test_review_auto_walks_only_the_auto_labeled_cases(tmp_path: Path) -> None:
+    lines = (ROOT / "eval_set.jsonl").read_bytes().splitlines(keepends=True)[:3]
+    case = json.loads(lines[2])  # sv-003, about the country loaf's hydration
+    case["label_source"] = "auto"
+    lines[2] = (json.dumps(case) + "\n").encode()
+    path = tmp_path / "set.jsonl"
+    path.write_bytes(b"".join(lines))
+    child = pexpect.spawn(
+        sys.executable,
+        ["scripts/label_eval.py", "--review-auto", "--eval-set", str(path), "--results-dir", str(tmp_path / "results")],
+        cwd=str(ROOT),
+        env={"TERM": "xterm-256color", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"},
+        dimensions=(40, 120),
+        timeout=30,
+    )
+    try:
+        child.expect("sv-003")  # the auto-labeled case is shown, not sv-001 or sv-002
+        child.send("q")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    assert path.read_bytes() == b"".join(lines)  # reviewed without a change: nothing rewritten
