@@ -4,6 +4,8 @@
 --fix          --validate, then write anchorcheck's suggested paths into a new version
 --accept-top N label cases with the target's top N chunks ("label_source": "auto")
 --review-auto  list the auto-labeled cases
+--grade-answers --run-id ID   grade a seeded sample of a run's answers 0-5 (plain prompts;
+               grades go to results/ID/human_grades.jsonl; evalkit/grades.py)
 
 (no mode)      the full-screen interactive labeler (evalkit/labeler.py, cli/label_app.py)
 
@@ -30,7 +32,8 @@ app = typer.Typer(
     rich_markup_mode=None,
     add_completion=False,
     help="Maintain gold labels: --validate (stale anchors), --fix (new version with the suggested "
-    "paths), --accept-top N (auto-label from the target's top chunks), --review-auto (list auto labels); "
+    "paths), --accept-top N (auto-label from the target's top chunks), --review-auto (list auto labels), "
+    "--grade-answers --run-id ID (grade a run's answers 0-5 for judge_answers' agreement); "
     "without a mode: the full-screen interactive labeler. "
     "Exit 0 ok, 1 stale labels, 2 bad input, 3 target failures.",
 )
@@ -60,11 +63,19 @@ def main(
     param: Optional[list[str]] = typer.Option(None, "--param", help="Free option sent in the request's `options`, key=value; repeatable."),
     timeout: float = typer.Option(60.0, "--timeout", min=1.0, help="Seconds per request."),
     retries: int = typer.Option(3, "--retries", min=0, help="Retries on connection errors, 429 and 5xx."),
+    grade_answers: bool = typer.Option(False, "--grade-answers", help="Grade a seeded sample of --run-id's answers for groundedness and correctness 0-5 (plain prompts; grades go to the run's human_grades.jsonl)."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", help="--grade-answers: the run whose answers to grade."),
+    sample: int = typer.Option(20, "--sample", min=1, help="--grade-answers: how many answers the seeded sample holds."),
+    seed: int = typer.Option(0, "--seed", help="--grade-answers: the sample's seed (same seed = same sample, so a rerun resumes it)."),
+    grader: Optional[str] = typer.Option(None, "--grader", help="--grade-answers: your name, stored with each grade."),
     results_dir: Path = RESULTS_DIR,
 ) -> None:
     """Validate, fix or auto-label the gold supports of EVAL_SET."""
     load_dotenv_once()
-    modes = [name for name, on in (("--validate", validate), ("--fix", fix), ("--accept-top", accept_top is not None), ("--review-auto", review_auto)) if on]
+    modes = [name for name, on in (("--validate", validate), ("--fix", fix), ("--accept-top", accept_top is not None), ("--review-auto", review_auto), ("--grade-answers", grade_answers)) if on]
+    if grade_answers:
+        _grade_answers(modes, run_id, results_dir, sample, seed, grader)
+        return
     paths = eval_set or [Path("eval_set.jsonl")]
     if review_auto and len(modes) == 1 and sys.stdin.isatty() and sys.stdout.isatty():
         # In a terminal, review means walking those cases in the labeler; editing one
@@ -146,6 +157,43 @@ def main(
         for issue in left:
             print(printable(f"not fixed: {issue.problem()}"))
         raise typer.Exit(EXIT_STALE)
+
+
+def _grade_answers(modes: list[str], run_id: str | None, results_dir: Path, sample: int, seed: int, grader: str | None) -> None:
+    """--grade-answers: the seeded sample's ungraded cases, one prompt at a time, then the agreement."""
+    with exit_on_known_errors():
+        from evalkit import grades
+        from evalkit.errors import BadConfig, Problem
+        from evalkit.store import RunDir
+
+        if len(modes) > 1:
+            raise BadConfig(Problem(f"give one mode, got {', '.join(modes)}", field=modes[1]))
+        if not run_id:
+            raise BadConfig(Problem("--grade-answers needs --run-id ID (the run whose answers to grade)", field="--run-id"))
+        run = RunDir.open(results_dir, run_id)
+        cases = grades.sample_cases(run, sample, seed)
+
+        def ask(prompt: str) -> str | None:
+            print(prompt, end="", flush=True)
+            line = sys.stdin.readline()
+            return line if line else None  # "" = end of input
+
+        if not cases:
+            print(f"evalkit: every case of the sample (--sample {sample} --seed {seed}) is graded")
+            outcome = grades.GradingOutcome()
+        else:
+            outcome = grades.grade_cases(run, cases, ask=ask, show=print, grader=grader)
+            print(f"\nevalkit: {len(outcome.graded)} graded, {len(outcome.skipped)} skipped, "
+                  f"{len(cases) - len(outcome.graded) - len(outcome.skipped)} left; grades in {grades.grades_path(run)}")
+        _print_agreement(grades.agreement(run))
+
+
+def _print_agreement(agree: dict[str, dict[str, Any]]) -> None:
+    def f(v: float | None) -> str:
+        return "—" if v is None else f"{v:.2f}"
+
+    parts = [f"{kind} kappa {f(a['kappa_quadratic'])}, MAE {f(a['mae'])}, n {a['n']}" for kind, a in agree.items()]
+    print("evalkit: judge vs human: " + "; ".join(parts))
 
 
 def build_target_from(target: str | None, api_url: str | None, vault: Path | None, timeout: float, retries: int, param: list[str] | None) -> Any:

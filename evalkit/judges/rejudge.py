@@ -437,6 +437,13 @@ async def judge_run_async(
     metrics = merge_metrics(old_metrics or {}, body)
     metrics["aggregate_metrics"]["judge"] = _metrics_judge(stats, summary, context)
     metrics["aggregate_metrics"]["judge_reliability"] = reliability
+    # Human grades (label_eval.py --grade-answers) vs the verdicts now in the run.
+    from evalkit.grades import agreement_of, grades_path, read_grades
+
+    if grades_path(run).exists():
+        metrics["aggregate_metrics"]["judge_agreement"] = agreement_of(read_grades(run), records)
+    else:
+        metrics["aggregate_metrics"].pop("judge_agreement", None)
     cfg = run.read_config()
     cfg["judge"], hashed_judge = _run_judge(summary, cfg.get("judge"), description)
     # What the gate compares between runs must describe the verdicts now in the run.

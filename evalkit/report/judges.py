@@ -103,6 +103,14 @@ def judge_summary_rows(result: Any) -> list[tuple[str, str, str]]:
             who = f"{who} prompts {second['prompt_set']}"
         rows.append((f"Spot-check vs {who}: disagreement (>1 point)", _fmt(rel.get("disagreement_rate")), _fmt(rel.get("n_pairs"))))
         rows.append(("Spot-check quadratic-weighted kappa", _fmt(rel.get("weighted_kappa")), _fmt(rel.get("spot_check_n"))))
+    agree = agg.get("judge_agreement")
+    if agree:
+        g, c = agree.get("groundedness") or {}, agree.get("correctness") or {}
+        rows.append((
+            "Judge vs human grades: kappa / MAE (groundedness; correctness)",
+            f"{_fmt(g.get('kappa_quadratic'))} / {_fmt(g.get('mae'))}; {_fmt(c.get('kappa_quadratic'))} / {_fmt(c.get('mae'))}",
+            f"{_fmt(g.get('n'))}; {_fmt(c.get('n'))}",
+        ))
     return rows
 
 

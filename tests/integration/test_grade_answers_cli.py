@@ -1,0 +1,112 @@
+"""label_eval.py --grade-answers with piped input, and judge_answers reporting
+judge-vs-human agreement in metrics.json (issue 11, item 5)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evalkit.cli.label_eval import app as label_app
+from evalkit.grades import GRADES_FILE
+from tests.integration.test_judge_answers_cli import RUN_ID, _invoke, _record, run_dir  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def graded_run(tmp_path: Path) -> Path:
+    """Six answered cases and one target error, with groundedness/correctness from an LLM judge."""
+    results = tmp_path / "results"
+    (results / "r1").mkdir(parents=True)
+    records = [_record(i, f"q{i}", f"Answer {i} on port 8080.") for i in range(6)]
+    records.append(_record(6, "q6", "", error={"kind": "timeout", "status": None, "detail": "30s"}))
+    for r in records[:6]:
+        r["groundedness"] = {"score": 4.0, "method": "llm"}
+        r["correctness"] = {"score": 3.0, "method": "llm"}
+    (results / "r1" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return results
+
+
+def _grade(results: Path, stdin: str, *extra: str):
+    return CliRunner().invoke(label_app, ["--grade-answers", "--run-id", "r1", "--results-dir", str(results),
+                                          "--sample", "3", "--seed", "0", *extra], input=stdin)
+
+
+def _shown(output: str) -> list[str]:
+    return [ln.split(": ", 1)[1].rstrip(" =") for ln in output.splitlines() if ln.startswith("=== case ")]
+
+
+def test_piped_session_junk_skip_quit_then_resume(graded_run: Path):
+    # case 1: junk "7" is re-asked, then 4 / junk "x" re-asked / 3; case 2: blank = skip; case 3: q.
+    res = _grade(graded_run, "7\n4\nx\n3\n\nq\n", "--grader", "ana")
+    assert res.exit_code == 0, res.output
+    first = _shown(res.output)
+    assert len(first) == 3 and "q6" not in first
+    assert res.output.count("groundedness 0-5 (blank = skip, q = quit): ") == 4
+    assert res.output.count("correctness 0-5: ") == 2
+    assert res.output.count("expected a whole number 0-5") == 2
+    assert "Which port does the server use?" in res.output and "server.md > # H" in res.output
+    assert "key facts: port 8080" in res.output
+    assert "1 graded, 1 skipped, 1 left" in res.output
+
+    lines = [json.loads(ln) for ln in (graded_run / "r1" / GRADES_FILE).read_text().splitlines()]
+    assert [(g["test_case_id"], g["groundedness"], g["correctness"], g["grader"]) for g in lines] == [(first[0], 4, 3, "ana")]
+    # by hand: one pair each; groundedness |4 - 4.0| = 0, correctness |3 - 3.0| = 0
+    assert "groundedness kappa —, MAE 0.00, n 1; correctness kappa —, MAE 0.00, n 1" in res.output
+
+    # the same seed resumes the same sample: the skipped case and the one quit on
+    res = _grade(graded_run, "5\n2\n1\n1\n")
+    assert res.exit_code == 0, res.output
+    assert _shown(res.output) == first[1:]
+    lines = [json.loads(ln) for ln in (graded_run / "r1" / GRADES_FILE).read_text().splitlines()]
+    assert [(g["test_case_id"], g["groundedness"], g["correctness"]) for g in lines] == [
+        (first[0], 4, 3), (first[1], 5, 2), (first[2], 1, 1)]
+    # by hand: groundedness |4-4| + |5-4| + |1-4| = 4 -> MAE 4/3; correctness |3-3| + |2-3| + |1-3| = 3 -> 1
+    assert "groundedness kappa 0.00, MAE 1.33, n 3; correctness kappa 0.00, MAE 1.00, n 3" in res.output
+
+    res = _grade(graded_run, "")
+    assert res.exit_code == 0 and "every case of the sample" in res.output and _shown(res.output) == []
+
+
+def test_end_of_input_quits_without_writing(graded_run: Path):
+    res = _grade(graded_run, "4\n")  # EOF at the correctness prompt
+    assert res.exit_code == 0, res.output
+    assert not (graded_run / "r1" / GRADES_FILE).exists()
+
+
+def test_grade_answers_needs_a_run_id_and_one_mode(graded_run: Path):
+    res = CliRunner().invoke(label_app, ["--grade-answers", "--results-dir", str(graded_run)])
+    assert res.exit_code == 2 and "--run-id" in res.output
+    res = CliRunner().invoke(label_app, ["--grade-answers", "--review-auto", "--run-id", "r1", "--results-dir", str(graded_run)])
+    assert res.exit_code == 2 and "give one mode" in res.output
+    res = CliRunner().invoke(label_app, ["--grade-answers", "--run-id", "nope", "--results-dir", str(graded_run)])
+    assert res.exit_code == 2 and "no run 'nope'" in res.output
+
+
+def test_judge_answers_writes_judge_agreement_when_grades_exist(run_dir: Path):  # noqa: F811
+    grades_file = run_dir / RUN_ID / GRADES_FILE
+    # q1, q2 are answered and judged; q4 is a target error (no judge score)
+    grades_file.write_text("".join(json.dumps({"test_case_id": cid, "groundedness": g, "correctness": c}) + "\n"
+                                   for cid, g, c in (("q1", 5, 4), ("q2", 1, 0), ("q4", 0, 0))))
+    res = _invoke(run_dir, "--allow-truncated-context", "--vault", str(run_dir.parent / "vault"))
+    assert res.exit_code == 0, res.output
+    assert "Judge vs human grades" in res.stdout
+
+    metrics = json.loads((run_dir / RUN_ID / "metrics.json").read_text())
+    agree = metrics["aggregate_metrics"]["judge_agreement"]
+    recs = {r["test_case_id"]: r for r in map(json.loads, (run_dir / RUN_ID / "results.jsonl").read_text().splitlines())}
+    for kind, human in (("groundedness", {"q1": 5, "q2": 1}), ("correctness", {"q1": 4, "q2": 0})):
+        a = agree[kind]
+        assert a["n"] == 2 and a["n_without_judge_score"] == 1
+        # by hand: MAE = (|h_q1 - j_q1| + |h_q2 - j_q2|) / 2 on the judge's stored scores
+        judge = {cid: recs[cid][kind]["score"] for cid in human}
+        assert a["mae"] == pytest.approx(sum(abs(human[c] - judge[c]) for c in human) / 2)
+
+    # the grades removed, a re-judge drops the stale agreement
+    grades_file.unlink()
+    assert _invoke(run_dir, "--quiet", "--allow-truncated-context").exit_code == 0
+    metrics = json.loads((run_dir / RUN_ID / "metrics.json").read_text())
+    assert "judge_agreement" not in metrics["aggregate_metrics"]
