@@ -76,3 +76,58 @@ def test_review_auto_walks_only_the_auto_labeled_cases(tmp_path: Path) -> None:
         child.close()
     assert child.exitstatus == 0
     assert path.read_bytes() == b"".join(lines)  # reviewed without a change: nothing rewritten
+
+
+def _unlabel(line: bytes) -> bytes:
+    obj = json.loads(line)
+    obj["gold_supports"] = []
+    return (json.dumps(obj, ensure_ascii=False) + "\n").encode()
+
+
+def _label(path: Path, tmp_path: Path, keys: list[str], first_screen: str) -> None:
+    import time
+
+    child = pexpect.spawn(
+        sys.executable,
+        ["scripts/label_eval.py", "--eval-set", str(path), "--results-dir", str(tmp_path / "results")],
+        cwd=str(ROOT),
+        env={"TERM": "xterm-256color", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"},
+        dimensions=(40, 120),
+        timeout=30,
+    )
+    try:
+        child.expect(first_screen)
+        child.expect("Sourdough|Dentist|rank|#", timeout=30)  # the chunks have arrived
+        time.sleep(0.5)
+        for key in keys:
+            child.send(key)
+            time.sleep(0.3)  # one key per frame, as a person types
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+
+
+def test_the_issue_scenario_in_a_real_terminal(tmp_path: Path) -> None:
+    # The same scenario as the pilot test, typed into a real pseudo-terminal: select two
+    # chunks, make one shallower, add a snippet, quit; resume, mark a case unanswerable, quit.
+    before = (ROOT / "eval_set.jsonl").read_bytes().splitlines(keepends=True)[:5]
+    before[1], before[3] = _unlabel(before[1]), _unlabel(before[3])
+    path = tmp_path / "set.jsonl"
+    path.write_bytes(b"".join(before))
+    down, up, enter = "\x1b[B", "\x1b[A", "\r"
+    _label(path, tmp_path, [" ", down, " ", "d", up, "s", enter, "q"], "bread starter")
+    after = path.read_bytes().splitlines(keepends=True)
+    assert [i for i, (a, b) in enumerate(zip(before, after)) if a != b] == [1]
+    assert json.loads(after[1])["gold_supports"] == [
+        {"rel_path": "personal/recipes/Sourdough.md", "heading_path": "# Sourdough > ## The starter", "snippets": ["Her name is Gus (yes, her)."]},
+        {"rel_path": "personal/recipes/Sourdough.md", "heading_path": "# Sourdough > ## Country loaf"},
+    ]
+    # resume: only sv-004 is left unlabeled
+    question4 = json.loads(before[3])["question"].split()[0]
+    _label(path, tmp_path, ["u", "q"], question4)
+    final = path.read_bytes().splitlines(keepends=True)
+    assert [i for i, (a, b) in enumerate(zip(before, final)) if a != b] == [1, 3]
+    assert final[1] == after[1]
+    case4 = json.loads(final[3])
+    assert (case4["answerable"], case4["gold_supports"]) == (False, [])
