@@ -719,3 +719,81 @@ def auto_labeled(paths: Sequence[str | Path]) -> list[tuple[str, int, dict[str, 
             path, line = eval_set.location(n)
             out.append((path, line, case.model_dump(mode="json", exclude_none=True)))
     return out
+
+
+# --------------------------------------------------------------------------- new cases
+
+
+def fresh_id(existing: Sequence[str]) -> str:
+    """The next id in the file's own style: `sv-059` after `sv-001`..`sv-058` (the most
+    common `<prefix><number>` pattern, zero-padded as it is), else `case-<n>`."""
+    import re
+    from collections import Counter
+
+    shapes: Counter[tuple[str, int]] = Counter()
+    numbers: dict[tuple[str, int], int] = {}
+    for case_id in existing:
+        m = re.fullmatch(r"(.*?)(\d+)", case_id)
+        if m:
+            key = (m.group(1), len(m.group(2)))
+            shapes[key] += 1
+            numbers[key] = max(numbers.get(key, 0), int(m.group(2)))
+    taken = set(existing)
+    if shapes:
+        (prefix, width), _ = shapes.most_common(1)[0]
+        n = numbers[(prefix, width)] + 1
+        while f"{prefix}{n:0{width}d}" in taken:
+            n += 1
+        return f"{prefix}{n:0{width}d}"
+    n = len(taken) + 1
+    while f"case-{n}" in taken:
+        n += 1
+    return f"case-{n}"
+
+
+def new_case(
+    path: str | Path,
+    *,
+    question: str,
+    answerable: bool = True,
+    category: str | None = None,
+    difficulty: str | None = None,
+    tags: Sequence[str] = (),
+    output: str | Path | None = None,
+    results_dir: str | Path = "results",
+) -> tuple[str, Path]:
+    """Append a new, unlabeled case with a fresh id; returns (id, file written).
+
+    The case is validated as an eval set line before anything is written, and the frozen
+    guard applies (write a new version with `output`).
+
+    Raises:
+        BadConfig / BadEvalSet: a frozen file, or a case that does not validate.
+    """
+    from pydantic import ValidationError
+
+    from evalkit.errors import BadEvalSet
+    from evalkit.schema import EvalCase
+
+    doc = EvalSetFile(path)
+    dest = Path(output) if output is not None else Path(path)
+    check_writable(dest, results_dir, source=path)
+    case: dict[str, Any] = {"id": fresh_id(doc.ids), "question": question.strip(), "answerable": answerable,
+                            "gold_supports": [], "tags": [t for t in tags if t]}
+    if category:
+        from evalkit.dataset import configured_categories
+        from evalkit.schema import BUILTIN_CATEGORIES
+
+        allowed = [*BUILTIN_CATEGORIES, *configured_categories()]
+        if category not in allowed:
+            raise BadEvalSet(Problem(f"unknown category {category!r}; expected one of {', '.join(allowed)}", field="category"))
+        case["category"] = category
+    if difficulty:
+        case["difficulty"] = difficulty
+    try:
+        EvalCase.model_validate(case)
+    except ValidationError as e:
+        raise BadEvalSet([Problem(f"{'.'.join(map(str, err['loc']))}: {err['msg']}", field="--new") for err in e.errors()]) from None
+    doc.append(case)
+    written = doc.write(output, adopt=True)
+    return case["id"], written

@@ -16,6 +16,7 @@ labeler), 3 the target failed on some cases (--accept-top).
 from __future__ import annotations
 
 import asyncio
+import shlex
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -45,6 +46,10 @@ def main(
     validate: bool = typer.Option(False, "--validate", help="Check every gold support against the notes and the target's retrieval; exit 1 when any is stale."),
     fix: bool = typer.Option(False, "--fix", help="Validate, then write the suggested file and heading paths into a new version (after a y/N question)."),
     accept_top: Optional[int] = typer.Option(None, "--accept-top", min=1, metavar="N", help="Label each unlabeled answerable case (or --ids) with the target's top N chunks, marked label_source=auto."),
+    new: bool = typer.Option(
+        False, "--new",
+        help="Add a case: asks for its question, answerable, category, difficulty and tags, appends it with a fresh id, then (in a terminal) opens the labeler on it.",
+    ),
     review_auto: bool = typer.Option(
         False, "--review-auto",
         help="Review the cases labeled by --accept-top (label_source=auto): in a terminal, walk only them in the labeler; piped, list them.",
@@ -72,11 +77,25 @@ def main(
 ) -> None:
     """Validate, fix or auto-label the gold supports of EVAL_SET."""
     load_dotenv_once()
-    modes = [name for name, on in (("--validate", validate), ("--fix", fix), ("--accept-top", accept_top is not None), ("--review-auto", review_auto), ("--grade-answers", grade_answers)) if on]
+    modes = [name for name, on in (("--validate", validate), ("--fix", fix), ("--accept-top", accept_top is not None), ("--review-auto", review_auto), ("--grade-answers", grade_answers), ("--new", new)) if on]
     if grade_answers:
         _grade_answers(modes, run_id, results_dir, sample, seed, grader)
         return
     paths = eval_set or [Path("eval_set.jsonl")]
+    if new:
+        if len(modes) > 1:
+            with exit_on_known_errors():
+                from evalkit.errors import BadConfig, Problem
+
+                raise BadConfig(Problem(f"give one mode, got {', '.join(modes)}", field="--new"))
+        added = _new_case(paths, output=output, results_dir=results_dir)
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            _label_interactively([output or paths[0]], output=None, results_dir=results_dir, ids=[added], all_cases=False,
+                                 category=None, tag=None, k=k or 20,
+                                 make_target=lambda: build_target_from(target, api_url, vault, timeout, retries, param), vault=vault)
+        else:
+            print(f"evalkit: label it with: python scripts/label_eval.py --eval-set {shlex.quote(str(output or paths[0]))} --ids {added}")
+        return
     if review_auto and len(modes) == 1 and sys.stdin.isatty() and sys.stdout.isatty():
         # In a terminal, review means walking those cases in the labeler; editing one
         # removes its auto mark. Piped, the list below is printed instead.
@@ -201,6 +220,43 @@ def build_target_from(target: str | None, api_url: str | None, vault: Path | Non
     from evalkit.targets import build_target, parse_param_options
 
     return build_target(target=target, api_url=api_url, vault=vault or DEFAULT_VAULT, timeout=timeout, retries=retries, rps=None, params=parse_param_options(param or []))
+
+
+def _ask(prompt: str) -> str:
+    """One answer from stdin (piped input works); end of input is an error."""
+    print(prompt, end="", flush=True)
+    line = sys.stdin.readline()
+    if not line:
+        raise typer.Exit(EXIT_INPUT)
+    return line.strip()
+
+
+def _new_case(paths: list[Path], *, output: Path | None, results_dir: Path) -> str:
+    """--new: ask for the case, append it with a fresh id, say which. Returns the id."""
+    with exit_on_known_errors():
+        from evalkit import labeling
+        from evalkit.errors import BadConfig, Problem
+        from evalkit.schema import BUILTIN_CATEGORIES
+
+        if len(paths) != 1:
+            raise BadConfig(Problem("--new adds to one eval set file; give one --eval-set", field="--eval-set"))
+        question = ""
+        while not question:
+            question = _ask("question: ")
+        answer = ""
+        while answer not in ("y", "n"):
+            answer = (_ask("answerable (do the notes hold the answer)? [Y/n]: ") or "y").lower()[:1]
+        category = _ask(f"category ({', '.join(BUILTIN_CATEGORIES)}; blank = none): ") or None
+        difficulty = None
+        while difficulty not in ("", "easy", "medium", "hard"):
+            difficulty = _ask("difficulty (easy, medium, hard; blank = none): ").lower()
+        tags = [t.strip() for t in _ask("tags (comma-separated): ").split(",") if t.strip()]
+        case_id, written = labeling.new_case(
+            paths[0], question=question, answerable=answer == "y", category=category, difficulty=difficulty or None,
+            tags=tags, output=output, results_dir=results_dir,
+        )
+    print(f"evalkit: added {case_id} to {written}")
+    return case_id
 
 
 def _label_interactively(paths: list[Path], *, output: Path | None, results_dir: Path, ids: list[str], all_cases: bool,

@@ -177,3 +177,42 @@ def test_over_http_without_the_notes_a_support_the_retriever_never_finds_is_stal
         "matches none of the top 50 chunks the target retrieved for the question"
     ]
     assert "file existence only" in out.stdout
+
+
+def test_new_asks_for_a_case_and_appends_it_with_a_fresh_id(tmp_path):
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    src = (root / "eval_set.jsonl").read_bytes().splitlines(keepends=True)[:3]
+    path = tmp_path / "set.jsonl"
+    path.write_bytes(b"".join(src))
+    answers = "\n".join([
+        "How long do I proof the country loaf?",  # question
+        "",          # answerable: default yes
+        "factual",   # category
+        "hard-ish",  # difficulty: not one of easy/medium/hard, asked again
+        "medium",
+        "baking, recipes",
+    ]) + "\n"
+    proc = subprocess.run(
+        [sys.executable, "scripts/label_eval.py", "--new", "--eval-set", str(path), "--results-dir", str(tmp_path / "r")],
+        cwd=root, input=answers, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    # by hand: the file's ids are sv-001..sv-003, so the next is sv-004
+    assert "added sv-004" in proc.stdout and "--ids sv-004" in proc.stdout
+    after = path.read_bytes().splitlines(keepends=True)
+    assert after[:3] == src  # untouched lines, byte for byte
+    added = json.loads(after[3])
+    assert added == {"id": "sv-004", "question": "How long do I proof the country loaf?", "answerable": True,
+                     "gold_supports": [], "tags": ["baking", "recipes"], "category": "factual", "difficulty": "medium"}
+
+
+def test_fresh_ids_follow_the_files_own_style():
+    from evalkit.labeling import fresh_id
+
+    assert fresh_id(["sv-001", "sv-002", "sv-010"]) == "sv-011"
+    assert fresh_id(["q1", "q2", "other"]) == "q3"
+    assert fresh_id([]) == "case-1"
+    assert fresh_id(["alpha", "beta"]) == "case-3"
