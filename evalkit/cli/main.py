@@ -54,3 +54,16 @@ for _name, _module in _COMMANDS:
         app.command(name=_name, help=_help)(_cmd.callback)
     else:
         app.add_typer(_sub, name=_name)
+
+
+@app.command(
+    "validate-labels",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+    help="Check every gold support against the notes and the target (the same as `evalkit label --validate`; "
+    "its flags apply). Exit 1 when a label is stale.",
+)
+def validate_labels(ctx: typer.Context) -> None:
+    from evalkit.cli.label_eval import app as label_app
+
+    command = typer.main.get_command(label_app)
+    command.main(args=["--validate", *ctx.args], prog_name="evalkit validate-labels")

@@ -35,3 +35,17 @@ def test_help_shows_plain_value_names(command: str) -> None:
     if command == "run":
         text = "\n".join(options)
         assert re.search(r"--eval-set PATH\b", text) and re.search(r"--api-url URL\b", text)
+
+
+def test_validate_labels_is_label_validate(tmp_path) -> None:
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    case = json.loads((root / "eval_set.jsonl").read_text().splitlines()[1])
+    case["gold_supports"][0]["heading_path"] = "# Sourdough > ## The startr"  # a typo: stale
+    path = tmp_path / "set.jsonl"
+    path.write_text(json.dumps(case) + "\n")
+    out = CliRunner().invoke(app, ["validate-labels", "--eval-set", str(path), "--vault", str(root / "sample_vault"), "--no-retrieval"])
+    assert out.exit_code == 1, out.output
+    assert "did you mean '# Sourdough > ## The starter'" in out.stdout
