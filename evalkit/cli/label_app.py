@@ -153,7 +153,9 @@ class LabelApp(App[None]):
             head.append(f"  groups: {obj['required_support_groups']}\n")
         self.query_one("#case", Static).update(head)
 
-        listing = Text()
+        # One line per chunk (long paths end in …), so line n is chunk n and the pane can
+        # keep the cursor in view.
+        listing = Text(no_wrap=True, overflow="ellipsis")
         if st.chunks is None:
             listing.append("retrieving...", style="dim")
         for pos, c in enumerate(st.chunks or []):
@@ -164,6 +166,10 @@ class LabelApp(App[None]):
             row = f"{cur}[{mark}] {c['rank']:>2} {c.get('rel_path')}  {c.get('heading_path') or ''}  L{lines}  " + (f"{score:.3f}" if isinstance(score, (int, float)) else "")
             listing.append(row + "\n", style="reverse" if pos == s.cursor else "")
         self.query_one("#chunk-list", Static).update(listing)
+        pane = self.query_one("#chunks", _Pane)
+        visible = max(1, pane.scrollable_content_region.height)
+        if not pane.scroll_y <= s.cursor < pane.scroll_y + visible:
+            pane.scroll_to(y=max(0, s.cursor - visible // 2), animate=False)
 
         chunk = s.chunk()
         body = Text((chunk.get("text") or "") if chunk else "")

@@ -77,3 +77,24 @@ def test_pilot_scenario_select_depth_snippet_quit_resume_unanswerable(eval_file:
     case4 = json.loads(final[3])
     assert (case4["answerable"], case4["gold_supports"]) == (False, [])
     assert {k: v for k, v in case4.items() if k != "answerable"} == {k: v for k, v in json.loads(before[3]).items() if k != "answerable"}
+
+
+def test_the_chunk_list_follows_the_cursor_in_a_small_terminal(eval_file: tuple[Path, list[bytes]], tmp_path: Path) -> None:
+    path, _ = eval_file
+
+    async def go() -> tuple[int, float, int]:
+        session = open_session(path, results_dir=tmp_path / "results")
+        app = LabelApp(session, ReferenceTarget(ROOT / "sample_vault"), k=20)
+        async with app.run_test(size=(100, 24)) as pilot:  # a 24-line terminal: 20 chunks do not fit
+            for _ in range(200):
+                if app.loaded:
+                    break
+                await pilot.pause(0.02)
+            await pilot.press(*["down"] * 15)
+            await pilot.pause()
+            pane = app.query_one("#chunks")
+            return session.cursor, pane.scroll_y, pane.scrollable_content_region.height
+
+    cursor, top, visible = asyncio.run(go())
+    assert cursor == 15  # the reference chatbot returns more than 16 chunks for this question
+    assert top <= cursor < top + visible  # the highlighted chunk is on screen
