@@ -102,7 +102,7 @@ def plain_metavars(app: typer.Typer) -> typer.Typer:
         hints = typing.get_type_hints(fn)
         for name, param in inspect.signature(fn).parameters.items():
             info = param.default
-            if not isinstance(info, typer.models.OptionInfo) or info.metavar is not None:
+            if not isinstance(info, typer.models.OptionInfo | typer.models.ArgumentInfo) or info.metavar is not None:
                 continue
             kind = hints.get(name)
             args = [a for a in typing.get_args(kind) if a is not type(None)]
@@ -112,5 +112,8 @@ def plain_metavars(app: typer.Typer) -> typer.Typer:
             type_name = getattr(kind, "__name__", str(kind))
             if type_name == "bool":
                 continue
-            info.metavar = _METAVAR_BY_NAME.get(name) or _METAVAR_BY_TYPE.get(type_name, "VALUE")
+            plain = _METAVAR_BY_NAME.get(name) or _METAVAR_BY_TYPE.get(type_name, "VALUE")
+            if isinstance(info, typer.models.ArgumentInfo):
+                plain = name.upper()  # positional: its own name, as click shows arguments
+            info.metavar = plain
     return app

@@ -22,13 +22,16 @@ def test_no_arguments_still_shows_the_commands() -> None:
     assert "run" in out.output and "--version" in out.output
 
 
-@pytest.mark.parametrize("command", ["run", "judge", "validate", "serve-reference"])
+@pytest.mark.parametrize(
+    "command", ["run", "judge", "validate", "serve-reference", "label", "compare", "score-retrieval", "score-abstention"]
+)
 def test_help_shows_plain_value_names(command: str) -> None:
     # regression: issue 8, help showed typer's `<list[Path]>`, `<str>`, `<float range>`
     import re
 
     out = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
     assert out.exit_code == 0, out.output
+    # Options only: typer always appends a type to positional arguments (compare's RUN_A RUN_B).
     options = [line for line in out.stdout.splitlines() if line.lstrip().startswith("--")]
     assert options
     assert not [line for line in options if re.search(r"<(list\[|str|int|float|path|bool)", line)], options
