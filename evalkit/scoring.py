@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 
 from evalkit.errors import BadConfig, InputError, Problem
-from evalkit.metrics.aggregate import GROUPINGS, SLICE_METRICS, aggregate_records, recorded_suite_ms
+from evalkit.metrics.aggregate import GROUPINGS, MEAN_METRICS, SLICE_METRICS, aggregate_records, recorded_suite_ms
 from evalkit.metrics.retrieval import score_case_retrieval, validate_ks
 from evalkit.store import RunDir
 
@@ -50,17 +50,7 @@ __all__ = [
 ]
 
 # The cell keys each script owns (EVAL.md "Aggregation"); with their `n` entries.
-RETRIEVAL_KEYS = (
-    "recall_at_k_avg",
-    "mrr_avg",
-    "precision_at_k_avg",
-    "ndcg_at_k_avg",
-    "recall_all_avg",
-    "recall_frac_avg",
-    "scope_miss_rate",
-    "attribution_hit_rate",
-    "recency_pass_rate",
-)
+RETRIEVAL_KEYS = tuple(m for m in MEAN_METRICS if m not in ("groundedness_avg", "correctness_avg"))
 _RETRIEVAL_EXTRA = ("k", "at_k", "n_unlabeled")
 ABSTENTION_KEYS = (
     "abstention_accuracy",

@@ -30,6 +30,7 @@ from evalkit.compare.sources import RunSource, ranked_chunks
 # count toward which mean. (A public name for it is requested from metrics/aggregate.py.)
 from evalkit.metrics.aggregate import extract_case as _reduce_record
 from evalkit.metrics.keys import metric_key
+from evalkit.metrics.retrieval import AT_K_METRICS
 
 __all__ = [
     "AT_K_METRICS",
@@ -43,7 +44,6 @@ __all__ = [
     "word_diff",
 ]
 
-AT_K_METRICS = ("recall_any", "recall_all", "recall_frac", "precision", "mrr", "ndcg")
 # Means of per-case values that a paired test applies to (besides the @K metrics).
 PER_CASE_METRICS = (
     "scope_miss_rate",

@@ -17,7 +17,7 @@ from typing import Any
 
 from evalkit.metrics.abstention import AbstentionTally
 from evalkit.metrics.keys import metric_key
-from evalkit.metrics.retrieval import validate_ks
+from evalkit.metrics.retrieval import AT_K_METRICS, validate_ks
 
 __all__ = [
     "GROUPINGS",
@@ -32,7 +32,6 @@ __all__ = [
     "summarize_indexing_coverage",
 ]
 
-_AT_K_METRICS = ("recall_any", "recall_all", "recall_frac", "precision", "mrr", "ndcg")
 # Output name in a cell -> key in the primary-K block of retrieval_metrics.at_k.
 _PRIMARY = {
     "recall_at_k_avg": "recall_any",
@@ -172,7 +171,7 @@ def extract_case(record: Mapping, ks: list[int]) -> dict:
             block = {m: rm.get(src) for m, src in _SEED_NAMES.items()}
         block = block or {}
         # Unanswerable cases never count in retrieval means, whatever a record says.
-        at_k[str(k)] = {m: (_num(block.get(m)) if answerable else None) for m in _AT_K_METRICS}
+        at_k[str(k)] = {m: (_num(block.get(m)) if answerable else None) for m in AT_K_METRICS}
     prim = at_k[str(ks[0])]
     values: dict[str, float | None] = {name: prim[src] for name, src in _PRIMARY.items()}
     recency = rm.get("recency")
@@ -243,7 +242,7 @@ class _Cell:
         self.ks = ks
         self.n_cases = 0
         self.values: dict[str, list[float]] = {m: [] for m in MEAN_METRICS}
-        self.at_k = {str(k): {m: [] for m in _AT_K_METRICS} for k in ks}
+        self.at_k = {str(k): {m: [] for m in AT_K_METRICS} for k in ks}
         self.abstention = AbstentionTally()
         self.latency: dict[str, list[float]] = {"total": [], **{p: [] for p in LATENCY_PHASES}}
         self.cost_usd: list[float] = []
@@ -311,9 +310,9 @@ class _Cell:
         for k in self.ks:
             lists = self.at_k[str(k)]
             at_k[str(k)] = {
-                **{m: _mean(lists[m]) for m in _AT_K_METRICS},
+                **{m: _mean(lists[m]) for m in AT_K_METRICS},
                 "n": len(lists["recall_any"]),
-                "n_by_metric": {m: len(lists[m]) for m in _AT_K_METRICS},
+                "n_by_metric": {m: len(lists[m]) for m in AT_K_METRICS},
             }
         out["at_k"] = at_k
         out["n"] = {
@@ -453,7 +452,7 @@ def flatten_cell(cell: Mapping) -> dict[str, tuple[float | None, int]]:
             out[name] = (value, int(n))
     for k, block in (cell.get("at_k") or {}).items():
         by_metric = block.get("n_by_metric") or {}
-        for name in _AT_K_METRICS:
+        for name in AT_K_METRICS:
             if name in block:
                 out[metric_key(name, int(k))] = (block[name], int(by_metric.get(name, block.get("n", 0))))
     latency = cell.get("latency") or {}

@@ -18,6 +18,7 @@ from evalkit.anchors import GoldIndex, MatchTable, normalize_rel_path
 from evalkit.errors import InputError, Problem
 
 __all__ = [
+    "AT_K_METRICS",
     "FOLDER_MODES_WITH_SELECTION",
     "attribution_hit",
     "mrr",
@@ -33,7 +34,7 @@ __all__ = [
 ]
 
 FOLDER_MODES_WITH_SELECTION = ("on", "on_with_fallback")
-_AT_K_METRICS = ("recall_any", "recall_all", "recall_frac", "precision", "mrr", "ndcg")
+AT_K_METRICS = ("recall_any", "recall_all", "recall_frac", "precision", "mrr", "ndcg")
 
 
 def _check_k(k: int) -> int:
@@ -418,7 +419,7 @@ def score_case_retrieval(
     if scored:
         at_k, gold_hit, first = _score_ks(table, ks, groups)
     else:
-        at_k = {str(k): dict.fromkeys(_AT_K_METRICS) for k in ks}
+        at_k = {str(k): dict.fromkeys(AT_K_METRICS) for k in ks}
         gold_hit, first = [], None
     p = at_k[str(primary)]
     selection = _as_dict(folder_selection) if folder_selection is not None else None
