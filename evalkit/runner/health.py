@@ -26,7 +26,7 @@ from typing import Any
 
 from evalkit.anchors import match_support, normalize_rel_path
 
-__all__ = ["NO_CHUNKS_SHARE", "run_warnings"]
+__all__ = ["NO_CHUNKS_SHARE", "RunHealth", "run_warnings"]
 
 NO_CHUNKS_SHARE = 1 / 3
 _MAX_IDS = 20
@@ -39,91 +39,106 @@ def _is_target_error(record: Mapping[str, Any]) -> bool:
 
 def run_warnings(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The warnings for one run's records (see the module docstring). Empty = none."""
-    n_cases = 0
-    errors: list[str] = []
-    answered = 0  # answerable cases the target answered
-    empty: list[str] = []
-    # Every distinct location retrieved anywhere in the run, grouped by file, so a gold
-    # support is checked only against chunks of its own file.
-    seen_by_file: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
-    seen_ids: set[str] = set()
-    gold: list[tuple[str, list[Mapping[str, Any]]]] = []
+    health = RunHealth()
     for rec in records:
-        n_cases += 1
+        health.add(rec)
+    return health.warnings()
+
+
+class RunHealth:
+    """run_warnings as an accumulator, so the runner reads results.jsonl once for the
+    aggregate and the warnings together: `add` each record, then `warnings()`."""
+
+    def __init__(self) -> None:
+        self.n_cases = 0
+        self.errors: list[str] = []
+        self.answered = 0  # answerable cases the target answered
+        self.empty: list[str] = []
+        # Every distinct location retrieved anywhere in the run, grouped by file, so a gold
+        # support is checked only against chunks of its own file.
+        self.seen_by_file: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
+        self.seen_ids: set[str] = set()
+        self.gold: list[tuple[str, list[Mapping[str, Any]]]] = []
+
+    def add(self, rec: Mapping[str, Any]) -> None:
+        self.n_cases += 1
         case = rec.get("case") or {}
         cid = str(rec.get("test_case_id"))
         if _is_target_error(rec):
-            errors.append(cid)
-            continue
+            self.errors.append(cid)
+            return
         chunks = rec.get("retrieved_chunks") or []
         for c in chunks:
             if c.get("chunk_id"):
-                seen_ids.add(str(c["chunk_id"]))
-            seen_by_file[normalize_rel_path(c.get("rel_path"))].add(
+                self.seen_ids.add(str(c["chunk_id"]))
+            self.seen_by_file[normalize_rel_path(c.get("rel_path"))].add(
                 (c.get("rel_path"), c.get("heading_path"), c.get("start_line"), c.get("end_line"), c.get("chunk_id"))
             )
         if case.get("answerable", True):
-            answered += 1
+            self.answered += 1
             if not chunks:
-                empty.append(cid)
+                self.empty.append(cid)
             supports = case.get("gold_supports") or []
             if supports:
-                gold.append((cid, supports))
+                self.gold.append((cid, supports))
 
-    out: list[dict[str, Any]] = []
-    if errors:
-        out.append(
-            {
-                "kind": "target_errors",
-                "severity": "warning",
-                "n": len(errors),
-                "of": n_cases,
-                "ids": errors[:_MAX_IDS],
-                "message": f"the target failed {len(errors)} of {n_cases} cases; they count as misses in every metric",
-            }
-        )
-    if answered and len(empty) > answered * NO_CHUNKS_SHARE:
-        out.append(
-            {
-                "kind": "no_chunks",
-                "severity": "warning",
-                "n": len(empty),
-                "of": answered,
-                "ids": empty[:_MAX_IDS],
-                "message": (
-                    f"{len(empty)} of {answered} answerable cases retrieved no chunk at all: is the index "
-                    "empty, does the request name a vault or folder the target does not serve "
-                    "(--send-scope), or does the target leave out debug.retrieved_chunks?"
-                ),
-            }
-        )
-    never = [cid for cid, supports in gold if not any(_ever_matched(s, seen_by_file, seen_ids) for s in supports)]
-    if never:
-        many = len(never) > len(gold) * NO_CHUNKS_SHARE
-        out.append(
-            {
-                "kind": "gold_never_retrieved",
-                "severity": "warning" if many else "info",
-                "n": len(never),
-                "of": len(gold),
-                "ids": never[:_MAX_IDS],
-                "message": (
-                    f"{len(never)} of {len(gold)} answerable cases ({', '.join(never[:5])}"
-                    f"{', …' if len(never) > 5 else ''}) {'has' if len(never) == 1 else 'have'} gold supports "
-                    "that match no chunk retrieved "
-                    "for any question of this run: "
-                    + (
-                        "so many that the anchors and the target probably disagree: check rel_path / "
-                        "heading_path against the target's index (evalkit validate --vault), the vault it "
-                        "serves, and whether those files were indexed"
-                        if many
-                        else "retrieval misses, or anchors the target cannot return (evalkit validate --vault "
-                        "checks them against the notes)"
-                    )
-                ),
-            }
-        )
-    return out
+    def warnings(self) -> list[dict[str, Any]]:
+        n_cases, errors, answered, empty, gold = self.n_cases, self.errors, self.answered, self.empty, self.gold
+        seen_by_file, seen_ids = self.seen_by_file, self.seen_ids
+        out: list[dict[str, Any]] = []
+        if errors:
+            out.append(
+                {
+                    "kind": "target_errors",
+                    "severity": "warning",
+                    "n": len(errors),
+                    "of": n_cases,
+                    "ids": errors[:_MAX_IDS],
+                    "message": f"the target failed {len(errors)} of {n_cases} cases; they count as misses in every metric",
+                }
+            )
+        if answered and len(empty) > answered * NO_CHUNKS_SHARE:
+            out.append(
+                {
+                    "kind": "no_chunks",
+                    "severity": "warning",
+                    "n": len(empty),
+                    "of": answered,
+                    "ids": empty[:_MAX_IDS],
+                    "message": (
+                        f"{len(empty)} of {answered} answerable cases retrieved no chunk at all: is the index "
+                        "empty, does the request name a vault or folder the target does not serve "
+                        "(--send-scope), or does the target leave out debug.retrieved_chunks?"
+                    ),
+                }
+            )
+        never = [cid for cid, supports in gold if not any(_ever_matched(s, seen_by_file, seen_ids) for s in supports)]
+        if never:
+            many = len(never) > len(gold) * NO_CHUNKS_SHARE
+            out.append(
+                {
+                    "kind": "gold_never_retrieved",
+                    "severity": "warning" if many else "info",
+                    "n": len(never),
+                    "of": len(gold),
+                    "ids": never[:_MAX_IDS],
+                    "message": (
+                        f"{len(never)} of {len(gold)} answerable cases ({', '.join(never[:5])}"
+                        f"{', …' if len(never) > 5 else ''}) {'has' if len(never) == 1 else 'have'} gold supports "
+                        "that match no chunk retrieved "
+                        "for any question of this run: "
+                        + (
+                            "so many that the anchors and the target probably disagree: check rel_path / "
+                            "heading_path against the target's index (evalkit validate --vault), the vault it "
+                            "serves, and whether those files were indexed"
+                            if many
+                            else "retrieval misses, or anchors the target cannot return (evalkit validate --vault "
+                            "checks them against the notes)"
+                        )
+                    ),
+                }
+            )
+        return out
 
 
 def _ever_matched(support: Mapping[str, Any], seen_by_file: Mapping[str, set], seen_ids: set[str]) -> bool:

@@ -13,7 +13,7 @@ import platform
 import shlex
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -429,16 +429,13 @@ def thresholds_from(s: RunSettings) -> Thresholds:
     )
 
 
-def run_invariants(records: Any, judge: Mapping[str, Any] | None) -> dict[str, Any]:
+def run_invariants(missing_fields: Iterable[str], judge: Mapping[str, Any] | None) -> dict[str, Any]:
     """metrics.json's `invariants`: what seed 000 §10.1 compares beyond the dataset version.
 
-    `debug_fields_missing` is every contract field some record's response left out
-    (records' `missing_fields`), over the cases the target answered.
+    `debug_fields_missing` is every contract field some record's response left out (the
+    union of records' `missing_fields`), over the cases the target answered.
     """
-    missing: set[str] = set()
-    for rec in records:
-        missing.update(rec.get("missing_fields") or [])
-    return {"judge": dict(judge) if judge else None, "debug_fields_missing": sorted(missing)}
+    return {"judge": dict(judge) if judge else None, "debug_fields_missing": sorted(set(missing_fields))}
 
 
 def _data(metrics: Mapping[str, Any], k: int) -> dict[str, Any]:
@@ -476,12 +473,21 @@ def _write_metrics(
     """metrics.json, aggregated from results.jsonl as written (the file is the truth)."""
     from evalkit.metrics.aggregate import aggregate_records
 
-    from evalkit.runner.health import run_warnings
+    from evalkit.runner.health import RunHealth
 
     s = p.settings
     walls = [x.get("wall_s") for x in p.config.get("sessions") or []]
     suite_s = math.fsum(w for w in walls if isinstance(w, int | float))
-    body = aggregate_records(run.iter_results(), ks=s.k, suite_ms=suite_s * 1000)
+    # One read of results.jsonl feeds the aggregate, the warnings and the invariants.
+    health, missing = RunHealth(), set()
+
+    def records() -> Iterator[dict[str, Any]]:
+        for rec in run.iter_results():
+            health.add(rec)
+            missing.update(rec.get("missing_fields") or [])
+            yield rec
+
+    body = aggregate_records(records(), ks=s.k, suite_ms=suite_s * 1000)
     metrics: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "run_id": run.run_id,
@@ -499,8 +505,8 @@ def _write_metrics(
     }
     # JudgeRunner.stats(): cache hits/misses, calls, tokens, cost (this session's calls).
     metrics["aggregate_metrics"]["judge"] = judge.stats() if judge is not None else None
-    metrics["invariants"] = run_invariants(run.iter_results(), judge_identity(p.config.get("judge")))
-    metrics["warnings"] = [*pre_run_warnings, *run_warnings(run.iter_results())]
+    metrics["invariants"] = run_invariants(missing, judge_identity(p.config.get("judge")))
+    metrics["warnings"] = [*pre_run_warnings, *health.warnings()]
     gate = None
     if p.baseline is not None:
         gate = gate_result(
