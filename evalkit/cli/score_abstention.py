@@ -9,13 +9,12 @@ target gave no `abstained` for are classified again first. Exit 0 ok; 2 bad inpu
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from evalkit.cli.common import CONCURRENCY, RESULTS_DIR, RUN_ID, exit_on_known_errors, load_dotenv_once, plain_metavars
+from evalkit.cli.common import CONCURRENCY, RESULTS_DIR, RUN_ID, emit_scoring, exit_on_known_errors, load_dotenv_once, plain_metavars
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -66,19 +65,7 @@ def main(
         result = score_abstention(
             run_id, eval_set=eval_set or None, results_dir=results_dir, classifier=classifier, judge_settings=settings,
         )
-    if not quiet:
-        from rich.console import Console
-
-        from evalkit.report.scoring import print_abstention_scoring
-
-        print_abstention_scoring(result, Console(stderr=json_output))
-    elif result.warnings:
-        for w in result.warnings:
-            print(f"evalkit: warning: {w}", file=sys.stderr)
-    if json_output:
-        import orjson
-
-        sys.stdout.write(orjson.dumps(result.to_json(), option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+    emit_scoring(result, "print_abstention_scoring", quiet=quiet, json_output=json_output)
 
 
 plain_metavars(app)

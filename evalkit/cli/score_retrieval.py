@@ -9,13 +9,12 @@ without --eval-set, snippets on cut text without --allow-truncated-text).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from evalkit.cli.common import RESULTS_DIR, RUN_ID, exit_on_known_errors, plain_metavars
+from evalkit.cli.common import RESULTS_DIR, RUN_ID, emit_scoring, exit_on_known_errors, plain_metavars
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
@@ -54,19 +53,7 @@ def main(
             run_id, ks=k or None, require_snippets=require_snippets, eval_set=eval_set or None,
             results_dir=results_dir, allow_truncated_text=allow_truncated_text,
         )
-    if not quiet:
-        from rich.console import Console
-
-        from evalkit.report.scoring import print_retrieval_scoring
-
-        print_retrieval_scoring(result, Console(stderr=json_output))
-    elif result.warnings:
-        for w in result.warnings:
-            print(f"evalkit: warning: {w}", file=sys.stderr)
-    if json_output:
-        import orjson
-
-        sys.stdout.write(orjson.dumps(result.to_json(), option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+    emit_scoring(result, "print_retrieval_scoring", quiet=quiet, json_output=json_output)
 
 
 plain_metavars(app)

@@ -18,6 +18,18 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _spawn(path: Path, tmp_path: Path, *flags: str):
+    """scripts/label_eval.py in a 40x120 pseudo-terminal, as a person starts it."""
+    return pexpect.spawn(
+        sys.executable,
+        ["scripts/label_eval.py", *flags, "--eval-set", str(path), "--results-dir", str(tmp_path / "results")],
+        cwd=str(ROOT),
+        env={"TERM": "xterm-256color", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"},
+        dimensions=(40, 120),
+        timeout=30,
+    )
+
+
 def test_select_the_top_chunk_and_quit_in_a_real_terminal(tmp_path: Path) -> None:
     lines = (ROOT / "eval_set.jsonl").read_bytes().splitlines(keepends=True)[:3]
     case = json.loads(lines[1])  # sv-002: "What's the name of my bread starter?"
@@ -26,14 +38,7 @@ def test_select_the_top_chunk_and_quit_in_a_real_terminal(tmp_path: Path) -> Non
     path = tmp_path / "set.jsonl"
     path.write_bytes(b"".join(lines))
 
-    child = pexpect.spawn(
-        sys.executable,
-        ["scripts/label_eval.py", "--eval-set", str(path), "--results-dir", str(tmp_path / "results")],
-        cwd=str(ROOT),
-        env={"TERM": "xterm-256color", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"},
-        dimensions=(40, 120),
-        timeout=30,
-    )
+    child = _spawn(path, tmp_path)
     try:
         # the case's question and the reference chatbot's top chunk are on screen
         child.expect("bread starter")
@@ -60,14 +65,7 @@ def test_review_auto_walks_only_the_auto_labeled_cases(tmp_path: Path) -> None:
     lines[2] = (json.dumps(case) + "\n").encode()
     path = tmp_path / "set.jsonl"
     path.write_bytes(b"".join(lines))
-    child = pexpect.spawn(
-        sys.executable,
-        ["scripts/label_eval.py", "--review-auto", "--eval-set", str(path), "--results-dir", str(tmp_path / "results")],
-        cwd=str(ROOT),
-        env={"TERM": "xterm-256color", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"},
-        dimensions=(40, 120),
-        timeout=30,
-    )
+    child = _spawn(path, tmp_path, "--review-auto")
     try:
         child.expect("sv-003")  # the auto-labeled case is shown, not sv-001 or sv-002
         child.send("q")
@@ -87,14 +85,7 @@ def _unlabel(line: bytes) -> bytes:
 def _label(path: Path, tmp_path: Path, keys: list[str], first_screen: str) -> None:
     import time
 
-    child = pexpect.spawn(
-        sys.executable,
-        ["scripts/label_eval.py", "--eval-set", str(path), "--results-dir", str(tmp_path / "results")],
-        cwd=str(ROOT),
-        env={"TERM": "xterm-256color", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"},
-        dimensions=(40, 120),
-        timeout=30,
-    )
+    child = _spawn(path, tmp_path)
     try:
         child.expect(first_screen)
         child.expect("Sourdough|Dentist|rank|#", timeout=30)  # the chunks have arrived
