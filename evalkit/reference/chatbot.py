@@ -357,11 +357,7 @@ class ReferenceChatbot:
 
 
 def _under_any(rel_path: str, prefixes: set[str]) -> bool:
-    """Whether `rel_path` is one of `prefixes` or lies below one, at a `/` boundary."""
-    path = rel_path
-    while True:
-        if path in prefixes:
-            return True
-        if "/" not in path:
-            return False
-        path = path.rsplit("/", 1)[0]
+    """Whether `rel_path` is one of `prefixes` or lies below one, at a `/` boundary. Unlike
+    folder selection, a filter the user gave does not include root notes."""
+    folder = note_folder(rel_path)
+    return rel_path in prefixes or (folder is not None and in_folders(folder, prefixes))
