@@ -173,9 +173,12 @@ def test_connections_past_the_worker_limit_get_503(reference_vault: Path) -> Non
     try:
         host, port = server.server_address[:2]
         # 4 slow clients hold every worker (they connect and send nothing)...
+        before = threading.active_count()
         for _ in range(4):
             idle.append(socket.create_connection((host, port), timeout=5))
-        time.sleep(0.3)
+        deadline = time.monotonic() + 5
+        while threading.active_count() < before + 4 and time.monotonic() < deadline:
+            time.sleep(0.02)  # until the server has given each its worker thread
         # ...so the 5th is told to come back, at once, instead of getting a 5th thread.
         with socket.create_connection((host, port), timeout=5) as s:
             s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
