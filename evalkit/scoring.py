@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import os
+import sys
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,7 +37,7 @@ from typing import Any
 import orjson
 
 from evalkit.errors import BadConfig, InputError, Problem
-from evalkit.metrics.aggregate import GROUPINGS, MEAN_METRICS, SLICE_METRICS, aggregate_records, recorded_suite_ms
+from evalkit.metrics.aggregate import GROUPINGS, MEAN_METRICS, SLICE_METRICS, RecordTable, aggregate_records, recorded_suite_ms
 from evalkit.metrics.retrieval import score_case_retrieval, validate_ks
 from evalkit.store import RunDir
 
@@ -344,6 +347,7 @@ class RetrievalScoring:
         n_cut_chunks: retrieved chunks whose stored text was cut (counted with snippets on).
         n_references_dropped: records whose references beyond the stored ones were dropped
             at run time (attribution and recency are scored on the stored ones).
+        processes: how many processes scored results.jsonl (see `workers`).
         warnings: one line each.
         metrics: metrics.json after the update.
     """
@@ -358,6 +362,7 @@ class RetrievalScoring:
     snippets_on_cut_text: bool = False
     n_cut_chunks: int = 0
     n_references_dropped: int = 0
+    processes: int = 1
     warnings: list[str] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
 
@@ -409,6 +414,121 @@ def _check_ks(ks: Sequence[int] | None, run_ks: Sequence[int]) -> list[int]:
     return ks
 
 
+@dataclass
+class _RescoreJob:
+    """What a re-scoring pass needs; a forked worker inherits it (nothing is pickled)."""
+
+    run: RunDir
+    given_cases: dict[str, str] | None
+    ks: list[int]
+    snippets: bool
+    folder_mode: str | None
+    case_sensitive: bool
+    lean: bool
+
+
+@dataclass
+class _Part:
+    """One pass over (a byte range of) results.jsonl: the aggregate rows and the tallies."""
+
+    table: RecordTable
+    counts: dict[str, int]
+    missing: list[str]
+    regrouped: int
+    processes: int = 1
+
+
+def _rescore_part(job: _RescoreJob, start: int = 0, end: int | None = None) -> _Part:
+    """Re-score the records in results.jsonl[start:end] into a RecordTable."""
+    cases = _Cases(job.given_cases)
+    counts = {"records": 0, "cut_chunks": 0, "refs_dropped": 0}
+    table = RecordTable(job.ks)
+    results_path, snippets, lean = job.run.results_path, job.snippets, job.lean
+    for line, rec in enumerate(job.run.iter_results(start, end), start=1):
+        case = cases.of(rec, line, results_path)
+        if case is None:
+            continue
+        chunks = rec.get("retrieved_chunks") or []
+        if snippets:
+            counts["cut_chunks"] += sum(1 for c in chunks if isinstance(c, Mapping) and c.get("text_truncated"))
+        if rec.get("references_dropped"):
+            counts["refs_dropped"] += 1
+        rm = score_case_retrieval(
+            case,
+            chunks,
+            rec.get("references") or [],
+            rec.get("folder_selection"),
+            job.folder_mode,
+            job.ks,
+            require_snippets=snippets,
+            case_sensitive=job.case_sensitive,
+        )
+        counts["records"] += 1
+        # Only the retrieval keys are written unless metrics.json is missing or cases change
+        # group, which the records' own cases never do: then the table needs only the case
+        # and the new retrieval_metrics (its other values are computed and dropped).
+        if lean:
+            table.add_record({"case": case, "retrieval_metrics": rm})
+        else:
+            rec["case"] = case
+            rec["retrieval_metrics"] = rm
+            table.add_record(rec)
+    return _Part(table, counts, cases.missing, cases.regrouped)
+
+
+_PARALLEL_MIN_BYTES = 32 << 20
+_JOB: _RescoreJob | None = None  # the job a forked worker scores a part of
+
+
+def _part_of(span: tuple[int, int | None]) -> _Part:
+    assert _JOB is not None
+    with _fewer_collections():
+        return _rescore_part(_JOB, *span)
+
+
+def _rescore_parallel(job: _RescoreJob, workers: int | None) -> _Part | None:
+    """The parts of results.jsonl scored in forked worker processes, merged in file order.
+
+    None when one process is the better choice (a small file, one CPU, a platform without
+    fork, other threads running: forking them is unsafe) or when a worker failed: the
+    caller then scores in this process, which raises the error with its true line number.
+    """
+    global _JOB
+    if workers is None:
+        try:
+            size = job.run.results_path.stat().st_size
+        except OSError:
+            return None
+        if size < _PARALLEL_MIN_BYTES:
+            return None
+        workers = min(os.cpu_count() or 1, 8)
+    if workers <= 1 or sys.platform != "linux" or threading.active_count() > 1:
+        return None
+    spans = job.run.split_results(workers)
+    if len(spans) < 2:
+        return None
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    _JOB = job
+    try:
+        with ProcessPoolExecutor(len(spans), mp_context=multiprocessing.get_context("fork")) as pool:
+            parts = list(pool.map(_part_of, spans))
+    except Exception:  # noqa: BLE001 - any worker failure: redo in this process, which reports it properly
+        return None
+    finally:
+        _JOB = None
+    whole = parts[0]
+    for part in parts[1:]:
+        whole.table.merge(part.table)
+        for key, n in part.counts.items():
+            whole.counts[key] += n
+        whole.missing += part.missing
+        whole.regrouped += part.regrouped
+    whole.processes = len(parts)
+    return whole
+
+
 def score_retrieval(
     run_id: str | RunDir,
     *,
@@ -418,6 +538,7 @@ def score_retrieval(
     results_dir: str | Path = "results",
     allow_truncated_text: bool = False,
     case_sensitive: bool = True,
+    workers: int | None = None,
 ) -> RetrievalScoring:
     """Recompute every retrieval metric of a stored run and merge them into its metrics.json.
 
@@ -441,6 +562,12 @@ def score_retrieval(
             --store-full-text, check snippets on the 200-character prefixes anyway (a
             snippet missing from a cut text then does not fail the match: upper bounds).
         case_sensitive: compare paths and headings case-sensitively (EVAL.md "Anchors").
+        workers: processes that score parts of results.jsonl side by side (1: this process
+            only). Default: one per CPU (at most 8) when results.jsonl is larger than
+            32 MB, else 1. Workers are forked, so only on Linux and only while no other
+            thread runs (forking a threaded process can deadlock); otherwise one process
+            scores everything. The numbers are the same either way: parts are merged in
+            file order and sums are exact.
 
     Returns:
         RetrievalScoring, with the updated metrics.json in `.metrics`.
@@ -475,40 +602,18 @@ def score_retrieval(
     # group, which the records' own cases never do: then aggregate_records needs only the
     # case and the new retrieval_metrics (its other keys are computed and dropped).
     lean = given_cases is None and old is not None
-
-    def rescored() -> Iterator[dict[str, Any]]:
-        results_path = run.results_path
-        for line, rec in enumerate(run.iter_results(), start=1):
-            case = cases.of(rec, line, results_path)
-            if case is None:
-                continue
-            chunks = rec.get("retrieved_chunks") or []
-            if snippets:
-                counts["cut_chunks"] += sum(1 for c in chunks if isinstance(c, Mapping) and c.get("text_truncated"))
-            if rec.get("references_dropped"):
-                counts["refs_dropped"] += 1
-            rm = score_case_retrieval(
-                case,
-                chunks,
-                rec.get("references") or [],
-                rec.get("folder_selection"),
-                folder_mode,
-                ks,
-                require_snippets=snippets,
-                case_sensitive=case_sensitive,
-            )
-            counts["records"] += 1
-            if lean:
-                yield {"case": case, "retrieval_metrics": rm}
-            else:
-                rec["case"] = case
-                rec["retrieval_metrics"] = rm
-                yield rec
-
-    with _fewer_collections():
-        body = aggregate_records(rescored(), ks=ks, suite_ms=recorded_suite_ms(old))
-    if cases.missing:
-        raise _missing_problem(cases.missing, source)
+    job = _RescoreJob(
+        run=run, given_cases=given_cases, ks=ks, snippets=snippets, folder_mode=folder_mode,
+        case_sensitive=case_sensitive, lean=lean,
+    )
+    part = _rescore_parallel(job, workers)
+    if part is None:
+        with _fewer_collections():
+            part = _rescore_part(job)
+    body = part.table.result(suite_ms=recorded_suite_ms(old))
+    if part.missing:
+        raise _missing_problem(part.missing, source)
+    counts = part.counts
 
     result = RetrievalScoring(
         run_id=run.run_id,
@@ -517,15 +622,16 @@ def score_retrieval(
         require_snippets=snippets,
         eval_set=source,
         n_records=counts["records"],
-        n_regrouped=cases.regrouped,
+        n_regrouped=part.regrouped,
         snippets_on_cut_text=cut_text,
         n_cut_chunks=counts["cut_chunks"],
         n_references_dropped=counts["refs_dropped"],
+        processes=part.processes,
     )
-    whole = old is None or cases.regrouped > 0
-    if cases.regrouped:
+    whole = old is None or part.regrouped > 0
+    if part.regrouped:
         result.warnings.append(
-            f"{cases.regrouped} case(s) changed answerable, tags, category, difficulty or domain in the eval set: "
+            f"{part.regrouped} case(s) changed answerable, tags, category, difficulty or domain in the eval set: "
             "every aggregate of metrics.json (judges and abstention too) was recomputed with the new labels"
         )
     if cut_text and counts["cut_chunks"]:

@@ -422,19 +422,27 @@ class RunDir:
         """results.jsonl held open for appending batches (the runner's hot path)."""
         return ResultsWriter(self.results_path, fsync_interval=fsync_interval)
 
-    def iter_results(self) -> Iterator[dict[str, Any]]:
+    def iter_results(self, start: int = 0, end: int | None = None) -> Iterator[dict[str, Any]]:
         """Stream records in file order. A partial last line (killed mid-write) is skipped.
 
         A malformed line anywhere else is corruption, not a crash artefact: InputError.
+        `start`/`end` read only the lines in that byte range (offsets from `split_results`,
+        which fall on line starts); line numbers in errors then count from the range's start.
         """
         if not self.results_path.exists():
             return
         with _os_errors(f"cannot read {RESULTS_FILE}", self.results_path):
             f = open(self.results_path, "rb")  # noqa: SIM115 - closed by the with below
         with f:
+            if start:
+                f.seek(start)
+            pos = start
             pending: bytes | None = None
             lineno = 0
             for raw in f:
+                if end is not None and pos >= end:
+                    break
+                pos += len(raw)
                 if pending is not None:
                     yield self._parse_line(pending, lineno)
                 pending = raw
@@ -447,6 +455,22 @@ class RunDir:
                         return  # the line being written when the run died; resume redoes it
                 else:
                     yield self._parse_line(pending, lineno)
+
+    def split_results(self, parts: int) -> list[tuple[int, int | None]]:
+        """results.jsonl cut into at most `parts` byte ranges of about equal size, each
+        starting at a line start, for `iter_results(start, end)` (the last one's end is None)."""
+        if parts <= 1 or not self.results_path.exists():
+            return [(0, None)]
+        size = self.results_path.stat().st_size
+        cuts = [0]
+        with open(self.results_path, "rb") as f:
+            for i in range(1, parts):
+                f.seek(max(size * i // parts - 1, cuts[-1]))
+                f.readline()  # to the start of the next line
+                at = f.tell()
+                if cuts[-1] < at < size:
+                    cuts.append(at)
+        return [(a, b) for a, b in zip(cuts, [*cuts[1:], None])]
 
     def _parse_line(self, raw: bytes, lineno: int) -> dict[str, Any]:
         try:

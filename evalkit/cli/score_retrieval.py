@@ -42,6 +42,10 @@ def main(
         False, "--allow-truncated-text", help="With snippets required on a run stored without --store-full-text, check them on the "
         "200-char texts anyway (snippet-based numbers are then upper bounds)."
     ),
+    workers: Optional[int] = typer.Option(
+        None, "--workers", min=1, help="Processes that score parts of results.jsonl side by side (Linux; 1 = this one). "
+        "(default: one per CPU, at most 8, for results.jsonl over 32 MB)"
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No tables."),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON object last (run_id, retrieval_scoring, aggregate_metrics, by_category, warnings)."),
 ) -> None:
@@ -51,7 +55,7 @@ def main(
 
         result = score_retrieval(
             run_id, ks=k or None, require_snippets=require_snippets, eval_set=eval_set or None,
-            results_dir=results_dir, allow_truncated_text=allow_truncated_text,
+            results_dir=results_dir, allow_truncated_text=allow_truncated_text, workers=workers,
         )
     emit_scoring(result, "print_retrieval_scoring", quiet=quiet, json_output=json_output)
 

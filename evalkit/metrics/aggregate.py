@@ -12,8 +12,11 @@ use math.fsum, so the result does not depend on the order records arrive in.
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from evalkit.metrics.abstention import AbstentionTally
 from evalkit.metrics.keys import metric_key
@@ -24,6 +27,7 @@ __all__ = [
     "LATENCY_PHASES",
     "MEAN_METRICS",
     "SLICE_METRICS",
+    "RecordTable",
     "aggregate_records",
     "extract_case",
     "flatten_cell",
@@ -80,6 +84,7 @@ SLICE_METRICS = (
 LATENCY_PHASES = ("folder_selection", "retrieval", "generation", "judge")
 _JUDGES = ("groundedness", "correctness")
 GROUPINGS = ("by_tag", "by_category", "by_difficulty", "by_domain", "by_answerable")
+_GROUP_FIELDS = (("by_category", "category"), ("by_difficulty", "difficulty"), ("by_domain", "domain"))
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -99,6 +104,9 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 
 def _num(v: Any) -> float | None:
+    t = type(v)
+    if t is float:  # the common case first: records hold floats
+        return None if v != v else v
     if v is None:
         return None
     if isinstance(v, bool):
@@ -235,80 +243,218 @@ def _latency_block(values: list[float]) -> dict:
     }
 
 
-class _Cell:
-    """Streaming accumulator for one group of records."""
+_NAN = float("nan")
+# Abstention outcome codes in a RecordTable: no outcome (a target error), unknown, then
+# (answerable, abstained) as 2 + 2 * unanswerable + abstained.
+_AB_NONE, _AB_UNKNOWN = 0, 1
 
-    def __init__(self, ks: list[int]) -> None:
-        self.ks = ks
-        self.n_cases = 0
-        self.values: dict[str, list[float]] = {m: [] for m in MEAN_METRICS}
-        self.at_k = {str(k): {m: [] for m in AT_K_METRICS} for k in ks}
-        self.abstention = AbstentionTally()
-        self.latency: dict[str, list[float]] = {"total": [], **{p: [] for p in LATENCY_PHASES}}
-        self.cost_usd: list[float] = []
-        self.cost_tokens = 0
-        self.error_kinds: dict[str, int] = {}
-        self.n_empty = 0
-        self.judge_errors: dict[str, int] = {}
-        self.n_unlabeled = 0
 
-    def add(self, x: dict) -> None:
-        self.n_cases += 1
-        for name, v in x["values"].items():
-            if v is not None:
-                self.values[name].append(v)
-        for k, block in x["at_k"].items():
-            for m, v in block.items():
-                if v is not None:
-                    self.at_k[k][m].append(v)
-        if x["abstention"] is not None:
-            self.abstention.add(*x["abstention"])
-        for phase, v in x["latency"].items():
-            if v is not None:
-                self.latency[phase].append(v)
-        self.cost_usd.append(x["cost_usd"])
-        self.cost_tokens += x["cost_tokens"]
+class RecordTable:
+    """Every record's contributions as rows of one float table, cells computed at the end.
+
+    A record is reduced once (`extract_case`) and stored once, whatever the number of
+    cells it belongs to; a cell is then a set of rows. Missing values are NaN (`_num` never
+    gives NaN, so NaN means None). Means are math.fsum over the cell's values, so a cell's
+    numbers are those of adding its records one by one, in any order.
+    """
+
+    def __init__(self, ks: Sequence[int]) -> None:
+        self.ks = ks = validate_ks(ks)
+        self.columns = [
+            *MEAN_METRICS,
+            *(f"{k}:{m}" for k in ks for m in AT_K_METRICS),
+            *(f"latency:{p}" for p in ("total", *LATENCY_PHASES)),
+            "cost_usd",
+        ]
+        self.col = {name: j for j, name in enumerate(self.columns)}
+        self.data = array("d")
+        self.n = 0
+        self.unlabeled = array("b")
+        self.empty = array("b")
+        self.abstention = array("b")
+        self.tokens = array("q")
+        self.error_kinds: list[tuple[int, str]] = []
+        self.judge_errors: list[tuple[int, str]] = []
+        self._at_k = [(str(k), m) for k in ks for m in AT_K_METRICS]
+        self._latency = ("total", *LATENCY_PHASES)
+        self.groups: dict[str, dict[str, list[int]]] = {g: {} for g in GROUPINGS}
+        self.coverage: Mapping | None = None
+        self.answerable_n = 0
+
+    def add(self, x: dict) -> int:
+        """Store one `extract_case` reduction; returns its row."""
+        row = self.n
+        values, at_k, latency = x["values"], x["at_k"], x["latency"]
+        cells = [values[m] for m in MEAN_METRICS]
+        cells += [at_k[k][m] for k, m in self._at_k]
+        cells += [latency[p] for p in self._latency]
+        cells.append(x["cost_usd"])
+        self.data.extend([_NAN if v is None else v for v in cells])
+        self.unlabeled.append(bool(x["unlabeled"]))
+        self.empty.append(bool(x["empty"]))
+        ab = x["abstention"]
+        self.abstention.append(
+            _AB_NONE if ab is None else _AB_UNKNOWN if ab[1] is None else 2 + 2 * (not ab[0]) + bool(ab[1])
+        )
+        self.tokens.append(x["cost_tokens"])
         if x["error_kind"] is not None:
-            self.error_kinds[x["error_kind"]] = self.error_kinds.get(x["error_kind"], 0) + 1
-        self.n_empty += bool(x["empty"])
+            self.error_kinds.append((row, x["error_kind"]))
         for judge in x["judge_errors"]:
-            self.judge_errors[judge] = self.judge_errors.get(judge, 0) + 1
-        self.n_unlabeled += bool(x["unlabeled"])
+            self.judge_errors.append((row, judge))
+        self.n += 1
+        return row
 
-    def result(self) -> dict:
-        out: dict[str, Any] = {"n_cases": self.n_cases}
+    def add_record(self, record: Mapping) -> None:
+        """Reduce one record (`extract_case`) and file its row under every group it is in."""
+        x = extract_case(record, self.ks)
+        case = record.get("case") or {}
+        row = self.add(x)
+        groups = self.groups
+        self.answerable_n += x["answerable"]
+        tags = case.get("tags")
+        if tags:
+            by_tag = groups["by_tag"]
+            for tag in {str(t) for t in tags}:
+                by_tag.setdefault(tag, []).append(row)
+        for grouping, field in _GROUP_FIELDS:
+            key = case.get(field)
+            if key is not None:
+                groups[grouping].setdefault(str(key), []).append(row)
+        groups["by_answerable"].setdefault("answerable" if x["answerable"] else "unanswerable", []).append(row)
+        if self.coverage is None and record.get("indexing_coverage") is not None:
+            self.coverage = record["indexing_coverage"]
+
+    def merge(self, other: RecordTable) -> None:
+        """Append `other`'s rows after this table's (a later part of the same records)."""
+        if other.ks != self.ks:
+            raise ValueError(f"cannot merge tables at K={other.ks} into K={self.ks}")
+        base = self.n
+        self.data.extend(other.data)
+        self.unlabeled.extend(other.unlabeled)
+        self.empty.extend(other.empty)
+        self.abstention.extend(other.abstention)
+        self.tokens.extend(other.tokens)
+        self.error_kinds += [(base + row, kind) for row, kind in other.error_kinds]
+        self.judge_errors += [(base + row, judge) for row, judge in other.judge_errors]
+        for grouping, cells in other.groups.items():
+            mine = self.groups[grouping]
+            for key, rows in cells.items():
+                mine.setdefault(key, []).extend(base + row for row in rows)
+        if self.coverage is None:
+            self.coverage = other.coverage
+        self.answerable_n += other.answerable_n
+        self.n += other.n
+
+    def result(self, *, suite_ms: float | None = None, full_slices: bool = False) -> dict:
+        """The metrics.json body (see `aggregate_records`)."""
+        view = _View(self)
+        agg = {"k": self.ks[0], **view.cell(None)}
+        coverage = self.coverage
+        agg["indexing_coverage"] = summarize_indexing_coverage(coverage)
+        by_type = None
+        if coverage is not None:
+            raw = coverage.get("coverage_by_doc_type") or {}
+            by_type = {t: dict(raw[t]) for t in sorted(raw)}
+        agg["operational_metrics"]["coverage_by_doc_type"] = by_type
+        agg["latency"]["total_ms"] = None if suite_ms is None else float(suite_ms)
+        out: dict[str, Any] = {"aggregate_metrics": agg}
+        for grouping in GROUPINGS:
+            cells = self.groups[grouping]
+            out[grouping] = {
+                key: (view.cell if full_slices else view.slice_cell)(np.asarray(cells[key], dtype=np.intp))
+                for key in sorted(cells)
+            }
+        out["total_tests"] = self.n
+        out["answerable_tests"] = self.answerable_n
+        out["unanswerable_tests"] = self.n - self.answerable_n
+        return out
+
+
+class _View:
+    """A finished RecordTable as numpy arrays, and the cell of any set of its rows."""
+
+    def __init__(self, t: RecordTable) -> None:
+        self.t = t
+        self.data = np.frombuffer(t.data, dtype=np.float64).reshape(t.n, len(t.columns)) if t.n else np.zeros((0, len(t.columns)))
+        self.unlabeled = np.frombuffer(t.unlabeled, dtype=np.int8).astype(bool) if t.n else np.zeros(0, bool)
+        self.empty = np.frombuffer(t.empty, dtype=np.int8).astype(bool) if t.n else np.zeros(0, bool)
+        self.abstention = np.frombuffer(t.abstention, dtype=np.int8) if t.n else np.zeros(0, np.int8)
+        self.tokens = np.frombuffer(t.tokens, dtype=np.int64) if t.n else np.zeros(0, np.int64)
+
+    def _values(self, sub: np.ndarray, name: str) -> list[float]:
+        col = sub[:, self.t.col[name]]
+        return col[~np.isnan(col)].tolist()
+
+    @staticmethod
+    def _counts(pairs: list[tuple[int, str]], member: np.ndarray | None) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for row, key in pairs:
+            if member is None or member[row]:
+                out[key] = out.get(key, 0) + 1
+        return out
+
+    def _abstention(self, rows: np.ndarray | None) -> dict:
+        codes = self.abstention if rows is None else self.abstention[rows]
+        c = np.bincount(codes, minlength=6).tolist()
+        tally = AbstentionTally()
+        tally.n_unknown = c[_AB_UNKNOWN]
+        tally.counts = {
+            "answerable": {"answered": c[2], "abstained": c[3]},
+            "unanswerable": {"answered": c[4], "abstained": c[5]},
+        }
+        return tally.result()
+
+    def _member(self, rows: np.ndarray | None) -> np.ndarray | None:
+        if rows is None:
+            return None
+        member = np.zeros(self.t.n, dtype=bool)
+        member[rows] = True
+        return member
+
+    def cell(self, rows: np.ndarray | None) -> dict:
+        """The full cell layout over `rows` (None: every row)."""
+        t = self.t
+        sub = self.data if rows is None else self.data[rows]
+        n_cases = int(sub.shape[0])
+        member = self._member(rows)
+        out: dict[str, Any] = {"n_cases": n_cases}
+        values = {name: self._values(sub, name) for name in MEAN_METRICS}
         for name in MEAN_METRICS:
-            out[name] = _mean(self.values[name])
-        ab = self.abstention.result()
+            out[name] = _mean(values[name])
+        ab = self._abstention(rows)
         ab_n = ab.pop("n")
         out.update(ab)
-        n_errors = sum(self.error_kinds.values())
-        n_timeouts = self.error_kinds.get("timeout", 0)
-        out["n_judge_errors"] = sum(self.judge_errors.values())
-        out["judge_errors_by_judge"] = {j: self.judge_errors[j] for j in sorted(self.judge_errors)}
-        out["n_unlabeled"] = self.n_unlabeled
+        error_kinds = self._counts(t.error_kinds, member)
+        judge_errors = self._counts(t.judge_errors, member)
+        n_errors = sum(error_kinds.values())
+        n_timeouts = error_kinds.get("timeout", 0)
+        n_empty = int(np.count_nonzero(self.empty if rows is None else self.empty[rows]))
+        out["n_judge_errors"] = sum(judge_errors.values())
+        out["judge_errors_by_judge"] = {j: judge_errors[j] for j in sorted(judge_errors)}
+        out["n_unlabeled"] = int(np.count_nonzero(self.unlabeled if rows is None else self.unlabeled[rows]))
+        latency = {p: self._values(sub, f"latency:{p}") for p in ("total", *LATENCY_PHASES)}
         out["latency"] = {
-            **_latency_block(self.latency["total"]),
-            "phases": {p: _latency_block(self.latency[p]) for p in LATENCY_PHASES},
+            **_latency_block(latency["total"]),
+            "phases": {p: _latency_block(latency[p]) for p in LATENCY_PHASES},
         }
         out["cost"] = {
-            "judge_total_usd": math.fsum(self.cost_usd),
-            "judge_total_tokens": self.cost_tokens,
+            "judge_total_usd": math.fsum(sub[:, t.col["cost_usd"]].tolist()),
+            "judge_total_tokens": int((self.tokens if rows is None else self.tokens[rows]).sum()),
         }
-        rate = (lambda c: c / self.n_cases) if self.n_cases else (lambda c: None)
+        rate = (lambda c: c / n_cases) if n_cases else (lambda c: None)
         out["operational_metrics"] = {
             "error_rate": rate(n_errors),
             "timeout_rate": rate(n_timeouts),
-            "empty_response_rate": rate(self.n_empty),
+            "empty_response_rate": rate(n_empty),
             "n_errors": n_errors,
             "n_timeouts": n_timeouts,
-            "n_empty_responses": self.n_empty,
-            "error_kinds": {k: self.error_kinds[k] for k in sorted(self.error_kinds)},
-            "n": self.n_cases,
+            "n_empty_responses": n_empty,
+            "error_kinds": {k: error_kinds[k] for k in sorted(error_kinds)},
+            "n": n_cases,
         }
         at_k: dict[str, dict] = {}
-        for k in self.ks:
-            lists = self.at_k[str(k)]
+        for k in t.ks:
+            lists = {m: self._values(sub, f"{k}:{m}") for m in AT_K_METRICS}
             at_k[str(k)] = {
                 **{m: _mean(lists[m]) for m in AT_K_METRICS},
                 "n": len(lists["recall_any"]),
@@ -316,25 +462,38 @@ class _Cell:
             }
         out["at_k"] = at_k
         out["n"] = {
-            **{name: len(self.values[name]) for name in MEAN_METRICS},
+            **{name: len(values[name]) for name in MEAN_METRICS},
             **ab_n,
-            "latency": len(self.latency["total"]),
+            "latency": len(latency["total"]),
         }
         return out
 
-    def slice_result(self) -> dict:
+    def slice_cell(self, rows: np.ndarray) -> dict:
         """The slice layout: n_cases, then each SLICE_METRICS value with n >= 1, and its n.
 
         A metric none of the slice's cases counts toward is left out (value and n), rather
         than written as null: most slices are small, and a column of nulls per slice was
         most of metrics.json.
         """
-        full = self.result()
-        values = {**full, "error_rate": full["operational_metrics"]["error_rate"]}
-        ns = {**full["n"], "error_rate": self.n_cases}
+        sub = self.data[rows]
+        n_cases = int(sub.shape[0])
+        values: dict[str, Any] = {}
+        ns: dict[str, int] = {}
+        for name in SLICE_METRICS:
+            if name in self.t.col:
+                got = self._values(sub, name)
+                values[name], ns[name] = _mean(got), len(got)
+        ab = self._abstention(rows)
+        ab_n = ab.pop("n")
+        for name in SLICE_METRICS:
+            if name in ab_n:
+                values[name], ns[name] = ab[name], ab_n[name]
+        n_errors = sum(self._counts(self.t.error_kinds, self._member(rows)).values())
+        values["error_rate"] = n_errors / n_cases if n_cases else None
+        ns["error_rate"] = n_cases
         kept = [name for name in SLICE_METRICS if ns[name]]
         return {
-            "n_cases": self.n_cases,
+            "n_cases": n_cases,
             **{name: values[name] for name in kept},
             "n": {name: ns[name] for name in kept},
         }
@@ -357,6 +516,9 @@ def aggregate_records(
     `cost.judge_cost_usd`, `cost.judge_tokens` and `indexing_coverage` (the first
     record that has one).
 
+    Each record is reduced once and stored as one row (a few hundred bytes), so memory
+    grows with the number of records but not with the number of groups they are in.
+
     Args:
         records: result records (dicts); may be a generator, read once.
         ks: the cut-offs; ks[0] is the primary K behind the seed's names.
@@ -375,51 +537,10 @@ def aggregate_records(
     Raises:
         InputError: no K, or a K < 1.
     """
-    ks = validate_ks(ks)
-    overall = _Cell(ks)
-    groups: dict[str, dict[str, _Cell]] = {g: {} for g in GROUPINGS}
-    coverage: Mapping | None = None
-    total = answerable_n = 0
-
-    def cell(grouping: str, key: Any) -> _Cell:
-        key = str(key)
-        if key not in groups[grouping]:
-            groups[grouping][key] = _Cell(ks)
-        return groups[grouping][key]
-
+    table = RecordTable(ks)
     for record in records:
-        x = extract_case(record, ks)
-        case = record.get("case") or {}
-        total += 1
-        answerable_n += x["answerable"]
-        overall.add(x)
-        for tag in sorted({str(t) for t in (case.get("tags") or [])}):
-            cell("by_tag", tag).add(x)
-        for grouping, field in (("by_category", "category"), ("by_difficulty", "difficulty"), ("by_domain", "domain")):
-            if case.get(field) is not None:
-                cell(grouping, case[field]).add(x)
-        cell("by_answerable", "answerable" if x["answerable"] else "unanswerable").add(x)
-        if coverage is None and record.get("indexing_coverage") is not None:
-            coverage = record["indexing_coverage"]
-
-    agg = {"k": ks[0], **overall.result()}
-    agg["indexing_coverage"] = summarize_indexing_coverage(coverage)
-    by_type = None
-    if coverage is not None:
-        raw = coverage.get("coverage_by_doc_type") or {}
-        by_type = {t: dict(raw[t]) for t in sorted(raw)}
-    agg["operational_metrics"]["coverage_by_doc_type"] = by_type
-    agg["latency"]["total_ms"] = None if suite_ms is None else float(suite_ms)
-    out: dict[str, Any] = {"aggregate_metrics": agg}
-    for grouping in GROUPINGS:
-        cells = groups[grouping]
-        out[grouping] = {
-            key: cells[key].result() if full_slices else cells[key].slice_result() for key in sorted(cells)
-        }
-    out["total_tests"] = total
-    out["answerable_tests"] = answerable_n
-    out["unanswerable_tests"] = total - answerable_n
-    return out
+        table.add_record(record)
+    return table.result(suite_ms=suite_ms, full_slices=full_slices)
 
 
 def recorded_suite_ms(metrics: Mapping | None) -> float | None:

@@ -97,7 +97,10 @@ def print_retrieval_scoring(result: Any, console: Console | None = None) -> None
     label = f"labels: {escape(', '.join(src.paths))} ({escape(src.origin)}, dataset_version {escape(src.version[:12])}…"
     label += ", changed since the run)" if src.changed else ", as run)"
     snippets = "snippets required" + (" (on cut text: upper bounds)" if result.snippets_on_cut_text else "")
-    console.print(f"[dim]{label}; {result.n_records} cases; {snippets if result.require_snippets else 'snippets not required'}[/dim]")
+    procs = f" by {result.processes} processes" if result.processes > 1 else ""
+    console.print(
+        f"[dim]{label}; {result.n_records} cases{procs}; {snippets if result.require_snippets else 'snippets not required'}[/dim]"
+    )
     _warnings(console, result.warnings)
     console.print(f"metrics.json updated: [bold]{escape(str(result.run_dir / 'metrics.json'))}[/bold]")
 

@@ -368,3 +368,41 @@ def test_cli_modules_stay_light() -> None:
             "print([m for m in ('openai', 'anthropic', 'rich', 'httpx') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------- parallel re-scoring
+
+
+def test_worker_processes_give_the_same_metrics(run, tmp_path: Path) -> None:
+    """Forced to 2 and 3 worker processes (in a fresh interpreter: no test threads, so forking
+    is allowed), score_retrieval writes the same metrics.json as one process does."""
+    results_dir, run_id, es = run
+    one = score_retrieval(run_id, results_dir=results_dir, ks=[3, 1])
+    assert one.processes == 1
+    expected = {k: v for k, v in one.metrics.items() if k != "retrieval_scoring"}
+    for workers, eval_set in ((2, None), (3, str(es))):
+        code = textwrap.dedent(
+            f"""
+            import json, orjson
+            from evalkit import score_retrieval
+            r = score_retrieval({run_id!r}, results_dir={str(results_dir)!r}, ks=[3, 1], workers={workers},
+                                eval_set={eval_set!r})
+            m = {{k: v for k, v in r.metrics.items() if k != "retrieval_scoring"}}
+            print(json.dumps({{"processes": r.processes, "metrics": orjson.loads(orjson.dumps(m))}}))
+            """
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        assert got["processes"] == workers
+        assert got["metrics"] == json.loads(json.dumps(expected))
+
+
+def test_a_bad_line_under_workers_is_reported_by_its_true_line_number(run) -> None:
+    """A worker's failure is redone in one process, which names the file and the real line."""
+    results_dir, run_id, _ = run
+    path = results_dir / run_id / "results.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[6] = b'{"broken": \n'
+    path.write_bytes(b"".join(lines))
+    with pytest.raises(InputError, match=r"results\.jsonl:7: corrupt record"):
+        score_retrieval(run_id, results_dir=results_dir, workers=2)

@@ -384,3 +384,26 @@ def test_flatten_cell(out):
     assert work["recall_at_k_avg"] == ((1 + 0) / 2, 2)
     assert work["error_rate"] == (0 / 3, 3)
     assert "recall_any@5" not in work and "latency_p50_ms" not in work
+
+
+@pytest.mark.parametrize("cut", [0, 1, 3, 6])
+def test_tables_of_parts_merge_into_the_whole(cut):
+    """score_retrieval's workers each fill a RecordTable with a part of the records; merged
+    in order (after a pickle round trip, as between processes), they give exactly the
+    aggregate of all records in one table, slices included."""
+    import pickle
+
+    from evalkit.metrics.aggregate import RecordTable
+
+    recs = records()
+    whole = aggregate_records(recs, ks=[3, 5], suite_ms=7.0, full_slices=True)
+    first, second = RecordTable([3, 5]), RecordTable([3, 5])
+    for r in recs[:cut]:
+        first.add_record(r)
+    for r in recs[cut:]:
+        second.add_record(r)
+    merged = pickle.loads(pickle.dumps(first))
+    merged.merge(pickle.loads(pickle.dumps(second)))
+    assert merged.result(suite_ms=7.0, full_slices=True) == whole
+    with pytest.raises(ValueError, match="cannot merge"):
+        merged.merge(RecordTable([5]))

@@ -178,3 +178,20 @@ def test_metrics_json_puts_each_slice_cell_on_one_line(tmp_path: Path) -> None:
     assert '    "home": {"n_cases":1,"n":{}},' in lines
     assert '    "work": {"n_cases":2,"recall_at_k_avg":0.5,"n":{"recall_at_k_avg":2}}' in lines
     assert '      "5": {' in lines  # the overall cell stays indented
+
+
+def test_split_results_ranges_cover_every_line_once(tmp_path: Path) -> None:
+    """Byte ranges from split_results start on line starts and, read with iter_results,
+    give every record exactly once and in file order, whatever the number of parts; the
+    partial last line of a killed run is still skipped."""
+    run = RunDir.create(tmp_path, "r")
+    lines = [orjson.dumps({"test_case_id": f"c{i}", "pad": "x" * (i * 37 % 200)}) + b"\n" for i in range(40)]
+    run.results_path.write_bytes(b"".join(lines) + b'{"test_case_id": "cut')
+    whole = [r["test_case_id"] for r in run.iter_results()]
+    assert whole == [f"c{i}" for i in range(40)]
+    for parts in (1, 2, 3, 7, 40, 100):
+        spans = run.split_results(parts)
+        assert 1 <= len(spans) <= parts and spans[0][0] == 0 and spans[-1][1] is None
+        assert all(a < b for (a, b) in spans[:-1])
+        got = [r["test_case_id"] for a, b in spans for r in run.iter_results(a, b)]
+        assert got == whole, parts
