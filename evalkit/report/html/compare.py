@@ -1,0 +1,372 @@
+"""The HTML compare report (`evalkit report --compare A B`): a renderer over `Comparison`.
+
+`compare_view` turns the model `evalkit.compare.compare_runs` returned into plain dicts
+and lists for `templates/compare.html.j2`; it computes no number (STYLE §6.10) and
+phrases verdicts with the helpers of the terminal/markdown renderer
+(`evalkit.report.compare`), so the three reports say the same thing.
+
+Broken invariants: `compare_runs` refuses such runs (`IncomparableRuns`, exit 2 in the
+CLI). The HTML report is for looking, not gating, so `write_compare_report` then compares
+again with `ignore_invariants=True` and the page opens with a red banner listing each
+violation and the numbers it makes meaningless; those rows are marked "not comparable".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from evalkit.compare.compute import IncomparableRuns, compare_runs
+from evalkit.compare.models import ChunkRef, Comparison, DeltaRow, Flip
+from evalkit.report.compare import (
+    _by_case,
+    _chunk,
+    _distinct,
+    _flip_change,
+    _flip_value,
+    _headline,
+    _json,
+    _label,
+    _method,
+    _no_significance,
+    _p,
+    _rank,
+    _repeats_note,
+    _short_verdict,
+    _verdict,
+)
+
+__all__ = ["COMPARE_NAV", "compare_charts", "compare_view", "default_compare_output", "diff_segments", "write_compare_report"]
+
+# The per-domain table (seed 001's drift view): these metrics, where both runs have them.
+_DOMAIN_METRICS = (
+    "recall_any", "mrr", "ndcg", "attribution_hit_rate", "groundedness_avg", "correctness_avg",
+    "abstention_accuracy", "false_abstention_rate",
+)
+# Section anchors of the page, in order (base.html.j2 draws them as the page's nav).
+COMPARE_NAV = (
+    ("verdict", "Verdict"), ("significant", "Significant changes"), ("flips", "Flips"), ("domains", "Per domain"),
+    ("deltas", "All deltas"), ("unscoreable", "Unscored cases"), ("latency", "Latency and cost"),
+    ("config", "Config diff"), ("drift", "Answer drift"),
+)
+_DIFF_MARKS = (("[-", "-]", "del"), ("{+", "+}", "add"))
+
+
+def diff_segments(diff: str) -> list[dict[str, str]]:
+    """`DriftCase.diff` (git's word-diff notation) as [{kind, text}] with kind "same",
+    "del" or "add", parsed the way the terminal report colours it (`_diff_text`).
+
+    An answer that itself contains `[-` or `{+` is split at it like the terminal does;
+    the text is still shown, escaped, just coloured oddly.
+    """
+    out: list[dict[str, str]] = []
+    i = 0
+    while i < len(diff):
+        found = [(diff.find(opener, i), opener, closer, kind) for opener, closer, kind in _DIFF_MARKS]
+        found = [f for f in found if f[0] != -1]
+        if not found:
+            out.append({"kind": "same", "text": diff[i:]})
+            break
+        start, opener, closer, kind = min(found)
+        end = diff.find(closer, start + 2)
+        if end == -1:
+            out.append({"kind": "same", "text": diff[i:]})
+            break
+        if start > i:
+            out.append({"kind": "same", "text": diff[i:start]})
+        out.append({"kind": kind, "text": diff[start + 2 : end]})
+        i = end + 2
+    return out
+
+
+def _grouping(scope: str) -> str:
+    return "overall" if scope == "overall" else scope.partition(":")[0]
+
+
+def _row(r: DeltaRow) -> dict[str, Any]:
+    """A delta row for a table: raw numbers (the template formats them) and the verdict words."""
+    lo, hi = (r.ci95 or [None, None])[:2] if r.ci95 else (None, None)
+    return {
+        "label": _label(r),
+        "metric": r.metric,
+        "k": r.k,
+        "scope": r.scope,
+        "grouping": _grouping(r.scope),
+        "a": r.a,
+        "b": r.b,
+        "delta": r.delta,
+        "paired_delta": r.paired_delta,
+        "ci_lo": lo,
+        "ci_hi": hi,
+        "p_value": r.p_value,
+        "p_adjusted": r.p_adjusted,
+        "p_text": _p(r.p_value),
+        "p_adjusted_text": _p(r.p_adjusted),
+        "n_a": r.n_a,
+        "n_b": r.n_b,
+        "n": r.n,
+        "n_changed": r.n_changed,
+        "verdict": _short_verdict(r),
+        "verdict_long": _verdict(r),
+        "significant": r.significant,
+        "change": r.change or "none",
+        "comparable": r.comparable,
+    }
+
+
+def _interval(r: DeltaRow, label: str) -> dict[str, Any] | None:
+    """One error bar: the paired mean difference and its bootstrap interval."""
+    if not r.ci95 or r.ci95[0] is None or r.ci95[1] is None or r.paired_delta is None:
+        return None
+    tone = "better" if r.significant and r.change == "better" else "worse" if r.significant and r.change == "worse" else "neutral"
+    return {"label": label, "value": r.paired_delta, "lo": r.ci95[0], "hi": r.ci95[1], "tone": tone,
+            "significant": r.significant, "title": f"{label}: {_verdict(r)}"}
+
+
+def _chunks(refs: Iterable[ChunkRef]) -> list[str]:
+    return [_chunk(c) for c in refs]
+
+
+def _flip_case(group: list[Flip]) -> dict[str, Any]:
+    f = group[0]
+    return {
+        "id": f.id,
+        "question": f.question,
+        "changes": [_flip_change(x) for x in group],
+        "metrics": [x.metric for x in group],
+        "size": max(x.size for x in group),
+        "values": [{"metric": x.metric, "a": _flip_value(x, x.a), "b": _flip_value(x, x.b)} for x in group],
+        "first_hit_a": _rank(f.first_hit_rank_a),
+        "first_hit_b": _rank(f.first_hit_rank_b),
+        "top_a": _chunks(f.top_a),
+        "top_b": _chunks(f.top_b),
+        "gold": _chunks(f.gold),
+        "abstained_a": f.abstained_a,
+        "abstained_b": f.abstained_b,
+    }
+
+
+def _domains(c: Comparison) -> dict[str, Any]:
+    """Per-domain deltas: one row per domain, one cell per headline metric (at the primary K)."""
+    primary = c.ks.get("primary")
+    cells: dict[str, dict[str, DeltaRow]] = {}
+    for r in c.deltas:
+        if _grouping(r.scope) != "domain" or r.metric not in _DOMAIN_METRICS:
+            continue
+        if r.k is not None and r.k != primary:
+            continue
+        cells.setdefault(r.scope.partition(":")[2], {})[r.metric] = r
+    columns = [m for m in _DOMAIN_METRICS if any(m in row for row in cells.values())]
+    rows = []
+    for domain in sorted(cells):
+        row = cells[domain]
+        rows.append({
+            "domain": domain,
+            "n": max((r.n_b for r in row.values()), default=0),
+            "cells": [_row(row[m]) if m in row else None for m in columns],
+        })
+    labels = [f"{m}@{primary}" if m in ("recall_any", "mrr", "ndcg") and primary is not None else m for m in columns]
+    return {"columns": labels, "rows": rows}
+
+
+def _not_comparable(c: Comparison) -> list[dict[str, str]]:
+    out = []
+    for nc in c.invariants.not_comparable:
+        which = "every number" if "*" in nc.metrics else ", ".join(nc.metrics) or "no metric known to depend on it"
+        out.append({"reason": nc.reason, "which": which})
+    return out
+
+
+def _run_link(c: Comparison, side: str, out_dir: Path | None) -> str | None:
+    """A relative link to the side's own run report (`<run>/report.html`), if it exists."""
+    src = c.sources[side]
+    if src.kind != "run" or out_dir is None:
+        return None
+    page = Path(src.path) / "report.html"
+    if not page.is_file():
+        return None
+    rel = os.path.relpath(page, out_dir)
+    return "/".join(quote(part) for part in Path(rel).parts)
+
+
+def compare_view(comparison: Comparison, *, refused: bool = False, output_dir: Path | None = None) -> dict[str, Any]:
+    """The template context of the compare page, read off one `Comparison`.
+
+    Args:
+        comparison: what `compare_runs` returned.
+        refused: compare_runs refused the runs (broken invariants) and this comparison was
+            made with `ignore_invariants=True`; the page says so at the top.
+        output_dir: where the page will be written, for relative links to each run's
+            `report.html` (no links when None).
+
+    Returns:
+        A dict of plain values (strings, numbers, lists, dicts); user text stays raw for
+        the template to escape.
+    """
+    c = comparison
+    sig, sig_repeated = _distinct(c.significant_deltas())
+    overall = [r for r in c.deltas if r.scope == "overall"]
+    overall_shown, _ = _distinct([r for r in overall if r.ci95 and r.ci95[0] is not None])
+    f = c.flips
+    regressions, improvements = _by_case(f.regressions), _by_case(f.improvements)
+    d = c.drift
+    by_grouping = sorted({_grouping(r.scope) for r in c.deltas}, key=lambda g: (g != "overall", g))
+    return {
+        "title": f"evalkit compare: {c.run_id_1} → {c.run_id_2}",
+        "run_a": {"id": c.run_id_1, "kind": c.sources["a"].kind, "href": _run_link(c, "a", output_dir), "n": c.n["a"]},
+        "run_b": {"id": c.run_id_2, "kind": c.sources["b"].kind, "href": _run_link(c, "b", output_dir), "n": c.n["b"]},
+        "verdict": {
+            "passed": c.gate.passed,
+            "allowed": c.gate.allowed,
+            "headline": _headline(c),
+            "mode": c.gate.mode,
+            "failures": list(c.gate.failures),
+            "not_significant": list(c.gate.not_significant),
+            "skipped": [f"{s.get('metric')}: {s.get('reason')}" for s in c.gate.skipped],
+        },
+        "method": _method(c),
+        "invariants": {
+            "ok": c.invariants.ok,
+            "refused": refused,
+            "ignored": c.invariants.ignored,
+            "violations": list(c.invariants.violations),
+            "not_comparable": _not_comparable(c),
+        },
+        "notes": list(c.notes),
+        "significant": {
+            "rows": [_row(r) for r in sig],
+            "repeats_note": _repeats_note(sig_repeated) if sig_repeated else None,
+            "empty_text": None if sig else _no_significance(c),
+            "intervals": [i for i in (_interval(r, f"{_label(r)} · {r.scope}") for r in sig) if i],
+        },
+        "overall_intervals": [i for i in (_interval(r, _label(r)) for r in overall_shown if r.n_changed) if i],
+        "overall_unchanged": sum(1 for r in overall_shown if not r.n_changed),
+        "confidence": c.stats.confidence,
+        "deltas": {"rows": [_row(r) for r in c.deltas], "groupings": by_grouping, "n_overall": len(overall)},
+        "domains": _domains(c),
+        "flips": {
+            "available": f.available,
+            "k": f.k,
+            "regressions": [_flip_case(g) for g in regressions],
+            "improvements": [_flip_case(g) for g in improvements],
+            "counts": [{"metric": m, **v} for m, v in f.counts.items()],
+        },
+        "unscoreable": [
+            {
+                "side": side,
+                "run_id": c.sources[side].run_id,
+                "available": u.available,
+                "n_cases": u.n_cases,
+                "target_errors": u.target_errors,
+                "judge_errors": ", ".join(f"{j} {n}" for j, n in u.judge_errors.items()) or "0",
+                "empty_answers": u.empty_answers,
+                "unpaired": u.only_in_this_run,
+                "ids": [*u.ids_target_error, *u.ids_judge_error],
+            }
+            for side, u in sorted(c.unscoreable.items())
+        ],
+        "latency": {
+            "comparable": c.latency.comparable,
+            "warnings": list(c.latency.warnings),
+            "rows": [{"metric": r.metric, "a": r.a, "b": r.b, "delta": r.delta,
+                      "unit": "usd" if r.metric.endswith("_usd") else "ms" if r.metric.endswith("_ms") else "num"}
+                     for r in c.latency.rows],
+        },
+        "config_diff": {
+            "available": c.config_diff_available,
+            "rows": [{"key": k, "a": _json(v[0]), "b": _json(v[1])} for k, v in c.config_diff.items()],
+        },
+        "drift": {
+            "available": d.available,
+            "n_compared": d.n_compared,
+            "n_changed": d.n_changed,
+            "more": max(d.n_changed - len(d.cases), 0),
+            "cases": [
+                {
+                    "id": case.id,
+                    "question": case.question,
+                    "similarity": case.similarity,
+                    "words_removed": case.words_removed,
+                    "words_added": case.words_added,
+                    "segments": diff_segments(case.diff),
+                    "answer_a": case.answer_a,
+                    "answer_b": case.answer_b,
+                    "references_added": _chunks(case.references_added),
+                    "references_removed": _chunks(case.references_removed),
+                }
+                for case in d.cases
+            ],
+        },
+    }
+
+
+def compare_charts(view: dict[str, Any]) -> dict[str, Any]:
+    """The page's inline SVG charts from a `compare_view`: the significant changes and every
+    overall metric that changed on some case, each as an estimate with its interval."""
+    from evalkit.report.html.charts import Interval, interval_chart
+
+    def rows(items: list[dict[str, Any]]) -> list[Interval]:
+        tone = {"better": "good", "worse": "bad"}
+        return [Interval(i["label"], i["value"], i["lo"], i["hi"], tone.get(i["tone"])) for i in items]
+
+    sig, overall = view["significant"]["intervals"], view["overall_intervals"]
+    return {
+        "significant": interval_chart(rows(sig), title="Significant changes: b − a with its interval") if sig else None,
+        "overall": interval_chart(rows(overall), title="Overall metrics: b − a with its interval") if overall else None,
+    }
+
+
+def default_compare_output(results_dir: str | Path, run_a: str, run_b: str) -> Path:
+    """`<results_dir>/compare-<a>-vs-<b>.html`, with characters unsafe in a file name replaced."""
+    def safe(name: str) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:80] or "run"
+    return Path(results_dir) / f"compare-{safe(run_a)}-vs-{safe(run_b)}.html"
+
+
+def write_compare_report(
+    a: str | Path,
+    b: str | Path,
+    *,
+    results_dir: str | Path = "results",
+    output: str | Path | None = None,
+    **compare_options: Any,
+) -> Path:
+    """Compare run a (baseline) with run b and write the HTML page.
+
+    Runs `compare_runs(a, b, results_dir=..., **compare_options)` (its defaults otherwise).
+    If the runs break an invariant and `ignore_invariants` was not given, the comparison is
+    made anyway with `ignore_invariants=True` and the page lists the violations at the top
+    (see the module docstring); the page never hides that.
+
+    Args:
+        a, b: run ids under `results_dir`, run folders or baseline files (as compare_runs).
+        results_dir: where run ids are looked up.
+        output: the file to write; default `<results_dir>/compare-<a>-vs-<b>.html`.
+        **compare_options: passed to compare_runs (seed, show_drift, gate, ...).
+
+    Returns:
+        The path written.
+
+    Raises:
+        InputError: an unknown run or unreadable file (as compare_runs).
+    """
+    from evalkit.report.html import page_context, render_page, write_page
+
+    refused = False
+    try:
+        comparison = compare_runs(a, b, results_dir=results_dir, **compare_options)
+    except IncomparableRuns:
+        refused = True
+        comparison = compare_runs(a, b, results_dir=results_dir, **{**compare_options, "ignore_invariants": True})
+    path = Path(output) if output is not None else default_compare_output(results_dir, comparison.run_id_1, comparison.run_id_2)
+    view = compare_view(comparison, refused=refused, output_dir=path.resolve().parent)
+    page = page_context(
+        view["title"], run_ids=[comparison.run_id_1, comparison.run_id_2], nav=COMPARE_NAV,
+        subtitle="a = baseline, b = new run",
+    )
+    return write_page(path, render_page("compare.html.j2", page=page, charts=compare_charts(view), **view))
+

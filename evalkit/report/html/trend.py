@@ -1,0 +1,285 @@
+"""The trend page (`evalkit report --trend`): every run under results/ over time.
+
+Reads each run's config.json and metrics.json only (never results.jsonl), so it stays fast
+over hundreds of runs. Runs are ordered by config.json's `created_at` (`store.list_runs`'
+order, oldest first). Runs on different eval set versions (config.json `dataset_version`)
+go on separate series: their numbers measure different questions. Between consecutive
+runs of one series, the flattened configs are diffed (`compare.config_diff`, which already
+drops run ids and timestamps) and also without the keys of `TREND_CONFIG_IGNORED`; a run
+whose config differs from its predecessor's gets a marker labelled with the changed keys.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from evalkit.compare.conditions import CONFIG_DIFF_IGNORED, config_diff
+from evalkit.errors import InputError
+from evalkit.store import CONFIG_FILE, METRICS_FILE, list_runs
+
+__all__ = [
+    "TREND_CONFIG_IGNORED", "TREND_METRICS", "TREND_NAV", "condense_keys", "marker_label", "trend_charts", "trend_markers",
+    "trend_view", "write_trend_report",
+]
+
+# Keys left out of the trend's config diff on top of CONFIG_DIFF_IGNORED (run id,
+# created_at, config_hash, session timings): they differ between runs of one system.
+TREND_CONFIG_IGNORED = (
+    "git", "git.*",                      # the evalkit checkout's commit and dirty flag
+    "eval_set", "eval_set.*", "eval_set_commit_hash", "settings.eval_set",  # the series says which eval set
+    "sessions.*",                        # resume bookkeeping: start, wall time, probe, pending cases
+)
+# (key, title, path in aggregate_metrics, unit) of each chart, in page order.
+TREND_METRICS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+    ("recall", "Recall@K", ("recall_at_k_avg",), "rate"),
+    ("mrr", "MRR", ("mrr_avg",), "rate"),
+    ("ndcg", "nDCG@K", ("ndcg_at_k_avg",), "rate"),
+    ("groundedness", "Groundedness (0–5)", ("groundedness_avg",), "score"),
+    ("correctness", "Correctness (0–5)", ("correctness_avg",), "score"),
+    ("abstention_accuracy", "Abstention accuracy", ("abstention_accuracy",), "rate"),
+    ("latency_p95", "Latency p95", ("latency", "p95_ms"), "ms"),
+    ("cost", "Judge cost", ("cost", "judge_total_usd"), "usd"),
+)
+# Section anchors of the page (base.html.j2's nav).
+TREND_NAV = (("charts", "Charts"), ("runs", "Runs"), ("series", "Eval set versions"), ("about", "How to read"))
+# A marker's label: at most this many changed keys, then "+N".
+MARKER_KEYS = 2
+_KEY_CHARS = 32
+# Sections that repeat the same option (`hashed.k`, `settings.k`, `target.params.x`).
+_SECTIONS = ("hashed.", "settings.", "target.")
+
+
+def condense_keys(keys: list[str]) -> list[str]:
+    """Changed keys for a label: `hashed.`/`settings.`/`target.` prefixes dropped, duplicates
+    merged, first-seen order (`hashed.params.x`, `settings.params.x` -> `params.x`)."""
+    out: list[str] = []
+    for key in keys:
+        short = next((key[len(p):] for p in _SECTIONS if key.startswith(p)), key)
+        if short not in out:
+            out.append(short)
+    return out
+
+
+def marker_label(keys: list[str]) -> str:
+    """The marker's text: the first MARKER_KEYS condensed keys (each cut at 32 characters),
+    then "+N" for the rest: `params.abstain_threshold, k +3`."""
+    short = condense_keys(keys)
+    shown = [k if len(k) <= _KEY_CHARS else k[: _KEY_CHARS - 1] + "…" for k in short[:MARKER_KEYS]]
+    rest = len(short) - len(shown)
+    return ", ".join(shown) + (f" +{rest}" if rest > 0 else "")
+
+
+def _trend_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, list[Any]]:
+    return {
+        key: pair for key, pair in config_diff(a, b).items()
+        if not any(fnmatch.fnmatchcase(key, p) for p in TREND_CONFIG_IGNORED)
+    }
+
+
+def _dig(obj: Any, path: tuple[str, ...]) -> float | None:
+    for part in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(part)
+    return float(obj) if isinstance(obj, int | float) and not isinstance(obj, bool) else None
+
+
+def _eval_set_version(config: Mapping[str, Any], metrics: Mapping[str, Any]) -> str:
+    eval_set = config.get("eval_set") if isinstance(config.get("eval_set"), Mapping) else {}
+    version = config.get("dataset_version") or eval_set.get("version") or metrics.get("dataset_version")
+    return str(version) if version else "unknown"
+
+
+def _eval_set_label(version: str, config: Mapping[str, Any]) -> str:
+    eval_set = config.get("eval_set") if isinstance(config.get("eval_set"), Mapping) else {}
+    names = [os.path.basename(str(p)) for p in eval_set.get("paths") or []]
+    n = eval_set.get("n_cases")
+    detail = ", ".join(x for x in (f"{n} cases" if isinstance(n, int) else "", " + ".join(names)) if x)
+    short = version[:12] if version != "unknown" else "unknown version"
+    return f"eval set {short}" + (f" ({detail})" if detail else "")
+
+
+def _read(path: Path) -> Any:
+    import orjson
+
+    return orjson.loads(path.read_bytes())
+
+
+def _created_at(config: Mapping[str, Any], folder: Path) -> str:
+    created = config.get("created_at")
+    if isinstance(created, str) and created:
+        return created
+    return datetime.fromtimestamp(folder.stat().st_mtime, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _commit(config: Mapping[str, Any]) -> str | None:
+    git = config.get("git")
+    if isinstance(git, Mapping) and git.get("commit"):
+        return str(git["commit"])[:10] + ("-dirty" if git.get("dirty") else "")
+    return None
+
+
+def _href(folder: Path, out_dir: Path | None) -> str | None:
+    page = folder / "report.html"
+    if not page.is_file():
+        return None
+    rel = os.path.relpath(page, out_dir) if out_dir is not None else f"{folder.name}/report.html"
+    return "/".join(quote(part) for part in Path(rel).parts)
+
+
+def trend_view(results_dir: str | Path, *, output_dir: str | Path | None = None) -> dict[str, Any]:
+    """The template context of the trend page over every run under `results_dir`.
+
+    Args:
+        results_dir: the folder of run folders.
+        output_dir: where the page is written, for relative links to each run's
+            `report.html` (default: `results_dir`, so links read `<run_id>/report.html`).
+
+    Returns:
+        {"runs": [...] oldest first, "series": [...] in order of first run, "metrics": the
+        chart list, "skipped": [{run_id, reason}], "results_dir"}. Each run has its values,
+        its series, the config keys that changed since the previous run of its series and
+        the marker label, and `href` (None when the run has no report.html).
+    """
+    root = Path(results_dir)
+    out_dir = Path(output_dir) if output_dir is not None else root
+    runs: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
+    series: dict[str, dict[str, Any]] = {}
+    last_config: dict[str, Mapping[str, Any]] = {}
+    for run_id in reversed(list_runs(root)):
+        folder = root / run_id
+        if not (folder / CONFIG_FILE).exists():
+            skipped.append({"run_id": run_id, "reason": f"no {CONFIG_FILE} (not a run folder)"})
+            continue
+        if not (folder / METRICS_FILE).exists():
+            skipped.append({"run_id": run_id, "reason": f"no {METRICS_FILE} yet (unfinished or interrupted run; resume it with run_eval.py --resume)"})
+            continue
+        try:
+            config, metrics = _read(folder / CONFIG_FILE), _read(folder / METRICS_FILE)
+        except (OSError, ValueError) as e:  # orjson's JSONDecodeError is a ValueError
+            skipped.append({"run_id": run_id, "reason": f"unreadable config.json or metrics.json: {e}"})
+            continue
+        if not isinstance(config, Mapping) or not isinstance(metrics, Mapping):
+            skipped.append({"run_id": run_id, "reason": "config.json or metrics.json is not a JSON object"})
+            continue
+        version = _eval_set_version(config, metrics)
+        if version not in series:
+            series[version] = {
+                "index": len(series), "version": version, "label": _eval_set_label(version, config),
+                "short_label": f"{len(series) + 1}: eval set {version[:8]}", "run_ids": [],
+            }
+        s = series[version]
+        agg = metrics.get("aggregate_metrics") if isinstance(metrics.get("aggregate_metrics"), Mapping) else {}
+        prev = s["run_ids"][-1] if s["run_ids"] else None
+        diff = _trend_diff(last_config[version], config) if prev is not None else {}
+        keys = list(diff)
+        runs.append({
+            "run_id": run_id,
+            "x": len(runs),
+            "created_at": _created_at(config, folder),
+            "series": s["index"],
+            "eval_set": version,
+            "k": agg.get("k") if isinstance(agg.get("k"), int) else metrics.get("k"),
+            "n_cases": metrics.get("total_tests"),
+            "commit": _commit(config),
+            "values": {key: _dig(agg, path) for key, _, path, _ in TREND_METRICS},
+            "href": _href(folder, out_dir),
+            "previous": prev,
+            "changes": [{"key": k, "a": v[0], "b": v[1]} for k, v in diff.items()],
+            "changed_keys": condense_keys(keys),
+            "marker": marker_label(keys) if keys else None,
+            # the first run of a series that is not the first series: the eval set changed
+            "new_eval_set": prev is None and len(runs) > 0,
+        })
+        s["run_ids"].append(run_id)
+        last_config[version] = config
+    return {
+        "results_dir": str(root),
+        "runs": runs,
+        "series": list(series.values()),
+        "metrics": [{"key": key, "title": title, "unit": unit} for key, title, _, unit in TREND_METRICS],
+        "skipped": skipped,
+        "ignored_keys": [*CONFIG_DIFF_IGNORED, *TREND_CONFIG_IGNORED],
+    }
+
+
+def _unit_fmt(unit: str):
+    if unit == "ms":
+        return lambda v: f"{v:,.1f} ms" if abs(v) < 100 else f"{v:,.0f} ms"
+    if unit == "usd":
+        return lambda v: f"${v:,.4f}"
+    return lambda v: f"{v:.2f}"
+
+
+def trend_markers(view: dict[str, Any]) -> list[tuple[int, str]]:
+    """(x, label) of every vertical marker: a config change within a series ("Δ keys") or
+    the first run on another eval set version ("eval set <version>")."""
+    out: list[tuple[int, str]] = []
+    for run in view["runs"]:
+        if run["new_eval_set"]:
+            out.append((run["x"], f"eval set {run['eval_set'][:8]}"))
+        elif run["marker"]:
+            out.append((run["x"], f"Δ {run['marker']}"))
+    return out
+
+
+def trend_charts(view: dict[str, Any]) -> dict[str, Any]:
+    """One inline SVG line chart per metric of `TREND_METRICS`, from a `trend_view`: one
+    series per eval set version (its line joins its own runs, skipping runs on other
+    versions) and the markers of `trend_markers`. None for a metric no run has."""
+    from evalkit.report.html.charts_extra import trend_chart
+
+    runs = view["runs"]
+    x_labels = [r["run_id"] for r in runs]
+    markers = trend_markers(view)
+    ranges = {"rate": (0.0, 1.0), "score": (0.0, 5.0), "ms": (0.0, None), "usd": (0.0, None)}
+    charts: dict[str, Any] = {}
+    for metric in view["metrics"]:
+        key, unit = metric["key"], metric["unit"]
+        series = {
+            s["short_label"]: [r["values"][key] if r["series"] == s["index"] else None for r in runs]
+            for s in view["series"]
+        }
+        if not any(v is not None for values in series.values() for v in values):
+            charts[key] = None
+            continue
+        lo, hi = ranges[unit]
+        charts[key] = trend_chart(x_labels, series, title=metric["title"], markers=markers, y_min=lo, y_max=hi,
+                                 fmt=_unit_fmt(unit))
+    return charts
+
+
+def write_trend_report(results_dir: str | Path = "results", output: str | Path | None = None) -> Path:
+    """Write the trend page of every run under `results_dir`.
+
+    Args:
+        results_dir: the folder of run folders.
+        output: the file to write; default `<results_dir>/index.html`.
+
+    Returns:
+        The path written.
+
+    Raises:
+        InputError: `results_dir` is not a folder.
+    """
+    from evalkit.errors import Problem
+    from evalkit.report.html import page_context, render_page, write_page
+
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise InputError(Problem(f"{root}: results folder not found", field="--results-dir"))
+    path = Path(output) if output is not None else root / "index.html"
+    view = trend_view(root, output_dir=path.resolve().parent)
+    charts = trend_charts(view)
+    page = page_context(
+        f"evalkit runs in {root.name or root}", run_ids=[], nav=TREND_NAV,
+        subtitle=f"{len(view['runs'])} run(s) on {len(view['series'])} eval set version(s)",
+    )
+    return write_page(path, render_page("trend.html.j2", page=page, charts=charts, **view))

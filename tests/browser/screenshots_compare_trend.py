@@ -1,0 +1,70 @@
+"""Make the README's screenshots of the compare page and the trend page.
+
+    python -m tests.browser.screenshots_compare_trend          # -> docs/report-compare.png, docs/report-trend.png
+    python -m tests.browser.screenshots_compare_trend --out-dir /tmp/shots
+
+Runs the bundled sample data (eval_set.jsonl, then eval_set_sanity.jsonl) against the
+in-process reference chatbot over sample_vault/ with the offline heuristic judge, four runs
+into a temp folder: a baseline, the abstention threshold raised to 0.5 (README, "Comparing
+two runs"), a run on the sanity eval set, and the threshold lowered to 0.3. Writes each
+run's report, the compare page of the first two and the trend page, and saves the top of
+each as a PNG with the browser the tests use (Debian's chromium, the dev extra's playwright).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.browser import chromium
+from tests.browser.screenshots import ROOT, screenshot
+
+RUNS = (
+    ("run1-baseline", "eval_set.jsonl", {}),
+    ("run2-abstain-05", "eval_set.jsonl", {"abstain_threshold": 0.5}),
+    ("run3-sanity", "eval_set_sanity.jsonl", {}),
+    ("run4-abstain-03", "eval_set.jsonl", {"abstain_threshold": 0.3}),
+)
+
+
+def make_pages(workdir: Path) -> tuple[Path, Path]:
+    """The four sample runs, their reports, and (compare page, trend page)."""
+    import time
+
+    from evalkit import run_eval
+    from evalkit.report.html import write_run_report
+    from evalkit.report.html.compare import write_compare_report
+    from evalkit.report.html.trend import write_trend_report
+
+    results = workdir / "results"
+    for run_id, eval_set, params in RUNS:
+        run_eval(eval_set=str(ROOT / eval_set), vault=str(ROOT / "sample_vault"), results_dir=str(results), run_id=run_id,
+                 params=params, quiet=True)
+        write_run_report(run_id, results_dir=results)
+        time.sleep(1.1)  # created_at has whole seconds: keep the runs apart in time
+    compare = write_compare_report(RUNS[0][0], RUNS[1][0], results_dir=results)
+    return compare, write_trend_report(results)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out-dir", type=Path, default=ROOT / "docs")
+    parser.add_argument("--width", type=int, default=1280)
+    parser.add_argument("--height", type=int, default=1500)
+    args = parser.parse_args(argv)
+    why = chromium.missing()
+    if why:
+        print(f"screenshots: {why}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="evalkit-shots-") as tmp:
+        compare, trend = make_pages(Path(tmp))
+        for page, name in ((compare, "report-compare.png"), (trend, "report-trend.png")):
+            out = screenshot(page, args.out_dir / name, width=args.width, height=args.height)
+            print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,161 @@
+"""The run report in headless chromium: it renders without errors or requests, sorts,
+filters and expands, and hostile text from the run shows as text and runs nothing."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.browser.hostile import IMG, SCRIPT, make_hostile_run
+
+N_CASES = 12
+
+
+@pytest.fixture(scope="module")
+def report_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from evalkit.report.html import write_run_report
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    # Playwright's sync API keeps an event loop running in this thread; run_eval starts its
+    # own with asyncio.run, so it runs in another thread.
+    with ThreadPoolExecutor(1) as pool:
+        results, run_id = pool.submit(make_hostile_run, tmp_path_factory.mktemp("hostile"), N_CASES).result()
+    return write_run_report(run_id, results_dir=results).resolve().as_uri()
+
+
+def _open(watched: Any, url: str) -> Any:
+    watched.page.goto(url, wait_until="load")
+    return watched.page
+
+
+def _column(page: Any, table: str, index: int) -> list[str]:
+    return page.eval_on_selector_all(
+        f"#{table} tbody tr", f"rows => rows.map(r => r.cells[{index}].getAttribute('data-sort') ?? r.cells[{index}].textContent.trim())"
+    )
+
+
+def _header_index(page: Any, table: str, text: str) -> int:
+    return page.eval_on_selector_all(f"#{table} thead th", f"ths => ths.findIndex(th => th.textContent.trim() === {text!r})")
+
+
+def test_renders_with_charts_and_no_errors_dialogs_or_requests(report_page: Any, report_url: str) -> None:
+    page = _open(report_page, report_url)
+    assert page.title().startswith("Run hostile")
+    assert page.locator("svg.chart").count() >= 1  # the latency chart
+    assert page.locator("svg.cell-bar").count() > 10  # the bars of the tables
+    assert page.locator("#cases-table tbody tr").count() == N_CASES
+    assert report_page.problems() == {k: [] for k in report_page.problems()}
+
+
+def test_hostile_text_is_text_and_runs_nothing(report_page: Any, report_url: str) -> None:
+    page = _open(report_page, report_url)
+    row = page.locator('#cases-table tbody tr[data-id="h-000"]')
+    row.locator("summary").click()
+    detail = row.locator("details").inner_text()
+    assert SCRIPT in detail and IMG in detail  # chunk text and answer, shown literally
+    assert '"><img src=x onerror=alert(3)>.md' in detail  # the file name
+    assert SCRIPT in row.locator("summary").inner_text()  # the question
+    injected = page.evaluate(
+        "() => ({imgs: document.querySelectorAll('img').length,"
+        " scripts: document.querySelectorAll('script').length,"
+        " handlers: [...document.querySelectorAll('*')].filter(e => [...e.attributes].some(a => a.name.startsWith('on'))).length})"
+    )
+    assert injected == {"imgs": 0, "scripts": 1, "handlers": 0}
+    assert report_page.problems() == {k: [] for k in report_page.problems()}
+
+
+def test_clicking_a_header_sorts_numerically_with_blanks_last(report_page: Any, report_url: str) -> None:
+    page = _open(report_page, report_url)
+    col = _header_index(page, "cases-table", "latency")
+    before = _column(page, "cases-table", col)
+    page.locator("#cases-table thead th").nth(col).locator("button").click()  # latency: descending first
+    after = _column(page, "cases-table", col)
+    values = [float(v) for v in after if v]
+    assert values == sorted(values, reverse=True) and after != before
+    page.locator("#cases-table thead th").nth(col).locator("button").click()
+    values = [float(v) for v in _column(page, "cases-table", col) if v]
+    assert values == sorted(values)
+
+    rank = _header_index(page, "cases-table", "first gold rank")
+    page.locator("#cases-table thead th").nth(rank).locator("button").click()  # ascending, blanks last
+    keys = _column(page, "cases-table", rank)
+    filled = [k for k in keys if k]
+    assert [float(k) for k in filled] == sorted(float(k) for k in filled)
+    assert keys == filled + [""] * (len(keys) - len(filled)) and len(filled) < len(keys)
+
+
+def test_a_breakdown_table_sorts_by_its_cases_column(report_page: Any, report_url: str) -> None:
+    page = _open(report_page, report_url)
+    page.locator("#by-difficulty thead th").nth(1).locator("button").click()
+    counts = [int(v) for v in _column(page, "by-difficulty", 1)]
+    assert counts == sorted(counts, reverse=True)
+    assert page.locator("#by-difficulty thead th").nth(1).get_attribute("aria-sort") == "descending"
+
+
+def test_filters_hide_rows_and_say_how_many_are_shown(report_page: Any, report_url: str) -> None:
+    page = _open(report_page, report_url)
+    visible = "#cases-table tbody tr:not([hidden])"
+    page.select_option('select[data-filter-key="category"]', "reasoning")
+    cats = page.eval_on_selector_all(visible, "rows => rows.map(r => r.dataset.category)")
+    assert cats and set(cats) == {"reasoning"} and len(cats) < N_CASES
+    assert page.inner_text('[data-filter-count-for="cases-table"]') == f"{len(cats)} of {N_CASES} rows"
+
+    page.select_option('select[data-filter-key="outcome"]', "hit")  # both filters apply
+    both = page.eval_on_selector_all(visible, "rows => rows.map(r => [r.dataset.category, r.dataset.outcome])")
+    assert all(c == "reasoning" and o == "hit" for c, o in both) and len(both) <= len(cats)
+
+    page.select_option('select[data-filter-key="category"]', "")
+    page.select_option('select[data-filter-key="outcome"]', "miss")
+    outcomes = page.eval_on_selector_all(visible, "rows => rows.map(r => r.dataset.outcome)")
+    assert outcomes and set(outcomes) == {"miss"}
+
+    page.select_option('select[data-filter-key="outcome"]', "")
+    page.fill('input[data-filter-for="cases-table"]', "h-003")
+    assert page.eval_on_selector_all(visible, "rows => rows.map(r => r.dataset.id)") == ["h-003"]
+    page.fill('input[data-filter-for="cases-table"]', "")
+    assert page.locator(visible).count() == N_CASES
+    assert report_page.problems() == {k: [] for k in report_page.problems()}
+
+
+def test_expand_all_opens_every_visible_row(report_page: Any, report_url: str) -> None:
+    page = _open(report_page, report_url)
+    page.click('button[data-expand="open"]')
+    assert page.eval_on_selector_all("#cases-table details", "ds => ds.every(d => d.open)")
+    page.click('button[data-expand="close"]')
+    assert page.eval_on_selector_all("#cases-table details", "ds => ds.every(d => !d.open)")
+
+
+def _png_pixels_vary(png: bytes) -> bool:
+    """True when a PNG is not one flat colour: its decompressed scanlines use many byte
+    values (a blank page decompresses to one or two, whatever the row filters)."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat = 8, b""
+    while pos < len(png):
+        length, kind = struct.unpack(">I4s", png[pos : pos + 8])
+        if kind == b"IDAT":
+            idat += png[pos + 8 : pos + 8 + length]
+        pos += 12 + length
+    return len(set(zlib.decompress(idat))) > 16
+
+
+def test_screenshot_is_not_blank(report_page: Any, report_url: str, tmp_path: Path) -> None:
+    page = _open(report_page, report_url)
+    png = page.screenshot(full_page=False)
+    width, height = struct.unpack(">II", png[16:24])
+    assert (width, height) == (1280, 900)
+    assert _png_pixels_vary(png)
+    assert not _png_pixels_vary(_blank_png(8, 8))  # the check itself: a flat image is blank
+
+
+def _blank_png(w: int, h: int) -> bytes:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    raw = b"".join(b"\x00" + b"\xff\xff\xff" * w for _ in range(h))
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
