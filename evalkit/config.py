@@ -14,7 +14,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from evalkit.errors import BadConfig, Problem
 from evalkit.schema import FolderMode
@@ -140,9 +140,10 @@ class RunSettings(BaseModel):
 
     @field_validator("run_id", "resume", "baseline")
     @classmethod
-    def _run_ids(cls, v: str | None) -> str | None:
-        # Checked with the other flags, before anything is asked or written (store.RUN_ID_RULE).
-        problem = None if v is None else run_id_problem(v)
+    def _run_ids(cls, v: str | None, info: ValidationInfo) -> str | None:
+        # Checked with the other flags, before anything is asked or written (store.RUN_ID_RULE);
+        # `latest` may name the run to resume or gate against, never a new run.
+        problem = None if v is None else run_id_problem(v, new=info.field_name == "run_id")
         if problem is not None:
             raise ValueError(problem)
         return v

@@ -39,7 +39,9 @@ import orjson
 from evalkit.errors import BadConfig, InputError, Problem
 from evalkit.metrics.aggregate import GROUPINGS, MEAN_METRICS, SLICE_METRICS, RecordTable, aggregate_records, recorded_suite_ms
 from evalkit.metrics.retrieval import score_case_retrieval, validate_ks
+from evalkit.report.summary_md import WorstCases
 from evalkit.store import RunDir
+from evalkit.summary import write_summary
 
 __all__ = [
     "ABSTENTION_KEYS",
@@ -432,6 +434,7 @@ class _Part:
     """One pass over (a byte range of) results.jsonl: the aggregate rows and the tallies."""
 
     table: RecordTable
+    worst: WorstCases
     counts: dict[str, int]
     missing: list[str]
     regrouped: int
@@ -443,6 +446,7 @@ def _rescore_part(job: _RescoreJob, start: int = 0, end: int | None = None) -> _
     cases = _Cases(job.given_cases)
     counts = {"records": 0, "cut_chunks": 0, "refs_dropped": 0}
     table = RecordTable(job.ks)
+    worst = WorstCases(job.ks[0])
     results_path, snippets, lean = job.run.results_path, job.snippets, job.lean
     for line, rec in enumerate(job.run.iter_results(start, end), start=1):
         case = cases.of(rec, line, results_path)
@@ -469,11 +473,12 @@ def _rescore_part(job: _RescoreJob, start: int = 0, end: int | None = None) -> _
         # and the new retrieval_metrics (its other values are computed and dropped).
         if lean:
             table.add_record({"case": case, "retrieval_metrics": rm})
-        else:
-            rec["case"] = case
-            rec["retrieval_metrics"] = rm
+        rec["case"] = case
+        rec["retrieval_metrics"] = rm
+        if not lean:
             table.add_record(rec)
-    return _Part(table, counts, cases.missing, cases.regrouped)
+        worst.add(rec)  # summary.md's worst cases, by the new numbers
+    return _Part(table, worst, counts, cases.missing, cases.regrouped)
 
 
 _PARALLEL_MIN_BYTES = 32 << 20
@@ -521,6 +526,7 @@ def _rescore_parallel(job: _RescoreJob, workers: int | None) -> _Part | None:
     whole = parts[0]
     for part in parts[1:]:
         whole.table.merge(part.table)
+        whole.worst.merge(part.worst)
         for key, n in part.counts.items():
             whole.counts[key] += n
         whole.missing += part.missing
@@ -648,6 +654,7 @@ def score_retrieval(
     patch["ks"] = list(ks)
     patch["retrieval_scoring"] = {**result.provenance(), "warnings": list(result.warnings)}
     result.metrics = run.update_metrics(patch)
+    write_summary(run, result.metrics, part.worst)
     return result
 
 
@@ -855,8 +862,15 @@ def score_abstention(
         yield from batch
 
     stream = classified() if judge is not None else labelled()
+    worst = WorstCases(ks[0])  # summary.md's worst cases, from the same pass
+
+    def watched() -> Iterator[dict[str, Any]]:
+        for rec in stream:
+            worst.add(rec)
+            yield rec
+
     with _fewer_collections():
-        body = aggregate_records(stream, ks=ks, suite_ms=recorded_suite_ms(old))
+        body = aggregate_records(watched(), ks=ks, suite_ms=recorded_suite_ms(old))
     if cases.missing:
         raise _missing_problem(cases.missing, source)
     result = AbstentionScoring(
@@ -891,6 +905,7 @@ def score_abstention(
         patch["ks"] = ks
     patch["abstention_scoring"] = {**result.provenance(), "warnings": list(result.warnings)}
     result.metrics = run.update_metrics(patch)
+    write_summary(run, result.metrics, worst)
     return result
 
 

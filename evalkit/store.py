@@ -42,12 +42,14 @@ except ImportError:  # pragma: no cover - not POSIX: no folder lock
 RESULTS_FILE = "results.jsonl"
 METRICS_FILE = "metrics.json"
 CONFIG_FILE = "config.json"
+# Derived from metrics.json (evalkit.summary.write_summary); never read back by a script.
+SUMMARY_FILE = "summary.md"
 # write_together renames in this order; the marker says which of them an update holds.
 RUN_FILES = (RESULTS_FILE, METRICS_FILE, CONFIG_FILE)
 COMMIT_MARKER = ".commit"
 _STAGED_SUFFIX = ".new"
 # Temp files our writes create: mkstemp's `.<file>.<random>.tmp` and the marker's temp.
-_STALE_TMP = re.compile(r"\.(results\.jsonl|metrics\.json|config\.json)\.[^/]+\.tmp|\.commit\.tmp")
+_STALE_TMP = re.compile(r"\.(results\.jsonl|metrics\.json|config\.json|summary\.md)\.[^/]+\.tmp|\.commit\.tmp")
 
 # A run id names a folder and is printed and pasted into shells: letters, digits, '.', '_'
 # and '-', starting with a letter or digit, at most 128 characters. Generated ids
@@ -57,6 +59,10 @@ _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,%d}" % (MAX_RUN_ID_LENGTH - 1
 RUN_ID_RULE = (
     f"1-{MAX_RUN_ID_LENGTH} characters from A-Z a-z 0-9 . _ -, starting with a letter or digit"
 )
+# `--run-id latest` names the newest run (results/latest, or results/latest.json where the
+# OS makes no symlinks): every script resolves it, and no new run may take the name.
+LATEST = "latest"
+LATEST_FILE = "latest.json"
 
 _JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
@@ -102,9 +108,15 @@ def _file_in_the_way(path: Path) -> Path | None:
     return None
 
 
-def run_id_problem(run_id: str) -> str | None:
-    """Why `run_id` cannot name a run folder (see RUN_ID_RULE), or None if it can."""
+def run_id_problem(run_id: str, *, new: bool = False) -> str | None:
+    """Why `run_id` cannot name a run folder (see RUN_ID_RULE), or None if it can.
+
+    With `new` (naming a run about to be made), `latest` is refused: it is the pointer
+    to the newest run, not a name a run can take.
+    """
     if _RUN_ID.fullmatch(run_id):
+        if new and run_id == LATEST:
+            return f"{LATEST!r} is reserved: it names the newest run (results/{LATEST}); choose another run id"
         return None
     # repr() shows control characters as escapes: nothing raw reaches the terminal.
     shown = repr(run_id) if len(run_id) <= 40 else f"{run_id[:40]!r}… ({len(run_id)} characters)"
@@ -122,8 +134,9 @@ def run_folder_taken(path: Path) -> bool:
 
 
 def check_run_id(run_id: str, flag: str = "--run-id") -> None:
-    """BadConfig (exit 2) naming `flag` unless `run_id` follows RUN_ID_RULE."""
-    problem = run_id_problem(run_id)
+    """BadConfig (exit 2) naming `flag` unless `run_id` follows RUN_ID_RULE and is not the
+    reserved `latest` (RunDir.open resolves `latest` to a real id before checking it)."""
+    problem = run_id_problem(run_id, new=True)
     if problem is not None:
         raise BadConfig(Problem(problem, field=flag))
 
@@ -288,13 +301,15 @@ class RunDir:
     @classmethod
     def open(cls, results_dir: Path, run_id: str, *, flag: str = "--run-id") -> RunDir:
         """Open an existing run folder, first finishing or rolling back an update a killed
-        process left half-done and removing its temp files (`recover`).
+        process left half-done and removing its temp files (`recover`). `latest` opens the
+        newest run (`resolve_run_id`); the RunDir then carries the real id.
 
         Raises:
             RunNotFound: no such folder (names the flag and the path looked at).
             BadConfig: the id breaks RUN_ID_RULE.
             RunFolderError: the OS refused to finish an interrupted update.
         """
+        run_id = resolve_run_id(results_dir, run_id, flag=flag)
         check_run_id(run_id, flag)
         path = Path(results_dir) / run_id
         with _os_errors("cannot open the run folder", path):
@@ -544,6 +559,12 @@ class RunDir:
         with _os_errors(f"cannot write {METRICS_FILE}", self.metrics_path), _folder_lock(self.path):
             _write_atomic(self.metrics_path, payload)
 
+    def write_summary(self, text: str) -> None:
+        """Replace summary.md atomically (under the folder lock, like metrics.json)."""
+        path = self.path / SUMMARY_FILE
+        with _os_errors(f"cannot write {SUMMARY_FILE}", path), _folder_lock(self.path):
+            _write_atomic(path, text.encode("utf-8"))
+
     def update_metrics(self, patch: Mapping[str, Any]) -> dict[str, Any]:
         """Merge `patch` into metrics.json (see `merge_metrics`), keeping keys other scripts own."""
         with _os_errors(f"cannot write {METRICS_FILE}", self.metrics_path), _folder_lock(self.path):
@@ -621,5 +642,89 @@ def list_runs(results_dir: Path) -> list[str]:
     root = Path(results_dir)
     if not root.is_dir():
         return []
-    runs = [(_run_time(p), p.name) for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    runs = [
+        (_run_time(p), p.name)
+        for p in root.iterdir()
+        # results/latest is a symlink to a run that is listed under its own name.
+        if p.is_dir() and not p.name.startswith(".") and not (p.name == LATEST and p.is_symlink())
+    ]
     return [name for _, name in sorted(runs, reverse=True)]
+
+
+def resolve_run_id(results_dir: Path, run_id: str, *, flag: str = "--run-id") -> str:
+    """The run id `run_id` stands for: itself, or for `latest` the newest run's id.
+
+    `latest` is read from the symlink `results/latest` (its target's name), else from
+    `results/latest.json` (`{"run_id": ...}`, where the OS makes no symlinks). A real folder
+    named `latest` (a run made before the name was reserved) is that run.
+
+    Raises:
+        RunNotFound: `latest` was asked for and no run_eval has pointed it anywhere, or
+            it points at a run that is gone.
+    """
+    if run_id != LATEST:
+        return run_id
+    root = Path(results_dir)
+    link, pointer = root / LATEST, root / LATEST_FILE
+    target: str | None = None
+    where = link
+    if link.is_symlink():
+        with suppress(OSError):
+            target = Path(os.readlink(link)).name
+    elif pointer.is_file():
+        where = pointer
+        with suppress(OSError, orjson.JSONDecodeError, AttributeError):
+            target = orjson.loads(pointer.read_bytes()).get("run_id")
+    elif link.is_dir():
+        return LATEST
+    else:
+        raise RunNotFound(
+            Problem(f"no latest run under {results_dir}: run_eval points {LATEST} at each run it finishes, "
+                    "and none has finished here yet", field=flag)
+        )
+    if not isinstance(target, str) or run_id_problem(target) is not None or target == LATEST:
+        raise RunNotFound(Problem(f"{where} does not name a run; rerun run_eval or pass a run id", field=flag))
+    if not (root / target).is_dir():
+        raise RunNotFound(Problem(f"{where} points at run {target!r}, which is gone from {results_dir}", field=flag))
+    return target
+
+
+def point_latest(results_dir: Path, run_id: str) -> Path | None:
+    """Point `results/latest` at `run_id`, best effort: a relative symlink `latest -> <run_id>`,
+    swapped in atomically; where the OS makes no symlinks, `results/latest.json` holding
+    `{"run_id": ...}` (and a stale symlink is removed, so the two never disagree).
+
+    run_eval calls it at the end of every run, a resumed one included: "latest" is the run
+    a run_eval finished last, not the newest `created_at`. The pointer is a convenience, so
+    an OS failure is logged as a warning (logger `evalkit`), never raised.
+
+    Returns:
+        The symlink or file written, or None when neither could be (or a real run folder
+        named `latest` is in the way).
+    """
+    import logging
+
+    root = Path(results_dir)
+    link, pointer = root / LATEST, root / LATEST_FILE
+    log = logging.getLogger("evalkit")
+    if link.is_dir() and not link.is_symlink():
+        log.warning("evalkit: warning: %s is a run folder, so it cannot point at the newest run", link)
+        return None
+    tmp = root / f".{LATEST}.{os.getpid()}.tmp"
+    try:
+        tmp.unlink(missing_ok=True)
+        os.symlink(run_id, tmp, target_is_directory=True)
+        os.replace(tmp, link)
+        pointer.unlink(missing_ok=True)
+        return link
+    except OSError:
+        with suppress(OSError):
+            tmp.unlink(missing_ok=True)
+    try:
+        if link.is_symlink():
+            link.unlink()
+        write_json_atomic(pointer, {"run_id": run_id})
+        return pointer
+    except (OSError, RunFolderError) as e:
+        log.warning("evalkit: warning: cannot point %s at run %s: %s", link, run_id, e)
+        return None

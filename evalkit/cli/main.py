@@ -36,6 +36,7 @@ _COMMANDS = [
     ("compare", "compare_runs"),
     ("serve-reference", "serve_reference"),
     ("validate", "validate"),
+    ("redact", "redact"),
     ("report", "report"),
 ]
 

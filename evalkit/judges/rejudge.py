@@ -38,6 +38,7 @@ from evalkit.judges.runner import (
     spot_check_settings,
 )
 from evalkit.store import RunDir, config_hash, merge_metrics
+from evalkit.summary import write_summary
 
 __all__ = ["JudgeRunResult", "SpotCheck", "VaultReader", "judge_run", "judge_run_async", "ks_from_config"]
 
@@ -456,6 +457,9 @@ async def judge_run_async(
         cfg["config_hash"] = metrics["config_hash"] = config_hash(cfg["hashed"])
     # One update: a kill mid-way leaves the old three files or the new three (store.py).
     run.write_together(results=records, metrics=metrics, config=cfg)
+    from evalkit.report.summary_md import worst_cases_of
+
+    write_summary(run, metrics, worst_cases_of(records, ks[0]))
     return JudgeRunResult(
         run_id=run.run_id,
         run_dir=run.path,

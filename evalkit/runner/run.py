@@ -28,7 +28,8 @@ from evalkit.runner.probe import probe_target
 from evalkit.runner.records import select_cases, versions_tuple
 from evalkit.runner.session import ProgressSink, _Prepared, _Session
 from evalkit.schema import SCHEMA_VERSION, EvalCase
-from evalkit.store import RunDir, config_hash, new_run_id, run_folder_taken
+from evalkit.store import LATEST, RunDir, config_hash, new_run_id, point_latest, resolve_run_id, run_folder_taken
+from evalkit.summary import write_summary
 
 __all__ = ["RunInterrupted", "RunResult", "arun", "run"]
 
@@ -201,6 +202,10 @@ def _prepare_inputs(values: Mapping[str, Any]) -> _Prepared:
     """Everything that can be checked without the target or the judge. Writes nothing."""
     stored: dict[str, Any] | None = None
     values = {k: v for k, v in values.items() if v is not None}
+    for key in ("resume", "baseline"):
+        # `latest` is stored, gated and resumed under the real id it stands for.
+        if values.get(key) == LATEST:
+            values[key] = resolve_run_id(Path(values.get("results_dir") or "results"), LATEST, flag=f"--{key}")
     resume = values.get("resume")
     if values.get("retry_errors") and not resume:
         raise BadConfig(Problem("goes with --resume RUN_ID (it redoes the failed cases of that run)", field="--retry-errors"))
@@ -472,7 +477,7 @@ def _write_metrics(
 ) -> tuple[dict, dict | None]:
     """metrics.json, aggregated from results.jsonl as written (the file is the truth)."""
     from evalkit.metrics.aggregate import aggregate_records
-
+    from evalkit.report.summary_md import WorstCases
     from evalkit.runner.health import RunHealth
 
     s = p.settings
@@ -481,10 +486,13 @@ def _write_metrics(
     # One read of results.jsonl feeds the aggregate, the warnings and the invariants.
     health, missing = RunHealth(), set()
 
+    worst = WorstCases(s.k[0])  # summary.md's worst cases, from the same pass
+
     def records() -> Iterator[dict[str, Any]]:
         for rec in run.iter_results():
             health.add(rec)
             missing.update(rec.get("missing_fields") or [])
+            worst.add(rec)
             yield rec
 
     body = aggregate_records(records(), ks=s.k, suite_ms=suite_s * 1000)
@@ -518,7 +526,9 @@ def _write_metrics(
             ignore_invariants=s.ignore_invariants,
         )
         metrics["gate"] = gate
-    return run.update_metrics(metrics), gate
+    committed = run.update_metrics(metrics)
+    write_summary(run, committed, worst)
+    return committed, gate
 
 
 async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, _state: dict | None = None) -> RunResult:
@@ -605,6 +615,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         else:
             n = _finalize_order(run, p.selected)
         metrics, gate = _write_metrics(p, run, judge, wall, [stale] if stale else [])
+        point_latest(Path(s.results_dir), run.run_id)  # the run finished last, resumed ones too
         kinds = metrics["aggregate_metrics"]["operational_metrics"].get("error_kinds") or {}
         n_errors = sum(v for kind, v in kinds.items() if kind != "empty_answer")
         failed_gate = bool(gate and not gate["passed"] and not s.allow_regressions)

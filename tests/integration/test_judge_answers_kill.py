@@ -92,7 +92,8 @@ def _judged_state(run: Path) -> tuple[bool, bool, bool]:
 
 
 def _debris(run: Path) -> list[str]:
-    return sorted(p.name for p in run.iterdir() if p.name not in RUN_FILES)
+    # summary.md is derived from metrics.json and rewritten after every judging: not debris.
+    return sorted(p.name for p in run.iterdir() if p.name not in (*RUN_FILES, "summary.md"))
 
 
 def _kill_during_rewrite(results: Path, trigger: tuple[str, ...], delay: float) -> str:

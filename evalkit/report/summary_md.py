@@ -1,0 +1,282 @@
+"""summary.md: a run's metrics as Markdown, for a reader on GitHub or in a pull request.
+
+Pure: metrics.json, config.json and a few case records in, text out. The headline rows
+are `report.run.summary_rows`, the same rows (labels, rounding, n) as run_eval's terminal
+table, so the two never disagree. What goes in (seed 004 "Output Structure"):
+
+- the headline metrics, each with its n;
+- the breakdown by category (n per cell where it differs from the category's cases);
+- the gate verdict and the run's warnings, when there are any;
+- the worst cases (`worst_cases`): target errors, missed gold, hallucinated or wrongly
+  abstained answers, judge errors, then the lowest scores; the question cut short.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["QUESTION_CHARS", "WORST_CASES", "WorstCases", "case_problems", "render_summary", "worst_cases", "worst_cases_of"]
+
+WORST_CASES = 10
+QUESTION_CHARS = 80
+# How bad each kind of problem is, for ordering the worst cases (then by the scores).
+_SEVERITY = {"error": 100.0, "missed gold": 50.0, "hallucinated": 40.0, "false abstention": 30.0, "judge error": 20.0}
+_CATEGORY_COLUMNS = (
+    ("Recall@{k}", "recall_at_k_avg"),
+    ("MRR@{k}", "mrr_avg"),
+    ("nDCG@{k}", "ndcg_at_k_avg"),
+    ("Groundedness", "groundedness_avg"),
+    ("Correctness", "correctness_avg"),
+    ("Abstention acc.", "abstention_accuracy"),
+    ("Error rate", "error_rate"),
+)
+
+
+def cell(text: Any) -> str:
+    """`text` safe inside a Markdown table cell: one line, no `|` breaking the row, no HTML."""
+    s = " ".join(str(text).split())
+    s = "".join(c for c in s if c.isprintable())
+    return s.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("`", "\\`")
+
+
+def _cut(text: str, n: int = QUESTION_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _fmt(v: Any) -> str:
+    x = _num(v)
+    return "—" if x is None else f"{x:.3f}"
+
+
+def _primary_k(metrics: Mapping[str, Any]) -> int | None:
+    ks = metrics.get("ks")
+    if isinstance(ks, list) and ks and isinstance(ks[0], int):
+        return ks[0]
+    k = (metrics.get("aggregate_metrics") or {}).get("k")
+    return k if isinstance(k, int) else None
+
+
+def _retrieval(record: Mapping[str, Any], k: int | None) -> tuple[float | None, float | None]:
+    """(recall_any, mrr) at K from a record, as results.jsonl stored them."""
+    rm = record.get("retrieval_metrics")
+    if not isinstance(rm, Mapping):
+        return None, None
+    at = (rm.get("at_k") or {}).get(str(k)) if k is not None else None
+    if isinstance(at, Mapping):
+        return _num(at.get("recall_any")), _num(at.get("mrr"))
+    return _num(rm.get("recall_at_k")), _num(rm.get("mrr"))
+
+
+def _score(record: Mapping[str, Any], judge: str) -> float | None:
+    verdict = record.get(judge)
+    return _num(verdict.get("score")) if isinstance(verdict, Mapping) else None
+
+
+def case_problems(record: Mapping[str, Any], k: int | None) -> tuple[float, list[str]]:
+    """How bad one case went: (badness, problem labels). 0 and [] for a clean case.
+
+    Badness adds each problem's severity (target error, missed gold, hallucinated,
+    false abstention, judge error) and the distance of the scores from perfect:
+    (1 - recall_any@K) + (1 - MRR@K) on answerable cases, (5 - score) / 5 per judge score.
+    """
+    case = record.get("case") if isinstance(record.get("case"), Mapping) else {}
+    problems: list[str] = []
+    error = record.get("error")
+    if error:
+        kind = error.get("kind") if isinstance(error, Mapping) else None
+        problems.append(f"error: {kind or 'unknown'}")
+    recall, mrr = _retrieval(record, k)
+    answerable = case.get("answerable") is not False
+    if answerable and case.get("gold_supports") and recall == 0.0:
+        problems.append("missed gold")
+    abstention = record.get("abstention") if isinstance(record.get("abstention"), Mapping) else {}
+    if abstention.get("hallucinated"):
+        problems.append("hallucinated")
+    if abstention.get("false_abstention"):
+        problems.append("false abstention")
+    if record.get("judge_errors"):
+        problems.append("judge error")
+    badness = sum(_SEVERITY["error" if p.startswith("error") else p] for p in problems)
+    if answerable:
+        badness += sum(1.0 - v for v in (recall, mrr) if v is not None)
+    badness += sum((5.0 - s) / 5.0 for s in (_score(record, "groundedness"), _score(record, "correctness")) if s is not None)
+    return badness, problems
+
+
+class WorstCases:
+    """The `n` cases that went worst so far (by `case_problems`), fed one record at a time.
+
+    Keeps only `n` rows, so a 100,000-case run is not held in memory, and is fed by a pass
+    over the records that a script makes anyway (the aggregate's), so summary.md costs no
+    second read of results.jsonl. Tables of consecutive parts of the records merge in order.
+    """
+
+    def __init__(self, k: int | None, n: int = WORST_CASES) -> None:
+        self.k, self.n = k, n
+        self.seen = 0
+        self.heap: list[tuple[float, int, dict[str, Any]]] = []
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        i = self.seen
+        self.seen += 1
+        badness, problems = case_problems(record, self.k)
+        if badness <= 0 or (len(self.heap) >= self.n and (badness, -i) <= self.heap[0][:2]):
+            return
+        case = record.get("case") if isinstance(record.get("case"), Mapping) else {}
+        recall, mrr = _retrieval(record, self.k)
+        question = record.get("question") or case.get("question") or ""
+        row = {
+            "id": str(record.get("test_case_id", case.get("id", "?"))),
+            "category": case.get("category"),
+            "problems": problems,
+            "recall": recall,
+            "mrr": mrr,
+            "groundedness": _score(record, "groundedness"),
+            "correctness": _score(record, "correctness"),
+            "question": _cut(question) if isinstance(question, str) else "",
+            "badness": badness,
+        }
+        # Ties: the earlier case (file order) counts as worse, so the list is stable.
+        self._push((badness, -i, row))
+
+    def _push(self, item: tuple[float, int, dict[str, Any]]) -> None:
+        if len(self.heap) < self.n:
+            heapq.heappush(self.heap, item)
+        elif item[:2] > self.heap[0][:2]:
+            heapq.heapreplace(self.heap, item)
+
+    def merge(self, other: WorstCases) -> None:
+        """Take in `other`, the records that came after this one's."""
+        for badness, neg_i, row in other.heap:
+            self._push((badness, neg_i - self.seen, row))
+        self.seen += other.seen
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Worst first."""
+        return [row for _, _, row in sorted(self.heap, key=lambda t: t[:2], reverse=True)]
+
+
+def worst_cases_of(records: Iterable[Mapping[str, Any]], k: int | None, n: int = WORST_CASES) -> WorstCases:
+    """A WorstCases fed every record of `records`."""
+    worst = WorstCases(k, n)
+    for record in records:
+        worst.add(record)
+    return worst
+
+
+def worst_cases(records: Iterable[Mapping[str, Any]], k: int | None, n: int = WORST_CASES) -> list[dict[str, Any]]:
+    """The `n` cases that went worst (by `case_problems`), worst first; clean cases never."""
+    return worst_cases_of(records, k, n).rows()
+
+
+def _table(head: list[str], rows: list[list[str]], align: list[str] | None = None) -> list[str]:
+    align = align or ["---"] * len(head)
+    return ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |", *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+def render_summary(
+    metrics: Mapping[str, Any],
+    config: Mapping[str, Any] | None = None,
+    worst: list[dict[str, Any]] | None = None,
+) -> str:
+    """summary.md's text.
+
+    Args:
+        metrics: metrics.json as committed.
+        config: config.json (judge kind, target, creation time), when there is one.
+        worst: `worst_cases(...)` rows; None leaves the section out.
+    """
+    from evalkit.report.run import summary_rows
+
+    config = config or {}
+    agg = metrics.get("aggregate_metrics") or {}
+    k = _primary_k(metrics)
+    judge = config.get("judge") if isinstance(config.get("judge"), Mapping) else None
+    run_id = metrics.get("run_id") or config.get("run_id") or "?"
+    out = [f"# Run {cell(run_id)}", ""]
+    facts = [
+        ("cases", f"{metrics.get('total_tests', agg.get('n_cases', '—'))} "
+                  f"({metrics.get('answerable_tests', '—')} answerable, {metrics.get('unanswerable_tests', '—')} unanswerable)"),
+        ("created", config.get("created_at") or metrics.get("timestamp")),
+        ("metrics written", metrics.get("timestamp")),
+        ("dataset version", str(metrics.get("dataset_version") or "")[:12] or None),
+        ("config hash", str(metrics.get("config_hash") or "")[:12] or None),
+        ("K", ", ".join(str(x) for x in metrics.get("ks") or []) or k),
+        ("target", _target(config)),
+        ("judge", _judge(judge)),
+    ]
+    out += [f"- **{name}**: {cell(value)}" for name, value in facts if value not in (None, "")]
+    out += ["", "## Headline metrics", ""]
+    out += _table(["metric", "value", "n"], [[cell(a), cell(b), cell(c)] for a, b, c in summary_rows(metrics, judge)],
+                  ["---", "---:", "---:"])
+
+    by_category = metrics.get("by_category")
+    if isinstance(by_category, Mapping) and by_category:
+        out += ["", "## By category", ""]
+        head = ["category", "cases"] + [label.format(k=k) for label, _ in _CATEGORY_COLUMNS]
+        rows = []
+        for name, c in sorted(by_category.items()):
+            c = c if isinstance(c, Mapping) else {}
+            n_cases, ns = c.get("n_cases"), c.get("n") if isinstance(c.get("n"), Mapping) else {}
+            row = [cell(name), cell(n_cases if n_cases is not None else "—")]
+            for _, key in _CATEGORY_COLUMNS:
+                value, n = _fmt(c.get(key)), ns.get(key)
+                row.append(value if value == "—" or n is None or n == n_cases else f"{value} (n={n})")
+            rows.append(row)
+        out += _table(head, rows, ["---", "---:"] + ["---:"] * len(_CATEGORY_COLUMNS))
+
+    gate = metrics.get("gate")
+    if isinstance(gate, Mapping):
+        verdict = "passed" if gate.get("passed") else ("failed, allowed" if gate.get("allowed") else "failed")
+        out += ["", "## Gate", "", f"- against **{cell(gate.get('baseline_run_id'))}**: {verdict}"]
+        out += [f"  - {cell(line)}" for line in gate.get("failures") or []]
+
+    warnings = [w for w in metrics.get("warnings") or [] if isinstance(w, Mapping | str)]
+    if warnings:
+        out += ["", "## Warnings", ""]
+        out += [f"- {cell(w.get('message') or w.get('kind') if isinstance(w, Mapping) else w)}" for w in warnings]
+
+    if worst is not None:
+        out += ["", "## Worst cases", ""]
+        if not worst:
+            out.append("No case had an error, missed its gold or scored below perfect.")
+        else:
+            head = ["id", "category", "problems", f"recall@{k}", f"MRR@{k}", "grounded", "correct", "question"]
+            rows = [
+                [cell(w["id"]), cell(w.get("category") or "—"), cell(", ".join(w["problems"]) or "low scores"),
+                 _fmt(w.get("recall")), _fmt(w.get("mrr")), _fmt(w.get("groundedness")), _fmt(w.get("correctness")),
+                 cell(w.get("question") or "")]
+                for w in worst
+            ]
+            out += _table(head, rows, ["---", "---", "---", "---:", "---:", "---:", "---:", "---"])
+            out += ["", f"The {len(worst)} cases that went worst: errors, missed gold, hallucinated or wrongly "
+                        "abstained answers and judge errors first, then the lowest scores. Per-case values are "
+                        "results.jsonl's as stored."]
+    out += ["", "---", "", "Generated by evalkit from metrics.json; rewritten whenever metrics.json is "
+            "(run_eval, score_retrieval, score_abstention, judge_answers). Do not edit by hand.", ""]
+    return "\n".join(out)
+
+
+def _target(config: Mapping[str, Any]) -> str | None:
+    target = config.get("target")
+    if not isinstance(target, Mapping):
+        return None
+    kind = target.get("kind") or target.get("name")
+    where = target.get("api_url") or target.get("vault") or target.get("target")
+    return " ".join(str(x) for x in (kind, where) if x) or None
+
+
+def _judge(judge: Mapping[str, Any] | None) -> str | None:
+    if judge is None:
+        return None
+    if judge.get("provider") is None:
+        return "none (retrieval only)"
+    name = f"{judge.get('provider')} {judge.get('model') or ''}".strip()
+    return name + (" (offline heuristic: rough scores)" if judge.get("heuristic") else "")

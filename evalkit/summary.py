@@ -1,0 +1,70 @@
+"""Keeping `results/<run_id>/summary.md` in step with metrics.json.
+
+summary.md is derived: every script that rewrites metrics.json (run_eval, score_retrieval,
+score_abstention, judge_answers) calls `write_summary` right after its write has been
+committed, so summary.md is rendered from the metrics.json on disk. It is outside
+`RunDir.write_together`: a kill between the two leaves a whole, older summary.md, and
+the next script that writes metrics.json renders it again.
+
+A failure here never fails the command or touches the run's other files: it is logged as
+a warning on the `evalkit` logger (Python prints it on stderr when nothing else is set up).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evalkit.errors import EvalkitError
+from evalkit.store import SUMMARY_FILE, RunDir
+
+if TYPE_CHECKING:
+    from evalkit.report.summary_md import WorstCases
+
+__all__ = ["render_run_summary", "write_summary"]
+
+log = logging.getLogger("evalkit")
+
+
+def render_run_summary(
+    run: RunDir, metrics: Mapping[str, Any] | None = None, worst: WorstCases | None = None
+) -> str | None:
+    """summary.md's text for `run`: its metrics.json (or `metrics`), config.json and the
+    worst cases (`worst`, fed by the caller's own pass over the records; else streamed from
+    results.jsonl here). None when the run has no metrics yet."""
+    from evalkit.report.summary_md import _primary_k, render_summary, worst_cases
+
+    metrics = metrics if metrics is not None else run.read_metrics()
+    if metrics is None:
+        return None
+    config = run.read_config() if run.config_path.exists() else None
+    if worst is not None:
+        rows = worst.rows()
+    else:
+        rows = worst_cases(run.iter_results(), _primary_k(metrics)) if run.results_path.exists() else None
+    return render_summary(metrics, config, rows)
+
+
+def write_summary(run: RunDir, metrics: Mapping[str, Any] | None = None, worst: WorstCases | None = None) -> Path | None:
+    """(Re)write `run`'s summary.md atomically, best effort.
+
+    Args:
+        run: the run folder.
+        metrics: the metrics.json body just committed (saves a read); default: read it.
+        worst: the worst cases, when the caller's pass over the records collected them
+            (saves a read of results.jsonl, which is most of the cost on a large run).
+
+    Returns:
+        The path written, or None when there was nothing to summarize or it failed (warned).
+    """
+    try:
+        text = render_run_summary(run, metrics, worst)
+        if text is None:
+            return None
+        run.write_summary(text)
+        return run.path / SUMMARY_FILE
+    except Exception as e:  # noqa: BLE001 - derived output: never fail the command that wrote metrics.json
+        log.warning("evalkit: warning: %s not written: %s", run.path / SUMMARY_FILE, e)
+        return None
