@@ -204,17 +204,20 @@ _EVALKIT_JOB = textwrap.dedent(
     import json, resource, sys, time
     import evalkit
     from evalkit.scoring import score_retrieval
-    folder = sys.argv[1]
-    t0 = time.perf_counter()
-    res = score_retrieval("bench", ks=[10, 20], results_dir=folder + "/results")
-    wall = time.perf_counter() - t0
+    folder, workers = sys.argv[1], (int(sys.argv[2]) if len(sys.argv) > 2 else None)
+    cpu = lambda: sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+                      for f in ("ru_utime", "ru_stime"))
+    c0, t0 = cpu(), time.perf_counter()
+    res = score_retrieval("bench", ks=[10, 20], results_dir=folder + "/results", workers=workers)
+    wall, cpu_s = time.perf_counter() - t0, cpu() - c0
     at = res.metrics["aggregate_metrics"]["at_k"]["10"]
-    print(json.dumps({"wall_s": wall, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    rss = max(resource.getrusage(w).ru_maxrss for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
+    print(json.dumps({"wall_s": wall, "cpu_s": cpu_s, "rss_mb": rss, "processes": res.processes,
                       "values": {m: at[m] for m in ("recall_frac", "precision", "ndcg", "mrr")}, "n": at["n"]}))
     """
 )
 
-# Where the time goes: CPU time (other processes weigh less) of three fresh processes, each
+# Where the time goes, in one process (workers=1): CPU time (other processes weigh less) of three fresh processes, each
 # starting cold (path and heading tables empty), as a user's run does: reading records
 # (RunDir.iter_results: file + orjson); reading + scoring them; score_retrieval whole
 # (+ aggregate_records and the metrics.json merge).
@@ -234,7 +237,7 @@ _PHASE_JOB = textwrap.dedent(
         for r in run.iter_results():
             score_case_retrieval(r["case"], r["retrieved_chunks"], r["references"], r["folder_selection"], "off", [10, 20])
     else:
-        score_retrieval("bench", ks=[10, 20], results_dir=folder + "/results")
+        score_retrieval("bench", ks=[10, 20], results_dir=folder + "/results", workers=1)
     print(json.dumps({"cpu_s": time.process_time() - t0}))
     """
 )
@@ -244,7 +247,7 @@ _PYTREC_JOB = textwrap.dedent(
     import json, resource, sys, time
     import pytrec_eval  # imports are not timed, for any tool (once per process)
     folder = sys.argv[1]
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     qrels, run = {}, {}
     with open(folder + "/qrels.trec") as f:
         for line in f:
@@ -258,8 +261,8 @@ _PYTREC_JOB = textwrap.dedent(
     per_q = ev.evaluate(run)
     means = {m: sum(v[m] for v in per_q.values()) / len(per_q) for m in ("recall_10", "P_10", "ndcg_cut_10", "recip_rank")}
     wall = time.perf_counter() - t0
-    print(json.dumps({"wall_s": wall, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "values": means, "n": len(per_q)}))
+    print(json.dumps({"wall_s": wall, "cpu_s": time.process_time() - c0,
+                      "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "values": means, "n": len(per_q)}))
     """
 )
 
@@ -269,12 +272,13 @@ _RANX_JOB = textwrap.dedent(
     folder = sys.argv[1]
     import ranx  # import and numba's first compile are not timed (they are once per process)
     ranx.evaluate(ranx.Qrels({"q": {"d": 1}}), ranx.Run({"q": {"d": 1.0}}), ["recall@10", "precision@10", "mrr@10", "ndcg_burges@10"])
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     qrels = ranx.Qrels.from_file(folder + "/qrels.trec", kind="trec")
     run = ranx.Run.from_file(folder + "/run.trec", kind="trec")
     means = ranx.evaluate(qrels, run, ["recall@10", "precision@10", "mrr@10", "ndcg_burges@10"], make_comparable=True)
     wall = time.perf_counter() - t0
-    print(json.dumps({"wall_s": wall, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    print(json.dumps({"wall_s": wall, "cpu_s": time.process_time() - c0,
+                      "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                       "values": {k: float(v) for k, v in means.items()}}))
     """
 )
@@ -297,6 +301,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="Time each job this many times (fresh processes).")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/evalkit_score_bench"))
     ap.add_argument("--trec-python", default=sys.executable, help="Interpreter that has pytrec_eval.")
+    ap.add_argument("--workers", nargs="+", default=["auto", "1"],
+                    help="score_retrieval's workers per timed job: 'auto' (its default) and/or numbers.")
     ap.add_argument("--check", action="store_true", help="Print both tools' @10 means side by side.")
     ap.add_argument("--phases", action="store_true", help="Also split evalkit's CPU time: read / score / aggregate.")
     args = ap.parse_args()
@@ -304,20 +310,26 @@ def main() -> None:
     trec = "pytrec_eval" if _has_pytrec(args.trec_python) else "ranx"
     if trec == "ranx":
         print(f"pytrec_eval cannot be imported by {args.trec_python}: timing ranx instead", file=sys.stderr)
-    print(f"| N | evalkit s | µs/case | peak RSS MB | {trec} s | {trec} RSS MB | ratio |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(f"| N | evalkit procs | evalkit wall s | µs/case | CPU s | peak RSS MB | {trec} wall s | CPU s | RSS MB "
+          "| wall ratio | CPU ratio |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for n in args.n:
         folder = prepare(n, args.workdir)
-        ours, theirs = [], []
+        ours: dict[str, list[dict]] = {w: [] for w in args.workers}
+        theirs = []
         for _ in range(args.repeat):
             # Alternating, so both see the same machine load.
-            ours.append(_job(sys.executable, _EVALKIT_JOB, folder))
+            for w in args.workers:
+                ours[w].append(_job(sys.executable, _EVALKIT_JOB, folder, *([] if w == "auto" else [w])))
             theirs.append(_job(args.trec_python, _PYTREC_JOB if trec == "pytrec_eval" else _RANX_JOB, folder))
-        best = min(ours, key=lambda r: r["wall_s"])
         ref = min(theirs, key=lambda r: r["wall_s"])
-        row = (f"| {n:,} | {best['wall_s']:.2f} | {best['wall_s'] / n * 1e6:.1f} | {max(r['rss_mb'] for r in ours):.0f} | "
-               f"{ref['wall_s']:.2f} | {max(r['rss_mb'] for r in theirs):.0f} | {best['wall_s'] / ref['wall_s']:.2f} |")
-        print(row, flush=True)
+        for w in args.workers:
+            best = min(ours[w], key=lambda r: r["wall_s"])
+            row = (f"| {n:,} | {best['processes']} | {best['wall_s']:.2f} | {best['wall_s'] / n * 1e6:.1f} | "
+                   f"{best['cpu_s']:.2f} | {max(r['rss_mb'] for r in ours[w]):.0f} | {ref['wall_s']:.2f} | "
+                   f"{ref['cpu_s']:.2f} | {max(r['rss_mb'] for r in theirs):.0f} | {best['wall_s'] / ref['wall_s']:.2f} | "
+                   f"{best['cpu_s'] / ref['cpu_s']:.2f} |")
+            print(row, flush=True)
         if args.phases:
             ph = {p: min(_job(sys.executable, _PHASE_JOB, folder, p)["cpu_s"] for _ in range(args.repeat))
                   for p in ("read", "read+score", "all")}
