@@ -93,6 +93,9 @@ def test_none_is_skipped_not_drawn_as_zero() -> None:
     root = _parse(line_chart(["a", "b", "c"], {"s": [1.0, None, 3.0]}, title="t"))
     assert len([c for c in root.iter(f"{SVG}circle")]) == 2
     assert not list(root.iter(f"{SVG}polyline"))  # a gap: no segment has two points
+    joined = _parse(line_chart(["a", "b", "c"], {"s": [1.0, None, 3.0]}, title="t", join_gaps=True))
+    (line,) = joined.iter(f"{SVG}polyline")  # the trend page: one line through the series' own points
+    assert len(line.get("points").split()) == 2
 
     bars = _parse(bar_chart(["a", "b"], {"s": [None, 0.5]}, title="t"))
     assert len(list(bars.iter(f"{SVG}rect"))) == 1
@@ -102,7 +105,7 @@ def test_none_is_skipped_not_drawn_as_zero() -> None:
 def test_one_point_sits_in_the_middle() -> None:
     root = _parse(line_chart(["only"], {"s": [0.7]}, title="t", width=760))
     (circle,) = root.iter(f"{SVG}circle")
-    left, right = 58, 16  # line_chart's margins
+    left, right = 58, 56  # line_chart's margins
     assert float(circle.get("cx")) == pytest.approx(left + (760 - left - right) / 2)
 
 

@@ -234,7 +234,7 @@ def trend_charts(view: dict[str, Any]) -> dict[str, Any]:
     """One inline SVG line chart per metric of `TREND_METRICS`, from a `trend_view`: one
     series per eval set version (its line joins its own runs, skipping runs on other
     versions) and the markers of `trend_markers`. None for a metric no run has."""
-    from evalkit.report.html.charts_extra import trend_chart
+    from evalkit.report.html.charts import line_chart
 
     runs = view["runs"]
     x_labels = [r["run_id"] for r in runs]
@@ -251,8 +251,8 @@ def trend_charts(view: dict[str, Any]) -> dict[str, Any]:
             charts[key] = None
             continue
         lo, hi = ranges[unit]
-        charts[key] = trend_chart(x_labels, series, title=metric["title"], markers=markers, y_min=lo, y_max=hi,
-                                 fmt=_unit_fmt(unit))
+        charts[key] = line_chart(x_labels, series, title=metric["title"], markers=markers, y_min=lo, y_max=hi,
+                                 fmt=_unit_fmt(unit), join_gaps=True)
     return charts
 
 
