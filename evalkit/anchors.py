@@ -63,12 +63,15 @@ class MatchTable:
         relevance: per gold support, its graded relevance (default 1.0), for nDCG.
         n_supports: number of gold supports.
         duplicates: positions (0-based) holding a repeat of an earlier chunk.
+        graded_only: indices of the `graded_only` supports: they count for nDCG only and
+            are outside the recall set of every other metric (empty for most cases).
     """
 
     matches: list[frozenset[int]]
     relevance: list[float]
     n_supports: int
     duplicates: frozenset[int] = field(default_factory=frozenset)
+    graded_only: frozenset[int] = field(default_factory=frozenset)
 
 
 def normalize_rel_path(p: str | None, *, case_sensitive: bool = True) -> str:
@@ -388,7 +391,7 @@ class GoldIndex:
         case_sensitive: compare paths and headings case-sensitively (default).
     """
 
-    __slots__ = ("by_id", "by_path", "cs", "heading_given", "headings", "n", "relevance", "snippets", "spans")
+    __slots__ = ("by_id", "by_path", "cs", "graded_only", "heading_given", "headings", "n", "relevance", "snippets", "spans")
 
     def __init__(self, supports: Sequence[Mapping], *, case_sensitive: bool = True) -> None:
         self.cs = case_sensitive
@@ -400,7 +403,10 @@ class GoldIndex:
         self.heading_given: list[bool] = []
         self.headings: list[tuple[str, ...]] = []
         self.snippets: list[list[str]] = []
+        graded: list[int] = []
         for i, s in enumerate(supports):
+            if _get(s, "graded_only") is True:
+                graded.append(i)
             gid = _get(s, "chunk_id")
             if gid is not None and str(gid) != "":
                 self.by_id.setdefault(str(gid), []).append(i)
@@ -414,6 +420,7 @@ class GoldIndex:
             self.headings.append(_components(heading, case_sensitive))
             snips = _get(s, "snippets") or []
             self.snippets.append([normalize_snippet_text(x) for x in snips if x and str(x).strip()] if snips else [])
+        self.graded_only: frozenset[int] = frozenset(graded) if graded else _NO_MATCH
 
     def match(self, chunk: Mapping, *, require_snippets: bool = False) -> frozenset[int]:
         """Indices of the supports `chunk` (a retrieved chunk or a reference) matches."""
@@ -451,7 +458,10 @@ class GoldIndex:
         if len(distinct) != n:
             return None  # duplicates: the general loop records them
         if not self.by_id and not self.by_path:
-            return MatchTable(matches=[_NO_MATCH] * n, relevance=self.relevance, n_supports=self.n, duplicates=_NO_MATCH)
+            return MatchTable(
+                matches=[_NO_MATCH] * n, relevance=self.relevance, n_supports=self.n, duplicates=_NO_MATCH,
+                graded_only=self.graded_only,
+            )
         raws = list(map(dict.get, chunks, repeat("rel_path", n)))
         table = _PATHS[self.cs]
         paths = list(map(table.get, raws)) if set(map(type, raws)) == _STR_ONLY else [None] * n
@@ -463,7 +473,9 @@ class GoldIndex:
             for pos, (cid, path) in enumerate(zip(ids, paths)):
                 if cid in by_id or (path and path in by_path):
                     matches[pos] = self._match(chunks[pos], cid, path, require_snippets)  # type: ignore[arg-type]
-        return MatchTable(matches=matches, relevance=self.relevance, n_supports=self.n, duplicates=_NO_MATCH)
+        return MatchTable(
+            matches=matches, relevance=self.relevance, n_supports=self.n, duplicates=_NO_MATCH, graded_only=self.graded_only
+        )
 
     def _ranking(self, chunks: Sequence[Mapping], require_snippets: bool, *, check_order: bool) -> MatchTable | None:
         by_id, by_path, cs = self.by_id, self.by_path, self.cs
@@ -514,7 +526,10 @@ class GoldIndex:
                 matches.append(self._match(c, cid, path, require_snippets))
             else:
                 matches.append(_NO_MATCH)
-        return MatchTable(matches=matches, relevance=self.relevance, n_supports=self.n, duplicates=frozenset(duplicates))
+        return MatchTable(
+            matches=matches, relevance=self.relevance, n_supports=self.n, duplicates=frozenset(duplicates),
+            graded_only=self.graded_only,
+        )
 
     def _match(self, chunk: dict, cid: str | None, path: str, require_snippets: bool) -> frozenset[int]:
         hit: set[int] | None = None

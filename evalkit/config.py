@@ -106,6 +106,12 @@ class RunSettings(BaseModel):
     regression_threshold_abstention: float = Field(0.05, ge=0)
     regression_threshold_hallucination: float = Field(0.05, ge=0)
     regression_threshold_false_abstention: float = Field(0.05, ge=0)
+    # Issue 13: absolute floors on this run's metrics ({"*": bare value, name: value});
+    # like the regression thresholds they judge the numbers, never change them: not hashed.
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    # Issue 13: latency budget per case (a case's constraints.latency_budget_ms wins); hashed
+    # only when set, so runs without one keep their config_hash.
+    latency_budget_ms: float | None = Field(None, gt=0)
     max_error_rate: float = Field(0.0, ge=0, le=1)
     max_retry_wait: float = Field(60.0, ge=0)
     max_response_bytes: int = Field(32 * 1024 * 1024, ge=1024)
@@ -116,6 +122,21 @@ class RunSettings(BaseModel):
     quiet: bool = False
     json_output: bool = False
     seed: int | None = None
+    # Issue 13: structured-output validity (evalkit/validity.py). Hashed only when set, the
+    # schema by its content (sha256), so runs without one keep their config_hash.
+    response_schema: str | None = None
+    response_field: str | None = None
+    require_fields: list[str] = Field(default_factory=list)
+
+    @field_validator("require_fields", mode="before")
+    @classmethod
+    def _field_list(cls, v: Any) -> Any:
+        # `--require-fields a,b` (repeatable) or a list from Python.
+        if isinstance(v, str):
+            v = [v]
+        if isinstance(v, list | tuple):
+            return [part.strip() for item in v for part in str(item).split(",") if part.strip()]
+        return v
 
     @field_validator("k")
     @classmethod
@@ -148,6 +169,14 @@ class RunSettings(BaseModel):
             raise ValueError(problem)
         return v
 
+    @field_validator("thresholds", mode="before")
+    @classmethod
+    def _thresholds(cls, v: Any, info: ValidationInfo) -> Any:
+        # `--threshold 0.7`, `--threshold name=0.8` (repeatable), a number or a dict from Python.
+        from evalkit.gate import parse_thresholds
+
+        return parse_thresholds(v, info.data.get("k"))
+
     @field_validator("ids", mode="before")
     @classmethod
     def _ids(cls, v: Any) -> Any:
@@ -177,6 +206,11 @@ class RunSettings(BaseModel):
         out["target_kind"] = _target_kind(self)
         if self.in_process:
             out["vault"] = self.vault
+        if self.latency_budget_ms is not None:  # changes each record's latency_budget score
+            out["latency_budget_ms"] = self.latency_budget_ms
+        validity = response_validity_identity(self)
+        if validity is not None:  # changes what response_validity measures
+            out["response_validity"] = validity
         # Round-trip through JSON so a stored copy compares equal to a fresh one.
         return orjson.loads(orjson.dumps(out))
 
@@ -187,6 +221,24 @@ class RunSettings(BaseModel):
             if out.get(key):
                 out[key] = redact_url(out[key])
         return out
+
+
+def response_validity_identity(s: RunSettings) -> dict[str, Any] | None:
+    """The hashed part of --response-schema / --response-field / --require-fields: the
+    schema file's sha256 (None when unreadable: the run then stops on it), the fields and
+    the path; None when no schema is asked for."""
+    if s.response_schema is None and not s.require_fields:
+        return None
+    sha = None
+    if s.response_schema is not None:
+        import hashlib
+
+        try:
+            with open(s.response_schema, "rb") as f:
+                sha = hashlib.sha256(f.read()).hexdigest()
+        except OSError:
+            sha = None
+    return {"schema_sha256": sha, "require_fields": list(s.require_fields), "field": s.response_field}
 
 
 def _target_kind(s: RunSettings) -> str:
@@ -236,6 +288,8 @@ def build_settings(values: Mapping[str, Any], base: Mapping[str, Any] | None = N
             flag = "--" + name.replace("_", "-") if name else None
             if name == "json_output":
                 flag = "--json"
+            if name == "thresholds":
+                flag = "--threshold"
             msg = err["msg"].removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
                 msg = "unknown setting"

@@ -37,6 +37,14 @@ PROJECT_CONFIG = "evalkit.toml"
 TYPO_CUTOFF = 0.8
 # Unknown keys that are never typos: B.O.B's golden field (converted, then kept).
 _KNOWN_EXTRAS = frozenset({"expected_chunks"})
+# Short or other-tool names of a field, too far from it for difflib (`lang` is 0.67 of `language`).
+_SHORT_NAMES = {
+    "lang": "language",
+    "query_language": "language",
+    "doc_lang": "doc_language",
+    "document_language": "doc_language",
+    "docs_language": "doc_language",
+}
 
 
 @dataclass
@@ -237,6 +245,8 @@ def _typo(key: Any, known: list[str]) -> str | None:
     """The known field an unknown key is probably a misspelling of, or None."""
     if not isinstance(key, str) or key in known or key in _KNOWN_EXTRAS:
         return None
+    if _SHORT_NAMES.get(key) in known:
+        return _SHORT_NAMES[key]
     close = difflib.get_close_matches(key, known, n=1, cutoff=TYPO_CUTOFF)
     if not close:
         # A case slip (`Answerable`) is a typo however long the name.
@@ -301,6 +311,25 @@ def _case_problems(case: EvalCase, allowed: set[str], where: dict[str, Any]) -> 
                             **where,
                         )
                     )
+                elif case.gold_supports[idx].graded_only:
+                    problems.append(
+                        Problem(
+                            f"index {idx} points to a graded_only support, which counts for nDCG only and can never "
+                            "satisfy a group; drop it from the group or set graded_only to false",
+                            field=f"required_support_groups[{gi}][{ii}]",
+                            **where,
+                        )
+                    )
+    graded = [i for i, s in enumerate(case.gold_supports) if s.graded_only]
+    if graded and case.recency_conflict_rule is not None:
+        problems.append(
+            Problem(
+                f"recency_conflict_rule cannot be combined with graded_only supports (gold_supports{graded}): "
+                "the rule decides which supports an answer must cite",
+                field="recency_conflict_rule",
+                **where,
+            )
+        )
     return problems
 
 

@@ -206,8 +206,9 @@ class JudgeError(EvalkitError):
 class GateFailed(EvalkitError):
     """The regression gate found regressions: exit 1."""
 
-    def __init__(self, regressions: list[str]):
+    def __init__(self, regressions: list[str], *, title: str = "regression gate failed"):
         self.regressions = [redact(r) for r in regressions]
+        self.title = title  # "threshold check failed" for --threshold (issue 13): same exit 1
         super().__init__("; ".join(regressions))
 
 
@@ -232,7 +233,7 @@ def format_error(exc: BaseException, *, resume_hint: str | None = None) -> list[
     if isinstance(exc, InputError):
         lines = [f"evalkit: {line}" for line in exc.render().splitlines()]
     elif isinstance(exc, GateFailed):
-        lines = ["evalkit: regression gate failed:", *(f"  - {r}" for r in exc.regressions)]
+        lines = [f"evalkit: {getattr(exc, 'title', 'regression gate failed')}:", *(f"  - {r}" for r in exc.regressions)]
     elif isinstance(exc, KeyboardInterrupt):
         lines, resume = ["evalkit: interrupted"], resume or resume_hint
     elif isinstance(exc, OSError):  # a bad path or a full disk: the path and the reason

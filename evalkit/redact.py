@@ -51,6 +51,7 @@ _HEX_CHARS = 16  # 64 bits: no collision among a run's texts in practice, short 
 # Paths are dotted keys, `[]` for a list's items; patterns are fnmatch patterns.
 RECORD_KEEP = (
     "test_case_id", "case.id", "case.category", "case.difficulty", "case.domain", "case.language",
+    "case.doc_language",
     "case.tags[]", "case.vaults[]", "case.folders[]", "case.recency_conflict_rule",
     "case.gold_supports[].rel_path", "case.gold_supports[].heading_path", "case.gold_supports[].chunk_id",
     "case.gold_supports[].date",
@@ -68,10 +69,12 @@ RECORD_KEEP = (
     "abstention.method",
     "judge_input.context_chunk_ids[]",
     "error.kind", "judge_errors[].judge", "judge_errors[].reason",
+    "latency_budget.*", "case.constraints.*",
 )
 METRICS_KEEP = (
     "run_id", "timestamp", "config_hash", "dataset_version", "eval_set_commit_hash",
     "aggregate_metrics.*", "by_*", "invariants.*", "gate.*", "*_scoring.*",
+    "thresholds.*",
     "warnings[].kind", "warnings[].severity", "warnings[].ids[]",
 )
 GRADES_KEEP = ("test_case_id", "graded_at")

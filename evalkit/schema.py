@@ -56,6 +56,12 @@ class GoldSupport(_Open):
     start_line: int | None = Field(None, ge=1, description="1-based first line of a line-span support.")
     end_line: int | None = Field(None, ge=1, description="1-based last line (inclusive).")
     relevance: float = Field(1.0, ge=0, description="Graded relevance for nDCG (gain 2^rel - 1).")
+    graded_only: bool = Field(
+        False,
+        strict=True,
+        description="Counts for nDCG only (with its relevance); not in the recall set of recall, precision, "
+        "MRR, attribution. For graded judgments beyond the relevant set (TREC qrels, GNO judgments).",
+    )
     date: str | None = Field(None, description="ISO date of the note, for recency/conflict rules.")
 
     @field_validator("chunk_id", mode="before")
@@ -87,6 +93,18 @@ class GoldSupport(_Open):
         return self
 
 
+class CaseConstraints(_Open):
+    """What a case asks of the answer besides its content (issue 13), an open object.
+
+    `latency_budget_ms`: this case's latency budget; it overrides the run's
+    `--latency-budget-ms` for this case (see runner/records.latency_budget).
+    """
+
+    latency_budget_ms: float | None = Field(
+        None, gt=0, description="Latency budget of this case in ms (overrides --latency-budget-ms)."
+    )
+
+
 class EvalCase(_Open):
     """One line of eval_set.jsonl (seed 000, "Test Case Format", plus our additions)."""
 
@@ -109,8 +127,14 @@ class EvalCase(_Open):
     difficulty: Difficulty | None = None
     domain: str | None = None
     language: str | None = None
+    doc_language: str | None = Field(
+        None,
+        description="Language of the gold documents when it differs from the question's `language` "
+        "(a cross-language case: by_language slice `<language>-><doc_language>`).",
+    )
     expected_answer: str | None = None
     notes: str | None = None
+    constraints: CaseConstraints | None = Field(None, description="Per-case constraints, e.g. latency_budget_ms.")
 
     @field_validator("id", mode="before")
     @classmethod

@@ -55,7 +55,11 @@ __all__ = [
 ]
 
 # The cell keys each script owns (EVAL.md "Aggregation"); with their `n` entries.
-RETRIEVAL_KEYS = tuple(m for m in MEAN_METRICS if m not in ("groundedness_avg", "correctness_avg"))
+RETRIEVAL_KEYS = tuple(
+    m for m in MEAN_METRICS
+    if m not in ("groundedness_avg", "correctness_avg", "response_valid_rate", "has_citations_rate")
+    and m not in ("latency_budget_score_avg", "within_budget_rate")  # run_eval's: kept by re-scoring
+)
 _RETRIEVAL_EXTRA = ("k", "at_k", "n_unlabeled")
 ABSTENTION_KEYS = (
     "abstention_accuracy",
@@ -68,7 +72,7 @@ ABSTENTION_KEYS = (
 )
 _ABSTENTION_EXTRA = ("abstention_confusion", "n_abstention_unknown")
 # Case fields aggregate_records groups or filters by, besides the gold labels.
-_GROUP_FIELDS = ("tags", "category", "difficulty", "domain")
+_GROUP_FIELDS = ("tags", "category", "difficulty", "domain", "language", "doc_language")
 _CLASSIFIERS = ("heuristic", "llm")
 
 

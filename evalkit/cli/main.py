@@ -38,6 +38,7 @@ _COMMANDS = [
     ("validate", "validate"),
     ("redact", "redact"),
     ("report", "report"),
+    ("import", "import_cases"),
 ]
 
 for _name, _module in _COMMANDS:

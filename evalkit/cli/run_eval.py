@@ -21,7 +21,7 @@ app = typer.Typer(
     add_completion=False,
     help="Run an eval set against a chatbot (HTTP API, Python callable, replayed log or the built-in "
     "reference chatbot) and write results/<run_id>/{config.json,results.jsonl,metrics.json}. "
-    "Exit 0 ok, 1 regression gate failed, 2 bad input or unusable target, 3 incomplete run "
+    "Exit 0 ok, 1 regression gate or --threshold failed, 2 bad input or unusable target, 3 incomplete run "
     "(the target failed on more than --max-error-rate of the cases), 130 interrupted (resume with --resume).",
 )
 
@@ -132,6 +132,15 @@ def main(
     seed: Optional[int] = typer.Option(
         None, "--seed", metavar="N", help="Seed recorded in config.json and metrics.json (part of the config hash); nothing in a run draws random numbers.", rich_help_panel=_S
     ),
+    response_schema: Optional[Path] = typer.Option(
+        None, "--response-schema", metavar="PATH", help="JSON Schema file each response (or --response-field of it) is validated against: response_validity per case, response_valid_rate in metrics.json.", rich_help_panel=_S
+    ),
+    response_field: Optional[str] = typer.Option(
+        None, "--response-field", metavar="PATH", help="Dotted path of the validated value in the response, e.g. answer (a string there is parsed as JSON first). (default: the whole response)", rich_help_panel=_S
+    ),
+    require_fields: Optional[list[str]] = typer.Option(
+        None, "--require-fields", metavar="A,B", help="Short form of --response-schema: the response (or --response-field) must be an object with these keys.", rich_help_panel=_S
+    ),
     results_dir: Optional[Path] = typer.Option(
         None, "--results-dir", "--output-dir", metavar="PATH", help="Folder holding run folders. (default: results)", rich_help_panel=_O
     ),
@@ -189,6 +198,26 @@ def main(
         help="Gate against a baseline run on another eval set version or case count (refused by default).",
         rich_help_panel=_G,
     ),
+    threshold: Optional[list[str]] = typer.Option(
+        None,
+        "--threshold",
+        metavar="[METRIC=]VALUE",
+        help="Absolute floor, exit 1 below it (no baseline needed); repeatable. VALUE like 0.7 or 70%. "
+        "Bare: every one of recall_at_k_avg, mrr_avg, ndcg_at_k_avg, attribution_hit_rate, abstention_accuracy, "
+        "latency_budget_score_avg the run measured. METRIC=VALUE: that metrics.json key (or ndcg@10), which must "
+        "be measured; a ceiling for lower-is-better rates; judge means on their 0-5 scale. "
+        "Not silenced by --allow-regressions.",
+        rich_help_panel=_G,
+    ),
+    latency_budget_ms: Optional[float] = typer.Option(
+        None,
+        "--latency-budget-ms",
+        metavar="MS",
+        help="Latency budget per case (a case's constraints.latency_budget_ms wins): per-case score "
+        "1 within budget, else max(0, 1 - (t - budget) / budget), t = the case's total latency; "
+        "latency_budget_score_avg and within_budget_rate in metrics.json.",
+        rich_help_panel=_T,
+    ),
 ) -> None:
     """Run an eval set and write results/<run_id>/."""
     load_dotenv_once()
@@ -229,6 +258,9 @@ def main(
             "category": list(category) if category else None,
             "require_snippets": require_snippets,
             "seed": seed,
+            "response_schema": str(response_schema) if response_schema is not None else None,
+            "response_field": response_field,
+            "require_fields": list(require_fields) if require_fields else None,
             "results_dir": str(results_dir) if results_dir is not None else None,
             "run_id": run_id,
             "resume": resume,
@@ -248,6 +280,8 @@ def main(
             "regression_threshold_false_abstention": regression_threshold_false_abstention,
             "allow_regressions": allow_regressions,
             "ignore_invariants": ignore_invariants,
+            "thresholds": list(threshold) if threshold else None,
+            "latency_budget_ms": latency_budget_ms,
         }
         values = {key: v for key, v in values.items() if v is not None}
 
@@ -282,8 +316,16 @@ def main(
             sys.stdout.write(orjson.dumps(result.to_json()).decode() + "\n")
         elif quiet:
             print(result.run_dir)
-        if result.gate_failed:
-            raise GateFailed(list(result.gate.get("failures") or []) if result.gate else [])
+        if result.gate_failed or result.thresholds_failed:
+            lines = list(result.gate.get("failures") or []) if result.gate_failed and result.gate else []
+            if result.thresholds_failed and result.thresholds:
+                both = result.gate_failed
+                lines += [f"threshold: {line}" if both else str(line) for line in result.thresholds.get("failures") or []]
+            title = (
+                "regression gate and threshold check failed" if result.gate_failed and result.thresholds_failed
+                else "threshold check failed" if result.thresholds_failed else "regression gate failed"
+            )
+            raise GateFailed(lines, title=title)
         if result.incomplete:
             allowed = result.max_error_rate
             print(

@@ -29,6 +29,7 @@ from evalkit.compare.sources import RunSource, ranked_chunks
 # The aggregate's per-record reduction: reusing it keeps one definition of which cases
 # count toward which mean. (A public name for it is requested from metrics/aggregate.py.)
 from evalkit.metrics.aggregate import extract_case as _reduce_record
+from evalkit.metrics.aggregate import language_key
 from evalkit.metrics.keys import metric_key
 from evalkit.metrics.retrieval import AT_K_METRICS
 
@@ -54,12 +55,14 @@ PER_CASE_METRICS = (
     "abstention_accuracy",
     "false_abstention_rate",
     "abstention_decision_accuracy",
+    "has_citations_rate",
+    "response_valid_rate",
     "error_rate",
     "timeout_rate",
     "empty_response_rate",
 )
 _ERROR_RATES = ("error_rate", "timeout_rate", "empty_response_rate")
-_GROUPING_SCOPES = (("by_tag", "tag"), ("by_category", "category"), ("by_difficulty", "difficulty"), ("by_domain", "domain"))
+_GROUPING_SCOPES = (("by_tag", "tag"), ("by_category", "category"), ("by_difficulty", "difficulty"), ("by_domain", "domain"), ("by_language", "language"))
 _IDS_SHOWN = 20
 _JUDGE_FLIP_POINTS = 1.0
 _EPS = 1e-9
@@ -78,6 +81,9 @@ def _scopes(case: Mapping[str, Any], answerable: bool) -> tuple[str, ...]:
         if case.get(field) is not None:
             out.append(f"{field}:{case[field]}")
     out.append("answerable:answerable" if answerable else "answerable:unanswerable")
+    lang = language_key(case)
+    if lang is not None:
+        out.append(f"language:{lang}")
     return tuple(out)
 
 
@@ -130,6 +136,8 @@ class CaseTable:
             for m in AT_K_METRICS:
                 values[f"{m}@{k}"] = block.get(m)
         for name in ("scope_miss_rate", "attribution_hit_rate", "recency_pass_rate", "groundedness_avg", "correctness_avg"):
+            values[name] = x["values"].get(name)
+        for name in ("has_citations_rate", "response_valid_rate"):  # None for a target error already
             values[name] = x["values"].get(name)
         abstention = x["abstention"]
         if abstention is not None and abstention[1] is not None:

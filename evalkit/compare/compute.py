@@ -89,6 +89,8 @@ _METRIC_ORDER = (
     "abstention_precision",
     "abstention_f1",
     "abstention_decision_accuracy",
+    "has_citations_rate",
+    "response_valid_rate",
     "error_rate",
     "timeout_rate",
     "empty_response_rate",
@@ -98,7 +100,7 @@ _LOWER_IS_BETTER = frozenset(
 )
 _HIGHER_IS_BETTER = frozenset(_METRIC_ORDER) - _LOWER_IS_BETTER
 # Scopes in report order: the groupings readers scan first, tags (the most numerous) last.
-_GROUPING_ORDER = ("by_answerable", "by_category", "by_difficulty", "by_domain", "by_tag")
+_GROUPING_ORDER = ("by_answerable", "by_category", "by_difficulty", "by_domain", "by_language", "by_tag")
 # hallucination = 1 - abstention accuracy case by case: one test, shown on both rows.
 _MIRRORED = {"hallucination_rate_unanswerable": "abstention_accuracy"}
 _ANSWER_METRICS = [

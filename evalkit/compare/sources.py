@@ -34,7 +34,7 @@ BASELINE_SCHEMA_VERSION = 1
 # Chunks kept per case in a baseline file: what a flip shows as "retrieved instead".
 _BASELINE_CHUNKS = 3
 # metrics.json keys a baseline file leaves out: slices are recomputed from its records.
-_BASELINE_METRICS_DROPPED = ("by_tag", "by_category", "by_difficulty", "by_domain", "by_answerable")
+_BASELINE_METRICS_DROPPED = ("by_tag", "by_category", "by_difficulty", "by_domain", "by_answerable", "by_language")
 
 
 @dataclass
@@ -193,6 +193,7 @@ def slim_record(record: Mapping[str, Any], *, first: bool = False) -> dict[str, 
         "case_index": record.get("case_index"),
         "case": {
             **{key: case.get(key) for key in ("id", "answerable", "tags", "category", "difficulty", "domain")},
+            **{key: case[key] for key in ("language", "doc_language") if case.get(key) is not None},
             "gold_supports": [_ref(s) for s in (case.get("gold_supports") or [])],
         },
         "question": record.get("question") or case.get("question"),
@@ -226,6 +227,11 @@ def slim_record(record: Mapping[str, Any], *, first: bool = False) -> dict[str, 
     cost = record.get("cost")
     if isinstance(cost, Mapping):
         out["cost"] = {"judge_cost_usd": cost.get("judge_cost_usd"), "judge_tokens": cost.get("judge_tokens")}
+    validity = record.get("response_validity")
+    if isinstance(validity, Mapping):
+        out["response_validity"] = {"valid": validity.get("valid")}
+    if record.get("references_dropped"):
+        out["references_dropped"] = record["references_dropped"]
     if first and record.get("indexing_coverage") is not None:
         out["indexing_coverage"] = record["indexing_coverage"]
     return out

@@ -12,6 +12,7 @@ use math.fsum, so the result does not depend on the order records arrive in.
 from __future__ import annotations
 
 import math
+import re
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -31,6 +32,8 @@ __all__ = [
     "aggregate_records",
     "extract_case",
     "flatten_cell",
+    "has_citations",
+    "language_key",
     "percentile",
     "recorded_suite_ms",
     "summarize_indexing_coverage",
@@ -61,6 +64,12 @@ MEAN_METRICS = (
     "recency_pass_rate",
     "groundedness_avg",
     "correctness_avg",
+    # Issue 13: structured-output validity (--response-schema) and answers citing a source.
+    "response_valid_rate",
+    "has_citations_rate",
+    # Issue 13: seed 002's latency budget (record `latency_budget`; None without a budget).
+    "latency_budget_score_avg",
+    "within_budget_rate",
 )
 # What a slice (by_tag, by_category, ...) holds: the headline metrics at the primary K,
 # each with its n; every K, latency and cost stay in the overall cell. Not precision:
@@ -79,12 +88,56 @@ SLICE_METRICS = (
     "abstention_accuracy",
     "hallucination_rate_unanswerable",
     "false_abstention_rate",
+    # Which slices are slow: present only when a budget applied (n >= 1), so free otherwise.
+    "within_budget_rate",
     "error_rate",
 )
 LATENCY_PHASES = ("folder_selection", "retrieval", "generation", "judge")
 _JUDGES = ("groundedness", "correctness")
-GROUPINGS = ("by_tag", "by_category", "by_difficulty", "by_domain", "by_answerable")
+GROUPINGS = ("by_tag", "by_category", "by_difficulty", "by_domain", "by_answerable", "by_language")
 _GROUP_FIELDS = (("by_category", "category"), ("by_difficulty", "difficulty"), ("by_domain", "domain"))
+# A citation marker in an answer: [1], [2, 3] (as judges/heuristic.py reads them).
+_CITATION_MARKER = re.compile(r"\[\d{1,6}(?:\s*,\s*\d{1,6})*\]")
+
+
+def language_key(case: Mapping) -> str | None:
+    """The `by_language` slice of a case: `language` ("de") when the gold documents are in
+    the query's language (no `doc_language`, or the same one), `"<language>-><doc_language>"`
+    ("de->en", ASCII) for a cross-language case; None when the case has no `language`.
+
+    A `doc_language` without a `language` puts the case in no slice: the pair is unknown.
+    """
+    lang = case.get("language")
+    if lang is None or str(lang) == "":
+        return None
+    doc = case.get("doc_language")
+    if doc is None or str(doc) == "" or str(doc) == str(lang):
+        return str(lang)
+    return f"{lang}->{doc}"
+
+
+def has_citations(record: Mapping) -> bool | None:
+    """Whether an answered, answerable case's answer cites a source; None when it does not count.
+
+    Counts: an answerable case (`case.answerable` not false) the target answered without
+    error (no `error`, which includes `empty_answer`) and without abstaining
+    (`abstention.abstained` is not true; unknown counts as answered). Cites: the response
+    gave at least one reference (`references` non-empty, or `references_dropped` > 0), or
+    the answer holds a marker such as [1] or [2, 3]. Seed 002's "Has Citations" scorer
+    (citations.length > 0) is the references half.
+    """
+    case = record.get("case") or {}
+    if case.get("answerable", True) is False or record.get("error"):
+        return None
+    abst = record.get("abstention")
+    if isinstance(abst, Mapping) and abst.get("abstained") is True:
+        return None
+    answer = record.get("answer")
+    if not isinstance(answer, str):
+        return None
+    if record.get("references") or (record.get("references_dropped") or 0) > 0:
+        return True
+    return _CITATION_MARKER.search(answer) is not None
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -202,6 +255,16 @@ def extract_case(record: Mapping, ks: list[int]) -> dict:
         values["groundedness_avg"] = None
         if not answerable:
             values["correctness_avg"] = None
+    budget = record.get("latency_budget")
+    # None (no budget, or the target failed the case): excluded from the means, never 0.
+    budget = budget if isinstance(budget, Mapping) else {}
+    values["latency_budget_score_avg"] = _num(budget.get("score"))
+    values["within_budget_rate"] = _num(budget.get("within"))
+    validity = record.get("response_validity")
+    # None (no schema, or the target failed): excluded from the rate, never 0.
+    values["response_valid_rate"] = _num(validity.get("valid")) if isinstance(validity, Mapping) else None
+    cites = has_citations(record)
+    values["has_citations_rate"] = None if cites is None else float(cites)
 
     error = record.get("error")
     kind = None
@@ -321,6 +384,9 @@ class RecordTable:
             if key is not None:
                 groups[grouping].setdefault(str(key), []).append(row)
         groups["by_answerable"].setdefault("answerable" if x["answerable"] else "unanswerable", []).append(row)
+        lang = language_key(case)
+        if lang is not None:
+            groups["by_language"].setdefault(lang, []).append(row)
         if self.coverage is None and record.get("indexing_coverage") is not None:
             self.coverage = record["indexing_coverage"]
 
@@ -509,10 +575,11 @@ def aggregate_records(
     """Aggregate results.jsonl records into the metrics.json body.
 
     Reads, per record: `case` (answerable, tags, category, difficulty, domain,
-    gold_supports), `retrieval_metrics` (`at_k[str(K)]` blocks; `scope_miss`,
+    language, doc_language, gold_supports), `response_validity.valid`, `references`, `retrieval_metrics` (`at_k[str(K)]` blocks; `scope_miss`,
     `attribution_hit`, `recency.pass`; the seed's plain names when `at_k` is absent),
     `groundedness.score`, `correctness.score`, `judge_errors[].judge`,
     `abstention.abstained`, `error.kind`, `answer`, `latency.*_ms`,
+    `latency_budget.score` / `.within` (latency_budget_score_avg, within_budget_rate),
     `cost.judge_cost_usd`, `cost.judge_tokens` and `indexing_coverage` (the first
     record that has one).
 
@@ -531,7 +598,7 @@ def aggregate_records(
     Returns:
         {"aggregate_metrics": overall cell + "k", "indexing_coverage",
         operational_metrics.coverage_by_doc_type and latency.total_ms, "by_tag",
-        "by_category", "by_difficulty", "by_domain", "by_answerable": {group: slice cell}
+        "by_category", "by_difficulty", "by_domain", "by_answerable", "by_language": {group: slice cell}
         (sorted keys), "total_tests", "answerable_tests", "unanswerable_tests"}.
 
     Raises:

@@ -5,6 +5,11 @@ None when the metric does not apply to the case (no gold supports, no support gr
 Positions are 1-based ranks after `anchors.order_chunks`; "top K" is the first K
 positions. `score_case_retrieval` assembles the record's `retrieval_metrics` dict.
 EVAL.md, section "Retrieval", is the spec; the docstrings say the same in short.
+
+Graded-only supports (`graded_only: true`, `MatchTable.graded_only`) count for nDCG
+alone: every other kernel reads the *recall view* of the table, in which they are
+removed from each position's matches and from the number of supports. A case whose
+supports are all graded-only has None for every metric but nDCG.
 """
 
 from __future__ import annotations
@@ -43,10 +48,24 @@ def _check_k(k: int) -> int:
     return k
 
 
+def _recall_view(table: MatchTable) -> tuple[list[frozenset[int]], int]:
+    """(matches, number of supports) without the graded-only supports: the recall set.
+
+    The table itself when no support is graded-only (no copy)."""
+    g = table.graded_only
+    if not g:
+        return table.matches, table.n_supports
+    return [m - g if m else m for m in table.matches], table.n_supports - len(g)
+
+
 def _hits(table: MatchTable, k: int) -> set[int]:
-    """Gold indices matched by at least one chunk in the top K."""
+    """Gold indices of the recall set matched by at least one chunk in the top K."""
+    return _hits_in(_recall_view(table)[0], k)
+
+
+def _hits_in(matches: list[frozenset[int]], k: int) -> set[int]:
     out: set[int] = set()
-    for m in table.matches[: _check_k(k)]:
+    for m in matches[: _check_k(k)]:
         out |= m
     return out
 
@@ -54,22 +73,26 @@ def _hits(table: MatchTable, k: int) -> set[int]:
 def recall_any(table: MatchTable, k: int) -> float | None:
     """Recall_any@K (the seed's Recall@K, a hit): 1 if any top-K chunk matches any gold support.
 
-    Formula: 1[ |{gold hit in top K}| >= 1 ]. None when the case has no gold supports;
-    0 for an empty ranking; K larger than the ranking uses the whole ranking.
+    Formula: 1[ |{gold hit in top K}| >= 1 ]. None when the case has no gold supports
+    (graded-only supports do not count: they are not in the recall set); 0 for an empty
+    ranking; K larger than the ranking uses the whole ranking.
     """
-    if table.n_supports == 0:
+    matches, n = _recall_view(table)
+    if n == 0:
         return None
-    return 1.0 if _hits(table, k) else 0.0
+    return 1.0 if _hits_in(matches, k) else 0.0
 
 
 def recall_frac(table: MatchTable, k: int) -> float | None:
     """Recall_frac@K (B.O.B's recall): |gold supports hit in top K| / |gold supports|.
 
-    A support counts once however many chunks match it. None without gold supports.
+    A support counts once however many chunks match it. Graded-only supports are in
+    neither the numerator nor the denominator. None without (recall-set) gold supports.
     """
-    if table.n_supports == 0:
+    matches, n = _recall_view(table)
+    if n == 0:
         return None
-    return len(_hits(table, k)) / table.n_supports
+    return len(_hits_in(matches, k)) / n
 
 
 def recall_all(table: MatchTable, k: int, groups: Sequence[Sequence[int]] | None) -> float | None:
@@ -81,19 +104,28 @@ def recall_all(table: MatchTable, k: int, groups: Sequence[Sequence[int]] | None
     an empty ranking), or when the case has no gold supports.
 
     Raises:
-        InputError: an index is outside the gold supports.
+        InputError: an index is outside the gold supports, or names a graded-only
+            support (never in the recall set, so the group could never be satisfied).
     """
     if groups is None or table.n_supports == 0:
         return None
     real = [list(g) for g in groups if g]
     if not real:
         return None
+    graded = table.graded_only
     for gi, g in enumerate(real):
         for idx in g:
             if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < table.n_supports:
                 raise InputError(
                     Problem(
                         f"index {idx!r} is out of range: the case has {table.n_supports} gold supports",
+                        field=f"required_support_groups[{gi}]",
+                    )
+                )
+            if idx in graded:
+                raise InputError(
+                    Problem(
+                        f"index {idx!r} points to a graded_only support (counts for nDCG only)",
                         field=f"required_support_groups[{gi}]",
                     )
                 )
@@ -107,22 +139,26 @@ def precision(table: MatchTable, k: int) -> float | None:
     Formula: |{p <= K : chunk at p matches some gold support}| / K. The denominator is
     always K, also when fewer than K chunks came back (missing positions are misses; the
     standard P@K, as ranx and trec_eval). A duplicate chunk matches nothing. Several
-    chunks matching the same support all count. None without gold supports.
+    chunks matching the same support all count. A chunk matching only graded-only
+    supports is a miss. None without (recall-set) gold supports.
     """
-    if table.n_supports == 0:
+    matches, n = _recall_view(table)
+    if n == 0:
         return None
     k = _check_k(k)
-    return sum(1 for m in table.matches[:k] if m) / k
+    return sum(1 for m in matches[:k] if m) / k
 
 
 def mrr(table: MatchTable, k: int) -> float | None:
     """Reciprocal rank @K: 1/p for the first position p <= K whose chunk matches, else 0.
 
-    None without gold supports. Averaged over cases it is MRR@K.
+    Only the recall set counts (graded-only supports never make a match). None without
+    (recall-set) gold supports. Averaged over cases it is MRR@K.
     """
-    if table.n_supports == 0:
+    matches, n = _recall_view(table)
+    if n == 0:
         return None
-    for p, m in enumerate(table.matches[: _check_k(k)], start=1):
+    for p, m in enumerate(matches[: _check_k(k)], start=1):
         if m:
             return 1.0 / p
     return 0.0
@@ -141,6 +177,7 @@ def ndcg(table: MatchTable, k: int) -> float | None:
     IDCG@K = the same sum over the gold relevances sorted descending, cut at K.
     nDCG@K = DCG@K / IDCG@K, in [0, 1] (a one-to-one assignment never beats the sorted
     ideal). None without gold supports, or when IDCG is 0 (every relevance is 0).
+    Graded-only supports count here like any other, in DCG and in IDCG.
     """
     if table.n_supports == 0:
         return None
@@ -187,17 +224,19 @@ def scope_miss(
     vault). `selected_folders` is read literally: an empty list selects no folder.
     `fallback_used` is not consulted: `selected_folders` is what was searched.
 
+    Graded-only supports (nDCG only) are ignored, like supports without a rel_path.
+
     Returns:
         True when no support is in scope; None when folder_mode is off/unknown,
-        folder_selection is missing, or no gold support has a rel_path (chunk_id-only
-        supports have no folder).
+        folder_selection is missing, or no (recall-set) gold support has a rel_path
+        (chunk_id-only supports have no folder).
     """
     if folder_mode not in FOLDER_MODES_WITH_SELECTION or folder_selection is None:
         return None
     folders = [
         _folder_of(normalize_rel_path(s.get("rel_path"), case_sensitive=case_sensitive))
         for s in supports
-        if s.get("rel_path")
+        if s.get("rel_path") and s.get("graded_only") is not True
     ]
     if not folders:
         return None
@@ -214,15 +253,22 @@ def attribution_hit(
 ) -> bool | None:
     """Whether any cited reference matches any gold support (same anchor rules, no snippets).
 
-    References carry no text, so snippets are never required here. None without gold
-    supports; False when there are no references.
+    References carry no text, so snippets are never required here. Graded-only supports
+    do not count (a reference matching only those is no hit). None without (recall-set)
+    gold supports; False when there are no references.
     """
     if not supports:
         return None
-    return _attribution(GoldIndex(supports, case_sensitive=case_sensitive), references)
+    index = GoldIndex(supports, case_sensitive=case_sensitive)
+    if len(index.graded_only) == index.n:
+        return None
+    return _attribution(index, references)
 
 
 def _attribution(index: GoldIndex, references: Sequence[Mapping]) -> bool:
+    g = index.graded_only
+    if g:
+        return any(index.match(r) - g for r in references)
     return any(index.match(r) for r in references)
 
 
@@ -271,10 +317,19 @@ def recency_check(
         or no gold support.
 
     Raises:
-        InputError: an unparseable `date` on a support.
+        InputError: an unparseable `date` on a support, or a graded-only support (the
+            rule is about which supports are cited; validation rejects the combination).
     """
     if not rule or not supports:
         return None
+    graded = [i for i, s in enumerate(supports) if s.get("graded_only") is True]
+    if graded:
+        raise InputError(
+            Problem(
+                f"recency_conflict_rule cannot be combined with graded_only supports (gold_supports{graded})",
+                field="recency_conflict_rule",
+            )
+        )
     dates: list[datetime | None] = []
     for i, s in enumerate(supports):
         raw = s.get("date")
@@ -379,6 +434,9 @@ def score_case_retrieval(
     diagnostics "n_gold", "n_retrieved", "n_duplicates", "gold_hit" (sorted gold indices
     hit in the primary top K), "first_match_rank", "status".
 
+    Graded-only supports count for nDCG only: a case whose supports are all graded-only
+    is "scored" with every value None except nDCG (and n_gold counts them).
+
     `status` says why values are None: "scored", "unanswerable" (every retrieval metric
     None: they never count in retrieval means) or "unlabeled" (answerable with no gold
     supports: every metric None, counted as unlabeled). A target error is scored by the
@@ -433,7 +491,7 @@ def score_case_retrieval(
         "recall_all": p["recall_all"],
         "recall_frac": p["recall_frac"],
         "scope_miss": scope_miss(supports, selection, folder_mode, case_sensitive=cs) if scored else None,
-        "attribution_hit": _attribution(index, ref_dicts) if scored else None,
+        "attribution_hit": _attribution(index, ref_dicts) if scored and len(index.graded_only) < index.n else None,
         "recency": (
             recency_check(
                 case.get("recency_conflict_rule"), supports, table, primary, ref_dicts, case_sensitive=cs, index=index
@@ -460,15 +518,20 @@ def _score_ks(
     the first matching position within it. Each value is computed with the same operations,
     in the same order, as the kernel of that name (recall_any ... ndcg), so the floats are
     identical: DCG and IDCG are the kernels' left-to-right sums, read off at each K.
+    Graded-only supports (nDCG only) cost nothing when there are none: the recall view is
+    then the table itself.
 
     Raises:
-        InputError: an out-of-range support group index (as `recall_all`).
+        InputError: an out-of-range support group index, or one naming a graded-only
+            support (as `recall_all`).
     """
     n = table.n_supports
+    graded = table.graded_only
+    n_rec = n - len(graded)
     real = None if groups is None else [list(g) for g in groups if g]
     if real is not None:
         # The index check of recall_all, on a table whose gold hits are all empty.
-        recall_all(MatchTable(matches=[], relevance=table.relevance, n_supports=n), 1, real)
+        recall_all(MatchTable(matches=[], relevance=table.relevance, n_supports=n, graded_only=graded), 1, real)
         real = real or None
     rel = table.relevance
     matches = table.matches
@@ -482,16 +545,26 @@ def _score_ks(
     matched = [p for p, m in enumerate(matches[:kmax], start=1) if m]
     hits: set[int] = set()
     credited: set[int] = set()
-    first = matched[0] if matched else None
+    if graded:
+        first = next((p for p in matched if matches[p - 1] - graded), None)
+    else:
+        first = matched[0] if matched else None
     dcg = 0.0
     done = 0  # matched positions already folded into hits / dcg
+    n_hit_pos = 0  # of those, positions matching a recall-set support (= done without graded-only)
     blocks: dict[int, dict[str, float | None]] = {}
     gold_hit: list[int] = []
     for k in sorted(set(ks)):
         while done < len(matched) and matched[done] <= k:
             p = matched[done]
             m = matches[p - 1]
-            hits |= m
+            if graded:
+                rm = m - graded
+                if rm:
+                    hits |= rm
+                    n_hit_pos += 1
+            else:
+                hits |= m
             free = [i for i in m if i not in credited]
             if free:
                 best = min(free, key=lambda i: (-rel[i], i))
@@ -499,14 +572,19 @@ def _score_ks(
                 dcg += _gain(rel[best]) / math.log2(p + 1)
             done += 1
         ideal_k = idcg_at[min(k, len(ideal))]
-        blocks[k] = {
-            "recall_any": 1.0 if hits else 0.0,
-            "recall_all": None if real is None else (1.0 if any(all(i in hits for i in g) for g in real) else 0.0),
-            "recall_frac": len(hits) / n,
-            "precision": done / k,
-            "mrr": 1.0 / first if first is not None and first <= k else 0.0,
-            "ndcg": min(1.0, dcg / ideal_k) if ideal_k > 0.0 else None,
-        }
+        ndcg_k = min(1.0, dcg / ideal_k) if ideal_k > 0.0 else None
+        if n_rec == 0:
+            blocks[k] = dict.fromkeys(AT_K_METRICS)
+            blocks[k]["ndcg"] = ndcg_k
+        else:
+            blocks[k] = {
+                "recall_any": 1.0 if hits else 0.0,
+                "recall_all": None if real is None else (1.0 if any(all(i in hits for i in g) for g in real) else 0.0),
+                "recall_frac": len(hits) / n_rec,
+                "precision": (n_hit_pos if graded else done) / k,
+                "mrr": 1.0 / first if first is not None and first <= k else 0.0,
+                "ndcg": ndcg_k,
+            }
         if k == ks[0]:
             gold_hit = sorted(hits)
     primary = ks[0]

@@ -152,6 +152,12 @@ def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = N
     row("Abstention accuracy", "abstention_accuracy")
     row("Hallucination rate (unanswerable)", "hallucination_rate_unanswerable")
     row("False abstention rate (answerable)", "false_abstention_rate")
+    row("Has citations rate (answered)", "has_citations_rate")
+    if n.get("response_valid_rate"):  # only with --response-schema / --require-fields
+        row("Response valid rate (schema)", "response_valid_rate")
+    if n.get("latency_budget_score_avg"):  # only when a latency budget applied (issue 13)
+        row("Latency budget score", "latency_budget_score_avg")
+        row("Within latency budget", "within_budget_rate")
 
     lat = agg.get("latency") or {}
     rows.append(("Latency p50 / p95", f"{_ms(lat.get('p50_ms'))} / {_ms(lat.get('p95_ms'))}", str(lat.get("n", "—"))))
@@ -216,6 +222,8 @@ def print_run_summary(
             )
     if gate is not None:
         print_gate(gate, console)
+    if isinstance(metrics.get("thresholds"), Mapping):
+        print_thresholds(metrics["thresholds"], console)
     console.print(f"run folder: [bold]{escape(str(run_dir))}[/bold]")
 
 
@@ -240,3 +248,23 @@ def print_gate(gate: Mapping[str, Any], console: Console) -> None:
             console.print(f"  - {escape(str(line))}")
     for s in gate.get("skipped") or []:
         console.print(f"  [dim]not compared: {escape(s['metric'])} ({escape(s['reason'])})[/dim]")
+
+
+def print_thresholds(check: Mapping[str, Any], console: Console) -> None:
+    """The --threshold verdict (metrics.json `thresholds`): each metric checked, what failed,
+    what the bare threshold found unmeasured."""
+    from rich.markup import escape
+
+    checked = check.get("checked") or []
+    if check.get("passed"):
+        what = ", ".join(f"{c['metric']} {_fmt(c.get('value'))} ≥ {c['threshold']:g}" if c.get("direction") != "max"
+                         else f"{c['metric']} {_fmt(c.get('value'))} ≤ {c['threshold']:g}" for c in checked)
+        console.print(f"[green]thresholds passed[/green] ({escape(what)})")
+    else:
+        console.print("[red]threshold check failed[/red]:")
+        for line in check.get("failures") or []:
+            console.print(f"  - {escape(str(line))}")
+    named = set((check.get("thresholds") or {}).keys())
+    for s in check.get("not_measured") or []:
+        if s.get("metric") not in named:  # a named one is in the failures already
+            console.print(f"  [dim]not measured: {escape(str(s['metric']))} ({escape(str(s.get('reason')))})[/dim]")

@@ -238,6 +238,22 @@ def render_summary(
         out += ["", "## Gate", "", f"- against **{cell(gate.get('baseline_run_id'))}**: {verdict}"]
         out += [f"  - {cell(line)}" for line in gate.get("failures") or []]
 
+    thresholds = metrics.get("thresholds")
+    if isinstance(thresholds, Mapping):  # --threshold (issue 13)
+        out += ["", "## Thresholds", "", f"- {'passed' if thresholds.get('passed') else 'failed'}"]
+        for c in thresholds.get("checked") or []:
+            sign = "≤" if c.get("direction") == "max" else "≥"
+            mark = "ok" if c.get("passed") else "FAILED"
+            out.append(f"  - {cell(c.get('metric'))} {_fmt(c.get('value'))} {sign} {c.get('threshold'):g} "
+                       f"(n = {c.get('n')}): {mark}")
+        # Failures with no checked value behind them: a named metric not measured, a bare
+        # threshold that found nothing to check ("name: ..." / "threshold 0.7: ...").
+        out += [f"  - {cell(line)}" for line in thresholds.get("failures") or []
+                if str(line).split(" ", 1)[0].endswith(":") or str(line).startswith("threshold ")]
+        named = set((thresholds.get("thresholds") or {}).keys())
+        out += [f"  - not measured: {cell(s.get('metric'))} ({cell(s.get('reason'))})"
+                for s in thresholds.get("not_measured") or [] if s.get("metric") not in named]
+
     warnings = [w for w in metrics.get("warnings") or [] if isinstance(w, Mapping | str)]
     if warnings:
         out += ["", "## Warnings", ""]

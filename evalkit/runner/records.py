@@ -232,6 +232,7 @@ def _base_record(case_index: int, case: EvalCase, config: dict, coverage: dict |
             "judge_ms": None,
         },
         "retrieval_metrics": {},
+        "latency_budget": None,  # issue 13: {budget_ms, source, latency_ms, score, within} or None
         "groundedness": None,
         "correctness": None,
         "abstention": {"abstained": None, "hallucinated": None, "method": None, "reason": None, "confidence": None},
@@ -241,7 +242,18 @@ def _base_record(case_index: int, case: EvalCase, config: dict, coverage: dict |
         "judge_errors": [],
         "missing_fields": [],
         "attempts": None,
+        "response_validity": None,  # {valid, errors, n_errors} with --response-schema (session.py)
     }
+
+
+def _latency_budget(record: Mapping[str, Any], settings: RunSettings, *, failed: bool = False) -> dict | None:
+    """The record's `latency_budget` (metrics.latency.case_latency_budget): the case's own
+    constraints.latency_budget_ms, else --latency-budget-ms, against latency.total_ms."""
+    from evalkit.metrics.latency import case_latency_budget
+
+    return case_latency_budget(
+        record["case"], record["latency"]["total_ms"], settings.latency_budget_ms, failed=failed
+    )
 
 
 def error_record(
@@ -265,6 +277,7 @@ def error_record(
     record["error"] = error.to_record()
     record["attempts"] = error.attempts
     record["latency"]["total_ms"] = round(total_ms, 3)
+    # latency_budget stays None: a failed case has no answer's latency to judge (excluded, in n_errors).
     record["retrieval_metrics"] = score_case_retrieval(
         record["case"], [], [], None, settings.folder_mode, settings.k, require_snippets=settings.require_snippets
     )
@@ -344,4 +357,6 @@ def build_record(
         )
     if not (response.answer or "").strip() and not response.abstained:
         record["error"] = {"kind": "empty_answer", "status": None, "detail": "the target returned an empty answer"}
+    # An empty answer is the system's own answer, with a latency: it is judged against its budget.
+    record["latency_budget"] = _latency_budget(record, settings)
     return record, chunks

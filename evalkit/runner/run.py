@@ -24,6 +24,7 @@ from evalkit.config import RunSettings, build_settings, diff_hashed, judge_ident
 from evalkit.dataset import EvalSet, load_eval_set
 from evalkit.errors import BadConfig, EvalkitError, Problem
 from evalkit.gate import Thresholds, check_invariants, gate_result
+from evalkit.gate import threshold_check
 from evalkit.runner.probe import probe_target
 from evalkit.runner.records import select_cases, versions_tuple
 from evalkit.runner.session import ProgressSink, _Prepared, _Session
@@ -66,6 +67,9 @@ class RunResult:
         gate: the gate object ({passed, allowed, regressions, ...}) or None without --baseline.
         success: False when the gate failed (without --allow-regressions), or the run is
             incomplete: the target failed on more than `max_error_rate` of the cases.
+            Also False when an absolute threshold failed (`thresholds_failed`).
+        thresholds: metrics.json's `thresholds` ({passed, checked, not_measured, failures})
+            when thresholds were given (`thresholds=` / --threshold), else None.
         n_cases / n_errors: records in the run / records with a target error.
         error_rate / max_error_rate: n_errors / n_cases, and the share allowed.
         warnings: metrics.json's `warnings` (runs that measured less than they seem to).
@@ -88,6 +92,7 @@ class RunResult:
     judge: dict[str, Any] | None = None
     max_error_rate: float = 0.0
     warnings: list[dict[str, Any]] = field(default_factory=list)
+    thresholds: dict[str, Any] | None = None  # metrics.json "thresholds" (issue 13), None without --threshold
 
     @property
     def error_rate(self) -> float:
@@ -98,6 +103,12 @@ class RunResult:
         """True when the target failed on more cases than --max-error-rate allows: the
         metrics score those cases as misses, so they do not describe the chatbot."""
         return self.error_rate > self.max_error_rate + 1e-12
+
+    @property
+    def thresholds_failed(self) -> bool:
+        """True when an absolute --threshold failed (below it, or not measured). Not
+        silenced by --allow-regressions, which is about the baseline gate."""
+        return bool(self.thresholds and not self.thresholds.get("passed"))
 
     @property
     def gate_failed(self) -> bool:
@@ -121,6 +132,7 @@ class RunResult:
             "success": self.success,
             "error_rate": self.error_rate,
             "incomplete": self.incomplete,
+            "thresholds": self.thresholds,
             "warnings": list(self.warnings),
         }
 
@@ -237,6 +249,8 @@ def _prepare_inputs(values: Mapping[str, Any]) -> _Prepared:
     else:
         settings = build_settings(values)
 
+    # --response-schema is read and checked against its meta-schema before anything runs.
+    response_validator = _response_validator(settings)
     eval_set = load_eval_set(settings.eval_set)
     if stored is not None and stored.get("dataset_version") != eval_set.version:
         raise BadConfig(
@@ -264,9 +278,21 @@ def _prepare_inputs(values: Mapping[str, Any]) -> _Prepared:
                 + [Problem("pass --ignore-invariants to compare anyway", field="--baseline")]
             )
     prepared = _Prepared(settings, eval_set, selected, baseline, stored_config=stored)
+    prepared.response_validator = response_validator
     if resume:
         prepared.run = RunDir.open(Path(settings.results_dir), resume, flag="--resume")
     return prepared
+
+
+def _response_validator(settings: RunSettings) -> Any:
+    """The ResponseValidator of --response-schema / --require-fields, or None (BadConfig: a bad schema)."""
+    if settings.response_schema is None and not settings.require_fields and settings.response_field is None:
+        return None
+    from evalkit.validity import build_response_validator
+
+    return build_response_validator(
+        settings.response_schema, field=settings.response_field, require_fields=settings.require_fields
+    )
 
 
 def _check_baseline_judge(baseline: Mapping[str, Any], judge_desc: Mapping[str, Any], baseline_id: str | None) -> None:
@@ -526,6 +552,8 @@ def _write_metrics(
             ignore_invariants=s.ignore_invariants,
         )
         metrics["gate"] = gate
+    if s.thresholds:  # issue 13: absolute floors, beside the baseline gate
+        metrics["thresholds"] = threshold_check(metrics, s.thresholds)
     committed = run.update_metrics(metrics)
     write_summary(run, committed, worst)
     return committed, gate
@@ -626,6 +654,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
             data=_data(metrics, s.primary_k),
             gate=gate,
             success=not failed_gate,
+            thresholds=metrics.get("thresholds") if s.thresholds else None,
             n_cases=n,
             n_errors=n_errors,
             resumed=resumed,
@@ -637,6 +666,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         )
         # One rule for the CLI and the API: a run whose target failed too often is not a success.
         result.success = result.success and not result.incomplete
+        result.success = result.success and not result.thresholds_failed
         return result
     finally:
         if target is not None:

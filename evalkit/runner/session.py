@@ -49,6 +49,7 @@ class _Prepared:
     stored_config: dict[str, Any] | None = None
     run: RunDir | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    response_validator: Any = None  # evalkit.validity.ResponseValidator, or None
 
 
 # Hashed keys that are not settings: checked separately on resume.
@@ -111,6 +112,10 @@ class _Session:
                 coverage=self.coverage,
                 eval_set=self.p.eval_set,
             )
+            validator = self.p.response_validator
+            if validator is not None:
+                raw = result.raw if result.raw is not None else result.response.model_dump(mode="json", exclude_unset=True)
+                record["response_validity"] = validator.check(raw)
             debug = result.response.debug
             versions = _dump(debug.versions) if debug is not None and debug.versions is not None else {}
         if self.judge is not None:

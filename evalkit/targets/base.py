@@ -69,6 +69,8 @@ class AskResult:
             backoff waits; None when the target cannot tell.
         logged_total_ms: the latency a replayed log recorded for this answer; the
             runner reports it as the case's total_ms (its own replay time means nothing).
+        raw: the decoded response as the target sent it, before validation (for
+            --response-schema; not stored). None when a target built the result itself.
     """
 
     response: AskResponse
@@ -77,6 +79,7 @@ class AskResult:
     attempts: int = 1
     elapsed_ms: float | None = None
     logged_total_ms: float | None = None
+    raw: Mapping[str, Any] | None = None
 
 
 @runtime_checkable
@@ -239,7 +242,9 @@ def parse_ask_response(raw: Any, request: AskRequest | None = None, *, source: s
         for key, value in response.debug.timings_ms.model_dump().items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 timings[key] = float(value)
-    return AskResult(response=response, missing_fields=find_missing_fields(raw, request), server_timings_ms=timings)
+    return AskResult(
+        response=response, missing_fields=find_missing_fields(raw, request), server_timings_ms=timings, raw=raw
+    )
 
 
 def _json_type(value: Any) -> str:

@@ -41,7 +41,7 @@ AT_K_COLUMNS = (
     ("recall_any", "Recall (any)"), ("recall_all", "Recall (all)"), ("recall_frac", "Recall (frac)"),
     ("precision", "Precision"), ("mrr", "MRR"), ("ndcg", "nDCG"),
 )
-GROUPS = (("category", "Category"), ("tag", "Tag"), ("difficulty", "Difficulty"), ("domain", "Domain"), ("answerable", "Answerable"))
+GROUPS = (("category", "Category"), ("tag", "Tag"), ("difficulty", "Difficulty"), ("domain", "Domain"), ("answerable", "Answerable"), ("language", "Language"))
 OUTCOMES = ("hit", "miss", "unanswerable", "unlabeled", "error")
 
 
@@ -190,6 +190,9 @@ def _headline(agg: Mapping[str, Any], judge_heuristic: bool) -> list[tuple[str, 
     add("Abstention accuracy", "abstention_accuracy", "rate")
     add("Hallucination rate (unanswerable)", "hallucination_rate_unanswerable", "rate")
     add("False abstention rate (answerable)", "false_abstention_rate", "rate")
+    add("Has citations rate (answered)", "has_citations_rate", "rate")
+    if n.get("response_valid_rate"):  # only with --response-schema / --require-fields
+        add("Response valid rate (schema)", "response_valid_rate", "rate")
     ops = agg.get("operational_metrics") or {}
     for label, key in (("Error rate", "error_rate"), ("Timeout rate", "timeout_rate"), ("Empty response rate", "empty_response_rate")):
         rows.append((label, Cell(_num(ops.get(key)), _int(ops.get("n")), 1.0), "rate"))
