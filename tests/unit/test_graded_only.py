@@ -185,33 +185,8 @@ def test_validation_errors(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- end to end
 
-# Seed 002, "Test Data Format", evals/fixtures/queries.json, verbatim.
-SEED_002_QUERIES = """[
-  {
-    "id": "q1",
-    "query": "termination clause",
-    "collection": "contracts",
-    "language": "en",
-    "relevantDocs": ["#a1b2c3", "#d4e5f6"],
-    "judgments": [
-      { "docid": "#a1b2c3", "relevance": 3 },
-      { "docid": "#d4e5f6", "relevance": 2 },
-      { "docid": "#g7h8i9", "relevance": 1 }
-    ]
-  },
-  {
-    "id": "q2",
-    "query": "Kündigungsklausel",
-    "collection": "contracts",
-    "language": "de",
-    "note": "German query over mixed DE/EN corpus",
-    "relevantDocs": ["#a1b2c3"],
-    "judgments": [
-      { "docid": "#a1b2c3", "relevance": 3 }
-    ]
-  }
-]
-"""
+# Seed 002, "Test Data Format", evals/fixtures/queries.json, verbatim (tests/data/gno).
+SEED_002_QUERIES = (Path(__file__).parents[1] / "data" / "gno" / "queries.json").read_text(encoding="utf-8")
 
 DOCS = {  # docid -> note of the vault
     "#a1b2c3": "contracts/termination.md",

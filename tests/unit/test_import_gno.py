@@ -21,33 +21,8 @@ from evalkit.importers import FORMATS, ImportOptions, get_converter, import_case
 from evalkit.importers.docids import load_docid_map
 from evalkit.metrics.retrieval import score_case_retrieval
 
-# Seed 002, "Test Data Format": evals/fixtures/queries.json, verbatim.
-SEED_QUERIES = """[
-  {
-    "id": "q1",
-    "query": "termination clause",
-    "collection": "contracts",
-    "language": "en",
-    "relevantDocs": ["#a1b2c3", "#d4e5f6"],
-    "judgments": [
-      { "docid": "#a1b2c3", "relevance": 3 },
-      { "docid": "#d4e5f6", "relevance": 2 },
-      { "docid": "#g7h8i9", "relevance": 1 }
-    ]
-  },
-  {
-    "id": "q2",
-    "query": "Kündigungsklausel",
-    "collection": "contracts",
-    "language": "de",
-    "note": "German query over mixed DE/EN corpus",
-    "relevantDocs": ["#a1b2c3"],
-    "judgments": [
-      { "docid": "#a1b2c3", "relevance": 3 }
-    ]
-  }
-]
-"""
+# Seed 002, "Test Data Format": evals/fixtures/queries.json, verbatim (tests/data/gno).
+SEED_QUERIES = (Path(__file__).parents[1] / "data" / "gno" / "queries.json").read_text(encoding="utf-8")
 
 # Seed 002, ask.eval.ts: the AskCase items of ASK_CASES, as an ask-cases.json fixture.
 SEED_ASK_CASES = [
