@@ -30,6 +30,7 @@ _J = "judge"
 _S = "selection"
 _G = "regression gate"
 _O = "output"
+_M = "config matrix"
 
 
 @app.command()
@@ -218,6 +219,19 @@ def main(
         "latency_budget_score_avg and within_budget_rate in metrics.json.",
         rich_help_panel=_T,
     ),
+    matrix: Optional[list[str]] = typer.Option(
+        None, "--matrix", metavar="KEY=V1,V2,...", help="Run the same cases once per value into sibling runs <run id>-<value> "
+        "and print one table; KEY is a --param option or one of folder_mode, send_scope, rerank_*_weight, latency_budget_ms. "
+        "Repeatable (cross product).", rich_help_panel=_M,
+    ),
+    matrix_file: Optional[Path] = typer.Option(
+        None, "--matrix-file", metavar="PATH", help="TOML file of named presets: [presets.NAME] params = {...} (and run settings).",
+        rich_help_panel=_M,
+    ),
+    expect_order: Optional[str] = typer.Option(
+        None, "--expect-order", metavar="SPEC", help='With --matrix: e.g. "fast<=balanced<=thorough:ndcg@10" (or >=; metric default '
+        "ndcg_at_k_avg); exit 1 when a neighbour pair is inverted significantly (compare_runs' paired test).", rich_help_panel=_M,
+    ),
 ) -> None:
     """Run an eval set and write results/<run_id>/."""
     load_dotenv_once()
@@ -284,6 +298,10 @@ def main(
             "latency_budget_ms": latency_budget_ms,
         }
         values = {key: v for key, v in values.items() if v is not None}
+        if matrix or matrix_file is not None or expect_order is not None:
+            from evalkit.cli.run_matrix import run_matrix_cli
+
+            raise typer.Exit(run_matrix_cli(values, matrix, matrix_file, expect_order))
 
         from rich.console import Console
 

@@ -1,0 +1,123 @@
+"""run_eval.py --matrix / --matrix-file / --expect-order end to end on the reference chatbot.
+
+The reference chatbot reads only `options.abstain_threshold`, so the runs go through
+tests/integration/matrix_bot.py, a `--target python:` wrapper that builds the reference
+chatbot with the request's BM25 parameters. On the bundled 59 cases (nDCG@5, measured):
+  bad     bm25_k1=10, bm25_b=1   0.498   deliberately worse: significant vs default (p adj. < 0.01)
+  default k1=1.2, b=0.75         0.650
+  tuned   bm25_b=0               0.696   better, but not distinguishable from default after Holm
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evalkit.cli.run_eval import app
+
+REPO = Path(__file__).resolve().parents[2]
+BOT = f"python:{REPO / 'tests' / 'integration' / 'matrix_bot.py'}:ask"
+MATRIX_TOML = """\
+[presets.bad]
+params = {bm25_k1 = 10, bm25_b = 1}
+
+[presets.default]
+params = {}
+
+[presets.tuned]
+params = {bm25_b = 0}
+latency_budget_ms = 5000
+"""
+
+
+def _run(tmp_path: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(
+        app,
+        ["--eval-set", str(REPO / "eval_set.jsonl"), "--target", BOT, "--retrieval-only", "--k", "5", "--k", "10",
+         "--results-dir", str(tmp_path / "results"), *args],
+        catch_exceptions=False,
+        env={"COLUMNS": "200"},
+    )
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture(scope="module")
+def matrix_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, str]:
+    tmp = tmp_path_factory.mktemp("matrix")
+    (tmp / "m.toml").write_text(MATRIX_TOML, encoding="utf-8")
+    code, out, _ = _run(tmp, "--matrix-file", str(tmp / "m.toml"), "--run-id", "mx", "--expect-order", "bad<=default<=tuned:ndcg@5")
+    return tmp, code, out
+
+
+def test_presets_become_sibling_runs_with_one_table(matrix_run: tuple[Path, int, str]) -> None:
+    tmp, code, out = matrix_run
+    assert code == 0, out
+    results = tmp / "results"
+    expected = {"bad": {"bm25_k1": 10, "bm25_b": 1}, "default": {}, "tuned": {"bm25_b": 0}}
+    for name, params in expected.items():
+        config = json.loads((results / f"mx-{name}" / "config.json").read_text())
+        assert (results / f"mx-{name}" / "metrics.json").is_file()
+        assert (config["settings"].get("params") or {}) == params
+    assert "mx-bad" in out and "mx-default" in out and "mx-tuned" in out
+    assert "▲ significant" in out  # default vs bad
+    assert "≈" in out  # tuned vs default
+    assert "expect-order bad<=default<=tuned:ndcg@5: holds" in out
+
+
+def test_matrix_json_records_presets_runs_table_and_verdict(matrix_run: tuple[Path, int, str]) -> None:
+    tmp, _, _ = matrix_run
+    doc = json.loads((tmp / "results" / "mx.matrix.json").read_text())
+    assert [p["name"] for p in doc["presets"]] == ["bad", "default", "tuned"]
+    assert doc["presets"][2]["flags"] == {"latency_budget_ms": 5000}
+    rows = {r["preset"]: r for r in doc["rows"]}
+    assert [r["run_id"] for r in doc["rows"]] == ["mx-bad", "mx-default", "mx-tuned"]
+    assert all(r["n"] == 59 for r in doc["rows"])
+    assert rows["bad"]["metric_value"] < rows["default"]["metric_value"] < rows["tuned"]["metric_value"]
+    assert rows["default"]["vs_previous"]["significant"] is True
+    assert rows["tuned"]["vs_previous"]["significant"] is False
+    assert rows["bad"]["latency_p50_ms"] is not None and rows["bad"]["cost_usd"] == 0.0
+    pairs = doc["order"]["pairs"]
+    assert doc["order"]["passed"] is True and doc["ok"] is True
+    assert [p["verdict"] for p in pairs] == ["holds", "holds"]
+    assert pairs[0]["delta"] == pytest.approx(rows["default"]["metric_value"] - rows["bad"]["metric_value"])
+    tuned = json.loads((tmp / "results" / "mx-tuned" / "metrics.json").read_text())
+    assert tuned["aggregate_metrics"]["within_budget_rate"] == 1.0
+
+
+def test_significant_inversion_exits_1(tmp_path: Path) -> None:
+    code, out, err = _run(tmp_path, "--matrix", "bm25_k1=1.2,10", "--run-id", "inv", "--expect-order", "1.2<=10:ndcg@5")
+    assert code == 1, out + err
+    assert "1.2 <= 10: violated" in out
+    assert "expect-order 1.2<=10:ndcg@5 violated" in err
+    doc = json.loads((tmp_path / "results" / "inv.matrix.json").read_text())
+    assert doc["order"]["passed"] is False and doc["order"]["pairs"][0]["significant"] is True
+
+
+def test_non_significant_inversion_passes(tmp_path: Path) -> None:
+    code, out, err = _run(tmp_path, "--matrix", "bm25_b=0,0.75", "--run-id", "nd", "--expect-order", "0<=0.75", "--quiet", "--json")
+    assert code == 0, out + err
+    doc = json.loads(out.strip().splitlines()[-1])
+    (pair,) = doc["order"]["pairs"]
+    assert pair["delta"] < 0 and pair["significant"] is False
+    assert pair["verdict"] == "not distinguishable"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--matrix", "bm25_b=0,1", "--expect-order", "0<=2"], "unknown preset(s) '2'"),
+        (["--matrix", "bm25_b=0,1", "--expect-order", "0<=1:ndcg@20"], "ndcg@20: the runs measure K = 5, 10"),
+        (["--matrix", "bm25_b=0,1", "--expect-order", "0<=1:nDCG"], "unknown metric"),
+        (["--matrix", "bm25_b=0,1", "--resume", "x"], "not supported with --matrix"),
+        (["--expect-order", "a<=b"], "needs --matrix"),
+        (["--matrix", "bm25_b"], "expected KEY=V1,V2"),
+    ],
+)
+def test_bad_input_exits_2_before_anything_runs(tmp_path: Path, args: list[str], needle: str) -> None:
+    code, out, err = _run(tmp_path, *args)
+    assert code == 2, out + err
+    assert needle in err
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
