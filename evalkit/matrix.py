@@ -33,6 +33,7 @@ from typing import Any, Literal
 import orjson
 
 from evalkit.errors import BadConfig, Problem
+from evalkit.metrics.aggregate import HEADLINE_AT_K
 from evalkit.metrics.keys import parse_metric_key
 from evalkit.metrics.retrieval import AT_K_METRICS
 
@@ -41,14 +42,7 @@ from evalkit.metrics.retrieval import AT_K_METRICS
 RUN_FLAGS = ("folder_mode", "send_scope", "rerank_vector_weight", "rerank_lexical_weight", "latency_budget_ms")
 DEFAULT_ORDER_METRIC = "ndcg_at_k_avg"
 # metrics.json headline keys -> compare_runs' (metric, primary K) rows
-_HEADLINE = {
-    "recall_at_k_avg": "recall_any",
-    "mrr_avg": "mrr",
-    "precision_at_k_avg": "precision",
-    "ndcg_at_k_avg": "ndcg",
-    "recall_all_avg": "recall_all",
-    "recall_frac_avg": "recall_frac",
-}
+_HEADLINE = HEADLINE_AT_K
 _PLAIN = (
     "scope_miss_rate", "attribution_hit_rate", "recency_pass_rate", "groundedness_avg", "correctness_avg",
     "abstention_accuracy", "hallucination_rate_unanswerable", "false_abstention_rate", "abstention_precision",

@@ -49,7 +49,7 @@ from evalkit.compare.regressions import gate_report
 from evalkit.compare.sources import RunSource, asked_k, open_source
 from evalkit.errors import InputError, Problem, redact
 from evalkit.gate import Thresholds, check_invariants
-from evalkit.metrics.aggregate import aggregate_records, flatten_cell, recorded_suite_ms
+from evalkit.metrics.aggregate import HEADLINE_AT_K, aggregate_records, flatten_cell, recorded_suite_ms
 from evalkit.metrics.keys import parse_metric_key
 from evalkit.metrics.stats import (
     DEFAULT_RESAMPLES,
@@ -66,14 +66,7 @@ __all__ = ["IncomparableRuns", "compare_runs"]
 
 _EPS = 1e-9
 # Headline names of a metrics.json cell -> the @K metric they hold at the primary K.
-_HEADLINE = {
-    "recall_at_k_avg": "recall_any",
-    "mrr_avg": "mrr",
-    "precision_at_k_avg": "precision",
-    "ndcg_at_k_avg": "ndcg",
-    "recall_all_avg": "recall_all",
-    "recall_frac_avg": "recall_frac",
-}
+_HEADLINE = HEADLINE_AT_K
 # abstention_recall is abstention_accuracy under another name; latency has its own section.
 _NOT_DELTAS = frozenset({"abstention_recall", "latency_p50_ms", "latency_p95_ms"})
 _METRIC_ORDER = (

@@ -25,6 +25,7 @@ from evalkit.metrics.retrieval import AT_K_METRICS, validate_ks
 
 __all__ = [
     "GROUPINGS",
+    "HEADLINE_AT_K",
     "LATENCY_PHASES",
     "MEAN_METRICS",
     "SLICE_METRICS",
@@ -39,8 +40,9 @@ __all__ = [
     "summarize_indexing_coverage",
 ]
 
-# Output name in a cell -> key in the primary-K block of retrieval_metrics.at_k.
-_PRIMARY = {
+# Output name in a cell -> key in the primary-K block of retrieval_metrics.at_k (the one
+# table of it: compare_runs and the config matrix read the headline names through it).
+HEADLINE_AT_K = _PRIMARY = {
     "recall_at_k_avg": "recall_any",
     "mrr_avg": "mrr",
     "precision_at_k_avg": "precision",
