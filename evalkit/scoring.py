@@ -641,7 +641,7 @@ def score_retrieval(
     whole = old is None or part.regrouped > 0
     if part.regrouped:
         result.warnings.append(
-            f"{part.regrouped} case(s) changed answerable, tags, category, difficulty or domain in the eval set: "
+            f"{part.regrouped} case(s) changed answerable, tags, category, difficulty, domain or language in the eval set: "
             "every aggregate of metrics.json (judges and abstention too) was recomputed with the new labels"
         )
     if cut_text and counts["cut_chunks"]:
@@ -891,7 +891,7 @@ def score_abstention(
     )
     if cases.regrouped:
         result.warnings.append(
-            f"{cases.regrouped} case(s) changed answerable, tags, category, difficulty or domain in the eval set: "
+            f"{cases.regrouped} case(s) changed answerable, tags, category, difficulty, domain or language in the eval set: "
             "every aggregate of metrics.json (retrieval and judges too) was recomputed with the new labels"
         )
     if tally["failed"]:
