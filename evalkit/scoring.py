@@ -346,7 +346,7 @@ class RetrievalScoring:
         require_snippets: whether snippets were enforced.
         eval_set: where the gold labels came from.
         n_records: records scored.
-        n_regrouped: cases whose answerable/tags/category/difficulty/domain differ in the
+        n_regrouped: cases whose answerable/tags/category/difficulty/domain/language differ in the
             eval set from the run's (then the whole aggregate was recomputed).
         snippets_on_cut_text: snippets were checked on texts cut to 200 characters
             (allow_truncated_text): snippet-based numbers are upper bounds.
