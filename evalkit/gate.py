@@ -42,6 +42,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from evalkit.metrics.keys import HEADLINE_AT_K, LOWER_IS_BETTER
+from evalkit.metrics.retrieval import AT_K_METRICS
+
 _EPS = 1e-9
 
 
@@ -354,18 +357,12 @@ _THRESHOLD_SCALE: dict[str, tuple[float, str]] = {
     )},
     "groundedness_avg": (5.0, "min"),
     "correctness_avg": (5.0, "min"),
-    **{key: (1.0, "max") for key in (
-        "scope_miss_rate", "hallucination_rate_unanswerable", "false_abstention_rate", "error_rate",
-        "timeout_rate", "empty_response_rate",
-    )},
+    **{key: (1.0, "max") for key in sorted(LOWER_IS_BETTER)},
 }
 _OPERATIONAL = frozenset({"error_rate", "timeout_rate", "empty_response_rate"})
 # Per-K names (`ndcg@10`): metrics.keys.metric_key over retrieval.AT_K_METRICS, all on [0, 1].
-_AT_K_NAMES = ("recall_any", "recall_all", "recall_frac", "precision", "mrr", "ndcg")
-_AT_K_HEADLINE = {
-    "recall_any": "recall_at_k_avg", "recall_all": "recall_all_avg", "recall_frac": "recall_frac_avg",
-    "precision": "precision_at_k_avg", "mrr": "mrr_avg", "ndcg": "ndcg_at_k_avg",
-}
+_AT_K_NAMES = AT_K_METRICS
+_AT_K_HEADLINE = {at_k: headline for headline, at_k in HEADLINE_AT_K.items()}
 # Why a metric can be unmeasured, said next to "not measured".
 _NOT_MEASURED_HINT = {
     "latency_budget_score_avg": "no latency budget applied: set --latency-budget-ms or a case's constraints.latency_budget_ms",

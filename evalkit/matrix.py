@@ -33,8 +33,7 @@ from typing import Any, Literal
 import orjson
 
 from evalkit.errors import BadConfig, Problem
-from evalkit.metrics.aggregate import HEADLINE_AT_K
-from evalkit.metrics.keys import parse_metric_key
+from evalkit.metrics.keys import HEADLINE_AT_K, parse_metric_key
 from evalkit.metrics.retrieval import AT_K_METRICS
 
 # run_eval settings a preset may set besides request options (they change what the target

@@ -49,8 +49,8 @@ from evalkit.compare.regressions import gate_report
 from evalkit.compare.sources import RunSource, asked_k, open_source
 from evalkit.errors import InputError, Problem, redact
 from evalkit.gate import Thresholds, check_invariants
-from evalkit.metrics.aggregate import HEADLINE_AT_K, aggregate_records, flatten_cell, recorded_suite_ms
-from evalkit.metrics.keys import parse_metric_key
+from evalkit.metrics.aggregate import aggregate_records, flatten_cell, recorded_suite_ms
+from evalkit.metrics.keys import HEADLINE_AT_K, LOWER_IS_BETTER, parse_metric_key
 from evalkit.metrics.stats import (
     DEFAULT_RESAMPLES,
     PairedComparison,
@@ -88,9 +88,7 @@ _METRIC_ORDER = (
     "timeout_rate",
     "empty_response_rate",
 )
-_LOWER_IS_BETTER = frozenset(
-    {"scope_miss_rate", "hallucination_rate_unanswerable", "false_abstention_rate", "error_rate", "timeout_rate", "empty_response_rate"}
-)
+_LOWER_IS_BETTER = LOWER_IS_BETTER
 _HIGHER_IS_BETTER = frozenset(_METRIC_ORDER) - _LOWER_IS_BETTER
 # Scopes in report order: the groupings readers scan first, tags (the most numerous) last.
 _GROUPING_ORDER = ("by_answerable", "by_category", "by_difficulty", "by_domain", "by_language", "by_tag")

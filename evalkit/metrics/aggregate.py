@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from evalkit.metrics.abstention import AbstentionTally
-from evalkit.metrics.keys import metric_key
+from evalkit.metrics.keys import HEADLINE_AT_K, metric_key
 from evalkit.metrics.retrieval import AT_K_METRICS, validate_ks
 
 __all__ = [
@@ -40,16 +40,8 @@ __all__ = [
     "summarize_indexing_coverage",
 ]
 
-# Output name in a cell -> key in the primary-K block of retrieval_metrics.at_k (the one
-# table of it: compare_runs and the config matrix read the headline names through it).
-HEADLINE_AT_K = _PRIMARY = {
-    "recall_at_k_avg": "recall_any",
-    "mrr_avg": "mrr",
-    "precision_at_k_avg": "precision",
-    "ndcg_at_k_avg": "ndcg",
-    "recall_all_avg": "recall_all",
-    "recall_frac_avg": "recall_frac",
-}
+# Output name in a cell -> key in the primary-K block of retrieval_metrics.at_k.
+_PRIMARY = HEADLINE_AT_K
 # The seed's per-record names, used when a record has no `at_k` block.
 _SEED_NAMES = {
     "recall_any": "recall_at_k",

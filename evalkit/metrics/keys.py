@@ -10,6 +10,21 @@ import re
 
 _KEY = re.compile(r"^(?P<name>[a-z_][a-z0-9_/]*)(?:@(?P<k>\d+))?$")
 
+# A cell's headline name -> the @K metric it holds at the primary K.
+HEADLINE_AT_K = {
+    "recall_at_k_avg": "recall_any",
+    "mrr_avg": "mrr",
+    "precision_at_k_avg": "precision",
+    "ndcg_at_k_avg": "ndcg",
+    "recall_all_avg": "recall_all",
+    "recall_frac_avg": "recall_frac",
+}
+# Rates where less is better (the gate, compare_runs and thresholds read them as ceilings).
+LOWER_IS_BETTER = frozenset(
+    {"scope_miss_rate", "hallucination_rate_unanswerable", "false_abstention_rate", "error_rate", "timeout_rate",
+     "empty_response_rate"}
+)
+
 
 def metric_key(name: str, k: int | None = None) -> str:
     """Build a canonical key: metric_key("recall_any", 5) -> "recall_any@5"."""
