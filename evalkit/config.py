@@ -112,6 +112,9 @@ class RunSettings(BaseModel):
     # Issue 13: latency budget per case (a case's constraints.latency_budget_ms wins); hashed
     # only when set, so runs without one keep their config_hash.
     latency_budget_ms: float | None = Field(None, gt=0)
+    # Issue 13: ask every case N times (Evalite's trialCount); each answer is a record with
+    # its `trial`. Hashed only when > 1, so single-trial runs keep their config_hash.
+    trials: int = Field(1, ge=1, le=100)
     max_error_rate: float = Field(0.0, ge=0, le=1)
     max_retry_wait: float = Field(60.0, ge=0)
     max_response_bytes: int = Field(32 * 1024 * 1024, ge=1024)
@@ -208,6 +211,8 @@ class RunSettings(BaseModel):
             out["vault"] = self.vault
         if self.latency_budget_ms is not None:  # changes each record's latency_budget score
             out["latency_budget_ms"] = self.latency_budget_ms
+        if self.trials > 1:  # N answers per case: another run
+            out["trials"] = self.trials
         validity = response_validity_identity(self)
         if validity is not None:  # changes what response_validity measures
             out["response_validity"] = validity

@@ -219,6 +219,16 @@ def main(
         "latency_budget_score_avg and within_budget_rate in metrics.json.",
         rich_help_panel=_T,
     ),
+    trials: Optional[int] = typer.Option(
+        None,
+        "--trials",
+        min=1,
+        max=100,
+        metavar="N",
+        help="Ask every case N times (Evalite's trialCount): per metric, each trial's value, mean, std and the "
+        "per-case flake rate in metrics.json `trials`; compare_runs pairs cases on their trial mean.",
+        rich_help_panel=_T,
+    ),
     matrix: Optional[list[str]] = typer.Option(
         None, "--matrix", metavar="KEY=V1,V2,...", help="Run the same cases once per value into sibling runs <run id>-<value> "
         "and print one table; KEY is a --param option or one of folder_mode, send_scope, rerank_*_weight, latency_budget_ms. "
@@ -296,6 +306,7 @@ def main(
             "ignore_invariants": ignore_invariants,
             "thresholds": list(threshold) if threshold else None,
             "latency_budget_ms": latency_budget_ms,
+            "trials": trials,
         }
         values = {key: v for key, v in values.items() if v is not None}
         if matrix or matrix_file is not None or expect_order is not None:

@@ -94,7 +94,8 @@ def _answer_digest(answer: Any) -> bytes | None:
 
 
 class CaseTable:
-    """One run's per-case values, one row per test_case_id (a repeated id: the last record wins).
+    """One run's per-case values, one row per test_case_id (a repeated id: the last record
+    wins, except the records of a `--trials` run, whose `trial`s average: EVAL.md "Trials").
 
     Columns are keyed `recall_any@5`, ..., `mrr@10` (for `ks`) and PER_CASE_METRICS; a
     value is NaN when the case does not count toward that mean, or the run could not score it.
@@ -115,6 +116,8 @@ class CaseTable:
         self._error_kinds: list[str | None] = []
         self._judge_errors: list[tuple[str, ...]] = []
         self._empty: list[bool] = []
+        # Trial runs: each case's per-trial values, averaged into its row as they come.
+        self._trials: dict[int, list[tuple[dict[str, float | None], bool, str | None]]] = {}
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -165,8 +168,11 @@ class CaseTable:
             self._error_kinds.append(None)
             self._judge_errors.append(())
             self._empty.append(False)
-        else:
+        elif type(record.get("trial")) is not int:
             self.duplicates.append(cid)
+        if type(record.get("trial")) is int:
+            self._add_trial(row, values, target_error, kind, record, x)
+            return
         for key in self.keys:
             v = values.get(key)
             self.cols[key][row] = math.nan if v is None else float(v)
@@ -176,6 +182,26 @@ class CaseTable:
         self._error_kinds[row] = kind
         self._judge_errors[row] = tuple(sorted(set(x["judge_errors"])))
         self._empty[row] = bool(x["empty"])
+
+    def _add_trial(
+        self, row: int, values: dict[str, float | None], target_error: bool, kind: str | None, record: Mapping, x: dict
+    ) -> None:
+        """One more trial of a case: its row becomes the mean over the trials that scored
+        each value (a binary outcome becomes the share of trials that passed)."""
+        trials = self._trials.setdefault(row, [])
+        trials.append((values, target_error, kind))
+        for key in self.keys:
+            got = [v[key] for v, _, _ in trials if v.get(key) is not None]
+            self.cols[key][row] = math.fsum(got) / len(got) if got else math.nan
+        case = record.get("case") if isinstance(record.get("case"), Mapping) else {}
+        self.scopes[row] = _scopes(case, x["answerable"])
+        if not target_error:
+            self.answers[row] = _answer_digest(record.get("answer"))
+        # Unscoreable only when no trial could be scored; a failed trial counts in error_rate.
+        self._target_errors[row] = all(failed for _, failed, _ in trials)
+        self._error_kinds[row] = kind if self._target_errors[row] else None
+        self._judge_errors[row] = tuple(sorted(set(self._judge_errors[row]) | set(x["judge_errors"])))
+        self._empty[row] = self._empty[row] or bool(x["empty"])
 
     def column(self, key: str) -> np.ndarray:
         """A column as a float64 array (a view: do not modify)."""

@@ -436,6 +436,12 @@ async def judge_run_async(
     # Merge to keep keys other scripts own, but replace ours whole: a stale trials or
     # spot-check block from an earlier judging must not survive.
     metrics = merge_metrics(old_metrics or {}, body)
+    from evalkit.trials import trials_block
+
+    # A --trials run: each trial's judge means and flakes, from the verdicts now in the run.
+    trials = trials_block(records, ks)
+    if trials is not None:
+        metrics["trials"] = trials
     metrics["aggregate_metrics"]["judge"] = _metrics_judge(stats, summary, context)
     metrics["aggregate_metrics"]["judge_reliability"] = reliability
     # Human grades (label_eval.py --grade-answers) vs the verdicts now in the run.

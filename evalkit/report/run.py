@@ -205,6 +205,10 @@ def print_run_summary(
     console = console or Console()
     # Run ids, paths and values come from the user or the run: text, never rich markup.
     title = f"run {escape(str(metrics.get('run_id', run_dir.name)))} — {metrics.get('total_tests', 0)} cases"
+    trials = metrics.get("trials")
+    if isinstance(trials, Mapping):
+        title = (f"run {escape(str(metrics.get('run_id', run_dir.name)))} — {metrics.get('total_tests', 0)} answers "
+                 f"({trials.get('n_cases')} cases × {trials.get('n_trials')} trials, pooled)")
     table = Table(title=title, title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -224,6 +228,8 @@ def print_run_summary(
         print_gate(gate, console)
     if isinstance(metrics.get("thresholds"), Mapping):
         print_thresholds(metrics["thresholds"], console)
+    if isinstance(metrics.get("trials"), Mapping):
+        print_trials(metrics["trials"], console)
     console.print(f"run folder: [bold]{escape(str(run_dir))}[/bold]")
 
 
@@ -248,6 +254,29 @@ def print_gate(gate: Mapping[str, Any], console: Console) -> None:
             console.print(f"  - {escape(str(line))}")
     for s in gate.get("skipped") or []:
         console.print(f"  [dim]not compared: {escape(s['metric'])} ({escape(s['reason'])})[/dim]")
+
+
+def print_trials(block: Mapping[str, Any], console: Console) -> None:
+    """--trials N: each headline metric's mean ± std over trials, per trial, and how many
+    cases changed outcome between trials."""
+    from rich.markup import escape
+
+    from evalkit.trials import headline_rows
+
+    title = f"{block.get('n_trials')} trials of {block.get('n_cases')} cases"
+    table = Table(title=title, title_justify="left")
+    for name, justify in (("metric", "left"), ("mean ± std", "right"), ("per trial", "right"), ("flaky cases", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for row in headline_rows(block):
+        table.add_row(*(escape(x) for x in row))
+    console.print(table)
+    flaky = block.get("n_flaky_cases") or 0
+    if flaky:
+        ids = ", ".join(block.get("flaky_case_ids") or [])
+        more = " …" if flaky > len(block.get("flaky_case_ids") or []) else ""
+        console.print(f"[yellow]{flaky} case(s) changed outcome between trials[/yellow]: {escape(ids)}{more}")
+    if not block.get("complete"):
+        console.print("[yellow]not every case has every trial: per-trial values are over different cases[/yellow]")
 
 
 def print_thresholds(check: Mapping[str, Any], console: Console) -> None:

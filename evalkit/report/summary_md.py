@@ -254,6 +254,19 @@ def render_summary(
         out += [f"  - not measured: {cell(s.get('metric'))} ({cell(s.get('reason'))})"
                 for s in thresholds.get("not_measured") or [] if s.get("metric") not in named]
 
+    trials = metrics.get("trials")
+    if isinstance(trials, Mapping):  # --trials N (issue 13)
+        from evalkit.trials import headline_rows
+
+        out += ["", "## Trials", "", f"{trials.get('n_trials')} trials of {trials.get('n_cases')} cases; "
+                f"{trials.get('n_flaky_cases') or 0} case(s) changed outcome between trials.", ""]
+        out += _table(["metric", "mean ± std", "per trial", "flaky cases"],
+                      [[cell(x) for x in row] for row in headline_rows(trials)], ["---", "---:", "---:", "---:"])
+        if trials.get("flaky_case_ids"):
+            out += ["", f"Flaky: {cell(', '.join(trials['flaky_case_ids']))}"]
+        if not trials.get("complete"):
+            out += ["", "Not every case has every trial: per-trial values are over different cases."]
+
     warnings = [w for w in metrics.get("warnings") or [] if isinstance(w, Mapping | str)]
     if warnings:
         out += ["", "## Warnings", ""]

@@ -59,6 +59,7 @@ class RunHealth:
         self.seen_by_file: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
         self.seen_ids: set[str] = set()
         self.gold: list[tuple[str, list[Mapping[str, Any]]]] = []
+        self.gold_ids: set[str] = set()
 
     def add(self, rec: Mapping[str, Any]) -> None:
         self.n_cases += 1
@@ -79,7 +80,8 @@ class RunHealth:
             if not chunks:
                 self.empty.append(cid)
             supports = case.get("gold_supports") or []
-            if supports:
+            if supports and cid not in self.gold_ids:  # a --trials run asks each case N times
+                self.gold_ids.add(cid)
                 self.gold.append((cid, supports))
 
     def warnings(self) -> list[dict[str, Any]]:
@@ -93,7 +95,7 @@ class RunHealth:
                     "severity": "warning",
                     "n": len(errors),
                     "of": n_cases,
-                    "ids": errors[:_MAX_IDS],
+                    "ids": list(dict.fromkeys(errors))[:_MAX_IDS],
                     "message": f"the target failed {len(errors)} of {n_cases} cases; they count as misses in every metric",
                 }
             )
@@ -104,7 +106,7 @@ class RunHealth:
                     "severity": "warning",
                     "n": len(empty),
                     "of": answered,
-                    "ids": empty[:_MAX_IDS],
+                    "ids": list(dict.fromkeys(empty))[:_MAX_IDS],
                     "message": (
                         f"{len(empty)} of {answered} answerable cases retrieved no chunk at all: is the index "
                         "empty, does the request name a vault or folder the target does not serve "

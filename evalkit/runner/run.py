@@ -76,6 +76,8 @@ class RunResult:
         resumed / repaired_tail / skipped: whether this call resumed a run, cut a torn
             last line, and how many cases were already done.
         judge: the judge's describe() ({"provider": None} for retrieval-only).
+        trials: metrics.json's `trials` (per-trial values, mean, std, flake rates) with
+            `trials=N` > 1, else None. n_cases then counts records (cases x trials).
     """
 
     run_id: str
@@ -93,6 +95,7 @@ class RunResult:
     max_error_rate: float = 0.0
     warnings: list[dict[str, Any]] = field(default_factory=list)
     thresholds: dict[str, Any] | None = None  # metrics.json "thresholds" (issue 13), None without --threshold
+    trials: dict[str, Any] | None = None  # metrics.json "trials" (issue 13), None without --trials N > 1
 
     @property
     def error_rate(self) -> float:
@@ -133,6 +136,7 @@ class RunResult:
             "error_rate": self.error_rate,
             "incomplete": self.incomplete,
             "thresholds": self.thresholds,
+            "trials": self.trials,
             "warnings": list(self.warnings),
         }
 
@@ -406,41 +410,54 @@ def _create_run_dir(results_dir: Path, run_id: str | None, chash: str) -> RunDir
     raise BadConfig(Problem(f"no free run id under {results_dir} for config {chash[:6]}"))
 
 
-def _finished_ids(run: RunDir, *, retry_errors: bool) -> set[str]:
-    """Cases a resume skips: every recorded case, or with --retry-errors only those the
-    target did not fail (an empty answer is the system's answer, not a transient failure)."""
-    if not retry_errors:
-        return run.completed_ids()
+def record_key(record: Mapping[str, Any]) -> tuple[str, int]:
+    """A record's identity in its run: (test_case_id, trial); trial 1 when the run has no trials."""
+    trial = record.get("trial")
+    return record.get("test_case_id"), trial if type(trial) is int else 1
+
+
+def _finished_keys(run: RunDir, *, retry_errors: bool) -> set[tuple[str, int]]:
+    """(case, trial) pairs a resume skips: every recorded one, or with --retry-errors only
+    those the target did not fail (an empty answer is the system's answer, not a transient failure)."""
     return {
-        r["test_case_id"]
+        record_key(r)
         for r in run.iter_results()
-        if not r.get("error") or r["error"].get("kind") == "empty_answer"
+        if not retry_errors or not r.get("error") or r["error"].get("kind") == "empty_answer"
     }
 
 
-def _finalize_order(run: RunDir, selected: Sequence[tuple[int, EvalCase]]) -> int:
-    """Rewrite results.jsonl in eval-set order, one record per selected case. Returns the count."""
+def _work(selected: Sequence[tuple[int, EvalCase]], trials: int) -> list[tuple[int, EvalCase, int]]:
+    """What a run asks, in results.jsonl order: trial-major (every case once, then again),
+    so the N answers to one question are spread over the run rather than sent at once,
+    where a chatbot's own cache or a burst of load would make them look alike."""
+    return [(i, c, t) for t in range(1, trials + 1) for i, c in selected]
+
+
+def _finalize_order(run: RunDir, selected: Sequence[tuple[int, EvalCase]], trials: int = 1) -> int:
+    """Rewrite results.jsonl in run order (trial, then eval-set order), one record per
+    selected (case, trial). Returns the count."""
     wanted = {c.id for _, c in selected}
-    seen: set[str] = set()
+    seen: set[tuple[str, int]] = set()
     in_order = True
-    last = -1
+    last = (0, -1)
     n = 0
     for rec in run.iter_results():
-        rid = rec.get("test_case_id")
-        idx = rec.get("case_index", 0)
-        if rid in seen or rid not in wanted or idx < last:
+        key = record_key(rec)
+        pos = (key[1], rec.get("case_index", 0))
+        if key in seen or key[0] not in wanted or key[1] > trials or pos < last:
             in_order = False
-        seen.add(rid)
-        last = max(last, idx)
+        seen.add(key)
+        last = max(last, pos)
         n += 1
     if in_order:
         return n
-    records: dict[str, dict] = {}
+    records: dict[tuple[str, int], dict] = {}
     for rec in run.iter_results():
-        if rec.get("test_case_id") in wanted:
+        key = record_key(rec)
+        if key[0] in wanted and key[1] <= trials:
             # The last record of a case wins: a case redone by --retry-errors replaces its error.
-            records[rec["test_case_id"]] = rec
-    ordered = sorted(records.values(), key=lambda r: r.get("case_index", 0))
+            records[key] = rec
+    ordered = sorted(records.values(), key=lambda r: (record_key(r)[1], r.get("case_index", 0)))
     run.rewrite_results(ordered)
     return len(ordered)
 
@@ -505,6 +522,7 @@ def _write_metrics(
     from evalkit.metrics.aggregate import aggregate_records
     from evalkit.report.summary_md import WorstCases
     from evalkit.runner.health import RunHealth
+    from evalkit.trials import TrialStats
 
     s = p.settings
     walls = [x.get("wall_s") for x in p.config.get("sessions") or []]
@@ -513,12 +531,15 @@ def _write_metrics(
     health, missing = RunHealth(), set()
 
     worst = WorstCases(s.k[0])  # summary.md's worst cases, from the same pass
+    trials = TrialStats(s.k) if s.trials > 1 else None
 
     def records() -> Iterator[dict[str, Any]]:
         for rec in run.iter_results():
             health.add(rec)
             missing.update(rec.get("missing_fields") or [])
             worst.add(rec)
+            if trials is not None:
+                trials.add(rec)
             yield rec
 
     body = aggregate_records(records(), ks=s.k, suite_ms=suite_s * 1000)
@@ -537,6 +558,8 @@ def _write_metrics(
             "sessions": len(p.config.get("sessions") or []),
         },
     }
+    if trials is not None:
+        metrics["trials"] = trials.result()
     # JudgeRunner.stats(): cache hits/misses, calls, tokens, cost (this session's calls).
     metrics["aggregate_metrics"]["judge"] = judge.stats() if judge is not None else None
     metrics["invariants"] = run_invariants(missing, judge_identity(p.config.get("judge")))
@@ -600,8 +623,9 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         state.update(run_id=run.run_id, run_dir=run.path, results_dir=s.results_dir)
 
         repaired = run.repair_tail() if resumed else False
-        done = _finished_ids(run, retry_errors=s.retry_errors) if resumed else set()
-        pending = [(i, c) for i, c in p.selected if c.id not in done]
+        done = _finished_keys(run, retry_errors=s.retry_errors) if resumed else set()
+        work = _work(p.selected, s.trials)
+        pending = [(i, c, t) for i, c, t in work if (c.id, t) not in done]
         if resumed and pending:
             # A resume probes with a case it is about to ask anyway: finished cases are not re-asked.
             probe = await probe_target(s, target, pending[0][1])
@@ -623,7 +647,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         session = _Session(p, target, judge, judge_desc, progress)
         if progress is not None:
             progress.start(
-                run_id=run.run_id, run_dir=run.path, total=len(p.selected), done=len(p.selected) - len(pending),
+                run_id=run.run_id, run_dir=run.path, total=len(work), done=len(work) - len(pending),
                 resumed=resumed,
             )
         t0 = time.perf_counter()
@@ -638,10 +662,10 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         p.config["sessions"][-1]["wall_s"] = round(wall, 3)
         run.write_config(p.config)
 
-        if not resumed and session.in_order and session.n_written == len(p.selected):
-            n = session.n_written  # written in eval-set order, one per case: nothing to fix
+        if not resumed and session.in_order and session.n_written == len(work):
+            n = session.n_written  # written in run order, one per (case, trial): nothing to fix
         else:
-            n = _finalize_order(run, p.selected)
+            n = _finalize_order(run, p.selected, s.trials)
         metrics, gate = _write_metrics(p, run, judge, wall, [stale] if stale else [])
         point_latest(Path(s.results_dir), run.run_id)  # the run finished last, resumed ones too
         kinds = metrics["aggregate_metrics"]["operational_metrics"].get("error_kinds") or {}
@@ -655,11 +679,12 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
             gate=gate,
             success=not failed_gate,
             thresholds=metrics.get("thresholds") if s.thresholds else None,
+            trials=metrics.get("trials"),
             n_cases=n,
             n_errors=n_errors,
             resumed=resumed,
             repaired_tail=repaired,
-            skipped=len(p.selected) - len(pending),
+            skipped=len(work) - len(pending),
             judge=judge_desc,
             max_error_rate=s.max_error_rate,
             warnings=list(metrics.get("warnings") or []),

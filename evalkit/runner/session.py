@@ -82,7 +82,7 @@ class _Session:
         self._held: dict[int, tuple[dict[str, Any], dict | None]] = {}
         self._early: set[int] = set()
 
-    async def _case(self, case_index: int, case: EvalCase) -> tuple[dict[str, Any], dict | None]:
+    async def _case(self, case_index: int, case: EvalCase, trial: int = 1) -> tuple[dict[str, Any], dict | None]:
         """The finished record, and the target's versions when it answered."""
         request = build_request(case, self.s)
         start = time.perf_counter()
@@ -125,6 +125,8 @@ class _Session:
                 record = await self.judge.judge_record(record, context=full_chunks)
             except JudgeError as e:
                 record["judge_errors"].append({"judge": "runner", "reason": e.reason, "detail": e.detail})
+        if self.s.trials > 1:
+            record["trial"] = trial  # (test_case_id, trial) is the record's key (EVAL.md "Trials")
         return record, versions
 
     def _observe_versions(self, target_versions: Mapping[str, Any]) -> None:
@@ -180,7 +182,8 @@ class _Session:
             if stop:
                 return
 
-    async def execute(self, pending: list[tuple[int, EvalCase]]) -> None:
+    async def execute(self, pending: list[tuple[int, EvalCase, int]]) -> None:
+        """Ask every (case_index, case, trial) in `pending`, writing records in that order."""
         stats = await self.target.index_stats()
         self.coverage = _dump(stats) if stats is not None else None
         if self.coverage is not None:
@@ -192,8 +195,8 @@ class _Session:
         todo = iter(enumerate(pending))
 
         async def worker() -> None:
-            for pos, (case_index, case) in todo:  # shared iterator: each case is taken once
-                record, versions = await self._case(case_index, case)
+            for pos, (case_index, case, trial) in todo:  # shared iterator: each case is taken once
+                record, versions = await self._case(case_index, case, trial)
                 await queue.put((pos, record, versions))
 
         workers = [asyncio.create_task(worker()) for _ in range(min(self.s.concurrency, len(pending)))]

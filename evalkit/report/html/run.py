@@ -309,7 +309,9 @@ def _case_view(record: Mapping[str, Any]) -> CaseView:
             err_text = f"{err_text}: {detail}"
     return CaseView(
         index=_int(record.get("case_index")) or 0,
-        id=_text(record.get("test_case_id") or case.get("id")),
+        # A --trials run has one row per answer: the trial tells them apart.
+        id=_text(record.get("test_case_id") or case.get("id"))
+        + (f" (trial {record['trial']})" if type(record.get("trial")) is int else ""),
         question=_text(record.get("question") or case.get("question")),
         category=_text(case.get("category")),
         difficulty=_text(case.get("difficulty")),
