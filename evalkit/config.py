@@ -81,6 +81,8 @@ class RunSettings(BaseModel):
     judge_base_url: str | None = None
     judge_temperature: float = Field(0.0, ge=0)
     allow_unpinned: bool = False
+    # Issue 13: seed 002's answer-quality judge; in the judge's identity (its prompt version), so hashed.
+    answer_quality: bool = False
     no_cache: bool = False
     results_dir: str = DEFAULT_RESULTS_DIR
     store_full_text: bool = False

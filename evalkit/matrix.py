@@ -44,7 +44,7 @@ DEFAULT_ORDER_METRIC = "ndcg_at_k_avg"
 _HEADLINE = HEADLINE_AT_K
 _PLAIN = (
     "scope_miss_rate", "attribution_hit_rate", "recency_pass_rate", "groundedness_avg", "correctness_avg",
-    "abstention_accuracy", "hallucination_rate_unanswerable", "false_abstention_rate", "abstention_precision",
+    "answer_quality_avg", "abstention_accuracy", "hallucination_rate_unanswerable", "false_abstention_rate", "abstention_precision",
     "abstention_f1", "abstention_decision_accuracy", "has_citations_rate", "response_valid_rate",
     "latency_budget_score_avg", "within_budget_rate", "error_rate", "timeout_rate", "empty_response_rate",
 )

@@ -115,6 +115,10 @@ class EvalCase(_Open):
         description="Does the corpus hold the answer? Required, a JSON boolean; false = the chatbot should abstain.",
     )
     expected_key_facts: list[str] = Field(default_factory=list)
+    expected_topics: list[str] = Field(
+        default_factory=list,
+        description="Topics a complete answer covers (seed 002's expectedTopics): the answer-quality judge's completeness.",
+    )
     gold_supports: list[GoldSupport] = Field(default_factory=list)
     required_support_groups: list[list[int]] | None = Field(
         None, description="Indices into gold_supports: OR of groups, AND within a group."

@@ -58,6 +58,7 @@ def main(
     cache_path: Path = typer.Option(Path("cache/judge_cache.sqlite"), "--cache-path", help="SQLite judge cache file.", rich_help_panel=_J),
     price_file: Optional[Path] = typer.Option(None, "--price-file", help="JSON prices (USD per 1M tokens) overriding the built-in table.", rich_help_panel=_J),
     claim_level: bool = typer.Option(False, "--claim-level", help="Judge groundedness claim by claim (score = 5 × supported / claims).", rich_help_panel=_J),
+    answer_quality: bool = typer.Option(False, "--answer-quality", help="Also run seed 002's answer-quality judge: relevance, groundedness, completeness vs the case's expected_topics (0-1 each; answer_quality_avg = their mean).", rich_help_panel=_J),
     judge_trials: int = typer.Option(1, "--judge-trials", min=1, help="Judge each answer N times; report per-case spread and the mean's SE.", rich_help_panel=_J),
     vault: Optional[Path] = typer.Option(
         None, "--vault", help="Re-read full chunk text from this notes folder when results hold 200-char texts. "
@@ -99,6 +100,7 @@ def main(
             cache_path=cache_path,
             price_file=price_file,
             claim_level=claim_level,
+            answer_quality=answer_quality,
             trials=judge_trials,
             concurrency=concurrency,
             rps=rps,

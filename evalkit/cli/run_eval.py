@@ -219,6 +219,14 @@ def main(
         "latency_budget_score_avg and within_budget_rate in metrics.json.",
         rich_help_panel=_T,
     ),
+    answer_quality: Optional[bool] = typer.Option(
+        None,
+        "--answer-quality",
+        help="Also run seed 002's answer-quality judge on answered answerable cases: relevance, groundedness and "
+        "completeness vs the case's expected_topics, 0-1 each; answer_quality_avg is their mean.",
+        rich_help_panel=_J,
+        show_default=False,
+    ),
     trials: Optional[int] = typer.Option(
         None,
         "--trials",
@@ -307,6 +315,7 @@ def main(
             "thresholds": list(threshold) if threshold else None,
             "latency_budget_ms": latency_budget_ms,
             "trials": trials,
+            "answer_quality": answer_quality,
         }
         values = {key: v for key, v in values.items() if v is not None}
         if matrix or matrix_file is not None or expect_order is not None:

@@ -52,6 +52,7 @@ PER_CASE_METRICS = (
     "recency_pass_rate",
     "groundedness_avg",
     "correctness_avg",
+    "answer_quality_avg",
     "abstention_accuracy",
     "false_abstention_rate",
     "abstention_decision_accuracy",
@@ -138,7 +139,8 @@ class CaseTable:
             block = x["at_k"].get(k) or {}
             for m in AT_K_METRICS:
                 values[f"{m}@{k}"] = block.get(m)
-        for name in ("scope_miss_rate", "attribution_hit_rate", "recency_pass_rate", "groundedness_avg", "correctness_avg"):
+        for name in ("scope_miss_rate", "attribution_hit_rate", "recency_pass_rate", "groundedness_avg", "correctness_avg",
+                     "answer_quality_avg"):
             values[name] = x["values"].get(name)
         for name in ("has_citations_rate", "response_valid_rate"):  # None for a target error already
             values[name] = x["values"].get(name)

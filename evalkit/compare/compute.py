@@ -76,6 +76,7 @@ _METRIC_ORDER = (
     "recency_pass_rate",
     "groundedness_avg",
     "correctness_avg",
+    "answer_quality_avg",
     "abstention_accuracy",
     "hallucination_rate_unanswerable",
     "false_abstention_rate",
@@ -95,7 +96,7 @@ _GROUPING_ORDER = ("by_answerable", "by_category", "by_difficulty", "by_domain",
 # hallucination = 1 - abstention accuracy case by case: one test, shown on both rows.
 _MIRRORED = {"hallucination_rate_unanswerable": "abstention_accuracy"}
 _ANSWER_METRICS = [
-    "groundedness_avg", "correctness_avg", "attribution_hit_rate", "abstention_accuracy", "hallucination_rate_unanswerable",
+    "groundedness_avg", "correctness_avg", "answer_quality_avg", "attribution_hit_rate", "abstention_accuracy", "hallucination_rate_unanswerable",
     "false_abstention_rate", "abstention_precision", "abstention_f1", "abstention_decision_accuracy", "latency",
 ]
 _ABSTENTION_METRICS = [m for m in _ANSWER_METRICS if m.startswith(("abstention", "hallucination", "false_abstention"))]

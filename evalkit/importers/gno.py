@@ -19,7 +19,8 @@ Mapping (README, "Coming from Evalite / GNO", has the table):
   error. GNO docids (`#a1b2c3`) are content hashes: no rule turns one into a path.
 - `query`/`question` -> `question`; `id` -> `id` (else `<file stem>-<item number>`);
   `language` (or `expectedLang`) -> `language`; `note` -> `notes`; `collection` is kept
-  and tagged `collection:<name>`; `expectedTopics` -> `expected_key_facts`; every case
+  and tagged `collection:<name>`; `expectedTopics` -> `expected_topics` (read by the
+  answer-quality judge, `--answer-quality`); every case
   is `answerable: true` with `category` from the options unless the item has one.
   Other keys are kept as they are (unknown fields survive).
 """
@@ -152,7 +153,7 @@ def convert_item(
         if not isinstance(topics, list) or not all(isinstance(t, str) and t.strip() for t in topics):
             problems.append(bad("expectedTopics", f"expected a list of non-empty strings, got {_short(topics)}"))
         else:
-            case["expected_key_facts"] = list(topics)
+            case["expected_topics"] = list(topics)
         case["gold_supports"] = []
 
     note = item.get("note")

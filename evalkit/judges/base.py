@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evalkit.errors import redact
 
-JudgeKind = Literal["groundedness", "correctness", "claims", "abstention"]
-JUDGE_KINDS: tuple[str, ...] = ("groundedness", "correctness", "claims", "abstention")
+JudgeKind = Literal["groundedness", "correctness", "claims", "abstention", "answer_quality"]
+JUDGE_KINDS: tuple[str, ...] = ("groundedness", "correctness", "claims", "abstention", "answer_quality")
 
 
 # --------------------------------------------------------------------------- verdict models
@@ -78,11 +78,25 @@ class AbstentionOutput(_Verdict):
     confidence: float = Field(ge=0, le=1, description="Confidence in `abstained`, from 0 to 1.")
 
 
+class AnswerQualityOutput(_Verdict):
+    """Seed 002's answer-quality judge (GNO's `answerQuality` scorer): three dimensions on
+    0.0-1.0, as its prompt asks; the score is their mean (computed by the runner)."""
+
+    reasoning: str = Field("", description="Short justification of the three ratings.")
+    relevance: float = Field(ge=0, le=1, description="Does the answer directly address the question? 0.0 to 1.0.")
+    groundedness: float = Field(ge=0, le=1, description="Is the answer supported by the provided sources (no hallucination)? 0.0 to 1.0.")
+    completeness: float = Field(ge=0, le=1, description="Does the answer cover the key points and the expected topics? 0.0 to 1.0.")
+    # Not in seed 002's reply: null when the judge did not say.
+    topics_covered: list[str] | None = Field(None, description="Expected topics the answer covers, copied verbatim.")
+    topics_missing: list[str] | None = Field(None, description="Expected topics the answer does not cover, copied verbatim.")
+
+
 OUTPUT_MODELS: dict[str, type[_Verdict]] = {
     "groundedness": GroundednessOutput,
     "correctness": CorrectnessOutput,
     "claims": ClaimsOutput,
     "abstention": AbstentionOutput,
+    "answer_quality": AnswerQualityOutput,
 }
 
 
@@ -102,6 +116,7 @@ class JudgeItem:
     context: tuple[dict[str, Any], ...] = ()
     expected_key_facts: tuple[str, ...] = ()
     expected_answer: str | None = None
+    expected_topics: tuple[str, ...] = ()  # the answer-quality judge's completeness (seed 002)
     answerable: bool = True
     n_references: int = 0
 

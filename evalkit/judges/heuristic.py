@@ -209,6 +209,8 @@ class HeuristicJudge:
             verdict = self._groundedness(item, claim_level=kind == "claims" or self.claim_level)
         elif kind == "correctness":
             verdict = self._correctness(item)
+        elif kind == "answer_quality":
+            verdict = self._answer_quality(item)
         elif kind == "abstention":
             r = detect_refusal(item.answer)
             verdict = {"abstained": r["abstained"], "confidence": r["confidence"], "phrase": r["phrase"]}
@@ -242,6 +244,34 @@ class HeuristicJudge:
             "supported_claims": supported,
             "unsupported_claims": unsupported,
             "claims": claims,
+        }
+
+    def _answer_quality(self, item: JudgeItem) -> dict[str, Any]:
+        """Seed 002's three dimensions on 0-1, lexically: relevance = share of the question's
+        content words in the answer; groundedness = share of the answer's claims supported by
+        a chunk; completeness = share of expected topics found (a topic is found when
+        SUPPORT_THRESHOLD of its content words are in the answer), None without topics.
+        The score is the mean of the dimensions that are not None."""
+        answer_words = content_words(item.answer)
+        relevance = _overlap(content_words(item.question), answer_words)
+        claims = judge_claims(item.answer, item.context)
+        grounded = sum(1 for c in claims if c["supported"]) / len(claims) if claims else 0.0
+        covered = [t for t in item.expected_topics if _overlap(content_words(t), answer_words) >= SUPPORT_THRESHOLD]
+        completeness = len(covered) / len(item.expected_topics) if item.expected_topics else None
+        dims = [d for d in (relevance, grounded, completeness) if d is not None]
+        return {
+            "score": sum(dims) / len(dims),
+            "relevance": relevance,
+            "groundedness": grounded,
+            "completeness": completeness,
+            "topics_covered": covered,
+            "topics_missing": [t for t in item.expected_topics if t not in covered],
+            "reasoning": (
+                f"heuristic: the answer uses {relevance:.0%} of the question's content words, "
+                f"{grounded:.0%} of its claims are supported by the context"
+                + (f", {len(covered)}/{len(item.expected_topics)} expected topics found" if item.expected_topics else
+                   "; no expected topics, so no completeness")
+            ),
         }
 
     def _correctness(self, item: JudgeItem) -> dict[str, Any]:

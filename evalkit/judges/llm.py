@@ -186,7 +186,11 @@ class LLMJudge:
         """
         output = OUTPUT_MODELS[kind]
         prompt = render_prompt(kind, item, prompt_set=self.prompt_set, temperature=self.temperature)
-        extra = {"expected_key_facts": list(item.expected_key_facts), "expected_answer": item.expected_answer} if kind == "correctness" else None
+        extra = None
+        if kind == "correctness":
+            extra = {"expected_key_facts": list(item.expected_key_facts), "expected_answer": item.expected_answer}
+        elif kind == "answer_quality":
+            extra = {"expected_topics": list(item.expected_topics)}
         key = cache_key(
             kind=kind,
             question=item.question,

@@ -90,6 +90,30 @@ Answer: {answer}
 
 Does this answer indicate the system cannot answer the question? Return JSON: {{"abstained": true/false, "confidence": 0-1}}"""
 
+# Seed 002's answer-quality prompt (GNO's evals/scorers/answer-quality.ts), with the sources
+# numbered as in the other prompts and the two topic lists added to the reply.
+_ANSWER_QUALITY_V1 = """You are evaluating an AI-generated answer for quality.
+
+Question: {question}
+
+Sources provided:
+{context_chunks}
+
+Answer generated:
+{answer}
+
+Expected topics to cover: {topics}
+
+Rate the answer on three dimensions (0.0 to 1.0):
+1. RELEVANCE: Does the answer directly address the question?
+2. GROUNDEDNESS: Is the answer supported by the provided sources? (no hallucination)
+3. COMPLETENESS: Does the answer cover the key points?
+
+Respond in JSON format:
+{{"relevance": 0.X, "groundedness": 0.X, "completeness": 0.X, "reasoning": "...", "topics_covered": ["..."], "topics_missing": ["..."]}}
+(topics_covered / topics_missing split the expected topics above, copied verbatim; both are
+empty when no topics are given.)"""
+
 # --- v1-alt: same rubrics, different wording (reliability spot-check, option B) -------------
 
 _GROUNDEDNESS_ALT = """You are checking an assistant's answer for faithfulness to its sources.
@@ -147,16 +171,18 @@ PROMPT_SETS: dict[str, dict[str, str]] = {
         "correctness": _CORRECTNESS_V1,
         "claims": _CLAIMS_V1,
         "abstention": _ABSTENTION_V1,
+        "answer_quality": _ANSWER_QUALITY_V1,
     },
     "v1-alt": {
         "groundedness": _GROUNDEDNESS_ALT,
         "correctness": _CORRECTNESS_ALT,
         "claims": _CLAIMS_V1,
         "abstention": _ABSTENTION_ALT,
+        "answer_quality": _ANSWER_QUALITY_V1,
     },
 }
 
-_MAX_TOKENS = {"groundedness": 1024, "correctness": 1024, "claims": 2048, "abstention": 128}
+_MAX_TOKENS = {"groundedness": 1024, "correctness": 1024, "claims": 2048, "abstention": 128, "answer_quality": 1024}
 
 
 def prompt_version(kind: str, prompt_set: str = DEFAULT_PROMPT_SET) -> str:
@@ -198,6 +224,7 @@ def render_prompt(kind: str, item: JudgeItem, *, prompt_set: str = DEFAULT_PROMP
         answer=item.answer,
         context_chunks=render_context(item.context),
         expected=_render_expected(item),
+        topics=", ".join(item.expected_topics) or "N/A",
     )
     messages = [{"role": "user", "content": text}]
     digest = hashlib.sha256(json.dumps([SYSTEM, messages], sort_keys=True).encode()).hexdigest()

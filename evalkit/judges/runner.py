@@ -67,6 +67,9 @@ class JudgeSettings:
     cache_path: Path = DEFAULT_CACHE_PATH
     price_file: Path | None = None
     claim_level: bool = False
+    # Seed 002's answer-quality judge (relevance / groundedness / completeness vs the
+    # case's expected_topics), an optional third verdict on answered answerable cases.
+    answer_quality: bool = False
     trials: int = 1
     concurrency: int = 4
     rps: float | None = None
@@ -249,6 +252,22 @@ def _rule(score: float, reasoning: str) -> dict[str, Any]:
     return {"score": score, "reasoning": reasoning, "method": "rule"}
 
 
+_QUALITY_DIMENSIONS = ("relevance", "groundedness", "completeness")
+
+
+def _quality_score(verdict: Mapping[str, Any]) -> float:
+    """Seed 002's answer-quality score: the mean of its three 0-1 dimensions."""
+    return math.fsum(float(verdict[d]) for d in _QUALITY_DIMENSIONS) / 3
+
+
+def _quality_rule(reasoning: str, *, completeness: bool) -> dict[str, Any]:
+    # As correctness: no answer to an answerable question is the worst answer on every
+    # dimension; completeness only where the judge would have measured it (the heuristic
+    # needs expected_topics), so its mean stays over the cases it applies to.
+    return {"score": 0.0, "relevance": 0.0, "groundedness": 0.0, "completeness": 0.0 if completeness else None,
+            "reasoning": reasoning, "method": "rule"}
+
+
 def _claims_as_groundedness(verdict: dict[str, Any]) -> dict[str, Any]:
     """An LLM claim-level verdict as a groundedness verdict: score = 5 × supported / claims."""
     claims = verdict.get("claims") or []
@@ -389,10 +408,11 @@ class JudgeRunner:
         d = self.judge.describe()
         r = self._resolved
         prompt_set = self.settings.prompt_set
+        kinds = ("correctness", "abstention", *(("answer_quality",) if self.settings.answer_quality else ()))
         if self.heuristic:
-            versions = {k: HEURISTIC_VERSION for k in ("groundedness", "correctness", "abstention")}
+            versions = {k: HEURISTIC_VERSION for k in ("groundedness", *kinds)}
         else:
-            versions = {k: prompt_version(k, prompt_set) for k in (self.groundedness_kind, "correctness", "abstention")}
+            versions = {k: prompt_version(k, prompt_set) for k in (self.groundedness_kind, *kinds)}
         return {
             **d,
             "provider": r.provider,
@@ -406,6 +426,7 @@ class JudgeRunner:
             "pinned": True if self.heuristic else is_pinned(r.provider, r.model),
             "allow_unpinned": self.settings.allow_unpinned,
             "claim_level": self.settings.claim_level,
+            "answer_quality": self.settings.answer_quality,
             "trials": self.trials,
             "cache": None
             if self.heuristic
@@ -489,6 +510,11 @@ class JudgeRunner:
         rec["judge_errors"] = []
         rec["groundedness"] = None
         rec["correctness"] = None
+        quality = self.settings.answer_quality
+        # Only a run judged for answer quality has the key: re-judging without it drops a stale one.
+        rec.pop("answer_quality", None)
+        if quality:
+            rec["answer_quality"] = None
         cost = _CaseCost()
         self._stamp_config(rec)
 
@@ -503,6 +529,7 @@ class JudgeRunner:
             context=tuple(ctx),
             expected_key_facts=tuple(case.get("expected_key_facts") or ()),
             expected_answer=case.get("expected_answer"),
+            expected_topics=tuple(case.get("expected_topics") or ()),
             answerable=answerable,
             # references beyond the stored ones still count for citation markers [n]
             n_references=len(rec.get("references") or []) + int(rec.get("references_dropped") or 0),
@@ -522,11 +549,15 @@ class JudgeRunner:
             return self._finish(rec, cost, t0, judged=False)
         if abstained is True:
             rec["correctness"] = _rule(0, "abstained on an answerable question")
+            if quality:
+                rec["answer_quality"] = _quality_rule("abstained on an answerable question", completeness=self._completes(item))
             self._counters.rule_scored += 1
             return self._finish(rec, cost, t0, judged=True)
         if not answer.strip():
             rec["groundedness"] = _rule(0, "empty answer")
             rec["correctness"] = _rule(0, "empty answer")
+            if quality and answerable:
+                rec["answer_quality"] = _quality_rule("empty answer", completeness=self._completes(item))
             self._counters.rule_scored += 1
             return self._finish(rec, cost, t0, judged=True)
 
@@ -536,13 +567,21 @@ class JudgeRunner:
         else:
             rec["correctness"] = _rule(0, "answered a question the eval set marks unanswerable")
             self._counters.rule_scored += 1
+        if quality and answerable:
+            tasks.append(self._judge_kind("answer_quality", item, rec, cost))
         results = await asyncio.gather(*tasks)
         rec["groundedness"] = results[0]
         if rec["groundedness"] is not None:
             rec["groundedness"]["citations"] = citation_check(answer, len(ctx), item.n_references)
         if answerable:
             rec["correctness"] = results[1]
+            if quality:
+                rec["answer_quality"] = results[2]
         return self._finish(rec, cost, t0, judged=True)
+
+    def _completes(self, item: JudgeItem) -> bool:
+        """Whether the answer-quality judge measures completeness here (an LLM always does)."""
+        return bool(item.expected_topics) or not self.heuristic
 
     def _stamp_config(self, rec: dict[str, Any]) -> None:
         cfg = rec.get("config")
@@ -563,7 +602,7 @@ class JudgeRunner:
         rec["latency"] = latency
         if judged:
             self._counters.judged += 1
-        for kind in ("groundedness", "correctness"):
+        for kind in ("groundedness", "correctness", "answer_quality"):
             v = rec.get(kind)
             if isinstance(v, dict) and v.get("score") is not None:
                 self._counters.scores.setdefault(kind, []).append(float(v["score"]))
@@ -603,6 +642,8 @@ class JudgeRunner:
         verdicts = []
         for o in ok:
             v = _claims_as_groundedness(o.verdict) if (kind == "claims" and o.method == "llm") else dict(o.verdict)
+            if kind == "answer_quality" and o.method == "llm":
+                v["score"] = _quality_score(v)
             verdicts.append(v)
         self._counters.judgments_ok += 1
         verdict = {**verdicts[0], **ok[0].meta(), "judge_identity": self.identity()}

@@ -64,6 +64,12 @@ MEAN_METRICS = (
     # Issue 13: seed 002's latency budget (record `latency_budget`; None without a budget).
     "latency_budget_score_avg",
     "within_budget_rate",
+    # Issue 13: seed 002's answer-quality judge (--answer-quality), 0-1: the mean of its three
+    # dimensions, and each dimension.
+    "answer_quality_avg",
+    "answer_relevance_avg",
+    "answer_groundedness_avg",
+    "answer_completeness_avg",
 )
 # What a slice (by_tag, by_category, ...) holds: the headline metrics at the primary K,
 # each with its n; every K, latency and cost stay in the overall cell. Not precision:
@@ -79,6 +85,7 @@ SLICE_METRICS = (
     "recency_pass_rate",
     "groundedness_avg",
     "correctness_avg",
+    "answer_quality_avg",
     "abstention_accuracy",
     "hallucination_rate_unanswerable",
     "false_abstention_rate",
@@ -87,7 +94,8 @@ SLICE_METRICS = (
     "error_rate",
 )
 LATENCY_PHASES = ("folder_selection", "retrieval", "generation", "judge")
-_JUDGES = ("groundedness", "correctness")
+_JUDGES = ("groundedness", "correctness", "answer_quality")
+_QUALITY_DIMENSIONS = ("relevance", "groundedness", "completeness")
 GROUPINGS = ("by_tag", "by_category", "by_difficulty", "by_domain", "by_answerable", "by_language")
 _GROUP_FIELDS = (("by_category", "category"), ("by_difficulty", "difficulty"), ("by_domain", "domain"))
 # A citation marker in an answer: [1], [2, 3] (as judges/heuristic.py reads them).
@@ -243,6 +251,10 @@ def extract_case(record: Mapping, ks: list[int]) -> dict:
         score = _num(verdict.get("score")) if isinstance(verdict, Mapping) else None
         # A judge failure is the instrument's: excluded from the mean, counted apart.
         values[f"{judge}_avg"] = None if judge in failed else score
+    quality = record.get("answer_quality")
+    for dim in _QUALITY_DIMENSIONS:
+        ok = isinstance(quality, Mapping) and "answer_quality" not in failed
+        values[f"answer_{dim}_avg"] = _num(quality.get(dim)) if ok else None
     # Judge means are over answered cases; an abstention on an answerable case still
     # counts in correctness (the judge scores it as a failure), see EVAL.md.
     if abstained is True:

@@ -149,6 +149,10 @@ def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = N
     mark = " (heuristic)" if heuristic else ""
     row(f"Groundedness (0-5){mark}", "groundedness_avg")
     row(f"Correctness (0-5){mark}", "correctness_avg")
+    if n.get("answer_quality_avg"):  # only with --answer-quality (issue 13)
+        row(f"Answer quality (0-1){mark}", "answer_quality_avg")
+        dims = " / ".join(_fmt(agg.get(f"answer_{d}_avg")) for d in ("relevance", "groundedness", "completeness"))
+        rows.append(("  relevance / groundedness / completeness", dims, str(n.get("answer_relevance_avg", "—"))))
     row("Abstention accuracy", "abstention_accuracy")
     row("Hallucination rate (unanswerable)", "hallucination_rate_unanswerable")
     row("False abstention rate (answerable)", "false_abstention_rate")

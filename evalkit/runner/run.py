@@ -225,6 +225,10 @@ def _prepare_inputs(values: Mapping[str, Any]) -> _Prepared:
     resume = values.get("resume")
     if values.get("retry_errors") and not resume:
         raise BadConfig(Problem("goes with --resume RUN_ID (it redoes the failed cases of that run)", field="--retry-errors"))
+    if values.get("answer_quality") and values.get("retrieval_only"):
+        # It would measure nothing, silently: no judge runs in a retrieval-only run.
+        raise BadConfig(Problem("needs a judge; --retrieval-only runs none (judge later with judge_answers.py "
+                                "--answer-quality)", field="--answer-quality"))
     if resume:
         results_dir = values.get("results_dir") or "results"
         run = RunDir.open(Path(results_dir), resume, flag="--resume")
@@ -366,6 +370,7 @@ def _build_judge(settings: RunSettings) -> Any:
             temperature=settings.judge_temperature,
             allow_unpinned=settings.allow_unpinned,
             use_cache=not settings.no_cache,
+            answer_quality=settings.answer_quality,
             concurrency=settings.concurrency,
             retry_policy=_retry_policy(3, settings.max_retry_wait),
         )

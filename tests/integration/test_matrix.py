@@ -105,6 +105,26 @@ def test_non_significant_inversion_passes(tmp_path: Path) -> None:
     assert pair["verdict"] == "not distinguishable"
 
 
+def test_presets_compared_on_answer_quality(tmp_path: Path) -> None:
+    # Seed 002's model presets judged for answer quality (the offline heuristic here): the
+    # table's runs carry answer_quality_avg and --expect-order tests it with compare_runs.
+    result = CliRunner().invoke(
+        app,
+        ["--eval-set", str(REPO / "eval_set.jsonl"), "--target", BOT, "--answer-quality", "--k", "5",
+         "--results-dir", str(tmp_path / "results"), "--matrix", "bm25_k1=1.2,10", "--run-id", "aq",
+         "--expect-order", "10<=1.2:answer_quality_avg", "--quiet", "--json"],
+        catch_exceptions=False,
+    )
+    doc = json.loads(result.stdout.strip().splitlines()[-1])
+    for name in ("1.2", "10"):
+        metrics = json.loads((tmp_path / "results" / f"aq-{name}" / "metrics.json").read_text())
+        assert metrics["aggregate_metrics"]["n"]["answer_quality_avg"] > 0
+    (pair,) = doc["order"]["pairs"]
+    assert doc["order"]["metric"] == "answer_quality_avg" and pair["delta"] is not None
+    # Measured: 0.632 (k1 = 10) <= 0.659 (k1 = 1.2); the order holds and the exit code says so.
+    assert pair["value_a"] < pair["value_b"] and doc["order"]["passed"] and result.exit_code == 0
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -113,6 +133,7 @@ def test_non_significant_inversion_passes(tmp_path: Path) -> None:
         (["--matrix", "bm25_b=0,1", "--expect-order", "0<=1:nDCG"], "unknown metric"),
         (["--matrix", "bm25_b=0,1", "--resume", "x"], "not supported with --matrix"),
         (["--expect-order", "a<=b"], "needs --matrix"),
+        (["--answer-quality"], "needs a judge"),
         (["--matrix", "bm25_b"], "expected KEY=V1,V2"),
     ],
 )

@@ -88,7 +88,7 @@ def test_seed_ask_cases(tmp_path: Path) -> None:
         "answerable": True,
         "category": "general",
         "tags": ["gno", "ask"],
-        "expected_key_facts": ["OAuth", "JWT", "session", "tokens"],
+        "expected_topics": ["OAuth", "JWT", "session", "tokens"],
         "gold_supports": [],
     }
     assert cases[1]["id"] == "ask-cases-2"
