@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from itertools import repeat
+from functools import lru_cache, partial
+from itertools import compress, repeat
+from operator import itemgetter
 from typing import Any
 
 __all__ = [
@@ -358,6 +359,7 @@ _NO_MATCH: frozenset[int] = frozenset()
 _DICT_ONLY = {dict}
 _STR_ONLY = {str}
 _INTS = {int}
+_RANK, _CHUNK_ID = itemgetter("rank"), itemgetter("chunk_id")
 _CHUNK_KEYS = ("chunk_id", "rel_path", "heading_path", "start_line", "end_line", "text", "text_truncated", "rank")
 # Normalized paths by raw string, one table per case sensitivity: a dict lookup per chunk
 # instead of a call. Cleared when full, so memory stays bounded on any corpus.
@@ -391,35 +393,39 @@ class GoldIndex:
         case_sensitive: compare paths and headings case-sensitively (default).
     """
 
-    __slots__ = ("by_id", "by_path", "cs", "graded_only", "heading_given", "headings", "n", "relevance", "snippets", "spans")
+    __slots__ = ("by_id", "by_path", "cs", "graded_only", "n", "relevance")
 
     def __init__(self, supports: Sequence[Mapping], *, case_sensitive: bool = True) -> None:
         self.cs = case_sensitive
         self.n = len(supports)
-        self.relevance = [_relevance(s) for s in supports]
+        self.relevance: list[float] = []
         self.by_id: dict[str, list[int]] = {}
-        self.by_path: dict[str, list[int]] = {}
-        self.spans: list[tuple[int, int] | None] = []
-        self.heading_given: list[bool] = []
-        self.headings: list[tuple[str, ...]] = []
-        self.snippets: list[list[str]] = []
+        # Per normalized path, its supports' span and anchor forms, in index order:
+        # (index, (start, end) or None, heading given, gold heading components, snippets).
+        self.by_path: dict[str, list[tuple[int, tuple[int, int] | None, bool, tuple[str, ...], list[str]]]] = {}
         graded: list[int] = []
         for i, s in enumerate(supports):
-            if _get(s, "graded_only") is True:
+            get = s.get if type(s) is dict else partial(_get, s)
+            rel = get("relevance")
+            self.relevance.append(1.0 if rel is None or isinstance(rel, bool) else float(rel))
+            if get("graded_only") is True:
                 graded.append(i)
-            gid = _get(s, "chunk_id")
+            gid = get("chunk_id")
             if gid is not None and str(gid) != "":
                 self.by_id.setdefault(str(gid), []).append(i)
-            path = _path_of(_get(s, "rel_path"), case_sensitive)
-            if path:
-                self.by_path.setdefault(path, []).append(i)
-            start, end = _int_or_none(_get(s, "start_line")), _int_or_none(_get(s, "end_line"))
-            self.spans.append((start, end) if start is not None and end is not None else None)
-            heading = _get(s, "heading_path")
-            self.heading_given.append(heading is not None)
-            self.headings.append(_components(heading, case_sensitive))
-            snips = _get(s, "snippets") or []
-            self.snippets.append([normalize_snippet_text(x) for x in snips if x and str(x).strip()] if snips else [])
+            path = _path_of(get("rel_path"), case_sensitive)
+            if not path:
+                continue  # the span and anchor forms need a path: this support matches by id only
+            start, end = _int_or_none(get("start_line")), _int_or_none(get("end_line"))
+            heading = get("heading_path")
+            snips = get("snippets") or []
+            self.by_path.setdefault(path, []).append((
+                i,
+                (start, end) if start is not None and end is not None else None,
+                heading is not None,
+                _components(heading, case_sensitive),
+                [normalize_snippet_text(x) for x in snips if x and str(x).strip()] if snips else [],
+            ))
         self.graded_only: frozenset[int] = frozenset(graded) if graded else _NO_MATCH
 
     def match(self, chunk: Mapping, *, require_snippets: bool = False) -> frozenset[int]:
@@ -448,31 +454,37 @@ class GoldIndex:
         n = len(chunks)
         if not n or set(map(type, chunks)) != _DICT_ONLY:
             return None
-        ranks = list(map(dict.get, chunks, repeat("rank", n)))
+        try:
+            ranks = list(map(_RANK, chunks))
+            ids = list(map(_CHUNK_ID, chunks))
+        except KeyError:
+            return None
         if set(map(type, ranks)) != _INTS or ranks != sorted(ranks):
             return None
-        ids = list(map(dict.get, chunks, repeat("chunk_id", n)))
         if set(map(type, ids)) != _STR_ONLY or "" in ids:
             return None
         distinct = set(ids)
         if len(distinct) != n:
             return None  # duplicates: the general loop records them
-        if not self.by_id and not self.by_path:
-            return MatchTable(
-                matches=[_NO_MATCH] * n, relevance=self.relevance, n_supports=self.n, duplicates=_NO_MATCH,
-                graded_only=self.graded_only,
-            )
-        raws = list(map(dict.get, chunks, repeat("rel_path", n)))
-        table = _PATHS[self.cs]
-        paths = list(map(table.get, raws)) if set(map(type, raws)) == _STR_ONLY else [None] * n
-        if None in paths:
-            paths = [p if p is not None else _path_of(r, self.cs) for p, r in zip(paths, raws)]
         matches = [_NO_MATCH] * n
-        if (self.by_id and not distinct.isdisjoint(self.by_id)) or (self.by_path and not self.by_path.keys().isdisjoint(paths)):
-            by_id, by_path = self.by_id, self.by_path
-            for pos, (cid, path) in enumerate(zip(ids, paths)):
-                if cid in by_id or (path and path in by_path):
-                    matches[pos] = self._match(chunks[pos], cid, path, require_snippets)  # type: ignore[arg-type]
+        by_id, by_path = self.by_id, self.by_path
+        # The positions sharing an id or a file with a support; every other one matches nothing.
+        todo: Iterable[int] = ()
+        if by_id and not distinct.isdisjoint(by_id):
+            todo = list(compress(range(n), map(by_id.__contains__, ids)))
+        paths: list[str] | None = None
+        if by_path:
+            raws = list(map(dict.get, chunks, repeat("rel_path", n)))
+            table = _PATHS[self.cs]
+            paths = list(map(table.get, raws)) if set(map(type, raws)) == _STR_ONLY else [None] * n
+            if None in paths:
+                paths = [p if p is not None else _path_of(r, self.cs) for p, r in zip(paths, raws)]
+            if not by_path.keys().isdisjoint(paths):
+                on_path = compress(range(n), map(by_path.__contains__, paths))
+                todo = set(todo).union(on_path) if todo else on_path
+        for pos in todo:
+            path = paths[pos] if paths is not None else ""
+            matches[pos] = self._match(chunks[pos], ids[pos], path, require_snippets)  # type: ignore[arg-type]
         return MatchTable(
             matches=matches, relevance=self.relevance, n_supports=self.n, duplicates=_NO_MATCH, graded_only=self.graded_only
         )
@@ -532,21 +544,16 @@ class GoldIndex:
         )
 
     def _match(self, chunk: dict, cid: str | None, path: str, require_snippets: bool) -> frozenset[int]:
-        hit: set[int] | None = None
-        if cid is not None:
-            ids = self.by_id.get(cid)
-            if ids:
-                hit = set(ids)
+        ids = self.by_id.get(cid) if cid is not None else None
+        hit: set[int] = set(ids) if ids else set()
         candidates = self.by_path.get(path) if path else None
         if candidates:
             lines: tuple[int | None, int | None] | None = None
             got: tuple[str, ...] | None = None
             text: str | None = None
-            for i in candidates:
-                if hit is not None and i in hit:
+            for i, span, heading_given, gold, snippets in candidates:
+                if i in hit:
                     continue
-                span = self.spans[i]
-                snippets = self.snippets[i] if require_snippets else None
                 if span is not None:
                     if lines is None:
                         lines = (_int_or_none(chunk.get("start_line")), _int_or_none(chunk.get("end_line")))
@@ -554,27 +561,24 @@ class GoldIndex:
                     if c_start is not None and c_end is not None:
                         if not (c_start <= span[1] and span[0] <= c_end):
                             continue
-                        if snippets:
+                        if require_snippets and snippets:
                             text = normalize_snippet_text(chunk.get("text")) if text is None else text
                             if not _snippets_in(snippets, text, chunk):
                                 continue
-                        hit = hit or set()
                         hit.add(i)
                         continue
-                    if not self.heading_given[i]:
+                    if not heading_given:
                         continue
-                gold = self.headings[i]
                 if gold:
                     if got is None:
                         got = _components(chunk.get("heading_path"), self.cs)
                     # Component-wise: the heading-boundary rule ("# A" never prefixes "# AB").
-                    if len(got) < len(gold) or got[: len(gold)] != gold:
+                    if got[: len(gold)] != gold:
                         continue
-                if snippets:
+                if require_snippets and snippets:
                     text = normalize_snippet_text(chunk.get("text")) if text is None else text
                     if not _snippets_in(snippets, text, chunk):
                         continue
-                hit = hit or set()
                 hit.add(i)
         return frozenset(hit) if hit else _NO_MATCH
 
@@ -592,10 +596,3 @@ def _snippets_in(snippets: list[str], text: str, chunk: Mapping) -> bool:
     if all(s in text for s in snippets):
         return True
     return bool(chunk.get("text_truncated"))
-
-
-def _relevance(support: Mapping) -> float:
-    rel = _get(support, "relevance")
-    if rel is None or isinstance(rel, bool):
-        return 1.0
-    return float(rel)

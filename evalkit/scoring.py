@@ -37,6 +37,7 @@ from typing import Any
 import orjson
 
 from evalkit.errors import BadConfig, InputError, Problem
+from evalkit.trials import TrialStats
 from evalkit.metrics.aggregate import GROUPINGS, MEAN_METRICS, SLICE_METRICS, RecordTable, aggregate_records, recorded_suite_ms
 from evalkit.metrics.retrieval import score_case_retrieval, validate_ks
 from evalkit.report.summary_md import WorstCases
@@ -431,6 +432,7 @@ class _RescoreJob:
     folder_mode: str | None
     case_sensitive: bool
     lean: bool
+    trials: bool = False  # a --trials run: its `trials` block is recomputed in the same pass
 
 
 @dataclass
@@ -443,6 +445,7 @@ class _Part:
     missing: list[str]
     regrouped: int
     processes: int = 1
+    trials: TrialStats | None = None
 
 
 def _rescore_part(job: _RescoreJob, start: int = 0, end: int | None = None) -> _Part:
@@ -451,11 +454,15 @@ def _rescore_part(job: _RescoreJob, start: int = 0, end: int | None = None) -> _
     counts = {"records": 0, "cut_chunks": 0, "refs_dropped": 0}
     table = RecordTable(job.ks)
     worst = WorstCases(job.ks[0])
+    trials = TrialStats(job.ks) if job.trials else None
     results_path, snippets, lean = job.run.results_path, job.snippets, job.lean
+    own_cases = job.given_cases is None
     for line, rec in enumerate(job.run.iter_results(start, end), start=1):
-        case = cases.of(rec, line, results_path)
-        if case is None:
-            continue
+        case = rec.get("case") if own_cases else None
+        if type(case) is not dict:
+            case = cases.of(rec, line, results_path)
+            if case is None:
+                continue
         chunks = rec.get("retrieved_chunks") or []
         if snippets:
             counts["cut_chunks"] += sum(1 for c in chunks if isinstance(c, Mapping) and c.get("text_truncated"))
@@ -476,13 +483,15 @@ def _rescore_part(job: _RescoreJob, start: int = 0, end: int | None = None) -> _
         # group, which the records' own cases never do: then the table needs only the case
         # and the new retrieval_metrics (its other values are computed and dropped).
         if lean:
-            table.add_record({"case": case, "retrieval_metrics": rm})
+            table.add_retrieval(case, rm)
         rec["case"] = case
         rec["retrieval_metrics"] = rm
         if not lean:
             table.add_record(rec)
         worst.add(rec)  # summary.md's worst cases, by the new numbers
-    return _Part(table, worst, counts, cases.missing, cases.regrouped)
+        if trials is not None:
+            trials.add(rec)
+    return _Part(table, worst, counts, cases.missing, cases.regrouped, trials=trials)
 
 
 _PARALLEL_MIN_BYTES = 32 << 20
@@ -615,8 +624,10 @@ def score_retrieval(
     job = _RescoreJob(
         run=run, given_cases=given_cases, ks=ks, snippets=snippets, folder_mode=folder_mode,
         case_sensitive=case_sensitive, lean=lean,
+        trials=int((cfg.get("hashed") or {}).get("trials") or 1) > 1,
     )
-    part = _rescore_parallel(job, workers)
+    # A trials run is scored in one process: its per-trial tables are not merged across workers.
+    part = None if job.trials else _rescore_parallel(job, workers)
     if part is None:
         with _fewer_collections():
             part = _rescore_part(job)
@@ -656,6 +667,8 @@ def score_retrieval(
         )
     patch = _patch(old, body, RETRIEVAL_KEYS, _RETRIEVAL_EXTRA, whole=whole)
     patch["ks"] = list(ks)
+    if part.trials is not None:
+        patch["trials"] = part.trials.result()
     patch["retrieval_scoring"] = {**result.provenance(), "warnings": list(result.warnings)}
     result.metrics = run.update_metrics(patch)
     write_summary(run, result.metrics, part.worst)
@@ -867,10 +880,12 @@ def score_abstention(
 
     stream = classified() if judge is not None else labelled()
     worst = WorstCases(ks[0])  # summary.md's worst cases, from the same pass
+    trials = TrialStats(ks)  # a --trials run's `trials` block, from the new decisions
 
     def watched() -> Iterator[dict[str, Any]]:
         for rec in stream:
             worst.add(rec)
+            trials.add(rec)
             yield rec
 
     with _fewer_collections():
@@ -907,6 +922,9 @@ def score_abstention(
     patch = _patch(old, body, ABSTENTION_KEYS, _ABSTENTION_EXTRA, whole=whole)
     if whole:
         patch["ks"] = ks
+    trial_block = trials.result()
+    if trial_block is not None:
+        patch["trials"] = trial_block
     patch["abstention_scoring"] = {**result.provenance(), "warnings": list(result.warnings)}
     result.metrics = run.update_metrics(patch)
     write_summary(run, result.metrics, worst)

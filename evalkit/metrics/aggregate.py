@@ -313,6 +313,12 @@ def _latency_block(values: list[float]) -> dict:
 
 
 _NAN = float("nan")
+
+
+def _cell(v: Any) -> float:
+    """A value as a RecordTable cell: `_num`, with None as NaN."""
+    v = _num(v)
+    return _NAN if v is None else v
 # Abstention outcome codes in a RecordTable: no outcome (a target error), unknown, then
 # (answerable, abstained) as 2 + 2 * unanswerable + abstained.
 _AB_NONE, _AB_UNKNOWN = 0, 1
@@ -349,6 +355,15 @@ class RecordTable:
         self.groups: dict[str, dict[str, list[int]]] = {g: {} for g in GROUPINGS}
         self.coverage: Mapping | None = None
         self.answerable_n = 0
+        # add_retrieval's layout: the primary K's at_k columns behind the headline names,
+        # and the cells a record without judges, answer, latency or cost always has.
+        self._kstr = [str(k) for k in ks]
+        self._primary_cols = [AT_K_METRICS.index(src) for src in _PRIMARY.values()]
+        lean = len(_PRIMARY) + 3  # + scope_miss_rate, attribution_hit_rate, recency_pass_rate
+        assert MEAN_METRICS[lean - 3 : lean] == ("scope_miss_rate", "attribution_hit_rate", "recency_pass_rate")
+        self._lean_judged = [_NAN] * (len(MEAN_METRICS) - lean)
+        self._lean_tail = [_NAN] * len(self._latency) + [0.0]  # latency, cost_usd
+        self._lean_unanswerable = [_NAN] * (len(MEAN_METRICS) + len(self._at_k)) + self._lean_tail
 
     def add(self, x: dict) -> int:
         """Store one `extract_case` reduction; returns its row."""
@@ -377,9 +392,46 @@ class RecordTable:
         """Reduce one record (`extract_case`) and file its row under every group it is in."""
         x = extract_case(record, self.ks)
         case = record.get("case") or {}
-        row = self.add(x)
+        self._file(self.add(x), case, x["answerable"])
+        if self.coverage is None and record.get("indexing_coverage") is not None:
+            self.coverage = record["indexing_coverage"]
+
+    def add_retrieval(self, case: Mapping, rm: Mapping) -> None:
+        """`add_record({"case": case, "retrieval_metrics": rm})`, the same row, for the lean
+        records of a re-scoring: without judges, abstention, answer, latency, cost or error,
+        those cells are constant, so only the retrieval ones are read."""
+        answerable = case.get("answerable", True) is not False
+        if answerable:
+            at_k_in = rm.get("at_k") or {}
+            cells: list[float] = []
+            for k, kstr in zip(self.ks, self._kstr):
+                block = at_k_in.get(kstr)
+                if block is None and not at_k_in and rm.get("k", self.ks[0]) == k:
+                    block = {m: rm.get(src) for m, src in _SEED_NAMES.items()}  # as extract_case
+                block = block or {}
+                cells += [v if type(v) is float and v == v else _cell(v) for v in map(block.get, AT_K_METRICS)]
+            recency = rm.get("recency")
+            row = [cells[j] for j in self._primary_cols]
+            row.append(_cell(rm.get("scope_miss")))
+            row.append(_cell(rm.get("attribution_hit")))
+            row.append(_cell(recency.get("pass")) if isinstance(recency, Mapping) else _NAN)
+            row += self._lean_judged
+            row += cells
+            row += self._lean_tail
+        else:
+            row = self._lean_unanswerable
+        self.data.extend(row)
+        self.unlabeled.append(bool(answerable and not case.get("gold_supports")))
+        self.empty.append(False)
+        self.abstention.append(_AB_UNKNOWN)  # no abstention recorded: unknown
+        self.tokens.append(0)
+        self.n += 1
+        self._file(self.n - 1, case, answerable)
+
+    def _file(self, row: int, case: Mapping, answerable: bool) -> None:
+        """File `row` under every group its case is in."""
         groups = self.groups
-        self.answerable_n += x["answerable"]
+        self.answerable_n += answerable
         tags = case.get("tags")
         if tags:
             by_tag = groups["by_tag"]
@@ -389,12 +441,10 @@ class RecordTable:
             key = case.get(field)
             if key is not None:
                 groups[grouping].setdefault(str(key), []).append(row)
-        groups["by_answerable"].setdefault("answerable" if x["answerable"] else "unanswerable", []).append(row)
+        groups["by_answerable"].setdefault("answerable" if answerable else "unanswerable", []).append(row)
         lang = language_key(case)
         if lang is not None:
             groups["by_language"].setdefault(lang, []).append(row)
-        if self.coverage is None and record.get("indexing_coverage") is not None:
-            self.coverage = record["indexing_coverage"]
 
     def merge(self, other: RecordTable) -> None:
         """Append `other`'s rows after this table's (a later part of the same records)."""

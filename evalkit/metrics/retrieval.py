@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timezone
+from itertools import compress
 from typing import Any
 
 from evalkit.anchors import GoldIndex, MatchTable, normalize_rel_path
@@ -376,22 +377,25 @@ def _as_dict(obj: Any) -> Mapping:
     return dict(obj)
 
 
+_DICT_ONLY = {dict}
+
+
 def _dicts(items: Sequence[Any]) -> Sequence[Mapping]:
     # Records hold plain dicts: pass the list through instead of copying it item by item.
-    for x in items:
-        if type(x) is not dict:
-            return [_as_dict(y) for y in items]
-    return items
+    if set(map(type, items)) <= _DICT_ONLY:
+        return items
+    return [_as_dict(y) for y in items]
 
 
 _KS_SEEN: dict[tuple, list[int]] = {}
+_INT_ONLY = {int}
 
 
 def _valid_ks(ks: Sequence[int]) -> list[int]:
     # A re-scoring passes the same ks for every case: validate them once.
     key = tuple(ks)
     out = _KS_SEEN.get(key)
-    if out is None or any(type(k) is not int for k in key):
+    if out is None or set(map(type, key)) != _INT_ONLY:
         out = validate_ks(ks)
         if len(_KS_SEEN) < 64:
             _KS_SEEN[key] = out
@@ -490,13 +494,15 @@ def score_case_retrieval(
         "ndcg_at_k": p["ndcg"],
         "recall_all": p["recall_all"],
         "recall_frac": p["recall_frac"],
-        "scope_miss": scope_miss(supports, selection, folder_mode, case_sensitive=cs) if scored else None,
+        "scope_miss": (
+            scope_miss(supports, selection, folder_mode, case_sensitive=cs)
+            if scored and folder_mode in FOLDER_MODES_WITH_SELECTION
+            else None
+        ),
         "attribution_hit": _attribution(index, ref_dicts) if scored and len(index.graded_only) < index.n else None,
         "recency": (
-            recency_check(
-                case.get("recency_conflict_rule"), supports, table, primary, ref_dicts, case_sensitive=cs, index=index
-            )
-            if scored
+            recency_check(rule, supports, table, primary, ref_dicts, case_sensitive=cs, index=index)
+            if scored and (rule := case.get("recency_conflict_rule"))
             else None
         ),
         "at_k": at_k,
@@ -536,13 +542,10 @@ def _score_ks(
     rel = table.relevance
     matches = table.matches
     kmax = max(ks)
-    ideal = sorted(rel, reverse=True)[:kmax]
-    idcg_at = [0]
-    idcg = 0
-    for p, r in enumerate(ideal, start=1):
-        idcg = idcg + _gain(r) / math.log2(p + 1)
-        idcg_at.append(idcg)
-    matched = [p for p, m in enumerate(matches[:kmax], start=1) if m]
+    idcg_at, n_ideal = _idcg_at(rel, kmax)
+    log2_p1 = _log2_p1(kmax)
+    top = matches[:kmax]
+    matched = list(compress(range(1, len(top) + 1), top))
     hits: set[int] = set()
     credited: set[int] = set()
     if graded:
@@ -567,11 +570,11 @@ def _score_ks(
                 hits |= m
             free = [i for i in m if i not in credited]
             if free:
-                best = min(free, key=lambda i: (-rel[i], i))
+                best = free[0] if len(free) == 1 else min(free, key=lambda i: (-rel[i], i))
                 credited.add(best)
-                dcg += _gain(rel[best]) / math.log2(p + 1)
+                dcg += (2.0 ** rel[best] - 1.0) / log2_p1[p]  # _gain / log2(p + 1), as ndcg
             done += 1
-        ideal_k = idcg_at[min(k, len(ideal))]
+        ideal_k = idcg_at[min(k, n_ideal)]
         ndcg_k = min(1.0, dcg / ideal_k) if ideal_k > 0.0 else None
         if n_rec == 0:
             blocks[k] = dict.fromkeys(AT_K_METRICS)
@@ -589,3 +592,37 @@ def _score_ks(
             gold_hit = sorted(hits)
     primary = ks[0]
     return {str(k): blocks[k] for k in ks}, gold_hit, first if first is not None and first <= primary else None
+
+
+# log2(p + 1) by position p, and IDCG@1..K by relevance grades: the same few values for
+# every case of a run, computed with the kernels' own expressions (so the same floats).
+_LOG2_P1: list[float] = [0.0]
+_IDCG: dict[tuple[tuple[float, ...], int], tuple[list[float], int]] = {}
+_IDCG_MAX = 1 << 12
+
+
+def _log2_p1(kmax: int) -> list[float]:
+    global _LOG2_P1
+    table = _LOG2_P1
+    if len(table) <= kmax:
+        # Built whole, then swapped in: a thread never reads a half-grown table.
+        table = _LOG2_P1 = [math.log2(p + 1) for p in range(max(kmax + 1, 2 * len(table)))]
+    return table
+
+
+def _idcg_at(rel: list[float], kmax: int) -> tuple[list[float], int]:
+    """([0, IDCG@1, IDCG@2, ...] up to the cut-off, number of ideal positions): ndcg's sum
+    over the grades sorted descending, cut at kmax, with every partial sum kept."""
+    key = (tuple(rel), kmax)
+    got = _IDCG.get(key)
+    if got is None:
+        ideal = sorted(rel, reverse=True)[:kmax]
+        idcg_at = [0]
+        idcg = 0
+        for p, r in enumerate(ideal, start=1):
+            idcg = idcg + _gain(r) / math.log2(p + 1)
+            idcg_at.append(idcg)
+        if len(_IDCG) >= _IDCG_MAX:
+            _IDCG.clear()
+        got = _IDCG[key] = (idcg_at, len(ideal))
+    return got

@@ -173,3 +173,20 @@ def test_compare_pairs_cases_on_their_trial_mean(tmp_path: Path) -> None:
     # trial excluded, not 0), against 1 each.
     assert row.n == 4
     assert row.paired_delta == pytest.approx(1 - (1 + 2 / 3 + 0 + 1) / 4)
+
+
+def test_rescoring_scripts_recompute_the_trials_block(tmp_path: Path) -> None:
+    from evalkit import score_abstention, score_retrieval
+
+    result = _run(tmp_path, "rs", trials=3, k=[2, 1])
+    before = json.loads((result.run_dir / "metrics.json").read_text())["trials"]
+    assert "recall_any@1" in before["metrics"] and "recall_any@2" in before["metrics"]
+    # Re-scored at K = 1 only: the per-trial values are recomputed, @2 is gone, not left stale.
+    score_retrieval("rs", ks=[1], results_dir=str(tmp_path / "results"))
+    after = json.loads((result.run_dir / "metrics.json").read_text())["trials"]
+    assert "recall_any@2" not in after["metrics"]
+    assert after["metrics"]["recall_any@1"]["per_trial"] == before["metrics"]["recall_any@1"]["per_trial"] == [0.75, 0.25, 0.75]
+    assert after["metrics"]["recall_at_k_avg"]["per_trial"] == [0.75, 0.25, 0.75]
+    score_abstention("rs", results_dir=str(tmp_path / "results"))
+    again = json.loads((result.run_dir / "metrics.json").read_text())["trials"]
+    assert again["metrics"]["abstention_accuracy"]["per_trial"] == [1.0, 1.0, 0.0]
