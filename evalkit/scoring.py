@@ -39,6 +39,7 @@ import orjson
 from evalkit.errors import BadConfig, InputError, Problem
 from evalkit.trials import TrialStats
 from evalkit.metrics.aggregate import GROUPINGS, MEAN_METRICS, SLICE_METRICS, RecordTable, aggregate_records, recorded_suite_ms
+from evalkit.metrics.keys import HEADLINE_AT_K
 from evalkit.metrics.retrieval import score_case_retrieval, validate_ks
 from evalkit.report.summary_md import WorstCases
 from evalkit.store import RunDir
@@ -56,11 +57,10 @@ __all__ = [
 ]
 
 # The cell keys each script owns (EVAL.md "Aggregation"); with their `n` entries.
-RETRIEVAL_KEYS = tuple(
-    m for m in MEAN_METRICS
-    if m not in ("groundedness_avg", "correctness_avg", "response_valid_rate", "has_citations_rate")
-    and m not in ("latency_budget_score_avg", "within_budget_rate")  # run_eval's: kept by re-scoring
-)
+# Named, not "every mean but a few": a metric added later (a judge's, run_eval's) must not be
+# overwritten with null by a re-scoring that never computes it.
+RETRIEVAL_KEYS = (*HEADLINE_AT_K, "scope_miss_rate", "attribution_hit_rate", "recency_pass_rate")
+assert set(RETRIEVAL_KEYS) <= set(MEAN_METRICS)
 _RETRIEVAL_EXTRA = ("k", "at_k", "n_unlabeled")
 ABSTENTION_KEYS = (
     "abstention_accuracy",

@@ -190,3 +190,20 @@ def test_rescoring_scripts_recompute_the_trials_block(tmp_path: Path) -> None:
     score_abstention("rs", results_dir=str(tmp_path / "results"))
     again = json.loads((result.run_dir / "metrics.json").read_text())["trials"]
     assert again["metrics"]["abstention_accuracy"]["per_trial"] == [1.0, 1.0, 0.0]
+
+
+def test_rescoring_keeps_answer_quality(tmp_path: Path) -> None:
+    # score_retrieval replaces only the retrieval keys: the answer-quality judge's means stay.
+    from evalkit import score_retrieval
+
+    es, target = _setup(tmp_path)
+    from evalkit import run_eval
+
+    result = run_eval(eval_set=str(es), target=target, k=[1], answer_quality=True, results_dir=str(tmp_path / "results"),
+                      run_id="aq", concurrency=1, no_probe=True, quiet=True, max_error_rate=1.0, retries=0)
+    before = json.loads((result.run_dir / "metrics.json").read_text())["aggregate_metrics"]
+    assert before["n"]["answer_quality_avg"] > 0
+    score_retrieval("aq", results_dir=str(tmp_path / "results"))
+    after = json.loads((result.run_dir / "metrics.json").read_text())["aggregate_metrics"]
+    for key in ("answer_quality_avg", "answer_relevance_avg", "groundedness_avg", "has_citations_rate"):
+        assert after[key] == before[key] and after["n"][key] == before["n"][key], key
