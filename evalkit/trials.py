@@ -33,7 +33,12 @@ class TrialStats:
     record has a `trial`, so single-trial runs are unchanged)."""
 
     def __init__(self, ks: Sequence[int]) -> None:
+        # Imported here, once: compare's models are not needed to import this module.
+        from evalkit.compare.cases import CaseTable
+        from evalkit.metrics.aggregate import RecordTable
+
         self.ks = list(ks)
+        self._record_table, self._case_table = RecordTable, CaseTable
         self.tables: dict[int, Any] = {}  # trial -> RecordTable (its metrics.json cell)
         self.cases: dict[int, Any] = {}  # trial -> CaseTable (its per-case values)
         self.n_records = 0
@@ -42,12 +47,9 @@ class TrialStats:
         trial = record.get("trial")
         if type(trial) is not int:
             return
-        from evalkit.compare.cases import CaseTable
-        from evalkit.metrics.aggregate import RecordTable
-
         if trial not in self.tables:
-            self.tables[trial] = RecordTable(self.ks)
-            self.cases[trial] = CaseTable(self.ks, self.ks)
+            self.tables[trial] = self._record_table(self.ks)
+            self.cases[trial] = self._case_table(self.ks, self.ks)
         self.tables[trial].add_record(record)
         self.cases[trial].add(record)
         self.n_records += 1

@@ -208,11 +208,10 @@ def print_run_summary(
 
     console = console or Console()
     # Run ids, paths and values come from the user or the run: text, never rich markup.
-    title = f"run {escape(str(metrics.get('run_id', run_dir.name)))} — {metrics.get('total_tests', 0)} cases"
     trials = metrics.get("trials")
-    if isinstance(trials, Mapping):
-        title = (f"run {escape(str(metrics.get('run_id', run_dir.name)))} — {metrics.get('total_tests', 0)} answers "
-                 f"({trials.get('n_cases')} cases × {trials.get('n_trials')} trials, pooled)")
+    count = (f"{metrics.get('total_tests', 0)} answers ({trials.get('n_cases')} cases × {trials.get('n_trials')} trials, "
+             "pooled)" if isinstance(trials, Mapping) else f"{metrics.get('total_tests', 0)} cases")
+    title = f"run {escape(str(metrics.get('run_id', run_dir.name)))} — {count}"
     table = Table(title=title, title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")

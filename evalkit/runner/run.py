@@ -421,6 +421,11 @@ def record_key(record: Mapping[str, Any]) -> tuple[str, int]:
     return record.get("test_case_id"), trial if type(trial) is int else 1
 
 
+def _run_order(record: Mapping[str, Any]) -> tuple[int, int]:
+    """Where a record belongs in results.jsonl: trial, then eval-set position (see `_work`)."""
+    return record_key(record)[1], record.get("case_index", 0)
+
+
 def _finished_keys(run: RunDir, *, retry_errors: bool) -> set[tuple[str, int]]:
     """(case, trial) pairs a resume skips: every recorded one, or with --retry-errors only
     those the target did not fail (an empty answer is the system's answer, not a transient failure)."""
@@ -447,8 +452,7 @@ def _finalize_order(run: RunDir, selected: Sequence[tuple[int, EvalCase]], trial
     last = (0, -1)
     n = 0
     for rec in run.iter_results():
-        key = record_key(rec)
-        pos = (key[1], rec.get("case_index", 0))
+        key, pos = record_key(rec), _run_order(rec)
         if key in seen or key[0] not in wanted or key[1] > trials or pos < last:
             in_order = False
         seen.add(key)
@@ -462,7 +466,7 @@ def _finalize_order(run: RunDir, selected: Sequence[tuple[int, EvalCase]], trial
         if key[0] in wanted and key[1] <= trials:
             # The last record of a case wins: a case redone by --retry-errors replaces its error.
             records[key] = rec
-    ordered = sorted(records.values(), key=lambda r: (record_key(r)[1], r.get("case_index", 0)))
+    ordered = sorted(records.values(), key=_run_order)
     run.rewrite_results(ordered)
     return len(ordered)
 
