@@ -28,7 +28,7 @@ import orjson
 from pydantic import ValidationError
 
 from evalkit.errors import BadEvalSet, Problem
-from evalkit.schema import BUILTIN_CATEGORIES, RECENCY_RULES, EvalCase, GoldSupport
+from evalkit.schema import BUILTIN_CATEGORIES, RECENCY_RULES, CaseConstraints, CaseExpectations, EvalCase, GoldSupport
 
 PROJECT_CONFIG = "evalkit.toml"
 
@@ -239,6 +239,9 @@ def _field_names(model: type[EvalCase] | type[GoldSupport]) -> list[str]:
 
 _CASE_FIELDS = _field_names(EvalCase)
 _SUPPORT_FIELDS = _field_names(GoldSupport)
+# Snake names first (the messages list them), then seed 004's camelCase spellings.
+_CONSTRAINT_FIELDS = [*CaseConstraints.model_fields, "tokenBudget", "topK"]
+_EXPECTED_FIELDS = [*CaseExpectations.model_fields, "mustInclude", "mustExclude", "orderedHints"]
 
 
 def _typo(key: Any, known: list[str]) -> str | None:
@@ -261,6 +264,12 @@ def _typo_problems(obj: dict[str, Any], where: dict[str, Any]) -> list[Problem]:
         meant = _typo(key, _CASE_FIELDS)
         if meant:
             found.append((key, key, meant))
+    constraints = obj.get("constraints")
+    if isinstance(constraints, dict):
+        for key in constraints:
+            meant = _typo(key, _CONSTRAINT_FIELDS)
+            if meant:
+                found.append((f"constraints.{key}", key, meant))
     supports = obj.get("gold_supports")
     if isinstance(supports, list):
         for i, support in enumerate(supports):
@@ -347,6 +356,10 @@ def _pydantic_problems(err: ValidationError, obj: dict[str, Any], where: dict[st
             msg = f"must be one of {', '.join(RECENCY_RULES)}, got {_short(e.get('input'))}"
         elif e["type"] == "extra_forbidden":
             msg = "unexpected field"
+            if loc.startswith("expected."):
+                # `expected` is closed: a misspelt key would otherwise score nothing.
+                meant = _typo(loc.removeprefix("expected."), _EXPECTED_FIELDS)
+                msg += f"; did you mean {meant!r}?" if meant else f"; expected one of {', '.join(_EXPECTED_FIELDS[:3])}"
         else:
             msg = e["msg"].removeprefix("Value error, ")
             if e["type"] not in {"value_error", "assertion_error"} and "input" in e:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SCHEMA_VERSION = 1
 
@@ -94,15 +94,73 @@ class GoldSupport(_Open):
 
 
 class CaseConstraints(_Open):
-    """What a case asks of the answer besides its content (issue 13), an open object.
+    """What a case asks of the answer besides its content (issues 13, 14), an open object.
 
     `latency_budget_ms`: this case's latency budget; it overrides the run's
     `--latency-budget-ms` for this case (see runner/records.latency_budget).
+    `token_budget` / `top_k` (seed 004's tokenBudget / topK): the expectation scorers
+    read only the first `top_k` retrieved chunks, and fact retention only the first
+    `token_budget` tokens of them (metrics/expectations.py).
     """
 
     latency_budget_ms: float | None = Field(
         None, gt=0, description="Latency budget of this case in ms (overrides --latency-budget-ms)."
     )
+    token_budget: int | None = Field(
+        None,
+        gt=0,
+        validation_alias=AliasChoices("token_budget", "tokenBudget"),
+        description="Tokens of retrieved context the case may use: fact retention counts must_include "
+        "facts inside the first token_budget tokens (seed 004's tokenBudget).",
+    )
+    top_k: int | None = Field(
+        None,
+        ge=1,
+        validation_alias=AliasChoices("top_k", "topK"),
+        description="The expectation scorers read only the first top_k retrieved chunks (seed 004's topK).",
+    )
+
+
+class CaseExpectations(BaseModel):
+    """Seed 004's `expected`: strings the retrieved text and the answer must / must not hold.
+
+    Closed (an unknown key is an error): a misspelt `must_includes` would otherwise score
+    nothing without a word. camelCase names (seed 004's fixtures) are accepted.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    must_include: list[str] = Field(
+        default_factory=list,
+        validation_alias=AliasChoices("must_include", "mustInclude"),
+        description="Substrings that must appear (case-insensitive, whitespace-normalised).",
+    )
+    must_exclude: list[str] = Field(
+        default_factory=list,
+        validation_alias=AliasChoices("must_exclude", "mustExclude"),
+        description="Substrings that must not appear.",
+    )
+    ordered_hints: list[str] = Field(
+        default_factory=list,
+        validation_alias=AliasChoices("ordered_hints", "orderedHints"),
+        description="Substrings in the order they must appear (temporal cases); at least two.",
+    )
+
+    @field_validator("must_include", "must_exclude", "ordered_hints")
+    @classmethod
+    def _no_blank(cls, v: list[str]) -> list[str]:
+        if any(not s.strip() for s in v):
+            raise ValueError("must not hold an empty string (it would match any text)")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CaseExpectations:
+        if len(self.ordered_hints) == 1:
+            raise ValueError("ordered_hints needs at least two hints to have an order")
+        both = sorted({s.casefold() for s in self.must_include} & {s.casefold() for s in self.must_exclude})
+        if both:
+            raise ValueError(f"{both} is both in must_include and must_exclude")
+        return self
 
 
 class EvalCase(_Open):
@@ -138,7 +196,17 @@ class EvalCase(_Open):
     )
     expected_answer: str | None = None
     notes: str | None = None
-    constraints: CaseConstraints | None = Field(None, description="Per-case constraints, e.g. latency_budget_ms.")
+    constraints: CaseConstraints | None = Field(
+        None, description="Per-case constraints: latency_budget_ms, token_budget, top_k."
+    )
+    expected: CaseExpectations | None = Field(
+        None,
+        description="Seed 004's must_include / must_exclude / ordered_hints, scored on the retrieved text "
+        "and on the answer (metrics/expectations.py).",
+    )
+    scenario: str | None = Field(
+        None, description="Scenario family (seed 004), e.g. follow_up_recall: --suite weighs scenarios."
+    )
 
     @field_validator("id", mode="before")
     @classmethod

@@ -115,3 +115,41 @@ def test_bad_date_is_caught_at_load(tmp_path: Path) -> None:
     assert exc.value.render() == (
         f"{bad}:1: gold_supports[1].date: not an ISO date (YYYY-MM-DD or ISO 8601), got '2025-02-30'"
     )
+
+
+def test_seed_004_expectations_and_constraints_load_in_both_spellings(tmp_path: Path) -> None:
+    # Seed 004 writes camelCase (mustInclude, tokenBudget, topK); evalkit's own files snake_case.
+    path = tmp_path / "h.jsonl"
+    path.write_text(
+        '{"id": "c", "question": "q?", "answerable": true, "scenario": "temporal_narrative", '
+        '"expected": {"mustInclude": ["a"], "mustExclude": ["b"], "orderedHints": ["x", "y"]}, '
+        '"constraints": {"tokenBudget": 64, "topK": 3}}\n'
+        '{"id": "d", "question": "q?", "answerable": true, '
+        '"expected": {"must_include": ["a"]}, "constraints": {"token_budget": 10, "top_k": 1}}\n'
+    )
+    c, d = load_eval_set([path], extra_categories=()).cases
+    assert c.scenario == "temporal_narrative"
+    assert (c.expected.must_include, c.expected.must_exclude, c.expected.ordered_hints) == (["a"], ["b"], ["x", "y"])
+    assert (c.constraints.token_budget, c.constraints.top_k) == (64, 3)
+    assert (d.constraints.token_budget, d.constraints.top_k, d.expected.must_include) == (10, 1, ["a"])
+
+
+def test_expectation_and_constraint_mistakes_are_named(tmp_path: Path) -> None:
+    # A misspelt key would otherwise score nothing without a word.
+    bad = tmp_path / "e.jsonl"
+    bad.write_text(
+        '{"id": "a", "question": "q?", "answerable": true, "expected": {"must_includes": ["x"]}}\n'
+        '{"id": "b", "question": "q?", "answerable": true, "expected": {"orderedHints": ["only"]}}\n'
+        '{"id": "c", "question": "q?", "answerable": true, "constraints": {"token_budjet": 5}}\n'
+        '{"id": "d", "question": "q?", "answerable": true, "expected": {"must_include": ["x"], "must_exclude": ["X"]}}\n'
+        '{"id": "e", "question": "q?", "answerable": true, "expected": {"must_include": [" "]}}\n'
+    )
+    with pytest.raises(BadEvalSet) as exc:
+        load_eval_set([bad], extra_categories=())
+    assert exc.value.render().splitlines() == [
+        f"{bad}:1: expected.must_includes: unexpected field; did you mean 'must_include'?",
+        f"{bad}:2: expected: ordered_hints needs at least two hints to have an order",
+        f"{bad}:3: constraints.token_budjet: unknown field 'token_budjet'; did you mean 'token_budget'?",
+        f"{bad}:4: expected: ['x'] is both in must_include and must_exclude",
+        f"{bad}:5: expected.must_include: must not hold an empty string (it would match any text)",
+    ]
