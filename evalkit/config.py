@@ -117,6 +117,8 @@ class RunSettings(BaseModel):
     # Issue 13: ask every case N times (Evalite's trialCount); each answer is a record with
     # its `trial`. Hashed only when > 1, so single-trial runs keep their config_hash.
     trials: int = Field(1, ge=1, le=100)
+    # Issue 14: scenario suite file (evalkit/suite.py); it weighs metrics, never changes them: not hashed.
+    suite: str | None = None
     max_error_rate: float = Field(0.0, ge=0, le=1)
     max_retry_wait: float = Field(60.0, ge=0)
     max_response_bytes: int = Field(32 * 1024 * 1024, ge=1024)

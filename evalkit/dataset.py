@@ -28,6 +28,7 @@ import orjson
 from pydantic import ValidationError
 
 from evalkit.errors import BadEvalSet, Problem
+from evalkit.evalset_lock import eval_set_problem
 from evalkit.schema import BUILTIN_CATEGORIES, RECENCY_RULES, CaseConstraints, CaseExpectations, EvalCase, GoldSupport
 
 PROJECT_CONFIG = "evalkit.toml"
@@ -125,7 +126,9 @@ def load_eval_set(paths: Sequence[str | Path], extra_categories: Sequence[str] |
         The validated EvalSet, cases in file order.
 
     Raises:
-        BadEvalSet: with every problem found (file, line, field); nothing should run.
+        BadEvalSet: with every problem found (file, line, field); nothing should run. A
+            file changed since the `eval_sets.lock` beside it locked it is one
+            (`evalset_lock`: a baselined eval set is immutable).
     """
     eval_set, problems = read_eval_set(paths, extra_categories)
     if problems:
@@ -165,6 +168,8 @@ def read_eval_set(
     for path, from_folder in files:
         data = path.read_bytes()
         file_infos.append({"path": str(path), "sha256": hashlib.sha256(data).hexdigest(), **_git_info(path)})
+        if (locked_out := eval_set_problem(path, file_infos[-1]["sha256"])) is not None:
+            problems.append(locked_out)  # baselined, then changed (eval_sets.lock beside it)
         for lineno, raw in enumerate(data.splitlines(), start=1):
             if not raw.strip():
                 continue

@@ -284,8 +284,12 @@ def check_writable(dest: str | Path, results_dir: str | Path, *, source: str | P
         source: the file the edit started from (names the suggested new version).
 
     Raises:
-        BadConfig: `dest` is frozen; the message names the runs and the `--output` to use.
+        BadConfig: `dest` is frozen, or locked in the `eval_sets.lock` beside it; the
+            message names the runs and the `--output` to use.
     """
+    from evalkit.evalset_lock import check_writable as check_not_locked
+
+    check_not_locked(dest, source=source)  # locked by name, whatever its content now
     runs = frozen_by(dest, results_dir)
     if runs:
         shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")

@@ -43,7 +43,7 @@ from evalkit.metrics.keys import HEADLINE_AT_K
 from evalkit.metrics.retrieval import score_case_retrieval, validate_ks
 from evalkit.report.summary_md import WorstCases
 from evalkit.store import RunDir
-from evalkit.summary import write_summary
+from evalkit.summary import write_derived
 
 __all__ = [
     "ABSTENTION_KEYS",
@@ -73,7 +73,7 @@ ABSTENTION_KEYS = (
 )
 _ABSTENTION_EXTRA = ("abstention_confusion", "n_abstention_unknown")
 # Case fields aggregate_records groups or filters by, besides the gold labels.
-_GROUP_FIELDS = ("tags", "category", "difficulty", "domain", "language", "doc_language")
+_GROUP_FIELDS = ("tags", "category", "difficulty", "domain", "language", "doc_language", "scenario")
 _CLASSIFIERS = ("heuristic", "llm")
 
 
@@ -671,7 +671,7 @@ def score_retrieval(
         patch["trials"] = part.trials.result()
     patch["retrieval_scoring"] = {**result.provenance(), "warnings": list(result.warnings)}
     result.metrics = run.update_metrics(patch)
-    write_summary(run, result.metrics, part.worst)
+    result.metrics = dict(write_derived(run, result.metrics, part.worst) or result.metrics)
     return result
 
 
@@ -927,7 +927,7 @@ def score_abstention(
         patch["trials"] = trial_block
     patch["abstention_scoring"] = {**result.provenance(), "warnings": list(result.warnings)}
     result.metrics = run.update_metrics(patch)
-    write_summary(run, result.metrics, worst)
+    result.metrics = dict(write_derived(run, result.metrics, worst) or result.metrics)
     return result
 
 

@@ -194,13 +194,19 @@ def write_json_atomic(path: Path, obj: Any) -> None:
         _write_atomic(path, payload)
 
 
-def _write_atomic(path: Path, payload: bytes) -> None:
+def _write_atomic(path: Path, payload: bytes | Iterable[bytes]) -> None:
+    """`payload` (bytes, then a newline; or pieces written as given) to a temp file beside
+    `path`, fsynced, then renamed over it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.write(b"\n")
+            if isinstance(payload, bytes):
+                f.write(payload)
+                f.write(b"\n")
+            else:
+                for piece in payload:
+                    f.write(piece)
             f.flush()
             os.fchmod(f.fileno(), _umask_mode())
             os.fsync(f.fileno())
@@ -566,6 +572,12 @@ class RunDir:
         path = self.path / SUMMARY_FILE
         with _os_errors(f"cannot write {SUMMARY_FILE}", path), _folder_lock(self.path):
             _write_atomic(path, text.encode("utf-8"))
+
+    def write_derived(self, name: str, pieces: Iterable[bytes]) -> None:
+        """Replace a derived file (results.json) atomically, streamed from `pieces`."""
+        path = self.path / name
+        with _os_errors(f"cannot write {name}", path), _folder_lock(self.path):
+            _write_atomic(path, pieces)
 
     def update_metrics(self, patch: Mapping[str, Any]) -> dict[str, Any]:
         """Merge `patch` into metrics.json (see `merge_metrics`), keeping keys other scripts own."""

@@ -1,8 +1,9 @@
-"""Keeping `results/<run_id>/summary.md` in step with metrics.json.
+"""Keeping a run's derived files in step with metrics.json: summary.md, results.json and
+metrics.json's own `suite` block.
 
-summary.md is derived: every script that rewrites metrics.json (run_eval, score_retrieval,
-score_abstention, judge_answers) calls `write_summary` right after its write has been
-committed, so summary.md is rendered from the metrics.json on disk. It is outside
+They are derived: every script that rewrites metrics.json (run_eval, score_retrieval,
+score_abstention, judge_answers) calls `write_derived` right after its write has been
+committed, so they are rendered from the files on disk. It is outside
 `RunDir.write_together`: a kill between the two leaves a whole, older summary.md, and
 the next script that writes metrics.json renders it again.
 
@@ -23,7 +24,7 @@ from evalkit.store import SUMMARY_FILE, RunDir
 if TYPE_CHECKING:
     from evalkit.report.summary_md import WorstCases
 
-__all__ = ["render_run_summary", "write_summary"]
+__all__ = ["render_run_summary", "write_derived", "write_results_json", "write_summary"]
 
 log = logging.getLogger("evalkit")
 
@@ -68,3 +69,54 @@ def write_summary(run: RunDir, metrics: Mapping[str, Any] | None = None, worst: 
     except Exception as e:  # noqa: BLE001 - derived output: never fail the command that wrote metrics.json
         log.warning("evalkit: warning: %s not written: %s", run.path / SUMMARY_FILE, e)
         return None
+
+
+def _suite(run: RunDir, metrics: Mapping[str, Any], config: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """metrics.json with its `suite` block recomputed from config.json's suite (--suite),
+    written back when it changed; `metrics` itself when the run has no suite."""
+    suite = (config or {}).get("suite")
+    if not isinstance(suite, Mapping):
+        return metrics
+    from evalkit.suite import Suite, suite_block
+
+    block = suite_block(metrics, Suite.from_json(suite))
+    if metrics.get("suite") == block:
+        return metrics
+    return run.update_metrics({"suite": block})
+
+
+def write_results_json(run: RunDir, metrics: Mapping[str, Any], config: Mapping[str, Any] | None) -> Path:
+    """(Re)write `run`'s results.json (report/results_json.py), streaming results.jsonl."""
+    from evalkit.report.results_json import MAX_CASES, RESULTS_JSON, render_results_json
+
+    n = int(metrics.get("total_tests") or 0)
+    records = run.iter_results() if run.results_path.exists() and n <= MAX_CASES else None
+    run.write_derived(RESULTS_JSON, render_results_json(config, metrics, records, n))
+    return run.path / RESULTS_JSON
+
+
+def write_derived(
+    run: RunDir, metrics: Mapping[str, Any] | None = None, worst: WorstCases | None = None
+) -> Mapping[str, Any] | None:
+    """After a script committed metrics.json: its `suite` block, summary.md, results.json.
+
+    Best effort, like `write_summary`: a failure is a warning, never the command's.
+
+    Returns:
+        metrics.json as it now is (with the suite block), or None when there is none.
+    """
+    try:
+        metrics = metrics if metrics is not None else run.read_metrics()
+        if metrics is None:
+            return None
+        config = run.read_config() if run.config_path.exists() else None
+        metrics = _suite(run, metrics, config)
+    except Exception as e:  # noqa: BLE001 - derived output: never fail the command that wrote metrics.json
+        log.warning("evalkit: warning: the suite score of %s not written: %s", run.path, e)
+        return metrics
+    write_summary(run, metrics, worst)
+    try:
+        write_results_json(run, metrics, config)
+    except Exception as e:  # noqa: BLE001 - as above
+        log.warning("evalkit: warning: %s not written: %s", run.path / "results.json", e)
+    return metrics

@@ -39,6 +39,7 @@ _COMMANDS = [
     ("redact", "redact"),
     ("report", "report"),
     ("import", "import_cases"),
+    ("lock", "lock_eval_set"),
 ]
 
 for _name, _module in _COMMANDS:

@@ -237,6 +237,14 @@ def main(
         "per-case flake rate in metrics.json `trials`; compare_runs pairs cases on their trial mean.",
         rich_help_panel=_T,
     ),
+    suite: Optional[Path] = typer.Option(
+        None,
+        "--suite",
+        metavar="PATH",
+        help="Scenario suite (TOML: [scenarios.<name>] metric, weight): each scenario's primary score and the "
+        "weighted global score in metrics.json `suite` and summary.md (seed 004).",
+        rich_help_panel=_T,
+    ),
     matrix: Optional[list[str]] = typer.Option(
         None, "--matrix", metavar="KEY=V1,V2,...", help="Run the same cases once per value into sibling runs <run id>-<value> "
         "and print one table; KEY is a --param option or one of folder_mode, send_scope, rerank_*_weight, latency_budget_ms. "
@@ -316,6 +324,7 @@ def main(
             "latency_budget_ms": latency_budget_ms,
             "trials": trials,
             "answer_quality": answer_quality,
+            "suite": str(suite) if suite is not None else None,
         }
         values = {key: v for key, v in values.items() if v is not None}
         if matrix or matrix_file is not None or expect_order is not None:

@@ -30,6 +30,7 @@ from evalkit.compare.sources import RunSource, ranked_chunks
 # count toward which mean. (A public name for it is requested from metrics/aggregate.py.)
 from evalkit.metrics.aggregate import extract_case as _reduce_record
 from evalkit.metrics.aggregate import language_key
+from evalkit.metrics.expectations import EXPECTATION_METRICS
 from evalkit.metrics.keys import metric_key
 from evalkit.metrics.retrieval import AT_K_METRICS
 
@@ -53,6 +54,7 @@ PER_CASE_METRICS = (
     "groundedness_avg",
     "correctness_avg",
     "answer_quality_avg",
+    *EXPECTATION_METRICS,
     "abstention_accuracy",
     "false_abstention_rate",
     "abstention_decision_accuracy",
@@ -63,7 +65,10 @@ PER_CASE_METRICS = (
     "empty_response_rate",
 )
 _ERROR_RATES = ("error_rate", "timeout_rate", "empty_response_rate")
-_GROUPING_SCOPES = (("by_tag", "tag"), ("by_category", "category"), ("by_difficulty", "difficulty"), ("by_domain", "domain"), ("by_language", "language"))
+_GROUPING_SCOPES = (
+    ("by_tag", "tag"), ("by_category", "category"), ("by_difficulty", "difficulty"), ("by_domain", "domain"),
+    ("by_language", "language"), ("by_scenario", "scenario"),
+)
 _IDS_SHOWN = 20
 _JUDGE_FLIP_POINTS = 1.0
 _EPS = 1e-9
@@ -78,7 +83,7 @@ def _scopes(case: Mapping[str, Any], answerable: bool) -> tuple[str, ...]:
     """The slices a case belongs to, named as in `scope_name` (the aggregate's grouping rules)."""
     out = ["overall"]
     out += [f"tag:{t}" for t in sorted({str(t) for t in (case.get("tags") or [])})]
-    for field in ("category", "difficulty", "domain"):
+    for field in ("category", "difficulty", "domain", "scenario"):
         if case.get(field) is not None:
             out.append(f"{field}:{case[field]}")
     out.append("answerable:answerable" if answerable else "answerable:unanswerable")
@@ -140,7 +145,7 @@ class CaseTable:
             for m in AT_K_METRICS:
                 values[f"{m}@{k}"] = block.get(m)
         for name in ("scope_miss_rate", "attribution_hit_rate", "recency_pass_rate", "groundedness_avg", "correctness_avg",
-                     "answer_quality_avg"):
+                     "answer_quality_avg", *EXPECTATION_METRICS):
             values[name] = x["values"].get(name)
         for name in ("has_citations_rate", "response_valid_rate"):  # None for a target error already
             values[name] = x["values"].get(name)

@@ -50,6 +50,7 @@ from evalkit.compare.sources import RunSource, asked_k, open_source
 from evalkit.errors import InputError, Problem, redact
 from evalkit.gate import Thresholds, check_invariants
 from evalkit.metrics.aggregate import aggregate_records, flatten_cell, recorded_suite_ms
+from evalkit.metrics.expectations import EXPECTATION_METRICS
 from evalkit.metrics.keys import HEADLINE_AT_K, LOWER_IS_BETTER, parse_metric_key
 from evalkit.metrics.stats import (
     DEFAULT_RESAMPLES,
@@ -77,6 +78,7 @@ _METRIC_ORDER = (
     "groundedness_avg",
     "correctness_avg",
     "answer_quality_avg",
+    *EXPECTATION_METRICS,
     "abstention_accuracy",
     "hallucination_rate_unanswerable",
     "false_abstention_rate",
@@ -92,7 +94,7 @@ _METRIC_ORDER = (
 _LOWER_IS_BETTER = LOWER_IS_BETTER
 _HIGHER_IS_BETTER = frozenset(_METRIC_ORDER) - _LOWER_IS_BETTER
 # Scopes in report order: the groupings readers scan first, tags (the most numerous) last.
-_GROUPING_ORDER = ("by_answerable", "by_category", "by_difficulty", "by_domain", "by_language", "by_tag")
+_GROUPING_ORDER = ("by_answerable", "by_category", "by_difficulty", "by_domain", "by_language", "by_scenario", "by_tag")
 # hallucination = 1 - abstention accuracy case by case: one test, shown on both rows.
 _MIRRORED = {"hallucination_rate_unanswerable": "abstention_accuracy"}
 _ANSWER_METRICS = [

@@ -25,6 +25,7 @@ from typing import Any, Literal
 import orjson
 
 from evalkit.errors import InputError, Problem
+from evalkit.metrics.aggregate import GROUPINGS
 from evalkit.store import CONFIG_FILE, METRICS_FILE, RESULTS_FILE, RunDir, run_id_problem
 
 __all__ = ["BASELINE_KIND", "RunSource", "open_source", "ranked_chunks", "save_baseline", "slim_record"]
@@ -34,7 +35,7 @@ BASELINE_SCHEMA_VERSION = 1
 # Chunks kept per case in a baseline file: what a flip shows as "retrieved instead".
 _BASELINE_CHUNKS = 3
 # metrics.json keys a baseline file leaves out: slices are recomputed from its records.
-_BASELINE_METRICS_DROPPED = ("by_tag", "by_category", "by_difficulty", "by_domain", "by_answerable", "by_language")
+_BASELINE_METRICS_DROPPED = GROUPINGS
 
 
 @dataclass

@@ -7,6 +7,11 @@ registration as a side effect of import). A new format is one module and one lin
 `import_cases` converts; `write_eval_set` validates the cases with evalkit's own loader
 (`dataset.read_eval_set`) and only then writes the JSONL, so an import never leaves a
 file that `evalkit run` would refuse.
+
+Converters write nothing. A format whose fixtures carry the corpus too (hindsight's
+seedFacts) returns the notes on each case (`ImportedCase.files`); `check_vault_out`
+refuses a missing or occupied vault folder before anything is written, and
+`write_vault` writes the notes after the eval set, into a temp folder renamed into place.
 """
 
 from __future__ import annotations
@@ -14,20 +19,35 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import secrets
+import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evalkit.errors import BadConfig, BadEvalSet, Problem
 
-__all__ = ["FORMATS", "ImportOptions", "ImportedCase", "get_converter", "import_cases", "write_eval_set"]
+__all__ = [
+    "FORMATS",
+    "ImportOptions",
+    "ImportedCase",
+    "check_vault_out",
+    "get_converter",
+    "import_cases",
+    "write_eval_set",
+    "write_vault",
+]
 
 # format name -> "module:function" (issues 14/15 add hindsight, trec, beir here).
 FORMATS: dict[str, str] = {
     "gno": "evalkit.importers.gno:convert",
+    "hindsight": "evalkit.importers.hindsight:convert",
 }
+
+# Left in a folder write_vault made: what `--force` may replace (hidden: no chatbot indexes it).
+VAULT_MARKER = ".evalkit-import.json"
 
 
 @dataclass(frozen=True)
@@ -49,11 +69,23 @@ class ImportOptions:
 
 @dataclass(frozen=True)
 class ImportedCase:
-    """One converted case and the fixture item it came from (for error messages)."""
+    """One converted case and the fixture item it came from (for error messages).
+
+    Attributes:
+        case: the eval-set case (a plain dict).
+        path / index / line: its fixture file, item index in that file, and 1-based line
+            (line-based formats such as JSONL; None for JSON arrays).
+        files: notes the case needs in the vault, vault-relative path -> text (hindsight's
+            seedFacts); written by `write_vault`.
+        warnings: what the user should know but that does not stop the import.
+    """
 
     case: dict[str, Any]
     path: str
     index: int
+    line: int | None = None
+    files: Mapping[str, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
 
 Converter = Callable[[Sequence[Path], ImportOptions], list[ImportedCase]]
@@ -108,12 +140,15 @@ def write_eval_set(
         extra_categories: categories allowed beyond the built-in ones; None reads evalkit.toml.
 
     Raises:
-        BadConfig: `output` exists and `force` is not set.
+        BadConfig: `output` exists and `force` is not set, or the `eval_sets.lock` beside
+            it locks its name (a baselined eval set is immutable).
         BadEvalSet: a converted case that evalkit's loader rejects.
     """
     from evalkit.dataset import read_eval_set
+    from evalkit.evalset_lock import check_writable
 
     output = Path(output)
+    check_writable(output)  # a baselined (locked) eval set is immutable, even with --force
     if output.exists() and not force:
         raise BadConfig(Problem("already exists; pass --force to overwrite it", path=str(output), field="--output"))
     if not cases:
@@ -139,8 +174,139 @@ def _locate(problem: Problem, cases: Sequence[ImportedCase]) -> Problem:
     if problem.line is None or not 1 <= problem.line <= len(cases):
         return Problem(problem.message, field=problem.field)
     c = cases[problem.line - 1]
-    return Problem(
-        f"{problem.message} (in the converted case {c.case.get('id')!r})",
-        path=c.path,
-        field=f"[{c.index}]" + (f" -> {problem.field}" if problem.field else ""),
-    )
+    message = f"{problem.message} (in the converted case {c.case.get('id')!r})"
+    if c.line is not None:
+        return Problem(message, path=c.path, line=c.line, field=problem.field)
+    return Problem(message, path=c.path, field=f"[{c.index}]" + (f" -> {problem.field}" if problem.field else ""))
+
+
+def check_vault_out(
+    cases: Sequence[ImportedCase],
+    vault_out: str | Path | None,
+    *,
+    output: str | Path | None = None,
+    force: bool = False,
+    fmt: str | None = None,
+) -> None:
+    """Refuse, before anything is written, a vault folder `write_vault` could not fill.
+
+    Args:
+        cases: from `import_cases`.
+        vault_out: the folder the cases' notes go to (--vault-out); None = not given.
+        output: the eval set about to be written; it may not be inside `vault_out`.
+        force: allow replacing a folder an earlier import wrote.
+        fmt: the format's name, for the messages.
+
+    Raises:
+        BadConfig: the cases carry notes and no `vault_out` is given; `vault_out` is given
+            but no case carries a note; `vault_out` is a file, or a non-empty folder (without
+            `force`, or, even with it, one that `write_vault` did not write); `output` is
+            inside `vault_out`.
+    """
+    n_notes = sum(len(c.files) for c in cases)
+    name = f"--format {fmt}" if fmt else "this format"
+    if vault_out is None:
+        if n_notes:
+            raise BadConfig(Problem(
+                f"{name} writes the fixtures' seed facts as notes ({n_notes} here) and needs a folder for them: "
+                "pass --vault-out DIR (a new or empty folder), then run the eval set with --vault DIR",
+                field="--vault-out",
+            ))
+        return
+    vault_out = Path(vault_out)
+    if not n_notes:
+        raise BadConfig(Problem(f"{name} has no notes to write; drop --vault-out", path=str(vault_out), field="--vault-out"))
+    if output is not None and Path(os.path.abspath(output)).is_relative_to(os.path.abspath(vault_out)):
+        raise BadConfig(Problem(
+            f"the eval set {str(output)!r} would be inside the vault folder; write it elsewhere",
+            path=str(vault_out), field="--vault-out",
+        ))
+    if vault_out.exists() and not vault_out.is_dir():
+        raise BadConfig(Problem("exists and is not a folder", path=str(vault_out), field="--vault-out"))
+    if vault_out.is_dir() and any(vault_out.iterdir()):
+        if not force:
+            raise BadConfig(Problem("is a non-empty folder; pass --force to replace it", path=str(vault_out), field="--vault-out"))
+        if not (vault_out / VAULT_MARKER).is_file():
+            # --force replaces the whole folder: never a folder of the user's own notes.
+            raise BadConfig(Problem(
+                f"holds files evalkit import did not write (no {VAULT_MARKER}); not replacing it even with "
+                "--force: remove it yourself or choose another folder",
+                path=str(vault_out), field="--vault-out",
+            ))
+
+
+def write_vault(cases: Sequence[ImportedCase], vault_out: str | Path, *, force: bool = False) -> int:
+    """Write every case's notes (`ImportedCase.files`) under `vault_out`, all or nothing.
+
+    The notes go to a temporary folder beside `vault_out`, which is then renamed into
+    place; with `force`, a folder an earlier import wrote is replaced (moved aside, then
+    deleted). Text is written as UTF-8 bytes, unchanged (no newline translation).
+
+    Returns:
+        The number of notes written.
+
+    Raises:
+        BadConfig: what `check_vault_out` refuses; two cases giving the same note path, or
+            a path leaving the folder (a converter bug, said with the case id).
+    """
+    check_vault_out(cases, vault_out, force=force)
+    vault_out = Path(vault_out)
+    files: dict[str, tuple[str, str]] = {}
+    for c in cases:
+        for rel, text in c.files.items():
+            parts = Path(rel).parts
+            if Path(rel).is_absolute() or not parts or ".." in parts:
+                raise BadConfig(Problem(f"note path {rel!r} of case {c.case.get('id')!r} leaves the vault folder"))
+            if rel in files:
+                raise BadConfig(Problem(f"note {rel!r} of case {c.case.get('id')!r} is also a note of case {files[rel][0]!r}"))
+            files[rel] = (str(c.case.get("id")), text)
+    parent = vault_out.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = _new_sibling(vault_out, "tmp")
+    try:
+        for rel, (_, text) in files.items():
+            target = tmp / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "wb") as f:
+                f.write(text.encode("utf-8"))
+                f.flush()
+                os.fsync(f.fileno())
+        sources = sorted({c.path for c in cases})
+        marker = {"written_by": "evalkit import", "sources": sources, "cases": len(cases), "notes": len(files)}
+        (tmp / VAULT_MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+        _swap_in(tmp, vault_out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return len(files)
+
+
+def _new_sibling(path: Path, kind: str) -> Path:
+    """A new hidden folder beside `path` (plain mkdir: the umask's mode, not mkdtemp's 0700)."""
+    while True:
+        candidate = path.absolute().parent / f".{path.name}.{kind}-{secrets.token_hex(4)}"
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            continue
+
+
+def _swap_in(tmp: Path, vault_out: Path) -> None:
+    """Rename `tmp` to `vault_out`; an existing `vault_out` (empty, or checked replaceable) goes."""
+    if not vault_out.exists():
+        os.rename(tmp, vault_out)
+        return
+    if not any(vault_out.iterdir()):
+        vault_out.rmdir()
+        os.rename(tmp, vault_out)
+        return
+    old = _new_sibling(vault_out, "old")
+    old.rmdir()
+    os.rename(vault_out, old)
+    try:
+        os.rename(tmp, vault_out)
+    except BaseException:
+        os.rename(old, vault_out)  # put the previous import back
+        raise
+    shutil.rmtree(old, ignore_errors=True)

@@ -38,7 +38,7 @@ from evalkit.judges.runner import (
     spot_check_settings,
 )
 from evalkit.store import RunDir, config_hash, merge_metrics
-from evalkit.summary import write_summary
+from evalkit.summary import write_derived
 
 __all__ = ["JudgeRunResult", "SpotCheck", "VaultReader", "judge_run", "judge_run_async", "ks_from_config"]
 
@@ -465,7 +465,7 @@ async def judge_run_async(
     run.write_together(results=records, metrics=metrics, config=cfg)
     from evalkit.report.summary_md import worst_cases_of
 
-    write_summary(run, metrics, worst_cases_of(records, ks[0]))
+    metrics = dict(write_derived(run, metrics, worst_cases_of(records, ks[0])) or metrics)
     return JudgeRunResult(
         run_id=run.run_id,
         run_dir=run.path,

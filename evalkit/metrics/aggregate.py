@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from evalkit.metrics.abstention import AbstentionTally
+from evalkit.metrics.expectations import EXPECTATION_METRICS, expectation_values
 from evalkit.metrics.keys import HEADLINE_AT_K, metric_key
 from evalkit.metrics.retrieval import AT_K_METRICS, validate_ks
 
@@ -70,6 +71,8 @@ MEAN_METRICS = (
     "answer_relevance_avg",
     "answer_groundedness_avg",
     "answer_completeness_avg",
+    # Issue 14: seed 004's expectations (record `expectations`), over the cases that have them.
+    *EXPECTATION_METRICS,
 )
 # What a slice (by_tag, by_category, ...) holds: the headline metrics at the primary K,
 # each with its n; every K, latency and cost stay in the overall cell. Not precision:
@@ -91,13 +94,17 @@ SLICE_METRICS = (
     "false_abstention_rate",
     # Which slices are slow: present only when a budget applied (n >= 1), so free otherwise.
     "within_budget_rate",
+    # Issue 14: a scenario's primary metric is often one of these (--suite); free when unused.
+    *EXPECTATION_METRICS,
     "error_rate",
 )
 LATENCY_PHASES = ("folder_selection", "retrieval", "generation", "judge")
 _JUDGES = ("groundedness", "correctness", "answer_quality")
 _QUALITY_DIMENSIONS = ("relevance", "groundedness", "completeness")
-GROUPINGS = ("by_tag", "by_category", "by_difficulty", "by_domain", "by_answerable", "by_language")
-_GROUP_FIELDS = (("by_category", "category"), ("by_difficulty", "difficulty"), ("by_domain", "domain"))
+GROUPINGS = ("by_tag", "by_category", "by_difficulty", "by_domain", "by_answerable", "by_language", "by_scenario")
+_GROUP_FIELDS = (
+    ("by_category", "category"), ("by_difficulty", "difficulty"), ("by_domain", "domain"), ("by_scenario", "scenario")
+)
 # A citation marker in an answer: [1], [2, 3] (as judges/heuristic.py reads them).
 _CITATION_MARKER = re.compile(r"\[\d{1,6}(?:\s*,\s*\d{1,6})*\]")
 
@@ -271,6 +278,8 @@ def extract_case(record: Mapping, ks: list[int]) -> dict:
     values["response_valid_rate"] = _num(validity.get("valid")) if isinstance(validity, Mapping) else None
     cites = has_citations(record)
     values["has_citations_rate"] = None if cites is None else float(cites)
+    # Scored at run time on the full text; None (not applicable) when the case has no `expected`.
+    values.update(expectation_values(record.get("expectations")))
 
     error = record.get("error")
     kind = None

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from evalkit.metrics.expectations import LOWER_IS_BETTER_EXPECTATIONS
+
 _KEY = re.compile(r"^(?P<name>[a-z_][a-z0-9_/]*)(?:@(?P<k>\d+))?$")
 
 # A cell's headline name -> the @K metric it holds at the primary K.
@@ -22,7 +24,7 @@ HEADLINE_AT_K = {
 # Rates where less is better (the gate, compare_runs and thresholds read them as ceilings).
 LOWER_IS_BETTER = frozenset(
     {"scope_miss_rate", "hallucination_rate_unanswerable", "false_abstention_rate", "error_rate", "timeout_rate",
-     "empty_response_rate"}
+     "empty_response_rate", *LOWER_IS_BETTER_EXPECTATIONS}
 )
 
 

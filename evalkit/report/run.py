@@ -116,6 +116,21 @@ def _ms(v: Any) -> str:
     return "—" if v is None else f"{v:,.0f} ms"
 
 
+# Seed 004's expectation metrics (metrics/expectations.py), shown only when measured.
+EXPECTATION_ROWS = (
+    ("Must-include recall (retrieved)", "must_include_recall"),
+    ("Must-include MRR (retrieved)", "must_include_mrr"),
+    ("Must-include precision (retrieved)", "must_include_precision"),
+    ("Must-exclude hit rate (retrieved)", "must_exclude_hit_rate"),
+    ("Must-exclude violation rate (retrieved)", "must_exclude_violation_rate"),
+    ("Ordering accuracy (retrieved)", "ordering_accuracy"),
+    ("Fact retention (token budget)", "fact_retention"),
+    ("Must-include recall (answer)", "answer_must_include_recall"),
+    ("Must-exclude violation rate (answer)", "answer_must_exclude_violation_rate"),
+    ("Ordering accuracy (answer)", "answer_ordering_accuracy"),
+)
+
+
 def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = None) -> list[tuple[str, str, str]]:
     """(label, value, n) rows of the summary table, from a metrics.json body.
 
@@ -153,6 +168,9 @@ def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = N
         row(f"Answer quality (0-1){mark}", "answer_quality_avg")
         dims = " / ".join(_fmt(agg.get(f"answer_{d}_avg")) for d in ("relevance", "groundedness", "completeness"))
         rows.append(("  relevance / groundedness / completeness", dims, str(n.get("answer_relevance_avg", "—"))))
+    for label, key in EXPECTATION_ROWS:  # cases with `expected` (issue 14), else no row
+        if n.get(key):
+            row(label, key)
     row("Abstention accuracy", "abstention_accuracy")
     row("Hallucination rate (unanswerable)", "hallucination_rate_unanswerable")
     row("False abstention rate (answerable)", "false_abstention_rate")
@@ -233,6 +251,8 @@ def print_run_summary(
         print_thresholds(metrics["thresholds"], console)
     if isinstance(metrics.get("trials"), Mapping):
         print_trials(metrics["trials"], console)
+    if isinstance(metrics.get("suite"), Mapping):
+        print_suite(metrics["suite"], console)
     console.print(f"run folder: [bold]{escape(str(run_dir))}[/bold]")
 
 
@@ -280,6 +300,30 @@ def print_trials(block: Mapping[str, Any], console: Console) -> None:
         console.print(f"[yellow]{flaky} case(s) changed outcome between trials[/yellow]: {escape(ids)}{more}")
     if not block.get("complete"):
         console.print("[yellow]not every case has every trial: per-trial values are over different cases[/yellow]")
+
+
+def print_suite(block: Mapping[str, Any], console: Console) -> None:
+    """--suite: each scenario's primary score and weight, then the weighted global score."""
+    from rich.markup import escape
+
+    name = f" ({block['name']})" if block.get("name") else ""
+    table = Table(title=f"scenarios{escape(name)}", title_justify="left")
+    for col, justify in (("scenario", "left"), ("primary metric", "left"), ("weight", "right"), ("cases", "right"),
+                         ("score", "right")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for scen, row in (block.get("scenarios") or {}).items():
+        table.add_row(escape(str(scen)), escape(str(row.get("metric"))), f"{row.get('weight', 0):g}",
+                      str(row.get("n_cases", 0)), _fmt(row.get("score")))
+    console.print(table)
+    score = block.get("global_score")
+    if score is not None:
+        console.print(f"global score: [bold]{_fmt(score)}[/bold] (weighted mean over {len(block.get('scenarios') or {})} "
+                      "scenarios)")
+    else:
+        console.print("[yellow]global score: not computed[/yellow] — " + escape("; ".join(block.get("problems") or [])))
+    extra = block.get("unweighted_scenarios") or {}
+    if extra:
+        console.print("[dim]not in the suite: " + escape(", ".join(f"{k} ({v} cases)" for k, v in extra.items())) + "[/dim]")
 
 
 def print_thresholds(check: Mapping[str, Any], console: Console) -> None:

@@ -232,6 +232,25 @@ def render_summary(
             rows.append(row)
         out += _table(head, rows, ["---", "---:"] + ["---:"] * len(_CATEGORY_COLUMNS))
 
+    suite = metrics.get("suite")
+    if isinstance(suite, Mapping) and isinstance(suite.get("scenarios"), Mapping):  # --suite (issue 14)
+        out += ["", "## Scenarios", ""]
+        title = f" ({cell(suite['name'])})" if suite.get("name") else ""
+        glob = suite.get("global_score")
+        out.append(f"Global score{title}: **{_fmt(glob)}**" + ("" if glob is not None else " — not computed"))
+        out += [f"- {cell(p)}" for p in suite.get("problems") or []]
+        out.append("")
+        rows = [
+            [cell(name), cell(r.get("metric")), f"{r.get('weight', 0):g}", cell(r.get("n_cases")), _fmt(r.get("score")),
+             cell(r.get("n"))]
+            for name, r in suite["scenarios"].items() if isinstance(r, Mapping)
+        ]
+        out += _table(["scenario", "primary metric", "weight", "cases", "score", "n"], rows,
+                      ["---", "---", "---:", "---:", "---:", "---:"])
+        extra = suite.get("unweighted_scenarios") or {}
+        if extra:
+            out += ["", "Not in the suite (no weight): " + cell(", ".join(f"{k} ({v} cases)" for k, v in extra.items()))]
+
     gate = metrics.get("gate")
     if isinstance(gate, Mapping):
         verdict = "passed" if gate.get("passed") else ("failed, allowed" if gate.get("allowed") else "failed")

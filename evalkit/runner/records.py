@@ -232,6 +232,7 @@ def _base_record(case_index: int, case: EvalCase, config: dict, coverage: dict |
             "judge_ms": None,
         },
         "retrieval_metrics": {},
+        "expectations": None,  # issue 14: metrics/expectations.py (must_include ...), None without `expected`
         "latency_budget": None,  # issue 13: {budget_ms, source, latency_ms, score, within} or None
         "groundedness": None,
         "correctness": None,
@@ -271,6 +272,7 @@ def error_record(
     A system failure scores 0 on every applicable retrieval metric (and counts in the
     error rates); the case is kept so that n stays the eval set's size.
     """
+    from evalkit.metrics.expectations import score_expectations
     from evalkit.metrics.retrieval import score_case_retrieval
 
     record = _base_record(case_index, case, config, coverage)
@@ -281,6 +283,7 @@ def error_record(
     record["retrieval_metrics"] = score_case_retrieval(
         record["case"], [], [], None, settings.folder_mode, settings.k, require_snippets=settings.require_snippets
     )
+    record["expectations"] = score_expectations(record["case"], [], None)
     return record
 
 
@@ -300,7 +303,8 @@ def build_record(
 
     Only the top K chunks by rank (K = the largest --k) are scored, stored and given to
     the judges; `retrieved_chunks_dropped` counts the rest. Retrieval metrics are computed
-    on their full text, before it is truncated for storage. Every reference counts for
+    on their full text, before it is truncated for storage, and so are the case's
+    expectations (must_include ..., on the chunks and the whole answer). Every reference counts for
     attribution; the first max(100, K) are stored and `references_dropped` counts the
     rest. The answer is kept whole when a judge follows (the judge runner cuts it once it
     has judged it) and cut for storage here in a retrieval-only run.
@@ -309,6 +313,7 @@ def build_record(
         The record and the top-K chunks with full text (the judges' context).
     """
     from evalkit.metrics.abstention import score_case_abstention
+    from evalkit.metrics.expectations import score_expectations
     from evalkit.metrics.retrieval import score_case_retrieval
 
     response = result.response
@@ -349,6 +354,8 @@ def build_record(
         settings.k,
         require_snippets=settings.require_snippets,
     )
+    # On the full chunk text and the whole answer, before either is cut for storage.
+    record["expectations"] = score_expectations(record["case"], chunks, response.answer)
     if response.abstained is not None:
         record["abstention"].update(
             score_case_abstention(case.answerable, response.abstained),

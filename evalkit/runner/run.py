@@ -30,7 +30,7 @@ from evalkit.runner.records import select_cases, versions_tuple
 from evalkit.runner.session import ProgressSink, _Prepared, _Session
 from evalkit.schema import SCHEMA_VERSION, EvalCase
 from evalkit.store import LATEST, RunDir, config_hash, new_run_id, point_latest, resolve_run_id, run_folder_taken
-from evalkit.summary import write_summary
+from evalkit.summary import write_derived
 
 __all__ = ["RunInterrupted", "RunResult", "arun", "run"]
 
@@ -287,6 +287,10 @@ def _prepare_inputs(values: Mapping[str, Any]) -> _Prepared:
             )
     prepared = _Prepared(settings, eval_set, selected, baseline, stored_config=stored)
     prepared.response_validator = response_validator
+    if values.get("suite"):  # given now; a resume without it keeps config.json's suite
+        from evalkit.suite import load_suite
+
+        prepared.suite = load_suite(values["suite"])
     if resume:
         prepared.run = RunDir.open(Path(settings.results_dir), resume, flag="--resume")
     return prepared
@@ -587,8 +591,31 @@ def _write_metrics(
     if s.thresholds:  # issue 13: absolute floors, beside the baseline gate
         metrics["thresholds"] = threshold_check(metrics, s.thresholds)
     committed = run.update_metrics(metrics)
-    write_summary(run, committed, worst)
+    committed = dict(write_derived(run, committed, worst) or committed)
     return committed, gate
+
+
+def _lock_baselined(p: _Prepared, result: RunResult, progress: Any) -> None:
+    """Lock, in the `eval_sets.lock` beside them, the eval set files this run baselined:
+    every file with the --baseline run's id when the run gated against a baseline of the
+    same dataset_version; the versioned files (`*.v<N>.jsonl`) with this run's id unless
+    the run is incomplete. Files already locked are left alone. Only a note is said; a lock
+    that cannot be written is a warning, never a failed run."""
+    from evalkit.evalset_lock import LOCK_NAME, lock_baselined
+
+    plan: list[tuple[str, bool]] = []  # (run id to record, versioned files only)
+    if p.baseline is not None and p.settings.baseline and p.baseline.get("dataset_version") == p.eval_set.version:
+        plan.append((p.settings.baseline, False))
+    if not result.incomplete:
+        plan.append((result.run_id, True))
+    for run_id, versioned_only in plan:
+        try:
+            added = lock_baselined(p.eval_set, run_id, versioned_only=versioned_only)
+        except (EvalkitError, OSError) as e:
+            _note(progress, f"could not lock the eval set in {LOCK_NAME}: {e}")
+            return
+        for path in added:
+            _note(progress, f"locked {path.name} in {path.parent / LOCK_NAME} (baselined by run {run_id})")
 
 
 async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, _state: dict | None = None) -> RunResult:
@@ -630,6 +657,8 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
             p.config["run_id"] = run.run_id
             p.run = run
         state.update(run_id=run.run_id, run_dir=run.path, results_dir=s.results_dir)
+        if p.suite is not None:  # it weighs the metrics, never changes them: kept beside the settings
+            p.config["suite"] = p.suite.to_json()
 
         repaired = run.repair_tail() if resumed else False
         done = _finished_keys(run, retry_errors=s.retry_errors) if resumed else set()
@@ -701,6 +730,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         # One rule for the CLI and the API: a run whose target failed too often is not a success.
         result.success = result.success and not result.incomplete
         result.success = result.success and not result.thresholds_failed
+        _lock_baselined(p, result, progress)  # issue 14 item 6: a baselined eval set is immutable
         return result
     finally:
         if target is not None:

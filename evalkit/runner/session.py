@@ -50,6 +50,7 @@ class _Prepared:
     run: RunDir | None = None
     config: dict[str, Any] = field(default_factory=dict)
     response_validator: Any = None  # evalkit.validity.ResponseValidator, or None
+    suite: Any = None  # evalkit.suite.Suite given with --suite (a resume keeps the stored one), or None
 
 
 # Hashed keys that are not settings: checked separately on resume.

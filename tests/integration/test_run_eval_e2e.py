@@ -33,9 +33,11 @@ FALLBACK_SET = [
 
 @pytest.fixture(scope="module")
 def eval_set(reference_vault: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if reference_vault == SAMPLE_VAULT and MAIN_SET.is_file():
-        return MAIN_SET
     path = tmp_path_factory.mktemp("es") / "eval_set.jsonl"
+    if reference_vault == SAMPLE_VAULT and MAIN_SET.is_file():
+        # A copy: a run gated against --baseline locks its eval set in the eval_sets.lock beside it.
+        path.write_bytes(MAIN_SET.read_bytes())
+        return path
     path.write_text("\n".join(json.dumps(c) for c in FALLBACK_SET) + "\n")
     return path
 
@@ -61,7 +63,7 @@ def test_full_run_over_the_reference_server(reference_server, eval_set, tmp_path
     assert out.exit_code == 0, out.output
     payload = _last_json(out.stdout)
     run_dir = Path(payload["run_dir"])
-    assert sorted(p.name for p in run_dir.iterdir()) == ["config.json", "metrics.json", "results.jsonl", "summary.md"]
+    assert sorted(p.name for p in run_dir.iterdir()) == ["config.json", "metrics.json", "results.json", "results.jsonl", "summary.md"]
 
     n_cases = sum(1 for line in eval_set.read_text().splitlines() if line.strip())
     records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
@@ -186,7 +188,9 @@ def test_the_gate_watches_abstention_and_judge_scores(tmp_path, monkeypatch):
     # Raising the reference chatbot's abstention threshold to 0.95 makes it abstain on
     # almost every answerable question: false abstention rises far past 0.05.
     monkeypatch.chdir(ROOT)
-    base = ["--results-dir", str(tmp_path), "--limit", "20", "--quiet"]
+    es = tmp_path / "eval_set.jsonl"  # a copy: gating against --baseline locks it in eval_sets.lock beside it
+    es.write_bytes(MAIN_SET.read_bytes())
+    base = ["--results-dir", str(tmp_path), "--eval-set", str(es), "--limit", "20", "--quiet"]
     assert _invoke([*base, "--run-id", "base"]).exit_code == 0
     out = _invoke([*base, "--param", "abstain_threshold=0.95", "--baseline", "base", "--json", "--ignore-invariants"])
     assert out.exit_code == 1, out.output

@@ -41,7 +41,7 @@ AT_K_COLUMNS = (
     ("recall_any", "Recall (any)"), ("recall_all", "Recall (all)"), ("recall_frac", "Recall (frac)"),
     ("precision", "Precision"), ("mrr", "MRR"), ("ndcg", "nDCG"),
 )
-GROUPS = (("category", "Category"), ("tag", "Tag"), ("difficulty", "Difficulty"), ("domain", "Domain"), ("answerable", "Answerable"), ("language", "Language"))
+GROUPS = (("category", "Category"), ("tag", "Tag"), ("difficulty", "Difficulty"), ("domain", "Domain"), ("answerable", "Answerable"), ("language", "Language"), ("scenario", "Scenario"))
 OUTCOMES = ("hit", "miss", "unanswerable", "unlabeled", "error")
 
 
