@@ -167,7 +167,7 @@ def redact_run(
 
     Returns:
         The copy's folder. It holds results.jsonl, metrics.json, config.json, summary.md
-        (rendered from the redacted files), human_grades.jsonl when the run has one, and
+        and results.json (rendered from the redacted files), human_grades.jsonl when the run has one, and
         redaction.json (source run id, method, salt fingerprint, files left out).
 
     Raises:
@@ -248,7 +248,14 @@ def _write_copy(run: RunDir, copy: RunDir, key: bytes) -> tuple[list[str], list[
         if text is not None:
             (copy.path / SUMMARY_FILE).write_text(text, encoding="utf-8")
             written.append(SUMMARY_FILE)
-    known = {RESULTS_FILE, METRICS_FILE, CONFIG_FILE, SUMMARY_FILE, GRADES_FILE}
+        from evalkit.report.results_json import RESULTS_JSON
+        from evalkit.summary import write_results_json
+
+        # From the redacted files too (the case rows hold ids and tags, hashed in the copy).
+        copied = copy.read_metrics()
+        write_results_json(copy, copied, copy.read_config() if copy.config_path.exists() else None)
+        written.append(RESULTS_JSON)
+    known = {RESULTS_FILE, METRICS_FILE, CONFIG_FILE, SUMMARY_FILE, GRADES_FILE, "results.json"}
     left_out = sorted(p.name for p in run.path.iterdir() if p.name not in known and not p.name.startswith("."))
     return written, left_out
 

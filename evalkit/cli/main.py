@@ -39,6 +39,7 @@ _COMMANDS = [
     ("redact", "redact"),
     ("report", "report"),
     ("import", "import_cases"),
+    ("repro", "repro"),
     ("lock", "lock_eval_set"),
 ]
 

@@ -31,6 +31,7 @@ _S = "selection"
 _G = "regression gate"
 _O = "output"
 _M = "config matrix"
+_R = "reproducibility"
 
 
 @app.command()
@@ -258,6 +259,17 @@ def main(
         None, "--expect-order", metavar="SPEC", help='With --matrix: e.g. "fast<=balanced<=thorough:ndcg@10" (or >=; metric default '
         "ndcg_at_k_avg); exit 1 when a neighbour pair is inverted significantly (compare_runs' paired test).", rich_help_panel=_M,
     ),
+    repro: Optional[bool] = typer.Option(
+        None, "--repro", help="Reproducibility check: run twice (the second run is <run id>-repro) and compare the runs "
+        "record by record (retrieved chunk ids and scores, every per-case metric; not latency or cost); exit 1 naming "
+        "the cases that differ beyond --tolerance. Not with --resume, --baseline, --threshold or --matrix.",
+        rich_help_panel=_R,
+    ),
+    tolerance: Optional[float] = typer.Option(
+        None, "--tolerance", min=0.0, metavar="FLOAT", help="With --repro: largest |b - a| of a per-case metric that is not a difference "
+        "(a chunk's score_final: at least 1e-10). (default: 0)",
+        rich_help_panel=_R,
+    ),
 ) -> None:
     """Run an eval set and write results/<run_id>/."""
     load_dotenv_once()
@@ -327,6 +339,11 @@ def main(
             "suite": str(suite) if suite is not None else None,
         }
         values = {key: v for key, v in values.items() if v is not None}
+        if repro or tolerance is not None:
+            from evalkit.cli.repro import run_repro_cli
+
+            matrix_flags = [f for f, v in (("--matrix", matrix), ("--matrix-file", matrix_file), ("--expect-order", expect_order)) if v]
+            raise typer.Exit(run_repro_cli(values, tolerance, repro=bool(repro), refused=matrix_flags))
         if matrix or matrix_file is not None or expect_order is not None:
             from evalkit.cli.run_matrix import run_matrix_cli
 

@@ -19,7 +19,9 @@ Fusion: lexical and vector scores are min-max normalised over the searched chunk
 `score_final = w_vector * norm_vector + w_lexical * norm_lexical` with the request's
 rerank_weights. Without an embedding endpoint, score_vector is 0, the vector weight is
 ignored and score_final = norm_lexical; only chunks with a positive lexical score are
-candidates. Ranking: score_final desc, then chunk_id asc.
+candidates. Ranking: score_final desc, then chunk_id asc (TIE_BREAK, recorded in
+config.json), where score_final is rounded to 6 decimals first, as it is returned: chunks
+whose returned scores are equal are ordered by id, never by float noise or index order.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import numpy as np
 from evalkit.reference.chunker import Chunk
 
 _ROUND = 6  # scores are rounded so ties (and ranks) do not depend on float noise
+# The ranking order `fuse` gives, as config.json's `reproducibility.tie_break` states it.
+TIE_BREAK = "score_final desc, chunk_id asc"
 
 
 def indexed_text(chunk: Chunk) -> str:

@@ -163,6 +163,26 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def reproducibility_knobs(
+    settings: RunSettings, target_desc: Mapping[str, Any], judge_desc: Mapping[str, Any]
+) -> dict[str, Any]:
+    """config.json's `reproducibility`: what makes a rerun give the same records (issue 14).
+
+    `tie_break` and `target_deterministic` are what the target declares in describe()
+    (None: not declared, unknown). Kept out of `hashed`: recording them changes no hash.
+    """
+    judged = judge_desc.get("provider") is not None
+    return {
+        "seed": settings.seed,
+        "top_k": settings.request_k,
+        "ks": list(settings.k),
+        "tie_break": target_desc.get("tie_break"),
+        "timestamps": "UTC",
+        "judge_temperature": judge_desc.get("temperature", settings.judge_temperature) if judged else None,
+        "target_deterministic": target_desc.get("deterministic"),
+    }
+
+
 def _build_config(
     settings: RunSettings,
     eval_set: EvalSet,
@@ -196,6 +216,7 @@ def _build_config(
         },
         "settings": settings.public_dump(),
         "hashed": hashed,
+        "reproducibility": reproducibility_knobs(settings, target_desc, judge_desc),
         "target": dict(target_desc),
         "judge": dict(judge_desc),
         "versions": versions_tuple(settings, eval_set, None, judge_desc),

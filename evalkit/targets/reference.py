@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +83,24 @@ class ReferenceTarget:
         return None if raw is None else IndexingCoverage.model_validate(raw)
 
     def describe(self) -> dict:
-        """Target settings for config.json (versions come with each response)."""
-        return {"kind": "reference", "vault": str(self.vault), "vault_id": self.vault_id, "params": dict(self.params)}
+        """Target settings for config.json (versions come with each response).
+
+        Our own ReferenceChatbot also declares its reproducibility knobs (config.json's
+        `reproducibility`): `tie_break`, the order of equal fused scores (index.fuse), and
+        `deterministic`, True when it is lexical-only and extractive (no embeddings or chat
+        endpoint, whose answers may vary), else None (unknown). An injected chatbot of the
+        same shape declares neither.
+        """
+        desc = {"kind": "reference", "vault": str(self.vault), "vault_id": self.vault_id, "params": dict(self.params)}
+        # Only loaded if a ReferenceChatbot was ever built: otherwise this one is not one.
+        module = sys.modules.get("evalkit.reference.chatbot")
+        if module is not None and isinstance(self.chatbot, module.ReferenceChatbot):
+            from evalkit.reference.index import TIE_BREAK
+
+            cfg = self.chatbot.config
+            offline = not cfg.embeddings_base_url and not cfg.generative
+            desc.update(tie_break=TIE_BREAK, deterministic=True if offline else None)
+        return desc
 
     async def aclose(self) -> None:
         close = getattr(self.chatbot, "close", None)

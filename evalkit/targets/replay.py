@@ -158,8 +158,10 @@ class ReplayTarget:
         return None
 
     def describe(self) -> dict:
-        """Target settings for config.json: the log's path and content hash."""
-        return {"kind": "replay", "path": str(self.path), "sha256": self.sha256, "responses": len(self)}
+        """Target settings for config.json: the log's path and content hash. A replay is
+        deterministic (the same log answers the same); its tie-break is the logged one's."""
+        return {"kind": "replay", "path": str(self.path), "sha256": self.sha256, "responses": len(self),
+                "deterministic": True}
 
     async def aclose(self) -> None:
         return None

@@ -286,7 +286,7 @@ def test_redacted_copy_holds_no_note_text(env) -> None:
             "The staging proxy listens on port 8443 behind the VPN.", "listens on port 8443",
             "Remember to ask Jonas about the firewall exception", "checked against the paper copy"} <= texts
     files = sorted(p.name for p in out.iterdir())
-    assert files == ["config.json", "metrics.json", "redaction.json", "results.jsonl", "summary.md"]
+    assert files == ["config.json", "metrics.json", "redaction.json", "results.json", "results.jsonl", "summary.md"]
     for path in out.iterdir():
         data = path.read_bytes()
         for text in texts:

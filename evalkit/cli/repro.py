@@ -1,0 +1,147 @@
+"""`evalkit repro --run-id ID` and `run_eval.py --repro`: the CLI side of evalkit.repro.
+
+Exit 0 reproducible, 1 a difference beyond --tolerance (the report names the cases), 2 bad
+input (unknown run, changed eval set, --repro with --resume/--baseline/--threshold/--matrix),
+3 the first run was incomplete (no second run), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from evalkit.cli.common import (
+    EXIT_GATE,
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    RESULTS_DIR,
+    RUN_ID,
+    exit_on_known_errors,
+    load_dotenv_once,
+    plain_metavars,
+)
+
+app = typer.Typer(
+    rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
+    add_completion=False,
+    help="Re-run a stored run's config into <run id>-repro-<n> and compare the two runs record by record: "
+    "retrieved chunks (ids and scores) and every per-case metric; latency and cost are not compared. "
+    "Exit 0 reproducible, 1 a difference beyond --tolerance, 2 bad input (unknown run, changed eval set), "
+    "130 interrupted.",
+)
+
+TOLERANCE_HELP = (
+    "Largest |b - a| of a per-case metric that is not a difference (a chunk's score_final: at least 1e-10)."
+)
+
+
+def _progress_factory(quiet: bool) -> Any:
+    from rich.console import Console
+
+    from evalkit.report.run import RunProgress
+
+    err = Console(stderr=True)
+
+    def progress(label: str) -> Any:
+        if not quiet:
+            err.print(label)
+        return RunProgress(err, disable=quiet)
+
+    return progress
+
+
+def _print_report(report: Any, *, quiet: bool, json_output: bool, payload: dict[str, Any]) -> int:
+    """The report (or only its verdict when quiet; on stderr with --json), then the JSON
+    payload; returns 0 or 1."""
+    text = report.verdict() if quiet else report.render_text()
+    print(text, file=sys.stderr if json_output else sys.stdout)
+    if json_output:
+        import orjson
+
+        sys.stdout.write(orjson.dumps(payload).decode() + "\n")
+    return EXIT_OK if report.reproducible else EXIT_GATE
+
+
+def run_repro_cli(values: dict[str, Any], tolerance: float | None, *, repro: bool, refused: list[str]) -> int:
+    """`run_eval.py --repro`: run twice, compare, print; returns the exit code (0, 1, 3 or 130).
+
+    Args:
+        values: run_eval's settings, as given.
+        tolerance: --tolerance, None when not given.
+        repro: whether --repro was given (--tolerance alone is refused).
+        refused: CLI-only mode flags given alongside (--matrix...), refused.
+
+    Raises:
+        BadConfig: flags that cannot go with --repro (exit 2), before anything runs.
+    """
+    from evalkit.errors import BadConfig, Problem
+    from evalkit.repro import repro_run
+    from evalkit.runner import RunInterrupted
+
+    if not repro:
+        raise BadConfig(Problem("goes with --repro", field="--tolerance"))
+    if refused:
+        raise BadConfig([Problem("cannot be combined with --repro (it checks two fresh runs)", field=f) for f in refused])
+    quiet, json_output = bool(values.pop("quiet", False)), bool(values.pop("json_output", False))
+    try:
+        outcome = repro_run(values, tolerance=tolerance or 0.0, progress=_progress_factory(quiet))
+    except RunInterrupted as e:
+        # --repro cannot resume: the check needs two whole runs made one after the other.
+        print(f"evalkit: interrupted; {e.run_id} is incomplete: run --repro again", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    first, report = outcome.first, outcome.report
+    if first is None or report is None:
+        print(
+            f"evalkit: incomplete run: the target failed {first.n_errors} of {first.n_cases} cases "
+            f"({first.error_rate:.1%}; --max-error-rate {first.max_error_rate:g}) in {first.run_id}; "
+            "no second run: fix the target first",
+            file=sys.stderr,
+        )
+        return EXIT_INCOMPLETE
+    if not quiet:
+        from rich.console import Console
+
+        from evalkit.report.run import print_run_summary
+
+        print_run_summary(first.metrics, first.run_dir, judge=first.judge, gate=None, console=Console(stderr=json_output))
+    return _print_report(report, quiet=quiet, json_output=json_output, payload={**first.to_json(), "repro": report.to_json()})
+
+
+@app.command()
+def main(
+    run_id: str = RUN_ID,
+    results_dir: Path = RESULTS_DIR,
+    tolerance: float = typer.Option(0.0, "--tolerance", min=0.0, metavar="FLOAT", help=TOLERANCE_HELP),
+    api_url: Optional[str] = typer.Option(
+        None, "--api-url", metavar="URL", envvar="EVAL_API_URL",
+        help="Where the run's HTTP target is now (stored URLs hold no credentials, and servers move ports). "
+        "Ignored for other targets.",
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or table; print the verdict line."),
+    json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON object last (the table goes to stderr)."),
+) -> None:
+    """Re-run RUN_ID's config and compare the two runs."""
+    load_dotenv_once()
+    with exit_on_known_errors():
+        from evalkit.repro import repro_stored
+        from evalkit.runner import RunInterrupted
+
+        try:
+            outcome = repro_stored(
+                run_id, results_dir=results_dir, tolerance=tolerance, api_url=api_url,
+                progress=_progress_factory(quiet),
+            )
+        except RunInterrupted as e:
+            print(f"evalkit: interrupted; the re-run {e.run_id} is incomplete: run evalkit repro again", file=sys.stderr)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+    report = outcome.report
+    if report is None:  # repro_stored always compares; kept for the type checker
+        raise typer.Exit(EXIT_INCOMPLETE)
+    raise typer.Exit(_print_report(report, quiet=quiet, json_output=json_output, payload=report.to_json()))
+
+
+plain_metavars(app)
