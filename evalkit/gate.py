@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from evalkit.metrics.keys import HEADLINE_AT_K, LOWER_IS_BETTER
+from evalkit.metrics.keys import HEADLINE_AT_K, LOWER_IS_BETTER, canonical_key
 from evalkit.metrics.retrieval import AT_K_METRICS
 
 _EPS = 1e-9
@@ -446,6 +446,8 @@ def parse_thresholds(value: Any, ks: Sequence[int] | None = None) -> dict[str, f
                 items.append((ALL_DEFAULT, entry))
     out: dict[str, float] = {}
     problems: list[str] = []
+    # ir_measures' names ("nDCG@10", "R@5") are read as ours.
+    items = [(name if name == ALL_DEFAULT else canonical_key(name), raw) for name, raw in items]
     for name, raw in items:
         try:
             v = _parse_threshold_value(raw)

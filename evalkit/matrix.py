@@ -33,7 +33,7 @@ from typing import Any, Literal
 import orjson
 
 from evalkit.errors import BadConfig, Problem
-from evalkit.metrics.keys import HEADLINE_AT_K, parse_metric_key
+from evalkit.metrics.keys import HEADLINE_AT_K, canonical_key, parse_metric_key
 from evalkit.metrics.retrieval import AT_K_METRICS
 
 # run_eval settings a preset may set besides request options (they change what the target
@@ -281,7 +281,7 @@ def resolve_metric(metric: str, ks: Sequence[int]) -> tuple[str, int | None]:
     """
     known = ", ".join([*_HEADLINE, *(f"{m}@K" for m in AT_K_METRICS), *_PLAIN])
     try:
-        name, k = parse_metric_key(metric)
+        name, k = parse_metric_key(canonical_key(metric))  # "nDCG@10" as "ndcg@10"
     except ValueError:
         name, k = "", None
     if k is not None and name in AT_K_METRICS:

@@ -39,7 +39,7 @@ import orjson
 from evalkit.errors import BadConfig, InputError, Problem
 from evalkit.trials import TrialStats
 from evalkit.metrics.aggregate import GROUPINGS, MEAN_METRICS, SLICE_METRICS, RecordTable, aggregate_records, recorded_suite_ms
-from evalkit.metrics.keys import HEADLINE_AT_K
+from evalkit.metrics.keys import HEADLINE_AT_K, ir_measures_values
 from evalkit.metrics.retrieval import score_case_retrieval, validate_ks
 from evalkit.report.summary_md import WorstCases
 from evalkit.store import RunDir
@@ -393,6 +393,7 @@ class RetrievalScoring:
             "run_dir": str(self.run_dir),
             "retrieval_scoring": self.metrics.get("retrieval_scoring"),
             "aggregate_metrics": {k: agg.get(k) for k in (*RETRIEVAL_KEYS, *_RETRIEVAL_EXTRA, "n")},
+            "ir_measures": ir_measures_values(agg.get("at_k")),  # the @K values by ir_measures name
             "by_category": self.metrics.get("by_category"),
             "warnings": list(self.warnings),
         }

@@ -51,7 +51,7 @@ from evalkit.errors import InputError, Problem, redact
 from evalkit.gate import Thresholds, check_invariants
 from evalkit.metrics.aggregate import aggregate_records, flatten_cell, recorded_suite_ms
 from evalkit.metrics.expectations import EXPECTATION_METRICS
-from evalkit.metrics.keys import HEADLINE_AT_K, LOWER_IS_BETTER, parse_metric_key
+from evalkit.metrics.keys import HEADLINE_AT_K, LOWER_IS_BETTER, ir_measure_name, parse_metric_key
 from evalkit.metrics.stats import (
     DEFAULT_RESAMPLES,
     PairedComparison,
@@ -308,7 +308,7 @@ def _delta_rows(
             change = None
             if delta is not None and direction is not None:
                 change = "unchanged" if abs(delta) <= _EPS else ("better" if (delta > 0) == (direction == "higher_is_better") else "worse")
-            rows.append(DeltaRow(metric=name, scope=scope, k=k, a=va, b=vb, delta=delta, n_a=na, n_b=nb, n=None,
+            rows.append(DeltaRow(metric=name, ir_measure=ir_measure_name(name, k), scope=scope, k=k, a=va, b=vb, delta=delta, n_a=na, n_b=nb, n=None,
                                  direction=direction, change=change))
     return rows
 

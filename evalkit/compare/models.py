@@ -66,6 +66,9 @@ class DeltaRow(BaseModel):
     """One metric in one scope at one K: run a (baseline) vs run b (new)."""
 
     metric: str = Field(description='metric name: "recall_any", "mrr", "groundedness_avg", ...')
+    ir_measure: str | None = Field(
+        None, description='the same metric in ir_measures\' vocabulary ("nDCG@10", "R@5", "RR@10"); null when it has none'
+    )
     scope: str = Field(description='"overall" or "<grouping>:<value>", e.g. "category:multi_hop", "tag:work"')
     k: int | None = Field(description="cut-off for @K metrics, else null")
     a: float | None = Field(description="run a's aggregate value (as metrics.json computes it)")

@@ -28,6 +28,47 @@ LOWER_IS_BETTER = frozenset(
 )
 
 
+# ir_measures' names (terrierteam/ir_measures, after trec_eval's measures) of the @K metrics,
+# as in `R@10`: recall_frac is R (the fraction of relevant items retrieved), recall_any is
+# Success (a hit), precision P, mrr RR (reciprocal rank, cut at K), ndcg nDCG. One
+# difference: our nDCG's gain is 2^rel - 1 (ranx's ndcg_burges), theirs rel; the two agree
+# on binary relevance. recall_all has none. Anchor matching credits each gold support once
+# (EVAL.md "Anchors").
+IR_MEASURES = {"recall_frac": "R", "recall_any": "Success", "precision": "P", "mrr": "RR", "ndcg": "nDCG"}
+_FROM_IR_MEASURES = {v.casefold(): k for k, v in IR_MEASURES.items()}
+
+
+def ir_measure_name(name: str, k: int | None) -> str | None:
+    """The ir_measures name of an @K metric: ir_measure_name("ndcg", 10) -> "nDCG@10"; None
+    for a metric without one (recall_all, the means that are not @K)."""
+    short = IR_MEASURES.get(name)
+    return None if short is None or k is None else f"{short}@{int(k)}"
+
+
+def ir_measures_values(at_k: object) -> dict[str, float | None]:
+    """A cell's `at_k` blocks ({"10": {"ndcg": ..}}) by ir_measures name ({"nDCG@10": ..}),
+    for the `--json` outputs; sorted by K, then name."""
+    out: dict[str, float | None] = {}
+    if not isinstance(at_k, dict):
+        return out
+    for k in sorted(at_k, key=lambda x: int(x) if str(x).isdigit() else 0):
+        block = at_k[k]
+        if not isinstance(block, dict) or not str(k).isdigit():
+            continue
+        for name in IR_MEASURES:
+            if name in block:
+                out[f"{IR_MEASURES[name]}@{int(k)}"] = block[name]
+    return out
+
+
+def canonical_key(key: str) -> str:
+    """A metric key given in either vocabulary as evalkit's: "nDCG@10" -> "ndcg@10",
+    "RR@5" -> "mrr@5", "Success@10" -> "recall_any@10"; anything else unchanged."""
+    name, sep, k = key.strip().partition("@")
+    ours = _FROM_IR_MEASURES.get(name.casefold()) if sep else None
+    return f"{ours}@{k}" if ours is not None and k.isdigit() else key
+
+
 def metric_key(name: str, k: int | None = None) -> str:
     """Build a canonical key: metric_key("recall_any", 5) -> "recall_any@5"."""
     if not _KEY.match(name) or "@" in name:

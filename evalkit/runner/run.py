@@ -25,6 +25,7 @@ from evalkit.dataset import EvalSet, load_eval_set
 from evalkit.errors import BadConfig, EvalkitError, Problem
 from evalkit.gate import Thresholds, check_invariants, gate_result
 from evalkit.gate import threshold_check
+from evalkit.metrics.keys import ir_measures_values
 from evalkit.runner.probe import probe_target
 from evalkit.runner.records import select_cases, versions_tuple
 from evalkit.runner.session import ProgressSink, _Prepared, _Session
@@ -126,6 +127,7 @@ class RunResult:
             "run_id": self.run_id,
             "run_dir": str(self.run_dir),
             "aggregate_metrics": self.metrics.get("aggregate_metrics", {}),
+            "ir_measures": ir_measures_values((self.metrics.get("aggregate_metrics") or {}).get("at_k")),
             "gate": {
                 "passed": bool(gate["passed"]),
                 "regressions": list(gate["regressions"]),
