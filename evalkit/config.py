@@ -134,6 +134,9 @@ class RunSettings(BaseModel):
     response_schema: str | None = None
     response_field: str | None = None
     require_fields: list[str] = Field(default_factory=list)
+    # Issue 15: run only shard INDEX/COUNT (0-based) of the selected cases (evalkit/shard.py).
+    # Not hashed: every shard of one run shares its config_hash, which `evalkit merge` checks.
+    shard: str | None = None
 
     @field_validator("require_fields", mode="before")
     @classmethod
@@ -144,6 +147,19 @@ class RunSettings(BaseModel):
         if isinstance(v, list | tuple):
             return [part.strip() for item in v for part in str(item).split(",") if part.strip()]
         return v
+
+    @field_validator("shard", mode="before")
+    @classmethod
+    def _shard(cls, v: Any) -> Any:
+        # "i/n" or a Shard; stored as "i/n". A BadConfig names the flag itself.
+        if v is None:
+            return v
+        from evalkit.shard import parse_shard
+
+        try:
+            return str(parse_shard(v))
+        except BadConfig as e:
+            raise ValueError("; ".join(p.message for p in e.problems)) from None
 
     @field_validator("k")
     @classmethod

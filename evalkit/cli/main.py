@@ -41,6 +41,7 @@ _COMMANDS = [
     ("import", "import_cases"),
     ("repro", "repro"),
     ("lock", "lock_eval_set"),
+    ("merge", "merge"),
 ]
 
 for _name, _module in _COMMANDS:

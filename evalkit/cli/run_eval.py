@@ -143,6 +143,25 @@ def main(
     require_fields: Optional[list[str]] = typer.Option(
         None, "--require-fields", metavar="A,B", help="Short form of --response-schema: the response (or --response-field) must be an object with these keys.", rich_help_panel=_S
     ),
+    shard: Optional[str] = typer.Option(
+        None,
+        "--shard",
+        metavar="I/N",
+        help="Run only shard I of N (0-based: 0/4 .. 3/4): the selected cases whose sha256(id) mod N is I, into "
+        "their own run folder (<run id>-shard-I-of-N); join the N shard runs with `evalkit merge`.",
+        rich_help_panel=_S,
+    ),
+    shard_from_env: Optional[bool] = typer.Option(
+        None,
+        "--shard-from-env",
+        help="Take the shard index from EVALKIT_SHARD_INDEX, JOB_COMPLETION_INDEX (Kubernetes Indexed Job) or "
+        "SLURM_ARRAY_TASK_ID (minus SLURM_ARRAY_TASK_MIN), and the count from --shard-count, EVALKIT_SHARD_COUNT "
+        "or SLURM_ARRAY_TASK_COUNT.",
+        rich_help_panel=_S,
+    ),
+    shard_count: Optional[int] = typer.Option(
+        None, "--shard-count", metavar="N", help="With --shard-from-env: the number of shards.", rich_help_panel=_S
+    ),
     results_dir: Optional[Path] = typer.Option(
         None, "--results-dir", "--output-dir", metavar="PATH", help="Folder holding run folders. (default: results)", rich_help_panel=_O
     ),
@@ -339,6 +358,7 @@ def main(
             "suite": str(suite) if suite is not None else None,
         }
         values = {key: v for key, v in values.items() if v is not None}
+        values.update(_shard_values(shard, shard_from_env, shard_count))
         if repro or tolerance is not None:
             from evalkit.cli.repro import run_repro_cli
 
@@ -399,6 +419,21 @@ def main(
                 file=sys.stderr,
             )
             raise typer.Exit(EXIT_INCOMPLETE)
+
+
+def _shard_values(shard: str | None, from_env: bool | None, count: int | None) -> dict[str, str]:
+    """{"shard": "i/n"} from --shard or --shard-from-env (BadConfig, exit 2, when unusable)."""
+    from evalkit.errors import BadConfig, Problem
+
+    if shard is not None and from_env:
+        raise BadConfig(Problem("give --shard I/N or --shard-from-env, not both", field="--shard"))
+    if count is not None and not from_env:
+        raise BadConfig(Problem("goes with --shard-from-env (--shard I/N says the count itself)", field="--shard-count"))
+    if from_env:
+        from evalkit.shard import shard_from_env
+
+        return {"shard": str(shard_from_env(count))}
+    return {"shard": shard} if shard is not None else {}
 
 
 plain_metavars(app)

@@ -271,6 +271,10 @@ def _prepare_inputs(values: Mapping[str, Any]) -> _Prepared:
         base = dict(stored.get("settings") or {})
         # URLs were stored without credentials; a value given again (or the env) wins.
         settings = build_settings({**values, "run_id": resume}, base)
+        if base.get("shard") != settings.shard:
+            raise BadConfig(
+                Problem(f"cannot resume {resume}: it ran shard {base.get('shard')}, not {settings.shard}", field="--shard")
+            )
         stored_hashed = {k: v for k, v in (stored.get("hashed") or {}).items() if k not in _OBSERVED_KEYS}
         changed = diff_hashed(stored_hashed, settings.hashed())
         if changed:
@@ -293,6 +297,9 @@ def _prepare_inputs(values: Mapping[str, Any]) -> _Prepared:
     selected = select_cases(
         eval_set.cases, ids=settings.ids, tags=settings.tag, categories=settings.category, limit=settings.limit
     )
+    shard_info = None
+    if settings.shard:  # issue 15: this machine's slice of the selection (may be empty)
+        selected, shard_info = _shard_selection(selected, settings.shard)
     baseline = None
     if settings.baseline:
         base_run = RunDir.open(Path(settings.results_dir), settings.baseline, flag="--baseline")
@@ -310,6 +317,7 @@ def _prepare_inputs(values: Mapping[str, Any]) -> _Prepared:
             )
     prepared = _Prepared(settings, eval_set, selected, baseline, stored_config=stored)
     prepared.response_validator = response_validator
+    prepared.shard_info = shard_info
     if values.get("suite"):  # given now; a resume without it keeps config.json's suite
         from evalkit.suite import load_suite
 
@@ -317,6 +325,26 @@ def _prepare_inputs(values: Mapping[str, Any]) -> _Prepared:
     if resume:
         prepared.run = RunDir.open(Path(settings.results_dir), resume, flag="--resume")
     return prepared
+
+
+def _shard_selection(
+    selected: list[tuple[int, EvalCase]], shard_spec: str
+) -> tuple[list[tuple[int, EvalCase]], dict[str, Any]]:
+    """The shard's cases and config.json's `shard` block: which shard, its cases, and the
+    whole selection it is a slice of (count and ids' sha256), which `evalkit merge` checks."""
+    from evalkit.shard import ids_sha256, parse_shard
+
+    shard = parse_shard(shard_spec)
+    mine = shard.select(selected)
+    all_ids = [c.id for _, c in selected]
+    return mine, {
+        "index": shard.index,
+        "count": shard.count,
+        "n_cases": len(mine),
+        "ids_sha256": ids_sha256([c.id for _, c in mine]),
+        "n_selected_total": len(all_ids),
+        "selected_ids_sha256": ids_sha256(all_ids),
+    }
 
 
 def _response_validator(settings: RunSettings) -> Any:
@@ -429,14 +457,15 @@ def _build_target(settings: RunSettings, progress: Any = None) -> Any:
     )
 
 
-def _create_run_dir(results_dir: Path, run_id: str | None, chash: str) -> RunDir:
-    """The run folder: the given --run-id, else `<UTC second>-<hash>`. Two runs of one config
-    in the same second get the next free second, so ids stay unique and time-sorted."""
+def _create_run_dir(results_dir: Path, run_id: str | None, chash: str, suffix: str = "") -> RunDir:
+    """The run folder: the given --run-id, else `<UTC second>-<hash><suffix>` (a shard's suffix
+    is `-shard-<i>-of-<n>`). Two runs of one config in the same second get the next free
+    second, so ids stay unique and time-sorted."""
     if run_id:
         return RunDir.create(results_dir, run_id)
     now = datetime.now(timezone.utc)
     for step in range(1000):
-        candidate = new_run_id(chash, now + timedelta(seconds=step))
+        candidate = new_run_id(chash, now + timedelta(seconds=step)) + suffix
         if not run_folder_taken(results_dir / candidate):
             return RunDir.create(results_dir, candidate)
     raise BadConfig(Problem(f"no free run id under {results_dir} for config {chash[:6]}"))
@@ -552,9 +581,19 @@ def _note(progress: Any, message: str, details: Sequence[str] = ()) -> None:
 
 
 def _write_metrics(
-    p: _Prepared, run: RunDir, judge: Any, session_wall_s: float, pre_run_warnings: Sequence[dict] = ()
+    p: _Prepared,
+    run: RunDir,
+    judge: Any,
+    session_wall_s: float,
+    pre_run_warnings: Sequence[dict] = (),
+    *,
+    timing: Mapping[str, Any] | None = None,
 ) -> tuple[dict, dict | None]:
-    """metrics.json, aggregated from results.jsonl as written (the file is the truth)."""
+    """metrics.json, aggregated from results.jsonl as written (the file is the truth).
+
+    `timing` (evalkit merge) replaces `run_timing`; the suite's wall time is then unknown
+    (`latency.total_ms` null): shards ran side by side, so no one clock measured the run.
+    """
     from evalkit.metrics.aggregate import aggregate_records
     from evalkit.report.summary_md import WorstCases
     from evalkit.runner.health import RunHealth
@@ -578,7 +617,7 @@ def _write_metrics(
                 trials.add(rec)
             yield rec
 
-    body = aggregate_records(records(), ks=s.k, suite_ms=suite_s * 1000)
+    body = aggregate_records(records(), ks=s.k, suite_ms=None if timing is not None else suite_s * 1000)
     metrics: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "run_id": run.run_id,
@@ -589,7 +628,7 @@ def _write_metrics(
         "ks": list(s.k),
         "seed": s.seed,
         **body,
-        "run_timing": {
+        "run_timing": dict(timing) if timing is not None else {
             "session_wall_s": round(session_wall_s, 3),
             "sessions": len(p.config.get("sessions") or []),
         },
@@ -672,11 +711,16 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
             if p.baseline is not None and not s.ignore_invariants:
                 _check_baseline_judge(p.baseline, judge_desc, s.baseline)
             # Before anything is written: a dead or foreign target stops here with one line.
-            probe = await probe_target(s, target, p.selected[0][1])
+            # An empty shard asks nothing, so it probes nothing.
+            probe = await probe_target(s, target, p.selected[0][1]) if p.selected else None
             git_info = await git if git is not None else _git_revision(Path.cwd())
             p.config = _build_config(s, p.eval_set, p.selected, target.describe(), judge_desc, git_info)
+            shard_info = p.shard_info
+            if shard_info is not None:  # recorded, never hashed: the shards of a run share one config_hash
+                p.config["shard"] = shard_info
+            suffix = f"-shard-{shard_info['index']}-of-{shard_info['count']}" if shard_info else ""
 
-            run = _create_run_dir(Path(s.results_dir), s.run_id, p.config["config_hash"])
+            run = _create_run_dir(Path(s.results_dir), s.run_id, p.config["config_hash"], suffix)
             p.config["run_id"] = run.run_id
             p.run = run
         state.update(run_id=run.run_id, run_dir=run.path, results_dir=s.results_dir)

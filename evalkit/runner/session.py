@@ -51,6 +51,7 @@ class _Prepared:
     config: dict[str, Any] = field(default_factory=dict)
     response_validator: Any = None  # evalkit.validity.ResponseValidator, or None
     suite: Any = None  # evalkit.suite.Suite given with --suite (a resume keeps the stored one), or None
+    shard_info: dict[str, Any] | None = None  # config.json's `shard` block with --shard (issue 15), else None
 
 
 # Hashed keys that are not settings: checked separately on resume.

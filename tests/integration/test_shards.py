@@ -1,0 +1,297 @@
+"""Sharded runs and `evalkit merge` (issue 15 item 5): a 200-case run split into 4 shards,
+run separately (one killed mid-run and resumed), merged, equals the unsharded run's
+metrics exactly (timing aside); overlapping, incomplete, unfinished or mismatched shards are
+refused with a message naming what is wrong; --shard-from-env reads the batch engines' index."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+
+from evalkit import run_eval
+from evalkit.errors import BadConfig
+from evalkit.merge import merge_runs
+from evalkit.shard import Shard, parse_shard, shard_from_env, shard_of
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+N_CASES = 200
+
+# Deterministic: what a question gets depends on its number alone (the delay only slows it,
+# so that a subprocess run can be killed part way).
+BOT = textwrap.dedent(
+    '''
+    import os, time
+
+    def ask(request):
+        delay = float(os.environ.get("SHARD_BOT_DELAY", "0"))
+        if delay:
+            time.sleep(delay)
+        n = int(request["question"].split()[-1])
+        if n % 11 == 0:
+            return {"answer": "I don't know.", "abstained": True, "references": [], "debug": {"retrieved_chunks": []}}
+        gold = f"notes/n{n}.md"
+        ranking = ["notes/other.md", "notes/x.md", gold] if n % 3 == 0 else [gold, "notes/other.md"] if n % 3 == 1 else ["notes/x.md"]
+        chunks = [{"chunk_id": f"{n}-{r}", "rel_path": p, "heading_path": "# H", "text": "t", "rank": r + 1,
+                   "score_final": 1.0 / (r + 1)} for r, p in enumerate(ranking)]
+        return {"answer": f"It is in [1] ({n}).", "abstained": False,
+                "references": [{"rel_path": ranking[0], "heading_path": "# H"}],
+                "debug": {"retrieved_chunks": chunks}}
+    '''
+)
+
+
+def _case(n: int) -> dict:
+    case = {"id": f"c{n:03d}", "question": f"question number {n}", "answerable": n % 11 != 0,
+            "category": ["factual", "reasoning", "multi_hop"][n % 3], "tags": [f"t{n % 4}"], "difficulty": ["easy", "hard"][n % 2]}
+    if n % 11:
+        case["gold_supports"] = [{"rel_path": f"notes/n{n}.md"}]
+    return case
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> dict:
+    (tmp_path / "bot.py").write_text(BOT)
+    es = tmp_path / "es.jsonl"
+    es.write_text("".join(json.dumps(_case(n)) + "\n" for n in range(N_CASES)))
+    return {"eval_set": str(es), "target": f"python:{tmp_path / 'bot.py'}:ask", "results": tmp_path / "results"}
+
+
+def _run(setup: dict, **kw):
+    args = dict(eval_set=setup["eval_set"], target=setup["target"], k=[1, 3], retrieval_only=True,
+                results_dir=str(setup["results"]), concurrency=2, quiet=True, retries=0)
+    args.update(kw)
+    return run_eval(**args)
+
+
+def _comparable(metrics: dict) -> dict:
+    """metrics.json without what a clock or a session measured."""
+    agg = {k: v for k, v in metrics["aggregate_metrics"].items() if k not in ("latency", "judge")}
+    body = {k: v for k, v in metrics.items() if k not in ("run_id", "timestamp", "run_timing", "aggregate_metrics")}
+    return {**body, "aggregate_metrics": _strip_latency(agg)}
+
+
+def _strip_latency(obj):
+    if isinstance(obj, dict):
+        return {k: _strip_latency(v) for k, v in obj.items() if "latency" not in k and not k.endswith("_ms")}
+    if isinstance(obj, list):
+        return [_strip_latency(x) for x in obj]
+    return obj
+
+
+def _records(run_dir: Path) -> list[dict]:
+    return [orjson.loads(line) for line in (run_dir / "results.jsonl").read_bytes().splitlines()]
+
+
+def _start_shard(setup: dict, shard: str, run_id: str) -> subprocess.Popen:
+    env = {**os.environ, "SHARD_BOT_DELAY": "0.03", "PYTHONUNBUFFERED": "1"}
+    args = ["--eval-set", setup["eval_set"], "--target", setup["target"], "--k", "1", "--k", "3", "--retrieval-only",
+            "--concurrency", "2", "--results-dir", str(setup["results"]), "--run-id", run_id, "--quiet",
+            "--retries", "0", "--shard", shard]
+    return subprocess.Popen([sys.executable, str(ROOT / "scripts" / "run_eval.py"), *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _kill_after(proc: subprocess.Popen, path: Path, n: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if path.exists() and path.read_bytes().count(b"\n") >= n:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(timeout=10)
+                return
+            if proc.poll() is not None:
+                raise AssertionError(f"shard ended early ({proc.returncode}): {proc.stderr.read()}")
+            time.sleep(0.02)
+        raise AssertionError(f"{path} never reached {n} lines")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def test_four_shards_one_killed_and_resumed_merge_to_the_unsharded_run(setup: dict) -> None:
+    whole = _run(setup, run_id="whole")
+    ids = []
+    for i in range(4):
+        if i == 2:  # killed mid-run (SIGKILL), then resumed like any run
+            proc = _start_shard(setup, "2/4", "s2")
+            _kill_after(proc, setup["results"] / "s2" / "results.jsonl", 5)
+            assert not (setup["results"] / "s2" / "metrics.json").exists()
+            with pytest.raises(BadConfig, match=r"shard 2/4 \(run s2\) is unfinished: no metrics.json"):
+                merge_runs(["s0", "s1", "s2"], run_id="early", results_dir=setup["results"])
+            result = _run(setup, resume="s2", run_id=None, eval_set=None, target=None, k=None, retrieval_only=None)
+            assert result.resumed and result.skipped >= 5
+        else:
+            result = _run(setup, run_id=f"s{i}", shard=f"{i}/4")
+        ids.append(result.run_id)
+    configs = [json.loads((setup["results"] / r / "config.json").read_text()) for r in ids]
+    whole_config = json.loads((whole.run_dir / "config.json").read_text())
+    # One config_hash for all shards and the unsharded run: the shard is recorded, not hashed.
+    assert {c["config_hash"] for c in configs} == {whole_config["config_hash"]}
+    assert [c["shard"]["index"] for c in configs] == [0, 1, 2, 3]
+    assert sum(c["shard"]["n_cases"] for c in configs) == N_CASES
+    assert "shard" not in whole_config["hashed"] and "shard" not in whole_config
+
+    merged = merge_runs(ids, run_id="merged", results_dir=setup["results"])
+    assert merged.n_records == N_CASES and merged.merged_from == ids
+    # Record by record, in eval-set order: the unsharded run's records (timing aside).
+    a, b = _records(whole.run_dir), _records(merged.run_dir)
+    assert [r["test_case_id"] for r in b] == [f"c{n:03d}" for n in range(N_CASES)]
+    assert [_strip_latency(r) for r in a] == [_strip_latency(r) for r in b]
+    whole_m = json.loads((whole.run_dir / "metrics.json").read_text())
+    merged_m = json.loads((merged.run_dir / "metrics.json").read_text())
+    assert _comparable(merged_m) == _comparable(whole_m)
+    for slices in ("by_category", "by_tag", "by_difficulty", "by_answerable"):
+        assert merged_m[slices] and _strip_latency(merged_m[slices]) == _strip_latency(whole_m[slices]), slices
+    assert merged_m["aggregate_metrics"]["recall_at_k_avg"] == whole_m["aggregate_metrics"]["recall_at_k_avg"]
+    # No one clock measured the merged run: its wall time is null, each shard's is listed.
+    assert merged_m["aggregate_metrics"]["latency"]["total_ms"] is None
+    assert [s["run_id"] for s in merged_m["run_timing"]["shards"]] == ids
+    cfg = json.loads((merged.run_dir / "config.json").read_text())
+    assert cfg["merged_from"] == ids and "shard" not in cfg and cfg["config_hash"] == whole_config["config_hash"]
+    assert cfg["settings"]["shard"] is None and cfg["eval_set"]["n_selected"] == N_CASES
+    assert (setup["results"] / "latest").resolve().name == "merged"
+    assert (merged.run_dir / "summary.md").exists()
+
+    # Refused, with what is wrong said: overlap, incomplete, a non-shard.
+    with pytest.raises(BadConfig, match=r"shard 1/4 given 2 times \(runs s1, s1\)"):
+        merge_runs(["s0", "s1", "s1", "s2", "s3"], run_id="m2", results_dir=setup["results"])
+    with pytest.raises(BadConfig, match=r"1 of 4 shards missing: 3/4"):
+        merge_runs(["s0", "s1", "s2"], run_id="m3", results_dir=setup["results"])
+    with pytest.raises(BadConfig, match=r"run whole is not a shard"):
+        merge_runs(["whole", *ids], run_id="m4", results_dir=setup["results"])
+    assert not any((setup["results"] / m).exists() for m in ("m2", "m3", "m4"))
+
+    # Another config (K differs): refused on config_hash.
+    other = _run(setup, run_id="k5", shard="3/4", k=[5])
+    with pytest.raises(BadConfig, match="differ in config_hash") as e:
+        merge_runs([*ids[:3], other.run_id], run_id="m5", results_dir=setup["results"])
+    assert "s0, s1, s2" in str(e.value) and "k5" in str(e.value)
+
+
+def test_empty_shards_run_and_merge(setup: dict) -> None:
+    chosen = "c000,c001,c002"
+    whole = _run(setup, run_id="whole3", ids=chosen)
+    counts = Counter(shard_of(f"c{n:03d}", 4) for n in range(3))
+    ids = []
+    for i in range(4):
+        r = _run(setup, shard=f"{i}/4", ids=chosen)  # default run id: <time>-<hash>-shard-i-of-4
+        assert r.run_id.endswith(f"-shard-{i}-of-4") and r.n_cases == counts.get(i, 0)
+        ids.append(r.run_id)
+    assert 0 in [counts.get(i, 0) for i in range(4)]  # 3 cases, 4 shards: one at least is empty
+    merged = merge_runs(ids, run_id="merged3", results_dir=setup["results"])
+    assert _comparable(merged.metrics) == _comparable(json.loads((whole.run_dir / "metrics.json").read_text()))
+
+
+def test_resume_refuses_another_shard(setup: dict) -> None:
+    _run(setup, run_id="a", shard="0/8", ids="c000,c001")
+    with pytest.raises(BadConfig, match="it ran shard 0/8, not 1/8"):
+        _run(setup, resume="a", shard="1/8", run_id=None)
+
+
+def test_shard_assignment_is_stable_and_balanced() -> None:
+    ids = [f"case-{n}" for n in range(4000)]
+    assert [shard_of(i, 4) for i in ids] == [shard_of(i, 4) for i in ids]
+    # Known values: sha256("c000")[:8] mod 4, fixed forever (a change would reshuffle every sharded run).
+    import hashlib
+
+    assert shard_of("c000", 4) == int.from_bytes(hashlib.sha256(b"c000").digest()[:8], "big") % 4
+    counts = Counter(shard_of(i, 4) for i in ids)
+    assert set(counts) == {0, 1, 2, 3} and all(900 <= c <= 1100 for c in counts.values())
+    assert parse_shard("3/4") == Shard(3, 4)
+    for bad, msg in (("4/4", "0-based"), ("1", "INDEX/COUNT"), ("-1/4", "out of range"), ("0/0", "at least 1")):
+        with pytest.raises(BadConfig, match=msg):
+            parse_shard(bad)
+
+
+def test_shard_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("EVALKIT_SHARD_INDEX", "EVALKIT_SHARD_COUNT", "JOB_COMPLETION_INDEX", "SLURM_ARRAY_TASK_ID",
+                 "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_COUNT"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(BadConfig, match="no shard index in the environment"):
+        shard_from_env(4)
+    monkeypatch.setenv("JOB_COMPLETION_INDEX", "2")
+    assert shard_from_env(4) == Shard(2, 4)
+    with pytest.raises(BadConfig, match="no shard count: pass --shard-count"):
+        shard_from_env()
+    monkeypatch.delenv("JOB_COMPLETION_INDEX")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "4")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_MIN", "1")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "4")
+    assert shard_from_env() == Shard(3, 4)  # array 1-4: task 4 is shard 3/4
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "5")
+    with pytest.raises(BadConfig, match="out of range"):
+        shard_from_env()
+
+
+def test_cli_shard_from_env_and_merge(setup: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from evalkit.cli.main import app
+
+    runner = CliRunner()
+    base = ["run", "--eval-set", setup["eval_set"], "--target", setup["target"], "--k", "1", "--retrieval-only",
+            "--results-dir", str(setup["results"]), "--quiet", "--ids", "c000,c001,c002,c003,c004,c005"]
+    for name in ("EVALKIT_SHARD_INDEX", "JOB_COMPLETION_INDEX", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN",
+                 "SLURM_ARRAY_TASK_COUNT", "EVALKIT_SHARD_COUNT"):
+        monkeypatch.delenv(name, raising=False)
+    out = runner.invoke(app, [*base, "--run-id", "x", "--shard-from-env", "--shard-count", "2"])
+    assert out.exit_code == 2 and "no shard index in the environment" in out.output
+    out = runner.invoke(app, [*base, "--run-id", "x", "--shard", "0/2", "--shard-from-env"])
+    assert out.exit_code == 2 and "not both" in out.output
+    out = runner.invoke(app, [*base, "--run-id", "x", "--shard", "2/2"])
+    assert out.exit_code == 2 and "0-based" in out.output
+    monkeypatch.setenv("JOB_COMPLETION_INDEX", "0")
+    assert runner.invoke(app, [*base, "--run-id", "k0", "--shard-from-env", "--shard-count", "2"]).exit_code == 0
+    monkeypatch.delenv("JOB_COMPLETION_INDEX")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "1")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "2")
+    assert runner.invoke(app, [*base, "--run-id", "k1", "--shard-from-env"]).exit_code == 0
+    assert json.loads((setup["results"] / "k1" / "config.json").read_text())["shard"]["index"] == 1
+    out = runner.invoke(app, ["merge", "k0", "--run-id", "km", "--results-dir", str(setup["results"])])
+    assert out.exit_code == 2 and "1 of 2 shards missing: 1/2" in out.output
+    out = runner.invoke(app, ["merge", "k0", "k1", "--run-id", "km", "--results-dir", str(setup["results"]), "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output.strip().splitlines()[-1])["merged_from"] == ["k0", "k1"]
+
+
+def test_github_actions_example_runs_locally(setup: dict, tmp_path: Path) -> None:
+    """The example workflow's shard and merge commands, run here with a loop over the matrix."""
+    import yaml
+
+    workflow = yaml.safe_load((ROOT / "docs" / "examples" / "github-actions-shards.yml").read_text())
+    jobs = workflow["jobs"]
+    shards = jobs["eval-shard"]["strategy"]["matrix"]["shard"]
+    shard_cmds = [s["run"] for s in jobs["eval-shard"]["steps"] if "run" in s and "--shard" in s["run"]]
+    merge_cmds = [s["run"] for s in jobs["merge"]["steps"] if "run" in s and "merge" in s["run"]]
+    assert len(shard_cmds) == 1 and len(merge_cmds) == 1
+    env = {**os.environ, "EVAL_SET": setup["eval_set"], "RESULTS_DIR": str(setup["results"]),
+           "TARGET": setup["target"], "SHARD_COUNT": str(len(shards))}
+
+    def sh(cmd: str, **subs: str) -> None:
+        for key, value in subs.items():
+            cmd = cmd.replace("${{ " + key + " }}", value)
+        assert "${{" not in cmd, cmd
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", cmd], cwd=ROOT, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, f"{cmd}\n{done.stderr}"
+
+    for i in shards:
+        sh(shard_cmds[0], **{"matrix.shard": str(i), "github.run_id": "42", "strategy.job-total": str(len(shards))})
+    sh(merge_cmds[0], **{"github.run_id": "42", "strategy.job-total": str(len(shards))})
+    config = json.loads((setup["results"] / "ci-42" / "config.json").read_text())
+    assert config["merged_from"] == [f"ci-42-shard-{i}" for i in shards]
+    assert len(_records(setup["results"] / "ci-42")) == N_CASES
