@@ -29,15 +29,20 @@ app = typer.Typer(
 
 @app.command()
 def main(
-    paths: list[Path] = typer.Argument(..., metavar="PATH...", help="Fixture files (JSON or JSONL), converted in order."),
-    fmt: str = typer.Option(..., "--format", metavar="FORMAT", help="Fixture format: gno | hindsight."),
+    paths: Optional[list[Path]] = typer.Argument(
+        None, metavar="PATH...", help="Fixture files (JSON or JSONL), converted in order (none for --format trec)."
+    ),
+    fmt: str = typer.Option(..., "--format", metavar="FORMAT", help="Fixture format: gno | hindsight | beir | trec."),
     output: Path = typer.Option(Path("eval_set.jsonl"), "--output", "-o", metavar="PATH", help="Eval set to write."),
     force: bool = typer.Option(
         False, "--force", help="Overwrite --output when it exists, and replace a --vault-out an earlier import wrote."
     ),
     vault_out: Optional[Path] = typer.Option(
-        None, "--vault-out", metavar="DIR", help="Where hindsight's seedFacts are written as notes, one folder per "
-        "case (a new or empty folder; required by --format hindsight)."
+        None, "--vault-out", "--vault", metavar="DIR", help="Where the notes are written: hindsight's seedFacts, one "
+        "folder per case; beir's documents, one note each (a new or empty folder; required by hindsight and beir)."
+    ),
+    split: Optional[str] = typer.Option(
+        None, "--split", metavar="NAME", help="--format beir: the qrels/<NAME>.tsv whose queries are imported. (default: test)"
     ),
     docid_map: Optional[Path] = typer.Option(
         None, "--docid-map", metavar="PATH", help="docid -> rel_path [+ heading_path], JSON object or TSV. "
@@ -45,8 +50,18 @@ def main(
     ),
     category: str = typer.Option("factual", "--category", help="Category of cases that do not name one."),
     tag: Optional[list[str]] = typer.Option(None, "--tag", help="Tag added to every case; repeatable."),
+    topics: Optional[Path] = typer.Option(
+        None, "--topics", metavar="PATH", help="--format trec: the topics (qid<TAB>text TSV, BEIR queries.jsonl or TREC <top> SGML)."
+    ),
+    qrels: Optional[list[Path]] = typer.Option(
+        None, "--qrels", metavar="PATH", help="--format trec: the qrels (qid 0 docid rel); repeatable."
+    ),
 ) -> None:
     """Convert PATH... into an eval set."""
+    paths = _trec_paths(list(paths or []), fmt, topics, qrels)
+    if fmt == "beir" or split is not None:
+        _import_beir(paths, fmt, split or "test", vault_out, output, force, category, tuple(tag or ()), docid_map)
+        return
     with exit_on_known_errors():
         from evalkit.importers import ImportOptions, check_vault_out, import_cases, write_eval_set, write_vault
         from evalkit.importers.docids import load_docid_map
@@ -76,6 +91,67 @@ def main(
             f"evalkit run --eval-set {shlex.quote(str(output))} --vault {shlex.quote(str(vault_out))} "
             "--send-scope folders --retrieval-only"
         )
+
+
+def _trec_paths(paths: list[Path], fmt: str, topics: Path | None, qrels: list[Path] | None) -> list[Path]:
+    """--format trec reads --topics then each --qrels (as `importers.trec.convert` expects), not PATH."""
+    if fmt != "trec" and topics is None and not qrels:
+        return paths
+    with exit_on_known_errors():
+        from evalkit.errors import BadConfig, Problem
+
+        if fmt != "trec":
+            raise BadConfig(Problem(f"--topics/--qrels are for --format trec, not {fmt!r}", field="--topics"))
+        if paths:
+            raise BadConfig(Problem("--format trec reads --topics and --qrels, not PATH", field="PATH"))
+        if topics is None or not qrels:
+            raise BadConfig(Problem("--format trec needs --topics PATH and --qrels PATH", field="--topics" if topics is None else "--qrels"))
+    return [topics, *qrels]
+
+
+def _import_beir(
+    paths: list[Path],
+    fmt: str,
+    split: str,
+    vault_out: Path | None,
+    output: Path,
+    force: bool,
+    category: str,
+    tags: tuple[str, ...],
+    docid_map: Path | None,
+) -> None:
+    """`--format beir DIR --split S --vault OUT`: streamed by `importers.beir.import_beir`."""
+    with exit_on_known_errors():
+        from evalkit.errors import BadConfig, Problem
+        from evalkit.importers import ImportOptions
+        from evalkit.importers.beir import import_beir
+
+        if fmt != "beir":
+            raise BadConfig(Problem(f"--split is for --format beir, not {fmt!r}", field="--split"))
+        if len(paths) != 1:
+            raise BadConfig(Problem(f"--format beir takes one BEIR folder, got {len(paths)} paths", field="PATH"))
+        if vault_out is None:
+            raise BadConfig(Problem(
+                "--format beir writes one note per corpus document and needs a folder for them: "
+                "pass --vault DIR (a new or empty folder)",
+                field="--vault",
+            ))
+        if docid_map is not None:
+            raise BadConfig(Problem("--format beir maps each document to its own note; drop --docid-map", field="--docid-map"))
+        done = import_beir(
+            paths[0], vault_out=vault_out, output=output, split=split, force=force,
+            options=ImportOptions(category=category, tags=tags),
+        )
+    for w in done.warnings:
+        print(printable(f"evalkit: warning: {w}"), file=sys.stderr)
+    typer.echo(
+        f"evalkit: wrote {len(done.cases)} cases ({split} split) to {output}: {done.n_judgments} gold supports; "
+        f"{done.skipped_queries} queries without judgments in the split skipped"
+    )
+    typer.echo(
+        f"evalkit: wrote {done.n_docs} notes to {vault_out}; run them with: "
+        f"evalkit run --eval-set {shlex.quote(str(output))} --vault {shlex.quote(str(vault_out))} --retrieval-only"
+    )
 
 
 plain_metavars(app)

@@ -42,6 +42,7 @@ _COMMANDS = [
     ("repro", "repro"),
     ("lock", "lock_eval_set"),
     ("merge", "merge"),
+    ("export", "export"),
 ]
 
 for _name, _module in _COMMANDS:

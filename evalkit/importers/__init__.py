@@ -44,6 +44,8 @@ __all__ = [
 FORMATS: dict[str, str] = {
     "gno": "evalkit.importers.gno:convert",
     "hindsight": "evalkit.importers.hindsight:convert",
+    "beir": "evalkit.importers.beir:convert",  # streams: the CLI calls beir.import_beir
+    "trec": "evalkit.importers.trec:convert",  # paths: the topics file, then the qrels files
 }
 
 # Left in a folder write_vault made: what `--force` may replace (hidden: no chatbot indexes it).

@@ -1,0 +1,4 @@
+from evalkit.cli.export import app
+
+if __name__ == "__main__":
+    app()
