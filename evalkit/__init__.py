@@ -10,7 +10,22 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "compare_runs", "run_eval", "score_abstention", "score_retrieval"]
+__all__ = [
+    "__version__",
+    "compare_runs",
+    "export_trec",
+    "import_cases",
+    "merge_runs",
+    "run_eval",
+    "score_abstention",
+    "score_retrieval",
+]
+# name -> "module:attribute", imported on first use.
+_LAZY = {
+    "export_trec": "evalkit.interop.trec:export_trec",
+    "import_cases": "evalkit.importers:import_cases",
+    "merge_runs": "evalkit.merge:merge_runs",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -26,4 +41,9 @@ def __getattr__(name: str) -> Any:
         from evalkit import scoring
 
         return getattr(scoring, name)
+    if name in _LAZY:
+        import importlib
+
+        module, _, attr = _LAZY[name].partition(":")
+        return getattr(importlib.import_module(module), attr)
     raise AttributeError(f"module 'evalkit' has no attribute {name!r}")

@@ -51,3 +51,14 @@ def test_library_import_stays_light():
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
+
+
+def test_export_import_and_merge_are_callable_from_the_package() -> None:
+    # Issue 15 item 6: the Python doors of export / import / merge, loaded on first use.
+    import evalkit
+    from evalkit.importers import import_cases
+    from evalkit.interop.trec import export_trec
+    from evalkit.merge import merge_runs
+
+    assert (evalkit.export_trec, evalkit.import_cases, evalkit.merge_runs) == (export_trec, import_cases, merge_runs)
+    assert {"export_trec", "import_cases", "merge_runs"} <= set(evalkit.__all__)
