@@ -43,6 +43,7 @@ _COMMANDS = [
     ("lock", "lock_eval_set"),
     ("merge", "merge"),
     ("export", "export"),
+    ("cache", "cache"),
 ]
 
 for _name, _module in _COMMANDS:

@@ -12,12 +12,13 @@ import sqlite3
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from evalkit.errors import redact_data
+from evalkit.errors import BadConfig, Problem, redact_data
 
 DEFAULT_CACHE_PATH = Path("cache/judge_cache.sqlite")
 _BUSY_TIMEOUT_MS = 30_000
@@ -136,3 +137,89 @@ class JudgeCache:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+@dataclass
+class CacheMerge:
+    """What `merge_caches` did: entries added to the target, entries it already had
+    (identical), and keys both held with different judgments (the target's kept)."""
+
+    target: Path
+    added: int = 0
+    same: int = 0
+    conflicts: int = 0
+    sources: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": str(self.target), "added": self.added, "same": self.same, "conflicts": self.conflicts,
+                "sources": self.sources}
+
+
+def _source_problem(path: Path) -> str | None:
+    if not path.is_file():
+        return "no such file"
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            cols = [r[1] for r in conn.execute("PRAGMA table_info(judgments)")]
+    except sqlite3.DatabaseError as e:
+        return f"not a judge cache ({e})"
+    if not {"key", "kind", "model", "prompt_version", "created_at", "value"} <= set(cols):
+        return "not a judge cache (no judgments table)"
+    return None
+
+
+def merge_caches(target: str | Path, sources: Sequence[str | Path]) -> CacheMerge:
+    """Copy every judgment of the `sources` caches into `target` (created if missing).
+
+    For shards judged on different hosts, each with its own cache: merged, the next run or
+    re-judge finds every verdict any shard paid for. A key names everything that can change
+    a judgment (kind, inputs, model, prompt, temperature, trial), so the same key in two
+    caches is the same question asked twice; the target's judgment is kept (first wins,
+    like a cache hit), and a key whose stored judgments differ (a judge sampled above
+    temperature 0, or a provider that changed under a pinned name) is counted as a conflict.
+
+    Raises:
+        BadConfig: a source that is missing or not a judge cache (every one named, before
+            anything is written), or the target among the sources.
+    """
+    target = Path(target)
+    paths = [Path(s) for s in sources]
+    problems = [Problem(msg, path=str(p)) for p in paths if (msg := _source_problem(p)) is not None]
+    if any(p.resolve() == target.resolve() for p in paths):
+        problems.append(Problem("is the target itself", path=str(target), field="--into"))
+    if not paths:
+        problems.append(Problem("no cache to merge", field="CACHE"))
+    if problems:
+        raise BadConfig(problems)
+    cache = JudgeCache(target)
+    result = CacheMerge(target=target)
+    try:
+        conn = cache._conn
+        with cache._lock:
+            for path in paths:
+                conn.execute("ATTACH DATABASE ? AS src", (str(path),))  # only read from
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    same = conn.execute(
+                        "SELECT COUNT(*) FROM src.judgments s JOIN main.judgments m ON m.key = s.key AND m.value = s.value"
+                    ).fetchone()[0]
+                    conflicts = conn.execute(
+                        "SELECT COUNT(*) FROM src.judgments s JOIN main.judgments m ON m.key = s.key AND m.value != s.value"
+                    ).fetchone()[0]
+                    added = conn.execute(
+                        "INSERT OR IGNORE INTO main.judgments (key, kind, model, prompt_version, created_at, value)"
+                        " SELECT key, kind, model, prompt_version, created_at, value FROM src.judgments"
+                    ).rowcount
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                finally:
+                    conn.execute("DETACH DATABASE src")
+                result.added += added
+                result.same += same
+                result.conflicts += conflicts
+                result.sources.append({"path": str(path), "added": added, "same": same, "conflicts": conflicts})
+    finally:
+        cache.close()
+    return result
