@@ -68,6 +68,10 @@ def main(
     ),
     results_dir: Path = RESULTS_DIR,
     output_format: str = typer.Option("rich", "--format", metavar="FORMAT", help="rich | markdown | json. Markdown is also appended to $GITHUB_STEP_SUMMARY when set.", rich_help_panel=_O),
+    metric: Optional[list[str]] = typer.Option(
+        None, "--metric", metavar="NAME", help="Show only these metrics' rows: ours or ir_measures' names (ndcg@10, nDCG@10, R@5, "
+        "groundedness_avg; ndcg = every K). Repeatable. Tests and the gate still cover every metric.", rich_help_panel=_O,
+    ),
     show_drift: int = typer.Option(5, "--show-drift", min=0, metavar="N", help="Changed answers to show with a word diff.", rich_help_panel=_O),
     max_flips: int = typer.Option(20, "--max-flips", min=0, metavar="N", help="Flips listed per direction in the terminal report (json has all).", rich_help_panel=_O),
     seed: int = typer.Option(0, "--seed", min=0, metavar="N", help="Seed of the bootstrap and randomization draws.", rich_help_panel=_S),
@@ -123,6 +127,10 @@ def main(
             allow_regressions=allow_regressions, show_drift=show_drift,
         )
 
+        if metric:
+            from evalkit.compare import select_metrics
+
+            result = select_metrics(result, metric)
         if output_format == "json":
             sys.stdout.write(result.model_dump_json() + "\n")
         elif output_format == "markdown":

@@ -15,7 +15,7 @@ runs", is the spec.
 
 from __future__ import annotations
 
-from evalkit.compare.compute import IncomparableRuns, compare_runs
+from evalkit.compare.compute import IncomparableRuns, compare_runs, select_metrics
 from evalkit.compare.conditions import CONFIG_DIFF_IGNORED, config_diff, flatten_config
 from evalkit.compare.models import Comparison, DeltaRow, Flip, GateReport
 from evalkit.compare.sources import RunSource, open_source, save_baseline
@@ -28,6 +28,7 @@ __all__ = [
     "GateReport",
     "IncomparableRuns",
     "RunSource",
+    "select_metrics",
     "compare_runs",
     "config_diff",
     "flatten_config",

@@ -16,7 +16,7 @@ Steps, each over data already on disk:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -51,7 +51,7 @@ from evalkit.errors import InputError, Problem, redact
 from evalkit.gate import Thresholds, check_invariants
 from evalkit.metrics.aggregate import aggregate_records, flatten_cell, recorded_suite_ms
 from evalkit.metrics.expectations import EXPECTATION_METRICS
-from evalkit.metrics.keys import HEADLINE_AT_K, LOWER_IS_BETTER, ir_measure_name, parse_metric_key
+from evalkit.metrics.keys import HEADLINE_AT_K, LOWER_IS_BETTER, canonical_key, ir_measure_name, parse_metric_key
 from evalkit.metrics.stats import (
     DEFAULT_RESAMPLES,
     PairedComparison,
@@ -63,7 +63,7 @@ from evalkit.metrics.stats import (
 )
 from evalkit.store import RunDir
 
-__all__ = ["IncomparableRuns", "compare_runs"]
+__all__ = ["IncomparableRuns", "compare_runs", "select_metrics"]
 
 _EPS = 1e-9
 # Headline names of a metrics.json cell -> the @K metric they hold at the primary K.
@@ -576,3 +576,36 @@ def compare_runs(
         gate=verdict,
         notes=notes,
     )
+
+
+def select_metrics(result: Comparison, metrics: Sequence[str]) -> Comparison:
+    """`result` with only the delta rows of `metrics` (compare_runs' `--metric`).
+
+    A name is ours or ir_measures' (`ndcg@10`, `nDCG@10`, `R@5`), a metric at every K
+    (`ndcg`), or a mean (`groundedness_avg`; `mrr_avg` and the other headline names mean
+    their metric at the primary K). Only what is shown changes: the tests were run, and
+    corrected, over every metric, and the gate judged them all.
+
+    Raises:
+        InputError: a name no row has (the message lists those there are).
+    """
+    wanted: list[tuple[str, int | None]] = []
+    problems = []
+    have = {(r.metric, r.k) for r in result.deltas}
+    primary = result.ks.get("primary")
+    for given in metrics:
+        try:
+            name, k = parse_metric_key(canonical_key(given))
+        except ValueError:
+            name, k = given, None
+        if k is None and name in HEADLINE_AT_K:
+            name, k = HEADLINE_AT_K[name], primary
+        if not any(m == name and (k is None or kk == k) for m, kk in have):
+            known = sorted({f"{m}@{kk}" if kk is not None else m for m, kk in have})
+            problems.append(Problem(f"no row for {given!r}; the comparison has {', '.join(known)}", field="--metric"))
+        wanted.append((name, k))
+    if problems:
+        raise InputError(problems)
+    rows = [r for r in result.deltas if any(r.metric == m and (k is None or r.k == k) for m, k in wanted)]
+    note = f"rows limited to --metric {', '.join(metrics)}; tests were corrected over every metric"
+    return result.model_copy(update={"deltas": rows, "notes": [*result.notes, note]})

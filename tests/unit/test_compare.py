@@ -486,3 +486,21 @@ def test_a_rescored_run_is_still_compared_on_the_k_it_asked_for(tmp_path):
     (tmp_path / "a" / "metrics.json").write_bytes(orjson.dumps(m))
     result = compare_runs("a", "b", results_dir=tmp_path, resamples=R)
     assert result.invariants.ok is True
+
+
+def test_metric_selector_shows_only_the_named_rows_in_either_vocabulary(tmp_path):
+    # issue 15: --metric takes ours or ir_measures' names; the family stays every metric.
+    from evalkit.compare import select_metrics
+
+    recs_a, recs_b = _clear_effect(30, hit_a=False, hit_b=True, unanswerable=10)
+    result = _ab(tmp_path, recs_a, recs_b)
+    picked = select_metrics(result, ["nDCG@5", "Success@5", "abstention_accuracy"])
+    assert {(r.metric, r.k, r.ir_measure) for r in picked.deltas if r.scope == "overall"} == {
+        ("ndcg", 5, "nDCG@5"), ("recall_any", 5, "Success@5"), ("abstention_accuracy", None, None)}
+    assert picked.stats.family_size == result.stats.family_size  # tests were corrected over every metric
+    assert _row(picked, "ndcg", k=5).p_adjusted == _row(result, "ndcg", k=5).p_adjusted
+    assert "rows limited to --metric" in picked.notes[-1]
+    # A headline name means its metric at the primary K.
+    assert {(r.metric, r.k) for r in select_metrics(result, ["mrr_avg"]).deltas} == {("mrr", 5)}
+    with pytest.raises(InputError, match="no row for 'nDCG@7'"):
+        select_metrics(result, ["nDCG@7"])
