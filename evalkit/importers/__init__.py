@@ -22,7 +22,7 @@ import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -312,3 +312,37 @@ def _swap_in(tmp: Path, vault_out: Path) -> None:
         os.rename(old, vault_out)  # put the previous import back
         raise
     shutil.rmtree(old, ignore_errors=True)
+
+
+def jsonl_items(
+    path: Path, problems: list[Problem], add: Callable[[list[Problem], Problem], None] | None = None
+) -> Iterator[tuple[int, Any]]:
+    """(1-based line, parsed JSON) of each non-blank line of a JSONL fixture, read one line
+    at a time (a corpus is never held whole). An unreadable file, a line that is not UTF-8
+    or not JSON is a problem (`add` files it: a capped list, say); the line is skipped.
+
+    Lines end at "\\n" only: a U+2028 inside a JSON string is not a line break.
+    """
+    add = add or (lambda ps, p: ps.append(p))
+    try:
+        f = open(path, encoding="utf-8-sig", newline="\n")
+    except OSError as e:
+        add(problems, Problem(f"cannot read ({e.strerror or e})", path=str(path)))
+        return
+    with f:
+        n = 0
+        while True:
+            try:
+                line = f.readline()
+            except UnicodeDecodeError as e:
+                add(problems, Problem(f"not UTF-8 ({e.reason} at byte {e.start} of the line)", path=str(path), line=n + 1))
+                return
+            if not line:
+                return
+            n += 1
+            if not line.strip():
+                continue
+            try:
+                yield n, json.loads(line.rstrip("\r\n"))  # a column on this line, not past its end
+            except json.JSONDecodeError as e:
+                add(problems, Problem(f"not valid JSON ({e.msg}, column {e.colno})", path=str(path), line=n))

@@ -45,6 +45,7 @@ from evalkit.importers import (
     ImportOptions,
     _new_sibling,
     _swap_in,
+    jsonl_items,
     write_eval_set,
 )
 
@@ -225,33 +226,11 @@ def _check_targets(vault_out: Path, output: Path, force: bool) -> None:
 
 def _jsonl(path: Path, problems: list[Problem]) -> Iterator[tuple[int, dict[str, Any]]]:
     """(1-based line, object) of each non-blank line, read one line at a time; bad lines are problems."""
-    try:
-        f = open(path, encoding="utf-8-sig", newline="\n")
-    except OSError as e:
-        problems.append(Problem(f"cannot read ({e.strerror or e})", path=str(path)))
-        return
-    with f:
-        n = 0
-        while True:
-            try:
-                line = f.readline()
-            except UnicodeDecodeError as e:
-                problems.append(Problem(f"not UTF-8 ({e.reason} at byte {e.start} of the line)", path=str(path), line=n + 1))
-                return
-            if not line:
-                return
-            n += 1
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line.rstrip("\r\n"))  # a column on this line, not past its end
-            except json.JSONDecodeError as e:
-                _add(problems, Problem(f"not valid JSON ({e.msg}, column {e.colno})", path=str(path), line=n))
-                continue
-            if not isinstance(item, dict):
-                _add(problems, Problem(f"expected a JSON object, got {type(item).__name__}", path=str(path), line=n))
-                continue
-            yield n, item
+    for n, item in jsonl_items(path, problems, _add):
+        if not isinstance(item, dict):
+            _add(problems, Problem(f"expected a JSON object, got {type(item).__name__}", path=str(path), line=n))
+            continue
+        yield n, item
 
 
 def _add(problems: list[Problem], problem: Problem) -> None:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import InputError, Problem
-from evalkit.importers import ImportedCase, ImportOptions
+from evalkit.importers import ImportedCase, ImportOptions, jsonl_items
 
 __all__ = ["convert", "fact_note", "folder_slug"]
 
@@ -82,24 +82,7 @@ def convert(paths: Sequence[Path], options: ImportOptions) -> list[ImportedCase]
 
 def _read(path: Path, problems: list[Problem]) -> list[tuple[int, Any]]:
     """(1-based line number, parsed JSON) of each non-blank line; unparsable lines are problems."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as e:
-        problems.append(Problem(f"cannot read ({e.strerror or e})", path=str(path)))
-        return []
-    except UnicodeDecodeError as e:
-        problems.append(Problem(f"not UTF-8 ({e})", path=str(path)))
-        return []
-    items: list[tuple[int, Any]] = []
-    # split("\n"), not splitlines(): a U+2028 inside a JSON string is not a line break.
-    for n, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            items.append((n, json.loads(line)))
-        except json.JSONDecodeError as e:
-            problems.append(Problem(f"not valid JSON ({e.msg}, column {e.colno})", path=str(path), line=n))
-    return items
+    return list(jsonl_items(path, problems))
 
 
 def _convert_line(
