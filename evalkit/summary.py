@@ -105,6 +105,7 @@ def write_derived(
     Returns:
         metrics.json as it now is (with the suite block), or None when there is none.
     """
+    config = None
     try:
         metrics = metrics if metrics is not None else run.read_metrics()
         if metrics is None:
@@ -113,7 +114,8 @@ def write_derived(
         metrics = _suite(run, metrics, config)
     except Exception as e:  # noqa: BLE001 - derived output: never fail the command that wrote metrics.json
         log.warning("evalkit: warning: the suite score of %s not written: %s", run.path, e)
-        return metrics
+        if metrics is None:
+            return None
     write_summary(run, metrics, worst)
     try:
         write_results_json(run, metrics, config)

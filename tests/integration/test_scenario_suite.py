@@ -197,3 +197,18 @@ def test_rescoring_keeps_expectations_and_the_suite(tmp_path: Path) -> None:
         assert after["suite"]["global_score"] == pytest.approx(7 / 12)
         assert after["aggregate_metrics"]["must_include_recall"] == before["aggregate_metrics"]["must_include_recall"]
         assert after["by_scenario"]["dedup_conflict"]["must_include_recall"] == 0.75
+
+
+def test_a_failing_suite_block_still_leaves_summary_and_results_json(tmp_path: Path, monkeypatch, caplog) -> None:
+    # Derived output never fails the command, and one derived file failing spares the others.
+    import evalkit.suite
+    from evalkit import run_eval
+
+    def boom(metrics, suite):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(evalkit.suite, "suite_block", boom)
+    result = run_eval(**_setup(tmp_path), run_id="r4")
+    assert result.success and "suite" not in result.metrics
+    assert (result.run_dir / "summary.md").exists() and (result.run_dir / "results.json").exists()
+    assert "the suite score of" in caplog.text and "boom" in caplog.text
