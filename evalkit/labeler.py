@@ -21,7 +21,7 @@ from typing import Any
 
 from evalkit.anchors import heading_components, normalize_heading_path, normalize_rel_path
 from evalkit.errors import BadConfig, Problem, TargetError
-from evalkit.labeling import AUTO, EvalSetFile, check_writable
+from evalkit.labeling import REVIEW_SOURCES, EvalSetFile, check_writable
 
 __all__ = ["LabelSession", "choose_cases", "question_words", "sentences", "open_session"]
 
@@ -298,8 +298,8 @@ class LabelSession:
         return dest
 
     def _touch(self) -> None:
-        # A person edited the case: an accept_top label is reviewed now.
-        if self.case.obj.get("label_source") == AUTO:
+        # A person edited the case: an accept_top label or a generated candidate is reviewed now.
+        if self.case.obj.get("label_source") in REVIEW_SOURCES:
             del self.case.obj["label_source"]
         self.case.changed = True
 

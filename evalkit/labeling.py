@@ -38,6 +38,8 @@ from evalkit.schema import EvalCase
 
 __all__ = [
     "AUTO",
+    "GENERATED",
+    "REVIEW_SOURCES",
     "AcceptTopResult",
     "EvalSetFile",
     "Fix",
@@ -56,6 +58,8 @@ __all__ = [
 ]
 
 AUTO = "auto"  # the `label_source` of cases labeled by accept_top, until a person reviews them
+GENERATED = "generated"  # the `label_source` of `evalkit generate` candidates, until a person reviews them
+REVIEW_SOURCES = (AUTO, GENERATED)  # what --review-auto walks
 DEFAULT_K = 50
 
 IssueKind = Literal["file_gone", "heading_gone", "snippet_gone", "span_gone", "not_retrieved", "ask_failed", "all_stale"]
@@ -711,7 +715,7 @@ async def accept_top(
 
 
 def auto_labeled(paths: Sequence[str | Path]) -> list[tuple[str, int, dict[str, Any]]]:
-    """Cases marked `"label_source": "auto"`, as (file, line, case JSON), in file order.
+    """Cases marked `"label_source": "auto"` or `"generated"`, as (file, line, case JSON), in file order.
 
     Raises:
         BadEvalSet: the eval set is invalid.
@@ -719,7 +723,7 @@ def auto_labeled(paths: Sequence[str | Path]) -> list[tuple[str, int, dict[str, 
     eval_set = load_eval_set(paths)
     out = []
     for n, case in enumerate(eval_set.cases):
-        if (case.model_extra or {}).get("label_source") == AUTO:
+        if (case.model_extra or {}).get("label_source") in REVIEW_SOURCES:
             path, line = eval_set.location(n)
             out.append((path, line, case.model_dump(mode="json", exclude_none=True)))
     return out

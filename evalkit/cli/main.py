@@ -44,6 +44,7 @@ _COMMANDS = [
     ("merge", "merge"),
     ("export", "export"),
     ("cache", "cache"),
+    ("generate", "generate"),
 ]
 
 for _name, _module in _COMMANDS:

@@ -1,0 +1,226 @@
+"""Offline candidate generation (issue 16): patterns, filters, anchors, CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evalkit.anchorcheck import check_anchors, corpus_from_vault
+from evalkit.cli.main import app
+from evalkit.dataset import load_eval_set
+from evalkit.generate import (
+    Candidate,
+    candidate_id,
+    extract_candidates,
+    filter_candidates,
+    flag_unretrievable,
+    generate_candidates,
+    overlap,
+    parse_mix,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+TASKS = ROOT.parent / "shared" / "corpora" / "obsidian-tasks" / "vault"
+
+NOTE = """\
+---
+tags: [kitchen]
+---
+# Espresso machine
+
+## How do I descale the boiler?
+
+Run citric acid through the group head every two months. Then flush twice.
+
+## Questions
+
+Q: Which grinder setting suits a dark roast?
+A: Setting 12 on the burr dial.
+
+**Who services the pump?**
+Bellini repairs in the old town.
+
+## Glossary
+
+**Crema**: the foam of emulsified oils on top of a shot.
+
+## Parts
+
+| Part | Price |
+| --- | --- |
+| Gasket | 9 EUR |
+
+```
+## Is this a heading in a fence?
+Q: not a question
+A: not an answer
+```
+"""
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    root = tmp_path / "vault"
+    (root / "kitchen").mkdir(parents=True)
+    (root / "kitchen" / "Espresso.md").write_text(NOTE, encoding="utf-8")
+    return root
+
+
+def _short(c: Candidate) -> tuple[str, str, str, list[str], str]:
+    s = c.case["gold_supports"][0]
+    return (c.pattern, c.case["question"], s["heading_path"], s["snippets"], c.case["category"])
+
+
+def test_each_pattern_gives_its_exact_candidate(vault: Path) -> None:
+    got = [_short(c) for c in extract_candidates(vault)]
+    h = "# Espresso machine"
+    assert got == [
+        ("heading_question", "How do I descale the boiler?", f"{h} > ## How do I descale the boiler?",
+         ["Run citric acid through the group head every two months."], "reasoning"),
+        ("qa_pair", "Which grinder setting suits a dark roast?", f"{h} > ## Questions", ["Setting 12 on the burr dial."], "factual"),
+        ("faq", "Who services the pump?", f"{h} > ## Questions", ["Bellini repairs in the old town."], "factual"),
+        ("definition", "What is Crema?", f"{h} > ## Glossary", ["the foam of emulsified oils on top of a shot."], "factual"),
+        ("table_cell", "What is Gasket's price?", f"{h} > ## Parts", ["9 EUR"], "factual"),
+    ]  # nothing from the fenced block
+
+
+def test_candidate_fields(vault: Path) -> None:
+    c = extract_candidates(vault)[0]
+    assert c.case["id"] == candidate_id("kitchen/Espresso.md", "# Espresso machine > ## How do I descale the boiler?", c.case["question"])
+    assert c.case["id"].startswith("gen-") and len(c.case["id"]) == 4 + 12
+    assert c.case["answerable"] is True
+    assert c.case["label_source"] == "generated"
+    assert c.case["tags"] == ["generated"]
+    assert "heading_question" in c.case["notes"]
+    assert c.line == 6  # front matter counts: line numbers are the file's
+
+
+def test_ids_are_stable(vault: Path) -> None:
+    assert [c.case["id"] for c in extract_candidates(vault)] == [c.case["id"] for c in extract_candidates(vault)]
+
+
+def test_every_anchor_validates(vault: Path) -> None:
+    cases = [c.case for c in extract_candidates(vault)]
+    assert check_anchors(cases, corpus_from_vault(vault)) == []
+
+
+def _cand(question: str, evidence: str, cid: str) -> Candidate:
+    case = {
+        "id": cid, "question": question, "answerable": True, "tags": ["generated"],
+        "gold_supports": [{"rel_path": "kitchen/Espresso.md", "heading_path": "# Espresso machine > ## Glossary"}],
+    }
+    return Candidate(case, "heading_question", evidence)
+
+
+def test_overlap_is_the_share_of_content_words_in_the_evidence() -> None:
+    # content words: descale, boiler (how/do/i/the are stopwords); only "boiler" is in the evidence
+    assert overlap("How do I descale the boiler?", "Fill the boiler with citric acid.") == 1 / 2
+    assert overlap("What is it?", "anything") is None
+
+
+def test_filters_drop_a_copied_question_and_a_duplicate() -> None:
+    body = "Run citric acid through the group head every two months."
+    kept, dropped = filter_candidates([
+        _cand("When to run citric acid through the group head?", body, "copied"),  # 5/5 words in the body
+        _cand("How do I descale the boiler?", body, "first"),
+        _cand("How do I descale the boiler ?", body, "twin"),  # same normalised text
+        _cand("What is it?", body, "empty"),
+    ])
+    assert [c.case["id"] for c in kept] == ["first"]
+    assert [(d["id"], d["reason"]) for d in dropped] == [
+        ("copied", "overlap"), ("twin", "duplicate"), ("empty", "no_content_words"),
+    ]
+    assert dropped[1]["detail"] == "near-duplicate of first"
+
+
+def test_max_overlap_one_keeps_a_copied_question() -> None:
+    body = "Run citric acid through the group head."
+    kept, _ = filter_candidates([_cand("Run citric acid through the group head?", body, "c")], max_overlap=1.0)
+    assert len(kept) == 1
+
+
+def test_unretrievable_is_flagged_not_dropped(vault: Path) -> None:
+    found = _cand("Which grinder setting suits a dark roast?", "", "found")
+    found.case["gold_supports"][0]["heading_path"] = "# Espresso machine > ## Questions"
+    lost = _cand("Which grinder setting suits a dark roast?", "", "lost")  # gold is the Glossary: not retrieved
+    nowhere = _cand("zebra xylophone quasar", "", "nowhere")
+    flagged = flag_unretrievable([found, lost, nowhere], vault)
+    assert flagged == ["lost", "nowhere"]
+    assert lost.case["tags"] == ["generated", "unretrievable"] and found.case["tags"] == ["generated"]
+
+
+def test_report_counts_and_limit(vault: Path) -> None:
+    r = generate_candidates(vault, mix={"factual": 0.5, "multi_hop": 0.5})
+    rep = r.report
+    assert rep["generated"] == 5 and rep["written"] == 5
+    assert rep["generated_by_pattern"] == {"heading_question": 1, "qa_pair": 1, "faq": 1, "definition": 1, "table_cell": 1}
+    assert rep["filtered"] == {} and rep["flagged"] == {"unretrievable": 0}
+    assert rep["categories"] == {"factual": 4, "reasoning": 1}
+    assert rep["mix"] == {
+        "factual": {"target": 0.5, "actual": 0.8, "n": 4},
+        "multi_hop": {"target": 0.5, "actual": 0.0, "n": 0},
+        "reasoning": {"target": 0.0, "actual": 0.2, "n": 1},
+    }
+    a = generate_candidates(vault, limit=2, seed=1, check_retrieval=False)
+    b = generate_candidates(vault, limit=2, seed=1, check_retrieval=False)
+    assert a.cases == b.cases and len(a.cases) == 2 and a.report["sampled_out"] == 3
+
+
+def test_parse_mix() -> None:
+    from evalkit.errors import BadConfig
+
+    assert parse_mix("factual=0.4, multi_hop=0.2") == {"factual": 0.4, "multi_hop": 0.2}
+    with pytest.raises(BadConfig):
+        parse_mix("factual=lots")
+
+
+def test_sample_vault_end_to_end() -> None:
+    r = generate_candidates(ROOT / "sample_vault")
+    assert r.candidates
+    assert r.report["written_by_pattern"]["heading_question"] >= 1
+    assert check_anchors(r.cases, corpus_from_vault(ROOT / "sample_vault")) == []
+    ids = [c["id"] for c in r.cases]
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.skipif(not TASKS.is_dir(), reason="../shared/corpora/obsidian-tasks is not here")
+def test_obsidian_tasks_end_to_end() -> None:
+    r = generate_candidates(TASKS, check_retrieval=False)
+    questions = {c["question"] for c in r.cases}
+    assert "Can I use Postpone to add a date to an undated task?" in questions  # a question-shaped heading
+    assert r.report["written_by_pattern"]["heading_question"] >= 10
+    assert check_anchors(r.cases, corpus_from_vault(TASKS)) == []
+
+
+def test_cli_writes_candidates_and_report(vault: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cand.jsonl"
+    res = CliRunner().invoke(app, ["generate", "--vault", str(vault), "--output", str(out), "--mix", "factual=1"])
+    assert res.exit_code == 0, res.output
+    assert "wrote 5 candidates" in res.stdout and "--review-auto" in res.stdout
+    cases = load_eval_set([out]).cases
+    assert [c.model_extra["label_source"] for c in cases] == ["generated"] * 5
+    report = json.loads((tmp_path / "cand.report.json").read_text())
+    assert report["written"] == 5 and report["mix"]["factual"] == {"target": 1.0, "actual": 0.8, "n": 4}
+
+    again = CliRunner().invoke(app, ["generate", "--vault", str(vault), "--output", str(out)])
+    assert again.exit_code == 2 and "already exists" in again.output
+    forced = CliRunner().invoke(app, ["generate", "--vault", str(vault), "--output", str(out), "--force", "--json", "--limit", "1"])
+    assert forced.exit_code == 0, forced.output
+    assert json.loads(forced.stdout)["written"] == 1
+    assert len(out.read_text().splitlines()) == 1
+
+
+def test_cli_generated_cases_are_listed_by_review_auto(vault: Path, tmp_path: Path) -> None:
+    from evalkit.labeling import auto_labeled
+
+    out = tmp_path / "cand.jsonl"
+    assert CliRunner().invoke(app, ["generate", "--vault", str(vault), "-o", str(out), "--no-retrieval"]).exit_code == 0
+    assert len(auto_labeled([out])) == 5
+
+
+def test_cli_bad_vault(tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["generate", "--vault", str(tmp_path / "nope"), "--output", str(tmp_path / "c.jsonl")])
+    assert res.exit_code == 2 and "no such folder" in res.output
