@@ -39,7 +39,16 @@ from typing import Any
 import orjson
 
 from evalkit.errors import BadConfig, Problem
-from evalkit.store import CONFIG_FILE, METRICS_FILE, RESULTS_FILE, SUMMARY_FILE, RunDir, RunFolderError, dumps_metrics
+from evalkit.store import (
+    CONFIG_FILE,
+    METRICS_FILE,
+    RESULTS_FILE,
+    RESULTS_JSON,
+    SUMMARY_FILE,
+    RunDir,
+    RunFolderError,
+    dumps_metrics,
+)
 
 __all__ = ["REDACTED_PREFIX", "REDACTION_FILE", "Redactor", "redact_run"]
 
@@ -248,14 +257,13 @@ def _write_copy(run: RunDir, copy: RunDir, key: bytes) -> tuple[list[str], list[
         if text is not None:
             (copy.path / SUMMARY_FILE).write_text(text, encoding="utf-8")
             written.append(SUMMARY_FILE)
-        from evalkit.report.results_json import RESULTS_JSON
         from evalkit.summary import write_results_json
 
         # From the redacted files too (the case rows hold ids and tags, hashed in the copy).
         copied = copy.read_metrics()
         write_results_json(copy, copied, copy.read_config() if copy.config_path.exists() else None)
         written.append(RESULTS_JSON)
-    known = {RESULTS_FILE, METRICS_FILE, CONFIG_FILE, SUMMARY_FILE, GRADES_FILE, "results.json"}
+    known = {RESULTS_FILE, METRICS_FILE, CONFIG_FILE, SUMMARY_FILE, GRADES_FILE, RESULTS_JSON}
     left_out = sorted(p.name for p in run.path.iterdir() if p.name not in known and not p.name.startswith("."))
     return written, left_out
 

@@ -389,14 +389,23 @@ class RetrievalScoring:
         """The object `score_retrieval.py --json` prints."""
         agg = self.metrics.get("aggregate_metrics") or {}
         return {
-            "run_id": self.run_id,
-            "run_dir": str(self.run_dir),
-            "retrieval_scoring": self.metrics.get("retrieval_scoring"),
-            "aggregate_metrics": {k: agg.get(k) for k in (*RETRIEVAL_KEYS, *_RETRIEVAL_EXTRA, "n")},
+            **_scoring_json(self, "retrieval_scoring", (*RETRIEVAL_KEYS, *_RETRIEVAL_EXTRA)),
             "ir_measures": ir_measures_values(agg.get("at_k")),  # the @K values by ir_measures name
-            "by_category": self.metrics.get("by_category"),
-            "warnings": list(self.warnings),
         }
+
+
+def _scoring_json(result: Any, provenance: str, keys: Sequence[str]) -> dict[str, Any]:
+    """The `--json` object of a re-scoring: the run, its provenance block in metrics.json,
+    the aggregate keys it owns (and their n), by_category and the warnings."""
+    agg = result.metrics.get("aggregate_metrics") or {}
+    return {
+        "run_id": result.run_id,
+        "run_dir": str(result.run_dir),
+        provenance: result.metrics.get(provenance),
+        "aggregate_metrics": {k: agg.get(k) for k in (*keys, "n")},
+        "by_category": result.metrics.get("by_category"),
+        "warnings": list(result.warnings),
+    }
 
 
 def _run_settings(run: RunDir, cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -726,15 +735,7 @@ class AbstentionScoring:
 
     def to_json(self) -> dict[str, Any]:
         """The object `score_abstention.py --json` prints."""
-        agg = self.metrics.get("aggregate_metrics") or {}
-        return {
-            "run_id": self.run_id,
-            "run_dir": str(self.run_dir),
-            "abstention_scoring": self.metrics.get("abstention_scoring"),
-            "aggregate_metrics": {k: agg.get(k) for k in (*ABSTENTION_KEYS, *_ABSTENTION_EXTRA, "n")},
-            "by_category": self.metrics.get("by_category"),
-            "warnings": list(self.warnings),
-        }
+        return _scoring_json(self, "abstention_scoring", (*ABSTENTION_KEYS, *_ABSTENTION_EXTRA))
 
 
 def _needs_classifier(rec: Mapping[str, Any]) -> bool:

@@ -44,6 +44,8 @@ METRICS_FILE = "metrics.json"
 CONFIG_FILE = "config.json"
 # Derived from metrics.json (evalkit.summary.write_summary); never read back by a script.
 SUMMARY_FILE = "summary.md"
+# The whole report in one file (evalkit.report.results_json), derived like summary.md.
+RESULTS_JSON = "results.json"
 # write_together renames in this order; the marker says which of them an update holds.
 RUN_FILES = (RESULTS_FILE, METRICS_FILE, CONFIG_FILE)
 COMMIT_MARKER = ".commit"

@@ -31,14 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import BadConfig, Problem
+from evalkit.metrics.keys import LOWER_IS_BETTER
 
 __all__ = ["ScenarioWeight", "Suite", "load_suite", "suite_block", "suite_metrics"]
 
 
 def suite_metrics() -> list[str]:
     """The metrics a suite may weigh: a slice's higher-is-better metrics."""
-    from evalkit.metrics.aggregate import SLICE_METRICS
-    from evalkit.metrics.keys import LOWER_IS_BETTER
+    from evalkit.metrics.aggregate import SLICE_METRICS  # numpy: only when a suite is read
 
     return [m for m in SLICE_METRICS if m not in LOWER_IS_BETTER]
 
@@ -126,8 +126,6 @@ def load_suite(path: str | Path) -> Suite:
                 problems.append(Problem("unknown key; a scenario has metric and weight", field=f"{field}.{key}", **where))
         metric, weight = table.get("metric"), table.get("weight")
         if not isinstance(metric, str) or metric not in allowed:
-            from evalkit.metrics.keys import LOWER_IS_BETTER
-
             if isinstance(metric, str) and metric in LOWER_IS_BETTER:
                 msg = f"{metric!r} is a rate where lower is better; a weighted score needs a higher-is-better metric"
             else:

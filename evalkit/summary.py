@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalkit.errors import EvalkitError
-from evalkit.store import SUMMARY_FILE, RunDir
+from evalkit.store import RESULTS_JSON, SUMMARY_FILE, RunDir
 
 if TYPE_CHECKING:
     from evalkit.report.summary_md import WorstCases
@@ -30,7 +30,10 @@ log = logging.getLogger("evalkit")
 
 
 def render_run_summary(
-    run: RunDir, metrics: Mapping[str, Any] | None = None, worst: WorstCases | None = None
+    run: RunDir,
+    metrics: Mapping[str, Any] | None = None,
+    worst: WorstCases | None = None,
+    config: Mapping[str, Any] | None = None,
 ) -> str | None:
     """summary.md's text for `run`: its metrics.json (or `metrics`), config.json and the
     worst cases (`worst`, fed by the caller's own pass over the records; else streamed from
@@ -40,7 +43,8 @@ def render_run_summary(
     metrics = metrics if metrics is not None else run.read_metrics()
     if metrics is None:
         return None
-    config = run.read_config() if run.config_path.exists() else None
+    if config is None:
+        config = run.read_config() if run.config_path.exists() else None
     if worst is not None:
         rows = worst.rows()
     else:
@@ -48,7 +52,12 @@ def render_run_summary(
     return render_summary(metrics, config, rows)
 
 
-def write_summary(run: RunDir, metrics: Mapping[str, Any] | None = None, worst: WorstCases | None = None) -> Path | None:
+def write_summary(
+    run: RunDir,
+    metrics: Mapping[str, Any] | None = None,
+    worst: WorstCases | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> Path | None:
     """(Re)write `run`'s summary.md atomically, best effort.
 
     Args:
@@ -56,12 +65,13 @@ def write_summary(run: RunDir, metrics: Mapping[str, Any] | None = None, worst: 
         metrics: the metrics.json body just committed (saves a read); default: read it.
         worst: the worst cases, when the caller's pass over the records collected them
             (saves a read of results.jsonl, which is most of the cost on a large run).
+        config: config.json as read (saves a read); default: read it.
 
     Returns:
         The path written, or None when there was nothing to summarize or it failed (warned).
     """
     try:
-        text = render_run_summary(run, metrics, worst)
+        text = render_run_summary(run, metrics, worst, config)
         if text is None:
             return None
         run.write_summary(text)
@@ -87,7 +97,7 @@ def _suite(run: RunDir, metrics: Mapping[str, Any], config: Mapping[str, Any] | 
 
 def write_results_json(run: RunDir, metrics: Mapping[str, Any], config: Mapping[str, Any] | None) -> Path:
     """(Re)write `run`'s results.json (report/results_json.py), streaming results.jsonl."""
-    from evalkit.report.results_json import MAX_CASES, RESULTS_JSON, render_results_json
+    from evalkit.report.results_json import MAX_CASES, render_results_json
 
     n = int(metrics.get("total_tests") or 0)
     records = run.iter_results() if run.results_path.exists() and n <= MAX_CASES else None
@@ -116,9 +126,9 @@ def write_derived(
         log.warning("evalkit: warning: the suite score of %s not written: %s", run.path, e)
         if metrics is None:
             return None
-    write_summary(run, metrics, worst)
+    write_summary(run, metrics, worst, config)  # config.json read once for all three
     try:
         write_results_json(run, metrics, config)
     except Exception as e:  # noqa: BLE001 - as above
-        log.warning("evalkit: warning: %s not written: %s", run.path / "results.json", e)
+        log.warning("evalkit: warning: %s not written: %s", run.path / RESULTS_JSON, e)
     return metrics

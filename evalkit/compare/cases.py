@@ -46,8 +46,8 @@ __all__ = [
     "word_diff",
 ]
 
-# Means of per-case values that a paired test applies to (besides the @K metrics).
-PER_CASE_METRICS = (
+# Per-case means taken as extract_case gives them (a target error blanks them all).
+_READ_AS_IS = (
     "scope_miss_rate",
     "attribution_hit_rate",
     "recency_pass_rate",
@@ -55,6 +55,10 @@ PER_CASE_METRICS = (
     "correctness_avg",
     "answer_quality_avg",
     *EXPECTATION_METRICS,
+)
+# Means of per-case values that a paired test applies to (besides the @K metrics).
+PER_CASE_METRICS = (
+    *_READ_AS_IS,
     "abstention_accuracy",
     "false_abstention_rate",
     "abstention_decision_accuracy",
@@ -144,8 +148,7 @@ class CaseTable:
             block = x["at_k"].get(k) or {}
             for m in AT_K_METRICS:
                 values[f"{m}@{k}"] = block.get(m)
-        for name in ("scope_miss_rate", "attribution_hit_rate", "recency_pass_rate", "groundedness_avg", "correctness_avg",
-                     "answer_quality_avg", *EXPECTATION_METRICS):
+        for name in _READ_AS_IS:
             values[name] = x["values"].get(name)
         for name in ("has_citations_rate", "response_valid_rate"):  # None for a target error already
             values[name] = x["values"].get(name)

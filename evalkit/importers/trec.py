@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import InputError, Problem
-from evalkit.importers import ImportedCase, ImportOptions
+from evalkit.importers import ImportedCase, ImportOptions, jsonl_items
 
 __all__ = ["convert", "read_qrels", "read_topics"]
 
@@ -117,7 +117,7 @@ def read_topics(path: Path, problems: list[Problem]) -> list[tuple[str, str, int
         return []
     head = text.lstrip()
     if head.startswith("{"):
-        topics = _jsonl_topics(text, str(path), problems)
+        topics = _jsonl_topics(path, problems)
     elif head.lower().startswith("<top>"):
         topics = _sgml_topics(text, str(path), problems)
     else:
@@ -130,16 +130,10 @@ def read_topics(path: Path, problems: list[Problem]) -> list[tuple[str, str, int
     return topics
 
 
-def _jsonl_topics(text: str, where: str, problems: list[Problem]) -> list[tuple[str, str, int | None]]:
+def _jsonl_topics(path: Path, problems: list[Problem]) -> list[tuple[str, str, int | None]]:
     out = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as e:
-            problems.append(Problem(f"not valid JSON ({e.msg})", path=where, line=lineno))
-            continue
+    where = str(path)
+    for lineno, item in jsonl_items(path, problems):
         if not isinstance(item, dict):
             problems.append(Problem(f"expected a JSON object, got {type(item).__name__}", path=where, line=lineno))
             continue

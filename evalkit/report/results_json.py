@@ -27,10 +27,10 @@ from typing import Any
 import orjson
 
 from evalkit.schema import SCHEMA_VERSION
+from evalkit.store import RESULTS_JSON
 
 __all__ = ["MAX_CASES", "RESULTS_JSON", "case_row", "render_results_json"]
 
-RESULTS_JSON = "results.json"
 MAX_CASES = 20_000
 _JUDGES = ("groundedness", "correctness")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.compare.models import DeltaRow
 from evalkit.gate import parse_thresholds
 from evalkit.matrix import resolve_metric
 from evalkit.metrics.keys import canonical_key, ir_measure_name, ir_measures_values
@@ -39,9 +38,3 @@ def test_thresholds_and_expect_order_read_either_name() -> None:
     assert parse_thresholds(["nDCG@10=0.5", "RR@5=30%"], ks=[5, 10]) == {"ndcg@10": 0.5, "mrr@5": 0.3}
     assert resolve_metric("nDCG@10", [5, 10]) == ("ndcg", 10)
     assert resolve_metric("Success@5", [5]) == ("recall_any", 5)
-
-
-def test_compare_rows_carry_the_name() -> None:
-    row = DeltaRow(metric="ndcg", ir_measure=ir_measure_name("ndcg", 10), scope="overall", k=10, a=0.5, b=0.6,
-                   delta=0.1, n_a=3, n_b=3, n=3)
-    assert row.model_dump()["ir_measure"] == "nDCG@10"
