@@ -203,6 +203,21 @@ class LLMJudge:
             trial=trial,
             extra=extra,
         )
+        return await self.complete_structured(kind, prompt, output, key)
+
+    async def complete_structured(
+        self, kind: str, prompt: RenderedPrompt, output: type[BaseModel], key: str
+    ) -> JudgeOutcome | JudgeFailure:
+        """One structured call with everything around it: the cache under `key`, bounded
+        retries, one repair try on a reply that fails `output`, cost and stats.
+
+        Judging uses it with the verdict models; `evalkit generate` with its own prompts and
+        output models, so generation is cached, retried, repaired and costed exactly as
+        judging is. Never raises for a provider or parse failure.
+
+        Raises:
+            JudgeConfigError: the provider refused in a way every call would hit.
+        """
         common = {"kind": kind, "judge": self.name, "model": self.backend.model, "prompt_version": prompt.prompt_version}
         if self.cache is not None:
             hit = None if self.refresh_cache else self.cache.get(key)
