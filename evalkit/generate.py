@@ -120,7 +120,9 @@ class Candidate:
 
     @property
     def rel_path(self) -> str:
-        return self.case["gold_supports"][0]["rel_path"]
+        """The first gold support's note ("" for an unanswerable candidate, which has none)."""
+        supports = self.case.get("gold_supports") or []
+        return (supports[0].get("rel_path") or "") if supports else ""
 
 
 @dataclass

@@ -1,11 +1,19 @@
-"""generate.py: candidate eval cases from the notes' structure, for a person to review.
+"""generate.py: candidate eval cases for a person to review, offline or written by an LLM.
 
 `evalkit generate --vault V --output candidates.jsonl` writes the candidates (validated with
 evalkit's eval-set loader; an existing file is kept unless --force) and
 `candidates.report.json` beside them: counts generated per pattern, filtered per reason,
-flagged unretrievable, and the category mix (against --mix when given). Offline: no LLM.
+flagged unretrievable, and the category mix (against --mix when given).
+
+Offline by default (no LLM): questions the notes' structure already spells out
+(evalkit.generate). With --model, --provider or --base-url (the EVALKIT_JUDGE_* variables
+alone never switch it on) an LLM writes single-section, multi-hop (wikilinked notes) and
+unanswerable questions (evalkit.generate_llm), through the judge machinery: cached,
+retried, repaired once and costed; `candidates.config.json` records the sample, the model
+and the prompt version. Keys come from the environment or `.env`, never from a flag.
+
 Candidates never go into an eval set here; review them with `evalkit label --review-auto`.
-Exit 0 ok; 2 bad input.
+Exit 0 ok; 2 bad input or LLM configuration.
 """
 
 from __future__ import annotations
@@ -18,14 +26,16 @@ from typing import Optional
 
 import typer
 
-from evalkit.cli.common import exit_on_known_errors, plain_metavars, printable
+from evalkit.cli.common import exit_on_known_errors, load_dotenv_once, plain_metavars, printable
 
 app = typer.Typer(
     rich_markup_mode=None,
     add_completion=False,
-    help="Generate candidate eval cases offline from the notes' structure (question headings, Q:/A: and FAQ "
-    "pairs, definitions, tables), filtered for overlap and duplicates and flagged when the reference retriever "
-    "misses them. Writes --output and <output stem>.report.json. Exit 0 ok, 2 bad input.",
+    help="Generate candidate eval cases from the notes, for a person to review. Offline by default, from the "
+    "notes' structure (question headings, Q:/A: and FAQ pairs, definitions, tables); with --model, --provider or "
+    "--base-url an LLM writes single-section, multi-hop (wikilinked notes) and unanswerable questions. Candidates "
+    "are filtered for overlap and duplicates and flagged when the reference retriever misses them. Writes --output, "
+    "<output stem>.report.json and, with an LLM, <output stem>.config.json. Exit 0 ok, 2 bad input.",
 )
 
 
@@ -34,11 +44,18 @@ def report_path(output: Path) -> Path:
     return output.with_name(output.stem + ".report.json")
 
 
+def config_path(output: Path) -> Path:
+    """Where the LLM run's config goes: `candidates.jsonl` -> `candidates.config.json`."""
+    return output.with_name(output.stem + ".config.json")
+
+_L = "LLM generation"
+
+
 @app.command()
 def main(
     vault: Path = typer.Option(..., "--vault", metavar="DIR", help="The notes folder."),
     output: Path = typer.Option(..., "--output", "-o", metavar="PATH", help="Candidates file to write (JSONL)."),
-    seed: int = typer.Option(0, "--seed", metavar="N", help="Seed of the --limit sample."),
+    seed: int = typer.Option(0, "--seed", metavar="N", help="Seed of the --limit sample (and, with an LLM, of the section, pair and topic samples)."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, metavar="N", help="Keep a seeded sample of at most N candidates. (default: all)"),
     max_overlap: float = typer.Option(
         0.8, "--max-overlap", min=0.0, max=1.0, metavar="F",
@@ -48,8 +65,33 @@ def main(
     no_retrieval: bool = typer.Option(False, "--no-retrieval", help="Skip the retrievability check (no 'unretrievable' flags)."),
     force: bool = typer.Option(False, "--force", help="Overwrite --output (and its report) when it exists."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of the summary."),
+    model: Optional[str] = typer.Option(
+        None, "--model", metavar="MODEL", rich_help_panel=_L,
+        help="LLM that writes the questions, pinned (gpt-4o-2024-08-06, claude-sonnet-4-5-20250929, name@sha256:<hex> "
+        "for a local server). Any of --model/--provider/--base-url switches to LLM generation.",
+    ),
+    provider: Optional[str] = typer.Option(None, "--provider", metavar="PROVIDER", rich_help_panel=_L,
+                                           help="openai, anthropic or openai-compatible (default: told from --model)."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", metavar="URL", rich_help_panel=_L,
+                                           help="OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1."),
+    n: int = typer.Option(20, "--n", min=0, metavar="N", rich_help_panel=_L, help="Sections to write one question each from."),
+    multi_hop: Optional[int] = typer.Option(None, "--multi-hop", min=0, metavar="N", rich_help_panel=_L,
+                                            help="Wikilinked note pairs to write multi-hop questions from. (default: 20% of --n)"),
+    unanswerable: Optional[int] = typer.Option(None, "--unanswerable", min=0, metavar="N", rich_help_panel=_L,
+                                               help="Unanswerable questions to gather. (default: 10% of --n)"),
+    temperature: float = typer.Option(0.0, "--temperature", min=0.0, metavar="T", rich_help_panel=_L, help="Sampling temperature."),
+    allow_unpinned: bool = typer.Option(False, "--allow-unpinned", rich_help_panel=_L, help="Accept a floating model alias."),
+    no_cache: bool = typer.Option(False, "--no-cache", rich_help_panel=_L, help="Neither read nor write the cache."),
+    refresh_cache: bool = typer.Option(False, "--refresh-cache", rich_help_panel=_L, help="Call the LLM again; overwrite cached replies."),
+    cache: Optional[Path] = typer.Option(None, "--cache", metavar="PATH", rich_help_panel=_L,
+                                         help="Cache file (SQLite). (default: the judge cache, cache/judge_cache.sqlite)"),
+    price_file: Optional[Path] = typer.Option(None, "--price-file", metavar="PATH", rich_help_panel=_L, help="Price table override (TOML)."),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, metavar="N", rich_help_panel=_L, help="LLM calls in flight at once."),
+    timeout: float = typer.Option(60.0, "--timeout", min=1.0, metavar="SECONDS", rich_help_panel=_L, help="Deadline of one LLM call."),
 ) -> None:
     """Generate candidate cases from the notes in --vault."""
+    load_dotenv_once()
+    use_llm = any(v is not None for v in (model, provider, base_url))
     with exit_on_known_errors():
         from evalkit.errors import BadConfig, Problem
         from evalkit.generate import generate_candidates, parse_mix
@@ -60,18 +102,36 @@ def main(
         target = parse_mix(mix)
         if output.exists() and not force:
             raise BadConfig(Problem("already exists; pass --force to overwrite it", path=str(output), field="--output"))
-        result = generate_candidates(
-            vault, seed=seed, limit=limit, max_overlap=max_overlap, check_retrieval=not no_retrieval, mix=target
-        )
+        if use_llm:
+            from evalkit.generate_llm import generate_with_llm
+            from evalkit.judges.cache import DEFAULT_CACHE_PATH
+            from evalkit.judges.runner import JudgeSettings
+
+            settings = JudgeSettings(
+                provider=provider, model=model, base_url=base_url, temperature=temperature, allow_unpinned=allow_unpinned,
+                use_cache=not no_cache, refresh_cache=refresh_cache, cache_path=cache or DEFAULT_CACHE_PATH,
+                price_file=price_file, concurrency=concurrency, timeout=timeout, seed=seed,
+            )
+            result = generate_with_llm(
+                vault, settings=settings, n=n, multi_hop=multi_hop, unanswerable=unanswerable, seed=seed, limit=limit,
+                max_overlap=max_overlap, check_retrieval=not no_retrieval, mix=target,
+            )
+        else:
+            result = generate_candidates(
+                vault, seed=seed, limit=limit, max_overlap=max_overlap, check_retrieval=not no_retrieval, mix=target
+            )
         if not result.candidates:
             raise BadConfig(Problem(
                 f"no candidate survived ({result.report['generated']} generated, filtered: {result.report['filtered']})",
                 path=str(vault), field="--vault",
             ))
-        cases = [ImportedCase(c.case, c.rel_path, i, c.line) for i, c in enumerate(result.candidates)]
+        cases = [ImportedCase(c.case, c.rel_path or str(vault), i, c.line) for i, c in enumerate(result.candidates)]
         write_eval_set(cases, output, force=force)
         report = dict(result.report, output=str(output))
         _write_json(report_path(output), report)
+        config = getattr(result, "config", None)
+        if use_llm and config is not None:
+            _write_json(config_path(output), dict(config, output=str(output)))
     if as_json:
         typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
         return
@@ -84,6 +144,14 @@ def main(
         printable(f"evalkit: wrote {report['written']} candidates to {output} ({cats}); "
                   f"{report['flagged']['unretrievable']} flagged unretrievable; report: {report_path(output)}")
     )
+    if "llm" in report:
+        llm = report["llm"]
+        cost = f"${llm['cost_usd']:.4f}" if llm["price_known"] else "cost unknown (no price for this model)"
+        typer.echo(printable(
+            f"evalkit: {llm['provider']}:{llm['model']}: {llm['calls']} calls, {llm['cache_hits']} cache hits, "
+            f"{llm['prompt_tokens']} prompt + {llm['completion_tokens']} completion tokens, {cost}"
+        ))
+        typer.echo(printable(f"evalkit: config: {config_path(output)}"))
     typer.echo(printable(f"evalkit: review them with: evalkit label --eval-set {output} --review-auto"))
 
 
