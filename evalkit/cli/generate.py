@@ -152,7 +152,8 @@ def main(
             f"{llm['prompt_tokens']} prompt + {llm['completion_tokens']} completion tokens, {cost}"
         ))
         typer.echo(printable(f"evalkit: config: {config_path(output)}"))
-    typer.echo(printable(f"evalkit: review them with: evalkit label --eval-set {output} --review-auto"))
+    typer.echo(printable(f"evalkit: review them into a new version of your eval set with: "
+                          f"evalkit label --review-auto --eval-set {output} --into EVAL_SET.jsonl --vault {vault}"))
 
 
 def _write_json(path: Path, obj: dict) -> None:

@@ -3,7 +3,14 @@
 --validate     check every gold support against the notes and the target's retrieval
 --fix          --validate, then write anchorcheck's suggested paths into a new version
 --accept-top N label cases with the target's top N chunks ("label_source": "auto")
---review-auto  list the auto-labeled cases
+--review-auto  the cases marked label_source auto / generated: in a terminal, walk them in the
+               labeler; piped, list them
+--review-auto --eval-set CANDIDATES --into EVAL_SET [--output NEW] [--vault DIR] [--reviewer NAME]
+               review `evalkit generate` candidates one by one with line prompts
+               ([a]ccept [e]dit [r]eject [s]kip [q]uit; evalkit/review.py): decisions go to
+               <candidates stem>.review.jsonl as they are made (a rerun resumes), and the
+               accepted cases are appended to a new version of EVAL_SET (default
+               <stem>.v<N+1>.jsonl; EVAL_SET itself is never written)
 --grade-answers --run-id ID   grade a seeded sample of a run's answers 0-5 (plain prompts;
                grades go to results/ID/human_grades.jsonl; evalkit/grades.py)
 
@@ -33,7 +40,8 @@ app = typer.Typer(
     rich_markup_mode=None,
     add_completion=False,
     help="Maintain gold labels: --validate (stale anchors), --fix (new version with the suggested "
-    "paths), --accept-top N (auto-label from the target's top chunks), --review-auto (list auto labels), "
+    "paths), --accept-top N (auto-label from the target's top chunks), --review-auto (walk or list auto / generated labels; "
+    "with --into EVAL_SET: accept / edit / reject generated candidates into a new version of EVAL_SET), "
     "--grade-answers --run-id ID (grade a run's answers 0-5 for judge_answers' agreement); "
     "without a mode: the full-screen interactive labeler. "
     "Exit 0 ok, 1 stale labels, 2 bad input, 3 target failures.",
@@ -52,10 +60,18 @@ def main(
     ),
     review_auto: bool = typer.Option(
         False, "--review-auto",
-        help="Review the cases labeled by --accept-top (label_source=auto): in a terminal, walk only them in the labeler; piped, list them.",
+        help="Review the cases marked label_source=auto (--accept-top) or generated (evalkit generate): in a terminal, walk only them "
+        "in the labeler; piped, list them. With --into: accept / edit / reject each candidate at a line prompt, accepted ones "
+        "go to a new version of --into.",
     ),
+    into: Optional[Path] = typer.Option(
+        None, "--into",
+        help="--review-auto: the eval set the accepted candidates of --eval-set are added to; they go to a new version of it "
+        "(--output, default <stem>.v<N+1>.jsonl), it is never written. Decisions are logged in <candidates stem>.review.jsonl (a rerun resumes).",
+    ),
+    reviewer: Optional[str] = typer.Option(None, "--reviewer", help="--review-auto --into: your name, stored with each decision in the review log."),
     ids: Optional[list[str]] = typer.Option(None, "--ids", help="Only these case ids (comma-separated or repeated), for --accept-top and the labeler."),
-    output: Optional[Path] = typer.Option(None, "--output", help="Write here instead (--fix default: <stem>.v2.jsonl; --accept-top default: in place)."),
+    output: Optional[Path] = typer.Option(None, "--output", help="Write here instead (--fix default: <stem>.v2.jsonl; --accept-top default: in place; --review-auto --into: the new version, default <into stem>.v<N+1>.jsonl)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before writing --fix's new version."),
     k: Optional[int] = typer.Option(None, "--k", min=1, help="Chunks to ask the target for per question (default: 50 for --validate / --fix, 20 in the labeler)."),
     all_cases: bool = typer.Option(False, "--all", help="Labeler: after the unlabeled answerable cases, walk every other case too."),
@@ -78,6 +94,21 @@ def main(
     """Validate, fix or auto-label the gold supports of EVAL_SET."""
     load_dotenv_once()
     modes = [name for name, on in (("--validate", validate), ("--fix", fix), ("--accept-top", accept_top is not None), ("--review-auto", review_auto), ("--grade-answers", grade_answers), ("--new", new)) if on]
+    if into is not None or reviewer is not None:
+        if not review_auto or len(modes) > 1:
+            with exit_on_known_errors():
+                from evalkit.errors import BadConfig, Problem
+
+                flag = "--into" if into is not None else "--reviewer"
+                raise BadConfig(Problem(f"{flag} goes with --review-auto alone (review candidates into a new version), got "
+                                        + (", ".join(modes) or "no mode"), field=flag))
+        if into is None:
+            with exit_on_known_errors():
+                from evalkit.errors import BadConfig, Problem
+
+                raise BadConfig(Problem("--reviewer goes with --review-auto --into EVAL_SET", field="--reviewer"))
+        _review_candidates(eval_set or [], into, output=output, results_dir=results_dir, vault=vault, reviewer=reviewer)
+        return
     if grade_answers:
         _grade_answers(modes, run_id, results_dir, sample, seed, grader)
         return
@@ -259,6 +290,151 @@ def _new_case(paths: list[Path], *, output: Path | None, results_dir: Path) -> s
     return case_id
 
 
+def _read(prompt: str) -> str | None:
+    """One line from stdin, stripped; None at the end of input."""
+    print(prompt, end="", flush=True)
+    line = sys.stdin.readline()
+    return line.strip() if line else None
+
+
+def _review_candidates(paths: list[Path], into: Path, *, output: Path | None, results_dir: Path, vault: Path | None, reviewer: str | None) -> None:
+    """--review-auto --into: line prompts over the undecided candidates, then the new version (evalkit/review.py)."""
+    with exit_on_known_errors():
+        from evalkit import review
+        from evalkit.errors import BadConfig, Problem
+
+        if len(paths) != 1:
+            raise BadConfig(Problem("--review-auto --into reviews one candidates file; give one --eval-set", field="--eval-set"))
+        session = review.ReviewSession(paths[0], into, output=output, results_dir=results_dir, reviewer=reviewer)
+        corpus = None
+        if vault is not None:
+            from evalkit.anchorcheck import corpus_from_vault
+
+            corpus = corpus_from_vault(vault)
+        pending = session.pending()
+        done = len(session.candidates_all) - len(pending)
+        print(printable(f"evalkit: {len(pending)} candidate(s) to review" + (f" ({done} decided before, in {session.log})" if done else "")
+                        + f"; accepted cases go to {session.dest} ({into} is never written)"))
+
+        def choose(candidate: dict[str, Any], n: int, total: int) -> Any:
+            _show_candidate(candidate, n, total, session, corpus)
+            while True:
+                answer = _read("[a]ccept [e]dit [r]eject [s]kip [q]uit? ")
+                if answer is None:
+                    print()
+                    return None
+                key = answer.lower()[:1]
+                if key in ("a", "r", "s", "q"):
+                    return review.Choice({"a": "accept", "r": "reject", "s": "skip", "q": "quit"}[key])  # type: ignore[arg-type]
+                if key == "e":
+                    edited = _edit_candidate(candidate)
+                    return None if edited is None else review.Choice("accept", edited)
+                print("answer a, e, r, s or q")
+
+        summary = review.run_review(session, choose)
+    _print_review_summary(summary, session)
+
+
+def _show_candidate(case: dict[str, Any], n: int, total: int, session: Any, corpus: Any) -> None:
+    from evalkit import review
+
+    p = lambda text: print(printable(text))  # noqa: E731 - user text never drives the terminal
+    print()
+    p(f"[{n}/{total}] {case['id']}")
+    p(f"  question:    {case.get('question')}")
+    p(f"  answerable:  {'yes' if case.get('answerable') else 'no'}   category: {case.get('category') or '-'}   difficulty: {case.get('difficulty') or '-'}")
+    facts = case.get("expected_key_facts") or []
+    p("  key facts:   " + ("; ".join(map(str, facts)) if facts else "(none)"))
+    supports = case.get("gold_supports") or []
+    if not supports:
+        p("  supports:    (none)")
+    for i, s in enumerate(supports):
+        p(f"  support [{i}]: {s.get('rel_path')} > {s.get('heading_path') or ''}")
+        for snip in s.get("snippets") or []:
+            p(f"      snippet: {snip!r}")
+        if corpus is not None:
+            text = review.section_preview(corpus, s)
+            if text is None:
+                p("      (not found in the vault)")
+            else:
+                for line in text.splitlines():
+                    p(f"      | {line}")
+    tags = case.get("tags") or []
+    p("  tags:        " + (", ".join(map(str, tags)) if tags else "(none)"))
+    if "unretrievable" in tags:
+        p("  flag:        UNRETRIEVABLE: the reference retriever did not find it in its top 50")
+    if case.get("notes"):
+        p(f"  notes:       {case['notes']}")
+    if session.in_into(case["id"]):
+        p(f"  note:        {session.into} already has id {case['id']}: accepting it adds nothing (duplicate)")
+
+
+def _edit_candidate(candidate: dict[str, Any]) -> dict[str, Any] | None:
+    """Ask field by field (Enter keeps the value shown) until the case validates; None at the end of input."""
+    from evalkit import review
+    from evalkit.schema import BUILTIN_CATEGORIES
+
+    case = dict(candidate)
+    print("edit (Enter keeps the value in [brackets]; '-' clears a field):")
+    while True:
+        question = _read(printable(f"  question [{case.get('question', '')}]: "))
+        if question is None:
+            return None
+        facts_now = case.get("expected_key_facts") or []
+        facts = _read(printable(f"  expected key facts (';'-separated) [{'; '.join(map(str, facts_now))}]: "))
+        if facts is None:
+            return None
+        category = _read(printable(f"  category ({', '.join(BUILTIN_CATEGORIES)}) [{case.get('category') or ''}]: "))
+        if category is None:
+            return None
+        difficulty = _read(printable(f"  difficulty (easy, medium, hard; '-' = none) [{case.get('difficulty') or ''}]: "))
+        if difficulty is None:
+            return None
+        answerable = None
+        while answerable is None:
+            a = _read(f"  answerable (y/n) [{'y' if case.get('answerable') else 'n'}]: ")
+            if a is None:
+                return None
+            a = a.lower()[:1]
+            answerable = case.get("answerable") if a == "" else {"y": True, "n": False}.get(a)
+            if answerable is None:
+                print("  answer y or n")
+        if not answerable and case.get("gold_supports"):
+            print(f"  note: an unanswerable case has no gold supports: its {len(case['gold_supports'])} support(s) are dropped")
+        case = review.apply_edits(
+            case,
+            question=question or None,
+            key_facts=None if facts == "" else [] if facts == "-" else [f.strip() for f in facts.split(";") if f.strip()],
+            category=review.KEEP if category == "" else None if category == "-" else category,
+            difficulty=review.KEEP if difficulty == "" else None if difficulty == "-" else difficulty.lower(),
+            answerable=answerable,
+        )
+        problems = review.case_problems(case)
+        if not problems:
+            return case
+        for problem in problems:
+            print(printable(f"  invalid: {problem}"))
+        print("  edit again:")
+
+
+def _print_review_summary(summary: Any, session: Any) -> None:
+    edited = f" ({summary.edited} edited)" if summary.edited else ""
+    print(f"\nevalkit: this session: {summary.accepted} accepted{edited}, {summary.rejected} rejected, {summary.skipped} skipped; "
+          f"{summary.left} left")
+    for case_id in summary.duplicates:
+        print(printable(f"evalkit: duplicate_id: {case_id} is already in {session.into}; not added"))
+    if summary.dest is not None and not summary.changed:
+        print(printable(f"evalkit: {summary.dest} is up to date: the lines of {session.into} + {summary.appended} reviewed case(s); "
+                        f"run `evalkit lock {summary.dest}` to freeze it"))
+    elif summary.dest is not None:
+        print(printable(f"evalkit: wrote {summary.dest}: the lines of {session.into} + {summary.appended} reviewed case(s); "
+                        f"check it, then run `evalkit lock {summary.dest}` to freeze it"))
+    else:
+        print("evalkit: no accepted case to add; nothing written")
+    if summary.left:
+        print(printable(f"evalkit: decisions are in {session.log}; rerun the same command to go on"))
+
+
 def _label_interactively(paths: list[Path], *, output: Path | None, results_dir: Path, ids: list[str], all_cases: bool,
                          category: list[str] | None, tag: list[str] | None, k: int, make_target: Callable[[], Any], vault: Path | None) -> None:
     """Open the session (freeze check, case choice) before any UI, then run the Textual app."""
@@ -358,7 +534,7 @@ def _print_auto(cases: list[tuple[str, int, dict]]) -> None:
         print(printable(f"{path}:{line}: {case['id']}: {case['question']}"))
         for i, s in enumerate(case.get("gold_supports", [])):
             print(printable(f"    [{i}] {s.get('rel_path')} > {s.get('heading_path') or ''}"))
-    print(f"evalkit: {len(cases)} auto-labeled case" + ("" if len(cases) == 1 else "s") + " (the interactive review is not built yet)")
+    print(f"evalkit: {len(cases)} auto-labeled case" + ("" if len(cases) == 1 else "s") + "; to review generated candidates into a new version of an eval set: --review-auto --into EVAL_SET")
 
 
 plain_metavars(app)
