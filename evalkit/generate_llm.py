@@ -823,7 +823,7 @@ def generate_with_llm(
         "llm": llm,
     }
     if mix:
-        report["mix"] = mix_report(categories, mix)
+        report["mix"] = mix_report(categories, mix, difficulties)
     try:
         from evalkit import __version__ as version
     except ImportError:  # pragma: no cover

@@ -62,7 +62,10 @@ def main(
         help="Drop a candidate when more than this share of its question's content words occur in the text that answers it.",
     ),
     mix: Optional[str] = typer.Option(None, "--mix", metavar="CAT=SHARE,...", help="Target category mix for the report, e.g. factual=0.4,reasoning=0.2."),
-    no_retrieval: bool = typer.Option(False, "--no-retrieval", help="Skip the retrievability check (no 'unretrievable' flags)."),
+    no_retrieval: bool = typer.Option(
+        False, "--no-retrieval", help="Skip the reference retriever (no 'unretrievable' flags, no offline difficulty guess)."
+    ),
+    per_table: int = typer.Option(3, "--per-table", min=1, metavar="N", help="Offline: keep at most N candidates from each table."),
     force: bool = typer.Option(False, "--force", help="Overwrite --output (and its report) when it exists."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of the summary."),
     model: Optional[str] = typer.Option(
@@ -118,7 +121,8 @@ def main(
             )
         else:
             result = generate_candidates(
-                vault, seed=seed, limit=limit, max_overlap=max_overlap, check_retrieval=not no_retrieval, mix=target
+                vault, seed=seed, limit=limit, max_overlap=max_overlap, check_retrieval=not no_retrieval, mix=target,
+                per_table=per_table,
             )
         if not result.candidates:
             raise BadConfig(Problem(
@@ -138,6 +142,8 @@ def main(
     by_pattern = ", ".join(f"{k} {v}" for k, v in report["generated_by_pattern"].items() if v) or "none"
     filtered = ", ".join(f"{k} {v}" for k, v in sorted(report["filtered"].items())) or "none"
     cats = ", ".join(f"{k} {v}" for k, v in report["categories"].items())
+    if report.get("difficulties"):
+        cats += "; " + ", ".join(f"{k} {v}" for k, v in report["difficulties"].items())
     typer.echo(printable(f"evalkit: {report['generated']} candidates from {vault} ({by_pattern})"))
     typer.echo(f"evalkit: filtered: {filtered}; sampled out: {report['sampled_out']}")
     typer.echo(

@@ -18,6 +18,10 @@ from evalkit.generate import (
     filter_candidates,
     flag_unretrievable,
     generate_candidates,
+    cap_tables,
+    difficulty_from_rank,
+    is_vague,
+    mix_report,
     overlap,
     parse_mix,
 )
@@ -160,10 +164,12 @@ def test_report_counts_and_limit(vault: Path) -> None:
     assert rep["filtered"] == {} and rep["flagged"] == {"unretrievable": 0}
     assert rep["categories"] == {"factual": 4, "reasoning": 1}
     assert rep["mix"] == {
-        "factual": {"target": 0.5, "actual": 0.8, "n": 4},
-        "multi_hop": {"target": 0.5, "actual": 0.0, "n": 0},
-        "reasoning": {"target": 0.0, "actual": 0.2, "n": 1},
+        "factual": {"dimension": "category", "target": 0.5, "actual": 0.8, "n": 4},
+        "multi_hop": {"dimension": "category", "target": 0.5, "actual": 0.0, "n": 0},
+        "reasoning": {"dimension": "category", "target": 0.0, "actual": 0.2, "n": 1},
     }
+    # Every candidate was retrieved (none flagged), so each has a rank-based difficulty.
+    assert sum(rep["difficulties"].values()) == 5 and set(rep["difficulties"]) <= {"easy", "medium", "hard"}
     a = generate_candidates(vault, limit=2, seed=1, check_retrieval=False)
     b = generate_candidates(vault, limit=2, seed=1, check_retrieval=False)
     assert a.cases == b.cases and len(a.cases) == 2 and a.report["sampled_out"] == 3
@@ -203,7 +209,7 @@ def test_cli_writes_candidates_and_report(vault: Path, tmp_path: Path) -> None:
     cases = load_eval_set([out]).cases
     assert [c.model_extra["label_source"] for c in cases] == ["generated"] * 5
     report = json.loads((tmp_path / "cand.report.json").read_text())
-    assert report["written"] == 5 and report["mix"]["factual"] == {"target": 1.0, "actual": 0.8, "n": 4}
+    assert report["written"] == 5 and report["mix"]["factual"] == {"dimension": "category", "target": 1.0, "actual": 0.8, "n": 4}
 
     again = CliRunner().invoke(app, ["generate", "--vault", str(vault), "--output", str(out)])
     assert again.exit_code == 2 and "already exists" in again.output
@@ -224,3 +230,72 @@ def test_cli_generated_cases_are_listed_by_review_auto(vault: Path, tmp_path: Pa
 def test_cli_bad_vault(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["generate", "--vault", str(tmp_path / "nope"), "--output", str(tmp_path / "c.jsonl")])
     assert res.exit_code == 2 and "no such folder" in res.output
+
+
+TABLE_NOTE = """\
+# Plugins
+
+## Matrix
+
+| Feature | Desktop | Mobile |
+| --- | --- | --- |
+| Sync | yes | ✅ |
+| Search<br>(full text) | no | no |
+| Themes | 12 bundled | 3 bundled |
+
+## Ports
+
+| Service | Port |
+| --- | --- |
+| ledger-api | 8080 |
+| billing | 8081 |
+| search | 9200 |
+| auth | 9000 |
+| mail | 2525 |
+"""
+
+
+@pytest.fixture
+def table_vault(tmp_path: Path) -> Path:
+    root = tmp_path / "tables"
+    root.mkdir()
+    (root / "Plugins.md").write_text(TABLE_NOTE, encoding="utf-8")
+    return root
+
+
+def test_table_flag_cells_and_line_breaks_ask_nothing(table_vault: Path) -> None:
+    questions = [c.case["question"] for c in extract_candidates(table_vault) if "Ports" not in c.case["gold_supports"][0]["heading_path"]]
+    # yes / no / a tick answer no "what is" question; a first cell with <br> names no one thing.
+    assert questions == ["What is Themes' desktop?", "What is Themes' mobile?"]
+
+
+def test_cap_tables_keeps_first_last_and_middle_rows(table_vault: Path) -> None:
+    ports = [c for c in extract_candidates(table_vault) if c.case["question"].endswith("port?")]
+    assert len(ports) == 5
+    kept, dropped = cap_tables(ports, 3)
+    # Hand-computed: positions round(j * 4 / 2) for j = 0, 1, 2 -> rows 0, 2, 4.
+    assert [c.case["question"] for c in kept] == ["What is ledger-api's port?", "What is search's port?", "What is mail's port?"]
+    assert [d["reason"] for d in dropped] == ["table_cap", "table_cap"]
+    assert cap_tables(ports, 5)[1] == []
+    r = generate_candidates(table_vault, per_table=1, check_retrieval=False)
+    assert r.report["filtered"]["table_cap"] == 4 + 1  # 5 port rows -> 1, 2 theme cells -> 1
+
+
+def test_vague_questions() -> None:
+    assert is_vague("Is it already known?")
+    assert is_vague("What does this do?")
+    assert not is_vague("What still works when JavaScript is disabled?")  # no pronoun
+    assert not is_vague("Does it sync notes between the desktop and mobile apps?")  # 4 content words
+    kept, dropped = filter_candidates([_cand("Is it already known?", "Nothing relevant here.", "v")])
+    assert kept == [] and dropped[0]["reason"] == "vague"
+
+
+def test_difficulty_from_rank() -> None:
+    assert [difficulty_from_rank(r) for r in (1, 2, 10, 11, None)] == ["easy", "medium", "medium", "hard", "hard"]
+
+
+def test_mix_report_compares_difficulties_among_cases_that_have_one() -> None:
+    got = mix_report({"factual": 3, "reasoning": 1}, {"factual": 0.5, "hard": 0.5}, {"easy": 1, "hard": 1})
+    # Hand-computed: factual 3 of 4 cases; hard 1 of the 2 cases with a difficulty.
+    assert got["factual"] == {"dimension": "category", "target": 0.5, "actual": 0.75, "n": 3}
+    assert got["hard"] == {"dimension": "difficulty", "target": 0.5, "actual": 0.5, "n": 1}
