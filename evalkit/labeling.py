@@ -34,7 +34,7 @@ from evalkit.anchorcheck import Corpus, check_support, corpus_from_index_stats, 
 from evalkit.anchors import match_support, normalize_heading_path, normalize_rel_path
 from evalkit.dataset import EvalSet, load_eval_set
 from evalkit.errors import BadConfig, InputError, Problem, TargetError
-from evalkit.schema import EvalCase
+from evalkit.schema import AUTO, GENERATED, REVIEW_SOURCES, EvalCase  # the label sources: in schema, read by the runner too
 
 __all__ = [
     "AUTO",
@@ -57,9 +57,6 @@ __all__ = [
     "validate_labels",
 ]
 
-AUTO = "auto"  # the `label_source` of cases labeled by accept_top, until a person reviews them
-GENERATED = "generated"  # the `label_source` of `evalkit generate` candidates, until a person reviews them
-REVIEW_SOURCES = (AUTO, GENERATED)  # what --review-auto walks
 DEFAULT_K = 50
 
 IssueKind = Literal["file_gone", "heading_gone", "snippet_gone", "span_gone", "not_retrieved", "ask_failed", "all_stale"]

@@ -26,6 +26,11 @@ RECENCY_RULES: tuple[str, ...] = ("cite_newer", "cite_both", "acknowledge_both")
 FolderMode = Literal["off", "on", "on_with_fallback"]
 RecencyRule = Literal["cite_newer", "cite_both", "acknowledge_both"]
 Difficulty = Literal["easy", "medium", "hard"]
+# A case's `label_source` until a person reviews it: "auto" (label --accept-top) or
+# "generated" (evalkit generate). --review-auto walks them; a run warns about them.
+AUTO = "auto"
+GENERATED = "generated"
+REVIEW_SOURCES = (AUTO, GENERATED)
 
 
 class _Open(BaseModel):

@@ -11,7 +11,10 @@ warnings that metrics.json stores under `warnings` and the CLI prints:
 - `gold_never_retrieved`: answerable cases none of whose gold supports matched any
   chunk retrieved for *any* case of the run — their anchors point at something the
   target never returns (a wrong rel_path or heading, another vault, an unindexed file);
-- `target_errors`: cases the target failed (the metrics count them as misses).
+- `target_errors`: cases the target failed (the metrics count them as misses);
+- `unreviewed_labels`: cases whose labels no person has reviewed (`label_source` "auto"
+  from `label --accept-top`, "generated" from `evalkit generate`): their gold is a guess,
+  and the numbers over them measure agreement with it (`evalkit label --review-auto`).
 
 Each warning is `{"kind", "severity", "message", "n", "of", "ids"}`; ids are capped at 20.
 `severity` is "warning" when the run as a whole is suspect, "info" when a few cases are
@@ -25,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from evalkit.anchors import match_support, normalize_rel_path
+from evalkit.schema import REVIEW_SOURCES
 
 __all__ = ["NO_CHUNKS_SHARE", "RunHealth", "run_warnings"]
 
@@ -60,11 +64,14 @@ class RunHealth:
         self.seen_ids: set[str] = set()
         self.gold: list[tuple[str, list[Mapping[str, Any]]]] = []
         self.gold_ids: set[str] = set()
+        self.unreviewed: dict[str, None] = {}  # ids, in order, once each (--trials)
 
     def add(self, rec: Mapping[str, Any]) -> None:
         self.n_cases += 1
         case = rec.get("case") or {}
         cid = str(rec.get("test_case_id"))
+        if case.get("label_source") in REVIEW_SOURCES:
+            self.unreviewed[cid] = None
         if _is_target_error(rec):
             self.errors.append(cid)
             return
@@ -111,6 +118,22 @@ class RunHealth:
                         f"{len(empty)} of {answered} answerable cases retrieved no chunk at all: is the index "
                         "empty, does the request name a vault or folder the target does not serve "
                         "(--send-scope), or does the target leave out debug.retrieved_chunks?"
+                    ),
+                }
+            )
+        if self.unreviewed:
+            ids = list(self.unreviewed)
+            out.append(
+                {
+                    "kind": "unreviewed_labels",
+                    "severity": "warning",
+                    "n": len(ids),
+                    "of": n_cases,
+                    "ids": ids[:_MAX_IDS],
+                    "message": (
+                        f"{len(ids)} case(s) ({', '.join(ids[:5])}{', …' if len(ids) > 5 else ''}) carry labels no person "
+                        "has reviewed (label_source auto / generated): their gold is a guess; review them with "
+                        "`evalkit label --review-auto`"
                     ),
                 }
             )

@@ -1,0 +1,43 @@
+"""Run health warnings (evalkit/runner/health.py) on hand-made records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalkit.runner.health import run_warnings
+
+
+def _rec(cid: str, *, label_source: str | None = None, chunks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    case: dict[str, Any] = {
+        "id": cid,
+        "question": "q",
+        "answerable": True,
+        "gold_supports": [{"rel_path": "a.md", "heading_path": "# A"}],
+    }
+    if label_source is not None:
+        case["label_source"] = label_source
+    chunk = {"chunk_id": "c1", "rel_path": "a.md", "heading_path": "# A", "rank": 1}
+    return {"test_case_id": cid, "case": case, "retrieved_chunks": [chunk] if chunks is None else chunks}
+
+
+def _kinds(warnings: list[dict[str, Any]]) -> list[str]:
+    return [w["kind"] for w in warnings]
+
+
+def test_a_healthy_run_has_no_warning() -> None:
+    assert run_warnings([_rec("a"), _rec("b")]) == []
+
+
+def test_unreviewed_labels_are_named_once_each() -> None:
+    recs = [_rec("a"), _rec("g1", label_source="generated"), _rec("x1", label_source="auto"), _rec("g1", label_source="generated")]
+    w = [w for w in run_warnings(recs) if w["kind"] == "unreviewed_labels"]
+    assert len(w) == 1
+    # g1 twice (a --trials run asks each case N times) is one case; "of" counts the 4 records.
+    assert w[0]["ids"] == ["g1", "x1"] and w[0]["n"] == 2 and w[0]["of"] == 4
+    assert w[0]["severity"] == "warning" and "--review-auto" in w[0]["message"]
+
+
+def test_a_reviewed_label_source_is_not_flagged() -> None:
+    # label_eval removes label_source when a person accepts or edits a case; any other
+    # value (a user's own provenance note) is not a review mark.
+    assert _kinds(run_warnings([_rec("a", label_source="human")])) == []
