@@ -72,6 +72,7 @@ __all__ = [
     "candidate_id",
     "extract_candidates",
     "filter_candidates",
+    "finish_candidates",
     "flag_unretrievable",
     "generate_candidates",
     "mix_report",
@@ -522,6 +523,52 @@ def mix_report(
 # --------------------------------------------------------------------------- entry point
 
 
+def finish_candidates(
+    kept: list[Candidate],
+    dropped: list[dict[str, Any]],
+    *,
+    vault: Path | str,
+    config: dict[str, Any],
+    generated_by_pattern: Mapping[str, int],
+    mix: Mapping[str, float] | None = None,
+) -> tuple[list[Candidate], dict[str, Any]]:
+    """The steps after the filters, the same for both generators: the seeded `limit`
+    sample, the retrievability flags with the difficulty guess (`check_retrieval`), and
+    the report. `config` holds seed, limit, k and check_retrieval (and is reported as is).
+
+    Returns:
+        (the candidates to write, the report).
+    """
+    seed, limit = config["seed"], config["limit"]
+    sampled_out = 0
+    if limit is not None and len(kept) > limit:
+        chosen = set(random.Random(seed).sample(range(len(kept)), limit))
+        sampled_out = len(kept) - limit
+        kept = [c for i, c in enumerate(kept) if i in chosen]
+    check = config["check_retrieval"] and any(c.case["answerable"] for c in kept)
+    flagged = flag_unretrievable(kept, vault, k=config["k"], guess_difficulty=True) if check else []
+    categories = Counter(c.case["category"] for c in kept)
+    difficulties = Counter(c.case["difficulty"] for c in kept if c.case.get("difficulty"))
+    report: dict[str, Any] = {
+        "vault": str(vault),
+        "config": config,
+        "generated": sum(generated_by_pattern.values()),
+        "generated_by_pattern": dict(generated_by_pattern),
+        "filtered": dict(Counter(d["reason"] for d in dropped)),
+        "filtered_items": dropped,
+        "sampled_out": sampled_out,
+        "written": len(kept),
+        "written_by_pattern": {p: sum(1 for c in kept if c.pattern == p) for p in generated_by_pattern},
+        "flagged": {"unretrievable": len(flagged)},
+        "flagged_ids": flagged,
+        "categories": dict(sorted(categories.items())),
+        "difficulties": dict(sorted(difficulties.items())),
+    }
+    if mix:
+        report["mix"] = mix_report(categories, mix, difficulties)
+    return kept, report
+
+
 def generate_candidates(
     vault: Path | str,
     *,
@@ -565,32 +612,10 @@ def generate_candidates(
     capped, dropped = cap_tables(raw, per_table)
     kept, filtered = filter_candidates(capped, max_overlap=max_overlap, duplicate_ratio=duplicate_ratio)
     dropped += filtered
-    sampled_out = 0
-    if limit is not None and len(kept) > limit:
-        chosen = set(random.Random(seed).sample(range(len(kept)), limit))
-        sampled_out = len(kept) - limit
-        kept = [c for i, c in enumerate(kept) if i in chosen]
-    flagged = flag_unretrievable(kept, vault, k=k, guess_difficulty=True) if check_retrieval and kept else []
-    categories = Counter(c.case["category"] for c in kept)
-    difficulties = Counter(c.case["difficulty"] for c in kept if c.case.get("difficulty"))
-    report: dict[str, Any] = {
-        "vault": str(vault),
-        "config": {
-            "seed": seed, "limit": limit, "max_overlap": max_overlap, "duplicate_ratio": duplicate_ratio,
-            "k": k, "check_retrieval": check_retrieval, "per_table": per_table,
-        },
-        "generated": len(raw),
-        "generated_by_pattern": {p: sum(1 for c in raw if c.pattern == p) for p in PATTERNS},
-        "filtered": dict(Counter(d["reason"] for d in dropped)),
-        "filtered_items": dropped,
-        "sampled_out": sampled_out,
-        "written": len(kept),
-        "written_by_pattern": {p: sum(1 for c in kept if c.pattern == p) for p in PATTERNS},
-        "flagged": {"unretrievable": len(flagged)},
-        "flagged_ids": flagged,
-        "categories": dict(sorted(categories.items())),
-        "difficulties": dict(sorted(difficulties.items())),
+    config = {
+        "seed": seed, "limit": limit, "max_overlap": max_overlap, "duplicate_ratio": duplicate_ratio,
+        "k": k, "check_retrieval": check_retrieval, "per_table": per_table,
     }
-    if mix:
-        report["mix"] = mix_report(categories, mix, difficulties)
+    by_pattern = {p: sum(1 for c in raw if c.pattern == p) for p in PATTERNS}
+    kept, report = finish_candidates(kept, dropped, vault=vault, config=config, generated_by_pattern=by_pattern, mix=mix)
     return GenerationResult(kept, report)

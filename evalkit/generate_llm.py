@@ -60,8 +60,7 @@ from evalkit.generate import (
     _unfenced,
     candidate_id,
     filter_candidates,
-    flag_unretrievable,
-    mix_report,
+    finish_candidates,
 )
 from evalkit.reference.corpus import MARKDOWN_SUFFIXES, walk_vault
 from evalkit.reference.tokens import terms
@@ -557,6 +556,27 @@ def _resolve_ids(ids: Sequence[str], table: Mapping[str, Section]) -> tuple[list
     return norm, None
 
 
+def _checked(
+    ctx: _Ctx, pattern: str, v: Mapping[str, Any], table: Mapping[str, Section], source: str, *, need_support: bool = True
+) -> tuple[str, list[str], list[str]] | None:
+    """(question, key facts, support ids) of a question reply, or None after recording why
+    it is dropped: `invalid_reply`, `invented_anchor`, or (with need_support) `no_support`."""
+    question = (v.get("question") or "").strip()
+    facts = [f for f in v.get("expected_key_facts") or [] if f.strip()]
+    if not question or not 1 <= len(facts) <= 6:
+        ctx.drop(pattern, "invalid_reply", "a blank question or not 1-6 key facts", source=source, question=question or None)
+        return None
+    ids, bad = _resolve_ids(v.get("support_section_ids") or [], table)
+    if bad is not None:
+        ctx.drop(pattern, "invented_anchor", f"support section id {bad!r} is not in the prompt's list ({', '.join(table)})",
+                 source=source, question=question)
+        return None
+    if need_support and not ids:
+        ctx.drop(pattern, "no_support", "the reply names no support section", source=source, question=question)
+        return None
+    return question, facts, ids
+
+
 async def _single(ctx: _Ctx, sec: Section, note: Sequence[Section]) -> Candidate | None:
     from evalkit.judges.base import JudgeFailure
 
@@ -570,19 +590,10 @@ async def _single(ctx: _Ctx, sec: Section, note: Sequence[Section]) -> Candidate
         ctx.drop(pattern, "llm_error", _failure_detail(out), source=sec.title)
         return None
     v = out.verdict
-    question = (v.get("question") or "").strip()
-    facts = [f for f in v.get("expected_key_facts") or [] if f.strip()]
-    if not question or not 1 <= len(facts) <= 6:
-        ctx.drop(pattern, "invalid_reply", "a blank question or not 1-6 key facts", source=sec.title, question=question or None)
+    checked = _checked(ctx, pattern, v, table, sec.title)
+    if checked is None:
         return None
-    ids, bad = _resolve_ids(v.get("support_section_ids") or [], table)
-    if bad is not None:
-        ctx.drop(pattern, "invented_anchor", f"support section id {bad!r} is not in the prompt's list ({', '.join(table)})",
-                 source=sec.title, question=question)
-        return None
-    if not ids:
-        ctx.drop(pattern, "no_support", "the reply names no support section", source=sec.title, question=question)
-        return None
+    question, facts, ids = checked
     supports = [table[i] for i in ids]
     case = _case(ctx, question, supports, category=v.get("category") or "factual", difficulty=v.get("difficulty"),
                  facts=facts, where=sec.title)
@@ -610,16 +621,10 @@ async def _multi_hop(ctx: _Ctx, pair: LinkPair, sections: Mapping[str, Sequence[
         ctx.drop(pattern, "llm_error", _failure_detail(out), source=source)
         return None
     v = out.verdict
-    question = (v.get("question") or "").strip()
-    facts = [f for f in v.get("expected_key_facts") or [] if f.strip()]
-    if not question or not 1 <= len(facts) <= 6:
-        ctx.drop(pattern, "invalid_reply", "a blank question or not 1-6 key facts", source=source, question=question or None)
+    checked = _checked(ctx, pattern, v, table, source, need_support=False)
+    if checked is None:
         return None
-    ids, bad = _resolve_ids(v.get("support_section_ids") or [], table)
-    if bad is not None:
-        ctx.drop(pattern, "invented_anchor", f"support section id {bad!r} is not in the prompt's list ({', '.join(table)})",
-                 source=source, question=question)
-        return None
+    question, facts, ids = checked
     a_ids = [i for i in ids if i in in_a]
     b_ids = [i for i in ids if i not in in_a]
     if not a_ids or not b_ids:
@@ -776,14 +781,12 @@ def generate_with_llm(
         raise _with_generate_flags(e) from None
     kept, filtered = filter_candidates(raw, max_overlap=max_overlap, duplicate_ratio=duplicate_ratio)
     dropped = ctx.dropped + filtered
-    sampled_out = 0
-    if limit is not None and len(kept) > limit:
-        chosen = set(random.Random(seed).sample(range(len(kept)), limit))
-        sampled_out = len(kept) - limit
-        kept = [c for i, c in enumerate(kept) if i in chosen]
-    flagged = flag_unretrievable(kept, vault, k=k) if check_retrieval and any(c.case["answerable"] for c in kept) else []
-    categories = Counter(c.case["category"] for c in kept)
-    difficulties = Counter(c.case["difficulty"] for c in kept if c.case.get("difficulty"))
+    config = {
+        "seed": seed, "limit": limit, "max_overlap": max_overlap, "duplicate_ratio": duplicate_ratio,
+        "k": k, "check_retrieval": check_retrieval, "n": n, "multi_hop": multi_hop, "unanswerable": unanswerable,
+    }
+    by_pattern = {p: ctx.raw_counts.get(p, 0) for p in LLM_PATTERNS}
+    kept, report = finish_candidates(kept, dropped, vault=vault, config=config, generated_by_pattern=by_pattern, mix=mix)
     stats = judge.stats()
     llm = {
         "provider": judge.backend.provider,
@@ -801,29 +804,11 @@ def generate_with_llm(
         "repairs": stats.repairs,
         "failures": dict(stats.failures),
     }
-    report: dict[str, Any] = {
-        "vault": str(vault),
-        "config": {
-            "seed": seed, "limit": limit, "max_overlap": max_overlap, "duplicate_ratio": duplicate_ratio,
-            "k": k, "check_retrieval": check_retrieval, "n": n, "multi_hop": multi_hop, "unanswerable": unanswerable,
-        },
-        "generated": sum(ctx.raw_counts.values()),
-        "generated_by_pattern": {p: ctx.raw_counts.get(p, 0) for p in LLM_PATTERNS},
-        "filtered": dict(Counter(d["reason"] for d in dropped)),
-        "filtered_items": dropped,
-        "sampled_out": sampled_out,
-        "written": len(kept),
-        "written_by_pattern": {p: sum(1 for c in kept if c.pattern == p) for p in LLM_PATTERNS},
-        "flagged": {"unretrievable": len(flagged)},
-        "flagged_ids": flagged,
-        "categories": dict(sorted(categories.items())),
-        "difficulties": dict(sorted(difficulties.items())),
-        "sections": {"total": len(everything), "eligible": len(eligible), "sampled": len(sample)},
-        "wikilink_pairs": {"total": len(pairs_all), "sampled": len(pairs)},
-        "llm": llm,
-    }
-    if mix:
-        report["mix"] = mix_report(categories, mix, difficulties)
+    report.update(
+        sections={"total": len(everything), "eligible": len(eligible), "sampled": len(sample)},
+        wikilink_pairs={"total": len(pairs_all), "sampled": len(pairs)},
+        llm=llm,
+    )
     try:
         from evalkit import __version__ as version
     except ImportError:  # pragma: no cover

@@ -35,8 +35,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
-
 from evalkit.errors import BadConfig, BadEvalSet, Problem
 
 __all__ = [
@@ -91,26 +89,23 @@ def read_log(path: str | Path) -> dict[str, Decision]:
     Raises:
         BadConfig: a line that is not a decision (names the file and the line).
     """
+    from evalkit.importers import jsonl_items
+
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    if not path.exists():
         return {}
     out: dict[str, Decision] = {}
-    for lineno, raw in enumerate(data.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        where = {"path": str(path), "line": lineno}
-        try:
-            obj = orjson.loads(raw)
-        except orjson.JSONDecodeError as e:
-            raise BadConfig(Problem(f"review log line is not valid JSON ({e}); fix or delete the line, then rerun", **where)) from None
+    problems: list[Problem] = []
+    for lineno, obj in jsonl_items(path, problems):
         why = _log_line_problem(obj)
         if why:
-            raise BadConfig(Problem(f"not a review decision: {why}; fix or delete the line, then rerun", **where))
+            problems.append(Problem(f"not a review decision: {why}", path=str(path), line=lineno))
+            continue
         d = Decision(obj["id"], obj["decision"], obj.get("case"), bool(obj.get("edited", False)), str(obj.get("at", "")), obj.get("reviewer"), lineno)
         out.pop(d.id, None)  # a later line overrides, and takes the later place
         out[d.id] = d
+    if problems:
+        raise BadConfig([*problems, Problem("fix or delete the review log's lines named above, then rerun")])
     return out
 
 
