@@ -34,13 +34,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from evalkit.errors import BadConfig, InputError, Problem
 from evalkit.trials import TrialStats
 from evalkit.metrics.aggregate import GROUPINGS, MEAN_METRICS, SLICE_METRICS, RecordTable, aggregate_records, recorded_suite_ms
 from evalkit.metrics.keys import HEADLINE_AT_K, ir_measures_values
-from evalkit.metrics.retrieval import score_case_retrieval, validate_ks
+from evalkit.metrics.retrieval import AT_K_METRICS, score_case_retrieval, validate_ks
 from evalkit.report.summary_md import WorstCases
 from evalkit.store import RunDir
 from evalkit.summary import write_derived
@@ -459,7 +460,13 @@ class _Part:
 
 
 def _rescore_part(job: _RescoreJob, start: int = 0, end: int | None = None) -> _Part:
-    """Re-score the records in results.jsonl[start:end] into a RecordTable."""
+    """Re-score the records in results.jsonl[start:end] into a RecordTable.
+
+    Lean records (only the case and the new retrieval metrics go to the table) of the
+    common stored shape are scored a block at a time (`_Block`, `metrics.batch`); every
+    other record with `score_case_retrieval`, one by one. Either way the rows, the worst
+    cases and the tallies are the same, and they are taken in file order.
+    """
     cases = _Cases(job.given_cases)
     counts = {"records": 0, "cut_chunks": 0, "refs_dropped": 0}
     table = RecordTable(job.ks)
@@ -467,6 +474,7 @@ def _rescore_part(job: _RescoreJob, start: int = 0, end: int | None = None) -> _
     trials = TrialStats(job.ks) if job.trials else None
     results_path, snippets, lean = job.run.results_path, job.snippets, job.lean
     own_cases = job.given_cases is None
+    block = _Block(job, table, worst) if lean and trials is None else None
     for line, rec in enumerate(job.run.iter_results(start, end), start=1):
         case = rec.get("case") if own_cases else None
         if type(case) is not dict:
@@ -478,6 +486,9 @@ def _rescore_part(job: _RescoreJob, start: int = 0, end: int | None = None) -> _
             counts["cut_chunks"] += sum(1 for c in chunks if isinstance(c, Mapping) and c.get("text_truncated"))
         if rec.get("references_dropped"):
             counts["refs_dropped"] += 1
+        counts["records"] += 1
+        if block is not None and block.add(rec, case, chunks):
+            continue
         rm = score_case_retrieval(
             case,
             chunks,
@@ -488,20 +499,122 @@ def _rescore_part(job: _RescoreJob, start: int = 0, end: int | None = None) -> _
             require_snippets=snippets,
             case_sensitive=job.case_sensitive,
         )
-        counts["records"] += 1
+        rec["case"] = case
+        rec["retrieval_metrics"] = rm
+        if block is not None:
+            block.add_scored(rec, case, rm)
+            continue
         # Only the retrieval keys are written unless metrics.json is missing or cases change
         # group, which the records' own cases never do: then the table needs only the case
         # and the new retrieval_metrics (its other values are computed and dropped).
         if lean:
             table.add_retrieval(case, rm)
-        rec["case"] = case
-        rec["retrieval_metrics"] = rm
-        if not lean:
+        else:
             table.add_record(rec)
         worst.add(rec)  # summary.md's worst cases, by the new numbers
         if trials is not None:
             trials.add(rec)
+    if block is not None:
+        block.flush()
     return _Part(table, worst, counts, cases.missing, cases.regrouped, trials=trials)
+
+
+_BATCH_SIZE = 1024
+_RECALL_ANY, _MRR = AT_K_METRICS.index("recall_any"), AT_K_METRICS.index("mrr")  # columns of a block's cells
+# What summary.md's worst cases read of a record besides its case and retrieval metrics:
+# the id and question as they are, the rest only when set (case_problems reads an empty or
+# missing one alike), so a record with none of them has nothing but retrieval problems.
+_WORST_IDS = ("test_case_id", "question")
+_WORST_PROBLEMS = ("error", "abstention", "judge_errors", "groundedness", "correctness")
+
+
+class _Block:
+    """The lean records of a re-scoring, scored `_BATCH_SIZE` at a time and handed to the
+    table and the worst cases in file order.
+
+    A record the batch takes waits for the block's `score()`; one it does not take is
+    scored at once (`add_scored`) and waits in line behind the others, so rows keep file
+    order. Only what the table and the worst cases read is kept (the case, a few fields),
+    never the chunks.
+    """
+
+    def __init__(self, job: _RescoreJob, table: RecordTable, worst: WorstCases) -> None:
+        from evalkit.metrics.batch import RetrievalBatch
+
+        self.batch = RetrievalBatch(
+            job.ks, require_snippets=job.snippets, case_sensitive=job.case_sensitive, folder_mode=job.folder_mode
+        )
+        self.table, self.worst = table, worst
+        self.k = str(job.ks[0])
+        # In file order: (case, the fields worst cases read, whether they name a problem,
+        # None) for a batched record; (..., rm) for one scored on its own.
+        self.pending: list[tuple[dict, dict, bool, dict | None]] = []
+
+    def add(self, rec: dict, case: dict, chunks: Any) -> bool:
+        """Take `rec` into the block; False when the batch does not take its shape."""
+        if not self.batch.add(case, chunks, rec.get("references"), rec.get("folder_selection")):
+            return False
+        self.pending.append((case, *_worst_fields(rec), None))
+        if len(self.batch) >= _BATCH_SIZE:
+            self.flush()
+        return True
+
+    def add_scored(self, rec: dict, case: dict, rm: dict) -> None:
+        """A record scored on its own: straight through when nothing waits before it."""
+        if not self.pending:
+            self.table.add_retrieval(case, rm)
+            self.worst.add(rec)
+            return
+        self.pending.append((case, *_worst_fields(rec), rm))
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, []
+        if not pending:
+            return
+        cells, scope, attribution = self.batch.score()
+        self.batch.clear()
+        table, worst, k = self.table, self.worst, self.k
+        recall, mrr = cells[:, _RECALL_ANY].tolist(), cells[:, _MRR].tolist()
+        # case_problems' badness of a record with nothing but retrieval problems, in its
+        # operations and order (a NaN here: no retrieval value, so no badness).
+        badness = (np.where(cells[:, _RECALL_ANY] == 0.0, 50.0, 0.0) + ((1.0 - cells[:, _RECALL_ANY]) + (1.0 - cells[:, _MRR]))).tolist()
+        at = 0  # the next batched record's row in `cells`
+        run: list[dict] = []  # consecutive batched records not yet in the table
+        for case, fields, problems, rm in pending:
+            if rm is not None:
+                if run:
+                    table.add_retrieval_rows(run, cells[at - len(run) : at], scope[at - len(run) : at], attribution[at - len(run) : at])
+                    run = []
+                table.add_retrieval(case, rm)
+                worst.add({**fields, "case": case, "retrieval_metrics": rm})
+                continue
+            run.append(case)
+            i = at
+            at += 1
+            b = badness[i]
+            if not problems and not (b > 0.0 and worst.could_take(b)):
+                worst.skip()  # as worst.add would: nothing to list, or not worse than what is kept
+                continue
+            fields["case"] = case
+            fields["retrieval_metrics"] = {"at_k": {k: {"recall_any": _cell_value(recall[i]), "mrr": _cell_value(mrr[i])}}}
+            worst.add(fields)
+        if run:
+            table.add_retrieval_rows(run, cells[at - len(run) : at], scope[at - len(run) : at], attribution[at - len(run) : at])
+
+
+def _worst_fields(rec: dict) -> tuple[dict, bool]:
+    """(what WorstCases reads of `rec` but its case and metrics, whether it names a problem)."""
+    fields = {key: rec[key] for key in _WORST_IDS if key in rec}
+    problems = False
+    for key in _WORST_PROBLEMS:
+        if v := rec.get(key):
+            fields[key] = v
+            problems = True
+    return fields, problems
+
+
+def _cell_value(v: float) -> float | None:
+    return None if v != v else v
 
 
 _PARALLEL_MIN_BYTES = 32 << 20

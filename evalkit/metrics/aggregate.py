@@ -437,6 +437,39 @@ class RecordTable:
         self.n += 1
         self._file(self.n - 1, case, answerable)
 
+    def add_retrieval_rows(
+        self, cases: Sequence[Mapping], cells: np.ndarray, scope_miss: np.ndarray, attribution: np.ndarray
+    ) -> None:
+        """`add_retrieval` for a block of lean records at once (`metrics.batch.RetrievalBatch.score`):
+        cells (n, len(ks) * len(AT_K_METRICS)), scope_miss and attribution (n,), NaN for None.
+        The rows are the ones add_retrieval stores for the same values."""
+        n = len(cases)
+        if not n:
+            return
+        n_mean, width = len(MEAN_METRICS), len(AT_K_METRICS)
+        rows = np.empty((n, len(self.columns)))
+        for j, src in enumerate(self._primary_cols):
+            rows[:, j] = cells[:, src]
+        lean = len(_PRIMARY)
+        rows[:, lean] = scope_miss
+        rows[:, lean + 1] = attribution
+        rows[:, lean + 2 : n_mean] = _NAN  # recency and everything judged
+        rows[:, n_mean : n_mean + len(self.ks) * width] = cells
+        rows[:, n_mean + len(self.ks) * width :] = self._lean_tail
+        answerable = [case.get("answerable", True) is not False for case in cases]
+        unanswerable = np.flatnonzero(~np.asarray(answerable, dtype=bool))
+        if len(unanswerable):
+            rows[unanswerable] = self._lean_unanswerable
+        self.data.frombytes(rows.tobytes())
+        self.unlabeled.extend([bool(a and not case.get("gold_supports")) for a, case in zip(answerable, cases)])
+        self.empty.frombytes(bytes(n))
+        self.abstention.extend([_AB_UNKNOWN] * n)
+        self.tokens.frombytes(bytes(self.tokens.itemsize * n))
+        first = self.n
+        self.n += n
+        for row, case, a in zip(range(first, first + n), cases, answerable):
+            self._file(row, case, a)
+
     def _file(self, row: int, case: Mapping, answerable: bool) -> None:
         """File `row` under every group its case is in."""
         groups = self.groups

@@ -146,6 +146,15 @@ class WorstCases:
         # Ties: the earlier case (file order) counts as worse, so the list is stable.
         self._push((badness, -i, row))
 
+    def could_take(self, badness: float) -> bool:
+        """Whether a case this bad might enter the list (`add` decides ties by file order)."""
+        return len(self.heap) < self.n or badness >= self.heap[0][0]
+
+    def skip(self) -> None:
+        """Count a record `add` would turn away (clean, or better than every kept case)
+        without looking at it: file order stays the tie-breaker."""
+        self.seen += 1
+
     def _push(self, item: tuple[float, int, dict[str, Any]]) -> None:
         if len(self.heap) < self.n:
             heapq.heappush(self.heap, item)
