@@ -41,7 +41,8 @@ from evalkit.errors import BadConfig, InputError, Problem
 from evalkit.trials import TrialStats
 from evalkit.metrics.aggregate import GROUPINGS, MEAN_METRICS, SLICE_METRICS, RecordTable, aggregate_records, recorded_suite_ms
 from evalkit.metrics.keys import HEADLINE_AT_K, ir_measures_values
-from evalkit.metrics.retrieval import AT_K_METRICS, score_case_retrieval, validate_ks
+from evalkit.metrics.batch import MRR_COLUMN, RECALL_ANY_COLUMN, RetrievalBatch
+from evalkit.metrics.retrieval import score_case_retrieval, validate_ks
 from evalkit.report.summary_md import WorstCases
 from evalkit.store import RunDir
 from evalkit.summary import write_derived
@@ -520,7 +521,6 @@ def _rescore_part(job: _RescoreJob, start: int = 0, end: int | None = None) -> _
 
 
 _BATCH_SIZE = 1024
-_RECALL_ANY, _MRR = AT_K_METRICS.index("recall_any"), AT_K_METRICS.index("mrr")  # columns of a block's cells
 # What summary.md's worst cases read of a record besides its case and retrieval metrics:
 # the id and question as they are, the rest only when set (case_problems reads an empty or
 # missing one alike), so a record with none of them has nothing but retrieval problems.
@@ -539,8 +539,6 @@ class _Block:
     """
 
     def __init__(self, job: _RescoreJob, table: RecordTable, worst: WorstCases) -> None:
-        from evalkit.metrics.batch import RetrievalBatch
-
         self.batch = RetrievalBatch(
             job.ks, require_snippets=job.snippets, case_sensitive=job.case_sensitive, folder_mode=job.folder_mode
         )
@@ -568,38 +566,38 @@ class _Block:
         self.pending.append((case, *_worst_fields(rec), rm))
 
     def flush(self) -> None:
+        """Score the waiting batched records and hand everything waiting over, in file order."""
         pending, self.pending = self.pending, []
         if not pending:
             return
         cells, scope, attribution = self.batch.score()
         self.batch.clear()
         table, worst, k = self.table, self.worst, self.k
-        recall, mrr = cells[:, _RECALL_ANY].tolist(), cells[:, _MRR].tolist()
-        # case_problems' badness of a record with nothing but retrieval problems, in its
-        # operations and order (a NaN here: no retrieval value, so no badness).
-        badness = (np.where(cells[:, _RECALL_ANY] == 0.0, 50.0, 0.0) + ((1.0 - cells[:, _RECALL_ANY]) + (1.0 - cells[:, _MRR]))).tolist()
-        at = 0  # the next batched record's row in `cells`
-        run: list[dict] = []  # consecutive batched records not yet in the table
+        recall, mrr = cells[:, RECALL_ANY_COLUMN], cells[:, MRR_COLUMN]
+        # case_problems' badness of a record with nothing but retrieval problems, with its
+        # operations in its order (NaN: no retrieval values, so no badness).
+        badness = (np.where(recall == 0.0, 50.0, 0.0) + ((1.0 - recall) + (1.0 - mrr))).tolist()
+        recall_l, mrr_l = recall.tolist(), mrr.tolist()
+        batched = [case for case, _, _, rm in pending if rm is None]  # row i of `cells` is batched[i]'s
+        start = at = 0  # the first batched record not yet in the table; the next one's row
         for case, fields, problems, rm in pending:
-            if rm is not None:
-                if run:
-                    table.add_retrieval_rows(run, cells[at - len(run) : at], scope[at - len(run) : at], attribution[at - len(run) : at])
-                    run = []
-                table.add_retrieval(case, rm)
-                worst.add({**fields, "case": case, "retrieval_metrics": rm})
+            if rm is None:
+                i = at
+                at += 1
+                if not problems and not (badness[i] > 0.0 and worst.could_take(badness[i])):
+                    worst.skip()  # what worst.add would decide: nothing to list, or not worse than the kept cases
+                    continue
+                fields["case"] = case
+                fields["retrieval_metrics"] = {"at_k": {k: {"recall_any": _none(recall_l[i]), "mrr": _none(mrr_l[i])}}}
+                worst.add(fields)
                 continue
-            run.append(case)
-            i = at
-            at += 1
-            b = badness[i]
-            if not problems and not (b > 0.0 and worst.could_take(b)):
-                worst.skip()  # as worst.add would: nothing to list, or not worse than what is kept
-                continue
-            fields["case"] = case
-            fields["retrieval_metrics"] = {"at_k": {k: {"recall_any": _cell_value(recall[i]), "mrr": _cell_value(mrr[i])}}}
-            worst.add(fields)
-        if run:
-            table.add_retrieval_rows(run, cells[at - len(run) : at], scope[at - len(run) : at], attribution[at - len(run) : at])
+            if start < at:
+                table.add_retrieval_rows(batched[start:at], cells[start:at], scope[start:at], attribution[start:at])
+                start = at
+            table.add_retrieval(case, rm)
+            worst.add({**fields, "case": case, "retrieval_metrics": rm})
+        if start < at:
+            table.add_retrieval_rows(batched[start:at], cells[start:at], scope[start:at], attribution[start:at])
 
 
 def _worst_fields(rec: dict) -> tuple[dict, bool]:
@@ -613,7 +611,7 @@ def _worst_fields(rec: dict) -> tuple[dict, bool]:
     return fields, problems
 
 
-def _cell_value(v: float) -> float | None:
+def _none(v: float) -> float | None:
     return None if v != v else v
 
 

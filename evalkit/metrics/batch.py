@@ -47,9 +47,9 @@ from evalkit.metrics.retrieval import (
     validate_ks,
 )
 
-__all__ = ["RetrievalBatch"]
+__all__ = ["RECALL_ANY_COLUMN", "MRR_COLUMN", "RetrievalBatch"]
 
-_RANK, _CHUNK_ID = itemgetter("rank"), itemgetter("chunk_id")
+_CHUNK_COLUMNS = itemgetter("rank", "chunk_id", "rel_path", "heading_path")
 _DICT_ONLY, _INT_ONLY, _STR_ONLY = {dict}, {int}, {str}
 _STR_OR_NONE = {str, type(None)}
 _NUMBERS = (int, float)
@@ -58,7 +58,8 @@ _NAN = float("nan")  # RecordTable's None: the same constant, so the same bytes
 _RECALL_ANY, _RECALL_ALL, _RECALL_FRAC, _PRECISION, _MRR, _NDCG = (AT_K_METRICS.index(m) for m in (
     "recall_any", "recall_all", "recall_frac", "precision", "mrr", "ndcg"
 ))
-
+# The primary K's recall_any and mrr in `score()`'s cells (summary.md's worst cases read them).
+RECALL_ANY_COLUMN, MRR_COLUMN = _RECALL_ANY, _MRR
 
 _SEP = "\x1f"  # joins heading components into a key whose prefixes are the component prefixes
 _KEYS: tuple[dict[Any, str | None], dict[Any, str | None]] = ({}, {})  # raw heading -> key, per case sensitivity
@@ -124,6 +125,7 @@ class RetrievalBatch:
         self.cs = case_sensitive
         self.folder_mode = folder_mode
         self.scope = folder_mode in FOLDER_MODES_WITH_SELECTION
+        self._by_grades: dict[tuple[float, ...], tuple[list[float], list[float]]] = {}
         self.clear()
 
     def __len__(self) -> int:
@@ -181,14 +183,15 @@ class RetrievalBatch:
             if set(map(type, chunks)) != _DICT_ONLY:
                 return False
             try:
-                ranks = list(map(_RANK, chunks))
-                ids = list(map(_CHUNK_ID, chunks))
+                ranks, ids, paths, heads = zip(*map(_CHUNK_COLUMNS, chunks))
             except KeyError:
-                return False
-            if set(map(type, ranks)) != _INT_ONLY or ranks != sorted(ranks):
+                return False  # a chunk without one of the keys (stored chunks have them all)
+            if set(map(type, ranks)) != _INT_ONLY or ranks != tuple(sorted(ranks)):
                 return False  # not in rank order: order_chunks sorts them
             if set(map(type, ids)) != _STR_ONLY or "" in ids or len(set(ids)) != len(ids):
                 return False  # duplicates (or no ids): the per-record loop records them
+        else:
+            ids = paths = heads = ()
         scored = bool(supports) and case.get("answerable", True) is not False
         if scored:
             if case.get("recency_conflict_rule"):
@@ -201,8 +204,8 @@ class RetrievalBatch:
             self.group_case += [i] * len(masks)
             self.group_mask += masks
             rel = parsed[0]
-            idcg_at, n_ideal = _idcg_at(rel, self.kmax)
-            self.ideal += [idcg_at[min(k, n_ideal)] for k in self.ks]
+            ideal, gains = self._grades(rel)
+            self.ideal += ideal
             miss = (
                 scope_miss(supports, _as_dict(folder_selection) if folder_selection is not None else None,
                            self.folder_mode, case_sensitive=self.cs)
@@ -211,17 +214,17 @@ class RetrievalBatch:
             )
             self.scope_miss.append(_NAN if miss is None else float(miss))
             self.s_rel += rel
-            self.s_gain += [2.0**r - 1.0 for r in rel]  # _gain, as ndcg computes it
+            self.s_gain += gains
             self.s_path += parsed[1]
             self.s_id += parsed[2]
             self.s_comps += parsed[3]
             self.s_heads += parsed[4]
             self.n_sup.append(len(rel))
-            top = chunks[: self.kmax] if len(chunks) > self.kmax else chunks
-            self.ch_ids += ids[: self.kmax] if chunks else ()
-            self.ch_paths += map(dict.get, top, repeat("rel_path"))
-            self.ch_heads += map(dict.get, top, repeat("heading_path"))
-            self.n_chunks.append(len(top))
+            kmax = self.kmax
+            self.ch_ids += ids[:kmax]
+            self.ch_paths += paths[:kmax]
+            self.ch_heads += heads[:kmax]
+            self.n_chunks.append(min(len(ids), kmax))
             for r in references:
                 cid = r.get("chunk_id")
                 self.rf_ids.append(None if cid is None else cid if type(cid) is str else str(cid))
@@ -230,6 +233,17 @@ class RetrievalBatch:
             self.n_refs.append(len(references))
         self.scored.append(scored)
         return True
+
+    def _grades(self, rel: list[float]) -> tuple[list[float], list[float]]:
+        """(IDCG at each K, each support's gain) for these grades: the kernels' floats."""
+        key = tuple(rel)
+        got = self._by_grades.get(key)
+        if got is None:
+            idcg_at, n_ideal = _idcg_at(rel, self.kmax)
+            got = ([idcg_at[min(k, n_ideal)] for k in self.ks], [2.0**r - 1.0 for r in rel])  # _gain, as ndcg
+            if len(self._by_grades) < 4096:
+                self._by_grades[key] = got
+        return got
 
     def _supports(self, supports: list) -> tuple[list, list, list, list, list] | None:
         """GoldIndex's reading of the supports: (relevance, normalized path, id, heading

@@ -147,8 +147,9 @@ class WorstCases:
         self._push((badness, -i, row))
 
     def could_take(self, badness: float) -> bool:
-        """Whether a case this bad might enter the list (`add` decides ties by file order)."""
-        return len(self.heap) < self.n or badness >= self.heap[0][0]
+        """Whether the next record, this bad, would enter the list. When the list is full,
+        a tie with the least bad kept case loses: the kept one came earlier in the file."""
+        return len(self.heap) < self.n or badness > self.heap[0][0]
 
     def skip(self) -> None:
         """Count a record `add` would turn away (clean, or better than every kept case)
