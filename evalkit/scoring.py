@@ -34,7 +34,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import orjson
 
 from evalkit.errors import BadConfig, InputError, Problem
@@ -43,7 +42,7 @@ from evalkit.metrics.aggregate import GROUPINGS, MEAN_METRICS, SLICE_METRICS, Re
 from evalkit.metrics.keys import HEADLINE_AT_K, ir_measures_values
 from evalkit.metrics.batch import MRR_COLUMN, RECALL_ANY_COLUMN, RetrievalBatch
 from evalkit.metrics.retrieval import score_case_retrieval, validate_ks
-from evalkit.report.summary_md import WorstCases
+from evalkit.report.summary_md import WorstCases, retrieval_badness
 from evalkit.store import RunDir
 from evalkit.summary import write_derived
 
@@ -574,9 +573,7 @@ class _Block:
         self.batch.clear()
         table, worst, k = self.table, self.worst, self.k
         recall, mrr = cells[:, RECALL_ANY_COLUMN], cells[:, MRR_COLUMN]
-        # case_problems' badness of a record with nothing but retrieval problems, with its
-        # operations in its order (NaN: no retrieval values, so no badness).
-        badness = (np.where(recall == 0.0, 50.0, 0.0) + ((1.0 - recall) + (1.0 - mrr))).tolist()
+        badness = retrieval_badness(recall, mrr).tolist()  # of the records with no other problems
         recall_l, mrr_l = recall.tolist(), mrr.tolist()
         batched = [case for case, _, _, rm in pending if rm is None]  # row i of `cells` is batched[i]'s
         start = at = 0  # the first batched record not yet in the table; the next one's row

@@ -17,7 +17,16 @@ import heapq
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["QUESTION_CHARS", "WORST_CASES", "WorstCases", "case_problems", "render_summary", "worst_cases", "worst_cases_of"]
+__all__ = [
+    "QUESTION_CHARS",
+    "WORST_CASES",
+    "WorstCases",
+    "case_problems",
+    "render_summary",
+    "retrieval_badness",
+    "worst_cases",
+    "worst_cases_of",
+]
 
 WORST_CASES = 10
 QUESTION_CHARS = 80
@@ -108,6 +117,15 @@ def case_problems(record: Mapping[str, Any], k: int | None) -> tuple[float, list
         badness += sum(1.0 - v for v in (recall, mrr) if v is not None)
     badness += sum((5.0 - s) / 5.0 for s in (_score(record, "groundedness"), _score(record, "correctness")) if s is not None)
     return badness, problems
+
+
+def retrieval_badness(recall: Any, mrr: Any) -> Any:
+    """`case_problems`' badness of records whose only problems can be retrieval ones, for numpy
+    arrays of recall_any@K and MRR@K of answerable, labeled cases (NaN where there is no value,
+    which gives NaN: no badness). The same floats: the same operations (addition commutes)."""
+    import numpy as np
+
+    return np.where(recall == 0.0, _SEVERITY["missed gold"], 0.0) + ((1.0 - recall) + (1.0 - mrr))
 
 
 class WorstCases:
