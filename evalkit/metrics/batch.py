@@ -5,9 +5,9 @@ gold index, the column checks and the heading comparisons of 20 chunks, the K lo
 dict per case, for about 60 µs a case. Here the cases of a block (about a thousand
 records) are matched and scored column-wise: paths and ids become integer codes over
 the block, a (case, position, support) table of matches is built with numpy, and every
-K is read off one left-to-right pass over the positions. Only the pairs that share a
-file and need a heading comparison are looked at one by one, through the same cached
-functions `GoldIndex` uses.
+K is read off one left-to-right pass over the positions. The pairs that share a file and
+need a heading comparison compare keys made from the same cached heading components
+`GoldIndex` compares (`_heading_key`), with `str.startswith`.
 
 It takes the records a stored run is made of and nothing else (`RetrievalBatch.add`
 says False to any other, and the caller scores that one with `score_case_retrieval`):
