@@ -520,6 +520,7 @@ def _rescore_part(job: _RescoreJob, start: int = 0, end: int | None = None) -> _
 
 
 _BATCH_SIZE = 1024
+_BATCH_CELLS = 1 << 22  # a block's (case, position, support) tables stay a few MB, whatever K is
 # What summary.md's worst cases read of a record besides its case and retrieval metrics:
 # the id and question as they are, the rest only when set (case_problems reads an empty or
 # missing one alike), so a record with none of them has nothing but retrieval problems.
@@ -552,7 +553,7 @@ class _Block:
         if not self.batch.add(case, chunks, rec.get("references"), rec.get("folder_selection")):
             return False
         self.pending.append((case, *_worst_fields(rec), None))
-        if len(self.batch) >= _BATCH_SIZE:
+        if len(self.batch) >= _BATCH_SIZE or self.batch.cells() >= _BATCH_CELLS:
             self.flush()
         return True
 

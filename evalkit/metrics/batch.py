@@ -131,9 +131,15 @@ class RetrievalBatch:
     def __len__(self) -> int:
         return len(self.scored)
 
+    def cells(self) -> int:
+        """The size of the block's (case, position, support) tables: with a large K and many
+        supports a block is worth flushing early (each table is one byte a cell)."""
+        return len(self.n_sup) * self._widest * self._most_supports
+
     def clear(self) -> None:
         """Forget the block (after `score`)."""
         # Per case.
+        self._widest = self._most_supports = 0
         self.scored: list[bool] = []
         self.n_chunks: list[int] = []
         self.n_refs: list[int] = []
@@ -225,6 +231,8 @@ class RetrievalBatch:
             self.ch_paths += paths[:kmax]
             self.ch_heads += heads[:kmax]
             self.n_chunks.append(min(len(ids), kmax))
+            self._widest = max(self._widest, min(len(ids), kmax), len(references))
+            self._most_supports = max(self._most_supports, len(rel))
             for r in references:
                 cid = r.get("chunk_id")
                 self.rf_ids.append(None if cid is None else cid if type(cid) is str else str(cid))

@@ -36,6 +36,7 @@ import pytest
 
 from evalkit.errors import InputError
 from evalkit.metrics.aggregate import RecordTable
+from evalkit.metrics.batch import RetrievalBatch
 from evalkit.metrics.retrieval import score_case_retrieval
 from evalkit.report.summary_md import WorstCases
 from evalkit.scoring import _grouping, _rescore_part, _RescoreJob
@@ -512,6 +513,19 @@ def test_rescore_part_equals_per_record_scoring_on_a_bench_sized_file(tmp_path, 
     """3,000 bench-shaped records (20 chunks each): several full default blocks and a partial one."""
     folder = _folder(tmp_path, _stored(77, 3000, (20,)))
     _check(monkeypatch, folder, [10, 20], False, True, "off", blockings=((None, WorstCases), (None, _EveryWorstCase)))
+
+
+def test_a_block_flushes_early_when_its_match_tables_grow(tmp_path, monkeypatch) -> None:
+    """With a large K and many supports a block is flushed by size in cells, not records (a
+    few MB whatever K is): with K = 20 and a few supports a case, a 2,000-cell cap is crossed
+    every few dozen records, and the numbers stay the oracle's."""
+    monkeypatch.setattr("evalkit.scoring._BATCH_CELLS", 2_000)
+    flushes = []
+    real = RetrievalBatch.score
+    monkeypatch.setattr(RetrievalBatch, "score", lambda self: (flushes.append(len(self)), real(self))[1])
+    folder = _folder(tmp_path, _stored(5, 400))
+    _check(monkeypatch, folder, [20, 5, 10], False, True, "off", blockings=((None, WorstCases),))
+    assert len(flushes) >= 8 and max(flushes) < 100  # far below the 1,024 records of a full block
 
 
 # A bad record in the middle of good ones: the error of score_case_retrieval, whichever lane
