@@ -97,7 +97,6 @@ MAX_TOKENS = 1500
 # category); "unanswerable" is not one, so the eval-set loader would reject it.
 UNANSWERABLE_CATEGORY = "adversarial"
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1")
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
 _WORD = re.compile(r"\w+")
@@ -106,14 +105,22 @@ _WORD = re.compile(r"\w+")
 # --------------------------------------------------------------------------- output models
 
 
-class _Reply(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
 def _clean_list(v: Any) -> Any:
     if isinstance(v, list):
         return [x.strip() for x in v if isinstance(x, str) and x.strip()] if all(isinstance(x, str) for x in v) else v
     return v
+
+
+class _Reply(BaseModel):
+    """What every reply model shares: unknown keys ignored, the question and the lists of
+    short strings trimmed (each validator applies to the models that have the field)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    _strip = field_validator("question", mode="before", check_fields=False)(lambda v: v.strip() if isinstance(v, str) else v)
+    _lists = field_validator("expected_key_facts", "support_section_ids", "key_terms", mode="before", check_fields=False)(
+        _clean_list
+    )
 
 
 class GeneratedQuestion(_Reply):
@@ -129,9 +136,6 @@ class GeneratedQuestion(_Reply):
         description='Ids of the listed sections that hold the answer, e.g. ["S1"]; only ids from the list.'
     )
 
-    _strip = field_validator("question", mode="before")(lambda v: v.strip() if isinstance(v, str) else v)
-    _facts = field_validator("expected_key_facts", "support_section_ids", mode="before")(_clean_list)
-
 
 class GeneratedMultiHop(_Reply):
     """One question that needs facts from two linked notes."""
@@ -145,18 +149,12 @@ class GeneratedMultiHop(_Reply):
         description='Ids of the listed sections that hold the answer, from both notes, e.g. ["S1", "S5"]; only ids from the list.'
     )
 
-    _strip = field_validator("question", mode="before")(lambda v: v.strip() if isinstance(v, str) else v)
-    _facts = field_validator("expected_key_facts", "support_section_ids", mode="before")(_clean_list)
-
 
 class UnanswerableQuestion(_Reply):
     question: str = Field(min_length=1, description="A question the notes do not answer.")
     key_terms: list[str] = Field(
         min_length=1, max_length=6, description="2 to 4 words or short phrases an answer would have to contain."
     )
-
-    _strip = field_validator("question", mode="before")(lambda v: v.strip() if isinstance(v, str) else v)
-    _terms = field_validator("key_terms", mode="before")(_clean_list)
 
 
 class GeneratedUnanswerable(_Reply):
@@ -328,16 +326,7 @@ def parse_wikilinks(text: str, *, first_line: int = 1) -> list[WikiLink]:
     """The `[[...]]` links of `text`, in order; embeds (`![[...]]`), links in fenced code
     and inline code spans, and same-note links (`[[#Heading]]`) are skipped."""
     out: list[WikiLink] = []
-    fence: str | None = None
-    for i, line in enumerate(text.split("\n")):
-        m = _FENCE.match(line)
-        if fence is not None:
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip().strip(fence[0]):
-                fence = None
-            continue
-        if m:
-            fence = m.group(1)
-            continue
+    for i, line in _unfenced(list(enumerate(text.split("\n")))):
         for lm in _WIKILINK.finditer(_INLINE_CODE.sub(lambda c: " " * len(c.group()), line)):
             if lm.group(1):
                 continue  # an embed
