@@ -39,6 +39,7 @@ __all__ = [
     "normalize_rel_path",
     "normalize_snippet_text",
     "order_chunks",
+    "paths_of",
 ]
 
 HEADING_DELIMITER = " > "
@@ -379,6 +380,19 @@ def _path_of(raw: Any, case_sensitive: bool) -> str:
     return normalize_rel_path(raw, case_sensitive=case_sensitive)
 
 
+def paths_of(raws: Sequence[Any], case_sensitive: bool) -> list[str]:
+    """`normalize_rel_path` of each raw path, through the bounded cache: for a column of
+    strings already seen, one C-level pass of dict lookups."""
+    table = _PATHS[case_sensitive]
+    if set(map(type, raws)) <= _STR_ONLY:
+        paths = list(map(table.get, raws))
+        if None not in paths:
+            return paths
+    else:
+        paths = [None] * len(raws)
+    return [p if p is not None else _path_of(r, case_sensitive) for p, r in zip(paths, raws)]
+
+
 class GoldIndex:
     """A case's gold supports, normalized once and indexed by chunk id and by path.
 
@@ -474,11 +488,7 @@ class GoldIndex:
             todo = list(compress(range(n), map(by_id.__contains__, ids)))
         paths: list[str] | None = None
         if by_path:
-            raws = list(map(dict.get, chunks, repeat("rel_path", n)))
-            table = _PATHS[self.cs]
-            paths = list(map(table.get, raws)) if set(map(type, raws)) == _STR_ONLY else [None] * n
-            if None in paths:
-                paths = [p if p is not None else _path_of(r, self.cs) for p, r in zip(paths, raws)]
+            paths = paths_of(list(map(dict.get, chunks, repeat("rel_path", n))), self.cs)
             if not by_path.keys().isdisjoint(paths):
                 on_path = compress(range(n), map(by_path.__contains__, paths))
                 todo = set(todo).union(on_path) if todo else on_path

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.anchors import _PATHS, _components, _int_or_none, _path_of
+from evalkit.anchors import _components, _int_or_none, _path_of, paths_of
 from evalkit.metrics.retrieval import (
     AT_K_METRICS,
     FOLDER_MODES_WITH_SELECTION,
@@ -374,15 +374,9 @@ class RetrievalBatch:
             return np.zeros((m, 0, s_width), dtype=bool)
         total = len(ids)
         case_of, pos_of = _layout(counts_a)
-        # Normalized paths through GoldIndex's own cache, then the block's gold-path codes:
-        # a path no support names is -1 and matches nothing.
-        table = _PATHS[self.cs]
-        if set(map(type, paths)) <= _STR_ONLY:
-            norm = list(map(table.get, paths))
-            if None in norm:
-                norm = [p if p is not None else _path_of(r, self.cs) for p, r in zip(norm, paths)]
-        else:
-            norm = [_path_of(r, self.cs) for r in paths]
+        # Normalized paths (GoldIndex's own cache), then the block's gold-path codes: a path
+        # no support names is -1 and matches nothing.
+        norm = paths_of(paths, self.cs)
         PC = np.full((m, width), -1, dtype=np.int64)
         IC = np.full((m, width), -1, dtype=np.int64)
         PC[case_of, pos_of] = np.fromiter(map(path_code.get, norm, repeat(-1)), np.int64, total)
