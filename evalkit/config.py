@@ -9,7 +9,9 @@ user gave again, so `--resume RUN_ID` alone reruns exactly the same configuratio
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
@@ -17,6 +19,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from evalkit.errors import BadConfig, Problem
+from evalkit.project import read_project_config
 from evalkit.schema import FolderMode
 from evalkit.store import run_id_problem
 
@@ -295,6 +298,52 @@ def redact_url(url: str) -> str:
     if parts.port:
         host += f":{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+# Run settings evalkit.toml's [run] may not set: they name one run (its id, the run to
+# resume, its shard), or a folder the other commands would not see (results_dir: compare,
+# judge and report take --results-dir and read no [run] table).
+NOT_PROJECT_SETTINGS = frozenset({"run_id", "resume", "retry_errors", "shard", "results_dir"})
+
+
+def project_run_defaults(start: Path | None = None) -> dict[str, Any]:
+    """The `[run]` table of evalkit.toml: run_eval defaults for this project, checked.
+
+    A flag given on the command line (or a keyword to `evalkit.run_eval`) wins over the
+    table, and the table over the built-in default. Keys are RunSettings field names (a
+    flag's name with `-` -> `_`). Not applied on --resume: a resumed run keeps its stored
+    settings.
+
+    Raises:
+        BadConfig: an unknown or per-run key, or a value RunSettings refuses, each naming
+            the file and `run.<key>`.
+    """
+    found = read_project_config(start)
+    if found is None:
+        return {}
+    path, doc = found
+    table = doc.get("run", {})
+    if not isinstance(table, dict):
+        raise BadConfig(Problem("expected a table ([run])", path=str(path), field="run"))
+    problems = []
+    for key in table:
+        if key in NOT_PROJECT_SETTINGS:
+            problems.append(Problem("names one run; give it as a flag instead", path=str(path), field=f"run.{key}"))
+        elif key not in RunSettings.model_fields:
+            close = difflib.get_close_matches(key, list(RunSettings.model_fields), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            problems.append(Problem(f"unknown setting{hint}", path=str(path), field=f"run.{key}"))
+    try:
+        RunSettings.model_validate({k: v for k, v in table.items() if k in RunSettings.model_fields})
+    except ValidationError as e:
+        problems += [
+            Problem(err["msg"].removeprefix("Value error, "), path=str(path),
+                    field="run." + ".".join(str(part) for part in err["loc"]))
+            for err in e.errors()
+        ]
+    if problems:
+        raise BadConfig(problems)
+    return dict(table)
 
 
 def build_settings(values: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> RunSettings:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import subprocess
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,11 +26,11 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from evalkit.errors import BadEvalSet, Problem
+from evalkit.errors import BadConfig, BadEvalSet, Problem
 from evalkit.evalset_lock import eval_set_problem
+from evalkit.project import PROJECT_CONFIG, read_project_config
 from evalkit.schema import BUILTIN_CATEGORIES, RECENCY_RULES, CaseConstraints, CaseExpectations, EvalCase, GoldSupport
 
-PROJECT_CONFIG = "evalkit.toml"
 
 # Difflib ratio at or above which an unknown key is taken for a misspelled known field:
 # catches `golde_supports`, `snippet`, `rel_paht`, `tag`; leaves `heading`, `reviewer` alone.
@@ -80,13 +79,13 @@ class EvalSet:
 
 def configured_categories(start: Path | None = None) -> list[str]:
     """Extra categories from `evalkit.toml` (`[eval_set] categories = [...]`) in the working dir."""
-    path = (start or Path.cwd()) / PROJECT_CONFIG
-    if not path.is_file():
-        return []
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise BadEvalSet(Problem(f"not valid TOML ({e})", path=str(path))) from None
+        found = read_project_config(start)
+    except BadConfig as e:
+        raise BadEvalSet(e.problems) from None
+    if found is None:
+        return []
+    path, data = found
     cats = data.get("eval_set", {}).get("categories", [])
     if not isinstance(cats, list) or not all(isinstance(c, str) for c in cats):
         raise BadEvalSet(Problem("expected a list of strings", path=str(path), field="eval_set.categories"))

@@ -28,6 +28,7 @@ def _main(
 # (sub-command, module under evalkit.cli). Modules that do not exist yet are skipped,
 # so the console command grows as scripts land without editing this table twice.
 _COMMANDS = [
+    ("init", "init"),
     ("run", "run_eval"),
     ("label", "label_eval"),
     ("score-retrieval", "score_retrieval"),

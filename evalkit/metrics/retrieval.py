@@ -193,7 +193,12 @@ def ndcg(table: MatchTable, k: int) -> float | None:
         credited.add(best)
         dcg += _gain(table.relevance[best]) / math.log2(p + 1)
     ideal = sorted(table.relevance, reverse=True)[:k]
-    idcg = sum(_gain(r) / math.log2(p + 1) for p, r in enumerate(ideal, start=1))
+    # Added left to right, as DCG is and as the one-pass scorers keep their partial sums: not
+    # sum(), which compensates its rounding from Python 3.12 on, so the same case would
+    # get another last bit on another Python.
+    idcg = 0.0
+    for p, r in enumerate(ideal, start=1):
+        idcg += _gain(r) / math.log2(p + 1)
     if idcg <= 0.0:
         return None
     # Mathematically DCG <= IDCG; the clamp only absorbs rounding with near-equal grades.

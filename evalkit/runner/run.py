@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit import __version__
-from evalkit.config import RunSettings, build_settings, diff_hashed, judge_identity
+from evalkit.config import RunSettings, build_settings, diff_hashed, judge_identity, project_run_defaults
 from evalkit.dataset import EvalSet, load_eval_set
 from evalkit.errors import BadConfig, EvalkitError, Problem
 from evalkit.gate import Thresholds, check_invariants, gate_result
@@ -260,9 +260,13 @@ def _prepare_inputs(values: Mapping[str, Any]) -> _Prepared:
         values["results_dir"] = results_dir
     # EVAL_API_URL names the API when neither --api-url nor --target does (the CLI reads it
     # too); resolved here so that config.json and the hash say which target really ran.
+    # evalkit.toml's [run] table: this project's defaults, under what the user gave (not on resume).
+    project = {} if resume else project_run_defaults()
+    if "api_url" in values or "target" in values:  # a target named now replaces the project's
+        project = {k: v for k, v in project.items() if k not in ("api_url", "target")}
     stored_target = (stored or {}).get("settings", {}).get("target")
     env_url = os.environ.get("EVAL_API_URL")
-    if env_url and "api_url" not in values and "target" not in values and not stored_target:
+    if env_url and "api_url" not in values and "target" not in values and not stored_target and "target" not in project:
         values["api_url"] = env_url
     if resume and stored is not None:
         given_run_id = values.get("run_id")
@@ -282,7 +286,7 @@ def _prepare_inputs(values: Mapping[str, Any]) -> _Prepared:
                 [Problem(f"cannot resume {resume}: the result-affecting config differs: {c}") for c in changed]
             )
     else:
-        settings = build_settings(values)
+        settings = build_settings(values, project)
 
     # --response-schema is read and checked against its meta-schema before anything runs.
     response_validator = _response_validator(settings)

@@ -134,8 +134,13 @@ TRIGGERS = [("",), ("",), (".metrics.json.", ".config.json."), (".commit",)]
 
 def test_sigkill_during_rewrite_leaves_the_run_consistent_and_no_temp_file(pristine: Path, tmp_path: Path):
     rng = random.Random(4)  # seeded: the kill points vary, reproducibly
-    seen_at_kill = []
-    for attempt, trigger in enumerate(TRIGGERS):
+    seen_at_kill: list[str] = []
+    # On a loaded machine (a parallel test run) the watcher can miss the short write window;
+    # extra kills at "any temp file" are then tried, so the check below still sees one land.
+    extra = [("",)] * 8
+    for attempt, trigger in enumerate([*TRIGGERS, *extra]):
+        if attempt >= len(TRIGGERS) and any(seen_at_kill):
+            break
         results = tmp_path / f"attempt{attempt}"
         shutil.copytree(pristine, results / RUN_ID)
         delay = rng.uniform(0, 0.02) if attempt == 1 else rng.uniform(0, 0.002)

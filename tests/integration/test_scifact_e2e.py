@@ -32,7 +32,7 @@ import pytest
 from evalkit.importers.beir import import_beir, note_path
 from evalkit.runner import run
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ranx")]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCIFACT = REPO_ROOT.parent / "shared" / "corpora" / "scifact"

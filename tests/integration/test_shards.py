@@ -280,7 +280,9 @@ def test_github_actions_example_runs_locally(setup: dict, tmp_path: Path) -> Non
     merge_cmds = [s["run"] for s in jobs["merge"]["steps"] if "run" in s and "merge" in s["run"]]
     assert len(shard_cmds) == 1 and len(merge_cmds) == 1
     env = {**os.environ, "EVAL_SET": setup["eval_set"], "RESULTS_DIR": str(setup["results"]),
-           "TARGET": setup["target"], "SHARD_COUNT": str(len(shards))}
+           "TARGET": setup["target"], "SHARD_COUNT": str(len(shards)),
+           # the `evalkit` beside this Python, as in an activated venv (pytest may be run as venv/bin/pytest)
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
 
     def sh(cmd: str, **subs: str) -> None:
         for key, value in subs.items():

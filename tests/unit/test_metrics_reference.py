@@ -21,7 +21,7 @@ from evalkit.metrics.retrieval import mrr, ndcg, precision, recall_all, recall_a
 
 ranx = pytest.importorskip("ranx")
 # numba warns about its own uint64 -> int64 casts inside ranx; not ours to fix.
-pytestmark = pytest.mark.filterwarnings("ignore:unsafe cast")
+pytestmark = [pytest.mark.filterwarnings("ignore:unsafe cast"), pytest.mark.xdist_group("ranx")]
 
 KS = (1, 3, 5, 10)
 N_QUERIES = 60

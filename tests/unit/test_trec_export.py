@@ -23,7 +23,7 @@ from evalkit.interop.trec import export_trec, trec_docid
 from evalkit.metrics.retrieval import score_case_retrieval
 
 ranx = pytest.importorskip("ranx")
-pytestmark = pytest.mark.filterwarnings("ignore:unsafe cast")  # numba, inside ranx
+pytestmark = [pytest.mark.filterwarnings("ignore:unsafe cast"), pytest.mark.xdist_group("ranx")]  # numba, inside ranx
 
 ROOT = Path(__file__).resolve().parents[2]
 

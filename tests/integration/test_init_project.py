@@ -1,0 +1,125 @@
+"""`evalkit init` (issue 24 item 4) and evalkit.toml's [run] table: from an empty folder to a first run.
+
+The wheel path (build, a fresh venv, init and run from an empty folder) is
+tests/packaging/test_wheel.py; here the same path runs from the source checkout.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evalkit.cli.main import app
+from evalkit.config import RunSettings
+from evalkit.starter import GITIGNORE_LINES, STARTER_CASE_IDS, project_config_text
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _init(folder: Path, *args: str):
+    return CliRunner().invoke(app, ["init", str(folder), *args])
+
+
+def test_init_then_run_gives_a_first_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "my-evals"
+    res = _init(project)
+    assert res.exit_code == 0, res.output
+    assert "evalkit run" in res.output  # says what to do next
+    assert sorted(p.name for p in project.iterdir()) == [".gitignore", "eval_set.jsonl", "evalkit.toml", "sample_vault"]
+    cases = [json.loads(line) for line in (project / "eval_set.jsonl").read_text().splitlines()]
+    assert [c["id"] for c in cases] == list(STARTER_CASE_IDS)
+    # the starter cases are the bundled eval set's lines, byte for byte
+    bundled = {json.loads(line)["id"]: line for line in (ROOT / "eval_set.jsonl").read_text().splitlines()}
+    assert (project / "eval_set.jsonl").read_text().splitlines() == [bundled[i] for i in STARTER_CASE_IDS]
+    assert {False, True} == {c["answerable"] for c in cases}
+    assert sorted(p.relative_to(project / "sample_vault") for p in (project / "sample_vault").rglob("*.md")) == sorted(
+        p.relative_to(ROOT / "sample_vault") for p in (ROOT / "sample_vault").rglob("*.md")
+    )
+
+    monkeypatch.chdir(project)
+    res = CliRunner().invoke(app, ["run", "--quiet", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["aggregate_metrics"]["n_cases"] == len(STARTER_CASE_IDS)
+    assert out["aggregate_metrics"]["k"] == 5
+    assert (project / out["run_dir"] / "metrics.json").is_file()
+
+
+def test_init_refuses_to_overwrite_and_writes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "eval_set.jsonl").write_text("mine\n")
+    res = _init(tmp_path)
+    assert res.exit_code == 2
+    assert "eval_set.jsonl: exists already" in res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["eval_set.jsonl"]
+    assert (tmp_path / "eval_set.jsonl").read_text() == "mine\n"
+    # twice in a row: the second refuses, naming all three
+    other = tmp_path / "other"
+    assert _init(other).exit_code == 0
+    before = {p: p.read_bytes() for p in other.rglob("*") if p.is_file()}
+    res = _init(other)
+    assert res.exit_code == 2
+    assert all(name in res.output for name in ("evalkit.toml", "eval_set.jsonl", "sample_vault"))
+    assert {p: p.read_bytes() for p in other.rglob("*") if p.is_file()} == before
+
+
+def test_an_existing_gitignore_keeps_its_lines_and_gains_only_the_missing_ones(tmp_path: Path) -> None:
+    (tmp_path / ".gitignore").write_text("node_modules/\ncache/")  # no final newline
+    assert _init(tmp_path).exit_code == 0
+    lines = (tmp_path / ".gitignore").read_text().splitlines()
+    assert lines[:2] == ["node_modules/", "cache/"]
+    assert lines.count("cache/") == 1
+    assert set(GITIGNORE_LINES) <= set(lines)
+
+
+def test_the_starter_toml_lists_every_run_setting_commented_at_its_default() -> None:
+    text = project_config_text()
+    doc = tomllib.loads(text)
+    assert doc == {"run": {}, "eval_set": {}}  # everything is commented out
+    # uncommenting every `# name = value` line gives the defaults back
+    setting = re.compile(r"^# ([a-z_]+) = (?!.*not set by default)")
+    uncommented = "\n".join(
+        line[2:] if (m := setting.match(line)) and m.group(1) in RunSettings.model_fields else line
+        for line in text.splitlines()
+    )
+    run = tomllib.loads(uncommented)["run"]
+    assert RunSettings.model_validate(run) == RunSettings()
+    for name in ("eval_set", "vault", "api_url", "k", "judge_model", "concurrency", "baseline", "thresholds"):
+        assert f"# {name} = " in text, name
+    assert "# results_dir" not in text and "# run_id" not in text  # per-run, not project settings
+
+
+def test_run_table_sets_defaults_under_the_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _init(tmp_path).exit_code == 0
+    toml = tmp_path / "evalkit.toml"
+    toml.write_text(toml.read_text().replace("[run]\n", '[run]\nk = [3, 10]\nretrieval_only = true\n', 1))
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["run", "--quiet", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    config = json.loads((tmp_path / out["run_dir"] / "config.json").read_text())
+    assert config["settings"]["k"] == [3, 10] and config["settings"]["retrieval_only"] is True
+    res = CliRunner().invoke(app, ["run", "--quiet", "--json", "--k", "5"])  # the flag wins
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    config = json.loads((tmp_path / out["run_dir"] / "config.json").read_text())
+    assert config["settings"]["k"] == [5] and config["settings"]["retrieval_only"] is True
+
+
+def test_a_bad_run_table_names_the_file_and_every_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _init(tmp_path).exit_code == 0
+    toml = tmp_path / "evalkit.toml"
+    toml.write_text(toml.read_text().replace("[run]\n", '[run]\nkk = 3\nrun_id = "x"\nconcurrency = 0\n', 1))
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["run", "--quiet"])
+    assert res.exit_code == 2
+    assert "evalkit.toml: run.kk: unknown setting (did you mean k?)" in res.output
+    assert "evalkit.toml: run.run_id: names one run" in res.output
+    assert "evalkit.toml: run.concurrency: Input should be greater than or equal to 1" in res.output
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
+    toml.write_text("[run\n")
+    res = CliRunner().invoke(app, ["run", "--quiet"])
+    assert res.exit_code == 2 and "evalkit.toml: not valid TOML" in res.output
