@@ -7,7 +7,7 @@ It writes what a first `evalkit run` needs and nothing it would overwrite:
     sample_vault/     the sample notes those cases are about (the reference chatbot indexes them)
     .gitignore        the lines that keep note text out of git (appended to one that exists)
 
-The sample notes and cases ship inside the wheel (`evalkit/starter/`, copied there by
+The sample notes and cases ship inside the wheel (`evalkit/bundled/`, copied there by
 setup.py at build time); in a source checkout they are read from the repository itself.
 """
 
@@ -59,10 +59,10 @@ class InitResult:
 def bundled_root() -> Path:
     """The folder holding the bundled `sample_vault/` and `eval_set.jsonl`.
 
-    In an installed wheel that is `evalkit/starter/` (package data); in a source checkout
+    In an installed wheel that is `evalkit/bundled/` (package data); in a source checkout
     (or an editable install) it is the repository root, where the originals live.
     """
-    packaged = Path(str(resources.files("evalkit") / "starter"))
+    packaged = Path(str(resources.files("evalkit") / "bundled"))
     if (packaged / DEFAULT_EVAL_SET).is_file():
         return packaged
     checkout = Path(__file__).resolve().parents[1]
