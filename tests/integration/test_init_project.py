@@ -123,3 +123,9 @@ def test_a_bad_run_table_names_the_file_and_every_key(tmp_path: Path, monkeypatc
     toml.write_text("[run\n")
     res = CliRunner().invoke(app, ["run", "--quiet"])
     assert res.exit_code == 2 and "evalkit.toml: not valid TOML" in res.output
+
+
+def test_the_starter_ignores_what_this_repository_ignores() -> None:
+    # one list of what keeps note text out of git: the starter's lines are all in ours
+    ours = set((ROOT / ".gitignore").read_text().splitlines())
+    assert [line for line in GITIGNORE_LINES if not line.startswith("#") and line not in ours] == []
