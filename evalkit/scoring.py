@@ -43,7 +43,7 @@ from evalkit.metrics.keys import HEADLINE_AT_K, ir_measures_values
 from evalkit.metrics.batch import MRR_COLUMN, RECALL_ANY_COLUMN, RetrievalBatch
 from evalkit.metrics.retrieval import score_case_retrieval, validate_ks
 from evalkit.report.summary_md import WorstCases, retrieval_badness
-from evalkit.store import RunDir
+from evalkit.store import RunDir, merge_metrics
 from evalkit.summary import write_derived
 
 __all__ = [
@@ -151,9 +151,15 @@ def _short(version: str | None) -> str:
 
 
 def _labels(
-    run: RunDir, cfg: Mapping[str, Any], eval_set: str | Path | Sequence[str | Path] | None
+    run: RunDir,
+    cfg: Mapping[str, Any],
+    eval_set: str | Path | Sequence[str | Path] | None,
+    records_version: str | None = None,
 ) -> tuple[EvalSetSource, dict[str, str] | None]:
     """The label source, and id -> case (JSON) when the records' own cases cannot serve.
+
+    `records_version`: the dataset_version of the cases the records hold now (a re-scoring
+    with other labels rewrote them); when it is not the eval set's, its cases are read.
 
     Raises:
         InputError: the eval set config.json names is missing or changed (both hashes shown),
@@ -161,15 +167,8 @@ def _labels(
     """
     run_version = cfg.get("dataset_version")
     if eval_set is not None:
-        from evalkit.dataset import load_eval_set
-
         paths = [str(eval_set)] if isinstance(eval_set, str | Path) else [str(p) for p in eval_set]
-        loaded = load_eval_set(paths)
-        eval_version = loaded.version
-        # Compact: one JSON string per case, not a tree of dicts (100,000 cases: 66 MB). Not
-        # orjson.dumps: its over-allocated buffers, shrunk in place, left 7 KB per case.
-        cases = {c.id: c.model_dump_json() for c in loaded.cases}
-        del loaded
+        eval_version, cases = _read_cases(paths)
         return EvalSetSource(paths, eval_version, run_version, "--eval-set"), cases
 
     paths = [str(p) for p in ((cfg.get("eval_set") or {}).get("paths") or (cfg.get("settings") or {}).get("eval_set") or [])]
@@ -200,7 +199,20 @@ def _labels(
                 field="--eval-set",
             )
         )
-    return EvalSetSource(paths, version, run_version, "config.json"), None
+    source = EvalSetSource(paths, version, run_version, "config.json")
+    if records_version is not None and records_version != version:
+        return source, _read_cases(paths)[1]
+    return source, None
+
+
+def _read_cases(paths: list[str]) -> tuple[str, dict[str, str]]:
+    """(dataset_version, id -> case as JSON) of an eval set."""
+    from evalkit.dataset import load_eval_set
+
+    loaded = load_eval_set(paths)
+    # Compact: one JSON string per case, not a tree of dicts (100,000 cases: 66 MB). Not
+    # orjson.dumps: its over-allocated buffers, shrunk in place, left 7 KB per case.
+    return loaded.version, {c.id: c.model_dump_json() for c in loaded.cases}
 
 
 class _Cases:
@@ -371,8 +383,15 @@ class RetrievalScoring:
     n_cut_chunks: int = 0
     n_references_dropped: int = 0
     processes: int = 1
+    case_sensitive: bool = True
+    results_rewritten: bool = False
     warnings: list[str] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
+
+    def per_case(self) -> dict[str, Any]:
+        """What the per-case `retrieval_metrics` in results.jsonl are now computed with."""
+        return per_case_identity(self.ks, self.require_snippets, self.case_sensitive, self.eval_set.version,
+                                 self.snippets_on_cut_text)
 
     def provenance(self) -> dict[str, Any]:
         """metrics.json's `retrieval_scoring`: what the retrieval numbers were computed with."""
@@ -380,10 +399,13 @@ class RetrievalScoring:
             "scored_at": _now(),
             "ks": list(self.ks),
             "require_snippets": self.require_snippets,
+            "case_sensitive": self.case_sensitive,
             "snippets_on_cut_text": self.snippets_on_cut_text,
             "eval_set": self.eval_set.to_json(),
             "n_records": self.n_records,
             "n_regrouped": self.n_regrouped,
+            "per_case": self.per_case(),
+            "results_rewritten": self.results_rewritten,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -393,6 +415,28 @@ class RetrievalScoring:
             **_scoring_json(self, "retrieval_scoring", (*RETRIEVAL_KEYS, *_RETRIEVAL_EXTRA)),
             "ir_measures": ir_measures_values(agg.get("at_k")),  # the @K values by ir_measures name
         }
+
+
+def per_case_identity(
+    ks: Sequence[int], require_snippets: bool, case_sensitive: bool, dataset_version: str | None, cut_text: bool
+) -> dict[str, Any]:
+    """Everything a record's `retrieval_metrics` depends on besides the record itself."""
+    return {
+        "ks": [int(k) for k in ks],
+        "require_snippets": bool(require_snippets),
+        "case_sensitive": bool(case_sensitive),
+        "dataset_version": dataset_version,
+        "snippets_on_cut_text": bool(cut_text),
+    }
+
+
+def _stored_per_case(old: Mapping[str, Any] | None, cfg: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """What the per-case values in results.jsonl were computed with: the last re-scoring's
+    record of it, else run_eval's own settings (it scores case-sensitively, on full text)."""
+    last = ((old or {}).get("retrieval_scoring") or {}).get("per_case")
+    if isinstance(last, Mapping):
+        return dict(last)
+    return per_case_identity(settings["k"], bool(settings.get("require_snippets")), True, cfg.get("dataset_version"), False)
 
 
 def _scoring_json(result: Any, provenance: str, keys: Sequence[str]) -> dict[str, Any]:
@@ -685,7 +729,11 @@ def score_retrieval(
     metrics"), then aggregated by `aggregate_records`, overall and by group. The retrieval
     keys of every cell (`recall_at_k_avg` ... `recency_pass_rate`, `at_k`, `n_unlabeled`, `k`
     and their n), `ks` and `retrieval_scoring` are replaced; the rest of metrics.json stays.
-    results.jsonl is not rewritten: its per-case `retrieval_metrics` stay as run_eval wrote them.
+    When anything the per-case values depend on changed (K, snippets, case sensitivity,
+    the labels' dataset_version, cut text), results.jsonl is rewritten in the same update as
+    metrics.json (`RunDir.write_together`): each record gets the labels scored (`case`) and
+    its new `retrieval_metrics`, so results.jsonl, results.json, metrics.json and compare_runs
+    say the same. Otherwise the stored per-case values are already these and stay.
 
     Args:
         run_id: the run (a folder name under `results_dir`), or an open RunDir.
@@ -731,9 +779,9 @@ def score_retrieval(
                 field="--require-snippets",
             )
         )
-    source, given_cases = _labels(run, cfg, eval_set)
-    folder_mode = settings.get("folder_mode")
     old = run.read_metrics()
+    source, given_cases = _labels(run, cfg, eval_set, _stored_per_case(old, cfg, settings).get("dataset_version"))
+    folder_mode = settings.get("folder_mode")
     cases = _Cases(given_cases)
     counts = {"records": 0, "cut_chunks": 0, "refs_dropped": 0}
     # Only the retrieval keys are written unless metrics.json is missing or cases change
@@ -767,6 +815,7 @@ def score_retrieval(
         n_cut_chunks=counts["cut_chunks"],
         n_references_dropped=counts["refs_dropped"],
         processes=part.processes,
+        case_sensitive=case_sensitive,
     )
     whole = old is None or part.regrouped > 0
     if part.regrouped:
@@ -788,10 +837,42 @@ def score_retrieval(
     patch["ks"] = list(ks)
     if part.trials is not None:
         patch["trials"] = part.trials.result()
+    # The per-case values must say what metrics.json says (compare_runs pairs them; results.json
+    # shows them; a later judge_answers aggregates them): when anything they depend on changed,
+    # results.jsonl is rewritten with them, together with metrics.json.
+    result.results_rewritten = result.per_case() != _stored_per_case(old, cfg, settings)
     patch["retrieval_scoring"] = {**result.provenance(), "warnings": list(result.warnings)}
-    result.metrics = run.update_metrics(patch)
+    if result.results_rewritten:
+        metrics = merge_metrics(run.read_metrics() or {}, patch)
+        run.write_together(results=_rescored_records(job), metrics=metrics)
+        result.metrics = metrics
+    else:
+        result.metrics = run.update_metrics(patch)
     result.metrics = dict(write_derived(run, result.metrics, part.worst) or result.metrics)
     return result
+
+
+def _rescored_records(job: _RescoreJob) -> Iterator[dict[str, Any]]:
+    """results.jsonl's records in file order, each with its case (the labels scored) and its
+    `retrieval_metrics` computed as `_rescore_part` computed them (the kernels' own floats)."""
+    cases = _Cases(job.given_cases)
+    for line, rec in enumerate(job.run.iter_results(), start=1):
+        case = cases.of(rec, line, job.run.results_path)
+        if case is None:  # pragma: no cover - score_retrieval stopped on missing cases before
+            yield rec
+            continue
+        rec["case"] = case
+        rec["retrieval_metrics"] = score_case_retrieval(
+            case,
+            rec.get("retrieved_chunks") or [],
+            rec.get("references") or [],
+            rec.get("folder_selection"),
+            job.folder_mode,
+            job.ks,
+            require_snippets=job.snippets,
+            case_sensitive=job.case_sensitive,
+        )
+        yield rec
 
 
 # --------------------------------------------------------------------------- abstention
@@ -825,6 +906,7 @@ class AbstentionScoring:
     n_changed: int = 0
     n_regrouped: int = 0
     judge: dict[str, Any] | None = None
+    results_rewritten: bool = False
     warnings: list[str] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
 
@@ -840,6 +922,7 @@ class AbstentionScoring:
             "n_classifier_failures": self.n_classifier_failures,
             "n_changed": self.n_changed,
             "n_regrouped": self.n_regrouped,
+            "results_rewritten": self.results_rewritten,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -909,9 +992,13 @@ def score_abstention(
 
     With `classifier`, answers the target gave no `abstained` for are classified again
     first (the judge's fallback, EVAL.md "Abstention classifier"): "heuristic" (refusal
-    phrases, offline) or "llm" (the judge `judge_settings` describe). The new decisions are
-    used for the metrics only: results.jsonl is not rewritten (judge_answers re-judges
-    and stores them).
+    phrases, offline) or "llm" (the judge `judge_settings` describe).
+
+    What it re-scores per case goes back into results.jsonl in the same update as
+    metrics.json (`RunDir.write_together`): the new decisions with a classifier; with labels
+    other than those the per-case values were scored with, each record's case, its
+    retrieval_metrics (re-scored as the last scoring did) and abstention, and then the whole
+    aggregate is recomputed. Otherwise results.jsonl stays as it is.
 
     Args:
         run_id: the run, or an open RunDir.
@@ -933,16 +1020,19 @@ def score_abstention(
     run = run_id if isinstance(run_id, RunDir) else RunDir.open(Path(results_dir), run_id)
     cfg = run.read_config()
     settings = _run_settings(run, cfg)
-    source, given_cases = _labels(run, cfg, eval_set)
-    judge = _build_classifier(classifier, judge_settings)
     old = run.read_metrics()
+    per_case = _stored_per_case(old, cfg, settings)
+    source, given_cases = _labels(run, cfg, eval_set, per_case.get("dataset_version"))
+    judge = _build_classifier(classifier, judge_settings)
     cases = _Cases(given_cases)
     tally = {"records": 0, "classified": 0, "failed": 0, "changed": 0}
-    # New labels may move cases between groups (answerable flips do): then the whole
-    # aggregate is rewritten, so retrieval is re-scored too, as score_retrieval last did.
-    last = ((old or {}).get("retrieval_scoring") or {}) if given_cases is not None else {}
-    ks = list(last.get("ks") or (old or {}).get("ks") or settings["k"])
-    snippets = bool(last.get("require_snippets", settings.get("require_snippets")))
+    # Labels other than those the per-case values were scored with: retrieval is re-scored
+    # per case too, as the last scoring did it (K, snippets, case rule), the whole aggregate
+    # recomputed, and results.jsonl rewritten with both, so every reader sees the new labels.
+    relabelled = given_cases is not None and source.version != per_case.get("dataset_version")
+    ks = list((old or {}).get("ks") or per_case["ks"])
+    snippets = bool(per_case.get("require_snippets"))
+    case_sensitive = bool(per_case.get("case_sensitive", True))
 
     def labelled() -> Iterator[dict[str, Any]]:
         results_path = run.results_path
@@ -951,10 +1041,10 @@ def score_abstention(
             if case is None:
                 continue
             rec["case"] = case
-            if given_cases is not None:
+            if relabelled:
                 rec["retrieval_metrics"] = score_case_retrieval(
                     case, rec.get("retrieved_chunks") or [], rec.get("references") or [], rec.get("folder_selection"),
-                    settings.get("folder_mode"), ks, require_snippets=snippets,
+                    settings.get("folder_mode"), ks, require_snippets=snippets, case_sensitive=case_sensitive,
                 )
             answerable = case.get("answerable", True) is not False
             abst = rec.get("abstention")
@@ -999,25 +1089,63 @@ def score_abstention(
             trials.add(rec)
             yield rec
 
-    with _fewer_collections():
-        body = aggregate_records(watched(), ks=ks, suite_ms=recorded_suite_ms(old))
-    if cases.missing:
-        raise _missing_problem(cases.missing, source)
-    result = AbstentionScoring(
-        run_id=run.run_id,
-        run_dir=run.path,
-        eval_set=source,
-        classifier=classifier,
-        n_records=tally["records"],
-        n_classified=tally["classified"],
-        n_classifier_failures=tally["failed"],
-        n_changed=tally["changed"],
-        n_regrouped=cases.regrouped,
-        judge=judge.describe() if judge is not None else None,
-    )
-    if cases.regrouped:
+    # The per-case values this re-scores go back into results.jsonl, in the same update as
+    # metrics.json: new labels (case, retrieval_metrics, abstention) or new decisions.
+    rewrite = relabelled or classifier is not None
+    result = AbstentionScoring(run_id=run.run_id, run_dir=run.path, eval_set=source, classifier=classifier,
+                               n_records=0, results_rewritten=rewrite,
+                               judge=judge.describe() if judge is not None else None)
+
+    def finish(body: dict[str, Any]) -> dict[str, Any]:
+        """The metrics.json patch, once every record went through."""
+        if cases.missing:
+            raise _missing_problem(cases.missing, source)
+        return _abstention_patch(result, body, old, ks, trials, tally, cases.regrouped, relabelled, per_case)
+
+    if rewrite:
+        table = RecordTable(ks)
+
+        def rows() -> Iterator[dict[str, Any]]:
+            for rec in watched():
+                table.add_record(rec)
+                yield rec
+
+        def metrics_after() -> dict[str, Any]:
+            patch = finish(table.result(suite_ms=recorded_suite_ms(old)))
+            return merge_metrics(run.read_metrics() or {}, patch)
+
+        with _fewer_collections():
+            run.write_together(results=rows(), metrics=metrics_after)
+        result.metrics = run.read_metrics() or {}
+    else:
+        with _fewer_collections():
+            body = aggregate_records(watched(), ks=ks, suite_ms=recorded_suite_ms(old))
+        result.metrics = run.update_metrics(finish(body))
+    result.metrics = dict(write_derived(run, result.metrics, worst) or result.metrics)
+    return result
+
+
+def _abstention_patch(
+    result: AbstentionScoring,
+    body: dict[str, Any],
+    old: Mapping[str, Any] | None,
+    ks: list[int],
+    trials: TrialStats,
+    tally: Mapping[str, int],
+    regrouped: int,
+    relabelled: bool,
+    per_case: Mapping[str, Any],
+) -> dict[str, Any]:
+    """score_abstention's metrics.json patch; fills `result` in (counts, warnings, provenance)."""
+    classifier = result.classifier
+    result.n_records = tally["records"]
+    result.n_classified = tally["classified"]
+    result.n_classifier_failures = tally["failed"]
+    result.n_changed = tally["changed"]
+    result.n_regrouped = regrouped
+    if regrouped:
         result.warnings.append(
-            f"{cases.regrouped} case(s) changed answerable, tags, category, difficulty, domain or language in the eval set: "
+            f"{regrouped} case(s) changed answerable, tags, category, difficulty, domain or language in the eval set: "
             "every aggregate of metrics.json (retrieval and judges too) was recomputed with the new labels"
         )
     if tally["failed"]:
@@ -1026,10 +1154,11 @@ def score_abstention(
         )
     if classifier is not None and tally["changed"]:
         result.warnings.append(
-            f"{tally['changed']} answer(s) were classified differently from results.jsonl; metrics.json uses the new "
-            "decisions, results.jsonl keeps the old ones (judge_answers.py re-judges and stores them)"
+            f"{tally['changed']} answer(s) were classified differently from before; results.jsonl and metrics.json "
+            "now hold the new decisions"
         )
-    whole = old is None or cases.regrouped > 0
+    # New labels re-scored every per-case value: the whole aggregate follows them.
+    whole = old is None or regrouped > 0 or relabelled
     patch = _patch(old, body, ABSTENTION_KEYS, _ABSTENTION_EXTRA, whole=whole)
     if whole:
         patch["ks"] = ks
@@ -1037,9 +1166,11 @@ def score_abstention(
     if trial_block is not None:
         patch["trials"] = trial_block
     patch["abstention_scoring"] = {**result.provenance(), "warnings": list(result.warnings)}
-    result.metrics = run.update_metrics(patch)
-    result.metrics = dict(write_derived(run, result.metrics, worst) or result.metrics)
-    return result
+    if relabelled:
+        # What the per-case retrieval values are now scored with (score_retrieval reads it).
+        last = dict((old or {}).get("retrieval_scoring") or {})
+        patch["retrieval_scoring"] = {**last, "per_case": {**per_case, "dataset_version": result.eval_set.version}}
+    return patch
 
 
 def _build_classifier(classifier: str | None, judge_settings: Any) -> Any:

@@ -24,7 +24,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from pathlib import Path
@@ -388,10 +388,14 @@ class RunDir:
         self,
         *,
         results: Iterable[Mapping[str, Any]] | None = None,
-        metrics: Mapping[str, Any] | None = None,
+        metrics: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
         config: Mapping[str, Any] | None = None,
     ) -> None:
         """Replace results.jsonl, metrics.json and config.json (those given) as one update.
+
+        `metrics` may be a function, called once results.jsonl is staged: a re-scoring that
+        aggregates the records as they stream into the new file computes metrics.json from
+        the same pass. Whatever it raises stops the update with nothing committed.
 
         Each is written to `.<name>.new` and fsynced; then the `.commit` marker naming them
         is written; then they are renamed in RUN_FILES order and the marker removed. Killed
@@ -413,7 +417,8 @@ class RunDir:
                             for record in payloads[name]:
                                 f.write(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
                         elif name == METRICS_FILE:
-                            f.write(dumps_metrics(payloads[name]) + b"\n")
+                            value = payloads[name]
+                            f.write(dumps_metrics(value() if callable(value) else value) + b"\n")
                         else:
                             f.write(orjson.dumps(payloads[name], option=_JSON_OPTS) + b"\n")
                         f.flush()

@@ -335,7 +335,9 @@ async def judge_run_async(
         JudgeConfigError: the judge cannot be built or the provider refused the key/model.
     """
     cfg = run.read_config()
-    ks = ks_from_config(cfg)
+    # The cut-offs the per-case retrieval values hold now: a score_retrieval at other K
+    # rewrote them (and metrics.json's `ks`); aggregating at the run's own K would undo it.
+    ks = [int(k) for k in ((run.read_metrics() or {}).get("ks") or ks_from_config(cfg))]
     runner = build_judge_runner(settings)
     warnings: list[str] = []
     try:

@@ -102,7 +102,13 @@ def print_retrieval_scoring(result: Any, console: Console | None = None) -> None
         f"[dim]{label}; {result.n_records} cases{procs}; {snippets if result.require_snippets else 'snippets not required'}[/dim]"
     )
     _warnings(console, result.warnings)
-    console.print(f"metrics.json updated: [bold]{escape(str(result.run_dir / 'metrics.json'))}[/bold]")
+    if getattr(result, "results_rewritten", False):
+        console.print(
+            f"metrics.json and the per-case values in results.jsonl updated together: "
+            f"[bold]{escape(str(result.run_dir))}[/bold]"
+        )
+    else:
+        console.print(f"metrics.json updated: [bold]{escape(str(result.run_dir / 'metrics.json'))}[/bold]")
 
 
 def abstention_tables(metrics: Mapping[str, Any]) -> tuple[Table, Table]:

@@ -291,9 +291,13 @@ def test_abstention_heuristic_classifier_by_hand(run) -> None:
     assert agg["abstention_f1"] == 2 * p * r / (p + r) and agg["abstention_decision_accuracy"] == (2 + 3) / 8
     assert res.metrics["by_category"]["general"]["abstention_accuracy"] == 1.0  # q7
     assert res.metrics["abstention_scoring"]["classifier"] == "heuristic"
-    # results.jsonl keeps what the run stored
+    # results.jsonl holds the same new decisions (issue 25: one truth per number), marked as the classifier's
     recs = [orjson.loads(x) for x in (results_dir / run_id / "results.jsonl").read_bytes().splitlines()]
-    assert [r["abstention"]["abstained"] for r in recs][5:] == [None, None, None]
+    assert [r["abstention"]["abstained"] for r in recs][5:] == [True, True, False]
+    assert {r["abstention"]["method"] for r in recs[5:]} == {"heuristic"}
+    assert res.results_rewritten and res.metrics["abstention_scoring"]["results_rewritten"] is True
+    # the target's own decisions stay as they were
+    assert all(r["abstention"].get("method") != "heuristic" for r in recs[:5])
 
 
 def test_abstention_relabelled_answerable(run) -> None:
@@ -329,7 +333,11 @@ def test_cli_score_retrieval(run) -> None:
     results_dir, run_id, _ = run
     res = CliRunner().invoke(app, ["--run-id", run_id, "--results-dir", str(results_dir), "--k", "1", "--k", "3"])
     assert res.exit_code == 0, res.output
-    assert "by category" in res.stdout and "factual" in res.stdout and "metrics.json updated" in res.stdout
+    # other K: the per-case values are rewritten with metrics.json, and the output says so
+    assert "by category" in res.stdout and "factual" in res.stdout
+    assert "metrics.json and the per-case values in results.jsonl updated together" in res.stdout
+    res = CliRunner().invoke(app, ["--run-id", run_id, "--results-dir", str(results_dir), "--k", "1", "--k", "3"])
+    assert "metrics.json updated" in res.stdout  # the same again: nothing per case to rewrite
     res = CliRunner().invoke(app, ["--run-id", run_id, "--results-dir", str(results_dir), "--k", "4"])
     assert res.exit_code == 2
     assert res.stderr.strip().splitlines() == [
