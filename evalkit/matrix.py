@@ -357,7 +357,7 @@ def _row(preset: Preset, result: Any, metric: str) -> MatrixRow:
 def _pair(comparison: Any, key: tuple[str, int | None]) -> dict[str, Any]:
     for row in comparison.deltas:
         if row.scope == "overall" and (row.metric, row.k) == key:
-            return {"delta": row.delta, "ci95": row.ci95, "p_adjusted": row.p_adjusted, "significant": bool(row.significant),
+            return {"delta": row.reported_delta, "ci95": row.ci95, "p_adjusted": row.p_adjusted, "significant": bool(row.significant),
                     "a": row.a, "b": row.b, "note": row.note}
     return {"delta": None, "ci95": None, "p_adjusted": None, "significant": False, "a": None, "b": None, "note": "not measured"}
 

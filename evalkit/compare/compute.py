@@ -305,12 +305,19 @@ def _delta_rows(
                 continue
             direction = "lower_is_better" if name in _LOWER_IS_BETTER else "higher_is_better" if name in _HIGHER_IS_BETTER else None
             delta = None if va is None or vb is None else vb - va
-            change = None
-            if delta is not None and direction is not None:
-                change = "unchanged" if abs(delta) <= _EPS else ("better" if (delta > 0) == (direction == "higher_is_better") else "worse")
+            change = change_of(delta, direction)
             rows.append(DeltaRow(metric=name, ir_measure=ir_measure_name(name, k), scope=scope, k=k, a=va, b=vb, delta=delta, n_a=na, n_b=nb, n=None,
                                  direction=direction, change=change))
     return rows
+
+
+def change_of(delta: float | None, direction: str | None) -> str | None:
+    """better / worse / unchanged: the sign of `delta` read with the metric's direction."""
+    if delta is None or direction is None:
+        return None
+    if abs(delta) <= _EPS:
+        return "unchanged"
+    return "better" if (delta > 0) == (direction == "higher_is_better") else "worse"
 
 
 def _mark_not_comparable(rows: list[DeltaRow], not_comparable: list[NotComparable]) -> None:
@@ -363,6 +370,8 @@ def _test_rows(
         if result.n:
             lo, hi = result.ci
             row.paired_delta = None if result.delta is None else sign * result.delta + 0.0
+            if row.paired_delta is not None:  # the change every report shows follows the Δ it shows
+                row.change = change_of(row.paired_delta, row.direction)
             row.ci95 = [lo, hi] if sign > 0 else [None if hi is None else -hi + 0.0, None if lo is None else -lo + 0.0]
             row.p_value = None if result.p_value is None else float(result.p_value)
             row.p_exact = result.p_exact

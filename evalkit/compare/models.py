@@ -89,9 +89,17 @@ class DeltaRow(BaseModel):
     in_family: bool = Field(False, description="counted in the multiple-testing family")
     significant: bool = Field(False, description="p_adjusted <= alpha")
     direction: Direction | None = Field(None, description="which way is better; null when neither is")
-    change: Literal["better", "worse", "unchanged"] | None = Field(None, description="the sign of delta read with direction")
+    change: Literal["better", "worse", "unchanged"] | None = Field(
+        None, description="the sign of the reported delta (paired_delta where there is a paired test, else delta) read with direction"
+    )
     comparable: bool = Field(True, description="false when an ignored invariant makes this number meaningless")
     note: str | None = Field(None, description='why not significant ("not distinguishable from noise at n=51", ...)')
+
+    @property
+    def reported_delta(self) -> float | None:
+        """The Δ every report shows: the paired mean difference where there is a paired test
+        (what ci95 and p are about), else b - a of the aggregates."""
+        return self.paired_delta if self.paired_delta is not None else self.delta
 
 
 class ChunkRef(BaseModel):
@@ -237,3 +245,14 @@ class Comparison(BaseModel):
     def significant_deltas(self) -> list[DeltaRow]:
         """Rows significant after correction, in report order."""
         return [row for row in self.deltas if row.significant]
+
+    @property
+    def identical(self) -> bool:
+        """Both runs have per-case results and score the same: no paired case changed on any
+        metric, no case flipped, and every delta row is 0 (or measured by neither run)."""
+        if not self.flips.available or self.flips.regressions or self.flips.improvements or not self.n.get("paired"):
+            return False
+        tested = [row for row in self.deltas if row.n]
+        return bool(tested) and all(not row.n_changed for row in tested) and all(
+            row.reported_delta is None or abs(row.reported_delta) <= 1e-12 for row in self.deltas
+        )

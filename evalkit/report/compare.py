@@ -90,6 +90,13 @@ def _headline(c: Comparison) -> str:
     return f"gate failed ({g.mode}){', allowed by --allow-regressions' if g.allowed else ''}"
 
 
+# What Δ is, in every format (terminal, markdown, HTML): one number, said once.
+DELTA_LEGEND = (
+    "Δ: the mean paired difference b − a over the cases both runs scored (what the 95% CI and p are about); "
+    "a and b: each run's metrics.json value. Without per-case results on both sides, Δ is b − a."
+)
+
+
 def _method(c: Comparison) -> str:
     s = c.stats
     name = "Holm" if s.correction == "holm" else "Benjamini-Hochberg"
@@ -104,6 +111,8 @@ def _no_significance(c: Comparison) -> str:
     name = "Holm" if c.stats.correction == "holm" else "Benjamini-Hochberg"
     if not c.flips.available:
         return "No paired test: one side has no per-case results."
+    if c.identical:
+        return f"Nothing changed: every metric has the same value in both runs on each of the {c.n['paired']} paired cases."
     if c.stats.family_size == 0:
         return (
             f"No change could be tested: every metric changed on too few cases to reach p ≤ {c.stats.alpha:g}; "
@@ -116,7 +125,7 @@ def _no_significance(c: Comparison) -> str:
 
 
 def _nonzero(row: DeltaRow) -> bool:
-    return row.delta is not None and abs(row.delta) > 1e-12
+    return row.reported_delta is not None and abs(row.reported_delta) > 1e-12
 
 
 def _short_verdict(row: DeltaRow) -> str:
@@ -201,7 +210,7 @@ def _md_delta_rows(rows: list[DeltaRow], *, scope: bool) -> list[str]:
     for r in rows:
         body.append([
             _md(_label(r)), *([_md(r.scope)] if scope else []), f"{_num(r.a)} ({r.n_a})", f"{_num(r.b)} ({r.n_b})",
-            _signed(r.delta), _ci(r), _p(r.p_value), _p(r.p_adjusted), _md(_verdict(r)),
+            _signed(r.reported_delta), _ci(r), _p(r.p_value), _p(r.p_adjusted), _md(_verdict(r)),
         ])
     return _md_table(header, body, "-" + ("-" if scope else "") + "rrr-rr-")
 
@@ -239,7 +248,7 @@ def render_markdown(c: Comparison) -> str:
     """
     out = [f"### {'✅' if c.gate.passed else '❌'} evalkit compare: {_headline(c)}", ""]
     out.append(f"`{_md(c.run_id_1)}` (a, baseline) → `{_md(c.run_id_2)}` (b)")
-    out += ["", _md(_method(c))]
+    out += ["", _md(_method(c)), "", _md(DELTA_LEGEND)]
     if c.gate.failures:
         out += ["", "**Gate failures**", ""] + [f"- {_md(f)}" for f in c.gate.failures]
     if c.gate.not_significant:
@@ -361,7 +370,7 @@ def _delta_table(title: str, rows: list[DeltaRow], *, scope: bool) -> Table:
         if scope:
             label.append(f" · {r.scope}", style="dim")
         table.add_row(
-            label, _num(r.a), _num(r.b), Text(_signed(r.delta), style=style), _ci(r), _p(r.p_adjusted), f"{r.n_a}/{r.n_b}",
+            label, _num(r.a), _num(r.b), Text(_signed(r.reported_delta), style=style), _ci(r), _p(r.p_adjusted), f"{r.n_a}/{r.n_b}",
             Text(_short_verdict(r), style=style or "dim"),
         )
     return table
@@ -436,6 +445,7 @@ def print_comparison(c: Comparison, console: Console | None = None, *, max_flips
     console.print()
     console.print(_delta_table("Overall", [r for r in c.deltas if r.scope == "overall"], scope=False))
     name = "Holm" if c.stats.correction == "holm" else "Benjamini-Hochberg"
+    console.print(Text(DELTA_LEGEND, style="dim"))
     console.print(Text(
         f"p adj.: {name} over the {c.stats.family_size} test(s) that could reach α; n = paired cases. "
         "'k changed: too few': only k paired cases differ, so no p-value could reach α. 'no change': no paired case differs.",

@@ -35,7 +35,7 @@ def test_the_view_reads_every_number_off_the_comparison(ab):
     # every delta row, in the model's order, with its numbers untouched
     assert [(r["metric"], r["scope"], r["k"]) for r in view["deltas"]["rows"]] == [(r.metric, r.scope, r.k) for r in c.deltas]
     for shown, row in zip(view["deltas"]["rows"], c.deltas):
-        assert (shown["a"], shown["b"], shown["delta"], shown["p_adjusted"]) == (row.a, row.b, row.delta, row.p_adjusted)
+        assert (shown["a"], shown["b"], shown["delta"], shown["p_adjusted"]) == (row.a, row.b, row.reported_delta, row.p_adjusted)
         assert [shown["ci_lo"], shown["ci_hi"]] == (row.ci95 or [None, None])
     sig, _ = _distinct(c.significant_deltas())
     assert [r["label"] for r in view["significant"]["rows"]] == [r.metric + (f"@{r.k}" if r.k else "") for r in sig]
@@ -49,7 +49,7 @@ def test_the_view_reads_every_number_off_the_comparison(ab):
     assert [row["domain"] for row in view["domains"]["rows"]] == ["work"]
     assert view["domains"]["columns"][0] == "recall_any@5"
     work_recall = next(r for r in c.deltas if r.scope == "domain:work" and r.metric == "recall_any" and r.k == 5)
-    assert view["domains"]["rows"][0]["cells"][0]["delta"] == work_recall.delta
+    assert view["domains"]["rows"][0]["cells"][0]["delta"] == work_recall.reported_delta
 
 
 def test_intervals_are_the_paired_mean_and_its_bootstrap_interval(ab):

@@ -23,6 +23,7 @@ from urllib.parse import quote
 from evalkit.compare.compute import IncomparableRuns, compare_runs
 from evalkit.compare.models import ChunkRef, Comparison, DeltaRow, Flip
 from evalkit.report.compare import (
+    DELTA_LEGEND,
     _by_case,
     _chunk,
     _distinct,
@@ -98,7 +99,7 @@ def _row(r: DeltaRow) -> dict[str, Any]:
         "grouping": _grouping(r.scope),
         "a": r.a,
         "b": r.b,
-        "delta": r.delta,
+        "delta": r.reported_delta,  # the Δ every format shows (DeltaRow.reported_delta)
         "paired_delta": r.paired_delta,
         "ci_lo": lo,
         "ci_hi": hi,
@@ -229,6 +230,7 @@ def compare_view(comparison: Comparison, *, refused: bool = False, output_dir: P
             "skipped": [f"{s.get('metric')}: {s.get('reason')}" for s in c.gate.skipped],
         },
         "method": _method(c),
+        "delta_legend": DELTA_LEGEND,
         "invariants": {
             "ok": c.invariants.ok,
             "refused": refused,
