@@ -128,6 +128,8 @@ class RunSettings(BaseModel):
     no_probe: bool = False
     allow_regressions: bool = False
     ignore_invariants: bool = False
+    # Issue 25: a --baseline gate that could not compare Recall@K or MRR@K fails unless this.
+    allow_missing_metrics: bool = False
     require_snippets: bool = False
     quiet: bool = False
     json_output: bool = False

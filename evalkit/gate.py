@@ -17,9 +17,13 @@ Every threshold is an absolute change on the metric's own scale:
 | hallucination_rate_unanswerable  | new > baseline + threshold  | --regression-threshold-hallucination    | 0.05    |
 | false_abstention_rate            | new > baseline + threshold  | --regression-threshold-false-abstention | 0.05    |
 
-A metric that either run did not compute (null, e.g. groundedness of a retrieval-only run,
-scope miss with folder_mode off), or that the baseline did not measure at the new run's
-primary K, is skipped and listed with the reason, never counted as 0. Groundedness and
+Recall@K and MRR@K are compared at one K both runs measured (`comparison_k`: the
+baseline's primary K first). A metric that either run did not compute (null, e.g.
+groundedness of a retrieval-only run, scope miss with folder_mode off), or a retrieval
+metric when the runs share no K, is skipped and listed with the reason, never counted as 0;
+a skipped Recall@K or MRR@K fails the gate unless `allow_missing_metrics`. Runs that asked
+their target for different K keep retrieval comparable at a shared K, but their answer
+metrics (ANSWER_METRICS: what the answerer saw changed) are skipped with that reason. Groundedness and
 correctness are also skipped when one run was judged by the offline heuristic and the
 other by an LLM (their scales are not comparable) unless mixed judges are allowed.
 
@@ -103,6 +107,16 @@ _GATED: tuple[tuple[str, str | None, str, str], ...] = (
 )
 # Judge scores on the heuristic's scale and an LLM's are not comparable.
 _JUDGED = frozenset({"groundedness_avg", "correctness_avg"})
+# The gated metrics a gate must compare: without them it cannot say retrieval held.
+HEADLINE_GATED = ("recall_at_k_avg", "mrr_avg")
+# What depends on the chunks the answerer was given, i.e. on how many the target was asked
+# for: not comparable between runs that asked for different K (retrieval at a K both
+# measured still is: the top K of a deeper list is the same list).
+ANSWER_METRICS: tuple[str, ...] = (
+    "groundedness_avg", "correctness_avg", "answer_quality_avg", "attribution_hit_rate", "abstention_accuracy",
+    "hallucination_rate_unanswerable", "false_abstention_rate", "abstention_precision", "abstention_f1",
+    "abstention_decision_accuracy", "latency",
+)
 
 
 def gated_metrics() -> list[str]:
@@ -142,6 +156,44 @@ def _value(agg: Mapping[str, Any], key: str, at_k_key: str | None, k: str | None
     return _number(agg.get(key)) if _primary_k(agg) == k else None
 
 
+def _measured_ks(agg: Mapping[str, Any]) -> list[str]:
+    """The K a run has numbers for, primary first."""
+    out = [k for k in (agg.get("at_k") or {}) if isinstance(k, str)]
+    primary = _primary_k(agg)
+    if primary is not None:
+        out = [primary, *[k for k in out if k != primary]]
+    return out
+
+
+def comparison_k(baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any]) -> str | None:
+    """The K at which the gate compares Recall@K and MRR@K: the baseline's primary K when the
+    new run measured it too, else the new run's primary K when the baseline measured it, else
+    the first other K both measured; None when they share no K."""
+    base, new = _measured_ks(_aggregate(baseline_metrics)), _measured_ks(_aggregate(new_metrics))
+    for k in (base[:1] + new[:1] + new[1:]):
+        if k in base and k in new:
+            return k
+    return None
+
+
+def asked_k_of(metrics: Mapping[str, Any]) -> int | None:
+    """How many chunks a run asked its target for: `invariants.asked_k` (run_eval records it),
+    else the largest K of metrics.json's `ks` (a re-score to smaller K would hide a deeper ask)."""
+    inv = metrics.get("invariants") if isinstance(metrics.get("invariants"), Mapping) else {}
+    asked = inv.get("asked_k")
+    if isinstance(asked, int) and not isinstance(asked, bool):
+        return asked
+    ks = [k for k in metrics.get("ks") or [] if isinstance(k, int) and not isinstance(k, bool)]
+    return max(ks) if ks else None
+
+
+def asked_k_difference(asked_baseline: int | None, asked_new: int | None) -> str | None:
+    """The reason the answer metrics are not comparable, when the runs asked for different K."""
+    if asked_baseline is None or asked_new is None or asked_baseline == asked_new:
+        return None
+    return f"K differs: the target was asked for {asked_baseline} vs {asked_new} chunks"
+
+
 def _judge_is_heuristic(agg: Mapping[str, Any]) -> bool | None:
     judge = agg.get("judge")
     return bool(judge.get("heuristic")) if isinstance(judge, Mapping) else None
@@ -154,9 +206,15 @@ def _judge_is_mixed(agg: Mapping[str, Any]) -> bool:
 
 def _skip_reason(
     base: Mapping[str, Any], new: Mapping[str, Any], key: str, at_k_key: str | None, k: str | None,
-    allow_mixed_judges: bool,
+    allow_mixed_judges: bool, not_comparable: str | None = None,
 ) -> str | None:
     """Why a gated metric cannot be compared, or None when it can."""
+    if not_comparable is not None and key in ANSWER_METRICS:
+        return not_comparable
+    if at_k_key is not None and k is None:
+        kb, kn = _measured_ks(base), _measured_ks(new)
+        return (f"no K measured by both runs (baseline K={', '.join(kb) or '?'}, new run K={', '.join(kn) or '?'}); "
+                "re-score one with score_retrieval --k")
     if key in _JUDGED and not allow_mixed_judges:
         hb, hn = _judge_is_heuristic(base), _judge_is_heuristic(new)
         if hb is not None and hn is not None and hb != hn:
@@ -236,24 +294,26 @@ def check_regressions(
     thresholds: Thresholds | None = None,
     *,
     allow_mixed_judges: bool = False,
+    not_comparable: str | None = None,
 ) -> list[Regression]:
-    """Compare two runs' headline metrics.
+    """Compare two runs' headline metrics (Recall@K and MRR@K at `comparison_k`).
 
     Args:
         baseline_metrics: metrics.json of the baseline run (or its aggregate_metrics).
         new_metrics: metrics.json of the new run (or its aggregate_metrics).
         thresholds: allowed absolute worsening per metric; defaults as in the module table.
         allow_mixed_judges: compare groundedness even when one run's judge was the heuristic.
+        not_comparable: why the answer metrics are not comparable (asked K differs), or None.
 
     Returns:
         The regressions, in the order recall, MRR, scope miss, groundedness. Empty = passed.
     """
     thresholds = thresholds or Thresholds()
     base, new = _aggregate(baseline_metrics), _aggregate(new_metrics)
-    k = _primary_k(new)
+    k = comparison_k(baseline_metrics, new_metrics)
     out: list[Regression] = []
     for key, at_k_key, attr, direction in _GATED:
-        if _skip_reason(base, new, key, at_k_key, k, allow_mixed_judges) is not None:
+        if _skip_reason(base, new, key, at_k_key, k, allow_mixed_judges, not_comparable) is not None:
             continue
         b = _value(base, key, at_k_key, k)
         n = _value(new, key, at_k_key, k)
@@ -268,14 +328,15 @@ def check_regressions(
 
 
 def skipped_metrics(
-    baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any], *, allow_mixed_judges: bool = False
+    baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any], *, allow_mixed_judges: bool = False,
+    not_comparable: str | None = None,
 ) -> list[dict[str, str]]:
     """Gated metrics the gate could not check: [{"metric", "reason"}]."""
     base, new = _aggregate(baseline_metrics), _aggregate(new_metrics)
-    k = _primary_k(new)
+    k = comparison_k(baseline_metrics, new_metrics)
     out = []
     for key, at_k_key, _, _ in _GATED:
-        reason = _skip_reason(base, new, key, at_k_key, k, allow_mixed_judges)
+        reason = _skip_reason(base, new, key, at_k_key, k, allow_mixed_judges, not_comparable)
         if reason is not None:
             out.append({"metric": key, "reason": reason})
     return out
@@ -290,8 +351,16 @@ def gate_result(
     allow_regressions: bool = False,
     allow_mixed_judges: bool = False,
     ignore_invariants: bool = False,
+    allow_missing_metrics: bool = False,
+    asked_k: tuple[int | None, int | None] | None = None,
 ) -> dict[str, Any]:
-    """The `gate` object written to metrics.json and printed by `--json`.
+    """The `gate` object written to metrics.json and printed by `--json`; run_eval's
+    `--baseline` gate and compare_runs' gate are this function on the same pair.
+
+    Recall@K and MRR@K are compared at `comparison_k`; a gate that could not compare one of
+    them fails unless `allow_missing_metrics`. Runs that asked their target for different K
+    (`asked_k`: baseline, new; default `asked_k_of` each) are compared on retrieval at a K
+    both measured, and their answer metrics (ANSWER_METRICS) are skipped with the reason.
 
     Returns:
         {"passed", "allowed", "nothing_compared", "baseline_run_id", "k", "thresholds",
@@ -302,23 +371,36 @@ def gate_result(
         ignored; `failures` says why in one line each. `allowed` records --allow-regressions.
     """
     thresholds = thresholds or Thresholds()
-    regressions = check_regressions(baseline_metrics, new_metrics, thresholds, allow_mixed_judges=allow_mixed_judges)
+    asked = asked_k if asked_k is not None else (asked_k_of(baseline_metrics), asked_k_of(new_metrics))
+    partial = asked_k_difference(*asked)
+    regressions = check_regressions(
+        baseline_metrics, new_metrics, thresholds, allow_mixed_judges=allow_mixed_judges, not_comparable=partial
+    )
     violations = check_invariants(baseline_metrics, new_metrics)
-    skipped = skipped_metrics(baseline_metrics, new_metrics, allow_mixed_judges=allow_mixed_judges)
+    skipped = skipped_metrics(baseline_metrics, new_metrics, allow_mixed_judges=allow_mixed_judges, not_comparable=partial)
     skipped_keys = {s["metric"] for s in skipped}
     compared = [key for key in gated_metrics() if key not in skipped_keys]
     failures = [r.message for r in regressions]
     if not compared:
         reasons = "; ".join(f"{s['metric']}: {s['reason']}" for s in skipped)
         failures.append(f"nothing comparable — {reasons}")
+    elif not allow_missing_metrics:
+        failures += [
+            f"{s['metric']} not compared: {s['reason']} (--allow-missing-metrics gates without it)"
+            for s in skipped if s["metric"] in HEADLINE_GATED
+        ]
     if violations and not ignore_invariants:
         failures += [f"invariant broken: {v}" for v in violations]
+    k = comparison_k(baseline_metrics, new_metrics)
     return {
         "passed": not failures,
         "allowed": bool(allow_regressions),
         "nothing_compared": not compared,
         "baseline_run_id": baseline_run_id,
-        "k": _primary_k(_aggregate(new_metrics)),
+        "k": k if k is not None else _primary_k(_aggregate(new_metrics)),
+        "not_comparable": (
+            [{"reason": partial, "metrics": [m for m in gated_metrics() if m in ANSWER_METRICS]}] if partial else []
+        ),
         "thresholds": asdict(thresholds),
         "invariants": {"ok": not violations, "violations": violations, "ignored": bool(ignore_invariants and violations)},
         "regressions": [r.to_dict() for r in regressions],

@@ -219,6 +219,13 @@ def main(
         help="Gate against a baseline run on another eval set version or case count (refused by default).",
         rich_help_panel=_G,
     ),
+    allow_missing_metrics: Optional[bool] = typer.Option(
+        None,
+        "--allow-missing-metrics",
+        help="Pass a --baseline gate that could not compare Recall@K or MRR@K (the runs share no K, or one "
+        "lacks them); by default such a gate fails, naming the metric.",
+        rich_help_panel=_G,
+    ),
     threshold: Optional[list[str]] = typer.Option(
         None,
         "--threshold",
@@ -351,6 +358,7 @@ def main(
             "regression_threshold_false_abstention": regression_threshold_false_abstention,
             "allow_regressions": allow_regressions,
             "ignore_invariants": ignore_invariants,
+            "allow_missing_metrics": allow_missing_metrics,
             "thresholds": list(threshold) if threshold else None,
             "latency_budget_ms": latency_budget_ms,
             "trials": trials,

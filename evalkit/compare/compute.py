@@ -48,7 +48,7 @@ from evalkit.compare.models import (
 from evalkit.compare.regressions import gate_report
 from evalkit.compare.sources import RunSource, asked_k, open_source
 from evalkit.errors import InputError, Problem, redact
-from evalkit.gate import Thresholds, check_invariants
+from evalkit.gate import ANSWER_METRICS, Thresholds, asked_k_difference, check_invariants
 from evalkit.metrics.aggregate import aggregate_records, flatten_cell, recorded_suite_ms
 from evalkit.metrics.expectations import EXPECTATION_METRICS
 from evalkit.metrics.keys import HEADLINE_AT_K, LOWER_IS_BETTER, canonical_key, ir_measure_name, parse_metric_key
@@ -97,11 +97,7 @@ _HIGHER_IS_BETTER = frozenset(_METRIC_ORDER) - _LOWER_IS_BETTER
 _GROUPING_ORDER = ("by_answerable", "by_category", "by_difficulty", "by_domain", "by_language", "by_scenario", "by_tag")
 # hallucination = 1 - abstention accuracy case by case: one test, shown on both rows.
 _MIRRORED = {"hallucination_rate_unanswerable": "abstention_accuracy"}
-_ANSWER_METRICS = [
-    "groundedness_avg", "correctness_avg", "answer_quality_avg", "attribution_hit_rate", "abstention_accuracy", "hallucination_rate_unanswerable",
-    "false_abstention_rate", "abstention_precision", "abstention_f1", "abstention_decision_accuracy", "latency",
-]
-_ABSTENTION_METRICS = [m for m in _ANSWER_METRICS if m.startswith(("abstention", "hallucination", "false_abstention"))]
+_ABSTENTION_METRICS = [m for m in ANSWER_METRICS if m.startswith(("abstention", "hallucination", "false_abstention"))]
 class IncomparableRuns(InputError):
     """Broken invariants without --ignore-invariants: exit 2, one line per violation."""
 
@@ -116,13 +112,11 @@ class IncomparableRuns(InputError):
 
 
 def _invariants(a: RunSource, b: RunSource) -> list[str]:
-    """`gate.check_invariants` (eval set, case count, judge, debug fields) plus K: the number of
-    chunks the target was asked for (the largest K) must be the same."""
-    out = check_invariants(a.metrics, b.metrics)
-    asked_a, asked_b = asked_k(a), asked_k(b)
-    if asked_a != asked_b:
-        out.append(f"K differs: the target was asked for {asked_a} vs {asked_b} chunks")
-    return out
+    """`gate.check_invariants` (eval set, case count, judge, debug fields): the gate's own.
+
+    A different K asked of the target is not among them (as in run_eval's gate): retrieval
+    stays comparable at a K both measured, and `_not_comparable` marks the answer metrics."""
+    return check_invariants(a.metrics, b.metrics)
 
 
 def _debug_affected(fields: set[str]) -> list[str]:
@@ -154,7 +148,7 @@ def _not_comparable(violations: list[str], a: RunSource, b: RunSource) -> list[N
             fb = set(((b.metrics.get("invariants") or {}).get("debug_fields_missing")) or [])
             metrics = _debug_affected(fa ^ fb)
         elif v.startswith("K differs"):
-            metrics = list(_ANSWER_METRICS)
+            metrics = list(ANSWER_METRICS)
         else:
             metrics = ["*"]
         out.append(NotComparable(reason=v, metrics=metrics))
@@ -468,6 +462,7 @@ def compare_runs(
     fail_on_flip: bool = False,
     allow_regressions: bool = False,
     allow_mixed_judges: bool = False,
+    allow_missing_metrics: bool = False,
     show_drift: int = 5,
     top_chunks: int = 3,
 ) -> Comparison:
@@ -492,6 +487,8 @@ def compare_runs(
         fail_on_flip: any case going pass -> fail fails the gate.
         allow_regressions: record the gate as allowed (the CLI then exits 0).
         allow_mixed_judges: compare judge scores of a heuristic-judged and an LLM-judged run.
+        allow_missing_metrics: pass a gate that could not compare Recall@K or MRR@K (no K
+            both runs measured, or a run without them); by default it fails.
         show_drift: how many changed answers to diff.
         top_chunks: retrieved chunks listed per flip.
 
@@ -518,6 +515,9 @@ def compare_runs(
                     "(save a full baseline with --save-baseline)", field=flag)
         )
     not_comparable = _not_comparable(violations, sa, sb)
+    partial = asked_k_difference(asked_k(sa), asked_k(sb))
+    if partial is not None:  # never a refusal: the answer metrics are marked, retrieval compared at a shared K
+        not_comparable.append(NotComparable(reason=partial, metrics=list(ANSWER_METRICS)))
 
     ks = [k for k in sb.ks if k in set(sa.ks)]
     only_a = [k for k in sa.ks if k not in set(sb.ks)]
@@ -553,7 +553,7 @@ def compare_runs(
         sa, sb, {(row.metric, row.scope, row.k): row for row in rows}, [f"{f.id} ({f.metric})" for f in flips.regressions],
         mode=gate, thresholds=thresholds or Thresholds(), mrr_relative_threshold=float(mrr_relative_threshold),
         fail_on_flip=fail_on_flip, allow_regressions=allow_regressions, allow_mixed_judges=allow_mixed_judges,
-        ignore_invariants=ignore_invariants, correction=correction,
+        ignore_invariants=ignore_invariants, correction=correction, allow_missing_metrics=allow_missing_metrics,
     )
     n_a = len(ta) if ta is not None else int(sa.metrics.get("total_tests") or 0)
     n_b = len(tb) if tb is not None else int(sb.metrics.get("total_tests") or 0)

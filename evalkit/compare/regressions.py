@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from evalkit.compare.cases import AT_K_METRICS
 from evalkit.compare.models import DeltaRow, GateReport
-from evalkit.compare.sources import RunSource
+from evalkit.compare.sources import RunSource, asked_k
 from evalkit.gate import Thresholds, gate_result
 
 __all__ = ["gate_report"]
@@ -28,6 +28,7 @@ def gate_report(
     allow_mixed_judges: bool,
     ignore_invariants: bool,
     correction: str,
+    allow_missing_metrics: bool = False,
 ) -> GateReport:
     """The comparison's gate verdict.
 
@@ -41,7 +42,7 @@ def gate_report(
         thresholds: the absolute thresholds; mrr_relative_threshold: largest allowed MRR
             drop as a share of the baseline's MRR (checked when that MRR is > 0).
         fail_on_flip: any pass -> fail flip fails the gate.
-        allow_regressions, allow_mixed_judges, ignore_invariants: as in gate_result.
+        allow_regressions, allow_mixed_judges, ignore_invariants, allow_missing_metrics: as in gate_result.
         correction: "holm" | "bh", named in the messages.
 
     Returns:
@@ -50,6 +51,7 @@ def gate_report(
     g = gate_result(
         a.metrics, b.metrics, thresholds, baseline_run_id=a.run_id, allow_regressions=allow_regressions,
         allow_mixed_judges=allow_mixed_judges, ignore_invariants=ignore_invariants,
+        allow_missing_metrics=allow_missing_metrics, asked_k=(asked_k(a), asked_k(b)),
     )
     k = int(g["k"]) if g.get("k") is not None else None
     details = [dict(r) for r in g["regressions"]]
@@ -62,7 +64,7 @@ def gate_report(
     # 0.10 is --regression-threshold-mrr).
     mrr = rows.get(("mrr", "overall", k))
     if mrr is None or mrr.a is None or mrr.b is None:
-        skipped.append({"metric": "mrr_relative_drop", "reason": "MRR at the new run's primary K is not in both runs"})
+        skipped.append({"metric": "mrr_relative_drop", "reason": "MRR at the gate's K is not in both runs"})
     elif mrr.a <= 0:
         skipped.append({"metric": "mrr_relative_drop", "reason": "the baseline's MRR is 0: a relative drop is undefined"})
     else:

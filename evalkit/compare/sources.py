@@ -74,9 +74,13 @@ class RunSource:
 
 
 def asked_k(source: RunSource) -> int:
-    """How many chunks the run asked its target for: the largest K of config.json's
-    settings (a re-score with score_retrieval may have changed metrics.json's `ks` to
-    smaller K, but not what was retrieved), else the largest K metrics.json names."""
+    """How many chunks the run asked its target for: metrics.json's `invariants.asked_k`
+    (run_eval records it, and run_eval's gate reads it too), else the largest K of
+    config.json's settings (a re-score with score_retrieval may have changed metrics.json's
+    `ks` to smaller K, but not what was retrieved), else the largest K metrics.json names."""
+    inv = source.metrics.get("invariants") if isinstance(source.metrics.get("invariants"), dict) else {}
+    if isinstance(inv.get("asked_k"), int) and not isinstance(inv.get("asked_k"), bool):
+        return int(inv["asked_k"])
     settings = (source.config or {}).get("settings") or {}
     ks = [k for k in settings.get("k") or [] if isinstance(k, int) and not isinstance(k, bool)]
     return max(ks) if ks else max(source.ks)

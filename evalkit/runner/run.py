@@ -546,13 +546,20 @@ def thresholds_from(s: RunSettings) -> Thresholds:
     )
 
 
-def run_invariants(missing_fields: Iterable[str], judge: Mapping[str, Any] | None) -> dict[str, Any]:
+def run_invariants(
+    missing_fields: Iterable[str], judge: Mapping[str, Any] | None, asked_k: int | None = None
+) -> dict[str, Any]:
     """metrics.json's `invariants`: what seed 000 §10.1 compares beyond the dataset version.
 
     `debug_fields_missing` is every contract field some record's response left out (the
-    union of records' `missing_fields`), over the cases the target answered.
+    union of records' `missing_fields`), over the cases the target answered. `asked_k` is
+    how many chunks the target was asked for (the largest K): what its answers saw
+    (`gate.asked_k_of`; a later re-score to smaller K does not change it).
     """
-    return {"judge": dict(judge) if judge else None, "debug_fields_missing": sorted(set(missing_fields))}
+    out = {"judge": dict(judge) if judge else None, "debug_fields_missing": sorted(set(missing_fields))}
+    if asked_k is not None:
+        out["asked_k"] = int(asked_k)
+    return out
 
 
 def _data(metrics: Mapping[str, Any], k: int) -> dict[str, Any]:
@@ -641,7 +648,7 @@ def _write_metrics(
         metrics["trials"] = trials.result()
     # JudgeRunner.stats(): cache hits/misses, calls, tokens, cost (this session's calls).
     metrics["aggregate_metrics"]["judge"] = judge.stats() if judge is not None else None
-    metrics["invariants"] = run_invariants(missing, judge_identity(p.config.get("judge")))
+    metrics["invariants"] = run_invariants(missing, judge_identity(p.config.get("judge")), s.request_k)
     metrics["warnings"] = [*pre_run_warnings, *health.warnings()]
     gate = None
     if p.baseline is not None:
@@ -652,6 +659,7 @@ def _write_metrics(
             baseline_run_id=s.baseline,
             allow_regressions=s.allow_regressions,
             ignore_invariants=s.ignore_invariants,
+            allow_missing_metrics=s.allow_missing_metrics,
         )
         metrics["gate"] = gate
     if s.thresholds:  # issue 13: absolute floors, beside the baseline gate

@@ -176,7 +176,7 @@ def test_a_gate_that_compared_nothing_is_not_passed(reference_server, eval_set, 
     out = _invoke([*base, "--k", "10", "--baseline", "k5"])
     assert out.exit_code == 1, out.output
     text = " ".join(out.stdout.split())  # rich wraps at the test console's width
-    assert "gate: nothing comparable" in text and "the baseline did not measure K=10" in text
+    assert "gate: nothing comparable" in text and "no K measured by both runs (baseline K=5, new run K=10)" in text
     assert "gate passed" not in text
     metrics = json.loads(next(p for p in tmp_path.glob("*/metrics.json") if p.parent.name != "k5").read_text())
     assert metrics["gate"]["passed"] is False and metrics["gate"]["nothing_compared"] is True

@@ -224,7 +224,6 @@ def test_a_target_error_is_excluded_pairwise_and_counted(tmp_path):
                      ["groundedness_avg", "correctness_avg"], id="judge-prompt"),
         pytest.param({}, {"judge": {**JUDGE, "temperature": 0.7}}, "judge temperature differs", ["groundedness_avg", "correctness_avg"], id="judge-temperature"),
         pytest.param({}, {"debug_missing": ("debug.folder_selection",)}, "debug payload fields differ", ["scope_miss_rate"], id="debug-fields"),
-        pytest.param({"ks": (5,)}, {"ks": (5, 10)}, "K differs: the target was asked for 5 vs 10 chunks", None, id="k"),
     ],
 )
 def test_each_broken_invariant_is_listed_and_refused(tmp_path, a_kw, b_kw, line, affected):
@@ -243,6 +242,30 @@ def test_each_broken_invariant_is_listed_and_refused(tmp_path, a_kw, b_kw, line,
         for row in result.deltas:
             blocked = "*" in affected or row.metric in affected
             assert row.comparable is not blocked and (not blocked or row.note.startswith("not comparable: ")), row
+
+
+def test_a_different_k_compares_retrieval_at_a_shared_k_and_marks_the_answer_metrics(tmp_path):
+    # Issue 25 item 4 (one gate): K asked of the target differs (5 vs 10). Not a refusal, in
+    # compare as in run_eval's gate: Recall@5 and MRR@5 are compared (both runs measured K=5);
+    # what the answerer saw differs, so the answer metrics are marked not comparable.
+    from evalkit.gate import ANSWER_METRICS, gate_result
+
+    make_run(tmp_path, "a", RUN_A, ks=(5,))
+    make_run(tmp_path, "b", [rec(r["test_case_id"]) for r in RUN_A], ks=(5, 10))
+    result = compare_runs("a", "b", results_dir=tmp_path, resamples=R)
+    assert result.invariants.ok is True
+    (nc,) = result.invariants.not_comparable
+    assert nc.reason == "K differs: the target was asked for 5 vs 10 chunks" and nc.metrics == list(ANSWER_METRICS)
+    assert result.gate.k == "5" and {"recall_at_k_avg", "mrr_avg"} <= set(result.gate.compared)
+    assert {s["metric"] for s in result.gate.skipped} >= {"groundedness_avg", "correctness_avg"}
+    for row in result.deltas:
+        assert row.comparable is (row.metric not in ANSWER_METRICS), row
+    # run_eval's gate on the same two metrics.json: the same verdict and the same failures
+    ma = orjson.loads((tmp_path / "a" / "metrics.json").read_bytes())
+    mb = orjson.loads((tmp_path / "b" / "metrics.json").read_bytes())
+    g = gate_result(ma, mb)
+    assert (g["passed"], g["failures"], g["compared"]) == (result.gate.passed, result.gate.failures,
+                                                          [m for m in result.gate.compared if m != "mrr_relative_drop"])
 
 
 def test_two_broken_invariants_are_both_listed(tmp_path):

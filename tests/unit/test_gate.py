@@ -128,10 +128,44 @@ def test_baseline_without_the_new_k_is_skipped_not_compared():
     new = {"aggregate_metrics": {"k": 5, "recall_at_k_avg": 0.90, "mrr_avg": 0.7, "at_k": {"5": {"recall_any": 0.90, "mrr": 0.7}}}}
     assert check_regressions(base, new) == []
     reasons = {s["metric"]: s["reason"] for s in skipped_metrics(base, new)}
-    assert reasons["recall_at_k_avg"] == "the baseline did not measure K=5 (its primary K is 20)"
+    assert reasons["recall_at_k_avg"] == (
+        "no K measured by both runs (baseline K=20, new run K=5); re-score one with score_retrieval --k"
+    )
+    g = gate_result(base, new)  # nothing else is measured: nothing compared, which is no pass
+    assert g["passed"] is False and g["nothing_compared"] is True
     # ...but a baseline that measured K=5 among several K is compared at 5
     base["aggregate_metrics"]["at_k"]["5"] = {"recall_any": 0.99, "mrr": 0.7}
     assert [r.metric for r in check_regressions(base, new)] == ["recall_at_k_avg"]
+
+
+def test_the_gate_compares_at_the_baselines_k_when_the_new_run_measured_it():
+    # The baseline's primary K first: a new run at --k 10 --k 5 is compared with a K=5 baseline at 5.
+    base = {"aggregate_metrics": {"k": 5, "recall_at_k_avg": 0.9, "mrr_avg": 0.7, "groundedness_avg": 4.0,
+                                  "at_k": {"5": {"recall_any": 0.9, "mrr": 0.7}}}}
+    new = {"aggregate_metrics": {"k": 10, "recall_at_k_avg": 0.95, "mrr_avg": 0.72, "groundedness_avg": 4.0,
+                                 "at_k": {"10": {"recall_any": 0.95, "mrr": 0.72}, "5": {"recall_any": 0.80, "mrr": 0.7}}}}
+    g = gate_result(base, new)
+    # by hand: Recall@5 0.9 -> 0.80 is a drop of 0.10 > 0.05; at the new run's own K=10 it would have "risen"
+    assert g["k"] == "5"
+    assert [r["metric"] for r in g["regressions"]] == ["recall_at_k_avg"]
+    assert g["regressions"][0]["baseline"] == 0.9 and g["regressions"][0]["new"] == 0.80
+
+
+def test_a_missing_headline_metric_fails_the_gate_unless_allowed():
+    # The runs share no K: groundedness is compared, recall and MRR are not.
+    base = {"aggregate_metrics": {"k": 5, "recall_at_k_avg": 0.9, "mrr_avg": 0.7, "groundedness_avg": 4.0,
+                                  "at_k": {"5": {"recall_any": 0.9, "mrr": 0.7}}}}
+    new = {"aggregate_metrics": {"k": 10, "recall_at_k_avg": 0.95, "mrr_avg": 0.72, "groundedness_avg": 4.0,
+                                 "at_k": {"10": {"recall_any": 0.95, "mrr": 0.72}}}}
+    g = gate_result(base, new, asked_k=(10, 10))
+    assert g["compared"] == ["groundedness_avg"] and g["passed"] is False
+    assert [f.split(":")[0] for f in g["failures"]] == ["recall_at_k_avg not compared", "mrr_avg not compared"]
+    assert gate_result(base, new, asked_k=(10, 10), allow_missing_metrics=True)["passed"] is True
+    # asked for different K: the answer metrics are not compared either, and say why
+    g = gate_result(base, new, asked_k=(5, 10), allow_missing_metrics=True)
+    reasons = {s["metric"]: s["reason"] for s in g["skipped"]}
+    assert reasons["groundedness_avg"] == "K differs: the target was asked for 5 vs 10 chunks"
+    assert g["nothing_compared"] is True and g["passed"] is False
 
 
 def test_heuristic_and_llm_groundedness_are_not_compared_unless_allowed():

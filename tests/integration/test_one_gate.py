@@ -1,0 +1,70 @@
+"""One gate (issue 25 item 4): run_eval's --baseline gate and compare_runs give the same verdict
+and exit code on the same pair of runs, including pairs at different K.
+
+Before: `run_eval --k 5 --baseline base` (base measured K 5 and 10) passed, while
+`compare_runs base <that run>` refused the pair (K differs, exit 2); and against a baseline
+measured only at K 5, `run_eval --k 10 --baseline` passed having compared neither recall nor MRR.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evalkit.cli.main import app
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture()
+def project(tmp_path: Path) -> dict[str, str]:
+    es = tmp_path / "eval_set.jsonl"  # a copy: gating locks the eval set in an eval_sets.lock beside it
+    shutil.copy(ROOT / "eval_set.jsonl", es)
+    return {"es": str(es), "results": str(tmp_path / "results"), "vault": str(ROOT / "sample_vault")}
+
+
+def _run(p: dict[str, str], run_id: str, *extra: str):
+    return CliRunner().invoke(app, ["run", "--eval-set", p["es"], "--vault", p["vault"], "--results-dir", p["results"],
+                                    "--run-id", run_id, "--quiet", *extra])
+
+
+def _compare(p: dict[str, str], a: str, b: str, *extra: str):
+    return CliRunner().invoke(app, ["compare", a, b, "--results-dir", p["results"], "--format", "json", *extra])
+
+
+def _gate(p: dict[str, str], run_id: str) -> dict:
+    return json.loads((Path(p["results"]) / run_id / "metrics.json").read_text())["gate"]
+
+
+def test_a_baseline_at_k_5_and_10_gates_a_k_5_run_the_same_way(project) -> None:
+    assert _run(project, "base", "--k", "5", "--k", "10").exit_code == 0
+    new = _run(project, "new", "--k", "5", "--baseline", "base")
+    cmp = _compare(project, "base", "new")
+    assert new.exit_code == cmp.exit_code == 0, (new.output, cmp.output)
+    gate, out = _gate(project, "new"), json.loads(cmp.stdout)
+    assert gate["passed"] is out["gate"]["passed"] is True
+    assert gate["k"] == out["gate"]["k"] == "5"
+    assert {"recall_at_k_avg", "mrr_avg"} <= set(gate["compared"]) and {"recall_at_k_avg", "mrr_avg"} <= set(out["gate"]["compared"])
+    # the answers saw 10 chunks in one run and 5 in the other: not compared, and both say why
+    why = "K differs: the target was asked for 10 vs 5 chunks"
+    assert {s["metric"]: s["reason"] for s in gate["skipped"]}["groundedness_avg"] == why
+    assert {s["metric"]: s["reason"] for s in out["gate"]["skipped"]}["groundedness_avg"] == why
+
+
+def test_a_gate_that_could_not_compare_recall_fails_in_both_doors(project) -> None:
+    assert _run(project, "base", "--k", "5").exit_code == 0
+    new = _run(project, "new", "--k", "10", "--baseline", "base")
+    cmp = _compare(project, "base", "new")
+    assert new.exit_code == cmp.exit_code == 1, (new.output, cmp.output)
+    gate, out = _gate(project, "new"), json.loads(cmp.stdout)
+    assert gate["passed"] is out["gate"]["passed"] is False
+    assert "recall_at_k_avg" not in gate["compared"] and "recall_at_k_avg" not in out["gate"]["compared"]
+    # told: both pass on what they could compare
+    new = _run(project, "new2", "--k", "10", "--baseline", "base", "--allow-missing-metrics")
+    cmp = _compare(project, "base", "new2", "--allow-missing-metrics")
+    assert new.exit_code == cmp.exit_code, (new.output, cmp.output)
+    assert _gate(project, "new2")["passed"] is json.loads(cmp.stdout)["gate"]["passed"]
