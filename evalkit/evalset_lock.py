@@ -27,15 +27,14 @@ versioned file (`*.v<N>.jsonl`) locks it with its run id, and a run gated agains
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalkit.atomic import write_atomic
 from evalkit.errors import BadConfig, BadEvalSet, Problem
 
 if TYPE_CHECKING:
@@ -389,20 +388,4 @@ def _dumps(entries: dict[str, LockEntry]) -> bytes:
 
 def _write(lock: Path, entries: dict[str, LockEntry]) -> None:
     """Write the manifest atomically: a temp file beside it, fsync, os.replace."""
-    payload = _dumps(entries)
-    fd, tmp = tempfile.mkstemp(prefix=f".{lock.name}.", suffix=".tmp", dir=lock.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.flush()
-            if lock.exists():
-                os.fchmod(f.fileno(), lock.stat().st_mode & 0o7777)
-            else:
-                mask = os.umask(0)
-                os.umask(mask)
-                os.fchmod(f.fileno(), 0o666 & ~mask)
-            os.fsync(f.fileno())
-        os.replace(tmp, lock)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(lock, _dumps(entries))

@@ -782,7 +782,6 @@ def score_retrieval(
     old = run.read_metrics()
     source, given_cases = _labels(run, cfg, eval_set, _stored_per_case(old, cfg, settings).get("dataset_version"))
     folder_mode = settings.get("folder_mode")
-    cases = _Cases(given_cases)
     counts = {"records": 0, "cut_chunks": 0, "refs_dropped": 0}
     # Only the retrieval keys are written unless metrics.json is missing or cases change
     # group, which the records' own cases never do: then aggregate_records needs only the

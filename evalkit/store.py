@@ -22,7 +22,6 @@ import errno
 import hashlib
 import os
 import re
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -32,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from evalkit.atomic import default_mode, fsync_dir, write_atomic
 from evalkit.errors import BadConfig, InputError, Problem, RunNotFound
 
 try:
@@ -166,22 +166,7 @@ def _folder_lock(path: Path, *, wait: bool = True) -> Iterator[bool]:
         os.close(fd)  # releases the lock
 
 
-def _fsync_dir(path: Path) -> None:
-    # Makes renames in `path` durable; some filesystems refuse fsync on a folder.
-    with suppress(OSError):
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _umask_mode() -> int:
-    # mkstemp creates 0600 files; results are meant to be shared (metrics.json is committed),
-    # so give them the mode a plain open() would: 0666 minus the umask.
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
+_fsync_dir = fsync_dir
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
@@ -197,25 +182,9 @@ def write_json_atomic(path: Path, obj: Any) -> None:
 
 
 def _write_atomic(path: Path, payload: bytes | Iterable[bytes]) -> None:
-    """`payload` (bytes, then a newline; or pieces written as given) to a temp file beside
-    `path`, fsynced, then renamed over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if isinstance(payload, bytes):
-                f.write(payload)
-                f.write(b"\n")
-            else:
-                for piece in payload:
-                    f.write(piece)
-            f.flush()
-            os.fchmod(f.fileno(), _umask_mode())
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """`payload` (bytes, then a newline; or pieces written as given) through `write_atomic`,
+    with the mode a plain open() gives (run files are shared: metrics.json is committed)."""
+    write_atomic(path, payload + b"\n" if isinstance(payload, bytes) else payload, mode=default_mode())
 
 
 def dumps_metrics(metrics: Mapping[str, Any]) -> bytes:
@@ -541,18 +510,8 @@ class RunDir:
         when they change too, use `write_together`.
         """
         with _os_errors(f"cannot rewrite {RESULTS_FILE}", self.results_path), _folder_lock(self.path):
-            fd, tmp = tempfile.mkstemp(prefix=f".{RESULTS_FILE}.", suffix=".tmp", dir=self.path)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    for record in records:
-                        f.write(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
-                    f.flush()
-                    os.fchmod(f.fileno(), _umask_mode())
-                    os.fsync(f.fileno())
-                os.replace(tmp, self.results_path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            lines = (orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n" for record in records)
+            write_atomic(self.results_path, lines, mode=default_mode())
 
     # ------------------------------------------------------------------ json files
 

@@ -19,8 +19,6 @@ Exit 0 ok; 2 bad input or LLM configuration.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -163,15 +161,9 @@ def main(
 
 
 def _write_json(path: Path, obj: dict) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2, ensure_ascii=False)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from evalkit.atomic import write_atomic
+
+    write_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
 plain_metavars(app)

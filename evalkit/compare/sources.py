@@ -14,8 +14,6 @@ has them, its per-case records, streamed. Three kinds:
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -24,6 +22,7 @@ from typing import Any, Literal
 
 import orjson
 
+from evalkit.atomic import write_atomic
 from evalkit.errors import InputError, Problem
 from evalkit.metrics.aggregate import GROUPINGS
 from evalkit.store import CONFIG_FILE, METRICS_FILE, RESULTS_FILE, RunDir, run_id_problem
@@ -287,18 +286,7 @@ def save_baseline(source: RunSource, path: str | Path) -> Path:
     lines += [b"  ]", b"}", b""]
     out = Path(path)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(b"\n".join(lines))
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, out)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(out, b"\n".join(lines))
     except OSError as e:
         raise InputError(Problem(f"cannot write the baseline: {e.strerror or e}", path=str(out), field="--save-baseline")) from None
     return out

@@ -21,12 +21,12 @@ import json
 import os
 import secrets
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit.atomic import write_atomic
 from evalkit.errors import BadConfig, BadEvalSet, Problem
 
 __all__ = [
@@ -155,20 +155,12 @@ def write_eval_set(
         raise BadConfig(Problem("already exists; pass --force to overwrite it", path=str(output), field="--output"))
     if not cases:
         raise BadEvalSet(Problem("the fixtures hold no case", field="PATH"))
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(dumps_cases(cases))
-            f.flush()
-            os.fsync(f.fileno())
+    def validated(tmp: Path) -> None:  # the file as written must load, or nothing replaces output
         _, problems = read_eval_set([tmp], extra_categories)
         if problems:
             raise BadEvalSet([_locate(p, cases) for p in problems])
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    write_atomic(output, dumps_cases(cases), check=validated)
 
 
 def _locate(problem: Problem, cases: Sequence[ImportedCase]) -> Problem:

@@ -53,9 +53,7 @@ counts the differences in `TrecExport.differs` (metric -> cases).
 from __future__ import annotations
 
 import math
-import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +61,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from evalkit.anchors import GoldIndex, normalize_rel_path, order_chunks
+from evalkit.atomic import write_atomic
 from evalkit.errors import BadConfig, InputError, Problem
 from evalkit.metrics.retrieval import score_case_retrieval
 from evalkit.store import RunDir
@@ -366,12 +365,5 @@ def _trec_values(ranking: Sequence[str], qrels: Mapping[str, float], k: int) -> 
 
 
 def _write(path: Path, lines: Sequence[str]) -> None:
-    """`lines` to `path`, atomically (a temp file beside it, renamed over it)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write("".join(line + "\n" for line in lines))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """`lines` to `path`, atomically (`evalkit.atomic.write_atomic`)."""
+    write_atomic(path, "".join(line + "\n" for line in lines))

@@ -58,21 +58,9 @@ def page_context(
 def write_page(path: str | Path, html: str) -> Path:
     """Write `html` to `path` atomically: a temp file in the same folder, then a rename, so a
     reader never sees half a page."""
-    import os
-    import tempfile
+    from evalkit.atomic import write_atomic
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(html)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, html)
 
 
 def write_run_report(

@@ -1,0 +1,86 @@
+"""The one atomic file writer: every file evalkit keeps is written through `write_atomic`.
+
+A temp file beside the target, written, flushed, given the target's mode (an existing
+file's, else what a plain open() gives: 0666 minus the umask, never mkstemp's 0600),
+fsynced, optionally checked, renamed over the target, and the folder fsynced. A reader sees
+the old file or the new one, never half of one; a crash leaves at most a `.name.*.tmp`
+beside it, and an error removes it. Eight hand-kept copies of this had drifted (one never
+fsynced and left TREC files 0600); this module has no evalkit import, so any layer can use it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from contextlib import suppress
+from pathlib import Path
+
+__all__ = ["default_mode", "fsync_dir", "write_atomic"]
+
+
+def default_mode() -> int:
+    """What a plain open() would create: 0666 minus the umask (results are meant to be shared)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def fsync_dir(path: Path) -> None:
+    """Make renames in `path` durable; some filesystems refuse fsync on a folder."""
+    with suppress(OSError):
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_atomic(
+    path: str | Path,
+    payload: bytes | str | Iterable[bytes],
+    *,
+    mode: int | None = None,
+    check: Callable[[Path], None] | None = None,
+) -> Path:
+    """Replace `path` with `payload` (bytes; str as UTF-8; or pieces of bytes, streamed).
+
+    Args:
+        mode: permission bits; default the existing file's, else `default_mode()`.
+        check: called with the finished temp file before it replaces `path` (e.g. validate
+            what was written); whatever it raises leaves `path` untouched.
+
+    Returns:
+        The path written.
+
+    Raises:
+        OSError: the OS refused; the temp file is removed.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if mode is None:
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = default_mode()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if isinstance(payload, str):
+                f.write(payload.encode("utf-8"))
+            elif isinstance(payload, bytes | bytearray | memoryview):
+                f.write(payload)
+            else:
+                for piece in payload:
+                    f.write(piece)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
+        if check is not None:
+            check(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+    return path
