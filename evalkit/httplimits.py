@@ -4,9 +4,10 @@ A judge endpoint (or anything else we ask over HTTP) may answer with a body that
 ends, a 600 MB JSON document, or a 300 KB gzip bomb that inflates to 300 MB. httpx reads
 and decodes whatever arrives. `BoundedTransport` wraps any httpx transport and:
 
-- asks for an unencoded body (`Accept-Encoding: identity`) and refuses a body sent with
-  another `Content-Encoding` anyway: the byte count below is then the decoded size, and
-  there is nothing to inflate;
+- asks for an unencoded body (`Accept-Encoding: identity`); a server that gzips or
+  deflates anyway is read through a bounded inflater (the count below is of inflated
+  bytes, so a gzip bomb stops at the cap), and any other encoding is refused as
+  undecodable (`httpx.DecodingError`);
 - refuses a response whose `Content-Length` is over the cap before reading it;
 - counts the body's bytes as they stream and stops at the cap.
 
@@ -28,6 +29,40 @@ DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 
 class ResponseTooLarge(httpx.TransportError):
     """A response body over the byte cap, or one sent with a content encoding we did not accept."""
+
+
+class _InflatedStream(httpx.AsyncByteStream):
+    """A gzip or deflate body, inflated as it streams, never past `limit` + 1 bytes per chunk."""
+
+    def __init__(self, inner: Any, coding: str, limit: int):
+        import zlib
+
+        self._inner = inner
+        # wbits 47: a gzip or a zlib header; plain deflate is zlib-wrapped as httpx reads it
+        self._z = zlib.decompressobj(wbits=47 if coding in ("gzip", "x-gzip") else 15)
+        self._coding = coding
+        self._limit = limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        import zlib
+
+        try:
+            async for chunk in self._inner:
+                data = self._z.decompress(chunk, self._limit + 1)
+                if self._z.unconsumed_tail:  # one chunk alone inflates past the cap
+                    raise ResponseTooLarge(f"{self._coding} body inflates past the {self._limit}-byte limit")
+                if data:
+                    yield data
+            tail = self._z.flush()
+            if tail:
+                yield tail
+        except zlib.error as e:
+            raise httpx.DecodingError(f"bad {self._coding} body: {e}") from None
+
+    async def aclose(self) -> None:
+        close = getattr(self._inner, "aclose", None)
+        if close is not None:
+            await close()
 
 
 class _CappedStream(httpx.AsyncByteStream):
@@ -63,14 +98,19 @@ class BoundedTransport(httpx.AsyncBaseTransport):
         where = f"{request.url.scheme}://{request.url.host}{request.url.path}"
         encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
         length = response.headers.get("Content-Length", "")
-        problem = None
         if encoding not in ("", "identity"):
-            problem = f"response from {where} is {encoding}-encoded although identity was asked for"
-        elif length.strip().isdigit() and int(length) > self.max_bytes:
-            problem = f"response body from {where} announces {int(length)} bytes, over the {self.max_bytes}-byte limit"
-        if problem is not None:
+            if encoding not in ("gzip", "x-gzip", "deflate"):
+                await response.aclose()
+                raise httpx.DecodingError(f"response from {where} is {encoding}-encoded although identity was asked for")
+            # Inflated here, boundedly, and counted below as inflated bytes: httpx must not inflate it again.
+            stream = _InflatedStream(response.stream, encoding, self.max_bytes)
+            del response.headers["Content-Encoding"]
+            response.headers.pop("Content-Length", None)
+            response.stream = _CappedStream(stream, self.max_bytes, where)
+            return response
+        if length.strip().isdigit() and int(length) > self.max_bytes:
             await response.aclose()
-            raise ResponseTooLarge(problem)
+            raise ResponseTooLarge(f"response body from {where} announces {int(length)} bytes, over the {self.max_bytes}-byte limit")
         response.stream = _CappedStream(response.stream, self.max_bytes, where)
         return response
 
