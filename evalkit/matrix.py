@@ -33,7 +33,7 @@ from typing import Any, Literal
 import orjson
 
 from evalkit.errors import BadConfig, Problem
-from evalkit.metrics.keys import HEADLINE_AT_K, canonical_key, parse_metric_key
+from evalkit.metrics.keys import HEADLINE_AT_K, PLAIN_METRIC_ORDER, canonical_key, parse_metric_key
 from evalkit.metrics.retrieval import AT_K_METRICS
 
 # run_eval settings a preset may set besides request options (they change what the target
@@ -42,12 +42,7 @@ RUN_FLAGS = ("folder_mode", "send_scope", "rerank_vector_weight", "rerank_lexica
 DEFAULT_ORDER_METRIC = "ndcg_at_k_avg"
 # metrics.json headline keys -> compare_runs' (metric, primary K) rows
 _HEADLINE = HEADLINE_AT_K
-_PLAIN = (
-    "scope_miss_rate", "attribution_hit_rate", "recency_pass_rate", "groundedness_avg", "correctness_avg",
-    "answer_quality_avg", "abstention_accuracy", "hallucination_rate_unanswerable", "false_abstention_rate", "abstention_precision",
-    "abstention_f1", "abstention_decision_accuracy", "has_citations_rate", "response_valid_rate",
-    "latency_budget_score_avg", "within_budget_rate", "error_rate", "timeout_rate", "empty_response_rate",
-)
+_PLAIN = PLAIN_METRIC_ORDER  # compare_runs' rows: the matrix accepts what compare reports
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _ORDER_OP = re.compile(r"(<=|>=)")
 

@@ -50,8 +50,7 @@ from evalkit.compare.sources import RunSource, asked_k, open_source
 from evalkit.errors import InputError, Problem, redact
 from evalkit.gate import ANSWER_METRICS, Thresholds, asked_k_difference, check_invariants
 from evalkit.metrics.aggregate import aggregate_records, flatten_cell, recorded_suite_ms
-from evalkit.metrics.expectations import EXPECTATION_METRICS
-from evalkit.metrics.keys import HEADLINE_AT_K, LOWER_IS_BETTER, canonical_key, ir_measure_name, parse_metric_key
+from evalkit.metrics.keys import HEADLINE_AT_K, LOWER_IS_BETTER, PLAIN_METRIC_ORDER, canonical_key, ir_measure_name, parse_metric_key
 from evalkit.metrics.stats import (
     DEFAULT_RESAMPLES,
     PairedComparison,
@@ -70,27 +69,7 @@ _EPS = 1e-9
 _HEADLINE = HEADLINE_AT_K
 # abstention_recall is abstention_accuracy under another name; latency has its own section.
 _NOT_DELTAS = frozenset({"abstention_recall", "latency_p50_ms", "latency_p95_ms"})
-_METRIC_ORDER = (
-    *AT_K_METRICS,
-    "scope_miss_rate",
-    "attribution_hit_rate",
-    "recency_pass_rate",
-    "groundedness_avg",
-    "correctness_avg",
-    "answer_quality_avg",
-    *EXPECTATION_METRICS,
-    "abstention_accuracy",
-    "hallucination_rate_unanswerable",
-    "false_abstention_rate",
-    "abstention_precision",
-    "abstention_f1",
-    "abstention_decision_accuracy",
-    "has_citations_rate",
-    "response_valid_rate",
-    "error_rate",
-    "timeout_rate",
-    "empty_response_rate",
-)
+_METRIC_ORDER = (*AT_K_METRICS, *PLAIN_METRIC_ORDER)
 _LOWER_IS_BETTER = LOWER_IS_BETTER
 _HIGHER_IS_BETTER = frozenset(_METRIC_ORDER) - _LOWER_IS_BETTER
 # Scopes in report order: the groupings readers scan first, tags (the most numerous) last.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from evalkit.metrics.expectations import LOWER_IS_BETTER_EXPECTATIONS
+from evalkit.metrics.expectations import EXPECTATION_METRICS, LOWER_IS_BETTER_EXPECTATIONS
 
 _KEY = re.compile(r"^(?P<name>[a-z_][a-z0-9_/]*)(?:@(?P<k>\d+))?$")
 
@@ -25,6 +25,36 @@ HEADLINE_AT_K = {
 LOWER_IS_BETTER = frozenset(
     {"scope_miss_rate", "hallucination_rate_unanswerable", "false_abstention_rate", "error_rate", "timeout_rate",
      "empty_response_rate", *LOWER_IS_BETTER_EXPECTATIONS}
+)
+
+
+# The metrics compare_runs reports as one row each (not @K), in report order after the @K
+# metrics; `--expect-order` and the matrix accept exactly these (and the @K names). One list,
+# so that a metric compare reports is never refused as unknown by the matrix.
+PLAIN_METRIC_ORDER: tuple[str, ...] = (
+    "scope_miss_rate",
+    "attribution_hit_rate",
+    "recency_pass_rate",
+    "groundedness_avg",
+    "correctness_avg",
+    "answer_quality_avg",
+    "answer_relevance_avg",
+    "answer_groundedness_avg",
+    "answer_completeness_avg",
+    *EXPECTATION_METRICS,
+    "abstention_accuracy",
+    "hallucination_rate_unanswerable",
+    "false_abstention_rate",
+    "abstention_precision",
+    "abstention_f1",
+    "abstention_decision_accuracy",
+    "has_citations_rate",
+    "response_valid_rate",
+    "latency_budget_score_avg",
+    "within_budget_rate",
+    "error_rate",
+    "timeout_rate",
+    "empty_response_rate",
 )
 
 

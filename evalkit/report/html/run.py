@@ -29,7 +29,7 @@ METRIC_COLUMNS: tuple[tuple[str, str, float], ...] = (
     ("mrr_avg", "MRR@K", 1.0),
     ("ndcg_at_k_avg", "nDCG@K", 1.0),
     ("attribution_hit_rate", "Attribution", 1.0),
-    ("recency_pass_rate", "Recency pass", 1.0),
+    ("recency_pass_rate", "Recency pass rate", 1.0),
     ("groundedness_avg", "Groundedness", 5.0),
     ("correctness_avg", "Correctness", 5.0),
     ("abstention_accuracy", "Abstention acc.", 1.0),
