@@ -46,7 +46,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from evalkit.metrics.keys import HEADLINE_AT_K, LOWER_IS_BETTER, canonical_key
+from evalkit.metrics.keys import HEADLINE_AT_K, canonical_key
+from evalkit.metrics.registry import METRICS
 from evalkit.metrics.retrieval import AT_K_METRICS
 
 _EPS = 1e-9
@@ -93,17 +94,9 @@ class Regression:
         return {**asdict(self), "message": self.message}
 
 
-# (metrics.json key, at_k key, Thresholds attribute, direction)
-_GATED: tuple[tuple[str, str | None, str, str], ...] = (
-    ("recall_at_k_avg", "recall_any", "recall", "higher_is_better"),
-    ("mrr_avg", "mrr", "mrr", "higher_is_better"),
-    ("scope_miss_rate", None, "scope_miss", "lower_is_better"),
-    ("attribution_hit_rate", None, "attribution", "higher_is_better"),
-    ("groundedness_avg", None, "groundedness", "higher_is_better"),
-    ("correctness_avg", None, "correctness", "higher_is_better"),
-    ("abstention_accuracy", None, "abstention", "higher_is_better"),
-    ("hallucination_rate_unanswerable", None, "hallucination", "lower_is_better"),
-    ("false_abstention_rate", None, "false_abstention", "lower_is_better"),
+# (metrics.json key, at_k key, Thresholds attribute, direction): the registry's `gated`.
+_GATED: tuple[tuple[str, str | None, str, str], ...] = tuple(
+    (m.key, m.at_k, m.gated, f"{m.direction}_is_better") for m in METRICS if m.gated is not None
 )
 # Judge scores on the heuristic's scale and an LLM's are not comparable.
 _JUDGED = frozenset({"groundedness_avg", "correctness_avg"})
@@ -420,26 +413,11 @@ ALL_DEFAULT = "*"
 # What a bare threshold applies to: the headline scores on [0, 1] where higher is better.
 # Not precision (bounded by |gold| / K, it measures the labels as much as the retriever),
 # not the judges' 0-5 means (another scale), not the lower-is-better rates.
-DEFAULT_THRESHOLD_METRICS: tuple[str, ...] = (
-    "recall_at_k_avg",
-    "mrr_avg",
-    "ndcg_at_k_avg",
-    "attribution_hit_rate",
-    "abstention_accuracy",
-    "latency_budget_score_avg",
-)
+DEFAULT_THRESHOLD_METRICS: tuple[str, ...] = tuple(m.key for m in METRICS if m.default_threshold)
 # metrics.json aggregate key -> (largest value of its scale, direction). "min": the value
 # must be >= the threshold; "max" (lower is better): the value must be <= the threshold.
 _THRESHOLD_SCALE: dict[str, tuple[float, str]] = {
-    **{key: (1.0, "min") for key in (
-        "recall_at_k_avg", "mrr_avg", "precision_at_k_avg", "ndcg_at_k_avg", "recall_all_avg", "recall_frac_avg",
-        "attribution_hit_rate", "recency_pass_rate", "abstention_accuracy", "abstention_precision",
-        "abstention_recall", "abstention_f1", "abstention_decision_accuracy", "latency_budget_score_avg",
-        "within_budget_rate",
-    )},
-    "groundedness_avg": (5.0, "min"),
-    "correctness_avg": (5.0, "min"),
-    **{key: (1.0, "max") for key in sorted(LOWER_IS_BETTER)},
+    m.key: (m.scale, "max" if m.direction == "lower" else "min") for m in METRICS if m.threshold
 }
 _OPERATIONAL = frozenset({"error_rate", "timeout_rate", "empty_response_rate"})
 # Per-K names (`ndcg@10`): metrics.keys.metric_key over retrieval.AT_K_METRICS, all on [0, 1].

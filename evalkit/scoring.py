@@ -37,14 +37,22 @@ from typing import Any
 import orjson
 
 from evalkit.errors import BadConfig, InputError, Problem
-from evalkit.trials import TrialStats
-from evalkit.metrics.aggregate import GROUPINGS, MEAN_METRICS, SLICE_METRICS, RecordTable, aggregate_records, recorded_suite_ms
-from evalkit.metrics.keys import HEADLINE_AT_K, ir_measures_values
+from evalkit.metrics.aggregate import (
+    GROUPINGS,
+    MEAN_METRICS,
+    SLICE_METRICS,
+    RecordTable,
+    aggregate_records,
+    recorded_suite_ms,
+)
 from evalkit.metrics.batch import MRR_COLUMN, RECALL_ANY_COLUMN, RetrievalBatch
+from evalkit.metrics.keys import ir_measures_values
+from evalkit.metrics.registry import METRICS
 from evalkit.metrics.retrieval import score_case_retrieval, validate_ks
 from evalkit.report.summary_md import WorstCases, retrieval_badness
 from evalkit.store import RunDir, merge_metrics
 from evalkit.summary import write_derived
+from evalkit.trials import TrialStats
 
 __all__ = [
     "ABSTENTION_KEYS",
@@ -60,7 +68,7 @@ __all__ = [
 # The cell keys each script owns (EVAL.md "Aggregation"); with their `n` entries.
 # Named, not "every mean but a few": a metric added later (a judge's, run_eval's) must not be
 # overwritten with null by a re-scoring that never computes it.
-RETRIEVAL_KEYS = (*HEADLINE_AT_K, "scope_miss_rate", "attribution_hit_rate", "recency_pass_rate")
+RETRIEVAL_KEYS = tuple(m.key for m in METRICS if m.stage == "retrieval")  # the registry's retrieval stage
 assert set(RETRIEVAL_KEYS) <= set(MEAN_METRICS)
 _RETRIEVAL_EXTRA = ("k", "at_k", "n_unlabeled")
 ABSTENTION_KEYS = (

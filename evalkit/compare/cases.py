@@ -30,7 +30,7 @@ from evalkit.compare.sources import RunSource, ranked_chunks
 # count toward which mean. (A public name for it is requested from metrics/aggregate.py.)
 from evalkit.metrics.aggregate import extract_case as _reduce_record
 from evalkit.metrics.aggregate import language_key
-from evalkit.metrics.expectations import EXPECTATION_METRICS
+from evalkit.metrics.registry import METRICS
 from evalkit.metrics.keys import metric_key
 from evalkit.metrics.retrieval import AT_K_METRICS
 
@@ -46,28 +46,11 @@ __all__ = [
     "word_diff",
 ]
 
-# Per-case means taken as extract_case gives them (a target error blanks them all).
-_READ_AS_IS = (
-    "scope_miss_rate",
-    "attribution_hit_rate",
-    "recency_pass_rate",
-    "groundedness_avg",
-    "correctness_avg",
-    "answer_quality_avg",
-    *EXPECTATION_METRICS,
-)
-# Means of per-case values that a paired test applies to (besides the @K metrics).
-PER_CASE_METRICS = (
-    *_READ_AS_IS,
-    "abstention_accuracy",
-    "false_abstention_rate",
-    "abstention_decision_accuracy",
-    "has_citations_rate",
-    "response_valid_rate",
-    "error_rate",
-    "timeout_rate",
-    "empty_response_rate",
-)
+# Per-case means taken as extract_case gives them (a target error blanks them all), and
+# the means of per-case values a paired test applies to (besides the @K metrics): the
+# registry's `per_case`.
+_READ_AS_IS = tuple(m.key for m in METRICS if m.per_case == "as_is")
+PER_CASE_METRICS = (*_READ_AS_IS, *(m.key for m in METRICS if m.per_case == "derived"))
 _ERROR_RATES = ("error_rate", "timeout_rate", "empty_response_rate")
 _GROUPING_SCOPES = (
     ("by_tag", "tag"), ("by_category", "category"), ("by_difficulty", "difficulty"), ("by_domain", "domain"),

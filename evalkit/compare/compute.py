@@ -48,9 +48,22 @@ from evalkit.compare.models import (
 from evalkit.compare.regressions import gate_report
 from evalkit.compare.sources import RunSource, asked_k, open_source
 from evalkit.errors import InputError, Problem, redact
-from evalkit.gate import ANSWER_METRICS, Thresholds, asked_k_difference, check_invariants
+from evalkit.gate import (
+    ANSWER_METRICS,
+    Thresholds,
+    asked_k_difference,
+    check_invariants,
+)
 from evalkit.metrics.aggregate import aggregate_records, flatten_cell, recorded_suite_ms
-from evalkit.metrics.keys import HEADLINE_AT_K, LOWER_IS_BETTER, PLAIN_METRIC_ORDER, canonical_key, ir_measure_name, parse_metric_key
+from evalkit.metrics.keys import (
+    HEADLINE_AT_K,
+    LOWER_IS_BETTER,
+    PLAIN_METRIC_ORDER,
+    canonical_key,
+    ir_measure_name,
+    parse_metric_key,
+)
+from evalkit.metrics.registry import METRICS
 from evalkit.metrics.stats import (
     DEFAULT_RESAMPLES,
     PairedComparison,
@@ -68,7 +81,7 @@ _EPS = 1e-9
 # Headline names of a metrics.json cell -> the @K metric they hold at the primary K.
 _HEADLINE = HEADLINE_AT_K
 # abstention_recall is abstention_accuracy under another name; latency has its own section.
-_NOT_DELTAS = frozenset({"abstention_recall", "latency_p50_ms", "latency_p95_ms"})
+_NOT_DELTAS = frozenset({*(m.key for m in METRICS if not m.compared), "latency_p50_ms", "latency_p95_ms"})
 _METRIC_ORDER = (*AT_K_METRICS, *PLAIN_METRIC_ORDER)
 _LOWER_IS_BETTER = LOWER_IS_BETTER
 _HIGHER_IS_BETTER = frozenset(_METRIC_ORDER) - _LOWER_IS_BETTER

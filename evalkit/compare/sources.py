@@ -25,7 +25,13 @@ import orjson
 from evalkit.atomic import write_atomic
 from evalkit.errors import InputError, Problem
 from evalkit.metrics.aggregate import GROUPINGS
-from evalkit.store import CONFIG_FILE, METRICS_FILE, RESULTS_FILE, RunDir, run_id_problem
+from evalkit.store import (
+    CONFIG_FILE,
+    METRICS_FILE,
+    RESULTS_FILE,
+    RunDir,
+    run_id_problem,
+)
 
 __all__ = ["BASELINE_KIND", "RunSource", "open_source", "ranked_chunks", "save_baseline", "slim_record"]
 

@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from evalkit.metrics.abstention import AbstentionTally
-from evalkit.metrics.expectations import EXPECTATION_METRICS, expectation_values
+from evalkit.metrics.expectations import expectation_values
 from evalkit.metrics.keys import HEADLINE_AT_K, metric_key
+from evalkit.metrics.registry import METRICS
 from evalkit.metrics.retrieval import AT_K_METRICS, validate_ks
 
 __all__ = [
@@ -44,60 +45,14 @@ __all__ = [
 # Output name in a cell -> key in the primary-K block of retrieval_metrics.at_k.
 _PRIMARY = HEADLINE_AT_K
 # The seed's per-record names, used when a record has no `at_k` block.
-_SEED_NAMES = {
-    "recall_any": "recall_at_k",
-    "mrr": "mrr",
-    "precision": "precision_at_k",
-    "ndcg": "ndcg_at_k",
-    "recall_all": "recall_all",
-    "recall_frac": "recall_frac",
-}
-MEAN_METRICS = (
-    *_PRIMARY,
-    "scope_miss_rate",
-    "attribution_hit_rate",
-    "recency_pass_rate",
-    "groundedness_avg",
-    "correctness_avg",
-    # Issue 13: structured-output validity (--response-schema) and answers citing a source.
-    "response_valid_rate",
-    "has_citations_rate",
-    # Issue 13: seed 002's latency budget (record `latency_budget`; None without a budget).
-    "latency_budget_score_avg",
-    "within_budget_rate",
-    # Issue 13: seed 002's answer-quality judge (--answer-quality), 0-1: the mean of its three
-    # dimensions, and each dimension.
-    "answer_quality_avg",
-    "answer_relevance_avg",
-    "answer_groundedness_avg",
-    "answer_completeness_avg",
-    # Issue 14: seed 004's expectations (record `expectations`), over the cases that have them.
-    *EXPECTATION_METRICS,
-)
+_SEED_NAMES = {m.at_k: m.seed_name for m in METRICS if m.at_k is not None and m.seed_name is not None}
+# What aggregate_records averages over the cases (the registry's `mean`): the headline @K
+# means first, then scope miss, attribution and recency (RecordTable's lean layout needs it).
+MEAN_METRICS = tuple(m.key for m in METRICS if m.mean)
 # What a slice (by_tag, by_category, ...) holds: the headline metrics at the primary K,
 # each with its n; every K, latency and cost stay in the overall cell. Not precision:
 # bounded by |gold| / K, across slices it compares their labels more than the retriever.
-SLICE_METRICS = (
-    "recall_at_k_avg",
-    "mrr_avg",
-    "ndcg_at_k_avg",
-    "recall_all_avg",
-    "recall_frac_avg",
-    "scope_miss_rate",
-    "attribution_hit_rate",
-    "recency_pass_rate",
-    "groundedness_avg",
-    "correctness_avg",
-    "answer_quality_avg",
-    "abstention_accuracy",
-    "hallucination_rate_unanswerable",
-    "false_abstention_rate",
-    # Which slices are slow: present only when a budget applied (n >= 1), so free otherwise.
-    "within_budget_rate",
-    # Issue 14: a scenario's primary metric is often one of these (--suite); free when unused.
-    *EXPECTATION_METRICS,
-    "error_rate",
-)
+SLICE_METRICS = tuple(m.key for m in METRICS if m.sliced)
 LATENCY_PHASES = ("folder_selection", "retrieval", "generation", "judge")
 _JUDGES = ("groundedness", "correctness", "answer_quality")
 _QUALITY_DIMENSIONS = ("relevance", "groundedness", "completeness")

@@ -8,54 +8,21 @@ from __future__ import annotations
 
 import re
 
-from evalkit.metrics.expectations import EXPECTATION_METRICS, LOWER_IS_BETTER_EXPECTATIONS
+from evalkit.metrics.registry import METRICS
 
 _KEY = re.compile(r"^(?P<name>[a-z_][a-z0-9_/]*)(?:@(?P<k>\d+))?$")
 
+# The lists below are read off the registry (evalkit.metrics.registry), never kept by hand.
 # A cell's headline name -> the @K metric it holds at the primary K.
-HEADLINE_AT_K = {
-    "recall_at_k_avg": "recall_any",
-    "mrr_avg": "mrr",
-    "precision_at_k_avg": "precision",
-    "ndcg_at_k_avg": "ndcg",
-    "recall_all_avg": "recall_all",
-    "recall_frac_avg": "recall_frac",
-}
+HEADLINE_AT_K = {m.key: m.at_k for m in METRICS if m.at_k is not None}
 # Rates where less is better (the gate, compare_runs and thresholds read them as ceilings).
-LOWER_IS_BETTER = frozenset(
-    {"scope_miss_rate", "hallucination_rate_unanswerable", "false_abstention_rate", "error_rate", "timeout_rate",
-     "empty_response_rate", *LOWER_IS_BETTER_EXPECTATIONS}
-)
+LOWER_IS_BETTER = frozenset(m.key for m in METRICS if m.direction == "lower")
 
 
 # The metrics compare_runs reports as one row each (not @K), in report order after the @K
 # metrics; `--expect-order` and the matrix accept exactly these (and the @K names). One list,
 # so that a metric compare reports is never refused as unknown by the matrix.
-PLAIN_METRIC_ORDER: tuple[str, ...] = (
-    "scope_miss_rate",
-    "attribution_hit_rate",
-    "recency_pass_rate",
-    "groundedness_avg",
-    "correctness_avg",
-    "answer_quality_avg",
-    "answer_relevance_avg",
-    "answer_groundedness_avg",
-    "answer_completeness_avg",
-    *EXPECTATION_METRICS,
-    "abstention_accuracy",
-    "hallucination_rate_unanswerable",
-    "false_abstention_rate",
-    "abstention_precision",
-    "abstention_f1",
-    "abstention_decision_accuracy",
-    "has_citations_rate",
-    "response_valid_rate",
-    "latency_budget_score_avg",
-    "within_budget_rate",
-    "error_rate",
-    "timeout_rate",
-    "empty_response_rate",
-)
+PLAIN_METRIC_ORDER: tuple[str, ...] = tuple(m.key for m in METRICS if m.compared and m.at_k is None)
 
 
 # ir_measures' names (terrierteam/ir_measures, after trec_eval's measures) of the @K metrics,
@@ -64,7 +31,7 @@ PLAIN_METRIC_ORDER: tuple[str, ...] = (
 # difference: our nDCG's gain is 2^rel - 1 (ranx's ndcg_burges), theirs rel; the two agree
 # on binary relevance. recall_all has none. Anchor matching credits each gold support once
 # (EVAL.md "Anchors").
-IR_MEASURES = {"recall_frac": "R", "recall_any": "Success", "precision": "P", "mrr": "RR", "ndcg": "nDCG"}
+IR_MEASURES = {m.at_k: m.ir_measure for m in METRICS if m.at_k is not None and m.ir_measure is not None}
 _FROM_IR_MEASURES = {v.casefold(): k for k, v in IR_MEASURES.items()}
 
 
