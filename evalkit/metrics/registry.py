@@ -8,6 +8,7 @@ below, not kept by hand. A metric added here appears in each of them by its flag
 
 Field by field (`Metric`):
 - key: the metrics.json key of the cell's value (`recall_at_k_avg`, `groundedness_avg`).
+- label: what every report (terminal, summary.md, HTML) calls it; `{k}` is the K shown.
 - at_k: for a mean of an @K metric, that metric's name (`recall_any`): the cell's value is
   the metric at the primary K; compare reports it per K under this name.
 - seed_name: the seed's per-record name of the @K metric (records without `at_k`).
@@ -32,9 +33,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from evalkit.metrics.expectations import EXPECTATION_METRICS, LOWER_IS_BETTER_EXPECTATIONS
+from evalkit.metrics.expectations import (
+    EXPECTATION_METRICS,
+    LOWER_IS_BETTER_EXPECTATIONS,
+)
 
-__all__ = ["METRICS", "Metric", "by_key"]
+__all__ = ["HEADLINE_KEYS", "METRICS", "Metric", "by_key", "label_of"]
 
 Direction = Literal["higher", "lower"]
 Stage = Literal["retrieval", "judge", "answer_quality", "expectations", "abstention", "response", "run"]
@@ -43,6 +47,7 @@ Stage = Literal["retrieval", "judge", "answer_quality", "expectations", "abstent
 @dataclass(frozen=True)
 class Metric:
     key: str
+    label: str
     direction: Direction
     stage: Stage
     scale: float = 1.0
@@ -58,13 +63,37 @@ class Metric:
     default_threshold: bool = False
 
 
+# The headline @K means, as the reports name them at the primary K.
+_LABELS = {
+    "recall_at_k_avg": "Recall@{k} (any)",
+    "mrr_avg": "MRR@{k}",
+    "precision_at_k_avg": "Precision@{k}",
+    "ndcg_at_k_avg": "nDCG@{k}",
+    "recall_all_avg": "Recall_all@{k}",
+    "recall_frac_avg": "Recall_frac@{k}",
+}
+# Seed 004's expectation metrics, as the reports name them.
+_EXPECTATION_LABELS = {
+    "must_include_recall": "Must-include recall (retrieved)",
+    "must_include_mrr": "Must-include MRR (retrieved)",
+    "must_include_precision": "Must-include precision (retrieved)",
+    "must_exclude_hit_rate": "Must-exclude hit rate (retrieved)",
+    "must_exclude_violation_rate": "Must-exclude violation rate (retrieved)",
+    "ordering_accuracy": "Ordering accuracy (retrieved)",
+    "fact_retention": "Fact retention (token budget)",
+    "answer_must_include_recall": "Must-include recall (answer)",
+    "answer_must_exclude_violation_rate": "Must-exclude violation rate (answer)",
+    "answer_ordering_accuracy": "Ordering accuracy (answer)",
+}
+
+
 def _at_k(key: str, name: str, seed: str, ir: str | None, **kw: object) -> Metric:
-    return Metric(key, "higher", "retrieval", at_k=name, seed_name=seed, ir_measure=ir, **kw)  # type: ignore[arg-type]
+    return Metric(key, _LABELS[key], "higher", "retrieval", at_k=name, seed_name=seed, ir_measure=ir, **kw)  # type: ignore[arg-type]
 
 
 def _expectation(name: str) -> Metric:
     lower = name in LOWER_IS_BETTER_EXPECTATIONS
-    return Metric(name, "lower" if lower else "higher", "expectations", sliced=True, per_case="as_is", threshold=lower)
+    return Metric(name, _EXPECTATION_LABELS[name], "lower" if lower else "higher", "expectations", sliced=True, per_case="as_is", threshold=lower)
 
 
 # The headline @K means first (recall, MRR, precision, nDCG, then the other recalls: the order
@@ -77,39 +106,53 @@ METRICS: tuple[Metric, ...] = (
     _at_k("ndcg_at_k_avg", "ndcg", "ndcg_at_k", "nDCG", sliced=True, default_threshold=True),
     _at_k("recall_all_avg", "recall_all", "recall_all", None, sliced=True),
     _at_k("recall_frac_avg", "recall_frac", "recall_frac", "R", sliced=True),
-    Metric("scope_miss_rate", "lower", "retrieval", sliced=True, per_case="as_is", gated="scope_miss"),
-    Metric("attribution_hit_rate", "higher", "retrieval", sliced=True, per_case="as_is", gated="attribution",
+    Metric("scope_miss_rate", "Scope miss rate", "lower", "retrieval", sliced=True, per_case="as_is", gated="scope_miss"),
+    Metric("attribution_hit_rate", "Attribution hit rate", "higher", "retrieval", sliced=True, per_case="as_is", gated="attribution",
            default_threshold=True),
-    Metric("recency_pass_rate", "higher", "retrieval", sliced=True, per_case="as_is"),
-    Metric("groundedness_avg", "higher", "judge", scale=5.0, sliced=True, per_case="as_is", gated="groundedness"),
-    Metric("correctness_avg", "higher", "judge", scale=5.0, sliced=True, per_case="as_is", gated="correctness"),
-    Metric("answer_quality_avg", "higher", "answer_quality", sliced=True, per_case="as_is", threshold=False),
-    Metric("answer_relevance_avg", "higher", "answer_quality", threshold=False),
-    Metric("answer_groundedness_avg", "higher", "answer_quality", threshold=False),
-    Metric("answer_completeness_avg", "higher", "answer_quality", threshold=False),
+    Metric("recency_pass_rate", "Recency pass rate", "higher", "retrieval", sliced=True, per_case="as_is"),
+    Metric("groundedness_avg", "Groundedness (0-5)", "higher", "judge", scale=5.0, sliced=True, per_case="as_is", gated="groundedness"),
+    Metric("correctness_avg", "Correctness (0-5)", "higher", "judge", scale=5.0, sliced=True, per_case="as_is", gated="correctness"),
+    Metric("answer_quality_avg", "Answer quality (0-1)", "higher", "answer_quality", sliced=True, per_case="as_is", threshold=False),
+    Metric("answer_relevance_avg", "Answer relevance (0-1)", "higher", "answer_quality", threshold=False),
+    Metric("answer_groundedness_avg", "Answer groundedness (0-1)", "higher", "answer_quality", threshold=False),
+    Metric("answer_completeness_avg", "Answer completeness (0-1)", "higher", "answer_quality", threshold=False),
     *(_expectation(name) for name in EXPECTATION_METRICS),
-    Metric("abstention_accuracy", "higher", "abstention", mean=False, sliced=True, per_case="derived",
+    Metric("abstention_accuracy", "Abstention accuracy", "higher", "abstention", mean=False, sliced=True, per_case="derived",
            gated="abstention", default_threshold=True),
-    Metric("hallucination_rate_unanswerable", "lower", "abstention", mean=False, sliced=True, gated="hallucination"),
-    Metric("false_abstention_rate", "lower", "abstention", mean=False, sliced=True, per_case="derived",
+    Metric("hallucination_rate_unanswerable", "Hallucination rate (unanswerable)", "lower", "abstention", mean=False, sliced=True, gated="hallucination"),
+    Metric("false_abstention_rate", "False abstention rate (answerable)", "lower", "abstention", mean=False, sliced=True, per_case="derived",
            gated="false_abstention"),
-    Metric("abstention_precision", "higher", "abstention", mean=False),
-    Metric("abstention_f1", "higher", "abstention", mean=False),
-    Metric("abstention_decision_accuracy", "higher", "abstention", mean=False, per_case="derived"),
+    Metric("abstention_precision", "Abstention precision", "higher", "abstention", mean=False),
+    Metric("abstention_f1", "Abstention F1", "higher", "abstention", mean=False),
+    Metric("abstention_decision_accuracy", "Abstention decision accuracy", "higher", "abstention", mean=False, per_case="derived"),
     # abstention_accuracy under another name: no row of its own in compare.
-    Metric("abstention_recall", "higher", "abstention", mean=False, compared=False),
-    Metric("has_citations_rate", "higher", "response", per_case="derived", threshold=False),
-    Metric("response_valid_rate", "higher", "response", per_case="derived", threshold=False),
-    Metric("latency_budget_score_avg", "higher", "run", default_threshold=True),
-    Metric("within_budget_rate", "higher", "run", sliced=True),
-    Metric("error_rate", "lower", "run", mean=False, sliced=True, per_case="derived"),
-    Metric("timeout_rate", "lower", "run", mean=False, per_case="derived"),
-    Metric("empty_response_rate", "lower", "run", mean=False, per_case="derived"),
+    Metric("abstention_recall", "Abstention recall", "higher", "abstention", mean=False, compared=False),
+    Metric("has_citations_rate", "Has citations rate (answered)", "higher", "response", per_case="derived", threshold=False),
+    Metric("response_valid_rate", "Response valid rate (schema)", "higher", "response", per_case="derived", threshold=False),
+    Metric("latency_budget_score_avg", "Latency budget score", "higher", "run", default_threshold=True),
+    Metric("within_budget_rate", "Within latency budget", "higher", "run", sliced=True),
+    Metric("error_rate", "Error rate", "lower", "run", mean=False, sliced=True, per_case="derived"),
+    Metric("timeout_rate", "Timeout rate", "lower", "run", mean=False, per_case="derived"),
+    Metric("empty_response_rate", "Empty response rate", "lower", "run", mean=False, per_case="derived"),
 )
 
 _BY_KEY = {m.key: m for m in METRICS}
+# The headline @K rows of every run summary (terminal, HTML), in this order, at the primary K.
+HEADLINE_KEYS = ("recall_at_k_avg", "recall_all_avg", "recall_frac_avg", "precision_at_k_avg", "mrr_avg", "ndcg_at_k_avg")
 
 
 def by_key(key: str) -> Metric | None:
     """The registry entry of a metrics.json key, or None."""
     return _BY_KEY.get(key)
+
+
+def label_of(key: str, k: int | str | None = None, *, heuristic: bool = False) -> str:
+    """The label every report shows for `key` (at K `k`), marked "(heuristic)" for a judge
+    score the offline heuristic gave; the key itself when the registry has no such metric."""
+    metric = _BY_KEY.get(key)
+    if metric is None:
+        return key
+    label = metric.label.replace("{k}", "K" if k is None else str(k))
+    if heuristic and metric.stage in ("judge", "answer_quality"):
+        label += " (heuristic)"
+    return label

@@ -20,6 +20,8 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from evalkit.metrics.registry import HEADLINE_KEYS, METRICS, label_of
+
 __all__ = ["RunProgress", "print_run_summary", "summary_rows"]
 
 
@@ -117,18 +119,7 @@ def _ms(v: Any) -> str:
 
 
 # Seed 004's expectation metrics (metrics/expectations.py), shown only when measured.
-EXPECTATION_ROWS = (
-    ("Must-include recall (retrieved)", "must_include_recall"),
-    ("Must-include MRR (retrieved)", "must_include_mrr"),
-    ("Must-include precision (retrieved)", "must_include_precision"),
-    ("Must-exclude hit rate (retrieved)", "must_exclude_hit_rate"),
-    ("Must-exclude violation rate (retrieved)", "must_exclude_violation_rate"),
-    ("Ordering accuracy (retrieved)", "ordering_accuracy"),
-    ("Fact retention (token budget)", "fact_retention"),
-    ("Must-include recall (answer)", "answer_must_include_recall"),
-    ("Must-exclude violation rate (answer)", "answer_must_exclude_violation_rate"),
-    ("Ordering accuracy (answer)", "answer_ordering_accuracy"),
-)
+EXPECTATION_ROWS = tuple((m.label, m.key) for m in METRICS if m.stage == "expectations")
 
 
 def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = None) -> list[tuple[str, str, str]]:
@@ -143,43 +134,34 @@ def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = N
     k = agg.get("k")
     rows: list[tuple[str, str, str]] = []
 
-    def row(label: str, key: str) -> None:
-        rows.append((label, _fmt(agg.get(key)), str(n.get(key, "—"))))
+    heuristic = bool(judge and judge.get("heuristic"))
 
-    row(f"Recall@{k} (any)", "recall_at_k_avg")
-    row(f"Recall_all@{k}", "recall_all_avg")
-    row(f"Recall_frac@{k}", "recall_frac_avg")
-    row(f"Precision@{k}", "precision_at_k_avg")
-    row(f"MRR@{k}", "mrr_avg")
-    row(f"nDCG@{k}", "ndcg_at_k_avg")
+    def row(key: str) -> None:  # labels from the registry: the HTML report shows the same ones
+        rows.append((label_of(key, k, heuristic=heuristic), _fmt(agg.get(key)), str(n.get(key, "—"))))
+
+    for key in HEADLINE_KEYS:
+        row(key)
     for other, cell in (agg.get("at_k") or {}).items():
         if str(other) == str(k):
             continue
         for name, label in (("recall_any", "Recall"), ("mrr", "MRR"), ("ndcg", "nDCG")):
             rows.append((f"{label}@{other}", _fmt(cell.get(name)), str((cell.get("n_by_metric") or {}).get(name, "—"))))
-    row("Scope miss rate", "scope_miss_rate")
-    row("Attribution hit rate", "attribution_hit_rate")
-    row("Recency pass rate", "recency_pass_rate")
-    heuristic = bool(judge and judge.get("heuristic"))
-    mark = " (heuristic)" if heuristic else ""
-    row(f"Groundedness (0-5){mark}", "groundedness_avg")
-    row(f"Correctness (0-5){mark}", "correctness_avg")
+    for key in ("scope_miss_rate", "attribution_hit_rate", "recency_pass_rate", "groundedness_avg", "correctness_avg"):
+        row(key)
     if n.get("answer_quality_avg"):  # only with --answer-quality (issue 13)
-        row(f"Answer quality (0-1){mark}", "answer_quality_avg")
+        row("answer_quality_avg")
         dims = " / ".join(_fmt(agg.get(f"answer_{d}_avg")) for d in ("relevance", "groundedness", "completeness"))
         rows.append(("  relevance / groundedness / completeness", dims, str(n.get("answer_relevance_avg", "—"))))
-    for label, key in EXPECTATION_ROWS:  # cases with `expected` (issue 14), else no row
+    for _, key in EXPECTATION_ROWS:  # cases with `expected` (issue 14), else no row
         if n.get(key):
-            row(label, key)
-    row("Abstention accuracy", "abstention_accuracy")
-    row("Hallucination rate (unanswerable)", "hallucination_rate_unanswerable")
-    row("False abstention rate (answerable)", "false_abstention_rate")
-    row("Has citations rate (answered)", "has_citations_rate")
+            row(key)
+    for key in ("abstention_accuracy", "hallucination_rate_unanswerable", "false_abstention_rate", "has_citations_rate"):
+        row(key)
     if n.get("response_valid_rate"):  # only with --response-schema / --require-fields
-        row("Response valid rate (schema)", "response_valid_rate")
+        row("response_valid_rate")
     if n.get("latency_budget_score_avg"):  # only when a latency budget applied (issue 13)
-        row("Latency budget score", "latency_budget_score_avg")
-        row("Within latency budget", "within_budget_rate")
+        row("latency_budget_score_avg")
+        row("within_budget_rate")
 
     lat = agg.get("latency") or {}
     rows.append(("Latency p50 / p95", f"{_ms(lat.get('p50_ms'))} / {_ms(lat.get('p95_ms'))}", str(lat.get("n", "—"))))
@@ -196,9 +178,9 @@ def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = N
     n_ops = str(ops.get("n", "—"))
     kinds = ops.get("error_kinds") or {}
     detail = f" ({', '.join(f'{k_}: {v}' for k_, v in kinds.items())})" if kinds else ""
-    rows.append(("Error rate", _fmt(ops.get("error_rate")) + detail, n_ops))
-    rows.append(("Timeout rate", _fmt(ops.get("timeout_rate")), n_ops))
-    rows.append(("Empty response rate", _fmt(ops.get("empty_response_rate")), n_ops))
+    rows.append((label_of("error_rate"), _fmt(ops.get("error_rate")) + detail, n_ops))
+    rows.append((label_of("timeout_rate"), _fmt(ops.get("timeout_rate")), n_ops))
+    rows.append((label_of("empty_response_rate"), _fmt(ops.get("empty_response_rate")), n_ops))
     cost = agg.get("cost") or {}
     rows.append(
         (

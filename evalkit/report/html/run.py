@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit.metrics.registry import HEADLINE_KEYS, label_of
 from evalkit.report.html.charts import bar, bar_chart
 from evalkit.store import RunDir
 
@@ -170,32 +171,22 @@ _CARD_KEYS = {
 def _headline(agg: Mapping[str, Any], judge_heuristic: bool) -> list[tuple[str, Cell, str]]:
     n = agg.get("n") or {}
     k = agg.get("k")
-    mark = " (heuristic)" if judge_heuristic else ""
     rows: list[tuple[str, Cell, str]] = []
 
-    def add(label: str, key: str, kind: str, scale: float | None = 1.0) -> None:
-        rows.append((label, Cell(_num(agg.get(key)), _int(n.get(key)), scale), kind))
+    def add(key: str, kind: str = "rate", scale: float | None = 1.0) -> None:  # the terminal's labels (registry)
+        rows.append((label_of(key, k, heuristic=judge_heuristic), Cell(_num(agg.get(key)), _int(n.get(key)), scale), kind))
 
-    add(f"Recall@{k} (any)", "recall_at_k_avg", "rate")
-    add(f"Recall_all@{k}", "recall_all_avg", "rate")
-    add(f"Recall_frac@{k}", "recall_frac_avg", "rate")
-    add(f"Precision@{k}", "precision_at_k_avg", "rate")
-    add(f"MRR@{k}", "mrr_avg", "rate")
-    add(f"nDCG@{k}", "ndcg_at_k_avg", "rate")
-    add("Scope miss rate", "scope_miss_rate", "rate")
-    add("Attribution hit rate", "attribution_hit_rate", "rate")
-    add("Recency pass rate", "recency_pass_rate", "rate")
-    add(f"Groundedness (0-5){mark}", "groundedness_avg", "score", 5.0)
-    add(f"Correctness (0-5){mark}", "correctness_avg", "score", 5.0)
-    add("Abstention accuracy", "abstention_accuracy", "rate")
-    add("Hallucination rate (unanswerable)", "hallucination_rate_unanswerable", "rate")
-    add("False abstention rate (answerable)", "false_abstention_rate", "rate")
-    add("Has citations rate (answered)", "has_citations_rate", "rate")
+    for key in (*HEADLINE_KEYS, "scope_miss_rate", "attribution_hit_rate", "recency_pass_rate"):
+        add(key)
+    add("groundedness_avg", "score", 5.0)
+    add("correctness_avg", "score", 5.0)
+    for key in ("abstention_accuracy", "hallucination_rate_unanswerable", "false_abstention_rate", "has_citations_rate"):
+        add(key)
     if n.get("response_valid_rate"):  # only with --response-schema / --require-fields
-        add("Response valid rate (schema)", "response_valid_rate", "rate")
+        add("response_valid_rate")
     ops = agg.get("operational_metrics") or {}
-    for label, key in (("Error rate", "error_rate"), ("Timeout rate", "timeout_rate"), ("Empty response rate", "empty_response_rate")):
-        rows.append((label, Cell(_num(ops.get(key)), _int(ops.get("n")), 1.0), "rate"))
+    for key in ("error_rate", "timeout_rate", "empty_response_rate"):
+        rows.append((label_of(key), Cell(_num(ops.get(key)), _int(ops.get("n")), 1.0), "rate"))
     return rows
 
 
