@@ -225,7 +225,7 @@ def _snippets_ok(support: Mapping, chunk: Mapping) -> bool:
     return True
 
 
-def _int_or_none(v: Any) -> int | None:
+def int_or_none(v: Any) -> int | None:
     if v is None or isinstance(v, bool):
         return None
     try:
@@ -276,9 +276,9 @@ def match_support(
     if normalize_rel_path(_get(chunk, "rel_path"), case_sensitive=case_sensitive) != gold_path:
         return False
 
-    g_start, g_end = _int_or_none(_get(support, "start_line")), _int_or_none(_get(support, "end_line"))
+    g_start, g_end = int_or_none(_get(support, "start_line")), int_or_none(_get(support, "end_line"))
     if g_start is not None and g_end is not None:
-        c_start, c_end = _int_or_none(_get(chunk, "start_line")), _int_or_none(_get(chunk, "end_line"))
+        c_start, c_end = int_or_none(_get(chunk, "start_line")), int_or_none(_get(chunk, "end_line"))
         if c_start is not None and c_end is not None:
             if not (c_start <= g_end and g_start <= c_end):
                 return False
@@ -368,7 +368,7 @@ _PATHS: tuple[dict[str, str], dict[str, str]] = ({}, {})
 _PATHS_MAX = 1 << 17
 
 
-def _path_of(raw: Any, case_sensitive: bool) -> str:
+def path_of(raw: Any, case_sensitive: bool) -> str:
     table = _PATHS[case_sensitive]
     if type(raw) is str:
         path = table.get(raw)
@@ -390,7 +390,7 @@ def paths_of(raws: Sequence[Any], case_sensitive: bool) -> list[str]:
             return paths
     else:
         paths = [None] * len(raws)
-    return [p if p is not None else _path_of(r, case_sensitive) for p, r in zip(paths, raws)]
+    return [p if p is not None else path_of(r, case_sensitive) for p, r in zip(paths, raws)]
 
 
 class GoldIndex:
@@ -427,17 +427,17 @@ class GoldIndex:
             gid = get("chunk_id")
             if gid is not None and str(gid) != "":
                 self.by_id.setdefault(str(gid), []).append(i)
-            path = _path_of(get("rel_path"), case_sensitive)
+            path = path_of(get("rel_path"), case_sensitive)
             if not path:
                 continue  # the span and anchor forms need a path: this support matches by id only
-            start, end = _int_or_none(get("start_line")), _int_or_none(get("end_line"))
+            start, end = int_or_none(get("start_line")), int_or_none(get("end_line"))
             heading = get("heading_path")
             snips = get("snippets") or []
             self.by_path.setdefault(path, []).append((
                 i,
                 (start, end) if start is not None and end is not None else None,
                 heading is not None,
-                _components(heading, case_sensitive),
+                path_components(heading, case_sensitive),
                 [normalize_snippet_text(x) for x in snips if x and str(x).strip()] if snips else [],
             ))
         self.graded_only: frozenset[int] = frozenset(graded) if graded else _NO_MATCH
@@ -448,7 +448,7 @@ class GoldIndex:
             chunk = {k: _get(chunk, k) for k in _CHUNK_KEYS}
         cid = chunk.get("chunk_id")
         cid = None if cid is None else str(cid)
-        return self._match(chunk, cid, _path_of(chunk.get("rel_path"), self.cs), require_snippets)
+        return self._match(chunk, cid, path_of(chunk.get("rel_path"), self.cs), require_snippets)
 
     def ranking(self, chunks: Sequence[Mapping], *, require_snippets: bool = False) -> MatchTable:
         """The MatchTable of `chunks` (see `match_ranking`)."""
@@ -520,7 +520,7 @@ class GoldIndex:
             raw = c.get("rel_path")
             path = paths.get(raw) if type(raw) is str else None
             if path is None:
-                path = _path_of(raw, cs)
+                path = path_of(raw, cs)
             cid = c.get("chunk_id")
             if cid is not None and type(cid) is not str:
                 cid = str(cid)
@@ -535,8 +535,8 @@ class GoldIndex:
                 loc = (
                     path,
                     normalize_heading_path(c.get("heading_path")),
-                    _int_or_none(c.get("start_line")),
-                    _int_or_none(c.get("end_line")),
+                    int_or_none(c.get("start_line")),
+                    int_or_none(c.get("end_line")),
                     c.get("text") or "",
                 )
                 if loc in seen_locs:
@@ -566,7 +566,7 @@ class GoldIndex:
                     continue
                 if span is not None:
                     if lines is None:
-                        lines = (_int_or_none(chunk.get("start_line")), _int_or_none(chunk.get("end_line")))
+                        lines = (int_or_none(chunk.get("start_line")), int_or_none(chunk.get("end_line")))
                     c_start, c_end = lines
                     if c_start is not None and c_end is not None:
                         if not (c_start <= span[1] and span[0] <= c_end):
@@ -581,7 +581,7 @@ class GoldIndex:
                         continue
                 if gold:
                     if got is None:
-                        got = _components(chunk.get("heading_path"), self.cs)
+                        got = path_components(chunk.get("heading_path"), self.cs)
                     # Component-wise: the heading-boundary rule ("# A" never prefixes "# AB").
                     if got[: len(gold)] != gold:
                         continue
@@ -593,7 +593,7 @@ class GoldIndex:
         return frozenset(hit) if hit else _NO_MATCH
 
 
-def _components(h: Any, case_sensitive: bool) -> tuple[str, ...]:
+def path_components(h: Any, case_sensitive: bool) -> tuple[str, ...]:
     """Heading components as `_heading_prefix` compares them (case-folded when not case-sensitive)."""
     if not h:
         return ()

@@ -192,7 +192,7 @@ def read_eval_set(
                 problems.extend(typos)
                 continue
             problems.extend(typos)
-            problems.extend(_case_problems(case, allowed, where))
+            problems.extend(case_problems(case, allowed, where))
             first = seen.get(case.id)
             if first is not None:
                 problems.append(Problem(f"id {case.id!r} duplicates {first}", field="id", **where))
@@ -288,7 +288,7 @@ def _typo_problems(obj: dict[str, Any], where: dict[str, Any]) -> list[Problem]:
     ]
 
 
-def _case_problems(case: EvalCase, allowed: set[str], where: dict[str, Any]) -> list[Problem]:
+def case_problems(case: EvalCase, allowed: set[str], where: dict[str, Any]) -> list[Problem]:
     problems: list[Problem] = []
     if case.category is not None and case.category not in allowed:
         problems.append(

@@ -190,13 +190,13 @@ def _make(rel_path: str, chain: Chain, question: str, snippet: str, evidence: st
     return Candidate(case, pattern, evidence, line, group)
 
 
-def _own_lines(outline: NoteOutline, chain: Chain) -> list[tuple[int, str]]:
+def own_lines(outline: NoteOutline, chain: Chain) -> list[tuple[int, str]]:
     """(line number, text) of the section's own lines (sub-sections excluded), heading included."""
     numbers = sorted({n for c, s, e in outline.pieces if c == chain for n in range(s, e + 1)})
     return [(n, outline.lines[n - 1]) for n in numbers if n <= len(outline.lines)]
 
 
-def _unfenced(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
+def unfenced(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
     out, fence = [], None
     for n, text in lines:
         m = _FENCE.match(text)
@@ -252,7 +252,7 @@ def _header_phrase(header: str) -> str:
 
 
 def _section_candidates(rel_path: str, outline: NoteOutline, chain: Chain) -> Iterable[Candidate]:
-    own = _unfenced(_own_lines(outline, chain))
+    own = unfenced(own_lines(outline, chain))
     if chain and own and own[0][1].lstrip().startswith("#"):
         heading, body = own[0], own[1:]
     else:

@@ -56,8 +56,8 @@ from evalkit.generate import (
     GENERATED,
     Candidate,
     GenerationResult,
-    _own_lines,
-    _unfenced,
+    own_lines,
+    unfenced,
     candidate_id,
     filter_candidates,
     finish_candidates,
@@ -261,8 +261,8 @@ def note_sections(rel_path: str, outline: NoteOutline) -> list[Section]:
     """Every section of one note with at least one word of body, in file order."""
     out = []
     for chain in dict.fromkeys(c for c, _, _ in outline.pieces):
-        own = _own_lines(outline, chain)
-        lines = _unfenced(own)
+        own = own_lines(outline, chain)
+        lines = unfenced(own)
         if not lines:
             continue
         body = lines[1:] if chain and lines[0][1].lstrip().startswith("#") else lines
@@ -326,7 +326,7 @@ def parse_wikilinks(text: str, *, first_line: int = 1) -> list[WikiLink]:
     """The `[[...]]` links of `text`, in order; embeds (`![[...]]`), links in fenced code
     and inline code spans, and same-note links (`[[#Heading]]`) are skipped."""
     out: list[WikiLink] = []
-    for i, line in _unfenced(list(enumerate(text.split("\n")))):
+    for i, line in unfenced(list(enumerate(text.split("\n")))):
         for lm in _WIKILINK.finditer(_INLINE_CODE.sub(lambda c: " " * len(c.group()), line)):
             if lm.group(1):
                 continue  # an embed
@@ -714,7 +714,7 @@ def generate_with_llm(
     """
     from dataclasses import replace
 
-    from evalkit.judges.runner import _redact_url, build_judge
+    from evalkit.judges.runner import redact_base_url, build_judge
 
     if not 0 <= max_overlap <= 1:
         raise BadConfig(Problem(f"expected a number from 0 to 1, got {max_overlap}", field="--max-overlap"))
@@ -740,7 +740,7 @@ def generate_with_llm(
         raise _with_generate_flags(e) from None
     if getattr(judge, "heuristic", False):
         raise BadConfig(Problem("generation with an LLM needs --model/--provider/--base-url", field="--model"))
-    base_url = _redact_url(getattr(judge.backend, "base_url", None))
+    base_url = redact_base_url(getattr(judge.backend, "base_url", None))
     label = f"{judge.backend.provider}:{judge.backend.model}"
     ctx = _Ctx(judge, settings, label)
 

@@ -103,7 +103,7 @@ def _check_shards(shards: list[_ShardRun]) -> list[Problem]:
 def _check_records(shards: list[_ShardRun], trials: int) -> list[Problem]:
     """Every record in its shard, each (case, trial) once, each shard complete, the whole
     selection covered. Streams each results.jsonl once, keeping only keys."""
-    from evalkit.runner.run import _run_order, record_key
+    from evalkit.runner.run import run_order, record_key
     from evalkit.shard import ids_sha256, shard_of
 
     problems: list[Problem] = []
@@ -122,7 +122,7 @@ def _check_records(shards: list[_ShardRun], trials: int) -> list[Problem]:
             owner[key] = s.run.run_id
             if shard_of(key[0], count) != s.shard["index"]:
                 foreign += 1
-            pos = _run_order(rec)
+            pos = run_order(rec)
             if pos < last:
                 s.in_order = False
             last = max(last, pos)
@@ -144,12 +144,12 @@ def _check_records(shards: list[_ShardRun], trials: int) -> list[Problem]:
 
 
 def _merged_records(shards: list[_ShardRun]) -> Iterator[dict[str, Any]]:
-    from evalkit.runner.run import _run_order
+    from evalkit.runner.run import run_order
 
     if all(s.in_order for s in shards):
-        yield from heapq.merge(*(s.run.iter_results() for s in shards), key=_run_order)
+        yield from heapq.merge(*(s.run.iter_results() for s in shards), key=run_order)
     else:
-        yield from sorted((r for s in shards for r in s.run.iter_results()), key=_run_order)
+        yield from sorted((r for s in shards for r in s.run.iter_results()), key=run_order)
 
 
 def _shard_wall_s(s: _ShardRun) -> float:
@@ -192,7 +192,7 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str, results_dir: str | Path =
         RunNotFound: a run id names no run.
     """
     from evalkit.config import build_settings
-    from evalkit.runner.run import _now, _write_metrics
+    from evalkit.runner.run import now_utc, write_run_metrics
     from evalkit.store import check_run_id
 
     results_dir = Path(results_dir)
@@ -224,7 +224,7 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str, results_dir: str | Path =
     total = int(first.shard.get("n_selected_total", 0))
     config.update(
         run_id=run_id,
-        created_at=_now(),
+        created_at=now_utc(),
         settings=settings.public_dump(),
         sessions=[{**x, "shard_run_id": s.run.run_id} for s in shards for x in s.config.get("sessions") or []],
         merged_from=merged_from,
@@ -251,7 +251,7 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str, results_dir: str | Path =
         eval_set=SimpleNamespace(commit_hash=first.config.get("eval_set_commit_hash"), version=first.config.get("dataset_version")),
         baseline=None,
     )
-    metrics, _ = _write_metrics(p, run, judge, 0.0, _pre_run_warnings(shards), timing=timing)  # type: ignore[arg-type]
+    metrics, _ = write_run_metrics(p, run, judge, 0.0, _pre_run_warnings(shards), timing=timing)  # type: ignore[arg-type]
     point_latest(results_dir, run.run_id)
     return MergeResult(
         run_id=run.run_id,

@@ -141,7 +141,7 @@ def case_problems(case: dict[str, Any]) -> list[str]:
     own rules: a known category, no supports on an unanswerable case); empty when it would."""
     from pydantic import ValidationError
 
-    from evalkit.dataset import _case_problems, configured_categories
+    from evalkit.dataset import case_problems, configured_categories
     from evalkit.schema import BUILTIN_CATEGORIES, EvalCase
 
     try:
@@ -149,7 +149,7 @@ def case_problems(case: dict[str, Any]) -> list[str]:
     except ValidationError as e:
         return [f"{'.'.join(map(str, err['loc'])) or 'case'}: {err['msg']}" for err in e.errors()]
     allowed = set(BUILTIN_CATEGORIES) | set(configured_categories())
-    return [f"{p.field}: {p.message}" if p.field else p.message for p in _case_problems(parsed, allowed, {})]
+    return [f"{p.field}: {p.message}" if p.field else p.message for p in case_problems(parsed, allowed, {})]
 
 
 KEEP = object()

@@ -461,14 +461,14 @@ def _scoring_json(result: Any, provenance: str, keys: Sequence[str]) -> dict[str
     }
 
 
-def _run_settings(run: RunDir, cfg: Mapping[str, Any]) -> dict[str, Any]:
+def run_settings(run: RunDir, cfg: Mapping[str, Any]) -> dict[str, Any]:
     settings = cfg.get("settings")
     if not isinstance(settings, Mapping) or not settings.get("k"):
         raise BadConfig(Problem("config.json has no settings.k (not written by run_eval?)", path=str(run.config_path)))
     return dict(settings)
 
 
-def _check_ks(ks: Sequence[int] | None, run_ks: Sequence[int]) -> list[int]:
+def check_ks(ks: Sequence[int] | None, run_ks: Sequence[int]) -> list[int]:
     asked = max(run_ks)
     ks = validate_ks(list(ks) if ks else list(run_ks))
     too_large = [k for k in ks if k > asked]
@@ -773,8 +773,8 @@ def score_retrieval(
     """
     run = run_id if isinstance(run_id, RunDir) else RunDir.open(Path(results_dir), run_id)
     cfg = run.read_config()
-    settings = _run_settings(run, cfg)
-    ks = _check_ks(ks, settings["k"])
+    settings = run_settings(run, cfg)
+    ks = check_ks(ks, settings["k"])
     snippets = bool(settings.get("require_snippets")) if require_snippets is None else bool(require_snippets)
     cut_text = snippets and not settings.get("store_full_text")
     if cut_text and not allow_truncated_text:
@@ -1026,7 +1026,7 @@ def score_abstention(
         raise BadConfig(Problem(f"unknown classifier {classifier!r}; expected heuristic or llm", field="--classifier"))
     run = run_id if isinstance(run_id, RunDir) else RunDir.open(Path(results_dir), run_id)
     cfg = run.read_config()
-    settings = _run_settings(run, cfg)
+    settings = run_settings(run, cfg)
     old = run.read_metrics()
     per_case = _stored_per_case(old, cfg, settings)
     source, given_cases = _labels(run, cfg, eval_set, per_case.get("dataset_version"))

@@ -38,7 +38,7 @@ def render_run_summary(
     """summary.md's text for `run`: its metrics.json (or `metrics`), config.json and the
     worst cases (`worst`, fed by the caller's own pass over the records; else streamed from
     results.jsonl here). None when the run has no metrics yet."""
-    from evalkit.report.summary_md import _primary_k, render_summary, worst_cases
+    from evalkit.report.summary_md import primary_k, render_summary, worst_cases
 
     metrics = metrics if metrics is not None else run.read_metrics()
     if metrics is None:
@@ -48,7 +48,7 @@ def render_run_summary(
     if worst is not None:
         rows = worst.rows()
     else:
-        rows = worst_cases(run.iter_results(), _primary_k(metrics)) if run.results_path.exists() else None
+        rows = worst_cases(run.iter_results(), primary_k(metrics)) if run.results_path.exists() else None
     return render_summary(metrics, config, rows)
 
 

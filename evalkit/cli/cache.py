@@ -57,9 +57,9 @@ def stats(
     """Count a cache's judgments by judge kind and model."""
     with exit_on_known_errors():
         from evalkit.errors import BadConfig, Problem
-        from evalkit.judges.cache import _source_problem
+        from evalkit.judges.cache import source_problem
 
-        problem = _source_problem(path)
+        problem = source_problem(path)
         if problem is not None:
             raise BadConfig(Problem(problem, path=str(path)))
     import sqlite3

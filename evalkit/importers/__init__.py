@@ -256,7 +256,7 @@ def write_vault(cases: Sequence[ImportedCase], vault_out: str | Path, *, force: 
             files[rel] = (str(c.case.get("id")), text)
     parent = vault_out.absolute().parent
     parent.mkdir(parents=True, exist_ok=True)
-    tmp = _new_sibling(vault_out, "tmp")
+    tmp = new_sibling(vault_out, "tmp")
     try:
         for rel, (_, text) in files.items():
             target = tmp / rel
@@ -268,14 +268,14 @@ def write_vault(cases: Sequence[ImportedCase], vault_out: str | Path, *, force: 
         sources = sorted({c.path for c in cases})
         marker = {"written_by": "evalkit import", "sources": sources, "cases": len(cases), "notes": len(files)}
         (tmp / VAULT_MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
-        _swap_in(tmp, vault_out)
+        swap_in(tmp, vault_out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return len(files)
 
 
-def _new_sibling(path: Path, kind: str) -> Path:
+def new_sibling(path: Path, kind: str) -> Path:
     """A new hidden folder beside `path` (plain mkdir: the umask's mode, not mkdtemp's 0700)."""
     while True:
         candidate = path.absolute().parent / f".{path.name}.{kind}-{secrets.token_hex(4)}"
@@ -286,7 +286,7 @@ def _new_sibling(path: Path, kind: str) -> Path:
             continue
 
 
-def _swap_in(tmp: Path, vault_out: Path) -> None:
+def swap_in(tmp: Path, vault_out: Path) -> None:
     """Rename `tmp` to `vault_out`; an existing `vault_out` (empty, or checked replaceable) goes."""
     if not vault_out.exists():
         os.rename(tmp, vault_out)
@@ -295,7 +295,7 @@ def _swap_in(tmp: Path, vault_out: Path) -> None:
         vault_out.rmdir()
         os.rename(tmp, vault_out)
         return
-    old = _new_sibling(vault_out, "old")
+    old = new_sibling(vault_out, "old")
     old.rmdir()
     os.rename(vault_out, old)
     try:

@@ -43,8 +43,8 @@ from evalkit.importers import (
     VAULT_MARKER,
     ImportedCase,
     ImportOptions,
-    _new_sibling,
-    _swap_in,
+    new_sibling,
+    swap_in,
     jsonl_items,
     write_eval_set,
 )
@@ -143,7 +143,7 @@ def import_beir(
         raise InputError(problems)
 
     vault_out.absolute().parent.mkdir(parents=True, exist_ok=True)
-    tmp = _new_sibling(vault_out, "tmp")
+    tmp = new_sibling(vault_out, "tmp")
     try:
         doc_ids = _write_notes(corpus, tmp, problems)
         if problems:
@@ -183,7 +183,7 @@ def import_beir(
             "notes": len(doc_ids),
         }
         (tmp / VAULT_MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
-        _swap_in(tmp, vault_out)
+        swap_in(tmp, vault_out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

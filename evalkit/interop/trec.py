@@ -167,14 +167,14 @@ def export_trec(
             on cut text without allow_truncated_text (as `score_retrieval`); a record
             without its case.
     """
-    from evalkit.scoring import _check_ks, _run_settings
+    from evalkit.scoring import check_ks, run_settings
 
     if unit not in UNITS:
         raise BadConfig(Problem(f"unknown unit {unit!r}; expected one of {', '.join(UNITS)}", field="--unit"))
     run = run if isinstance(run, RunDir) else RunDir.open(Path(results_dir), run)
     cfg = run.read_config()
-    settings = _run_settings(run, cfg)
-    k = _check_ks([k] if k is not None else None, settings["k"])[0]
+    settings = run_settings(run, cfg)
+    k = check_ks([k] if k is not None else None, settings["k"])[0]
     snippets = bool(settings.get("require_snippets")) if require_snippets is None else bool(require_snippets)
     if snippets and not settings.get("store_full_text") and not allow_truncated_text:
         raise BadConfig(

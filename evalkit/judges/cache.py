@@ -155,7 +155,7 @@ class CacheMerge:
                 "sources": self.sources}
 
 
-def _source_problem(path: Path) -> str | None:
+def source_problem(path: Path) -> str | None:
     if not path.is_file():
         return "no such file"
     try:
@@ -184,7 +184,7 @@ def merge_caches(target: str | Path, sources: Sequence[str | Path]) -> CacheMerg
     """
     target = Path(target)
     paths = [Path(s) for s in sources]
-    problems = [Problem(msg, path=str(p)) for p in paths if (msg := _source_problem(p)) is not None]
+    problems = [Problem(msg, path=str(p)) for p in paths if (msg := source_problem(p)) is not None]
     if any(p.resolve() == target.resolve() for p in paths):
         problems.append(Problem("is the target itself", path=str(target), field="--into"))
     if not paths:

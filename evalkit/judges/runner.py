@@ -137,7 +137,7 @@ def resolve_judge(settings: JudgeSettings) -> ResolvedJudge:
     return ResolvedJudge(provider, model, base_url)
 
 
-def _redact_url(url: str | None) -> str | None:
+def redact_base_url(url: str | None) -> str | None:
     if not url:
         return url
     parts = urlsplit(url)
@@ -417,7 +417,7 @@ class JudgeRunner:
             **d,
             "provider": r.provider,
             "model": r.model,
-            "base_url": _redact_url(d.get("base_url")),
+            "base_url": redact_base_url(d.get("base_url")),
             "heuristic": self.heuristic,
             "version": self.judge.version,
             "prompt_set": None if self.heuristic else prompt_set,

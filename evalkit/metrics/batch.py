@@ -36,13 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.anchors import _components, _int_or_none, _path_of, paths_of
+from evalkit.anchors import path_components, int_or_none, path_of, paths_of
 from evalkit.metrics.retrieval import (
     AT_K_METRICS,
     FOLDER_MODES_WITH_SELECTION,
-    _as_dict,
-    _idcg_at,
-    _log2_p1,
+    as_dict,
+    idcg_table,
+    log2_table,
     scope_miss,
     validate_ks,
 )
@@ -70,7 +70,7 @@ def _heading_key(raw: Any, case_sensitive: bool) -> str | None:
     """The heading's components joined by _SEP and ended by one, so that one heading's
     components start with another's exactly when its key starts with the other's key.
     None when a component holds _SEP itself (then the components are compared)."""
-    comps = _components(raw, case_sensitive)
+    comps = path_components(raw, case_sensitive)
     key = _SEP.join(comps) + _SEP
     return key if key.count(_SEP) == len(comps) or not comps else None
 
@@ -97,7 +97,7 @@ def _keys_of(raws: list, case_sensitive: bool) -> list[str | None]:
 
 def _prefix_by_components(got_raw: Any, gold: tuple[str, ...], case_sensitive: bool) -> bool:
     # GoldIndex._match's comparison, for the rare heading whose key could not be made.
-    return _components(got_raw, case_sensitive)[: len(gold)] == gold
+    return path_components(got_raw, case_sensitive)[: len(gold)] == gold
 
 
 class RetrievalBatch:
@@ -213,7 +213,7 @@ class RetrievalBatch:
             ideal, gains = self._grades(rel)
             self.ideal += ideal
             miss = (
-                scope_miss(supports, _as_dict(folder_selection) if folder_selection is not None else None,
+                scope_miss(supports, as_dict(folder_selection) if folder_selection is not None else None,
                            self.folder_mode, case_sensitive=self.cs)
                 if self.scope
                 else None
@@ -247,7 +247,7 @@ class RetrievalBatch:
         key = tuple(rel)
         got = self._by_grades.get(key)
         if got is None:
-            idcg_at, n_ideal = _idcg_at(rel, self.kmax)
+            idcg_at, n_ideal = idcg_table(rel, self.kmax)
             got = ([idcg_at[min(k, n_ideal)] for k in self.ks], [2.0**r - 1.0 for r in rel])  # _gain, as ndcg
             if len(self._by_grades) < 4096:
                 self._by_grades[key] = got
@@ -283,20 +283,20 @@ class RetrievalBatch:
             snips = s.get("snippets")
             if (raw is not None and type(raw) is not str) or (snips is not None and type(snips) is not list):
                 return None
-            path = _path_of(raw, cs)
+            path = path_of(raw, cs)
             paths.append(path)
             if not path:
                 comps.append(None)  # matches by id only
                 heads.append(None)
                 continue
-            if _int_or_none(s.get("start_line")) is not None and _int_or_none(s.get("end_line")) is not None:
+            if int_or_none(s.get("start_line")) is not None and int_or_none(s.get("end_line")) is not None:
                 return None  # a line span: the per-record loop decides
             if snippets and snips and any(x and str(x).strip() for x in snips):
                 return None
             heading = s.get("heading_path")
             if heading is not None and type(heading) is not str:
                 return None
-            comps.append(_components(heading, cs) or None)  # () is the whole file: nothing to compare
+            comps.append(path_components(heading, cs) or None)  # () is the whole file: nothing to compare
             heads.append(heading)
         return rel, paths, ids, comps, heads
 
@@ -410,7 +410,7 @@ class RetrievalBatch:
         """Every kernel at every K, as `_score_ks` computes them: one pass over positions 1..K."""
         m, width, s_width = matches.shape
         ks = self.ks
-        log2_p1 = _log2_p1(self.kmax)
+        log2_p1 = log2_table(self.kmax)
         hits = np.zeros((m, s_width), dtype=bool)
         credited = np.zeros((m, s_width), dtype=bool)
         done = np.zeros(m, dtype=np.int64)

@@ -371,7 +371,7 @@ def recency_check(
     }
 
 
-def _as_dict(obj: Any) -> Mapping:
+def as_dict(obj: Any) -> Mapping:
     # Read-only use: a dict is taken as it is (no copy per chunk and per support).
     if type(obj) is dict:
         return obj
@@ -389,7 +389,7 @@ def _dicts(items: Sequence[Any]) -> Sequence[Mapping]:
     # Records hold plain dicts: pass the list through instead of copying it item by item.
     if set(map(type, items)) <= _DICT_ONLY:
         return items
-    return [_as_dict(y) for y in items]
+    return [as_dict(y) for y in items]
 
 
 _KS_SEEN: dict[tuple, list[int]] = {}
@@ -465,7 +465,7 @@ def score_case_retrieval(
     Raises:
         InputError: a K < 1, an out-of-range support group index or a bad date.
     """
-    case = _as_dict(case)
+    case = as_dict(case)
     ks = _valid_ks(ks)
     primary = ks[0]
     supports = _dicts(case.get("gold_supports") or [])
@@ -489,7 +489,7 @@ def score_case_retrieval(
         at_k = {str(k): dict.fromkeys(AT_K_METRICS) for k in ks}
         gold_hit, first = [], None
     p = at_k[str(primary)]
-    selection = _as_dict(folder_selection) if folder_selection is not None else None
+    selection = as_dict(folder_selection) if folder_selection is not None else None
     cs = case_sensitive
     return {
         "k": primary,
@@ -547,8 +547,8 @@ def _score_ks(
     rel = table.relevance
     matches = table.matches
     kmax = max(ks)
-    idcg_at, n_ideal = _idcg_at(rel, kmax)
-    log2_p1 = _log2_p1(kmax)
+    idcg_at, n_ideal = idcg_table(rel, kmax)
+    log2_p1 = log2_table(kmax)
     top = matches[:kmax]
     matched = list(compress(range(1, len(top) + 1), top))
     hits: set[int] = set()
@@ -606,7 +606,7 @@ _IDCG: dict[tuple[tuple[float, ...], int], tuple[list[float], int]] = {}
 _IDCG_MAX = 1 << 12
 
 
-def _log2_p1(kmax: int) -> list[float]:
+def log2_table(kmax: int) -> list[float]:
     global _LOG2_P1
     table = _LOG2_P1
     if len(table) <= kmax:
@@ -615,7 +615,7 @@ def _log2_p1(kmax: int) -> list[float]:
     return table
 
 
-def _idcg_at(rel: list[float], kmax: int) -> tuple[list[float], int]:
+def idcg_table(rel: list[float], kmax: int) -> tuple[list[float], int]:
     """([0, IDCG@1, IDCG@2, ...] up to the cut-off, number of ideal positions): ndcg's sum
     over the grades sorted descending, cut at kmax, with every partial sum kept."""
     key = (tuple(rel), kmax)

@@ -39,7 +39,7 @@ def _signed(v: float | None, digits: int = 3) -> str:
     return "±0" if text in (f"+{0:.{digits}f}", f"-{0:.{digits}f}") else text
 
 
-def _p(p: float | None) -> str:
+def format_p(p: float | None) -> str:
     if p is None:
         return "—"
     return "<0.001" if p < 0.001 else f"{p:.3f}"
@@ -51,18 +51,18 @@ def _ci(row: DeltaRow) -> str:
     return f"[{_signed(row.ci95[0])}, {_signed(row.ci95[1])}]"
 
 
-def _label(row: DeltaRow | Flip) -> str:
+def row_label(row: DeltaRow | Flip) -> str:
     k = getattr(row, "k", None)
     return f"{row.metric}@{k}" if k is not None and "@" not in row.metric else row.metric
 
 
-def _verdict(row: DeltaRow) -> str:
+def verdict(row: DeltaRow) -> str:
     if row.significant:
         return f"significant ({row.change})" if row.change else "significant"
     return row.note or ("no paired test" if row.p_value is None else "")
 
 
-def _flip_value(flip: Flip, v: float | None) -> str:
+def flip_value(flip: Flip, v: float | None) -> str:
     if v is None:
         return "—"
     if flip.metric in ("groundedness", "correctness"):
@@ -74,16 +74,16 @@ def _digits(metric: str) -> int:
     return 0 if metric.endswith("_tokens") else 4 if metric.endswith("_usd") else 2
 
 
-def _rank(r: int | None) -> str:
+def format_rank(r: int | None) -> str:
     return "—" if r is None else str(r)
 
 
-def _chunk(c: ChunkRef) -> str:
+def chunk_text(c: ChunkRef) -> str:
     parts = [p for p in (c.rel_path, c.heading_path) if p]
     return " › ".join(parts) if parts else "?"
 
 
-def _headline(c: Comparison) -> str:
+def headline(c: Comparison) -> str:
     g = c.gate
     if g.passed:
         return f"gate passed ({g.mode})"
@@ -97,7 +97,7 @@ DELTA_LEGEND = (
 )
 
 
-def _method(c: Comparison) -> str:
+def method_line(c: Comparison) -> str:
     s = c.stats
     name = "Holm" if s.correction == "holm" else "Benjamini-Hochberg"
     ks = ", ".join(map(str, c.ks.get("compared") or [])) or "none"
@@ -107,7 +107,7 @@ def _method(c: Comparison) -> str:
     )
 
 
-def _no_significance(c: Comparison) -> str:
+def no_significance(c: Comparison) -> str:
     name = "Holm" if c.stats.correction == "holm" else "Benjamini-Hochberg"
     if not c.flips.available:
         return "No paired test: one side has no per-case results."
@@ -128,7 +128,7 @@ def _nonzero(row: DeltaRow) -> bool:
     return row.reported_delta is not None and abs(row.reported_delta) > 1e-12
 
 
-def _short_verdict(row: DeltaRow) -> str:
+def short_verdict(row: DeltaRow) -> str:
     """The verdict in a few words, for narrow terminal columns (the legend says the rest)."""
     if not row.comparable:
         return "not comparable"
@@ -143,7 +143,7 @@ def _short_verdict(row: DeltaRow) -> str:
     return row.note or ""
 
 
-def _distinct(rows: list[DeltaRow], seen: set[tuple] | None = None) -> tuple[list[DeltaRow], list[DeltaRow]]:
+def distinct_rows(rows: list[DeltaRow], seen: set[tuple] | None = None) -> tuple[list[DeltaRow], list[DeltaRow]]:
     """(rows to show, rows left out): a row whose metric was already shown on exactly the
     same paired cases (same `test`, e.g. `answerable:answerable` when every case is
     answerable) repeats that row's test and is left out."""
@@ -159,7 +159,7 @@ def _distinct(rows: list[DeltaRow], seen: set[tuple] | None = None) -> tuple[lis
     return shown, repeated
 
 
-def _repeats_note(repeated: list[DeltaRow]) -> str:
+def repeats_note(repeated: list[DeltaRow]) -> str:
     scopes = sorted({r.scope for r in repeated})
     listed = ", ".join(scopes[:6]) + (" …" if len(scopes) > 6 else "")
     return f"{len(repeated)} more row(s) repeat a test above on the same cases ({listed})."
@@ -170,12 +170,12 @@ def _shown_slices(c: Comparison) -> tuple[list[DeltaRow], list[DeltaRow], int]:
     test), the repeats left out, and how many other slice rows changed."""
     seen = {(r.metric, r.k, r.test) for r in c.deltas if r.scope == "overall" and r.test is not None}
     rows = [r for r in c.deltas if r.scope != "overall"]
-    shown, repeated = _distinct([r for r in rows if r.in_family or r.significant], seen)
+    shown, repeated = distinct_rows([r for r in rows if r.in_family or r.significant], seen)
     others = sum(1 for r in rows if _nonzero(r) and not (r.in_family or r.significant))
     return shown, repeated, others
 
 
-def _by_case(flips: list[Flip]) -> list[list[Flip]]:
+def by_case(flips: list[Flip]) -> list[list[Flip]]:
     """Flips grouped by case, in the order of each case's largest flip."""
     groups: dict[str, list[Flip]] = {}
     for f in flips:
@@ -183,8 +183,8 @@ def _by_case(flips: list[Flip]) -> list[list[Flip]]:
     return list(groups.values())
 
 
-def _flip_change(f: Flip) -> str:
-    return f"{f.metric} {_flip_value(f, f.a)} → {_flip_value(f, f.b)}"
+def flip_change(f: Flip) -> str:
+    return f"{f.metric} {flip_value(f, f.a)} → {flip_value(f, f.b)}"
 
 
 # ---------------------------------------------------------------- markdown
@@ -209,8 +209,8 @@ def _md_delta_rows(rows: list[DeltaRow], *, scope: bool) -> list[str]:
     body = []
     for r in rows:
         body.append([
-            _md(_label(r)), *([_md(r.scope)] if scope else []), f"{_num(r.a)} ({r.n_a})", f"{_num(r.b)} ({r.n_b})",
-            _signed(r.reported_delta), _ci(r), _p(r.p_value), _p(r.p_adjusted), _md(_verdict(r)),
+            _md(row_label(r)), *([_md(r.scope)] if scope else []), f"{_num(r.a)} ({r.n_a})", f"{_num(r.b)} ({r.n_b})",
+            _signed(r.reported_delta), _ci(r), format_p(r.p_value), format_p(r.p_adjusted), _md(verdict(r)),
         ])
     return _md_table(header, body, "-" + ("-" if scope else "") + "rrr-rr-")
 
@@ -218,12 +218,12 @@ def _md_delta_rows(rows: list[DeltaRow], *, scope: bool) -> list[str]:
 def _md_flips(flips: list[Flip], side: str, limit: int) -> list[str]:
     header = ["case", "change", "first gold hit", f"top chunks (run {side})", "question"]
     body = []
-    for group in _by_case(flips)[:limit]:
+    for group in by_case(flips)[:limit]:
         f = group[0]
         top = f.top_b if side == "b" else f.top_a
         body.append([
-            _md(f.id), "<br>".join(_md(_flip_change(x)) for x in group),
-            f"{_rank(f.first_hit_rank_a)} → {_rank(f.first_hit_rank_b)}", "<br>".join(_md(_chunk(t)) for t in top) or "—",
+            _md(f.id), "<br>".join(_md(flip_change(x)) for x in group),
+            f"{format_rank(f.first_hit_rank_a)} → {format_rank(f.first_hit_rank_b)}", "<br>".join(_md(chunk_text(t)) for t in top) or "—",
             _md(f.question or ""),
         ])
     return _md_table(header, body)
@@ -246,9 +246,9 @@ def render_markdown(c: Comparison) -> str:
 
     Deterministic (no clock, no paths), so it can be snapshot-tested.
     """
-    out = [f"### {'✅' if c.gate.passed else '❌'} evalkit compare: {_headline(c)}", ""]
+    out = [f"### {'✅' if c.gate.passed else '❌'} evalkit compare: {headline(c)}", ""]
     out.append(f"`{_md(c.run_id_1)}` (a, baseline) → `{_md(c.run_id_2)}` (b)")
-    out += ["", _md(_method(c)), "", _md(DELTA_LEGEND)]
+    out += ["", _md(method_line(c)), "", _md(DELTA_LEGEND)]
     if c.gate.failures:
         out += ["", "**Gate failures**", ""] + [f"- {_md(f)}" for f in c.gate.failures]
     if c.gate.not_significant:
@@ -260,25 +260,25 @@ def render_markdown(c: Comparison) -> str:
             which = "every number" if "*" in nc.metrics else ", ".join(nc.metrics) or "no metric known to depend on it"
             out.append(f"- {_md(nc.reason)}: {_md(which)}")
 
-    sig, repeated = _distinct(c.significant_deltas())
+    sig, repeated = distinct_rows(c.significant_deltas())
     out += ["", f"#### Significant changes ({len(sig)})", ""]
-    out += _md_delta_rows(sig, scope=True) if sig else [_md(_no_significance(c))]
+    out += _md_delta_rows(sig, scope=True) if sig else [_md(no_significance(c))]
     if repeated:
-        out += ["", _md(_repeats_note(repeated))]
+        out += ["", _md(repeats_note(repeated))]
 
     f = c.flips
     if f.available:
-        out += ["", f"#### Flips: {len(_by_case(f.regressions))} case(s) pass → fail, {len(_by_case(f.improvements))} fail → pass", ""]
+        out += ["", f"#### Flips: {len(by_case(f.regressions))} case(s) pass → fail, {len(by_case(f.improvements))} fail → pass", ""]
         if f.regressions:
             out += _md_flips(f.regressions, "b", _FLIPS_SHOWN)
-            hidden = len(_by_case(f.regressions)) - _FLIPS_SHOWN
+            hidden = len(by_case(f.regressions)) - _FLIPS_SHOWN
             if hidden > 0:
                 out += ["", f"… and {hidden} more cases (see --format json)"]
         if f.improvements:
             body = _md_flips(f.improvements, "a", _FLIPS_SHOWN)
-            hidden = len(_by_case(f.improvements)) - _FLIPS_SHOWN
+            hidden = len(by_case(f.improvements)) - _FLIPS_SHOWN
             body += ["", f"… and {hidden} more cases (see --format json)"] if hidden > 0 else []
-            out += _details(f"Improvements: {len(_by_case(f.improvements))} case(s)", body)
+            out += _details(f"Improvements: {len(by_case(f.improvements))} case(s)", body)
         if not f.regressions and not f.improvements:
             out.append("No case changed between pass and fail.")
 
@@ -289,7 +289,7 @@ def render_markdown(c: Comparison) -> str:
     if len(slices) > _SLICE_ROWS_SHOWN:
         slice_body += ["", f"… and {len(slices) - _SLICE_ROWS_SHOWN} more tested slice rows (see --format json)"]
     if repeated:
-        slice_body += ["", _md(_repeats_note(repeated))]
+        slice_body += ["", _md(repeats_note(repeated))]
     if others:
         slice_body += ["", f"{others} other slice row(s) changed, each with too few changed cases to test (see --format json)."]
     out += _details(f"Slices: {len(slices)} tested row(s)", slice_body)
@@ -312,7 +312,7 @@ def render_markdown(c: Comparison) -> str:
     )
     out += _details("Latency and cost" + (" (not comparable)" if not c.latency.comparable else ""), lat)
     if c.config_diff_available:
-        diff = [[f"`{_md(k)}`", _md(_json(v[0])), _md(_json(v[1]))] for k, v in c.config_diff.items()]
+        diff = [[f"`{_md(k)}`", _md(json_text(v[0])), _md(json_text(v[1]))] for k, v in c.config_diff.items()]
         out += _details(
             f"Config diff ({len(c.config_diff)} key(s))", _md_table(["key", "a", "b"], diff) if diff else ["The configs do not differ."]
         )
@@ -324,8 +324,8 @@ def render_markdown(c: Comparison) -> str:
             fence = _fence(case.diff)
             body += [f"{fence}text", case.diff, fence, ""]
             if case.references_added or case.references_removed:
-                refs = [f"- removed: {_md(_chunk(r))}" for r in case.references_removed]
-                refs += [f"- added: {_md(_chunk(r))}" for r in case.references_added]
+                refs = [f"- removed: {_md(chunk_text(r))}" for r in case.references_removed]
+                refs += [f"- added: {_md(chunk_text(r))}" for r in case.references_added]
                 body += ["References:", "", *refs, ""]
         if d.n_changed > len(d.cases):
             body.append(f"… and {d.n_changed - len(d.cases)} more (--show-drift N)")
@@ -335,7 +335,7 @@ def render_markdown(c: Comparison) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def _json(v: object) -> str:
+def json_text(v: object) -> str:
     import orjson
 
     return orjson.dumps(v).decode() if not isinstance(v, str) else v
@@ -366,30 +366,30 @@ def _delta_table(title: str, rows: list[DeltaRow], *, scope: bool) -> Table:
     table.add_column("verdict", min_width=12)
     for r in rows:
         style = "bold green" if r.significant and r.change == "better" else "bold red" if r.significant and r.change == "worse" else ""
-        label = Text(_label(r))
+        label = Text(row_label(r))
         if scope:
             label.append(f" · {r.scope}", style="dim")
         table.add_row(
-            label, _num(r.a), _num(r.b), Text(_signed(r.reported_delta), style=style), _ci(r), _p(r.p_adjusted), f"{r.n_a}/{r.n_b}",
-            Text(_short_verdict(r), style=style or "dim"),
+            label, _num(r.a), _num(r.b), Text(_signed(r.reported_delta), style=style), _ci(r), format_p(r.p_adjusted), f"{r.n_a}/{r.n_b}",
+            Text(short_verdict(r), style=style or "dim"),
         )
     return table
 
 
 def _print_flips(console: Console, title: str, flips: list[Flip], side: str, limit: int) -> None:
-    groups = _by_case(flips)
+    groups = by_case(flips)
     console.print(Text(f"{title}: {len(groups)} case(s)", style="bold"))
     for group in groups[:limit]:
         f = group[0]
         line = Text(f"  {f.id}  ", style="bold")
-        line.append(" · ".join(_flip_change(x) for x in group))
-        line.append(f"  (first gold hit {_rank(f.first_hit_rank_a)} → {_rank(f.first_hit_rank_b)})", style="dim")
+        line.append(" · ".join(flip_change(x) for x in group))
+        line.append(f"  (first gold hit {format_rank(f.first_hit_rank_a)} → {format_rank(f.first_hit_rank_b)})", style="dim")
         console.print(line)
         if f.question:
             console.print(Text(f"    {f.question}"))
         for i, chunk in enumerate(f.top_b if side == "b" else f.top_a):
             lead = f"    run {side} retrieved: " if i == 0 else " " * len(f"    run {side} retrieved: ")
-            console.print(Text(lead + _chunk(chunk), style="dim"))
+            console.print(Text(lead + chunk_text(chunk), style="dim"))
     if len(groups) > limit:
         console.print(Text(f"  … {len(groups) - limit} more case(s) (--max-flips N, or --format json)", style="dim"))
 
@@ -420,8 +420,8 @@ def print_comparison(c: Comparison, console: Console | None = None, *, max_flips
     """The terminal report: verdict, significant changes, deltas, flips, drift, config, latency."""
     console = console or Console()
     ok = c.gate.passed
-    console.print(Text(f"compare {c.run_id_1} (a) → {c.run_id_2} (b): {_headline(c)}", style="bold green" if ok else "bold red"))
-    console.print(Text(_method(c), style="dim"))
+    console.print(Text(f"compare {c.run_id_1} (a) → {c.run_id_2} (b): {headline(c)}", style="bold green" if ok else "bold red"))
+    console.print(Text(method_line(c), style="dim"))
     for line in c.gate.failures:
         console.print(Text(f"  ✗ {line}", style="red"))
     for line in c.gate.not_significant:
@@ -435,13 +435,13 @@ def print_comparison(c: Comparison, console: Console | None = None, *, max_flips
         console.print(Text(f"note: {note}", style="dim"))
     console.print()
 
-    sig, repeated = _distinct(c.significant_deltas())
+    sig, repeated = distinct_rows(c.significant_deltas())
     if sig:
         console.print(_delta_table(f"Significant changes ({len(sig)})", sig, scope=True))
         if repeated:
-            console.print(Text(_repeats_note(repeated), style="dim"))
+            console.print(Text(repeats_note(repeated), style="dim"))
     else:
-        console.print(Text(_no_significance(c), style="bold"))
+        console.print(Text(no_significance(c), style="bold"))
     console.print()
     console.print(_delta_table("Overall", [r for r in c.deltas if r.scope == "overall"], scope=False))
     name = "Holm" if c.stats.correction == "holm" else "Benjamini-Hochberg"
@@ -456,7 +456,7 @@ def print_comparison(c: Comparison, console: Console | None = None, *, max_flips
         console.print()
         console.print(_delta_table(f"Slices with enough changed cases to test ({len(slices)})", slices, scope=True))
     if repeated:
-        console.print(Text(f"slices: {_repeats_note(repeated)}", style="dim"))
+        console.print(Text(f"slices: {repeats_note(repeated)}", style="dim"))
     if others:
         console.print(Text(f"{others} other slice row(s) changed, each with too few changed cases to test (--format json lists them)", style="dim"))
 
@@ -498,7 +498,7 @@ def print_comparison(c: Comparison, console: Console | None = None, *, max_flips
             for name in ("key", "a", "b"):
                 table.add_column(name)
             for key, (va, vb) in c.config_diff.items():
-                table.add_row(Text(key), Text(_json(va)), Text(_json(vb)))
+                table.add_row(Text(key), Text(json_text(va)), Text(json_text(vb)))
             console.print(table)
         else:
             console.print(Text("Config diff: the configs do not differ"))
@@ -511,8 +511,8 @@ def print_comparison(c: Comparison, console: Console | None = None, *, max_flips
             console.print(Text(f"  {case.id} — {case.question or ''} (similarity {case.similarity:.2f})", style="bold"))
             console.print(Text("    ").append_text(_diff_text(case.diff)))
             for r in case.references_removed:
-                console.print(Text(f"    - reference removed: {_chunk(r)}", style="red"))
+                console.print(Text(f"    - reference removed: {chunk_text(r)}", style="red"))
             for r in case.references_added:
-                console.print(Text(f"    + reference added: {_chunk(r)}", style="green"))
+                console.print(Text(f"    + reference added: {chunk_text(r)}", style="green"))
         if d.n_changed > len(d.cases):
             console.print(Text(f"  … {d.n_changed - len(d.cases)} more (--show-drift N)", style="dim"))

@@ -64,7 +64,7 @@ def _fmt(v: Any) -> str:
     return "—" if x is None else f"{x:.3f}"
 
 
-def _primary_k(metrics: Mapping[str, Any]) -> int | None:
+def primary_k(metrics: Mapping[str, Any]) -> int | None:
     ks = metrics.get("ks")
     if isinstance(ks, list) and ks and isinstance(ks[0], int):
         return ks[0]
@@ -225,7 +225,7 @@ def render_summary(
 
     config = config or {}
     agg = metrics.get("aggregate_metrics") or {}
-    k = _primary_k(metrics)
+    k = primary_k(metrics)
     judge = config.get("judge") if isinstance(config.get("judge"), Mapping) else None
     run_id = metrics.get("run_id") or config.get("run_id") or "?"
     out = [f"# Run {cell(run_id)}", ""]

@@ -82,7 +82,7 @@ def build_request(case: EvalCase, settings: RunSettings) -> AskRequest:
     )
 
 
-def _dump(obj: Any) -> Any:
+def dump_model(obj: Any) -> Any:
     if obj is None:
         return None
     if hasattr(obj, "model_dump"):
@@ -96,7 +96,7 @@ def _ranked_chunks(chunks: Sequence[Any]) -> list[dict[str, Any]]:
     A chunk without a rank takes its list position, then all are sorted by rank (stable:
     ties keep list order), so the first K here are the top K the metrics score.
     """
-    dicts = [_dump(c) for c in chunks]
+    dicts = [dump_model(c) for c in chunks]
     for pos, d in enumerate(dicts, start=1):
         if d.get("rank") is None:
             d["rank"] = pos
@@ -187,7 +187,7 @@ def versions_tuple(
     }
 
 
-def _record_config(settings: RunSettings, versions: Mapping[str, Any], judge_desc: Mapping[str, Any] | None) -> dict:
+def record_config(settings: RunSettings, versions: Mapping[str, Any], judge_desc: Mapping[str, Any] | None) -> dict:
     jd = judge_desc or {}
     return {
         "k": settings.request_k,
@@ -320,13 +320,13 @@ def build_record(
     debug = response.debug
     ranked = _ranked_chunks(debug.retrieved_chunks if debug is not None else [])
     chunks = ranked[: settings.request_k]
-    references = [_dump(r) for r in response.references]
+    references = [dump_model(r) for r in response.references]
     n_refs_stored = max(LIST_STORE_ITEMS, settings.request_k)
-    folder_selection = _dump(debug.folder_selection) if debug is not None else None
-    own_versions = _dump(debug.versions) if debug is not None and debug.versions is not None else None
+    folder_selection = dump_model(debug.folder_selection) if debug is not None else None
+    own_versions = dump_model(debug.versions) if debug is not None and debug.versions is not None else None
     versions = versions_tuple(settings, eval_set, own_versions, judge_desc) if own_versions else run_versions
 
-    record = _base_record(case_index, case, _record_config(settings, versions, judge_desc), coverage)
+    record = _base_record(case_index, case, record_config(settings, versions, judge_desc), coverage)
     record["answer"] = response.answer
     if settings.retrieval_only:
         record.update(stored_answer(record))

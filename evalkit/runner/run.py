@@ -28,7 +28,7 @@ from evalkit.gate import threshold_check
 from evalkit.metrics.keys import ir_measures_values
 from evalkit.runner.probe import probe_target
 from evalkit.runner.records import select_cases, versions_tuple
-from evalkit.runner.session import ProgressSink, _Prepared, _Session
+from evalkit.runner.session import ProgressSink, Prepared, Session
 from evalkit.schema import SCHEMA_VERSION, EvalCase
 from evalkit.store import LATEST, RunDir, config_hash, new_run_id, point_latest, resolve_run_id, run_folder_taken
 from evalkit.summary import write_derived
@@ -161,7 +161,7 @@ def _git_revision(cwd: Path) -> dict[str, Any] | None:
     return {"commit": commit, "dirty": bool(status)}
 
 
-def _now() -> str:
+def now_utc() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
@@ -204,7 +204,7 @@ def _build_config(
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": None,  # filled by the caller once the id is known
-        "created_at": _now(),
+        "created_at": now_utc(),
         "config_hash": chash,
         "dataset_version": eval_set.version,
         "eval_set_commit_hash": eval_set.commit_hash,
@@ -237,7 +237,7 @@ def _build_config(
 _OBSERVED_KEYS = ("dataset_version", "judge")
 
 
-def _prepare_inputs(values: Mapping[str, Any]) -> _Prepared:
+def _prepare_inputs(values: Mapping[str, Any]) -> Prepared:
     """Everything that can be checked without the target or the judge. Writes nothing."""
     stored: dict[str, Any] | None = None
     values = {k: v for k, v in values.items() if v is not None}
@@ -319,7 +319,7 @@ def _prepare_inputs(values: Mapping[str, Any]) -> _Prepared:
                 [Problem(f"cannot gate against {settings.baseline}: {v}", field="--baseline") for v in violations]
                 + [Problem("pass --ignore-invariants to compare anyway", field="--baseline")]
             )
-    prepared = _Prepared(settings, eval_set, selected, baseline, stored_config=stored)
+    prepared = Prepared(settings, eval_set, selected, baseline, stored_config=stored)
     prepared.response_validator = response_validator
     prepared.shard_info = shard_info
     if values.get("suite"):  # given now; a resume without it keeps config.json's suite
@@ -374,7 +374,7 @@ def _check_baseline_judge(baseline: Mapping[str, Any], judge_desc: Mapping[str, 
         )
 
 
-async def _anchor_check(p: _Prepared, target: Any, vault_given: bool) -> dict[str, Any] | None:
+async def _anchor_check(p: Prepared, target: Any, vault_given: bool) -> dict[str, Any] | None:
     """Check the selected cases' gold anchors against the corpus when it is at hand: the
     in-process reference chatbot's vault, `--vault` given with another target, or the file
     list a target's /api/v1/index/stats serves. A stale anchor can only ever score 0, so
@@ -481,7 +481,7 @@ def record_key(record: Mapping[str, Any]) -> tuple[str, int]:
     return record.get("test_case_id"), trial if type(trial) is int else 1
 
 
-def _run_order(record: Mapping[str, Any]) -> tuple[int, int]:
+def run_order(record: Mapping[str, Any]) -> tuple[int, int]:
     """Where a record belongs in results.jsonl: trial, then eval-set position (see `_work`)."""
     return record_key(record)[1], record.get("case_index", 0)
 
@@ -512,7 +512,7 @@ def _finalize_order(run: RunDir, selected: Sequence[tuple[int, EvalCase]], trial
     last = (0, -1)
     n = 0
     for rec in run.iter_results():
-        key, pos = record_key(rec), _run_order(rec)
+        key, pos = record_key(rec), run_order(rec)
         if key in seen or key[0] not in wanted or key[1] > trials or pos < last:
             in_order = False
         seen.add(key)
@@ -526,7 +526,7 @@ def _finalize_order(run: RunDir, selected: Sequence[tuple[int, EvalCase]], trial
         if key[0] in wanted and key[1] <= trials:
             # The last record of a case wins: a case redone by --retry-errors replaces its error.
             records[key] = rec
-    ordered = sorted(records.values(), key=_run_order)
+    ordered = sorted(records.values(), key=run_order)
     run.rewrite_results(ordered)
     return len(ordered)
 
@@ -591,8 +591,8 @@ def _note(progress: Any, message: str, details: Sequence[str] = ()) -> None:
         log.warning("  %s", line)
 
 
-def _write_metrics(
-    p: _Prepared,
+def write_run_metrics(
+    p: Prepared,
     run: RunDir,
     judge: Any,
     session_wall_s: float,
@@ -632,7 +632,7 @@ def _write_metrics(
     metrics: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "run_id": run.run_id,
-        "timestamp": _now(),
+        "timestamp": now_utc(),
         "config_hash": p.config["config_hash"],
         "eval_set_commit_hash": p.eval_set.commit_hash,
         "dataset_version": p.eval_set.version,
@@ -669,7 +669,7 @@ def _write_metrics(
     return committed, gate
 
 
-def _lock_baselined(p: _Prepared, result: RunResult, progress: Any) -> None:
+def _lock_baselined(p: Prepared, result: RunResult, progress: Any) -> None:
     """Lock, in the `eval_sets.lock` beside them, the eval set files this run baselined:
     every file with the --baseline run's id when the run gated against a baseline of the
     same dataset_version; the versioned files (`*.v<N>.jsonl`) with this run's id unless
@@ -751,7 +751,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
             _note(progress, stale["message"], stale["problems"])
         p.config.setdefault("sessions", []).append(
             {
-                "started_at": _now(),
+                "started_at": now_utc(),
                 "resumed": resumed,
                 "pending": len(pending),
                 "repaired_tail": repaired,
@@ -761,7 +761,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         )
         run.write_config(p.config)  # written before the first case is asked
 
-        session = _Session(p, target, judge, judge_desc, progress)
+        session = Session(p, target, judge, judge_desc, progress)
         if progress is not None:
             progress.start(
                 run_id=run.run_id, run_dir=run.path, total=len(work), done=len(work) - len(pending),
@@ -783,7 +783,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
             n = session.n_written  # written in run order, one per (case, trial): nothing to fix
         else:
             n = _finalize_order(run, p.selected, s.trials)
-        metrics, gate = _write_metrics(p, run, judge, wall, [stale] if stale else [])
+        metrics, gate = write_run_metrics(p, run, judge, wall, [stale] if stale else [])
         point_latest(Path(s.results_dir), run.run_id)  # the run finished last, resumed ones too
         kinds = metrics["aggregate_metrics"]["operational_metrics"].get("error_kinds") or {}
         n_errors = sum(v for kind, v in kinds.items() if kind != "empty_answer")

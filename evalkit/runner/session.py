@@ -17,8 +17,8 @@ from evalkit.config import RunSettings
 from evalkit.dataset import EvalSet
 from evalkit.errors import JudgeError, TargetError
 from evalkit.runner.records import (
-    _dump,
-    _record_config,
+    dump_model,
+    record_config,
     build_record,
     build_request,
     error_record,
@@ -41,7 +41,7 @@ class ProgressSink(Protocol):
 
 
 @dataclass
-class _Prepared:
+class Prepared:
     settings: RunSettings
     eval_set: EvalSet
     selected: list[tuple[int, EvalCase]]
@@ -60,10 +60,10 @@ class _Prepared:
 FSYNC_INTERVAL_S = 1.0
 
 
-class _Session:
+class Session:
     """The async part of one run (or one resume of it)."""
 
-    def __init__(self, p: _Prepared, target: Any, judge: Any, judge_desc: dict, progress: ProgressSink | None):
+    def __init__(self, p: Prepared, target: Any, judge: Any, judge_desc: dict, progress: ProgressSink | None):
         self.p = p
         self.s = p.settings
         self.target = target
@@ -99,7 +99,7 @@ class _Session:
                 e,
                 settings=self.s,
                 total_ms=(time.perf_counter() - start) * 1000,
-                config=_record_config(self.s, self.versions, self.judge_desc),
+                config=record_config(self.s, self.versions, self.judge_desc),
                 coverage=self.coverage,
             )
         else:
@@ -119,7 +119,7 @@ class _Session:
                 raw = result.raw if result.raw is not None else result.response.model_dump(mode="json", exclude_unset=True)
                 record["response_validity"] = validator.check(raw)
             debug = result.response.debug
-            versions = _dump(debug.versions) if debug is not None and debug.versions is not None else {}
+            versions = dump_model(debug.versions) if debug is not None and debug.versions is not None else {}
         if self.judge is not None:
             # The judge runner decides what to judge: it skips target errors and scores
             # empty answers by rule, and never raises for one case's failure.
@@ -187,7 +187,7 @@ class _Session:
     async def execute(self, pending: list[tuple[int, EvalCase, int]]) -> None:
         """Ask every (case_index, case, trial) in `pending`, writing records in that order."""
         stats = await self.target.index_stats()
-        self.coverage = _dump(stats) if stats is not None else None
+        self.coverage = dump_model(stats) if stats is not None else None
         if self.coverage is not None:
             # The file list (for the anchor check) would be copied into every record.
             self.coverage.pop("files", None)

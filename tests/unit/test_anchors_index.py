@@ -54,8 +54,8 @@ def _oracle_identity(chunk: dict, cs: bool) -> tuple:
         "loc",
         normalize_rel_path(chunk.get("rel_path"), case_sensitive=cs),
         normalize_heading_path(chunk.get("heading_path")),
-        anchors._int_or_none(chunk.get("start_line")),
-        anchors._int_or_none(chunk.get("end_line")),
+        anchors.int_or_none(chunk.get("start_line")),
+        anchors.int_or_none(chunk.get("end_line")),
         chunk.get("text") or "",
     )
 
@@ -160,7 +160,7 @@ def test_fast_path_is_taken_for_stored_chunks() -> None:
 def test_path_table_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(anchors, "_PATHS_MAX", 8)
     for i in range(50):
-        assert anchors._path_of(f"./n//{i}.md", True) == f"n/{i}.md"
+        assert anchors.path_of(f"./n//{i}.md", True) == f"n/{i}.md"
     assert len(anchors._PATHS[True]) <= 8
 
 

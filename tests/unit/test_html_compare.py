@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.compare import compare_runs
-from evalkit.report.compare import _by_case, _distinct, _headline, _method
+from evalkit.report.compare import by_case, distinct_rows, headline, method_line
 from evalkit.report.html.compare import compare_view, default_compare_output, diff_segments, write_compare_report
 from tests.unit.test_compare import R, RUN_A, RUN_B, make_run, rec
 
@@ -30,17 +30,17 @@ def ab(tmp_path: Path) -> Path:
 def test_the_view_reads_every_number_off_the_comparison(ab):
     c = compare_runs("a", "b", results_dir=ab, resamples=R)
     view = compare_view(c)
-    assert view["verdict"]["headline"] == _headline(c) and view["method"] == _method(c)
+    assert view["verdict"]["headline"] == headline(c) and view["method"] == method_line(c)
     assert view["verdict"]["failures"] == c.gate.failures and view["verdict"]["passed"] is c.gate.passed
     # every delta row, in the model's order, with its numbers untouched
     assert [(r["metric"], r["scope"], r["k"]) for r in view["deltas"]["rows"]] == [(r.metric, r.scope, r.k) for r in c.deltas]
     for shown, row in zip(view["deltas"]["rows"], c.deltas):
         assert (shown["a"], shown["b"], shown["delta"], shown["p_adjusted"]) == (row.a, row.b, row.reported_delta, row.p_adjusted)
         assert [shown["ci_lo"], shown["ci_hi"]] == (row.ci95 or [None, None])
-    sig, _ = _distinct(c.significant_deltas())
+    sig, _ = distinct_rows(c.significant_deltas())
     assert [r["label"] for r in view["significant"]["rows"]] == [r.metric + (f"@{r.k}" if r.k else "") for r in sig]
     # flips grouped by case as the terminal report groups them, with both runs' retrieval
-    assert [f["id"] for f in view["flips"]["regressions"]] == [g[0].id for g in _by_case(c.flips.regressions)]
+    assert [f["id"] for f in view["flips"]["regressions"]] == [g[0].id for g in by_case(c.flips.regressions)]
     c2 = next(f for f in view["flips"]["regressions"] if f["id"] == "c2")
     assert c2["top_b"] == ["notes/wrong.md › # Wrong > ## Place"] and c2["top_a"] == ["notes/x.md › # X"]
     assert (c2["first_hit_a"], c2["first_hit_b"]) == ("2", "—")
@@ -62,7 +62,7 @@ def test_intervals_are_the_paired_mean_and_its_bootstrap_interval(ab):
         "tone": "neutral", "significant": False, "title": f"recall_any@5: {recall.note}",
     }
     # a metric no paired case changed is left out of the chart, and counted
-    unchanged = [r for r in _distinct([r for r in c.deltas if r.scope == "overall" and r.ci95 and r.ci95[0] is not None])[0]
+    unchanged = [r for r in distinct_rows([r for r in c.deltas if r.scope == "overall" and r.ci95 and r.ci95[0] is not None])[0]
                  if not r.n_changed]
     assert view["overall_unchanged"] == len(unchanged) > 0
     assert not any(i["label"] == "error_rate" for i in view["overall_intervals"])

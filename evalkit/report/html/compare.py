@@ -24,21 +24,21 @@ from evalkit.compare.compute import IncomparableRuns, compare_runs
 from evalkit.compare.models import ChunkRef, Comparison, DeltaRow, Flip
 from evalkit.report.compare import (
     DELTA_LEGEND,
-    _by_case,
-    _chunk,
-    _distinct,
-    _flip_change,
-    _flip_value,
-    _headline,
-    _json,
-    _label,
-    _method,
-    _no_significance,
-    _p,
-    _rank,
-    _repeats_note,
-    _short_verdict,
-    _verdict,
+    by_case,
+    chunk_text,
+    distinct_rows,
+    flip_change,
+    flip_value,
+    headline,
+    json_text,
+    row_label,
+    method_line,
+    no_significance,
+    format_p,
+    format_rank,
+    repeats_note,
+    short_verdict,
+    verdict,
 )
 
 __all__ = ["COMPARE_NAV", "compare_charts", "compare_view", "default_compare_output", "diff_segments", "write_compare_report"]
@@ -92,7 +92,7 @@ def _row(r: DeltaRow) -> dict[str, Any]:
     """A delta row for a table: raw numbers (the template formats them) and the verdict words."""
     lo, hi = (r.ci95 or [None, None])[:2] if r.ci95 else (None, None)
     return {
-        "label": _label(r),
+        "label": row_label(r),
         "metric": r.metric,
         "k": r.k,
         "scope": r.scope,
@@ -105,14 +105,14 @@ def _row(r: DeltaRow) -> dict[str, Any]:
         "ci_hi": hi,
         "p_value": r.p_value,
         "p_adjusted": r.p_adjusted,
-        "p_text": _p(r.p_value),
-        "p_adjusted_text": _p(r.p_adjusted),
+        "p_text": format_p(r.p_value),
+        "p_adjusted_text": format_p(r.p_adjusted),
         "n_a": r.n_a,
         "n_b": r.n_b,
         "n": r.n,
         "n_changed": r.n_changed,
-        "verdict": _short_verdict(r),
-        "verdict_long": _verdict(r),
+        "verdict": short_verdict(r),
+        "verdict_long": verdict(r),
         "significant": r.significant,
         "change": r.change or "none",
         "comparable": r.comparable,
@@ -125,11 +125,11 @@ def _interval(r: DeltaRow, label: str) -> dict[str, Any] | None:
         return None
     tone = "better" if r.significant and r.change == "better" else "worse" if r.significant and r.change == "worse" else "neutral"
     return {"label": label, "value": r.paired_delta, "lo": r.ci95[0], "hi": r.ci95[1], "tone": tone,
-            "significant": r.significant, "title": f"{label}: {_verdict(r)}"}
+            "significant": r.significant, "title": f"{label}: {verdict(r)}"}
 
 
 def _chunks(refs: Iterable[ChunkRef]) -> list[str]:
-    return [_chunk(c) for c in refs]
+    return [chunk_text(c) for c in refs]
 
 
 def _flip_case(group: list[Flip]) -> dict[str, Any]:
@@ -137,12 +137,12 @@ def _flip_case(group: list[Flip]) -> dict[str, Any]:
     return {
         "id": f.id,
         "question": f.question,
-        "changes": [_flip_change(x) for x in group],
+        "changes": [flip_change(x) for x in group],
         "metrics": [x.metric for x in group],
         "size": max(x.size for x in group),
-        "values": [{"metric": x.metric, "a": _flip_value(x, x.a), "b": _flip_value(x, x.b)} for x in group],
-        "first_hit_a": _rank(f.first_hit_rank_a),
-        "first_hit_b": _rank(f.first_hit_rank_b),
+        "values": [{"metric": x.metric, "a": flip_value(x, x.a), "b": flip_value(x, x.b)} for x in group],
+        "first_hit_a": format_rank(f.first_hit_rank_a),
+        "first_hit_b": format_rank(f.first_hit_rank_b),
         "top_a": _chunks(f.top_a),
         "top_b": _chunks(f.top_b),
         "gold": _chunks(f.gold),
@@ -209,11 +209,11 @@ def compare_view(comparison: Comparison, *, refused: bool = False, output_dir: P
         the template to escape.
     """
     c = comparison
-    sig, sig_repeated = _distinct(c.significant_deltas())
+    sig, sig_repeated = distinct_rows(c.significant_deltas())
     overall = [r for r in c.deltas if r.scope == "overall"]
-    overall_shown, _ = _distinct([r for r in overall if r.ci95 and r.ci95[0] is not None])
+    overall_shown, _ = distinct_rows([r for r in overall if r.ci95 and r.ci95[0] is not None])
     f = c.flips
-    regressions, improvements = _by_case(f.regressions), _by_case(f.improvements)
+    regressions, improvements = by_case(f.regressions), by_case(f.improvements)
     d = c.drift
     by_grouping = sorted({_grouping(r.scope) for r in c.deltas}, key=lambda g: (g != "overall", g))
     return {
@@ -223,13 +223,13 @@ def compare_view(comparison: Comparison, *, refused: bool = False, output_dir: P
         "verdict": {
             "passed": c.gate.passed,
             "allowed": c.gate.allowed,
-            "headline": _headline(c),
+            "headline": headline(c),
             "mode": c.gate.mode,
             "failures": list(c.gate.failures),
             "not_significant": list(c.gate.not_significant),
             "skipped": [f"{s.get('metric')}: {s.get('reason')}" for s in c.gate.skipped],
         },
-        "method": _method(c),
+        "method": method_line(c),
         "delta_legend": DELTA_LEGEND,
         "invariants": {
             "ok": c.invariants.ok,
@@ -241,11 +241,11 @@ def compare_view(comparison: Comparison, *, refused: bool = False, output_dir: P
         "notes": list(c.notes),
         "significant": {
             "rows": [_row(r) for r in sig],
-            "repeats_note": _repeats_note(sig_repeated) if sig_repeated else None,
-            "empty_text": None if sig else _no_significance(c),
-            "intervals": [i for i in (_interval(r, f"{_label(r)} · {r.scope}") for r in sig) if i],
+            "repeats_note": repeats_note(sig_repeated) if sig_repeated else None,
+            "empty_text": None if sig else no_significance(c),
+            "intervals": [i for i in (_interval(r, f"{row_label(r)} · {r.scope}") for r in sig) if i],
         },
-        "overall_intervals": [i for i in (_interval(r, _label(r)) for r in overall_shown if r.n_changed) if i],
+        "overall_intervals": [i for i in (_interval(r, row_label(r)) for r in overall_shown if r.n_changed) if i],
         "overall_unchanged": sum(1 for r in overall_shown if not r.n_changed),
         "confidence": c.stats.confidence,
         "deltas": {"rows": [_row(r) for r in c.deltas], "groupings": by_grouping, "n_overall": len(overall)},
@@ -280,7 +280,7 @@ def compare_view(comparison: Comparison, *, refused: bool = False, output_dir: P
         },
         "config_diff": {
             "available": c.config_diff_available,
-            "rows": [{"key": k, "a": _json(v[0]), "b": _json(v[1])} for k, v in c.config_diff.items()],
+            "rows": [{"key": k, "a": json_text(v[0]), "b": json_text(v[1])} for k, v in c.config_diff.items()],
         },
         "drift": {
             "available": d.available,
