@@ -17,6 +17,32 @@ RUN_ID = typer.Option(..., "--run-id", metavar="RUN_ID", help="Run id (a folder 
 CONCURRENCY = typer.Option(4, "--concurrency", min=1, metavar="N", help="Requests in flight at once (1 = sequential).")
 RPS = typer.Option(None, "--rps", min=0.0, metavar="N", help="At most this many requests per second (default: no limit).")
 
+# The gate's --regression-threshold-* flags, defined once for run_eval and compare_runs: the
+# flag, what the threshold bounds, and the default shown (evalkit.gate.Thresholds').
+_THRESHOLD_HELP = {
+    "recall": "Max absolute drop of Recall@K.",
+    "mrr": "Max absolute drop of MRR.",
+    "scope_miss": "Max absolute rise of the scope miss rate.",
+    "groundedness": "Max drop of mean groundedness (0-5 points).",
+    "correctness": "Max drop of mean correctness (0-5 points).",
+    "attribution": "Max absolute drop of the attribution hit rate.",
+    "abstention": "Max absolute drop of abstention accuracy (unanswerable cases).",
+    "hallucination": "Max absolute rise of the hallucination rate on unanswerable cases.",
+    "false_abstention": "Max absolute rise of the false-abstention rate on answerable cases.",
+}
+
+
+def regression_threshold_option(name: str, panel: str) -> Any:
+    """The `--regression-threshold-<name>` option (None: the gate's default, said in the help)."""
+    from evalkit.gate import Thresholds
+
+    default = getattr(Thresholds(), name)
+    return typer.Option(
+        None, f"--regression-threshold-{name.replace('_', '-')}", min=0.0, metavar="FLOAT",
+        help=f"{_THRESHOLD_HELP[name]} (default: {default:g})", rich_help_panel=panel,
+    )
+
+
 EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 # The run finished but the target failed on more cases than --max-error-rate allows.
 EXIT_INCOMPLETE = 3

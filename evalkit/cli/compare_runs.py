@@ -16,7 +16,12 @@ from typing import Optional
 
 import typer
 
-from evalkit.cli.common import RESULTS_DIR, exit_on_known_errors, plain_metavars
+from evalkit.cli.common import (
+    RESULTS_DIR,
+    exit_on_known_errors,
+    plain_metavars,
+    regression_threshold_option,
+)
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
@@ -88,18 +93,18 @@ def main(
         False, "--allow-missing-metrics", help="Pass a gate that could not compare Recall@K or MRR@K (the runs share no K, "
         "or one lacks them); by default such a gate fails, naming the metric.", rich_help_panel=_G,
     ),
-    regression_threshold_recall: Optional[float] = typer.Option(None, "--regression-threshold-recall", min=0.0, metavar="FLOAT", help="Max absolute drop of Recall@K. (default: 0.05)", rich_help_panel=_G),
-    regression_threshold_mrr: Optional[float] = typer.Option(None, "--regression-threshold-mrr", min=0.0, metavar="FLOAT", help="Max absolute drop of MRR. (default: 0.10)", rich_help_panel=_G),
+    regression_threshold_recall: Optional[float] = regression_threshold_option("recall", _G),
+    regression_threshold_mrr: Optional[float] = regression_threshold_option("mrr", _G),
     regression_threshold_mrr_relative: float = typer.Option(
         0.10, "--regression-threshold-mrr-relative", min=0.0, metavar="FLOAT", help="Max MRR drop as a share of the baseline's MRR (seed 001's 'MRR drop > 10%').", rich_help_panel=_G
     ),
-    regression_threshold_scope_miss: Optional[float] = typer.Option(None, "--regression-threshold-scope-miss", min=0.0, metavar="FLOAT", help="Max absolute rise of the scope miss rate. (default: 0.10)", rich_help_panel=_G),
-    regression_threshold_groundedness: Optional[float] = typer.Option(None, "--regression-threshold-groundedness", min=0.0, metavar="FLOAT", help="Max drop of mean groundedness (0-5 points). (default: 0.5)", rich_help_panel=_G),
-    regression_threshold_correctness: Optional[float] = typer.Option(None, "--regression-threshold-correctness", min=0.0, metavar="FLOAT", help="Max drop of mean correctness (0-5 points). (default: 0.5)", rich_help_panel=_G),
-    regression_threshold_attribution: Optional[float] = typer.Option(None, "--regression-threshold-attribution", min=0.0, metavar="FLOAT", help="Max absolute drop of the attribution hit rate. (default: 0.05)", rich_help_panel=_G),
-    regression_threshold_abstention: Optional[float] = typer.Option(None, "--regression-threshold-abstention", min=0.0, metavar="FLOAT", help="Max absolute drop of abstention accuracy. (default: 0.05)", rich_help_panel=_G),
-    regression_threshold_hallucination: Optional[float] = typer.Option(None, "--regression-threshold-hallucination", min=0.0, metavar="FLOAT", help="Max absolute rise of the hallucination rate on unanswerable cases. (default: 0.05)", rich_help_panel=_G),
-    regression_threshold_false_abstention: Optional[float] = typer.Option(None, "--regression-threshold-false-abstention", min=0.0, metavar="FLOAT", help="Max absolute rise of the false-abstention rate. (default: 0.05)", rich_help_panel=_G),
+    regression_threshold_scope_miss: Optional[float] = regression_threshold_option("scope_miss", _G),
+    regression_threshold_groundedness: Optional[float] = regression_threshold_option("groundedness", _G),
+    regression_threshold_correctness: Optional[float] = regression_threshold_option("correctness", _G),
+    regression_threshold_attribution: Optional[float] = regression_threshold_option("attribution", _G),
+    regression_threshold_abstention: Optional[float] = regression_threshold_option("abstention", _G),
+    regression_threshold_hallucination: Optional[float] = regression_threshold_option("hallucination", _G),
+    regression_threshold_false_abstention: Optional[float] = regression_threshold_option("false_abstention", _G),
 ) -> None:
     """Compare run a (the baseline) with run b and gate regressions."""
     with exit_on_known_errors():

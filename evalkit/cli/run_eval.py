@@ -14,7 +14,15 @@ from typing import Optional
 
 import typer
 
-from evalkit.cli.common import EXIT_INCOMPLETE, EXIT_INTERRUPTED, RPS, exit_on_known_errors, load_dotenv_once, plain_metavars
+from evalkit.cli.common import (
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    RPS,
+    exit_on_known_errors,
+    load_dotenv_once,
+    plain_metavars,
+    regression_threshold_option,
+)
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
@@ -183,33 +191,15 @@ def main(
         None, "--json", help='Print one JSON object last: {"run_id","run_dir","aggregate_metrics","gate"}.', rich_help_panel=_O
     ),
     baseline: Optional[str] = typer.Option(None, "--baseline", metavar="RUN_ID", help="Run id to gate against (its metrics.json).", rich_help_panel=_G),
-    regression_threshold_recall: Optional[float] = typer.Option(
-        None, "--regression-threshold-recall", metavar="FLOAT", help="Max absolute drop of Recall@K. (default: 0.05)", rich_help_panel=_G
-    ),
-    regression_threshold_mrr: Optional[float] = typer.Option(
-        None, "--regression-threshold-mrr", metavar="FLOAT", help="Max absolute drop of MRR. (default: 0.10)", rich_help_panel=_G
-    ),
-    regression_threshold_scope_miss: Optional[float] = typer.Option(
-        None, "--regression-threshold-scope-miss", metavar="FLOAT", help="Max absolute rise of the scope miss rate. (default: 0.10)", rich_help_panel=_G
-    ),
-    regression_threshold_groundedness: Optional[float] = typer.Option(
-        None, "--regression-threshold-groundedness", metavar="FLOAT", help="Max drop of mean groundedness (0-5 points). (default: 0.5)", rich_help_panel=_G
-    ),
-    regression_threshold_correctness: Optional[float] = typer.Option(
-        None, "--regression-threshold-correctness", metavar="FLOAT", help="Max drop of mean correctness (0-5 points). (default: 0.5)", rich_help_panel=_G
-    ),
-    regression_threshold_attribution: Optional[float] = typer.Option(
-        None, "--regression-threshold-attribution", metavar="FLOAT", help="Max absolute drop of the attribution hit rate. (default: 0.05)", rich_help_panel=_G
-    ),
-    regression_threshold_abstention: Optional[float] = typer.Option(
-        None, "--regression-threshold-abstention", metavar="FLOAT", help="Max absolute drop of abstention accuracy (unanswerable cases). (default: 0.05)", rich_help_panel=_G
-    ),
-    regression_threshold_hallucination: Optional[float] = typer.Option(
-        None, "--regression-threshold-hallucination", metavar="FLOAT", help="Max absolute rise of the hallucination rate on unanswerable cases. (default: 0.05)", rich_help_panel=_G
-    ),
-    regression_threshold_false_abstention: Optional[float] = typer.Option(
-        None, "--regression-threshold-false-abstention", metavar="FLOAT", help="Max absolute rise of the false-abstention rate on answerable cases. (default: 0.05)", rich_help_panel=_G
-    ),
+    regression_threshold_recall: Optional[float] = regression_threshold_option("recall", _G),
+    regression_threshold_mrr: Optional[float] = regression_threshold_option("mrr", _G),
+    regression_threshold_scope_miss: Optional[float] = regression_threshold_option("scope_miss", _G),
+    regression_threshold_groundedness: Optional[float] = regression_threshold_option("groundedness", _G),
+    regression_threshold_correctness: Optional[float] = regression_threshold_option("correctness", _G),
+    regression_threshold_attribution: Optional[float] = regression_threshold_option("attribution", _G),
+    regression_threshold_abstention: Optional[float] = regression_threshold_option("abstention", _G),
+    regression_threshold_hallucination: Optional[float] = regression_threshold_option("hallucination", _G),
+    regression_threshold_false_abstention: Optional[float] = regression_threshold_option("false_abstention", _G),
     allow_regressions: Optional[bool] = typer.Option(
         None, "--allow-regressions", help="Report gate failures (regressions, nothing comparable, broken invariants) but exit 0.", rich_help_panel=_G
     ),

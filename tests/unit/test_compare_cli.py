@@ -128,3 +128,21 @@ def test_judge_change_is_refused_then_marked(tmp_path):
     assert out.exit_code == 0, out.output
     assert "**⚠️ Invariants broken (ignored)**: these numbers are not comparable" in out.stdout
     assert "judge model differs (heuristic:heuristic-v1 vs openai:gpt-x-2025-01-01): groundedness_avg, correctness_avg" in out.stdout
+
+
+def test_the_regression_threshold_flags_are_one_definition_in_both_doors() -> None:
+    # issue 25 item 9: they were declared twice and had drifted (min=0.0 in compare_runs only)
+    import typer.main
+
+    from evalkit.cli.compare_runs import app as compare_app
+    from evalkit.cli.run_eval import app as run_app
+    from evalkit.gate import Thresholds
+
+    def flags(app) -> dict:
+        return {p.opts[0]: (p.help, getattr(p.type, "min", None)) for p in typer.main.get_command(app).params
+                if p.opts[0].startswith("--regression-threshold-") and p.opts[0] != "--regression-threshold-mrr-relative"}
+
+    run, compare = flags(run_app), flags(compare_app)
+    assert run == compare and len(run) == 9
+    assert all(minimum == 0.0 for _, minimum in run.values())
+    assert run["--regression-threshold-recall"][0].endswith(f"(default: {Thresholds().recall:g})")
