@@ -139,7 +139,9 @@ def test_the_regression_threshold_flags_are_one_definition_in_both_doors() -> No
     from evalkit.gate import Thresholds
 
     def flags(app) -> dict:
-        return {p.opts[0]: (p.help, getattr(p.type, "min", None)) for p in typer.main.get_command(app).params
+        # `min` sits on the option (typer 0.29, no click) or on its click type (older typer)
+        return {p.opts[0]: (p.help, getattr(p, "min", None) if hasattr(p, "min") else getattr(getattr(p, "type", None), "min", None))
+                for p in typer.main.get_command(app).params
                 if p.opts[0].startswith("--regression-threshold-") and p.opts[0] != "--regression-threshold-mrr-relative"}
 
     run, compare = flags(run_app), flags(compare_app)
