@@ -2,7 +2,8 @@
 
 It writes what a first `evalkit run` needs and nothing it would overwrite:
 
-    evalkit.toml      every run setting, commented out at its default ([run], [eval_set])
+    evalkit.toml      every run setting, commented out at its default ([run], [eval_set]), as
+                      evalkit.cli.init.project_config_text writes it
     eval_set.jsonl    a few example cases about the sample notes, one of each kind
     sample_vault/     the sample notes those cases are about (the reference chatbot indexes them)
     .gitignore        the lines that keep note text out of git (appended to one that exists)
@@ -15,14 +16,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
-from evalkit.config import DEFAULT_EVAL_SET, DEFAULT_VAULT, NOT_PROJECT_SETTINGS, RunSettings
+from evalkit.config import (
+    DEFAULT_EVAL_SET,
+    DEFAULT_VAULT,
+)
 from evalkit.errors import BadConfig, Problem
 from evalkit.project import PROJECT_CONFIG
 
@@ -78,8 +80,11 @@ def starter_cases(root: Path | None = None) -> list[str]:
     return [by_id[case_id] for case_id in STARTER_CASE_IDS]
 
 
-def init_project(folder: Path) -> InitResult:
+def init_project(folder: Path, config_text: str) -> InitResult:
     """Write a starter project into `folder` (created if missing). Never overwrites a file.
+
+    `config_text` is the evalkit.toml to write (`evalkit.cli.init.project_config_text`: it is
+    made from run_eval's flags, which live in the CLI).
 
     Raises:
         BadConfig: a file or folder it would write exists already (nothing is written).
@@ -98,7 +103,7 @@ def init_project(folder: Path) -> InitResult:
     result.written.append(DEFAULT_VAULT + "/")
     (folder / DEFAULT_EVAL_SET).write_text("\n".join(starter_cases(root)) + "\n", encoding="utf-8")
     result.written.append(DEFAULT_EVAL_SET)
-    (folder / PROJECT_CONFIG).write_text(project_config_text(), encoding="utf-8")
+    (folder / PROJECT_CONFIG).write_text(config_text, encoding="utf-8")
     result.written.append(PROJECT_CONFIG)
     result.gitignore_added = _extend_gitignore(folder / ".gitignore")
     return result
@@ -118,82 +123,3 @@ def _extend_gitignore(path: Path) -> list[str]:
     with path.open("a", encoding="utf-8") as f:
         f.write(text)
     return missing
-
-
-# --------------------------------------------------------------------------- evalkit.toml
-
-
-def project_config_text() -> str:
-    """evalkit.toml: every run setting commented out at its default, with its --help text.
-
-    Generated from run_eval's own flags and RunSettings' defaults, so it cannot drift from them.
-    """
-    lines = [
-        "# evalkit project settings. `evalkit run` reads [run] from the folder it runs in:",
-        "# a flag on the command line wins over a value here, and a value here over the default.",
-        "# Every setting below is at its default; uncomment a line to change it.",
-        "#",
-        "# Your own notes: set vault to their folder (the reference chatbot indexes it), or point",
-        "# api_url at your chatbot's /api/v1/ask API. Then draft cases for your notes with",
-        "#   evalkit generate --vault ~/notes --output candidates.jsonl",
-        "# and review them into an eval set (README, 'Growing the eval set').",
-        "",
-        "[run]",
-    ]
-    for name, help_text in _run_flags():
-        lines.append("")
-        lines.extend(f"# {part}" for part in _wrap(help_text))
-        default = _default_of(name)
-        shown = "   (not set by default)" if default is None else _toml_value(default)
-        lines.append(f"# {name} = {shown}")
-    lines += [
-        "",
-        "[eval_set]",
-        "# Categories a case may use beyond the built-in ones (factual, reasoning, multi_hop,",
-        "# recency/conflict, general, adversarial).",
-        "# categories = []",
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def _run_flags() -> list[tuple[str, str]]:
-    """(RunSettings field, help text) of each run_eval flag a project may set, in --help order."""
-    import typer.main
-
-    from evalkit.cli.run_eval import app
-
-    renamed = {"json_output": "json_output", "threshold": "thresholds"}
-    out = []
-    for param in typer.main.get_command(app).params:
-        name = renamed.get(param.name or "", param.name or "")
-        if name in RunSettings.model_fields and name not in NOT_PROJECT_SETTINGS:
-            text = " ".join((getattr(param, "help", None) or "").split())
-            # the default is on the line below, as a value: drop the help's "(default: ...)"
-            out.append((name, re.sub(r"\s*\(default: [^)]*\)", "", text).strip()))
-    return out
-
-
-def _default_of(name: str) -> Any:
-    info = RunSettings.model_fields[name]
-    return info.default_factory() if info.default_factory is not None else info.default  # type: ignore[call-arg]
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
-    raise TypeError(f"no TOML form for {value!r}")  # pragma: no cover - RunSettings holds none
-
-
-def _wrap(text: str, width: int = 92) -> list[str]:
-    import textwrap
-
-    return textwrap.wrap(text, width) or [""]

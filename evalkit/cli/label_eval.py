@@ -12,7 +12,7 @@
                accepted cases are appended to a new version of EVAL_SET (default
                <stem>.v<N+1>.jsonl; EVAL_SET itself is never written)
 --grade-answers --run-id ID   grade a seeded sample of a run's answers 0-5 (plain prompts;
-               grades go to results/ID/human_grades.jsonl; evalkit/grades.py)
+               grades go to results/ID/human_grades.jsonl; evalkit/judges/grades.py)
 
 (no mode)      the full-screen interactive labeler (evalkit/labeler.py, cli/label_app.py)
 
@@ -31,7 +31,15 @@ from typing import Any, Optional
 
 import typer
 
-from evalkit.cli.common import EXIT_INCOMPLETE, EXIT_INPUT, RESULTS_DIR, exit_on_known_errors, load_dotenv_once, plain_metavars, printable
+from evalkit.cli.common import (
+    EXIT_INCOMPLETE,
+    EXIT_INPUT,
+    RESULTS_DIR,
+    exit_on_known_errors,
+    load_dotenv_once,
+    plain_metavars,
+    printable,
+)
 
 EXIT_STALE = 1
 DEFAULT_VAULT = Path("sample_vault")
@@ -212,8 +220,8 @@ def main(
 def _grade_answers(modes: list[str], run_id: str | None, results_dir: Path, sample: int, seed: int, grader: str | None) -> None:
     """--grade-answers: the seeded sample's ungraded cases, one prompt at a time, then the agreement."""
     with exit_on_known_errors():
-        from evalkit import grades
         from evalkit.errors import BadConfig, Problem
+        from evalkit.judges import grades
         from evalkit.store import RunDir
 
         if len(modes) > 1:

@@ -26,7 +26,12 @@ from evalkit.config import judge_identity
 from evalkit.errors import InputError, Problem
 from evalkit.judges.base import JudgeItem, JudgeOutcome
 from evalkit.judges.context import VaultReader, context_source, full_context
-from evalkit.judges.provenance import identity_key, identity_of_description, summarize_judges, verdict_identity
+from evalkit.judges.provenance import (
+    identity_key,
+    identity_of_description,
+    summarize_judges,
+    verdict_identity,
+)
 from evalkit.judges.reliability import reliability_summary, sample_indices
 from evalkit.judges.runner import (
     JudgeRunner,
@@ -447,7 +452,7 @@ async def judge_run_async(
     metrics["aggregate_metrics"]["judge"] = _metrics_judge(stats, summary, context)
     metrics["aggregate_metrics"]["judge_reliability"] = reliability
     # Human grades (label_eval.py --grade-answers) vs the verdicts now in the run.
-    from evalkit.grades import agreement_of, grades_path, read_grades
+    from evalkit.judges.grades import agreement_of, grades_path, read_grades
 
     if grades_path(run).exists():
         metrics["aggregate_metrics"]["judge_agreement"] = agreement_of(read_grades(run), records)

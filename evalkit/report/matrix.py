@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.table import Table
 
-from evalkit.matrix import MatrixResult
+if TYPE_CHECKING:  # the type only: report/ does not import the stages it renders
+    from evalkit.matrix import MatrixResult
 
 
 def _f(x: float | None, fmt: str = "{:.3f}") -> str:

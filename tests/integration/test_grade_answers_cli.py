@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.cli.label_eval import app as label_app
-from evalkit.grades import GRADES_FILE
+from evalkit.judges.grades import GRADES_FILE
 from tests.integration.test_judge_answers_cli import RUN_ID, _invoke, _record, run_dir  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""evalkit/grades.py: human grades file, seeded resumable sample, judge-vs-human agreement
+"""evalkit/judges/grades.py: human grades file, seeded resumable sample, judge-vs-human agreement
 (issue 11, item 5). Agreement figures are checked against a hand computation."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from evalkit import grades
 from evalkit.errors import InputError
+from evalkit.judges import grades
 from evalkit.store import RunDir
 
 
