@@ -15,7 +15,6 @@ import heapq
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from evalkit.errors import BadConfig, Problem
@@ -192,7 +191,7 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str, results_dir: str | Path =
         RunNotFound: a run id names no run.
     """
     from evalkit.config import build_settings
-    from evalkit.runner.run import now_utc, write_run_metrics
+    from evalkit.derive import RunFacts, derive_run, now_utc
     from evalkit.store import check_run_id
 
     results_dir = Path(results_dir)
@@ -244,14 +243,11 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str, results_dir: str | Path =
         "shards": [{"run_id": x["run_id"], "index": x["index"], "wall_s": x["wall_s"]} for x in shard_runs],
     }
     stats = _sum_stats([(s.metrics.get("aggregate_metrics") or {}).get("judge") for s in shards])
-    judge = SimpleNamespace(stats=lambda: stats) if stats is not None else None
-    p = SimpleNamespace(
-        settings=settings,
-        config=config,
-        eval_set=SimpleNamespace(commit_hash=first.config.get("eval_set_commit_hash"), version=first.config.get("dataset_version")),
-        baseline=None,
-    )
-    metrics, _ = write_run_metrics(p, run, judge, 0.0, _pre_run_warnings(shards), timing=timing)  # type: ignore[arg-type]
+    metrics, _ = derive_run(run, RunFacts(
+        settings=settings, config=config, eval_set_commit_hash=first.config.get("eval_set_commit_hash"),
+        dataset_version=first.config.get("dataset_version"), judge_stats=stats,
+        pre_run_warnings=_pre_run_warnings(shards), timing=timing,
+    ))
     point_latest(results_dir, run.run_id)
     return MergeResult(
         run_id=run.run_id,

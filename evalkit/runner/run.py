@@ -7,31 +7,43 @@ and the target have all been checked; then config.json is written before the fir
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import platform
 import shlex
 import subprocess
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from evalkit import __version__
-from evalkit.config import RunSettings, build_settings, diff_hashed, judge_identity, project_run_defaults
+from evalkit.config import (
+    RunSettings,
+    build_settings,
+    diff_hashed,
+    judge_identity,
+    project_run_defaults,
+)
 from evalkit.dataset import EvalSet, load_eval_set
+from evalkit.derive import RunFacts, derive_run, now_utc
 from evalkit.errors import BadConfig, EvalkitError, Problem
-from evalkit.gate import Thresholds, check_invariants, gate_result
-from evalkit.gate import threshold_check
+from evalkit.gate import check_invariants
 from evalkit.metrics.keys import ir_measures_values
 from evalkit.runner.probe import probe_target
 from evalkit.runner.records import select_cases, versions_tuple
-from evalkit.runner.session import ProgressSink, Prepared, Session
+from evalkit.runner.session import Prepared, ProgressSink, Session
 from evalkit.schema import SCHEMA_VERSION, EvalCase
-from evalkit.store import LATEST, RunDir, config_hash, new_run_id, point_latest, resolve_run_id, run_folder_taken
-from evalkit.summary import write_derived
+from evalkit.store import (
+    LATEST,
+    RunDir,
+    config_hash,
+    new_run_id,
+    point_latest,
+    resolve_run_id,
+    run_folder_taken,
+)
 
 __all__ = ["RunInterrupted", "RunResult", "arun", "run"]
 
@@ -159,10 +171,6 @@ def _git_revision(cwd: Path) -> dict[str, Any] | None:
         return None
     status = git("status", "--porcelain", "--untracked-files=no")
     return {"commit": commit, "dirty": bool(status)}
-
-
-def now_utc() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def reproducibility_knobs(
@@ -383,7 +391,11 @@ async def _anchor_check(p: Prepared, target: Any, vault_given: bool) -> dict[str
     Returns the metrics.json warning, or None when every anchor checked out or no corpus
     is at hand.
     """
-    from evalkit.anchorcheck import check_support, corpus_from_index_stats, corpus_from_vault
+    from evalkit.anchorcheck import (
+        check_support,
+        corpus_from_index_stats,
+        corpus_from_vault,
+    )
 
     s = p.settings
     if s.in_process or vault_given:
@@ -531,37 +543,6 @@ def _finalize_order(run: RunDir, selected: Sequence[tuple[int, EvalCase]], trial
     return len(ordered)
 
 
-def thresholds_from(s: RunSettings) -> Thresholds:
-    """The gate's thresholds from the --regression-threshold-* settings."""
-    return Thresholds(
-        recall=s.regression_threshold_recall,
-        mrr=s.regression_threshold_mrr,
-        scope_miss=s.regression_threshold_scope_miss,
-        groundedness=s.regression_threshold_groundedness,
-        correctness=s.regression_threshold_correctness,
-        attribution=s.regression_threshold_attribution,
-        abstention=s.regression_threshold_abstention,
-        hallucination=s.regression_threshold_hallucination,
-        false_abstention=s.regression_threshold_false_abstention,
-    )
-
-
-def run_invariants(
-    missing_fields: Iterable[str], judge: Mapping[str, Any] | None, asked_k: int | None = None
-) -> dict[str, Any]:
-    """metrics.json's `invariants`: what seed 000 §10.1 compares beyond the dataset version.
-
-    `debug_fields_missing` is every contract field some record's response left out (the
-    union of records' `missing_fields`), over the cases the target answered. `asked_k` is
-    how many chunks the target was asked for (the largest K): what its answers saw
-    (`gate.asked_k_of`; a later re-score to smaller K does not change it).
-    """
-    out = {"judge": dict(judge) if judge else None, "debug_fields_missing": sorted(set(missing_fields))}
-    if asked_k is not None:
-        out["asked_k"] = int(asked_k)
-    return out
-
-
 def _data(metrics: Mapping[str, Any], k: int) -> dict[str, Any]:
     agg = dict(metrics.get("aggregate_metrics") or {})
     cell = (agg.get("at_k") or {}).get(str(k)) or {}
@@ -589,84 +570,6 @@ def _note(progress: Any, message: str, details: Sequence[str] = ()) -> None:
     log.warning(message)
     for line in details:
         log.warning("  %s", line)
-
-
-def write_run_metrics(
-    p: Prepared,
-    run: RunDir,
-    judge: Any,
-    session_wall_s: float,
-    pre_run_warnings: Sequence[dict] = (),
-    *,
-    timing: Mapping[str, Any] | None = None,
-) -> tuple[dict, dict | None]:
-    """metrics.json, aggregated from results.jsonl as written (the file is the truth).
-
-    `timing` (evalkit merge) replaces `run_timing`; the suite's wall time is then unknown
-    (`latency.total_ms` null): shards ran side by side, so no one clock measured the run.
-    """
-    from evalkit.metrics.aggregate import aggregate_records
-    from evalkit.report.summary_md import WorstCases
-    from evalkit.runner.health import RunHealth
-    from evalkit.trials import TrialStats
-
-    s = p.settings
-    walls = [x.get("wall_s") for x in p.config.get("sessions") or []]
-    suite_s = math.fsum(w for w in walls if isinstance(w, int | float))
-    # One read of results.jsonl feeds the aggregate, the warnings and the invariants.
-    health, missing = RunHealth(), set()
-
-    worst = WorstCases(s.k[0])  # summary.md's worst cases, from the same pass
-    trials = TrialStats(s.k) if s.trials > 1 else None
-
-    def records() -> Iterator[dict[str, Any]]:
-        for rec in run.iter_results():
-            health.add(rec)
-            missing.update(rec.get("missing_fields") or [])
-            worst.add(rec)
-            if trials is not None:
-                trials.add(rec)
-            yield rec
-
-    body = aggregate_records(records(), ks=s.k, suite_ms=None if timing is not None else suite_s * 1000)
-    metrics: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": run.run_id,
-        "timestamp": now_utc(),
-        "config_hash": p.config["config_hash"],
-        "eval_set_commit_hash": p.eval_set.commit_hash,
-        "dataset_version": p.eval_set.version,
-        "ks": list(s.k),
-        "seed": s.seed,
-        **body,
-        "run_timing": dict(timing) if timing is not None else {
-            "session_wall_s": round(session_wall_s, 3),
-            "sessions": len(p.config.get("sessions") or []),
-        },
-    }
-    if trials is not None:
-        metrics["trials"] = trials.result()
-    # JudgeRunner.stats(): cache hits/misses, calls, tokens, cost (this session's calls).
-    metrics["aggregate_metrics"]["judge"] = judge.stats() if judge is not None else None
-    metrics["invariants"] = run_invariants(missing, judge_identity(p.config.get("judge")), s.request_k)
-    metrics["warnings"] = [*pre_run_warnings, *health.warnings()]
-    gate = None
-    if p.baseline is not None:
-        gate = gate_result(
-            p.baseline,
-            metrics,
-            thresholds_from(s),
-            baseline_run_id=s.baseline,
-            allow_regressions=s.allow_regressions,
-            ignore_invariants=s.ignore_invariants,
-            allow_missing_metrics=s.allow_missing_metrics,
-        )
-        metrics["gate"] = gate
-    if s.thresholds:  # issue 13: absolute floors, beside the baseline gate
-        metrics["thresholds"] = threshold_check(metrics, s.thresholds)
-    committed = run.update_metrics(metrics)
-    committed = dict(write_derived(run, committed, worst) or committed)
-    return committed, gate
 
 
 def _lock_baselined(p: Prepared, result: RunResult, progress: Any) -> None:
@@ -783,7 +686,11 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
             n = session.n_written  # written in run order, one per (case, trial): nothing to fix
         else:
             n = _finalize_order(run, p.selected, s.trials)
-        metrics, gate = write_run_metrics(p, run, judge, wall, [stale] if stale else [])
+        metrics, gate = derive_run(run, RunFacts(
+            settings=s, config=p.config, eval_set_commit_hash=p.eval_set.commit_hash,
+            dataset_version=p.eval_set.version, judge_stats=judge.stats() if judge is not None else None,
+            baseline=p.baseline, pre_run_warnings=[stale] if stale else [], session_wall_s=wall,
+        ))
         point_latest(Path(s.results_dir), run.run_id)  # the run finished last, resumed ones too
         kinds = metrics["aggregate_metrics"]["operational_metrics"].get("error_kinds") or {}
         n_errors = sum(v for kind, v in kinds.items() if kind != "empty_answer")

@@ -1,10 +1,10 @@
-"""Run health warnings (evalkit/runner/health.py) on hand-made records."""
+"""Run health warnings (evalkit/derive/health.py) on hand-made records."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from evalkit.runner.health import run_warnings
+from evalkit.derive.health import run_warnings
 
 
 def _rec(cid: str, *, label_source: str | None = None, chunks: list[dict[str, Any]] | None = None) -> dict[str, Any]:

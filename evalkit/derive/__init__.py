@@ -1,0 +1,147 @@
+"""The derive step: a run's records -> metrics.json, summary.md and results.json.
+
+`derive_run` is what run_eval does after its last case and what `evalkit merge` does for
+the merged shards: one read of results.jsonl feeds the aggregate (`aggregate_records`), the
+run warnings (`health`), the invariants the gate compares, the worst cases and the trials;
+then the gate and the thresholds; then `summary.write_derived` writes summary.md and
+results.json from the committed metrics.json. `RunFacts` is what metrics.json says about a
+run beyond its records (settings, config, eval-set version, judge stats, the baseline).
+The re-scorings (score_retrieval, score_abstention, judge_answers) patch their own keys of
+metrics.json and call `write_derived` themselves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from evalkit.config import RunSettings, judge_identity
+from evalkit.gate import Thresholds, gate_result, threshold_check
+from evalkit.schema import SCHEMA_VERSION
+from evalkit.store import RunDir
+from evalkit.summary import write_derived
+
+__all__ = ["RunFacts", "derive_run", "now_utc", "run_invariants", "thresholds_from"]
+
+
+@dataclass
+class RunFacts:
+    """What metrics.json records about a run beside what its records say."""
+
+    settings: RunSettings
+    config: Mapping[str, Any]  # config.json: sessions (wall times), config_hash, judge
+    eval_set_commit_hash: str | None
+    dataset_version: str
+    judge_stats: Mapping[str, Any] | None = None  # JudgeRunner.stats(): calls, cache, tokens, cost
+    baseline: Mapping[str, Any] | None = None  # the --baseline run's metrics.json, for the gate
+    pre_run_warnings: Sequence[dict] = field(default_factory=list)
+    session_wall_s: float = 0.0
+    # evalkit merge: replaces `run_timing`; the suite's wall time is then unknown
+    # (`latency.total_ms` null): shards ran side by side, so no one clock measured the run.
+    timing: Mapping[str, Any] | None = None
+
+
+def now_utc() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def thresholds_from(s: RunSettings) -> Thresholds:
+    """The gate's thresholds from the --regression-threshold-* settings."""
+    return Thresholds(
+        recall=s.regression_threshold_recall,
+        mrr=s.regression_threshold_mrr,
+        scope_miss=s.regression_threshold_scope_miss,
+        groundedness=s.regression_threshold_groundedness,
+        correctness=s.regression_threshold_correctness,
+        attribution=s.regression_threshold_attribution,
+        abstention=s.regression_threshold_abstention,
+        hallucination=s.regression_threshold_hallucination,
+        false_abstention=s.regression_threshold_false_abstention,
+    )
+
+
+def run_invariants(
+    missing_fields: Iterable[str], judge: Mapping[str, Any] | None, asked_k: int | None = None
+) -> dict[str, Any]:
+    """metrics.json's `invariants`: what seed 000 §10.1 compares beyond the dataset version.
+
+    `debug_fields_missing` is every contract field some record's response left out (the
+    union of records' `missing_fields`), over the cases the target answered. `asked_k` is
+    how many chunks the target was asked for (the largest K): what its answers saw
+    (`gate.asked_k_of`; a later re-score to smaller K does not change it).
+    """
+    out = {"judge": dict(judge) if judge else None, "debug_fields_missing": sorted(set(missing_fields))}
+    if asked_k is not None:
+        out["asked_k"] = int(asked_k)
+    return out
+
+
+def derive_run(run: RunDir, facts: RunFacts) -> tuple[dict, dict | None]:
+    """A run's derived files from its results.jsonl as written (the file is the truth):
+    metrics.json (aggregates, run warnings, invariants, the gate, thresholds), then
+    summary.md and results.json. Returns (metrics.json, the gate or None)."""
+    from evalkit.derive.health import RunHealth
+    from evalkit.metrics.aggregate import aggregate_records
+    from evalkit.report.summary_md import WorstCases
+    from evalkit.trials import TrialStats
+
+    s, timing = facts.settings, facts.timing
+    walls = [x.get("wall_s") for x in facts.config.get("sessions") or []]
+    suite_s = math.fsum(w for w in walls if isinstance(w, int | float))
+    # One read of results.jsonl feeds the aggregate, the warnings and the invariants.
+    health, missing = RunHealth(), set()
+
+    worst = WorstCases(s.k[0])  # summary.md's worst cases, from the same pass
+    trials = TrialStats(s.k) if s.trials > 1 else None
+
+    def records() -> Iterator[dict[str, Any]]:
+        for rec in run.iter_results():
+            health.add(rec)
+            missing.update(rec.get("missing_fields") or [])
+            worst.add(rec)
+            if trials is not None:
+                trials.add(rec)
+            yield rec
+
+    body = aggregate_records(records(), ks=s.k, suite_ms=None if timing is not None else suite_s * 1000)
+    metrics: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run.run_id,
+        "timestamp": now_utc(),
+        "config_hash": facts.config["config_hash"],
+        "eval_set_commit_hash": facts.eval_set_commit_hash,
+        "dataset_version": facts.dataset_version,
+        "ks": list(s.k),
+        "seed": s.seed,
+        **body,
+        "run_timing": dict(timing) if timing is not None else {
+            "session_wall_s": round(facts.session_wall_s, 3),
+            "sessions": len(facts.config.get("sessions") or []),
+        },
+    }
+    if trials is not None:
+        metrics["trials"] = trials.result()
+    # JudgeRunner.stats(): cache hits/misses, calls, tokens, cost (this session's calls).
+    metrics["aggregate_metrics"]["judge"] = dict(facts.judge_stats) if facts.judge_stats is not None else None
+    metrics["invariants"] = run_invariants(missing, judge_identity(facts.config.get("judge")), s.request_k)
+    metrics["warnings"] = [*facts.pre_run_warnings, *health.warnings()]
+    gate = None
+    if facts.baseline is not None:
+        gate = gate_result(
+            facts.baseline,
+            metrics,
+            thresholds_from(s),
+            baseline_run_id=s.baseline,
+            allow_regressions=s.allow_regressions,
+            ignore_invariants=s.ignore_invariants,
+            allow_missing_metrics=s.allow_missing_metrics,
+        )
+        metrics["gate"] = gate
+    if s.thresholds:  # issue 13: absolute floors, beside the baseline gate
+        metrics["thresholds"] = threshold_check(metrics, s.thresholds)
+    committed = run.update_metrics(metrics)
+    committed = dict(write_derived(run, committed, worst) or committed)
+    return committed, gate
