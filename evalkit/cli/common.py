@@ -43,6 +43,31 @@ def regression_threshold_option(name: str, panel: str) -> Any:
     )
 
 
+def judge_options(panel: str) -> dict[str, Any]:
+    """The judge flags, defined once for every script that builds a judge (run_eval,
+    judge_answers, score_abstention's LLM classifier): {parameter name: typer.Option}."""
+    return {
+        "judge_provider": typer.Option(
+            None, "--judge-provider", metavar="PROVIDER", rich_help_panel=panel,
+            help="openai | anthropic | openai-compatible | heuristic. (default: heuristic unless --judge-model, "
+            "--judge-base-url or EVALKIT_JUDGE_* say otherwise)",
+        ),
+        "judge_model": typer.Option(
+            None, "--judge-model", metavar="MODEL", rich_help_panel=panel,
+            help="Pinned judge model: a dated snapshot, or name@<hash|build-id> for local servers; "
+            "'local' = llama.cpp at 127.0.0.1:8080.",
+        ),
+        "judge_base_url": typer.Option(
+            None, "--judge-base-url", metavar="URL", rich_help_panel=panel,
+            help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:11434/v1 (Ollama).",
+        ),
+        "judge_temperature": typer.Option(
+            None, "--judge-temperature", min=0.0, metavar="FLOAT", rich_help_panel=panel,
+            help="Judge sampling temperature. (default: 0)",
+        ),
+    }
+
+
 EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 # The run finished but the target failed on more cases than --max-error-rate allows.
 EXIT_INCOMPLETE = 3

@@ -24,7 +24,12 @@ from typing import Optional
 
 import typer
 
-from evalkit.cli.common import exit_on_known_errors, load_dotenv_once, plain_metavars, printable
+from evalkit.cli.common import (
+    exit_on_known_errors,
+    load_dotenv_once,
+    plain_metavars,
+    printable,
+)
 
 app = typer.Typer(
     rich_markup_mode=None,

@@ -63,7 +63,13 @@ def main(
         _import_beir(paths, fmt, split or "test", vault_out, output, force, category, tuple(tag or ()), docid_map)
         return
     with exit_on_known_errors():
-        from evalkit.importers import ImportOptions, check_vault_out, import_cases, write_eval_set, write_vault
+        from evalkit.importers import (
+            ImportOptions,
+            check_vault_out,
+            import_cases,
+            write_eval_set,
+            write_vault,
+        )
         from evalkit.importers.docids import load_docid_map
 
         options = ImportOptions(

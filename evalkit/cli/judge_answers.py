@@ -16,7 +16,17 @@ from typing import Optional
 
 import typer
 
-from evalkit.cli.common import CONCURRENCY, EXIT_GATE, RESULTS_DIR, RPS, RUN_ID, exit_on_known_errors, load_dotenv_once, plain_metavars
+from evalkit.cli.common import (
+    CONCURRENCY,
+    EXIT_GATE,
+    RESULTS_DIR,
+    RPS,
+    RUN_ID,
+    exit_on_known_errors,
+    judge_options,
+    load_dotenv_once,
+    plain_metavars,
+)
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
@@ -28,22 +38,17 @@ app = typer.Typer(
 
 _J = "judge"
 _R = "reliability"
+_JUDGE = judge_options(_J)
 
 
 @app.command()
 def main(
     run_id: str = RUN_ID,
     results_dir: Path = RESULTS_DIR,
-    judge_provider: Optional[str] = typer.Option(
-        None, "--judge-provider", help="openai | anthropic | openai-compatible | heuristic. (default: heuristic unless --judge-model says otherwise)", rich_help_panel=_J
-    ),
-    judge_model: Optional[str] = typer.Option(
-        None, "--judge-model", help="Pinned judge model: a dated snapshot, or name@<hash|build-id> for local servers; 'local' = llama.cpp at 127.0.0.1:8080.", rich_help_panel=_J
-    ),
-    judge_base_url: Optional[str] = typer.Option(
-        None, "--judge-base-url", help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:11434/v1 (Ollama).", rich_help_panel=_J
-    ),
-    judge_temperature: float = typer.Option(0.0, "--judge-temperature", min=0.0, help="Judge sampling temperature.", rich_help_panel=_J),
+    judge_provider: Optional[str] = _JUDGE["judge_provider"],
+    judge_model: Optional[str] = _JUDGE["judge_model"],
+    judge_base_url: Optional[str] = _JUDGE["judge_base_url"],
+    judge_temperature: Optional[float] = _JUDGE["judge_temperature"],
     allow_unpinned: bool = typer.Option(False, "--allow-unpinned", help="Accept a floating model alias (scores may drift).", rich_help_panel=_J),
     concurrency: int = CONCURRENCY,
     rps: Optional[float] = RPS,
@@ -93,7 +98,7 @@ def main(
             provider=judge_provider,
             model=judge_model,
             base_url=judge_base_url,
-            temperature=judge_temperature,
+            temperature=judge_temperature if judge_temperature is not None else 0.0,
             allow_unpinned=allow_unpinned,
             use_cache=not no_cache,
             refresh_cache=refresh_cache,

@@ -19,6 +19,7 @@ from evalkit.cli.common import (
     EXIT_INTERRUPTED,
     RPS,
     exit_on_known_errors,
+    judge_options,
     load_dotenv_once,
     plain_metavars,
     regression_threshold_option,
@@ -38,6 +39,7 @@ _J = "judge"
 _S = "selection"
 _G = "regression gate"
 _O = "output"
+_JUDGE = judge_options(_J)
 _M = "config matrix"
 _R = "reproducibility"
 
@@ -118,14 +120,10 @@ def main(
     retrieval_only: Optional[bool] = typer.Option(
         None, "--retrieval-only", help="Retrieval (and target-reported abstention) metrics only: no judge calls.", rich_help_panel=_J
     ),
-    judge_provider: Optional[str] = typer.Option(
-        None, "--judge-provider", metavar="PROVIDER", help="openai | anthropic | openai-compatible | heuristic. (default: heuristic unless configured)", rich_help_panel=_J
-    ),
-    judge_model: Optional[str] = typer.Option(None, "--judge-model", metavar="MODEL", help="Pinned judge model id.", rich_help_panel=_J),
-    judge_base_url: Optional[str] = typer.Option(
-        None, "--judge-base-url", metavar="URL", help="Base URL of an OpenAI-compatible judge server.", rich_help_panel=_J
-    ),
-    judge_temperature: Optional[float] = typer.Option(None, "--judge-temperature", metavar="FLOAT", help="Judge sampling temperature. (default: 0)", rich_help_panel=_J),
+    judge_provider: Optional[str] = _JUDGE["judge_provider"],
+    judge_model: Optional[str] = _JUDGE["judge_model"],
+    judge_base_url: Optional[str] = _JUDGE["judge_base_url"],
+    judge_temperature: Optional[float] = _JUDGE["judge_temperature"],
     allow_unpinned: Optional[bool] = typer.Option(
         None, "--allow-unpinned", help="Accept a judge model alias that is not a dated snapshot.", rich_help_panel=_J
     ),

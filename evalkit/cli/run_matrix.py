@@ -18,7 +18,12 @@ def run_matrix_cli(values: dict[str, Any], matrix: list[str] | None, matrix_file
     """
     from rich.console import Console
 
-    from evalkit.matrix import load_matrix_file, parse_matrix_axes, parse_order_spec, run_matrix
+    from evalkit.matrix import (
+        load_matrix_file,
+        parse_matrix_axes,
+        parse_order_spec,
+        run_matrix,
+    )
     from evalkit.report.matrix import print_matrix
     from evalkit.report.run import RunProgress
 

@@ -14,7 +14,16 @@ from typing import Optional
 
 import typer
 
-from evalkit.cli.common import CONCURRENCY, RESULTS_DIR, RUN_ID, emit_scoring, exit_on_known_errors, load_dotenv_once, plain_metavars
+from evalkit.cli.common import (
+    CONCURRENCY,
+    RESULTS_DIR,
+    RUN_ID,
+    emit_scoring,
+    exit_on_known_errors,
+    judge_options,
+    load_dotenv_once,
+    plain_metavars,
+)
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -25,6 +34,7 @@ app = typer.Typer(
 )
 
 _J = "classifier"
+_JUDGE = judge_options(_J)
 
 
 @app.command()
@@ -39,9 +49,9 @@ def main(
         None, "--classifier", metavar="llm|heuristic", help="Re-classify answers the target gave no `abstained` for: "
         "heuristic (refusal phrases, offline) or llm (--judge-model). (default: use the stored decisions)", rich_help_panel=_J,
     ),
-    judge_provider: Optional[str] = typer.Option(None, "--judge-provider", help="openai | anthropic | openai-compatible.", rich_help_panel=_J),
-    judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Pinned judge model for --classifier llm.", rich_help_panel=_J),
-    judge_base_url: Optional[str] = typer.Option(None, "--judge-base-url", help="Base URL of an OpenAI-compatible server.", rich_help_panel=_J),
+    judge_provider: Optional[str] = _JUDGE["judge_provider"],
+    judge_model: Optional[str] = _JUDGE["judge_model"],
+    judge_base_url: Optional[str] = _JUDGE["judge_base_url"],
     allow_unpinned: bool = typer.Option(False, "--allow-unpinned", help="Accept a floating model alias.", rich_help_panel=_J),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the judge cache.", rich_help_panel=_J),
     cache_path: Path = typer.Option(Path("cache/judge_cache.sqlite"), "--cache-path", help="SQLite judge cache file.", rich_help_panel=_J),

@@ -14,7 +14,13 @@ from typing import Optional
 
 import typer
 
-from evalkit.cli.common import RESULTS_DIR, RUN_ID, emit_scoring, exit_on_known_errors, plain_metavars
+from evalkit.cli.common import (
+    RESULTS_DIR,
+    RUN_ID,
+    emit_scoring,
+    exit_on_known_errors,
+    plain_metavars,
+)
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)

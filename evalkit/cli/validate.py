@@ -14,7 +14,12 @@ from typing import Optional
 
 import typer
 
-from evalkit.cli.common import EXIT_INPUT, exit_on_known_errors, load_dotenv_once, plain_metavars
+from evalkit.cli.common import (
+    EXIT_INPUT,
+    exit_on_known_errors,
+    load_dotenv_once,
+    plain_metavars,
+)
 
 EXIT_ANCHOR_PROBLEMS = 1
 
@@ -42,7 +47,11 @@ def main(
     """Validate EVAL_SET and, with --vault or --api-url, check its gold anchors against the corpus."""
     load_dotenv_once()
     with exit_on_known_errors():
-        from evalkit.anchorcheck import corpus_from_index_stats, corpus_from_vault, validate_eval_set
+        from evalkit.anchorcheck import (
+            corpus_from_index_stats,
+            corpus_from_vault,
+            validate_eval_set,
+        )
         from evalkit.errors import BadConfig, Problem
 
         if vault is not None and api_url is not None:

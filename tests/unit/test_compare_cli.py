@@ -148,3 +148,18 @@ def test_the_regression_threshold_flags_are_one_definition_in_both_doors() -> No
     assert run == compare and len(run) == 9
     assert all(minimum == 0.0 for _, minimum in run.values())
     assert run["--regression-threshold-recall"][0].endswith(f"(default: {Thresholds().recall:g})")
+
+
+def test_the_judge_flags_are_one_definition_in_every_script() -> None:
+    # issue 25 item 9: the judge flags were declared in each script, with three different helps
+    import typer.main
+
+    from evalkit.cli.judge_answers import app as judge_app
+    from evalkit.cli.run_eval import app as run_app
+    from evalkit.cli.score_abstention import app as abstention_app
+
+    def flags(app) -> dict:
+        return {p.opts[0]: (p.help, p.metavar) for p in typer.main.get_command(app).params
+                if p.opts[0] in ("--judge-provider", "--judge-model", "--judge-base-url")}
+
+    assert flags(run_app) == flags(judge_app) == flags(abstention_app) and len(flags(run_app)) == 3
