@@ -9,7 +9,11 @@ and decodes whatever arrives. `BoundedTransport` wraps any httpx transport and:
   bytes, so a gzip bomb stops at the cap), and any other encoding is refused as
   undecodable (`httpx.DecodingError`);
 - refuses a response whose `Content-Length` is over the cap before reading it;
-- counts the body's bytes as they stream and stops at the cap.
+- counts the body's bytes as they stream and stops at the cap;
+- with a `deadline`, reads the whole answer (connect, send, every byte of the body) within
+  that many seconds, else raises `httpx.ReadTimeout`: a server trickling a byte a second
+  cannot hold a request for minutes, and the deadline is part of the one HTTP stack, not
+  wrapped around it by each caller.
 
 Each refusal raises `ResponseTooLarge`, which callers classify as a
 `response_too_large` failure (not retried: the same request gets the same answer).
@@ -88,11 +92,34 @@ class _CappedStream(httpx.AsyncByteStream):
 class BoundedTransport(httpx.AsyncBaseTransport):
     """An httpx transport that caps every response body at `max_bytes` (see the module doc)."""
 
-    def __init__(self, inner: httpx.AsyncBaseTransport | None = None, *, max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES):
+    def __init__(
+        self,
+        inner: httpx.AsyncBaseTransport | None = None,
+        *,
+        max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        deadline: float | None = None,
+    ):
         self._inner = inner or httpx.AsyncHTTPTransport()
         self.max_bytes = int(max_bytes)
+        self.deadline = deadline
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.deadline is None:
+            return await self._bounded(request)
+        import asyncio
+
+        try:
+            async with asyncio.timeout(self.deadline):
+                response = await self._bounded(request)
+                try:
+                    body = await response.aread()
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            raise httpx.ReadTimeout(f"no complete answer within {self.deadline:g}s", request=request) from None
+        return httpx.Response(response.status_code, headers=response.headers, content=body, extensions=response.extensions)
+
+    async def _bounded(self, request: httpx.Request) -> httpx.Response:
         request.headers["Accept-Encoding"] = "identity"
         response = await self._inner.handle_async_request(request)
         where = f"{request.url.scheme}://{request.url.host}{request.url.path}"
