@@ -9,6 +9,7 @@ below, not kept by hand. A metric added here appears in each of them by its flag
 Field by field (`Metric`):
 - key: the metrics.json key of the cell's value (`recall_at_k_avg`, `groundedness_avg`).
 - label: what every report (terminal, summary.md, HTML) calls it; `{k}` is the K shown.
+- short: its header in a table of slices (summary.md's and the HTML's by-category tables).
 - at_k: for a mean of an @K metric, that metric's name (`recall_any`): the cell's value is
   the metric at the primary K; compare reports it per K under this name.
 - seed_name: the seed's per-record name of the @K metric (records without `at_k`).
@@ -38,7 +39,7 @@ from evalkit.metrics.expectations import (
     LOWER_IS_BETTER_EXPECTATIONS,
 )
 
-__all__ = ["HEADLINE_KEYS", "METRICS", "Metric", "by_key", "label_of"]
+__all__ = ["HEADLINE_KEYS", "METRICS", "Metric", "by_key", "label_of", "short_label_of"]
 
 Direction = Literal["higher", "lower"]
 Stage = Literal["retrieval", "judge", "answer_quality", "expectations", "abstention", "response", "run"]
@@ -61,6 +62,7 @@ class Metric:
     gated: str | None = None
     threshold: bool = True
     default_threshold: bool = False
+    short: str = ""  # a table column's header (summary.md and HTML by-slice tables); "" = label
 
 
 # The headline @K means, as the reports name them at the primary K.
@@ -93,42 +95,137 @@ def _at_k(key: str, name: str, seed: str, ir: str | None, **kw: object) -> Metri
 
 def _expectation(name: str) -> Metric:
     lower = name in LOWER_IS_BETTER_EXPECTATIONS
-    return Metric(name, _EXPECTATION_LABELS[name], "lower" if lower else "higher", "expectations", sliced=True, per_case="as_is", threshold=lower)
+    return Metric(
+        name,
+        _EXPECTATION_LABELS[name],
+        "lower" if lower else "higher",
+        "expectations",
+        sliced=True,
+        per_case="as_is",
+        threshold=lower,
+    )
 
 
 # The headline @K means first (recall, MRR, precision, nDCG, then the other recalls: the order
 # lists of names are shown in), then everything else in compare_runs' report order (compare
 # orders its @K rows by metrics.retrieval.AT_K_METRICS).
 METRICS: tuple[Metric, ...] = (
-    _at_k("recall_at_k_avg", "recall_any", "recall_at_k", "Success", sliced=True, gated="recall", default_threshold=True),
-    _at_k("mrr_avg", "mrr", "mrr", "RR", sliced=True, gated="mrr", default_threshold=True),
-    _at_k("precision_at_k_avg", "precision", "precision_at_k", "P"),
-    _at_k("ndcg_at_k_avg", "ndcg", "ndcg_at_k", "nDCG", sliced=True, default_threshold=True),
-    _at_k("recall_all_avg", "recall_all", "recall_all", None, sliced=True),
-    _at_k("recall_frac_avg", "recall_frac", "recall_frac", "R", sliced=True),
-    Metric("scope_miss_rate", "Scope miss rate", "lower", "retrieval", sliced=True, per_case="as_is", gated="scope_miss"),
-    Metric("attribution_hit_rate", "Attribution hit rate", "higher", "retrieval", sliced=True, per_case="as_is", gated="attribution",
-           default_threshold=True),
+    _at_k(
+        "recall_at_k_avg",
+        "recall_any",
+        "recall_at_k",
+        "Success",
+        sliced=True,
+        gated="recall",
+        default_threshold=True,
+        short="Recall@{k}",
+    ),
+    _at_k("mrr_avg", "mrr", "mrr", "RR", sliced=True, gated="mrr", default_threshold=True, short="MRR@{k}"),
+    _at_k("precision_at_k_avg", "precision", "precision_at_k", "P", short="Precision@{k}"),
+    _at_k("ndcg_at_k_avg", "ndcg", "ndcg_at_k", "nDCG", sliced=True, default_threshold=True, short="nDCG@{k}"),
+    _at_k("recall_all_avg", "recall_all", "recall_all", None, sliced=True, short="Recall_all@{k}"),
+    _at_k("recall_frac_avg", "recall_frac", "recall_frac", "R", sliced=True, short="Recall_frac@{k}"),
+    Metric(
+        "scope_miss_rate", "Scope miss rate", "lower", "retrieval", sliced=True, per_case="as_is", gated="scope_miss"
+    ),
+    Metric(
+        "attribution_hit_rate",
+        "Attribution hit rate",
+        "higher",
+        "retrieval",
+        sliced=True,
+        per_case="as_is",
+        gated="attribution",
+        default_threshold=True,
+        short="Attribution",
+    ),
     Metric("recency_pass_rate", "Recency pass rate", "higher", "retrieval", sliced=True, per_case="as_is"),
-    Metric("groundedness_avg", "Groundedness (0-5)", "higher", "judge", scale=5.0, sliced=True, per_case="as_is", gated="groundedness"),
-    Metric("correctness_avg", "Correctness (0-5)", "higher", "judge", scale=5.0, sliced=True, per_case="as_is", gated="correctness"),
-    Metric("answer_quality_avg", "Answer quality (0-1)", "higher", "answer_quality", sliced=True, per_case="as_is", threshold=False),
+    Metric(
+        "groundedness_avg",
+        "Groundedness (0-5)",
+        "higher",
+        "judge",
+        scale=5.0,
+        sliced=True,
+        per_case="as_is",
+        gated="groundedness",
+        short="Groundedness",
+    ),
+    Metric(
+        "correctness_avg",
+        "Correctness (0-5)",
+        "higher",
+        "judge",
+        scale=5.0,
+        sliced=True,
+        per_case="as_is",
+        gated="correctness",
+        short="Correctness",
+    ),
+    Metric(
+        "answer_quality_avg",
+        "Answer quality (0-1)",
+        "higher",
+        "answer_quality",
+        sliced=True,
+        per_case="as_is",
+        threshold=False,
+    ),
     Metric("answer_relevance_avg", "Answer relevance (0-1)", "higher", "answer_quality", threshold=False),
     Metric("answer_groundedness_avg", "Answer groundedness (0-1)", "higher", "answer_quality", threshold=False),
     Metric("answer_completeness_avg", "Answer completeness (0-1)", "higher", "answer_quality", threshold=False),
     *(_expectation(name) for name in EXPECTATION_METRICS),
-    Metric("abstention_accuracy", "Abstention accuracy", "higher", "abstention", mean=False, sliced=True, per_case="derived",
-           gated="abstention", default_threshold=True),
-    Metric("hallucination_rate_unanswerable", "Hallucination rate (unanswerable)", "lower", "abstention", mean=False, sliced=True, gated="hallucination"),
-    Metric("false_abstention_rate", "False abstention rate (answerable)", "lower", "abstention", mean=False, sliced=True, per_case="derived",
-           gated="false_abstention"),
+    Metric(
+        "abstention_accuracy",
+        "Abstention accuracy",
+        "higher",
+        "abstention",
+        mean=False,
+        sliced=True,
+        per_case="derived",
+        gated="abstention",
+        default_threshold=True,
+        short="Abstention acc.",
+    ),
+    Metric(
+        "hallucination_rate_unanswerable",
+        "Hallucination rate (unanswerable)",
+        "lower",
+        "abstention",
+        mean=False,
+        sliced=True,
+        gated="hallucination",
+        short="Hallucination",
+    ),
+    Metric(
+        "false_abstention_rate",
+        "False abstention rate (answerable)",
+        "lower",
+        "abstention",
+        mean=False,
+        sliced=True,
+        per_case="derived",
+        gated="false_abstention",
+        short="False abstention",
+    ),
     Metric("abstention_precision", "Abstention precision", "higher", "abstention", mean=False),
     Metric("abstention_f1", "Abstention F1", "higher", "abstention", mean=False),
-    Metric("abstention_decision_accuracy", "Abstention decision accuracy", "higher", "abstention", mean=False, per_case="derived"),
+    Metric(
+        "abstention_decision_accuracy",
+        "Abstention decision accuracy",
+        "higher",
+        "abstention",
+        mean=False,
+        per_case="derived",
+    ),
     # abstention_accuracy under another name: no row of its own in compare.
     Metric("abstention_recall", "Abstention recall", "higher", "abstention", mean=False, compared=False),
-    Metric("has_citations_rate", "Has citations rate (answered)", "higher", "response", per_case="derived", threshold=False),
-    Metric("response_valid_rate", "Response valid rate (schema)", "higher", "response", per_case="derived", threshold=False),
+    Metric(
+        "has_citations_rate", "Has citations rate (answered)", "higher", "response", per_case="derived", threshold=False
+    ),
+    Metric(
+        "response_valid_rate", "Response valid rate (schema)", "higher", "response", per_case="derived", threshold=False
+    ),
     Metric("latency_budget_score_avg", "Latency budget score", "higher", "run", default_threshold=True),
     Metric("within_budget_rate", "Within latency budget", "higher", "run", sliced=True),
     Metric("error_rate", "Error rate", "lower", "run", mean=False, sliced=True, per_case="derived"),
@@ -138,12 +235,27 @@ METRICS: tuple[Metric, ...] = (
 
 _BY_KEY = {m.key: m for m in METRICS}
 # The headline @K rows of every run summary (terminal, HTML), in this order, at the primary K.
-HEADLINE_KEYS = ("recall_at_k_avg", "recall_all_avg", "recall_frac_avg", "precision_at_k_avg", "mrr_avg", "ndcg_at_k_avg")
+HEADLINE_KEYS = (
+    "recall_at_k_avg",
+    "recall_all_avg",
+    "recall_frac_avg",
+    "precision_at_k_avg",
+    "mrr_avg",
+    "ndcg_at_k_avg",
+)
 
 
 def by_key(key: str) -> Metric | None:
     """The registry entry of a metrics.json key, or None."""
     return _BY_KEY.get(key)
+
+
+def short_label_of(key: str, k: int | str | None = None) -> str:
+    """A table column's header for `key` (its short label, else its label), at K `k`."""
+    metric = _BY_KEY.get(key)
+    if metric is None:
+        return key
+    return (metric.short or metric.label).replace("{k}", "K" if k is None else str(k))
 
 
 def label_of(key: str, k: int | str | None = None, *, heuristic: bool = False) -> str:

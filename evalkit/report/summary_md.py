@@ -17,6 +17,8 @@ import heapq
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from evalkit.metrics.registry import by_key
+
 __all__ = [
     "QUESTION_CHARS",
     "WORST_CASES",
@@ -32,14 +34,11 @@ WORST_CASES = 10
 QUESTION_CHARS = 80
 # How bad each kind of problem is, for ordering the worst cases (then by the scores).
 _SEVERITY = {"error": 100.0, "missed gold": 50.0, "hallucinated": 40.0, "false abstention": 30.0, "judge error": 20.0}
-_CATEGORY_COLUMNS = (
-    ("Recall@{k}", "recall_at_k_avg"),
-    ("MRR@{k}", "mrr_avg"),
-    ("nDCG@{k}", "ndcg_at_k_avg"),
-    ("Groundedness", "groundedness_avg"),
-    ("Correctness", "correctness_avg"),
-    ("Abstention acc.", "abstention_accuracy"),
-    ("Error rate", "error_rate"),
+# Headers are the registry's short labels (the HTML report's by-slice tables use the same).
+_CATEGORY_COLUMNS = tuple(
+    ((by_key(key).short or by_key(key).label), key)  # type: ignore[union-attr]
+    for key in ("recall_at_k_avg", "mrr_avg", "ndcg_at_k_avg", "groundedness_avg", "correctness_avg",
+                "abstention_accuracy", "error_rate")
 )
 
 

@@ -88,3 +88,15 @@ def test_the_terminal_and_the_html_summaries_use_the_registrys_labels() -> None:
     assert set(html) <= expected and set(html) == shown_by_both  # the HTML shows nothing the terminal words otherwise
     assert "Recall@5 (any)" in shown_by_both and "Groundedness (0-5) (heuristic)" in shown_by_both
     assert "Recency pass rate" in shown_by_both and "Empty response rate" in shown_by_both
+
+
+def test_slice_tables_in_summary_md_and_html_share_their_headers() -> None:
+    from evalkit.metrics.registry import short_label_of
+    from evalkit.report.html.run import METRIC_COLUMNS
+    from evalkit.report.summary_md import _CATEGORY_COLUMNS  # noqa: PLC2701 - the table's own columns
+
+    html = {key: label for key, label, _ in METRIC_COLUMNS}
+    md = {key: label.replace("{k}", "K") for label, key in _CATEGORY_COLUMNS}
+    shared = set(html) & set(md)
+    assert len(shared) >= 6
+    assert all(html[key] == md[key] == short_label_of(key) for key in shared)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.metrics.registry import HEADLINE_KEYS, label_of
+from evalkit.metrics.registry import HEADLINE_KEYS, by_key, label_of, short_label_of
 from evalkit.report.html.charts import bar, bar_chart
 from evalkit.store import RunDir
 
@@ -23,20 +23,14 @@ MAX_CASES = 5000
 REPORT_FILE = "report.html"
 
 # (metrics.json key, column label, full-bar value): rates run to 1, judge scores to 5.
-METRIC_COLUMNS: tuple[tuple[str, str, float], ...] = (
-    ("recall_at_k_avg", "Recall@K", 1.0),
-    ("recall_all_avg", "Recall_all@K", 1.0),
-    ("recall_frac_avg", "Recall_frac@K", 1.0),
-    ("mrr_avg", "MRR@K", 1.0),
-    ("ndcg_at_k_avg", "nDCG@K", 1.0),
-    ("attribution_hit_rate", "Attribution", 1.0),
-    ("recency_pass_rate", "Recency pass rate", 1.0),
-    ("groundedness_avg", "Groundedness", 5.0),
-    ("correctness_avg", "Correctness", 5.0),
-    ("abstention_accuracy", "Abstention acc.", 1.0),
-    ("hallucination_rate_unanswerable", "Hallucination", 1.0),
-    ("false_abstention_rate", "False abstention", 1.0),
-    ("error_rate", "Error rate", 1.0),
+# Headers are the registry's short labels (summary.md's by-category table uses the same).
+METRIC_COLUMNS: tuple[tuple[str, str, float], ...] = tuple(
+    (key, short_label_of(key), by_key(key).scale)  # type: ignore[union-attr]
+    for key in (
+        "recall_at_k_avg", "recall_all_avg", "recall_frac_avg", "mrr_avg", "ndcg_at_k_avg", "attribution_hit_rate",
+        "recency_pass_rate", "groundedness_avg", "correctness_avg", "abstention_accuracy",
+        "hallucination_rate_unanswerable", "false_abstention_rate", "error_rate",
+    )
 )
 AT_K_COLUMNS = (
     ("recall_any", "Recall (any)"), ("recall_all", "Recall (all)"), ("recall_frac", "Recall (frac)"),
