@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +40,13 @@ def main(
         if result.gitignore_added:
             typer.echo(f"evalkit: added {len([x for x in result.gitignore_added if not x.startswith('#')])} lines "
                        f"to {folder / '.gitignore'}")
-        cd = "" if folder.resolve() == Path.cwd().resolve() else f"cd {folder} && "
+        cd = "" if folder.resolve() == Path.cwd().resolve() else f"cd {shlex.quote(str(folder))} && "
         typer.echo(
             "\nNext:\n"
             f"  {cd}evalkit run            the example cases against the reference chatbot over sample_vault/\n"
             "  evalkit report --run-id latest   the run as an HTML page\n"
             "Your own notes: set vault (or api_url for your chatbot) in evalkit.toml, or pass --vault / --api-url."
         )
-
 
 
 def project_config_text() -> str:
