@@ -53,7 +53,9 @@ def _writer(path: str, prefix: str, n: int, barrier) -> None:
 
 def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path):
     path = tmp_path / "cache" / "judge_cache.sqlite"
-    ctx = mp.get_context("fork")
+    # spawn, not fork: the test process runs threads (xdist, the event loop), and forking a
+    # threaded process can deadlock the child (Python 3.12+ warns about it).
+    ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(2)
     procs = [ctx.Process(target=_writer, args=(str(path), p, 200, barrier)) for p in ("a", "b")]
     for p in procs:
