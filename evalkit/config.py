@@ -16,9 +16,17 @@ from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from evalkit.errors import BadConfig, Problem
+from evalkit.gate import Thresholds
 from evalkit.project import read_project_config
 from evalkit.schema import FolderMode
 from evalkit.store import run_id_problem
@@ -64,6 +72,10 @@ RESULT_AFFECTING: tuple[str, ...] = (
 )
 
 
+# The gate's threshold defaults, read from the gate itself (help texts read them there too).
+_GATE_DEFAULTS = Thresholds()
+
+
 class RunSettings(BaseModel):
     """Every run_eval flag, resolved. Field names are the flags with `-` -> `_`."""
 
@@ -102,15 +114,15 @@ class RunSettings(BaseModel):
     resume: str | None = None
     retry_errors: bool = False
     baseline: str | None = None
-    regression_threshold_recall: float = Field(0.05, ge=0)
-    regression_threshold_mrr: float = Field(0.10, ge=0)
-    regression_threshold_scope_miss: float = Field(0.10, ge=0)
-    regression_threshold_groundedness: float = Field(0.5, ge=0)
-    regression_threshold_correctness: float = Field(0.5, ge=0)
-    regression_threshold_attribution: float = Field(0.05, ge=0)
-    regression_threshold_abstention: float = Field(0.05, ge=0)
-    regression_threshold_hallucination: float = Field(0.05, ge=0)
-    regression_threshold_false_abstention: float = Field(0.05, ge=0)
+    regression_threshold_recall: float = Field(_GATE_DEFAULTS.recall, ge=0)
+    regression_threshold_mrr: float = Field(_GATE_DEFAULTS.mrr, ge=0)
+    regression_threshold_scope_miss: float = Field(_GATE_DEFAULTS.scope_miss, ge=0)
+    regression_threshold_groundedness: float = Field(_GATE_DEFAULTS.groundedness, ge=0)
+    regression_threshold_correctness: float = Field(_GATE_DEFAULTS.correctness, ge=0)
+    regression_threshold_attribution: float = Field(_GATE_DEFAULTS.attribution, ge=0)
+    regression_threshold_abstention: float = Field(_GATE_DEFAULTS.abstention, ge=0)
+    regression_threshold_hallucination: float = Field(_GATE_DEFAULTS.hallucination, ge=0)
+    regression_threshold_false_abstention: float = Field(_GATE_DEFAULTS.false_abstention, ge=0)
     # Issue 13: absolute floors on this run's metrics ({"*": bare value, name: value});
     # like the regression thresholds they judge the numbers, never change them: not hashed.
     thresholds: dict[str, float] = Field(default_factory=dict)

@@ -83,3 +83,32 @@ def test_stored_settings_round_trip_for_resume():
     s = RunSettings(k=[3, 7], params={"a": [1, 2]}, tag=["x"], seed=7)
     again = build_settings({"concurrency": 9}, s.model_dump(mode="json"))
     assert again.hashed() == s.hashed() and again.concurrency == 9
+
+
+def test_every_default_run_eval_help_shows_is_the_one_the_run_uses() -> None:
+    # issue 25 item 9 (defaults shown from one source): a "(default: X)" in a flag's help that
+    # names a number or a word is RunSettings' default for that flag
+    import re
+
+    import typer.main
+
+    from evalkit.cli.run_eval import app
+    from evalkit.config import RunSettings
+
+    checked = 0
+    for param in typer.main.get_command(app).params:
+        name = {"threshold": "thresholds", "json": "json_output"}.get(param.name or "", param.name or "")
+        shown = re.search(r"\(default: ([^),]*)", " ".join((param.help or "").split()))
+        if name not in RunSettings.model_fields or shown is None:
+            continue
+        field = RunSettings.model_fields[name]
+        default = field.default_factory() if field.default_factory is not None else field.default  # type: ignore[call-arg]
+        value = default[0] if isinstance(default, list) and len(default) == 1 else default
+        text = shown.group(1).strip()
+        if re.fullmatch(r"-?[0-9.]+", text):
+            assert float(text) == float(value), (param.opts[0], text, default)
+            checked += 1
+        elif re.fullmatch(r"[a-z_.]+", text) and isinstance(value, str):
+            assert text == value, (param.opts[0], text, default)
+            checked += 1
+    assert checked >= 20  # most flags say their default, and each says the true one
