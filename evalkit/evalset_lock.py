@@ -32,16 +32,24 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from evalkit.atomic import write_atomic
 from evalkit.errors import BadConfig, BadEvalSet, Problem
 
-if TYPE_CHECKING:
-    from evalkit.dataset import EvalSet
+
+class LoadedFiles(Protocol):
+    """What `lock_baselined` reads of a loaded eval set (`dataset.EvalSet` is one): its files
+    with their sha256, and each case's (file, line). A protocol, so that this module, which
+    the loader imports, does not import the loader back."""
+
+    files: list[dict[str, Any]]
+    locations: list[tuple[str, int]]
+
 
 __all__ = [
     "LOCK_NAME",
+    "LoadedFiles",
     "LockEntry",
     "check_eval_set",
     "check_writable",
@@ -237,7 +245,7 @@ def unlock_eval_set(path: str | Path) -> LockEntry:
     return entry
 
 
-def lock_baselined(eval_set: EvalSet, run_id: str, *, versioned_only: bool = False) -> list[Path]:
+def lock_baselined(eval_set: LoadedFiles, run_id: str, *, versioned_only: bool = False) -> list[Path]:
     """Lock the files of `eval_set` that are not locked yet, with the bytes the run read.
 
     For run_eval at the end of a run. A file already locked is left as it is.
