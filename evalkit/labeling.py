@@ -7,7 +7,7 @@ The non-interactive half of `label_eval.py`; the full-screen labeler sits on the
   that was not replaced keeps its exact bytes, so case order, unknown fields, spacing and
   unicode escapes survive, and a session that writes after each case can stop anywhere.
 - `frozen_by` / `check_writable`: a file whose sha256 a stored run recorded as its eval
-  set is frozen (README, "the freeze rule"); writing over it is refused.
+  set is frozen (docs/sample-data.md, "Freeze rule"); writing over it is refused.
 - `validate_labels` checks every gold support: directly against the notes (anchorcheck,
   the one implementation of "does this anchor exist, and what is the closest one") and
   through the target's own retrieval (the question asked with a large K).

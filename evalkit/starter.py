@@ -32,7 +32,7 @@ from evalkit.project import PROJECT_CONFIG
 # groups, a recency rule, and two unanswerable ones (in-domain and general knowledge).
 STARTER_CASE_IDS = ("sv-002", "sv-021", "sv-030", "sv-037", "sv-049", "sv-055")
 
-# What keeps note text out of git (README "What to commit"): results.jsonl holds answers and
+# What keeps note text out of git (docs/sharing.md, "What to commit"): results.jsonl holds answers and
 # chunk text, the HTML reports and TREC topics show them, the judge cache holds prompts.
 GITIGNORE_LINES = (
     "# evalkit: files that hold note text, answers or keys",

@@ -6,7 +6,7 @@ Two fixture shapes, told apart per item (each file is a JSON array):
   judgments: [{docid, relevance}]}`.
 - `ask-cases.json`: `{question, expectedTopics: [str]}` (the `AskCase` of ask.eval.ts).
 
-Mapping (README, "Coming from Evalite / GNO", has the table):
+Mapping (docs/interop.md, "Coming from Evalite / GNO", has the table):
 
 - `relevantDocs` is the recall set: each docid is a gold support. `judgments` is graded
   relevance: a judged docid in `relevantDocs` gets its judgment as `relevance`; a judged

@@ -4,7 +4,7 @@ A fixture is JSONL, one case per line: `{id, scenario, description, seedFacts: [
 factType, confidence, ...}], query, expected: {mustInclude, mustExclude, orderedHints},
 constraints: {tokenBudget, topK}}`. Hindsight seeds a fresh memory with each case's facts;
 evalkit's target answers over a folder of notes, so the facts become notes of a generated
-vault, one folder per case (README, "Coming from Hindsight", has the table):
+vault, one folder per case (docs/interop.md, "Coming from Hindsight", has the table):
 
 - `<folder>/fact-01.md`, `fact-02.md`, ... per fact, in fixture order: YAML front matter
   with the fact's other fields (`factType` as `fact_type`, the rest under their own names;

@@ -137,7 +137,7 @@ def print_judge_summary(result: Any, console: Console | None = None) -> None:
     elif judge.get("heuristic"):
         console.print(
             "[yellow]judge: offline heuristic (lexical overlap, no LLM); scores are a rough proxy and are not "
-            "comparable with LLM-judged runs; see README 'judges'[/yellow]"
+            "comparable with LLM-judged runs; see docs/judges.md[/yellow]"
         )
     else:
         pin = "" if judge.get("pinned") else " [red](unpinned)[/red]"

@@ -225,7 +225,7 @@ def print_run_summary(
         elif judge.get("heuristic"):
             console.print(
                 "[yellow]judge: offline heuristic (no LLM judge configured); scores are rough, "
-                "see README 'judges'[/yellow]"
+                "see docs/judges.md[/yellow]"
             )
     if gate is not None:
         print_gate(gate, console)
