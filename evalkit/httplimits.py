@@ -21,6 +21,7 @@ Each refusal raises `ResponseTooLarge`, which callers classify as a
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -106,8 +107,6 @@ class BoundedTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if self.deadline is None:
             return await self._bounded(request)
-        import asyncio
-
         try:
             async with asyncio.timeout(self.deadline):
                 response = await self._bounded(request)

@@ -111,14 +111,15 @@ def init_project(folder: Path, config_text: str) -> InitResult:
 
 def _extend_gitignore(path: Path) -> list[str]:
     """Append the GITIGNORE_LINES a .gitignore lacks (every line it has stays). Returns them."""
-    have = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    have = old.splitlines()
     missing = [line for line in GITIGNORE_LINES if line not in have]
     if not [line for line in missing if not line.startswith("#")]:
         return []
     text = "\n".join(missing) + "\n"
     if have:
         text = ("\n" if have[-1].strip() else "") + text
-        if not path.read_bytes().endswith(b"\n"):
+        if not old.endswith("\n"):
             text = "\n" + text
     with path.open("a", encoding="utf-8") as f:
         f.write(text)

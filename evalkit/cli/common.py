@@ -43,6 +43,15 @@ def regression_threshold_option(name: str, panel: str) -> Any:
     )
 
 
+def allow_missing_metrics_option(panel: str) -> Any:
+    """`--allow-missing-metrics`, for run_eval's --baseline gate and compare_runs' gate (one gate)."""
+    return typer.Option(
+        None, "--allow-missing-metrics", rich_help_panel=panel,
+        help="Pass a gate that could not compare Recall@K or MRR@K (the runs share no K, or one lacks them); "
+        "by default such a gate fails, naming the metric.",
+    )
+
+
 def judge_options(panel: str) -> dict[str, Any]:
     """The judge flags, defined once for every script that builds a judge (run_eval,
     judge_answers, score_abstention's LLM classifier): {parameter name: typer.Option}."""

@@ -18,6 +18,7 @@ import typer
 
 from evalkit.cli.common import (
     RESULTS_DIR,
+    allow_missing_metrics_option,
     exit_on_known_errors,
     plain_metavars,
     regression_threshold_option,
@@ -89,10 +90,7 @@ def main(
     fail_on_flip: bool = typer.Option(False, "--fail-on-flip", help="Fail the gate when any case goes pass -> fail.", rich_help_panel=_G),
     allow_regressions: bool = typer.Option(False, "--allow-regressions", help="Report a failed gate but exit 0.", rich_help_panel=_G),
     ignore_invariants: bool = typer.Option(False, "--ignore-invariants", help="Compare runs that break an invariant; the report marks what is not comparable.", rich_help_panel=_G),
-    allow_missing_metrics: bool = typer.Option(
-        False, "--allow-missing-metrics", help="Pass a gate that could not compare Recall@K or MRR@K (the runs share no K, "
-        "or one lacks them); by default such a gate fails, naming the metric.", rich_help_panel=_G,
-    ),
+    allow_missing_metrics: Optional[bool] = allow_missing_metrics_option(_G),
     regression_threshold_recall: Optional[float] = regression_threshold_option("recall", _G),
     regression_threshold_mrr: Optional[float] = regression_threshold_option("mrr", _G),
     regression_threshold_mrr_relative: float = typer.Option(
@@ -133,7 +131,7 @@ def main(
             a, b, results_dir=results_dir, seed=seed, resamples=resamples, alpha=alpha, correction="bh" if fdr else "holm",
             ignore_invariants=ignore_invariants, thresholds=Thresholds(**{k: v for k, v in given.items() if v is not None}),
             mrr_relative_threshold=regression_threshold_mrr_relative, gate=gate, fail_on_flip=fail_on_flip,  # type: ignore[arg-type]
-            allow_regressions=allow_regressions, show_drift=show_drift, allow_missing_metrics=allow_missing_metrics,
+            allow_regressions=allow_regressions, show_drift=show_drift, allow_missing_metrics=bool(allow_missing_metrics),
         )
 
         if metric:

@@ -18,6 +18,7 @@ from evalkit.cli.common import (
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
     RPS,
+    allow_missing_metrics_option,
     exit_on_known_errors,
     judge_options,
     load_dotenv_once,
@@ -207,13 +208,7 @@ def main(
         help="Gate against a baseline run on another eval set version or case count (refused by default).",
         rich_help_panel=_G,
     ),
-    allow_missing_metrics: Optional[bool] = typer.Option(
-        None,
-        "--allow-missing-metrics",
-        help="Pass a --baseline gate that could not compare Recall@K or MRR@K (the runs share no K, or one "
-        "lacks them); by default such a gate fails, naming the metric.",
-        rich_help_panel=_G,
-    ),
+    allow_missing_metrics: Optional[bool] = allow_missing_metrics_option(_G),
     threshold: Optional[list[str]] = typer.Option(
         None,
         "--threshold",
