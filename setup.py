@@ -3,7 +3,7 @@
 They live at the top of the repository (`sample_vault/`, `eval_set.jsonl`: the layout
 DESIGN.md fixes and the README's first command uses). A wheel holds only the package, so
 build_py copies them to `evalkit/bundled/`, where `evalkit init` finds them once installed
-(evalkit/starter.py; from a checkout it reads the originals). Everything else is in
+(evalkit/authoring/starter.py; from a checkout it reads the originals). Everything else is in
 pyproject.toml.
 """
 

@@ -209,10 +209,10 @@ def _launch(cli_args: list[str]) -> None:
     import evalkit.cli.run_eval as cli_mod
 
     mark("cli_imported")
-    import evalkit.api
-    import evalkit.runner.session as session_mod
+    import evalkit.run.api
+    import evalkit.run.session as session_mod
 
-    run_mod = sys.modules["evalkit.runner.run"]  # evalkit.runner.run is also a function's name
+    run_mod = sys.modules["evalkit.run.runner"]  # evalkit.run.runner is also a function's name
     from evalkit.targets.http import HttpTarget
 
     mark("runner_imported")
@@ -241,7 +241,7 @@ def _launch(cli_args: list[str]) -> None:
 
         setattr(obj, name, wrapper)
 
-    wrap_sync(evalkit.api, "run_eval", "run_eval", "run_eval_done")
+    wrap_sync(evalkit.run.api, "run_eval", "run_eval", "run_eval_done")
     wrap_sync(run_mod, "_prepare_inputs", "prepare", "prepared")
     wrap_sync(run_mod, "_build_target", "build_target", "target_built")
     wrap_sync(run_mod, "_write_metrics", "metrics", "metrics_done")
@@ -278,15 +278,15 @@ def _patch_gc_freeze(run_mod, session_mod, report) -> None:  # type: ignore[no-u
     above all, at interpreter exit)."""
     import gc
 
-    import evalkit.api
+    import evalkit.run.api
 
-    inner = evalkit.api.run_eval
+    inner = evalkit.run.api.run_eval
 
     def run_eval(*a, **kw):  # type: ignore[no-untyped-def]
         gc.freeze()
         return inner(*a, **kw)
 
-    evalkit.api.run_eval = run_eval
+    evalkit.run.api.run_eval = run_eval
 
 
 def _patch_warm_connections(run_mod, session_mod, report) -> None:  # type: ignore[no-untyped-def]

@@ -98,7 +98,7 @@ def child(args: argparse.Namespace) -> None:
     import httpx  # noqa: F401  (the HTTP target's import, ~0.25 s)
 
     from evalkit import run_eval
-    from evalkit.runner import arun  # noqa: F401
+    from evalkit.run.runner import arun  # noqa: F401
 
     import_s = time.perf_counter() - t_import
 

@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import random
 import re
 import shutil
@@ -203,7 +202,7 @@ _EVALKIT_JOB = textwrap.dedent(
     """
     import json, resource, sys, time
     import evalkit
-    from evalkit.scoring import score_retrieval
+    from evalkit.rescore.scoring import score_retrieval
     folder, workers = sys.argv[1], (int(sys.argv[2]) if len(sys.argv) > 2 else None)
     cpu = lambda: sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
                       for f in ("ru_utime", "ru_stime"))
@@ -226,8 +225,8 @@ _EVALKIT_JOB = textwrap.dedent(
 _PHASE_JOB = textwrap.dedent(
     """
     import json, sys, time
-    from evalkit.scoring import _fewer_collections, _rescore_part, _RescoreJob, score_retrieval
-    from evalkit.store import RunDir
+    from evalkit.rescore.scoring import _fewer_collections, _rescore_part, _RescoreJob, score_retrieval
+    from evalkit.store.runs import RunDir
     folder, phase = sys.argv[1], sys.argv[2]
     run = RunDir(folder + "/results/bench")
     t0 = time.process_time()

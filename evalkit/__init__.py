@@ -23,14 +23,14 @@ __all__ = [
 # name -> "module:attribute", imported on first use.
 _LAZY = {
     "export_trec": "evalkit.interop.trec:export_trec",
-    "import_cases": "evalkit.importers:import_cases",
-    "merge_runs": "evalkit.merge:merge_runs",
+    "import_cases": "evalkit.interop.importers:import_cases",
+    "merge_runs": "evalkit.run.merge:merge_runs",
 }
 
 
 def __getattr__(name: str) -> Any:
     if name == "run_eval":
-        from evalkit.api import run_eval
+        from evalkit.run.api import run_eval
 
         return run_eval
     if name == "compare_runs":
@@ -38,8 +38,7 @@ def __getattr__(name: str) -> Any:
 
         return compare_runs
     if name in ("score_retrieval", "score_abstention"):
-        from evalkit import scoring
-
+        from evalkit.rescore import scoring
         return getattr(scoring, name)
     if name in _LAZY:
         import importlib

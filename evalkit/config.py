@@ -25,11 +25,11 @@ from pydantic import (
     field_validator,
 )
 
+from evalkit.compare.gate import Thresholds
 from evalkit.errors import BadConfig, Problem
-from evalkit.gate import Thresholds
 from evalkit.project import read_project_config
 from evalkit.schema import FolderMode
-from evalkit.store import run_id_problem
+from evalkit.store.runs import run_id_problem
 
 # What of a case's scope (its `vaults` / `folders`) goes into the request. A case's scope
 # describes the question (for labeling, slicing and scope-miss analysis); sending it
@@ -132,7 +132,7 @@ class RunSettings(BaseModel):
     # Issue 13: ask every case N times (Evalite's trialCount); each answer is a record with
     # its `trial`. Hashed only when > 1, so single-trial runs keep their config_hash.
     trials: int = Field(1, ge=1, le=100)
-    # Issue 14: scenario suite file (evalkit/suite.py); it weighs metrics, never changes them: not hashed.
+    # Issue 14: scenario suite file (evalkit/metrics/suite.py); it weighs metrics, never changes them: not hashed.
     suite: str | None = None
     max_error_rate: float = Field(0.0, ge=0, le=1)
     max_retry_wait: float = Field(60.0, ge=0)
@@ -146,12 +146,12 @@ class RunSettings(BaseModel):
     quiet: bool = False
     json_output: bool = False
     seed: int | None = None
-    # Issue 13: structured-output validity (evalkit/validity.py). Hashed only when set, the
+    # Issue 13: structured-output validity (evalkit/metrics/validity.py). Hashed only when set, the
     # schema by its content (sha256), so runs without one keep their config_hash.
     response_schema: str | None = None
     response_field: str | None = None
     require_fields: list[str] = Field(default_factory=list)
-    # Issue 15: run only shard INDEX/COUNT (0-based) of the selected cases (evalkit/shard.py).
+    # Issue 15: run only shard INDEX/COUNT (0-based) of the selected cases (evalkit/evalset/shard.py).
     # Not hashed: every shard of one run shares its config_hash, which `evalkit merge` checks.
     shard: str | None = None
 
@@ -171,7 +171,7 @@ class RunSettings(BaseModel):
         # "i/n" or a Shard; stored as "i/n". A BadConfig names the flag itself.
         if v is None:
             return v
-        from evalkit.shard import parse_shard
+        from evalkit.evalset.shard import parse_shard
 
         try:
             return str(parse_shard(v))
@@ -213,7 +213,7 @@ class RunSettings(BaseModel):
     @classmethod
     def _thresholds(cls, v: Any, info: ValidationInfo) -> Any:
         # `--threshold 0.7`, `--threshold name=0.8` (repeatable), a number or a dict from Python.
-        from evalkit.gate import parse_thresholds
+        from evalkit.compare.gate import parse_thresholds
 
         return parse_thresholds(v, info.data.get("k"))
 

@@ -102,7 +102,7 @@ class CaseConstraints(_Open):
     """What a case asks of the answer besides its content (issues 13, 14), an open object.
 
     `latency_budget_ms`: this case's latency budget; it overrides the run's
-    `--latency-budget-ms` for this case (see runner/records.latency_budget).
+    `--latency-budget-ms` for this case (see run/records.latency_budget).
     `token_budget` / `top_k` (seed 004's tokenBudget / topK): the expectation scorers
     read only the first `top_k` retrieved chunks, and fact retention only the first
     `token_budget` tokens of them (metrics/expectations.py).

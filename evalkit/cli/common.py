@@ -18,7 +18,7 @@ CONCURRENCY = typer.Option(4, "--concurrency", min=1, metavar="N", help="Request
 RPS = typer.Option(None, "--rps", min=0.0, metavar="N", help="At most this many requests per second (default: no limit).")
 
 # The gate's --regression-threshold-* flags, defined once for run_eval and compare_runs: the
-# flag, what the threshold bounds, and the default shown (evalkit.gate.Thresholds').
+# flag, what the threshold bounds, and the default shown (evalkit.compare.gate.Thresholds').
 _THRESHOLD_HELP = {
     "recall": "Max absolute drop of Recall@K.",
     "mrr": "Max absolute drop of MRR.",
@@ -34,7 +34,7 @@ _THRESHOLD_HELP = {
 
 def regression_threshold_option(name: str, panel: str) -> Any:
     """The `--regression-threshold-<name>` option (None: the gate's default, said in the help)."""
-    from evalkit.gate import Thresholds
+    from evalkit.compare.gate import Thresholds
 
     default = getattr(Thresholds(), name)
     return typer.Option(

@@ -108,8 +108,8 @@ def main(
     with exit_on_known_errors():
         from evalkit.compare import compare_runs, open_source
         from evalkit.compare import save_baseline as write_baseline
+        from evalkit.compare.gate import Thresholds
         from evalkit.errors import GateFailed, InputError, Problem
-        from evalkit.gate import Thresholds
 
         if output_format not in ("rich", "markdown", "json"):
             raise InputError(Problem(f"expected rich, markdown or json, got {output_format!r}", field="--format"))

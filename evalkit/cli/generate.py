@@ -6,9 +6,9 @@ evalkit's eval-set loader; an existing file is kept unless --force) and
 flagged unretrievable, and the category mix (against --mix when given).
 
 Offline by default (no LLM): questions the notes' structure already spells out
-(evalkit.generate). With --model, --provider or --base-url (the EVALKIT_JUDGE_* variables
+(evalkit.authoring.generate). With --model, --provider or --base-url (the EVALKIT_JUDGE_* variables
 alone never switch it on) an LLM writes single-section, multi-hop (wikilinked notes) and
-unanswerable questions (evalkit.generate_llm), through the judge machinery: cached,
+unanswerable questions (evalkit.authoring.generate_llm), through the judge machinery: cached,
 retried, repaired once and costed; `candidates.config.json` records the sample, the model
 and the prompt version. Keys come from the environment or `.env`, never from a flag.
 
@@ -99,9 +99,9 @@ def main(
     load_dotenv_once()
     use_llm = any(v is not None for v in (model, provider, base_url))
     with exit_on_known_errors():
+        from evalkit.authoring.generate import generate_candidates, parse_mix
         from evalkit.errors import BadConfig, Problem
-        from evalkit.generate import generate_candidates, parse_mix
-        from evalkit.importers import ImportedCase, write_eval_set
+        from evalkit.interop.importers import ImportedCase, write_eval_set
 
         if not vault.is_dir():
             raise BadConfig(Problem("no such folder", path=str(vault), field="--vault"))
@@ -109,7 +109,7 @@ def main(
         if output.exists() and not force:
             raise BadConfig(Problem("already exists; pass --force to overwrite it", path=str(output), field="--output"))
         if use_llm:
-            from evalkit.generate_llm import generate_with_llm
+            from evalkit.authoring.generate_llm import generate_with_llm
             from evalkit.judges.cache import DEFAULT_CACHE_PATH
             from evalkit.judges.runner import JudgeSettings
 
@@ -166,7 +166,7 @@ def main(
 
 
 def _write_json(path: Path, obj: dict) -> None:
-    from evalkit.atomic import write_atomic
+    from evalkit.store.atomic import write_atomic
 
     write_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 

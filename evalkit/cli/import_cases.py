@@ -63,14 +63,14 @@ def main(
         _import_beir(paths, fmt, split or "test", vault_out, output, force, category, tuple(tag or ()), docid_map)
         return
     with exit_on_known_errors():
-        from evalkit.importers import (
+        from evalkit.interop.importers import (
             ImportOptions,
             check_vault_out,
             import_cases,
             write_eval_set,
             write_vault,
         )
-        from evalkit.importers.docids import load_docid_map
+        from evalkit.interop.importers.docids import load_docid_map
 
         options = ImportOptions(
             docid_map=load_docid_map(docid_map) if docid_map is not None else None,
@@ -129,8 +129,8 @@ def _import_beir(
     """`--format beir DIR --split S --vault OUT`: streamed by `importers.beir.import_beir`."""
     with exit_on_known_errors():
         from evalkit.errors import BadConfig, Problem
-        from evalkit.importers import ImportOptions
-        from evalkit.importers.beir import import_beir
+        from evalkit.interop.importers import ImportOptions
+        from evalkit.interop.importers.beir import import_beir
 
         if fmt != "beir":
             raise BadConfig(Problem(f"--split is for --format beir, not {fmt!r}", field="--split"))

@@ -32,7 +32,7 @@ def main(
 ) -> None:
     """Write a starter project into FOLDER (default: here)."""
     with exit_on_known_errors():
-        from evalkit.starter import init_project
+        from evalkit.authoring.starter import init_project
 
         result = init_project(folder, project_config_text())
         for name in result.written:

@@ -88,11 +88,11 @@ def main(
         rerun += f" --results-dir {shlex.quote(str(results_dir))}"
     with exit_on_known_errors(resume_hint=f"{rerun} (cached judgments are reused)"):
         from evalkit.judges import JudgeSettings
-        from evalkit.judges.rejudge import SpotCheck, judge_run
-        from evalkit.store import RunDir
+        from evalkit.rescore.answers import SpotCheck, judge_run
+        from evalkit.store.runs import RunDir
 
         run = RunDir.open(results_dir, run_id)
-        from evalkit.retry import RetryPolicy
+        from evalkit.net.retry import RetryPolicy
 
         settings = JudgeSettings(
             provider=judge_provider,

@@ -1,6 +1,6 @@
 """The full-screen labeler: a Textual app that draws a LabelSession and maps keys to it.
 
-All state and every edit live in `evalkit.labeler.LabelSession`; this module only renders
+All state and every edit live in `evalkit.authoring.labeler.LabelSession`; this module only renders
 and dispatches. Imported only when `label_eval.py` runs without a mode (textual is heavy).
 """
 
@@ -16,7 +16,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, OptionList, Static
 
-from evalkit.labeler import LabelSession, question_words, retrieve
+from evalkit.authoring.labeler import LabelSession, question_words, retrieve
 
 HELP = """\
 up/down  move between retrieved chunks

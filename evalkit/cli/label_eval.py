@@ -7,14 +7,14 @@
                labeler; piped, list them
 --review-auto --eval-set CANDIDATES --into EVAL_SET [--output NEW] [--vault DIR] [--reviewer NAME]
                review `evalkit generate` candidates one by one with line prompts
-               ([a]ccept [e]dit [r]eject [s]kip [q]uit; evalkit/review.py): decisions go to
+               ([a]ccept [e]dit [r]eject [s]kip [q]uit; evalkit/authoring/review.py): decisions go to
                <candidates stem>.review.jsonl as they are made (a rerun resumes), and the
                accepted cases are appended to a new version of EVAL_SET (default
                <stem>.v<N+1>.jsonl; EVAL_SET itself is never written)
 --grade-answers --run-id ID   grade a seeded sample of a run's answers 0-5 (plain prompts;
                grades go to results/ID/human_grades.jsonl; evalkit/judges/grades.py)
 
-(no mode)      the full-screen interactive labeler (evalkit/labeler.py, cli/label_app.py)
+(no mode)      the full-screen interactive labeler (evalkit/authoring/labeler.py, cli/label_app.py)
 
 Exit 0 ok, 1 stale labels (or fixes declined), 2 bad input (or no terminal for the
 labeler), 3 the target failed on some cases (--accept-top).
@@ -139,8 +139,7 @@ def main(
         # In a terminal, review means walking those cases in the labeler; editing one
         # removes its auto mark. Piped, the list below is printed instead.
         with exit_on_known_errors():
-            from evalkit import labeling
-
+            from evalkit.authoring import labeling
             auto = [case["id"] for _, _, case in labeling.auto_labeled(paths)]
         if not auto:
             print("evalkit: no case is marked label_source: auto")
@@ -154,7 +153,7 @@ def main(
                              k=k or 20, make_target=lambda: build_target_from(target, api_url, vault, timeout, retries, param), vault=vault)
         return
     with exit_on_known_errors():
-        from evalkit import labeling
+        from evalkit.authoring import labeling
         from evalkit.errors import BadConfig, Problem
         from evalkit.targets import build_target, parse_param_options
 
@@ -222,7 +221,7 @@ def _grade_answers(modes: list[str], run_id: str | None, results_dir: Path, samp
     with exit_on_known_errors():
         from evalkit.errors import BadConfig, Problem
         from evalkit.judges import grades
-        from evalkit.store import RunDir
+        from evalkit.store.runs import RunDir
 
         if len(modes) > 1:
             raise BadConfig(Problem(f"give one mode, got {', '.join(modes)}", field=modes[1]))
@@ -273,7 +272,7 @@ def _ask(prompt: str) -> str:
 def _new_case(paths: list[Path], *, output: Path | None, results_dir: Path) -> str:
     """--new: ask for the case, append it with a fresh id, say which. Returns the id."""
     with exit_on_known_errors():
-        from evalkit import labeling
+        from evalkit.authoring import labeling
         from evalkit.errors import BadConfig, Problem
         from evalkit.schema import BUILTIN_CATEGORIES
 
@@ -306,9 +305,9 @@ def _read(prompt: str) -> str | None:
 
 
 def _review_candidates(paths: list[Path], into: Path, *, output: Path | None, results_dir: Path, vault: Path | None, reviewer: str | None) -> None:
-    """--review-auto --into: line prompts over the undecided candidates, then the new version (evalkit/review.py)."""
+    """--review-auto --into: line prompts over the undecided candidates, then the new version (evalkit/authoring/review.py)."""
     with exit_on_known_errors():
-        from evalkit import review
+        from evalkit.authoring import review
         from evalkit.errors import BadConfig, Problem
 
         if len(paths) != 1:
@@ -316,7 +315,7 @@ def _review_candidates(paths: list[Path], into: Path, *, output: Path | None, re
         session = review.ReviewSession(paths[0], into, output=output, results_dir=results_dir, reviewer=reviewer)
         corpus = None
         if vault is not None:
-            from evalkit.anchorcheck import corpus_from_vault
+            from evalkit.evalset.anchorcheck import corpus_from_vault
 
             corpus = corpus_from_vault(vault)
         pending = session.pending()
@@ -344,8 +343,7 @@ def _review_candidates(paths: list[Path], into: Path, *, output: Path | None, re
 
 
 def _show_candidate(case: dict[str, Any], n: int, total: int, session: Any, corpus: Any) -> None:
-    from evalkit import review
-
+    from evalkit.authoring import review
     p = lambda text: print(printable(text))  # noqa: E731 - user text never drives the terminal
     print()
     p(f"[{n}/{total}] {case['id']}")
@@ -379,7 +377,7 @@ def _show_candidate(case: dict[str, Any], n: int, total: int, session: Any, corp
 
 def _edit_candidate(candidate: dict[str, Any]) -> dict[str, Any] | None:
     """Ask field by field (Enter keeps the value shown) until the case validates; None at the end of input."""
-    from evalkit import review
+    from evalkit.authoring import review
     from evalkit.schema import BUILTIN_CATEGORIES
 
     case = dict(candidate)
@@ -449,8 +447,8 @@ def _label_interactively(paths: list[Path], *, output: Path | None, results_dir:
     import os
 
     with exit_on_known_errors():
+        from evalkit.authoring.labeler import open_session
         from evalkit.errors import BadConfig, Problem
-        from evalkit.labeler import open_session
 
         if len(paths) != 1:
             raise BadConfig(Problem("the labeler edits one eval set file; give one --eval-set", field="--eval-set"))
@@ -463,11 +461,11 @@ def _label_interactively(paths: list[Path], *, output: Path | None, results_dir:
             raise BadConfig(Problem(f"the interactive labeler needs textual ({e}); pip install 'textual>=0.80'")) from None
         t = make_target()
         if getattr(t, "name", None) == "reference" and getattr(t, "vault", None) is not None:
-            from evalkit.anchorcheck import corpus_from_vault
+            from evalkit.evalset.anchorcheck import corpus_from_vault
 
             session.corpus = corpus_from_vault(t.vault)
         elif vault is not None:
-            from evalkit.anchorcheck import corpus_from_vault
+            from evalkit.evalset.anchorcheck import corpus_from_vault
 
             session.corpus = corpus_from_vault(vault)
         app_ = LabelApp(session, t, k)
@@ -493,7 +491,7 @@ def _with_target(make_target: Callable[[], Any], work: Callable[[Any], Awaitable
 
 def _fix_outputs(sources: set[str], output: Path | None, results_dir: Path) -> dict[str, Path]:
     """Where each fixed file goes: --output, else <stem>.v2.jsonl next to it; refused when frozen or taken."""
-    from evalkit import labeling
+    from evalkit.authoring import labeling
     from evalkit.errors import BadConfig, Problem
 
     outputs = {}

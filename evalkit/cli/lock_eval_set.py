@@ -39,8 +39,8 @@ def main(
 ) -> None:
     """Lock PATH... as baselined eval sets."""
     with exit_on_known_errors():
-        from evalkit import evalset_lock as lk
         from evalkit.errors import BadConfig, Problem
+        from evalkit.evalset import lock as lk
 
         if remove and list_:
             raise BadConfig(Problem("give --remove or --list, not both", field="--remove"))
@@ -54,7 +54,7 @@ def main(
                 lk.unlock_eval_set(path)
                 typer.echo(f"evalkit: unlocked {path} in {lk.manifest_path(path)}")
             return
-        from evalkit.dataset import load_eval_set, resolve_eval_set_paths
+        from evalkit.evalset.load import load_eval_set, resolve_eval_set_paths
 
         for path, _ in resolve_eval_set_paths(paths):
             before = lk.locked(path)
@@ -69,8 +69,7 @@ def main(
 
 
 def _list(paths: list[Path]) -> None:
-    from evalkit import evalset_lock as lk
-
+    from evalkit.evalset import lock as lk
     folders = dict.fromkeys(p if p.is_dir() else p.parent for p in paths)
     for folder in folders:
         lock = folder / lk.LOCK_NAME

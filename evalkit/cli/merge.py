@@ -36,7 +36,7 @@ def main(
 ) -> None:
     """Merge shard runs into one run."""
     with exit_on_known_errors():
-        from evalkit.merge import merge_runs
+        from evalkit.run.merge import merge_runs
 
         result = merge_runs(run_ids, run_id=run_id, results_dir=results_dir or Path("results"))
         if json_output:

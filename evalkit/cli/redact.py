@@ -37,7 +37,7 @@ def main(
 ) -> None:
     """Write a redacted copy of RUN_ID."""
     with exit_on_known_errors():
-        from evalkit.redact import redact_run
+        from evalkit.interop.redact import redact_run
 
         out = redact_run(run_id, results_dir=results_dir, output=output, salt=salt)
     print(out)

@@ -1,4 +1,4 @@
-"""`evalkit repro --run-id ID` and `run_eval.py --repro`: the CLI side of evalkit.repro.
+"""`evalkit repro --run-id ID` and `run_eval.py --repro`: the CLI side of evalkit.run.repro.
 
 Exit 0 reproducible, 1 a difference beyond --tolerance (the report names the cases), 2 bad
 input (unknown run, changed eval set, --repro with --resume/--baseline/--threshold/--matrix),
@@ -79,8 +79,8 @@ def run_repro_cli(values: dict[str, Any], tolerance: float | None, *, repro: boo
         BadConfig: flags that cannot go with --repro (exit 2), before anything runs.
     """
     from evalkit.errors import BadConfig, Problem
-    from evalkit.repro import repro_run
-    from evalkit.runner import RunInterrupted
+    from evalkit.run.repro import repro_run
+    from evalkit.run.runner import RunInterrupted
 
     if not repro:
         raise BadConfig(Problem("goes with --repro", field="--tolerance"))
@@ -127,8 +127,8 @@ def main(
     """Re-run RUN_ID's config and compare the two runs."""
     load_dotenv_once()
     with exit_on_known_errors():
-        from evalkit.repro import repro_stored
-        from evalkit.runner import RunInterrupted
+        from evalkit.run.repro import repro_stored
+        from evalkit.run.runner import RunInterrupted
 
         try:
             outcome = repro_stored(

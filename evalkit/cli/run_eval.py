@@ -283,8 +283,8 @@ def main(
     """Run an eval set and write results/<run_id>/."""
     load_dotenv_once()
     with exit_on_known_errors():
-        from evalkit.api import RunInterrupted, run_eval
         from evalkit.errors import GateFailed
+        from evalkit.run.api import RunInterrupted, run_eval
         from evalkit.targets import parse_param_options
 
         values = {
@@ -421,7 +421,7 @@ def _shard_values(shard: str | None, from_env: bool | None, count: int | None) -
     if count is not None and not from_env:
         raise BadConfig(Problem("goes with --shard-from-env (--shard I/N says the count itself)", field="--shard-count"))
     if from_env:
-        from evalkit.shard import shard_from_env
+        from evalkit.evalset.shard import shard_from_env
 
         return {"shard": str(shard_from_env(count))}
     return {"shard": shard} if shard is not None else {}

@@ -1,4 +1,4 @@
-"""`run_eval.py --matrix / --matrix-file / --expect-order`: the CLI side of evalkit.matrix."""
+"""`run_eval.py --matrix / --matrix-file / --expect-order`: the CLI side of evalkit.run.matrix."""
 
 from __future__ import annotations
 
@@ -18,14 +18,14 @@ def run_matrix_cli(values: dict[str, Any], matrix: list[str] | None, matrix_file
     """
     from rich.console import Console
 
-    from evalkit.matrix import (
+    from evalkit.report.matrix import print_matrix
+    from evalkit.report.run import RunProgress
+    from evalkit.run.matrix import (
         load_matrix_file,
         parse_matrix_axes,
         parse_order_spec,
         run_matrix,
     )
-    from evalkit.report.matrix import print_matrix
-    from evalkit.report.run import RunProgress
 
     if matrix and matrix_file is not None:
         raise BadConfig(Problem("give --matrix or --matrix-file, not both", field="--matrix-file"))

@@ -62,7 +62,7 @@ def main(
     """Re-score the abstention of RUN_ID and update its metrics.json."""
     load_dotenv_once()
     with exit_on_known_errors():
-        from evalkit.scoring import score_abstention
+        from evalkit.rescore.scoring import score_abstention
 
         settings = None
         if classifier == "llm":

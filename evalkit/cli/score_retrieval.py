@@ -57,7 +57,7 @@ def main(
 ) -> None:
     """Re-score the retrieval of RUN_ID and update its metrics.json."""
     with exit_on_known_errors():
-        from evalkit.scoring import score_retrieval
+        from evalkit.rescore.scoring import score_retrieval
 
         result = score_retrieval(
             run_id, ks=k or None, require_snippets=require_snippets, eval_set=eval_set or None,

@@ -47,12 +47,12 @@ def main(
     """Validate EVAL_SET and, with --vault or --api-url, check its gold anchors against the corpus."""
     load_dotenv_once()
     with exit_on_known_errors():
-        from evalkit.anchorcheck import (
+        from evalkit.errors import BadConfig, Problem
+        from evalkit.evalset.anchorcheck import (
             corpus_from_index_stats,
             corpus_from_vault,
             validate_eval_set,
         )
-        from evalkit.errors import BadConfig, Problem
 
         if vault is not None and api_url is not None:
             raise BadConfig(Problem("give --vault or --api-url, not both", field="--vault"))

@@ -15,23 +15,30 @@ runs", is the spec.
 
 from __future__ import annotations
 
-from evalkit.compare.compute import IncomparableRuns, compare_runs, select_metrics
-from evalkit.compare.conditions import CONFIG_DIFF_IGNORED, config_diff, flatten_config
-from evalkit.compare.models import Comparison, DeltaRow, Flip, GateReport
-from evalkit.compare.sources import RunSource, open_source, save_baseline
+from importlib import import_module
+from typing import Any
 
-__all__ = [
-    "CONFIG_DIFF_IGNORED",
-    "Comparison",
-    "DeltaRow",
-    "Flip",
-    "GateReport",
-    "IncomparableRuns",
-    "RunSource",
-    "select_metrics",
-    "compare_runs",
-    "config_diff",
-    "flatten_config",
-    "open_source",
-    "save_baseline",
-]
+# name -> the module that defines it, imported on first use: `evalkit.compare.gate` (which
+# run_eval's --help reads for its defaults) must not load numpy and the statistics.
+_HOME = {
+    "IncomparableRuns": "compute",
+    "compare_runs": "compute",
+    "select_metrics": "compute",
+    "CONFIG_DIFF_IGNORED": "conditions",
+    "config_diff": "conditions",
+    "flatten_config": "conditions",
+    "Comparison": "models",
+    "DeltaRow": "models",
+    "Flip": "models",
+    "GateReport": "models",
+    "RunSource": "sources",
+    "open_source": "sources",
+    "save_baseline": "sources",
+}
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_HOME[name]}"), name)

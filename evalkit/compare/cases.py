@@ -30,8 +30,8 @@ from evalkit.compare.sources import RunSource, ranked_chunks
 # count toward which mean. (A public name for it is requested from metrics/aggregate.py.)
 from evalkit.metrics.aggregate import extract_case as _reduce_record
 from evalkit.metrics.aggregate import language_key
-from evalkit.metrics.registry import METRICS
 from evalkit.metrics.keys import metric_key
+from evalkit.metrics.registry import METRICS
 from evalkit.metrics.retrieval import AT_K_METRICS
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Steps, each over data already on disk:
 
-1. invariants (seed 000 §10.1 via `evalkit.gate.check_invariants`, plus K): refuse, unless
+1. invariants (seed 000 §10.1 via `evalkit.compare.gate.check_invariants`, plus K): refuse, unless
    ignored, and then mark which numbers are not comparable;
 2. one streamed pass per run: the aggregate cells (`aggregate_records(..., full_slices=True)`,
    so every slice has every K) and the per-case table (`cases.CaseTable`);
@@ -10,7 +10,7 @@ Steps, each over data already on disk:
 4. a paired test per row that is a mean of per-case values (`evalkit.metrics.stats`), then
    Holm or Benjamini-Hochberg over the family;
 5. flips, answer drift (a second pass for the few cases that need text), latency, config diff;
-6. the gate: `evalkit.gate.gate_result` plus a relative MRR drop and, on request, flips.
+6. the gate: `evalkit.compare.gate.gate_result` plus a relative MRR drop and, on request, flips.
 """
 
 from __future__ import annotations
@@ -34,6 +34,12 @@ from evalkit.compare.cases import (
     unscoreable_from_metrics,
 )
 from evalkit.compare.conditions import config_diff, latency_report
+from evalkit.compare.gate import (
+    ANSWER_METRICS,
+    Thresholds,
+    asked_k_difference,
+    check_invariants,
+)
 from evalkit.compare.models import (
     Comparison,
     DeltaRow,
@@ -48,12 +54,6 @@ from evalkit.compare.models import (
 from evalkit.compare.regressions import gate_report
 from evalkit.compare.sources import RunSource, asked_k, open_source
 from evalkit.errors import InputError, Problem, redact
-from evalkit.gate import (
-    ANSWER_METRICS,
-    Thresholds,
-    asked_k_difference,
-    check_invariants,
-)
 from evalkit.metrics.aggregate import aggregate_records, flatten_cell, recorded_suite_ms
 from evalkit.metrics.keys import (
     HEADLINE_AT_K,
@@ -73,7 +73,7 @@ from evalkit.metrics.stats import (
     paired,
     significant,
 )
-from evalkit.store import RunDir
+from evalkit.store.runs import RunDir
 
 __all__ = ["IncomparableRuns", "compare_runs", "select_metrics"]
 
@@ -472,7 +472,7 @@ def compare_runs(
         correction: "holm" (family-wise error rate) or "bh" (false discovery rate).
         ignore_invariants: compare runs that break an invariant; the result marks the
             numbers that are not comparable.
-        thresholds: the gate's absolute thresholds (evalkit.gate.Thresholds defaults).
+        thresholds: the gate's absolute thresholds (evalkit.compare.gate.Thresholds defaults).
         mrr_relative_threshold: largest allowed MRR drop relative to the baseline's MRR.
         gate: "threshold" (run_eval's gate) or "significant" (only regressions whose paired
             test is significant after correction fail).

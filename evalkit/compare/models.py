@@ -195,7 +195,7 @@ class DriftReport(BaseModel):
 
 
 class GateReport(BaseModel):
-    """The regression gate: evalkit.gate.gate_result plus compare's own checks."""
+    """The regression gate: evalkit.compare.gate.gate_result plus compare's own checks."""
 
     mode: Literal["threshold", "significant"]
     passed: bool

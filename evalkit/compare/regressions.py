@@ -1,13 +1,13 @@
-"""compare_runs' gate: run_eval's gate (`evalkit.gate.gate_result`, one implementation) plus
+"""compare_runs' gate: run_eval's gate (`evalkit.compare.gate.gate_result`, one implementation) plus
 a relative MRR drop, `--fail-on-flip`, and `--gate significant`, which lets through the
 regressions whose paired test is not significant after correction."""
 
 from __future__ import annotations
 
 from evalkit.compare.cases import AT_K_METRICS
+from evalkit.compare.gate import Thresholds, gate_result
 from evalkit.compare.models import DeltaRow, GateReport
 from evalkit.compare.sources import RunSource, asked_k
-from evalkit.gate import Thresholds, gate_result
 
 __all__ = ["gate_report"]
 

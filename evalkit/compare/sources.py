@@ -22,10 +22,10 @@ from typing import Any, Literal
 
 import orjson
 
-from evalkit.atomic import write_atomic
 from evalkit.errors import InputError, Problem
 from evalkit.metrics.aggregate import GROUPINGS
-from evalkit.store import (
+from evalkit.store.atomic import write_atomic
+from evalkit.store.runs import (
     CONFIG_FILE,
     METRICS_FILE,
     RESULTS_FILE,

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from evalkit.compare.gate import Thresholds, gate_result, threshold_check
 from evalkit.config import RunSettings, judge_identity
-from evalkit.gate import Thresholds, gate_result, threshold_check
+from evalkit.derive.summary import write_derived
 from evalkit.schema import SCHEMA_VERSION
-from evalkit.store import RunDir
-from evalkit.summary import write_derived
+from evalkit.store.runs import RunDir
 
 __all__ = ["RunFacts", "derive_run", "now_utc", "run_invariants", "thresholds_from"]
 
@@ -83,10 +83,10 @@ def derive_run(run: RunDir, facts: RunFacts) -> tuple[dict, dict | None]:
     """A run's derived files from its results.jsonl as written (the file is the truth):
     metrics.json (aggregates, run warnings, invariants, the gate, thresholds), then
     summary.md and results.json. Returns (metrics.json, the gate or None)."""
+    from evalkit.compare.trials import TrialStats
     from evalkit.derive.health import RunHealth
     from evalkit.metrics.aggregate import aggregate_records
     from evalkit.report.summary_md import WorstCases
-    from evalkit.trials import TrialStats
 
     s, timing = facts.settings, facts.timing
     walls = [x.get("wall_s") for x in facts.config.get("sessions") or []]

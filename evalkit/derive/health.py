@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from evalkit.anchors import match_support, normalize_rel_path
+from evalkit.evalset.anchors import match_support, normalize_rel_path
 from evalkit.schema import REVIEW_SOURCES
 
 __all__ = ["NO_CHUNKS_SHARE", "RunHealth", "run_warnings"]

@@ -60,11 +60,11 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
-from evalkit.anchors import GoldIndex, normalize_rel_path, order_chunks
-from evalkit.atomic import write_atomic
 from evalkit.errors import BadConfig, InputError, Problem
+from evalkit.evalset.anchors import GoldIndex, normalize_rel_path, order_chunks
 from evalkit.metrics.retrieval import score_case_retrieval
-from evalkit.store import RunDir
+from evalkit.store.atomic import write_atomic
+from evalkit.store.runs import RunDir
 
 __all__ = ["UNITS", "TrecExport", "export_trec", "trec_docid"]
 
@@ -167,7 +167,7 @@ def export_trec(
             on cut text without allow_truncated_text (as `score_retrieval`); a record
             without its case.
     """
-    from evalkit.scoring import check_ks, run_settings
+    from evalkit.rescore.scoring import check_ks, run_settings
 
     if unit not in UNITS:
         raise BadConfig(Problem(f"unknown unit {unit!r}; expected one of {', '.join(UNITS)}", field="--unit"))
@@ -365,5 +365,5 @@ def _trec_values(ranking: Sequence[str], qrels: Mapping[str, float], k: int) -> 
 
 
 def _write(path: Path, lines: Sequence[str]) -> None:
-    """`lines` to `path`, atomically (`evalkit.atomic.write_atomic`)."""
+    """`lines` to `path`, atomically (`evalkit.store.atomic.write_atomic`)."""
     write_atomic(path, "".join(line + "\n" for line in lines))

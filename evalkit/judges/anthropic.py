@@ -14,7 +14,7 @@ import httpx
 from pydantic import BaseModel
 
 from evalkit.judges.base import Completion, RenderedPrompt, RetryDecision, inline_refs
-from evalkit.retry import retry_after_seconds, retryable_status
+from evalkit.net.retry import retry_after_seconds, retryable_status
 
 
 class AnthropicBackend:

@@ -25,7 +25,7 @@ import orjson
 
 from evalkit.errors import InputError, Problem
 from evalkit.judges.reliability import SCALE, quadratic_weighted_kappa, sample_indices, to_grade
-from evalkit.store import RunDir, RunFolderError
+from evalkit.store.runs import RunDir, RunFolderError
 
 __all__ = [
     "GRADES_FILE", "KINDS", "GradingOutcome", "agreement", "agreement_of", "append_grade", "format_case", "grade_cases",

@@ -29,9 +29,9 @@ from evalkit.judges.base import (
 from evalkit.judges.cache import JudgeCache, cache_key, context_hash
 from evalkit.judges.cost import PriceTable
 from evalkit.judges.prompts import DEFAULT_PROMPT_SET, render_prompt
-from evalkit.ratelimit import RateLimiter
-from evalkit.httplimits import too_large_in
-from evalkit.retry import RetryPolicy
+from evalkit.net.limits import too_large_in
+from evalkit.net.ratelimit import RateLimiter
+from evalkit.net.retry import RetryPolicy
 
 RAW_LIMIT = 2000
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from evalkit.judges.base import Completion, RenderedPrompt, RetryDecision, strict_json_schema
 from evalkit.judges.pinning import split_pin
-from evalkit.retry import retry_after_seconds, retryable_status
+from evalkit.net.retry import retry_after_seconds, retryable_status
 
 DEFAULT_LOCAL_BASE_URL = "http://127.0.0.1:8080/v1"
 

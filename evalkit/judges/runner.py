@@ -201,7 +201,7 @@ def _bounded_client(settings: JudgeSettings) -> Any:
     the environment the SDK's own client is kept, since it is what resolves the proxy."""
     if any(os.environ.get(v) for v in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")):
         return None
-    from evalkit.httplimits import bounded_client
+    from evalkit.net.limits import bounded_client
 
     return bounded_client(timeout=settings.timeout, max_bytes=settings.max_response_bytes)
 

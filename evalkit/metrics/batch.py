@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.anchors import path_components, int_or_none, path_of, paths_of
+from evalkit.evalset.anchors import int_or_none, path_components, path_of, paths_of
 from evalkit.metrics.retrieval import (
     AT_K_METRICS,
     FOLDER_MODES_WITH_SELECTION,

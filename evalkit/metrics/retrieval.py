@@ -20,8 +20,8 @@ from datetime import date, datetime, timezone
 from itertools import compress
 from typing import Any
 
-from evalkit.anchors import GoldIndex, MatchTable, normalize_rel_path
 from evalkit.errors import InputError, Problem
+from evalkit.evalset.anchors import GoldIndex, MatchTable, normalize_rel_path
 
 __all__ = [
     "AT_K_METRICS",

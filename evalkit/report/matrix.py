@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:  # the type only: report/ does not import the stages it renders
-    from evalkit.matrix import MatrixResult
+    from evalkit.run.matrix import MatrixResult
 
 
 def _f(x: float | None, fmt: str = "{:.3f}") -> str:

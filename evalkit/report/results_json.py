@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from evalkit.schema import SCHEMA_VERSION
-from evalkit.store import RESULTS_JSON
+from evalkit.store.runs import RESULTS_JSON
 
 __all__ = ["MAX_CASES", "RESULTS_JSON", "case_row", "render_results_json"]
 

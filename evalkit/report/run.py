@@ -266,7 +266,7 @@ def print_trials(block: Mapping[str, Any], console: Console) -> None:
     cases changed outcome between trials."""
     from rich.markup import escape
 
-    from evalkit.trials import headline_rows
+    from evalkit.compare.trials import headline_rows
 
     title = f"{block.get('n_trials')} trials of {block.get('n_cases')} cases"
     table = Table(title=title, title_justify="left")

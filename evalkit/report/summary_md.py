@@ -302,7 +302,7 @@ def render_summary(
 
     trials = metrics.get("trials")
     if isinstance(trials, Mapping):  # --trials N (issue 13)
-        from evalkit.trials import headline_rows
+        from evalkit.compare.trials import headline_rows
 
         out += ["", "## Trials", "", f"{trials.get('n_trials')} trials of {trials.get('n_cases')} cases; "
                 f"{trials.get('n_flaky_cases') or 0} case(s) changed outcome between trials.", ""]

@@ -74,7 +74,7 @@ def build_target(
         rps: requests per second limit (HTTP and python), None = none.
         params: free `--param` options, sent in the request's `options`.
         vault_id: vault id for the reference chatbot's chunk ids.
-        retry_policy: an evalkit.retry.RetryPolicy overriding `retries` (tests).
+        retry_policy: an evalkit.net.retry.RetryPolicy overriding `retries` (tests).
         max_response_bytes: cap on an HTTP answer's (decoded) body; default 32 MiB.
 
     Raises:

@@ -23,9 +23,9 @@ import orjson
 from pydantic import ValidationError
 
 from evalkit.errors import BadConfig, Problem, TargetError
-from evalkit.httplimits import DEFAULT_MAX_RESPONSE_BYTES, BoundedTransport, ResponseTooLarge
-from evalkit.ratelimit import RateLimiter
-from evalkit.retry import RetryPolicy, retryable_status
+from evalkit.net.limits import DEFAULT_MAX_RESPONSE_BYTES, BoundedTransport, ResponseTooLarge
+from evalkit.net.ratelimit import RateLimiter
+from evalkit.net.retry import RetryPolicy, retryable_status
 from evalkit.schema import AskRequest, IndexingCoverage
 from evalkit.targets.base import AskResult, parse_ask_response, request_body
 

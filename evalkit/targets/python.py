@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import InputError, Problem, TargetError
-from evalkit.ratelimit import RateLimiter
+from evalkit.net.ratelimit import RateLimiter
 from evalkit.schema import AskRequest, IndexingCoverage
 from evalkit.targets.base import AskResult, parse_ask_response, request_dict
 

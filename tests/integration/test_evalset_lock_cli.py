@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from evalkit import evalset_lock as lk
 from evalkit.cli.main import app
+from evalkit.evalset import lock as lk
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +25,7 @@ def _evalkit(*args: object, input: str | None = None):
 
 
 def _run(eval_set: Path, results: Path, **extra: object):
-    from evalkit.runner import run
+    from evalkit.run.runner import run
 
     return run({"eval_set": [str(eval_set)], "vault": str(SAMPLE_VAULT), "retrieval_only": True,
                 "results_dir": str(results), "limit": 5, **extra})
@@ -151,7 +151,7 @@ def test_an_incomplete_run_locks_nothing(tmp_path: Path) -> None:
     )
     es = tmp_path / "tiny.v1.jsonl"
     es.write_text("".join(json.dumps({"id": f"c{i}", "question": f"q{i}?", "answerable": False}) + "\n" for i in range(3)))
-    from evalkit.runner import run
+    from evalkit.run.runner import run
 
     result = run({"eval_set": [str(es)], "target": f"python:{bot}:ask", "retrieval_only": True,
                   "results_dir": str(tmp_path / "results")})

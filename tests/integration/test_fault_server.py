@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.fault_server import FaultServer, start_fault_server
 
 from evalkit.errors import TargetError
-from evalkit.retry import RetryPolicy
+from evalkit.net.retry import RetryPolicy
 from evalkit.schema import AskRequest
 from evalkit.targets.http import HttpTarget
+from tests.integration.fault_server import FaultServer, start_fault_server
 
 pytestmark = pytest.mark.integration
 

@@ -135,7 +135,7 @@ def test_the_httpx_path_is_capped_the_same_way(hostile, question):
 
     import httpx
 
-    from evalkit.httplimits import BoundedTransport, ResponseTooLarge
+    from evalkit.net.limits import BoundedTransport, ResponseTooLarge
 
     async def ask() -> None:
         async with httpx.AsyncClient(transport=BoundedTransport(max_bytes=LIMIT), timeout=20) as client:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.importers import import_cases, write_eval_set, write_vault
-from evalkit.runner import run
+from evalkit.interop.importers import import_cases, write_eval_set, write_vault
+from evalkit.run.runner import run
 
 pytestmark = pytest.mark.integration
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from evalkit.authoring.starter import GITIGNORE_LINES, STARTER_CASE_IDS
 from evalkit.cli.init import project_config_text
 from evalkit.cli.main import app
 from evalkit.config import RunSettings
-from evalkit.starter import GITIGNORE_LINES, STARTER_CASE_IDS
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.cli.label_eval import app
-from evalkit.dataset import load_eval_set
+from evalkit.evalset.load import load_eval_set
 
 pytestmark = pytest.mark.integration
 
@@ -210,7 +210,7 @@ def test_new_asks_for_a_case_and_appends_it_with_a_fresh_id(tmp_path):
 
 
 def test_fresh_ids_follow_the_files_own_style():
-    from evalkit.labeling import fresh_id
+    from evalkit.authoring.labeling import fresh_id
 
     assert fresh_id(["sv-001", "sv-002", "sv-010"]) == "sv-011"
     assert fresh_id(["q1", "q2", "other"]) == "q3"

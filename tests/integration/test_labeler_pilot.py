@@ -15,8 +15,8 @@ import pytest
 
 pytest.importorskip("textual")
 
+from evalkit.authoring.labeler import open_session  # noqa: E402
 from evalkit.cli.label_app import LabelApp  # noqa: E402
-from evalkit.labeler import open_session  # noqa: E402
 from evalkit.targets import ReferenceTarget  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from evalkit import run_eval
-from evalkit.store import RunDir
+from evalkit.store.runs import RunDir
 
 pytestmark = pytest.mark.integration
 

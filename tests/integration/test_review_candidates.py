@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from evalkit.cli.label_eval import app as label_app
 from evalkit.cli.main import app as main_app
-from evalkit.dataset import read_eval_set
+from evalkit.evalset.load import read_eval_set
 
 pytestmark = pytest.mark.integration
 
@@ -133,7 +133,7 @@ def test_invalid_edit_is_asked_again(files) -> None:
 
 
 def test_locked_into_is_kept_and_a_locked_dest_is_refused(files) -> None:
-    from evalkit.evalset_lock import lock_eval_set
+    from evalkit.evalset.lock import lock_eval_set
 
     cand, into, cases = files
     lock_eval_set(into)

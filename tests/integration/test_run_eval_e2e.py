@@ -4,8 +4,6 @@ the regression gate's exit codes, and bad input."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.dataset import load_eval_set
+from evalkit.evalset.load import load_eval_set
 from evalkit.schema import BUILTIN_CATEGORIES
 
 pytestmark = pytest.mark.integration

@@ -186,7 +186,7 @@ def test_a_missing_scenario_leaves_the_global_score_null(tmp_path: Path) -> None
 
 def test_rescoring_keeps_expectations_and_the_suite(tmp_path: Path) -> None:
     from evalkit import run_eval
-    from evalkit.scoring import score_retrieval
+    from evalkit.rescore.scoring import score_retrieval
 
     args = _setup(tmp_path)
     result = run_eval(**args, run_id="r3")
@@ -202,13 +202,13 @@ def test_rescoring_keeps_expectations_and_the_suite(tmp_path: Path) -> None:
 
 def test_a_failing_suite_block_still_leaves_summary_and_results_json(tmp_path: Path, monkeypatch, caplog) -> None:
     # Derived output never fails the command, and one derived file failing spares the others.
-    import evalkit.suite
+    import evalkit.metrics.suite
     from evalkit import run_eval
 
     def boom(metrics, suite):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(evalkit.suite, "suite_block", boom)
+    monkeypatch.setattr(evalkit.metrics.suite, "suite_block", boom)
     result = run_eval(**_setup(tmp_path), run_id="r4")
     assert result.success and "suite" not in result.metrics
     assert (result.run_dir / "summary.md").exists() and (result.run_dir / "results.json").exists()

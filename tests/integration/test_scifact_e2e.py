@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.importers.beir import import_beir, note_path
-from evalkit.runner import run
+from evalkit.interop.importers.beir import import_beir, note_path
+from evalkit.run.runner import run
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ranx")]
 

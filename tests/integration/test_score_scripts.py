@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from evalkit import score_abstention, score_retrieval
 from evalkit.errors import BadConfig, InputError
-from evalkit.scoring import eval_set_version
+from evalkit.rescore.scoring import eval_set_version
 
 pytestmark = pytest.mark.integration
 
@@ -161,7 +161,7 @@ def test_changed_eval_set_is_refused_with_both_hashes(run) -> None:
 
 
 def test_eval_set_version_matches_the_loader(tmp_path: Path) -> None:
-    from evalkit.dataset import load_eval_set
+    from evalkit.evalset.load import load_eval_set
 
     one = _write_set(tmp_path / "one.jsonl", CASES[:2])
     folder = tmp_path / "sets"

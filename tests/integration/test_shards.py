@@ -20,8 +20,8 @@ import pytest
 
 from evalkit import run_eval
 from evalkit.errors import BadConfig
-from evalkit.merge import merge_runs
-from evalkit.shard import Shard, parse_shard, shard_from_env, shard_of
+from evalkit.evalset.shard import Shard, parse_shard, shard_from_env, shard_of
+from evalkit.run.merge import merge_runs
 
 pytestmark = pytest.mark.integration
 

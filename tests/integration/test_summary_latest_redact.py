@@ -21,8 +21,8 @@ from evalkit.cli.run_eval import app as run_app
 from evalkit.cli.score_retrieval import app as score_app
 from evalkit.compare import compare_runs
 from evalkit.errors import BadConfig
-from evalkit.redact import REDACTED_PREFIX, redact_run
-from evalkit.store import RunDir, RunFolderError, list_runs
+from evalkit.interop.redact import REDACTED_PREFIX, redact_run
+from evalkit.store.runs import RunDir, RunFolderError, list_runs
 
 pytestmark = pytest.mark.integration
 

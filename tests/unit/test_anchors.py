@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.anchors import (
+from evalkit.evalset.anchors import (
     match_ranking,
     match_support,
     normalize_heading_path,

@@ -13,9 +13,9 @@ import random
 
 import pytest
 
-from evalkit import anchors
-from evalkit.anchors import GoldIndex, match_ranking, match_support, normalize_heading_path, normalize_rel_path
 from evalkit.errors import InputError
+from evalkit.evalset import anchors
+from evalkit.evalset.anchors import GoldIndex, match_ranking, match_support, normalize_heading_path, normalize_rel_path
 from evalkit.metrics.retrieval import (
     _score_ks,
     mrr,

@@ -1,4 +1,4 @@
-"""One atomic writer (issue 25 item 8): every kept file goes through evalkit.atomic.write_atomic."""
+"""One atomic writer (issue 25 item 8): every kept file goes through evalkit.store.atomic.write_atomic."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.atomic import default_mode, write_atomic
+from evalkit.store.atomic import default_mode, write_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 
 # Renames that are not file writes: folders swapped whole (an import's vault, a redacted
 # copy), write_together's staged files and its commit marker, and the `latest` symlink.
 ALLOWED = {
-    "evalkit/atomic.py": None,
-    "evalkit/importers/__init__.py": {"os.rename("},
-    "evalkit/redact.py": {"os.rename("},
-    "evalkit/store.py": {"os.replace("},
+    "evalkit/store/atomic.py": None,
+    "evalkit/interop/importers/__init__.py": {"os.rename("},
+    "evalkit/interop/redact.py": {"os.rename("},
+    "evalkit/store/runs.py": {"os.replace("},
 }
 
 

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from evalkit.cli.compare_runs import app
 from evalkit.cli.main import app as main_app
-from tests.unit.test_compare import JUDGE, RUN_A, rec, make_run
+from tests.unit.test_compare import JUDGE, RUN_A, make_run, rec
 
 
 def _invoke(args: list[str], **kw):
@@ -136,7 +136,7 @@ def test_the_regression_threshold_flags_are_one_definition_in_both_doors() -> No
 
     from evalkit.cli.compare_runs import app as compare_app
     from evalkit.cli.run_eval import app as run_app
-    from evalkit.gate import Thresholds
+    from evalkit.compare.gate import Thresholds
 
     def flags(app) -> dict:
         # `min` sits on the option (typer 0.29, no click) or on its click type (older typer)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.dataset import load_eval_set
 from evalkit.errors import BadEvalSet, InputError
+from evalkit.evalset.load import load_eval_set
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "eval_sets"
 

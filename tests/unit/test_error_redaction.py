@@ -14,9 +14,9 @@ import typer
 
 import evalkit
 import evalkit.reference.openai_compat
-import evalkit.store
-from evalkit.compare.compute import IncomparableRuns
+import evalkit.store.runs
 from evalkit.cli.common import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, exit_on_known_errors
+from evalkit.compare.compute import IncomparableRuns
 from evalkit.errors import (
     BadConfig,
     BadEvalSet,
@@ -46,7 +46,7 @@ MAKERS = {
     BadEvalSet: lambda: BadEvalSet(TEXT),
     BadConfig: lambda: BadConfig([Problem(TEXT)] * 25),  # more than are shown
     JudgeConfigError: lambda: JudgeConfigError(Problem(TEXT, field="--judge-model")),
-    evalkit.store.RunFolderError: lambda: evalkit.store.RunFolderError(Problem(TEXT)),
+    evalkit.store.runs.RunFolderError: lambda: evalkit.store.runs.RunFolderError(Problem(TEXT)),
     TargetError: lambda: TargetError("http_error", TEXT, status=401),
     JudgeError: lambda: JudgeError("provider_error", TEXT, raw=TEXT),
     GateFailed: lambda: GateFailed([TEXT]),

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from evalkit import evalset_lock as lk
-from evalkit.dataset import load_eval_set, read_eval_set
 from evalkit.errors import BadConfig, BadEvalSet
+from evalkit.evalset import lock as lk
+from evalkit.evalset.load import load_eval_set, read_eval_set
 
 CASE_A = {"id": "a", "question": "Where is the starter?", "answerable": True, "gold_supports": [{"rel_path": "a.md"}]}
 CASE_B = {"id": "b", "question": "What is the capital of Mars?", "answerable": False}
@@ -204,7 +204,7 @@ def test_manifest_status(v1: Path, tmp_path: Path) -> None:
 
 
 def test_the_importer_refuses_a_locked_output_before_writing_anything(v1: Path) -> None:
-    from evalkit.importers import ImportedCase, write_eval_set
+    from evalkit.interop.importers import ImportedCase, write_eval_set
 
     lk.lock_eval_set(v1)
     before = sorted(p.name for p in v1.parent.iterdir())
@@ -218,8 +218,7 @@ def test_the_importer_refuses_a_locked_output_before_writing_anything(v1: Path) 
 
 
 def test_the_labeling_writers_refuse_a_locked_file(v1: Path, tmp_path: Path) -> None:
-    from evalkit import labeling
-
+    from evalkit.authoring import labeling
     lk.lock_eval_set(v1)
     data = v1.read_bytes()
     with pytest.raises(BadConfig, match="baselined"):

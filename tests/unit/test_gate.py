@@ -1,10 +1,10 @@
-"""The regression gate (evalkit/gate.py): thresholds are absolute, nulls are skipped."""
+"""The regression gate (evalkit/compare/gate.py): thresholds are absolute, nulls are skipped."""
 
 from __future__ import annotations
 
 import pytest
 
-from evalkit.gate import Thresholds, check_regressions, gate_result, gated_metrics, skipped_metrics
+from evalkit.compare.gate import Thresholds, check_regressions, gate_result, gated_metrics, skipped_metrics
 
 
 def _metrics(**agg):

@@ -8,23 +8,23 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from evalkit.anchorcheck import check_anchors, corpus_from_vault
-from evalkit.cli.main import app
-from evalkit.dataset import load_eval_set
-from evalkit.generate import (
+from evalkit.authoring.generate import (
     Candidate,
     candidate_id,
+    cap_tables,
+    difficulty_from_rank,
     extract_candidates,
     filter_candidates,
     flag_unretrievable,
     generate_candidates,
-    cap_tables,
-    difficulty_from_rank,
     is_vague,
     mix_report,
     overlap,
     parse_mix,
 )
+from evalkit.cli.main import app
+from evalkit.evalset.anchorcheck import check_anchors, corpus_from_vault
+from evalkit.evalset.load import load_eval_set
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT.parent / "shared" / "corpora" / "obsidian-tasks" / "vault"
@@ -220,7 +220,7 @@ def test_cli_writes_candidates_and_report(vault: Path, tmp_path: Path) -> None:
 
 
 def test_cli_generated_cases_are_listed_by_review_auto(vault: Path, tmp_path: Path) -> None:
-    from evalkit.labeling import auto_labeled
+    from evalkit.authoring.labeling import auto_labeled
 
     out = tmp_path / "cand.jsonl"
     assert CliRunner().invoke(app, ["generate", "--vault", str(vault), "-o", str(out), "--no-retrieval"]).exit_code == 0

@@ -21,11 +21,7 @@ import respx
 import tenacity
 from typer.testing import CliRunner
 
-from evalkit.anchorcheck import check_anchors, corpus_from_vault
-from evalkit.cli.main import app
-from evalkit.dataset import load_eval_set
-from evalkit.errors import BadConfig, JudgeConfigError
-from evalkit.generate_llm import (
+from evalkit.authoring.generate_llm import (
     GEN_PROMPT_VERSION,
     Section,
     answer_in_vault,
@@ -36,10 +32,21 @@ from evalkit.generate_llm import (
     vault_sections,
     wikilink_pairs,
 )
+from evalkit.cli.main import app
+from evalkit.errors import BadConfig, JudgeConfigError
+from evalkit.evalset.anchorcheck import check_anchors, corpus_from_vault
+from evalkit.evalset.load import load_eval_set
 from evalkit.judges.runner import JudgeSettings
+from evalkit.net.retry import RetryPolicy
 from evalkit.reference.tokens import terms
-from evalkit.retry import RetryPolicy
-from tests.unit.judges.judge_helpers import ANTHROPIC_MODEL, ANTHROPIC_URL, OPENAI_MODEL, OPENAI_URL, anthropic_tool_reply, openai_reply
+from tests.unit.judges.judge_helpers import (
+    ANTHROPIC_MODEL,
+    ANTHROPIC_URL,
+    OPENAI_MODEL,
+    OPENAI_URL,
+    anthropic_tool_reply,
+    openai_reply,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT.parent / "shared" / "corpora" / "obsidian-tasks" / "vault"
@@ -242,7 +249,7 @@ def test_openai_single_multi_hop_and_unanswerable(vault: Path, tmp_path: Path, r
 
 
 def test_written_cases_load_and_retrieval_flags_run(vault: Path, tmp_path: Path, router: respx.Router, openai_key: str) -> None:
-    from evalkit.importers import ImportedCase, write_eval_set
+    from evalkit.interop.importers import ImportedCase, write_eval_set
 
     router["openai"].side_effect = OpenAIHandler()
     r = generate_with_llm(vault, settings=_settings(tmp_path), n=3, multi_hop=1, unanswerable=1, check_retrieval=True)

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from evalkit import run_eval
-from evalkit.anchors import MatchTable, match_ranking
-from evalkit.dataset import load_eval_set
 from evalkit.errors import BadEvalSet, InputError
-from evalkit.importers import ImportOptions, import_cases, write_eval_set
-from evalkit.importers.docids import load_docid_map
+from evalkit.evalset.anchors import MatchTable, match_ranking
+from evalkit.evalset.load import load_eval_set
+from evalkit.interop.importers import ImportOptions, import_cases, write_eval_set
+from evalkit.interop.importers.docids import load_docid_map
 from evalkit.metrics.retrieval import (
     _recall_view,
     _score_ks,

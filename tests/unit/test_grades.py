@@ -11,7 +11,7 @@ import pytest
 
 from evalkit.errors import InputError
 from evalkit.judges import grades
-from evalkit.store import RunDir
+from evalkit.store.runs import RunDir
 
 
 def _rec(i: int, cid: str, g: Any = None, c: Any = None, *, answer: str = "an answer", error: Any = None) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import pytest
 from evalkit.compare import compare_runs
 from evalkit.report.compare import by_case, distinct_rows, headline, method_line
 from evalkit.report.html.compare import compare_view, default_compare_output, diff_segments, write_compare_report
-from tests.unit.test_compare import R, RUN_A, RUN_B, make_run, rec
+from tests.unit.test_compare import RUN_A, RUN_B, R, make_run, rec
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(2)>"

@@ -15,10 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.cli.main import app as main_app
-from evalkit.dataset import load_eval_set
 from evalkit.errors import BadConfig, BadEvalSet, InputError
-from evalkit.importers import FORMATS, ImportOptions, get_converter, import_cases, write_eval_set
-from evalkit.importers.docids import load_docid_map
+from evalkit.evalset.load import load_eval_set
+from evalkit.interop.importers import FORMATS, ImportOptions, get_converter, import_cases, write_eval_set
+from evalkit.interop.importers.docids import load_docid_map
 from evalkit.metrics.retrieval import score_case_retrieval
 
 # Seed 002, "Test Data Format": evals/fixtures/queries.json, verbatim (tests/data/gno).

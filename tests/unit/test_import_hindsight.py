@@ -13,9 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.cli.main import app as main_app
-from evalkit.dataset import load_eval_set
 from evalkit.errors import BadConfig, InputError
-from evalkit.importers import (
+from evalkit.evalset.load import load_eval_set
+from evalkit.interop.importers import (
     FORMATS,
     VAULT_MARKER,
     ImportedCase,
@@ -26,7 +26,7 @@ from evalkit.importers import (
     write_eval_set,
     write_vault,
 )
-from evalkit.importers.hindsight import fact_note, folder_slug
+from evalkit.interop.importers.hindsight import fact_note, folder_slug
 
 FIXTURE = Path(__file__).parents[1] / "data" / "hindsight" / "assistant-baseline.v1.jsonl"
 
@@ -304,5 +304,5 @@ def test_cli_prints_warnings_on_stderr(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_registry_names_hindsight() -> None:
-    assert FORMATS["hindsight"] == "evalkit.importers.hindsight:convert"
+    assert FORMATS["hindsight"] == "evalkit.interop.importers.hindsight:convert"
     assert callable(get_converter("hindsight"))

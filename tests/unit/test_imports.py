@@ -22,16 +22,16 @@ def test_import_evalkit_is_light() -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["evalkit.anchors", "evalkit.metrics.retrieval", "evalkit.metrics.abstention", "evalkit.metrics.aggregate"],
+    ["evalkit.evalset.anchors", "evalkit.metrics.retrieval", "evalkit.metrics.abstention", "evalkit.metrics.aggregate"],
 )
 def test_metrics_and_anchors_import_no_io_layers(module: str) -> None:
-    forbidden = ("evalkit.store", "evalkit.targets", "evalkit.judges", "rich", "httpx", *HEAVY)
+    forbidden = ("evalkit.store.runs", "evalkit.targets", "evalkit.judges", "rich", "httpx", *HEAVY)
     assert _loaded_after(f"import {module}", forbidden) == []
 
 
 @pytest.mark.parametrize(
     "module",
-    ["evalkit.cli.main", "evalkit.runner", "evalkit.judges", "evalkit.targets", "evalkit.reference.server"],
+    ["evalkit.cli.main", "evalkit.run", "evalkit.judges", "evalkit.targets", "evalkit.reference.server"],
 )
 def test_sdks_are_loaded_lazily(module: str) -> None:
     assert _loaded_after(f"import {module}", HEAVY) == []

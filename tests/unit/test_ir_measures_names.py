@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.gate import parse_thresholds
-from evalkit.matrix import resolve_metric
+from evalkit.compare.gate import parse_thresholds
 from evalkit.metrics.keys import canonical_key, ir_measure_name, ir_measures_values
+from evalkit.run.matrix import resolve_metric
 
 
 @pytest.mark.parametrize(

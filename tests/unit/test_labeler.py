@@ -1,4 +1,4 @@
-"""evalkit.labeler.LabelSession: every key action on hand-made chunks, no target, no UI."""
+"""evalkit.authoring.labeler.LabelSession: every key action on hand-made chunks, no target, no UI."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from evalkit.authoring.labeler import LabelSession, choose_cases, open_session, question_words, sentences
+from evalkit.authoring.labeling import EvalSetFile
 from evalkit.errors import BadConfig
-from evalkit.labeler import LabelSession, choose_cases, open_session, question_words, sentences
-from evalkit.labeling import EvalSetFile
 
 LINES = [
     b'{"id": "a", "question": "Which port does the home server use?", "answerable": true, "gold_supports": [], "label_source": "auto"}\n',

@@ -1,4 +1,4 @@
-"""evalkit.labeling without a target: byte-exact rewrites, the freeze rule, anchors from chunks."""
+"""evalkit.authoring.labeling without a target: byte-exact rewrites, the freeze rule, anchors from chunks."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.dataset import load_eval_set
+from evalkit.authoring.labeling import EvalSetFile, anchors_from_chunks, check_writable, frozen_by, next_version_path
 from evalkit.errors import BadConfig, InputError
-from evalkit.labeling import EvalSetFile, anchors_from_chunks, check_writable, frozen_by, next_version_path
+from evalkit.evalset.load import load_eval_set
 
 # Odd spacing, an escaped and a raw non-ASCII character, an unknown field, a CRLF line,
 # a blank line and no final newline: all of it must survive an edit of another line.

@@ -12,8 +12,8 @@ import pytest
 
 from evalkit.compare.cases import _scopes
 from evalkit.compare.sources import slim_record
-from evalkit.dataset import load_eval_set
 from evalkit.errors import InputError
+from evalkit.evalset.load import load_eval_set
 from evalkit.metrics.aggregate import GROUPINGS, aggregate_records, language_key
 from evalkit.schema import EvalCase
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 
 from evalkit.config import build_settings
-from evalkit.dataset import EvalSet
 from evalkit.errors import TargetError
+from evalkit.evalset.load import EvalSet
 from evalkit.metrics.aggregate import MEAN_METRICS, SLICE_METRICS, aggregate_records, extract_case, flatten_cell
 from evalkit.metrics.latency import case_latency_budget, latency_budget_score
-from evalkit.runner.records import build_record, error_record
+from evalkit.run.records import build_record, error_record
 from evalkit.schema import AskResponse, EvalCase
 from evalkit.targets.base import AskResult
 

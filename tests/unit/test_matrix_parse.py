@@ -1,4 +1,4 @@
-"""Parsing of --matrix, --matrix-file and --expect-order (evalkit.matrix)."""
+"""Parsing of --matrix, --matrix-file and --expect-order (evalkit.run.matrix)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.errors import BadConfig
-from evalkit.matrix import Preset, load_matrix_file, parse_matrix_axes, parse_order_spec, resolve_metric
+from evalkit.run.matrix import Preset, load_matrix_file, parse_matrix_axes, parse_order_spec, resolve_metric
 
 
 def test_one_axis_names_presets_by_value_and_parses_json() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalkit.anchors import MatchTable, match_ranking, match_support
+from evalkit.evalset.anchors import MatchTable, match_ranking, match_support
 from evalkit.metrics.abstention import aggregate_abstention
 from evalkit.metrics.retrieval import mrr, ndcg, precision, recall_all, recall_any, recall_frac
 

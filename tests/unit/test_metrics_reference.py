@@ -16,7 +16,7 @@ import random
 
 import pytest
 
-from evalkit.anchors import match_ranking
+from evalkit.evalset.anchors import match_ranking
 from evalkit.metrics.retrieval import mrr, ndcg, precision, recall_all, recall_any, recall_frac
 
 ranx = pytest.importorskip("ranx")

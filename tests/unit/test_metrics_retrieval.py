@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from evalkit.anchors import MatchTable
 from evalkit.errors import InputError
+from evalkit.evalset.anchors import MatchTable
 from evalkit.metrics.retrieval import (
     attribution_hit,
     mrr,

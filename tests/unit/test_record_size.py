@@ -12,8 +12,8 @@ from pathlib import Path
 
 from evalkit import run_eval
 from evalkit.config import ANSWER_STORE_CHARS, CLAIM_STORE_CHARS, LIST_STORE_ITEMS, TRUNCATE_CHARS, RunSettings
-from evalkit.dataset import EvalSet
-from evalkit.runner import build_record, build_request
+from evalkit.evalset.load import EvalSet
+from evalkit.run.records import build_record, build_request
 from evalkit.schema import EvalCase, ResultRecord
 from evalkit.targets.base import parse_ask_response
 

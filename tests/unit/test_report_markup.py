@@ -7,9 +7,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from evalkit.judges.rejudge import JudgeRunResult
 from evalkit.report.judges import print_judge_summary
 from evalkit.report.run import print_run_summary
+from evalkit.rescore.answers import JudgeRunResult
 
 
 def _console() -> tuple[Console, io.StringIO]:

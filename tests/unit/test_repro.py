@@ -1,4 +1,4 @@
-"""compare_repro (evalkit/repro.py) on hand-built run folders: each kind of difference, named.
+"""compare_repro (evalkit/run/repro.py) on hand-built run folders: each kind of difference, named.
 
 Issue 14 item 4: two runs of one config must agree record by record on the retrieved
 chunks (ids, and scores within max(tolerance, 1e-10)) and on every per-case metric.
@@ -14,9 +14,9 @@ import pytest
 
 from evalkit.config import RunSettings
 from evalkit.errors import BadConfig
-from evalkit.repro import Difference, compare_repro
-from evalkit.runner.run import reproducibility_knobs
-from evalkit.store import RunDir
+from evalkit.run.repro import Difference, compare_repro
+from evalkit.run.runner import reproducibility_knobs
+from evalkit.store.runs import RunDir
 
 
 def record(

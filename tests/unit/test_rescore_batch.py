@@ -1,6 +1,6 @@
 """Re-scoring a stored run gives, bit for bit, what scoring each record on its own gives.
 
-`evalkit.scoring._rescore_part` may score the "plain" records of results.jsonl (plain dict
+`evalkit.rescore.scoring._rescore_part` may score the "plain" records of results.jsonl (plain dict
 chunks with integer, non-decreasing ranks and distinct, non-empty string ids; supports
 without line spans, `graded_only` or, when snippets are required, snippets; no
 `recency_conflict_rule`) a block of `_BATCH_SIZE` records at a time, and every other record
@@ -39,8 +39,8 @@ from evalkit.metrics.aggregate import RecordTable
 from evalkit.metrics.batch import RetrievalBatch
 from evalkit.metrics.retrieval import score_case_retrieval
 from evalkit.report.summary_md import WorstCases
-from evalkit.scoring import _grouping, _rescore_part, _RescoreJob
-from evalkit.store import RunDir
+from evalkit.rescore.scoring import _grouping, _rescore_part, _RescoreJob
+from evalkit.store.runs import RunDir
 from tests.unit.test_rescore_fast_paths import _table_state
 
 # --------------------------------------------------------------------------- the corpus
@@ -453,8 +453,8 @@ def _check(monkeypatch: pytest.MonkeyPatch, folder: Path, ks: list[int], snippet
         worst = worsts[worst_cls]
         with monkeypatch.context() as m:
             if size is not None:
-                m.setattr("evalkit.scoring._BATCH_SIZE", size, raising=False)
-            m.setattr("evalkit.scoring.WorstCases", worst_cls)
+                m.setattr("evalkit.rescore.scoring._BATCH_SIZE", size, raising=False)
+            m.setattr("evalkit.rescore.scoring.WorstCases", worst_cls)
             job = _RescoreJob(run=RunDir(folder), given_cases=None, ks=ks, snippets=snippets, folder_mode=folder_mode,
                               case_sensitive=cs, lean=True)
             part = _rescore_part(job)
@@ -519,7 +519,7 @@ def test_a_block_flushes_early_when_its_match_tables_grow(tmp_path, monkeypatch)
     """With a large K and many supports a block is flushed by size in cells, not records (a
     few MB whatever K is): with K = 20 and a few supports a case, a 2,000-cell cap is crossed
     every few dozen records, and the numbers stay the oracle's."""
-    monkeypatch.setattr("evalkit.scoring._BATCH_CELLS", 2_000)
+    monkeypatch.setattr("evalkit.rescore.scoring._BATCH_CELLS", 2_000)
     flushes = []
     real = RetrievalBatch.score
     monkeypatch.setattr(RetrievalBatch, "score", lambda self: (flushes.append(len(self)), real(self))[1])
@@ -555,7 +555,7 @@ def test_a_bad_record_among_good_ones_raises_as_score_case_retrieval(tmp_path, m
     data = b"".join(orjson.dumps(r) + b"\n" for r in (*good[:10], bad, *good[10:]))
     with pytest.raises(error) as expected:
         score_case_retrieval(bad_case, chunks, bad["references"], None, "off", [10, 20])
-    monkeypatch.setattr("evalkit.scoring._BATCH_SIZE", 7, raising=False)
+    monkeypatch.setattr("evalkit.rescore.scoring._BATCH_SIZE", 7, raising=False)
     job = _RescoreJob(run=RunDir(_folder(tmp_path, data)), given_cases=None, ks=[10, 20], snippets=False, folder_mode="off",
                       case_sensitive=True, lean=True)
     with pytest.raises(error) as got:
@@ -608,7 +608,7 @@ def test_rescore_part_with_given_cases_equals_per_record_scoring(tmp_path, monke
     for size in (None, 7):
         with monkeypatch.context() as m:
             if size is not None:
-                m.setattr("evalkit.scoring._BATCH_SIZE", size, raising=False)
+                m.setattr("evalkit.rescore.scoring._BATCH_SIZE", size, raising=False)
             job = _RescoreJob(run=RunDir(folder), given_cases=given, ks=ks, snippets=snippets, folder_mode=folder_mode,
                               case_sensitive=cs, lean=lean)
             part = _rescore_part(job)

@@ -169,8 +169,8 @@ def _stored_record(rng: random.Random, i: int) -> dict:
 @pytest.mark.parametrize("seed", range(2))
 def test_rescore_part_lean_table_equals_the_general_reduction(tmp_path, seed: int) -> None:
     from evalkit.report.summary_md import WorstCases
-    from evalkit.scoring import _rescore_part, _RescoreJob
-    from evalkit.store import RunDir
+    from evalkit.rescore.scoring import _rescore_part, _RescoreJob
+    from evalkit.store.runs import RunDir
 
     rng = random.Random(200 + seed)
     records = [_stored_record(rng, i) for i in range(500)]
@@ -198,8 +198,8 @@ def test_rescore_part_lean_table_equals_the_general_reduction(tmp_path, seed: in
 
 def test_rescore_part_names_the_line_of_a_record_without_a_case(tmp_path) -> None:
     from evalkit.errors import InputError
-    from evalkit.scoring import _rescore_part, _RescoreJob
-    from evalkit.store import RunDir
+    from evalkit.rescore.scoring import _rescore_part, _RescoreJob
+    from evalkit.store.runs import RunDir
 
     folder = tmp_path / "r"
     folder.mkdir()
@@ -219,7 +219,7 @@ HEADINGS = ["# A", "# A > ## B", "#A>## B", "# AB", "# a > ## b", "", None, "# A
 
 def test_column_wise_matcher_equals_the_general_loop() -> None:
     """GoldIndex._bulk (stored chunks) and GoldIndex._ranking (any chunks) give the same table."""
-    from evalkit.anchors import GoldIndex
+    from evalkit.evalset.anchors import GoldIndex
 
     rng = random.Random(9)
     taken = 0
@@ -259,7 +259,7 @@ def test_column_wise_matcher_equals_the_general_loop() -> None:
 
 
 def test_idcg_table_gives_the_same_floats_when_evicted(monkeypatch: pytest.MonkeyPatch) -> None:
-    from evalkit.anchors import match_ranking
+    from evalkit.evalset.anchors import match_ranking
     from evalkit.metrics import retrieval
     from evalkit.metrics.retrieval import _score_ks, ndcg
 

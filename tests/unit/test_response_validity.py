@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from evalkit.config import RunSettings
 from evalkit.errors import BadConfig
 from evalkit.metrics.aggregate import aggregate_records
-from evalkit.validity import MAX_ERRORS, build_response_validator
+from evalkit.metrics.validity import MAX_ERRORS, build_response_validator
 
 # Seed 002 validates expandQuery's output (lexicalQueries / vectorQueries, "Has Lexical
 # Variants" / "Has Vector Variants") against spec/output-schemas/expansion.schema.json,
@@ -153,6 +153,6 @@ def test_cli_bad_schema_exits_2_before_anything_runs(tmp_path: Path) -> None:
 
 
 def test_jsonschema_is_not_imported_at_startup() -> None:
-    code = "import sys, evalkit.cli.run_eval, evalkit.config, evalkit.validity; print('jsonschema' in sys.modules)"
+    code = "import sys, evalkit.cli.run_eval, evalkit.config, evalkit.metrics.validity; print('jsonschema' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr

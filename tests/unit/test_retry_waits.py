@@ -8,8 +8,8 @@ import io
 import httpx
 from rich.console import Console
 
+from evalkit.net.retry import RetryPolicy
 from evalkit.report.run import RunProgress
-from evalkit.retry import RetryPolicy
 
 
 def _429(retry_after: str) -> httpx.HTTPStatusError:

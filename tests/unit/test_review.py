@@ -1,4 +1,4 @@
-"""evalkit/review.py without a terminal: the log, resume, the new version's bytes."""
+"""evalkit/authoring/review.py without a terminal: the log, resume, the new version's bytes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit import review
+from evalkit.authoring import review
 from evalkit.errors import BadConfig, BadEvalSet
 
 INTO = (
@@ -124,7 +124,7 @@ def test_into_is_never_the_destination(paths) -> None:
 
 
 def test_section_preview(tmp_path: Path) -> None:
-    from evalkit.anchorcheck import corpus_from_vault
+    from evalkit.evalset.anchorcheck import corpus_from_vault
 
     (tmp_path / "v").mkdir()
     (tmp_path / "v" / "a.md").write_text("# A\n\nintro\n\n## B\n\n" + "word " * 300 + "\n", encoding="utf-8")

@@ -6,7 +6,7 @@ import pytest
 
 from evalkit.config import RESULT_AFFECTING, RunSettings, build_settings, diff_hashed, redact_url
 from evalkit.errors import BadConfig
-from evalkit.store import config_hash
+from evalkit.store.runs import config_hash
 
 
 def test_defaults_are_the_documented_ones():

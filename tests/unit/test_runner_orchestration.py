@@ -12,7 +12,7 @@ import pytest
 from evalkit import run_eval
 from evalkit.errors import BadConfig, BadEvalSet, RunNotFound
 from evalkit.schema import ResultRecord
-from evalkit.store import RunDir
+from evalkit.store.runs import RunDir
 
 BOT = textwrap.dedent(
     '''

@@ -1,13 +1,13 @@
-"""Per-case record building in evalkit/runner/records.py (pure functions, no sockets)."""
+"""Per-case record building in evalkit/run/records.py (pure functions, no sockets)."""
 
 from __future__ import annotations
 
 import pytest
 
 from evalkit.config import RunSettings
-from evalkit.dataset import EvalSet
 from evalkit.errors import BadConfig, TargetError
-from evalkit.runner import build_record, build_request, error_record, select_cases, versions_tuple
+from evalkit.evalset.load import EvalSet
+from evalkit.run.records import build_record, build_request, error_record, select_cases, versions_tuple
 from evalkit.schema import EvalCase, ResultRecord
 from evalkit.targets.base import parse_ask_response
 

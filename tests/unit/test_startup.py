@@ -36,7 +36,7 @@ def test_help_is_fast_and_lists_the_seed_flags():
 def test_import_pulls_in_no_sdk_and_no_heavy_library():
     code = (
         "import evalkit.cli.run_eval, sys; "
-        "bad = [m for m in ('openai', 'anthropic', 'httpx', 'numpy', 'evalkit.runner') if m in sys.modules]; "
+        "bad = [m for m in ('openai', 'anthropic', 'httpx', 'numpy', 'evalkit.run') if m in sys.modules]; "
         "assert not bad, bad"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=30)
@@ -45,7 +45,7 @@ def test_import_pulls_in_no_sdk_and_no_heavy_library():
 
 def test_library_import_stays_light():
     code = (
-        "import evalkit.api, sys; "
+        "import evalkit.run.api, sys; "
         "bad = [m for m in ('openai', 'anthropic', 'httpx', 'rich') if m in sys.modules]; "
         "assert not bad, bad"
     )
@@ -56,9 +56,9 @@ def test_library_import_stays_light():
 def test_export_import_and_merge_are_callable_from_the_package() -> None:
     # Issue 15 item 6: the Python doors of export / import / merge, loaded on first use.
     import evalkit
-    from evalkit.importers import import_cases
+    from evalkit.interop.importers import import_cases
     from evalkit.interop.trec import export_trec
-    from evalkit.merge import merge_runs
+    from evalkit.run.merge import merge_runs
 
     assert (evalkit.export_trec, evalkit.import_cases, evalkit.merge_runs) == (export_trec, import_cases, merge_runs)
     assert {"export_trec", "import_cases", "merge_runs"} <= set(evalkit.__all__)

@@ -10,7 +10,15 @@ import orjson
 import pytest
 
 from evalkit.errors import BadConfig, RunNotFound
-from evalkit.store import RunDir, config_hash, dumps_metrics, list_runs, merge_metrics, new_run_id, write_json_atomic
+from evalkit.store.runs import (
+    RunDir,
+    config_hash,
+    dumps_metrics,
+    list_runs,
+    merge_metrics,
+    new_run_id,
+    write_json_atomic,
+)
 
 
 def test_run_id_sorts_by_time_and_carries_hash() -> None:

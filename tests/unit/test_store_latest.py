@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from evalkit.errors import BadConfig, RunNotFound
-from evalkit.store import RunDir, check_run_id, list_runs, point_latest, resolve_run_id, run_id_problem
+from evalkit.store.runs import RunDir, check_run_id, list_runs, point_latest, resolve_run_id, run_id_problem
 
 
 def _runs(root: Path, *names: str) -> None:

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from evalkit.errors import BadConfig, InputError
-from evalkit.store import COMMIT_MARKER, RunDir, RunFolderError, check_run_id, run_id_problem
+from evalkit.store.runs import COMMIT_MARKER, RunDir, RunFolderError, check_run_id, run_id_problem
 
 OLD = {"results": [{"test_case_id": "a", "case_index": 0, "judged": False}], "metrics": {"judge": None}, "config": {"judge": None}}
 NEW = {"results": [{"test_case_id": "a", "case_index": 0, "judged": True}], "metrics": {"judge": "h"}, "config": {"judge": "h"}}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.errors import BadConfig
-from evalkit.suite import Suite, load_suite, suite_block
+from evalkit.metrics.suite import Suite, load_suite, suite_block
 
 
 def _suite(tmp_path: Path, text: str) -> Path:

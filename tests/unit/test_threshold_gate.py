@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from evalkit.compare.gate import DEFAULT_THRESHOLD_METRICS, parse_thresholds, threshold_check
 from evalkit.config import build_settings
 from evalkit.errors import BadConfig
-from evalkit.gate import DEFAULT_THRESHOLD_METRICS, parse_thresholds, threshold_check
 
 
 def _metrics(**agg):

@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.errors import BadConfig, InputError
-from evalkit.importers import ImportOptions, import_cases
-from evalkit.importers.docids import load_docid_map
+from evalkit.interop.importers import ImportOptions, import_cases
+from evalkit.interop.importers.docids import load_docid_map
 from evalkit.interop.trec import export_trec, trec_docid
 from evalkit.metrics.retrieval import score_case_retrieval
 
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def sample_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict]:
-    from evalkit.runner import run
+    from evalkit.run.runner import run
 
     results = tmp_path_factory.mktemp("trec") / "results"
     r = run({"vault": str(ROOT / "sample_vault"), "eval_set": [str(ROOT / "eval_set.jsonl")], "retrieval_only": True,

@@ -1,6 +1,6 @@
 """Eval set validation that lets no real mistake through (issue "Eval set validation lets
 real mistakes through", item 5): a required boolean `answerable`, misspelled field names,
-and gold anchors checked against the corpus (evalkit.anchorcheck).
+and gold anchors checked against the corpus (evalkit.evalset.anchorcheck).
 
 Every test here fails on the code before the issue: `answerable` defaulted to true, "yes"
 was coerced, unknown keys were kept silently, and anchors were never checked.
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.anchorcheck import (
+from evalkit.errors import BadEvalSet
+from evalkit.evalset.anchorcheck import (
     Corpus,
     check_anchors,
     check_support,
@@ -25,8 +26,7 @@ from evalkit.anchorcheck import (
     outline_note,
     validate_eval_set,
 )
-from evalkit.dataset import load_eval_set, read_eval_set
-from evalkit.errors import BadEvalSet
+from evalkit.evalset.load import load_eval_set, read_eval_set
 from evalkit.schema import IndexingCoverage
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "eval_sets"
@@ -427,8 +427,8 @@ def test_bundled_eval_sets_validate_clean_against_sample_vault(name: str) -> Non
 
 def test_anchorcheck_imports_no_io_layers() -> None:
     code = (
-        "import sys, evalkit.anchorcheck\n"
-        "print(' '.join(m for m in ('httpx', 'rich', 'numpy', 'evalkit.targets', 'evalkit.store') if m in sys.modules))"
+        "import sys, evalkit.evalset.anchorcheck\n"
+        "print(' '.join(m for m in ('httpx', 'rich', 'numpy', 'evalkit.targets', 'evalkit.store.runs') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == []

@@ -9,12 +9,12 @@ escaped. jinja2 is imported on first use, so importing this package stays cheap.
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from evalkit.store import RunDir
+    from evalkit.store.runs import RunDir
 
 __all__ = ["page_context", "render_page", "write_page", "write_run_report"]
 
@@ -58,7 +58,7 @@ def page_context(
 def write_page(path: str | Path, html: str) -> Path:
     """Write `html` to `path` atomically: a temp file in the same folder, then a rename, so a
     reader never sees half a page."""
-    from evalkit.atomic import write_atomic
+    from evalkit.store.atomic import write_atomic
 
     return write_atomic(path, html)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from evalkit.metrics.registry import HEADLINE_KEYS, by_key, label_of, short_label_of
 from evalkit.report.html.charts import bar, bar_chart
-from evalkit.store import RunDir
+from evalkit.store.runs import RunDir
 
 __all__ = ["MAX_CASES", "RunView", "build_run_view", "render_run_report", "write_run_report"]
 

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from evalkit.compare.conditions import CONFIG_DIFF_IGNORED, config_diff
 from evalkit.errors import InputError
-from evalkit.store import CONFIG_FILE, METRICS_FILE, list_runs
+from evalkit.store.runs import CONFIG_FILE, METRICS_FILE, list_runs
 
 __all__ = [
     "TREND_CONFIG_IGNORED", "TREND_METRICS", "TREND_NAV", "condense_keys", "marker_label", "trend_charts", "trend_markers",

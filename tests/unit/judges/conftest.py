@@ -13,7 +13,7 @@ import pytest
 import respx
 
 from evalkit.judges import JudgeSettings
-from evalkit.retry import RetryPolicy
+from evalkit.net.retry import RetryPolicy
 from tests.unit.judges.judge_helpers import ANTHROPIC_URL, OPENAI_URL
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.unit.judges.judge_helpers import CORRECT, GROUNDED, OPENAI_MODEL, make_record, openai_reply
 from typer.testing import CliRunner
 
 from evalkit.cli.judge_answers import app
@@ -20,6 +19,7 @@ from evalkit.judges.base import JudgeItem
 from evalkit.judges.heuristic import HeuristicJudge
 from evalkit.judges.prompts import render_prompt
 from evalkit.metrics.aggregate import aggregate_records
+from tests.unit.judges.judge_helpers import CORRECT, GROUNDED, OPENAI_MODEL, make_record, openai_reply
 
 RUN_ID = "20250101T000000Z-aq0001"
 QUALITY = {"relevance": 0.9, "groundedness": 0.6, "completeness": 0.5, "reasoning": "covers OAuth, not JWT",

@@ -7,10 +7,10 @@ import json
 
 import httpx
 import pytest
-from tests.unit.judges.judge_helpers import ANTHROPIC_MODEL, CORRECT, GROUNDED, anthropic_tool_reply, make_record
 
 from evalkit.judges import JudgeItem, build_judge, build_judge_runner
 from evalkit.judges.base import JudgeFailure, JudgeOutcome
+from tests.unit.judges.judge_helpers import ANTHROPIC_MODEL, CORRECT, GROUNDED, anthropic_tool_reply, make_record
 
 ITEM = JudgeItem(
     question="Which port does the server listen on?",

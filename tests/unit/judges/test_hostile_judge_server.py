@@ -4,11 +4,10 @@ each judge call ends within its deadline, in bounded memory, as a recorded judge
 from __future__ import annotations
 
 import asyncio
-import zlib
 import json
-import socket
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -17,7 +16,7 @@ import pytest
 from evalkit.judges import JudgeItem
 from evalkit.judges.base import JudgeFailure
 from evalkit.judges.runner import JudgeSettings, build_judge
-from evalkit.retry import RetryPolicy
+from evalkit.net.retry import RetryPolicy
 from tests.unit.judges.judge_helpers import CORRECT, openai_reply
 
 ITEM = JudgeItem(

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.unit.judges.judge_helpers import CORRECT, GROUNDED, OPENAI_MODEL, make_record, openai_reply
 from typer.testing import CliRunner
 
 from evalkit.cli.judge_answers import app
+from tests.unit.judges.judge_helpers import CORRECT, GROUNDED, OPENAI_MODEL, make_record, openai_reply
 
 RUN_ID = "20250101T000000Z-def456"
 

@@ -8,7 +8,7 @@ import sys
 
 def test_no_sdk_or_rich_on_import():
     code = (
-        "import sys, evalkit.judges, evalkit.judges.rejudge, evalkit.judges.heuristic;"
+        "import sys, evalkit.judges, evalkit.rescore.answers, evalkit.judges.heuristic;"
         "bad = [m for m in ('openai', 'anthropic', 'httpx', 'rich') if m in sys.modules];"
         "assert not bad, bad;"
         "import evalkit.cli.judge_answers;"

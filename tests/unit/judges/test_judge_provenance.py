@@ -6,10 +6,9 @@ from __future__ import annotations
 import asyncio
 import copy
 
-from tests.unit.judges.judge_helpers import make_record
-
 from evalkit.judges import JudgeSettings, build_judge_runner
 from evalkit.judges.provenance import identity_of_description, summarize_judges, verdict_identity
+from tests.unit.judges.judge_helpers import make_record
 
 
 def _judged(case_id: str, **kw) -> tuple[dict, dict]:

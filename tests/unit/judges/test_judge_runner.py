@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from tests.unit.judges.judge_helpers import make_record
 
 from evalkit.errors import JudgeConfigError
 from evalkit.judges import JudgeSettings, build_judge_runner, resolve_judge, spot_check_settings
+from tests.unit.judges.judge_helpers import make_record
 
 
 def _judge(record, context=None, **kw):

@@ -7,13 +7,13 @@ import asyncio
 from typing import Any
 
 import pytest
-from tests.unit.judges.judge_helpers import make_record
 
 from evalkit.config import ANSWER_STORE_CHARS, CLAIM_STORE_CHARS, LIST_STORE_ITEMS, TRUNCATE_CHARS
 from evalkit.judges import JudgeSettings, build_judge_runner
 from evalkit.judges.base import JudgeItem, JudgeOutcome, JudgeStats
 from evalkit.judges.runner import JudgeRunner
 from evalkit.schema import ResultRecord
+from tests.unit.judges.judge_helpers import make_record
 
 SUPPORTED = "The server listens on port 8080."  # chunk c1 of make_record holds it
 UNSUPPORTED = "Backups run nightly to Amazon S3."

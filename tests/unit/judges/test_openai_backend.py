@@ -7,11 +7,11 @@ import json
 
 import httpx
 import pytest
-from tests.unit.judges.judge_helpers import CORRECT, GROUNDED, OPENAI_MODEL, by_kind, make_record, openai_reply
 
 from evalkit.errors import JudgeConfigError
 from evalkit.judges import JudgeItem, build_judge, build_judge_runner
 from evalkit.judges.base import JudgeFailure, JudgeOutcome
+from tests.unit.judges.judge_helpers import CORRECT, GROUNDED, OPENAI_MODEL, by_kind, make_record, openai_reply
 
 ITEM = JudgeItem(
     question="Which port does the server listen on?",

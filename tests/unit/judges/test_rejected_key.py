@@ -14,6 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 import respx
+from typer.testing import CliRunner
+
+from evalkit.cli.judge_answers import app as judge_answers_app
+from evalkit.cli.run_eval import app as run_eval_app
 from tests.unit.judges.judge_helpers import (
     ANTHROPIC_MODEL,
     ANTHROPIC_URL,
@@ -24,10 +28,6 @@ from tests.unit.judges.judge_helpers import (
     make_record,
     openai_reply,
 )
-from typer.testing import CliRunner
-
-from evalkit.cli.judge_answers import app as judge_answers_app
-from evalkit.cli.run_eval import app as run_eval_app
 
 COMPAT_URL = "http://judge.test/v1"
 RUN_ID = "20250101T000000Z-5ec2e7"

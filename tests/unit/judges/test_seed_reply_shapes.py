@@ -15,11 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 import respx
-from tests.unit.judges.judge_helpers import make_record, openai_reply
 from typer.testing import CliRunner
 
 from evalkit.cli.judge_answers import app
 from evalkit.judges import JudgeItem, JudgeOutcome, JudgeSettings, build_judge
+from tests.unit.judges.judge_helpers import make_record, openai_reply
 
 LOCAL_URL = "http://127.0.0.1:8080/v1/chat/completions"  # --judge-model name@pin, no --judge-base-url
 LOCAL_MODEL = "qwen2.5:14b@845dbda0ea48"

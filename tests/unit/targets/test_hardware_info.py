@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 
-from evalkit.hardware import hardware_info
+from evalkit.run.hardware import hardware_info
 
 
 def test_hardware_info_shape() -> None:

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from evalkit.errors import TargetError
-from evalkit.retry import RetryPolicy
+from evalkit.net.retry import RetryPolicy
 from evalkit.schema import AskRequest
 from evalkit.targets.http import HttpTarget
 

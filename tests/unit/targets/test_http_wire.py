@@ -14,14 +14,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import pytest
 
 from evalkit.errors import TargetError
-from evalkit.retry import RetryPolicy
+from evalkit.net.limits import BoundedTransport
+from evalkit.net.retry import RetryPolicy
 from evalkit.schema import AskRequest
-import httpx
-
-from evalkit.httplimits import BoundedTransport
 from evalkit.targets.http import HttpTarget
 
 BODY = json.dumps({"answer": "Alpha comes first.", "references": [], "abstained": False}).encode()

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from evalkit.errors import BadConfig
-from evalkit.ratelimit import RateLimiter
+from evalkit.net.ratelimit import RateLimiter
 
 
 class FakeTime:

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import httpx
 import pytest
 
-from evalkit.retry import (
+from evalkit.net.retry import (
     RetryPolicy,
     is_retryable_http_error,
     parse_retry_after,

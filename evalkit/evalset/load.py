@@ -1,0 +1,418 @@
+"""Eval set loading and validation.
+
+An eval set is JSONL: one case per line, from one file, several files, or a folder of
+per-domain files (domain = file stem unless a case says otherwise). The whole input is
+validated before anything runs, and every problem is reported with file, line and field.
+
+Unknown fields are kept (a user's extras survive a rewrite), except a key within a small
+edit distance of a known field (`golde_supports`, `rel_paht`): that is a typo that would
+silently drop a label, so it is an error that names the field meant.
+
+Also accepted, converted on load:
+- B.O.B golden lines (`expected_chunks: [ids]`): each id becomes a `chunk_id` gold
+  support; an empty list marks a negative example (answerable: false).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from evalkit.errors import BadConfig, BadEvalSet, Problem
+from evalkit.evalset.lock import eval_set_problem
+from evalkit.project import PROJECT_CONFIG, read_project_config
+from evalkit.schema import BUILTIN_CATEGORIES, RECENCY_RULES, CaseConstraints, CaseExpectations, EvalCase, GoldSupport
+
+# Difflib ratio at or above which an unknown key is taken for a misspelled known field:
+# catches `golde_supports`, `snippet`, `rel_paht`, `tag`; leaves `heading`, `reviewer` alone.
+TYPO_CUTOFF = 0.8
+# Unknown keys that are never typos: B.O.B's golden field (converted, then kept).
+_KNOWN_EXTRAS = frozenset({"expected_chunks"})
+# Short or other-tool names of a field, too far from it for difflib (`lang` is 0.67 of `language`).
+_SHORT_NAMES = {
+    "lang": "language",
+    "query_language": "language",
+    "doc_lang": "doc_language",
+    "document_language": "doc_language",
+    "docs_language": "doc_language",
+}
+
+
+@dataclass
+class EvalSet:
+    """A validated eval set and where it came from.
+
+    Attributes:
+        cases: the cases, in file order.
+        files: per file: path, sha256, git_commit, git_dirty.
+        version: sha256 of the set (see `_version`).
+        commit_hash: the newest commit touching the set's files; None when untracked.
+        locations: per case (parallel to `cases`), the (file path, 1-based line) it was
+            read from; empty for a set built in code. Kept out of EvalCase because
+            records dump the case.
+    """
+
+    cases: list[EvalCase]
+    files: list[dict[str, Any]] = field(default_factory=list)
+    version: str = ""
+    commit_hash: str | None = None
+    locations: list[tuple[str, int]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.cases)
+
+    def location(self, index: int) -> tuple[str | None, int | None]:
+        """(path, line) of case `index`, or (None, None) when the set was not read from a file."""
+        if index < len(self.locations):
+            return self.locations[index]
+        return None, None
+
+
+def configured_categories(start: Path | None = None) -> list[str]:
+    """Extra categories from `evalkit.toml` (`[eval_set] categories = [...]`) in the working dir."""
+    try:
+        found = read_project_config(start)
+    except BadConfig as e:
+        raise BadEvalSet(e.problems) from None
+    if found is None:
+        return []
+    path, data = found
+    cats = data.get("eval_set", {}).get("categories", [])
+    if not isinstance(cats, list) or not all(isinstance(c, str) for c in cats):
+        raise BadEvalSet(Problem("expected a list of strings", path=str(path), field="eval_set.categories"))
+    return cats
+
+
+def resolve_eval_set_paths(paths: Sequence[str | Path]) -> list[tuple[Path, bool]]:
+    """Expand folders into their *.jsonl files. Returns (file, came_from_a_folder) pairs."""
+    out: list[tuple[Path, bool]] = []
+    problems: list[Problem] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            files = sorted(p.glob("*.jsonl"))
+            if not files:
+                problems.append(Problem("folder holds no .jsonl files", path=str(p)))
+            out.extend((f, True) for f in files)
+        elif p.is_file():
+            out.append((p, False))
+        else:
+            problems.append(Problem("no such file or folder", path=str(p), field="--eval-set"))
+    if not paths:
+        problems.append(Problem("no eval set given", field="--eval-set"))
+    if problems:
+        raise BadEvalSet(problems)
+    return out
+
+
+def load_eval_set(paths: Sequence[str | Path], extra_categories: Sequence[str] | None = None) -> EvalSet:
+    """Load and validate eval set files.
+
+    Args:
+        paths: files and/or folders of per-domain .jsonl files.
+        extra_categories: categories allowed beyond the seed's six; None reads evalkit.toml.
+
+    Returns:
+        The validated EvalSet, cases in file order.
+
+    Raises:
+        BadEvalSet: with every problem found (file, line, field); nothing should run. A
+            file changed since the `eval_sets.lock` beside it locked it is one
+            (`evalset_lock`: a baselined eval set is immutable).
+    """
+    eval_set, problems = read_eval_set(paths, extra_categories)
+    if problems:
+        raise BadEvalSet(problems)
+    return eval_set
+
+
+def read_eval_set(
+    paths: Sequence[str | Path], extra_categories: Sequence[str] | None = None
+) -> tuple[EvalSet, list[Problem]]:
+    """Read eval set files and collect every problem instead of raising on them.
+
+    For `evalkit validate`, which reports the file's own problems together with the
+    anchor check of the cases that did load. Anything that should run uses
+    `load_eval_set`.
+
+    Args:
+        paths: files and/or folders of per-domain .jsonl files.
+        extra_categories: categories allowed beyond the seed's six; None reads evalkit.toml.
+
+    Returns:
+        (the cases that validated, with their locations; every problem found, in file order).
+
+    Raises:
+        BadEvalSet: a path that does not exist, or a bad evalkit.toml (nothing to read).
+    """
+    allowed = set(BUILTIN_CATEGORIES) | set(
+        configured_categories() if extra_categories is None else extra_categories
+    )
+    files = resolve_eval_set_paths(paths)
+    problems: list[Problem] = []
+    cases: list[EvalCase] = []
+    locations: list[tuple[str, int]] = []
+    seen: dict[str, str] = {}
+    file_infos: list[dict[str, Any]] = []
+
+    for path, from_folder in files:
+        data = path.read_bytes()
+        file_infos.append({"path": str(path), "sha256": hashlib.sha256(data).hexdigest(), **_git_info(path)})
+        if (locked_out := eval_set_problem(path, file_infos[-1]["sha256"])) is not None:
+            problems.append(locked_out)  # baselined, then changed (eval_sets.lock beside it)
+        for lineno, raw in enumerate(data.splitlines(), start=1):
+            if not raw.strip():
+                continue
+            where = {"path": str(path), "line": lineno}
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError as e:
+                problems.append(Problem(f"not valid JSON ({e})", **where))
+                continue
+            if not isinstance(obj, dict):
+                problems.append(Problem(f"expected a JSON object, got {type(obj).__name__}", **where))
+                continue
+            obj = _convert_bob(obj)
+            if from_folder and obj.get("domain") is None:
+                obj["domain"] = path.stem
+            typos = _typo_problems(obj, where)
+            try:
+                case = EvalCase.model_validate(obj)
+            except ValidationError as e:
+                problems.extend(_pydantic_problems(e, obj, where))
+                problems.extend(typos)
+                continue
+            problems.extend(typos)
+            problems.extend(case_problems(case, allowed, where))
+            first = seen.get(case.id)
+            if first is not None:
+                problems.append(Problem(f"id {case.id!r} duplicates {first}", field="id", **where))
+            else:
+                seen[case.id] = f"{path}:{lineno}"
+            cases.append(case)
+            locations.append((str(path), lineno))
+
+    if not problems and not cases:
+        problems.append(Problem("eval set has no cases", path=", ".join(str(p) for p, _ in files)))
+    eval_set = EvalSet(
+        cases=cases,
+        files=file_infos,
+        version=_version(file_infos),
+        commit_hash=_set_commit(files),
+        locations=locations,
+    )
+    return eval_set, problems
+
+
+def _version(file_infos: list[dict[str, Any]]) -> str:
+    """sha256 of the file's bytes (`sha256sum eval_set.jsonl`); for several files, sha256 of
+    their sha256s in load order. Names do not count: a copied or renamed set keeps its version."""
+    if len(file_infos) == 1:
+        return file_infos[0]["sha256"]
+    return hashlib.sha256("\n".join(f["sha256"] for f in file_infos).encode()).hexdigest()
+
+
+def _convert_bob(obj: dict[str, Any]) -> dict[str, Any]:
+    """B.O.B golden format: expected_chunks -> chunk_id gold supports (negative if empty)."""
+    if "expected_chunks" not in obj or "gold_supports" in obj:
+        return obj
+    chunks = obj["expected_chunks"]
+    if not isinstance(chunks, list):
+        return obj  # let validation of gold_supports not trip; report the real field below
+    out = {k: v for k, v in obj.items() if k != "expected_chunks"}
+    out["gold_supports"] = [{"chunk_id": c} for c in chunks]
+    out.setdefault("answerable", bool(chunks))
+    out["expected_chunks"] = chunks  # kept: unknown fields survive a rewrite
+    return out
+
+
+def _field_names(model: type[EvalCase] | type[GoldSupport]) -> list[str]:
+    names = list(model.model_fields)
+    names += [f.alias for f in model.model_fields.values() if f.alias]
+    return names
+
+
+_CASE_FIELDS = _field_names(EvalCase)
+_SUPPORT_FIELDS = _field_names(GoldSupport)
+# Snake names first (the messages list them), then seed 004's camelCase spellings.
+_CONSTRAINT_FIELDS = [*CaseConstraints.model_fields, "tokenBudget", "topK"]
+_EXPECTED_FIELDS = [*CaseExpectations.model_fields, "mustInclude", "mustExclude", "orderedHints"]
+
+
+def _typo(key: Any, known: list[str]) -> str | None:
+    """The known field an unknown key is probably a misspelling of, or None."""
+    if not isinstance(key, str) or key in known or key in _KNOWN_EXTRAS:
+        return None
+    if _SHORT_NAMES.get(key) in known:
+        return _SHORT_NAMES[key]
+    close = difflib.get_close_matches(key, known, n=1, cutoff=TYPO_CUTOFF)
+    if not close:
+        # A case slip (`Answerable`) is a typo however long the name.
+        close = [k for k in known if k.casefold() == key.casefold()]
+    return close[0] if close else None
+
+
+def _typo_problems(obj: dict[str, Any], where: dict[str, Any]) -> list[Problem]:
+    """Unknown keys close to a known field, at the top level and inside each gold support."""
+    found: list[tuple[str, str, str]] = []  # (field path, key, meant)
+    for key in obj:
+        meant = _typo(key, _CASE_FIELDS)
+        if meant:
+            found.append((key, key, meant))
+    constraints = obj.get("constraints")
+    if isinstance(constraints, dict):
+        for key in constraints:
+            meant = _typo(key, _CONSTRAINT_FIELDS)
+            if meant:
+                found.append((f"constraints.{key}", key, meant))
+    supports = obj.get("gold_supports")
+    if isinstance(supports, list):
+        for i, support in enumerate(supports):
+            if not isinstance(support, dict):
+                continue
+            for key in support:
+                meant = _typo(key, _SUPPORT_FIELDS)
+                if meant:
+                    found.append((f"gold_supports[{i}].{key}", key, meant))
+    return [
+        Problem(f"unknown field {key!r}; did you mean {meant!r}?", field=loc, **where) for loc, key, meant in found
+    ]
+
+
+def case_problems(case: EvalCase, allowed: set[str], where: dict[str, Any]) -> list[Problem]:
+    problems: list[Problem] = []
+    if case.category is not None and case.category not in allowed:
+        problems.append(
+            Problem(
+                f"unknown category {case.category!r}; expected one of {', '.join(sorted(allowed))} "
+                f"(add more under [eval_set] categories in {PROJECT_CONFIG})",
+                field="category",
+                **where,
+            )
+        )
+    if not case.answerable and case.gold_supports:
+        problems.append(
+            Problem(
+                f"answerable is false but {len(case.gold_supports)} gold supports are given "
+                "(an unanswerable case has no supports)",
+                field="gold_supports",
+                **where,
+            )
+        )
+    if case.required_support_groups is not None:
+        n = len(case.gold_supports)
+        if not case.required_support_groups:
+            problems.append(Problem("must hold at least one group, or be null", field="required_support_groups", **where))
+        for gi, group in enumerate(case.required_support_groups):
+            if not group:
+                problems.append(Problem("empty group", field=f"required_support_groups[{gi}]", **where))
+            for ii, idx in enumerate(group):
+                if not 0 <= idx < n:
+                    problems.append(
+                        Problem(
+                            f"index {idx} is out of range: the case has {n} gold supports (0..{n - 1})",
+                            field=f"required_support_groups[{gi}][{ii}]",
+                            **where,
+                        )
+                    )
+                elif case.gold_supports[idx].graded_only:
+                    problems.append(
+                        Problem(
+                            f"index {idx} points to a graded_only support, which counts for nDCG only and can never "
+                            "satisfy a group; drop it from the group or set graded_only to false",
+                            field=f"required_support_groups[{gi}][{ii}]",
+                            **where,
+                        )
+                    )
+    graded = [i for i, s in enumerate(case.gold_supports) if s.graded_only]
+    if graded and case.recency_conflict_rule is not None:
+        problems.append(
+            Problem(
+                f"recency_conflict_rule cannot be combined with graded_only supports (gold_supports{graded}): "
+                "the rule decides which supports an answer must cite",
+                field="recency_conflict_rule",
+                **where,
+            )
+        )
+    return problems
+
+
+def _pydantic_problems(err: ValidationError, obj: dict[str, Any], where: dict[str, Any]) -> list[Problem]:
+    problems = []
+    for e in err.errors():
+        loc = _loc(e["loc"])
+        if loc == "answerable" and e["type"] == "missing":
+            msg = "required field is missing: set it to true or false (does the corpus hold the answer?)"
+        elif e["type"] == "missing":
+            msg = "required field is missing"
+        elif e["type"] == "bool_type":
+            msg = f"expected a JSON boolean (true/false), got {_short(e.get('input'))}"
+        elif loc == "recency_conflict_rule":
+            msg = f"must be one of {', '.join(RECENCY_RULES)}, got {_short(e.get('input'))}"
+        elif e["type"] == "extra_forbidden":
+            msg = "unexpected field"
+            if loc.startswith("expected."):
+                # `expected` is closed: a misspelt key would otherwise score nothing.
+                meant = _typo(loc.removeprefix("expected."), _EXPECTED_FIELDS)
+                msg += f"; did you mean {meant!r}?" if meant else f"; expected one of {', '.join(_EXPECTED_FIELDS[:3])}"
+        else:
+            msg = e["msg"].removeprefix("Value error, ")
+            if e["type"] not in {"value_error", "assertion_error"} and "input" in e:
+                msg += f", got {_short(e['input'])}"
+        problems.append(Problem(msg, field=loc or None, **where))
+    return problems
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _git_info(path: Path) -> dict[str, Any]:
+    """The last commit that touched the file, and whether the working copy differs from it."""
+    folder = path.resolve().parent
+    commit = _git(["log", "-1", "--format=%H", "--", path.resolve().name], folder)
+    if not commit:
+        return {"git_commit": None, "git_dirty": None}
+    status = _git(["status", "--porcelain", "--", path.resolve().name], folder)
+    return {"git_commit": commit, "git_dirty": bool(status)}
+
+
+def _set_commit(files: list[tuple[Path, bool]]) -> str | None:
+    """The newest commit touching any file of the set; None when any file is untracked."""
+    if not files:
+        return None
+    folder = files[0][0].resolve().parent
+    names = [str(p.resolve()) for p, _ in files]
+    for name in names:
+        if not _git(["log", "-1", "--format=%H", "--", name], folder):
+            return None
+    return _git(["log", "-1", "--format=%H", "--", *names], folder)

@@ -1,0 +1,218 @@
+"""TREC topics + qrels -> evalkit cases (`evalkit import --format trec --topics T --qrels Q`).
+
+`convert(paths, options)` reads `paths[0]` as the topics file and every further path as a
+qrels file (the CLI passes `--topics` then each `--qrels`).
+
+Topics, told apart by their first non-blank text:
+
+- JSONL (`{` first): BEIR's queries.jsonl, `{"_id": ..., "text": ...}` per line (`id` /
+  `query` are accepted too).
+- SGML (`<top>` first): classic TREC topics, `<top> <num> Number: 401 <title> ... </top>`;
+  the question is the title (the description when there is no title).
+- otherwise TSV: `qid<TAB>text` per line (what `evalkit export --format trec` writes as
+  topics.tsv); a first line `qid<TAB>...` or `query_id<TAB>...` is a header.
+
+Qrels: `qid 0 docid rel` (whitespace-separated; BEIR's 3-column `query-id corpus-id score`
+TSV, with its header, is accepted too). A judgment with rel <= 0 is dropped (not
+relevant); a docid judged twice keeps its highest grade. Each judged docid becomes a gold
+support with `relevance` = rel (graded, for nDCG): `{"chunk_id": docid}`, or the
+location `--docid-map` gives it (`docids.py`; `evalkit export` writes one, docids.tsv). A
+docid the map does not hold stays a chunk_id support, with a warning.
+
+A topic without a relevant judgment is kept as an answerable case with no gold supports
+(evalkit counts it as unlabeled: no retrieval metric, still run), with one warning; a
+judged qid that is not a topic is skipped, with one warning. Cases are in topics order,
+`answerable: true`, `category` and tags from the options.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import InputError, Problem
+from evalkit.interop.importers import ImportedCase, ImportOptions, jsonl_items
+
+__all__ = ["convert", "read_qrels", "read_topics"]
+
+_SHOWN = 10
+
+
+def convert(paths: Sequence[Path], options: ImportOptions) -> list[ImportedCase]:
+    """The topics of `paths[0]` with the judgments of `paths[1:]`, as cases.
+
+    Raises:
+        InputError: no qrels file; every unreadable or malformed line (file, line).
+    """
+    problems: list[Problem] = []
+    if len(paths) < 2:
+        raise InputError(Problem("--format trec needs a topics file and a qrels file (--topics T --qrels Q)", field="--qrels"))
+    topics = read_topics(paths[0], problems)
+    qrels: dict[str, dict[str, float]] = {}
+    for p in paths[1:]:
+        for qid, docs in read_qrels(p, problems).items():
+            mine = qrels.setdefault(qid, {})
+            for d, r in docs.items():
+                mine[d] = max(mine.get(d, r), r)
+    if problems:
+        raise InputError(problems)
+    mapping = options.docid_map
+    out: list[ImportedCase] = []
+    unmapped: list[str] = []
+    for i, (qid, text, line) in enumerate(topics):
+        supports: list[dict[str, Any]] = []
+        for docid, rel in qrels.get(qid, {}).items():
+            if rel <= 0:
+                continue
+            loc = mapping.get(docid) if mapping is not None else None
+            if mapping is not None and loc is None:
+                unmapped.append(docid)
+            support = dict(loc) if loc is not None else {"chunk_id": docid}
+            support["relevance"] = float(rel)
+            supports.append(support)
+        case = {
+            "id": qid, "question": text, "answerable": True, "category": options.category,
+            "tags": list(dict.fromkeys(options.tags)), "gold_supports": supports,
+        }
+        out.append(ImportedCase(case=case, path=str(paths[0]), index=i, line=line))
+    warnings: list[str] = []
+    no_supports = [c.case["id"] for c in out if not c.case["gold_supports"]]
+    if no_supports:
+        warnings.append(f"{len(no_supports)} topic(s) have no relevant judgment ({_some(no_supports)}): kept as "
+                        "answerable cases without gold supports (unlabeled: no retrieval metric)")
+    known = {c.case["id"] for c in out}
+    orphans = sorted(q for q in qrels if q not in known)
+    if orphans:
+        warnings.append(f"{len(orphans)} judged qid(s) are not in the topics ({_some(orphans)}): skipped")
+    if unmapped:
+        warnings.append(f"{len(unmapped)} docid(s) are not in --docid-map ({_some(sorted(set(unmapped)))}): "
+                        "kept as chunk_id supports")
+    if out and warnings:
+        first = out[0]
+        out[0] = ImportedCase(case=first.case, path=first.path, index=first.index, line=first.line, warnings=tuple(warnings))
+    return out
+
+
+def _some(ids: Sequence[str]) -> str:
+    return ", ".join(ids[:_SHOWN]) + (f" … and {len(ids) - _SHOWN} more" if len(ids) > _SHOWN else "")
+
+
+def _text(path: Path, problems: list[Problem]) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as e:
+        problems.append(Problem(f"cannot read ({e.strerror or e})", path=str(path)))
+    except UnicodeDecodeError as e:
+        problems.append(Problem(f"not UTF-8 ({e})", path=str(path)))
+    return None
+
+
+def read_topics(path: Path, problems: list[Problem]) -> list[tuple[str, str, int | None]]:
+    """[(qid, question, line)] in file order; problems are appended to `problems`."""
+    text = _text(path, problems)
+    if text is None:
+        return []
+    head = text.lstrip()
+    if head.startswith("{"):
+        topics = _jsonl_topics(path, problems)
+    elif head.lower().startswith("<top>"):
+        topics = _sgml_topics(text, str(path), problems)
+    else:
+        topics = _tsv_topics(text, str(path), problems)
+    seen: dict[str, int | None] = {}
+    for qid, _, line in topics:
+        if qid in seen:
+            problems.append(Problem(f"qid {qid!r} is a topic twice (first at line {seen[qid]})", path=str(path), line=line))
+        seen.setdefault(qid, line)
+    return topics
+
+
+def _jsonl_topics(path: Path, problems: list[Problem]) -> list[tuple[str, str, int | None]]:
+    out = []
+    where = str(path)
+    for lineno, item in jsonl_items(path, problems):
+        if not isinstance(item, dict):
+            problems.append(Problem(f"expected a JSON object, got {type(item).__name__}", path=where, line=lineno))
+            continue
+        qid = item.get("_id", item.get("id"))
+        question = item.get("text", item.get("query"))
+        if not isinstance(qid, (str, int)) or isinstance(qid, bool) or not str(qid).strip():
+            problems.append(Problem("expected a non-empty `_id`", path=where, line=lineno, field="_id"))
+            continue
+        if not isinstance(question, str) or not question.strip():
+            problems.append(Problem("expected a non-empty `text`", path=where, line=lineno, field="text"))
+            continue
+        out.append((str(qid).strip(), question.strip(), lineno))
+    return out
+
+
+def _tsv_topics(text: str, where: str, problems: list[Problem]) -> list[tuple[str, str, int | None]]:
+    out = []
+    first = True
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        qid, tab, question = line.partition("\t")
+        if first and qid.strip().casefold() in ("qid", "query_id", "query-id", "id"):
+            first = False
+            continue
+        first = False
+        if not tab or not qid.strip() or not question.strip():
+            problems.append(Problem("expected qid<TAB>text", path=where, line=lineno))
+            continue
+        out.append((qid.strip(), question.strip(), lineno))
+    return out
+
+
+_TOP = re.compile(r"<top>(.*?)</top>", re.S | re.I)
+_FIELD = re.compile(r"<(num|title|desc|narr)>(.*?)(?=<(?:num|title|desc|narr)>|$)", re.S | re.I)
+_LABEL = re.compile(r"^\s*(number|description|narrative|topic)\s*:\s*", re.I)
+
+
+def _sgml_topics(text: str, where: str, problems: list[Problem]) -> list[tuple[str, str, int | None]]:
+    out = []
+    for m in _TOP.finditer(text):
+        lineno = text.count("\n", 0, m.start()) + 1
+        fields = {name.lower(): _LABEL.sub("", " ".join(value.split())).strip() for name, value in _FIELD.findall(m.group(1))}
+        qid, question = fields.get("num", ""), fields.get("title") or fields.get("desc", "")
+        if not qid or not question:
+            problems.append(Problem("a <top> without <num> and <title> (or <desc>)", path=where, line=lineno))
+            continue
+        out.append((qid, question, lineno))
+    if not out and not problems:
+        problems.append(Problem("no <top> topic found", path=where))
+    return out
+
+
+def read_qrels(path: Path, problems: list[Problem]) -> dict[str, dict[str, float]]:
+    """qid -> docid -> grade (every grade, also <= 0); problems are appended to `problems`."""
+    text = _text(path, problems)
+    out: dict[str, dict[str, float]] = {}
+    if text is None:
+        return out
+    first = True
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        cols = line.split()
+        if not cols:
+            continue
+        if len(cols) == 4:
+            qid, _, docid, raw = cols
+        elif len(cols) == 3:
+            qid, docid, raw = cols
+        else:
+            problems.append(Problem(f"expected `qid 0 docid rel`, got {len(cols)} columns", path=str(path), line=lineno))
+            continue
+        try:
+            rel = float(raw)
+        except ValueError:
+            if first:  # a header (BEIR: query-id corpus-id score)
+                first = False
+                continue
+            problems.append(Problem(f"relevance {raw!r} is not a number", path=str(path), line=lineno))
+            continue
+        first = False
+        docs = out.setdefault(qid, {})
+        docs[docid] = max(docs.get(docid, rel), rel)
+    return out

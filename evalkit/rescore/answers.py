@@ -1,0 +1,493 @@
+"""(Re)judge a stored run: the library behind `judge_answers.py --run-id ID`.
+
+Reads results.jsonl, re-reads cut (200-char) chunk text where it can (judges/context.py)
+and refuses to judge cut text unless allowed, judges the selected records (concurrently,
+bounded), optionally spot-checks a seeded subset with a second judge, then rewrites
+results.jsonl, metrics.json (recomputed) and config.json (the run's judges) as one update
+(`RunDir.write_together`), so a killed judging leaves all three old or all three new.
+Never calls the target.
+
+After a partial re-judge (`ids`) the other cases keep their verdicts, so the run's scores
+may come from several judges (judges/provenance.py). Then config.json's "judge" and
+metrics.json's `aggregate_metrics.judge` say `"mixed": true` and list the judges with
+their case counts, instead of naming the last judge as the run's. When every judgment of
+the session failed, nothing is rewritten and `JudgeRunResult.all_failed` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.config import judge_identity
+from evalkit.derive.summary import write_derived
+from evalkit.errors import InputError, Problem
+from evalkit.judges.base import JudgeItem, JudgeOutcome
+from evalkit.judges.context import VaultReader, context_source, full_context
+from evalkit.judges.provenance import (
+    identity_key,
+    identity_of_description,
+    summarize_judges,
+    verdict_identity,
+)
+from evalkit.judges.reliability import reliability_summary, sample_indices
+from evalkit.judges.runner import (
+    JudgeRunner,
+    JudgeSettings,
+    build_judge,
+    build_judge_runner,
+    context_from_record,
+    resolve_judge,
+    spot_check_settings,
+)
+from evalkit.store.runs import RunDir, config_hash, merge_metrics
+
+__all__ = ["JudgeRunResult", "SpotCheck", "VaultReader", "judge_run", "judge_run_async", "ks_from_config"]
+
+_COUNT_KEYS = ("n_cases", "n_groundedness", "n_correctness")
+
+
+@dataclass
+class SpotCheck:
+    """`--spot-check N` with a second model (`model`, optional `provider`) or prompt set."""
+
+    n: int
+    model: str | None = None
+    provider: str | None = None
+    prompt_set: str | None = None
+    seed: int = 0
+
+
+@dataclass
+class JudgeRunResult:
+    """What a (re)judging did. `judge` is the run's judge as config.json now says (possibly
+    `{"mixed": true, ...}`); `session_judge` is the judge this call used."""
+
+    run_id: str
+    run_dir: Path
+    judge: dict[str, Any]
+    stats: dict[str, Any]
+    reliability: dict[str, Any] | None
+    metrics: dict[str, Any]
+    n_judged: int
+    n_records: int
+    warnings: list[str] = field(default_factory=list)
+    session_judge: dict[str, Any] = field(default_factory=dict)
+    context: dict[str, Any] = field(default_factory=dict)
+    all_failed: bool = False
+    failure: str | None = None  # one line on why every judgment failed, when all_failed
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "run_dir": str(self.run_dir),
+            "judge": self.judge,
+            "session_judge": self.session_judge,
+            "judge_stats": self.stats,
+            "judge_reliability": self.reliability,
+            "aggregate_metrics": self.metrics.get("aggregate_metrics"),
+            "n_judged": self.n_judged,
+            "n_records": self.n_records,
+            "context": self.context,
+            "all_failed": self.all_failed,
+            "failure": self.failure,
+            "warnings": self.warnings,
+        }
+
+
+def ks_from_config(cfg: dict[str, Any]) -> list[int]:
+    """The run's cut-offs: settings.k (run_eval), else params.k / k, else [5]."""
+    for holder in (cfg.get("settings"), cfg.get("params"), cfg):
+        if isinstance(holder, dict) and holder.get("k") is not None:
+            k = holder["k"]
+            return [int(x) for x in (k if isinstance(k, list) else [k])]
+    return [5]
+
+
+def _select(records: list[dict[str, Any]], ids: Sequence[str] | None, path: Path) -> list[int]:
+    if not ids:
+        return list(range(len(records)))
+    index = {r.get("test_case_id"): i for i, r in enumerate(records)}
+    unknown = [i for i in ids if i not in index]
+    if unknown:
+        raise InputError(
+            [Problem(f"no case {i!r} in this run", path=str(path), field="--ids") for i in unknown]
+        )
+    return sorted(index[i] for i in dict.fromkeys(ids))
+
+
+def _reads_context(record: Mapping[str, Any]) -> bool:
+    """Whether judging this record can read its chunks: not a target failure, not empty."""
+    error = record.get("error")
+    if error and not (isinstance(error, Mapping) and error.get("kind") == "empty_answer"):
+        return False
+    return bool((record.get("answer") or "").strip())
+
+
+def _recover_contexts(
+    records: list[dict[str, Any]], selected: list[int], cfg: Mapping[str, Any], vault: Path | None
+) -> tuple[dict[int, list[dict[str, Any]] | None], dict[str, Any], str]:
+    """Full-text contexts for the selected records; (contexts, summary, why-not-recovered)."""
+    source = context_source(cfg, vault)
+    contexts: dict[int, list[dict[str, Any]] | None] = {}
+    cut_cases = still_cut_cases = recovered = still_cut = 0
+    for i in selected:
+        ctx, missing = full_context(records[i], source.reader)
+        contexts[i] = ctx
+        if ctx is None or not _reads_context(records[i]):
+            continue
+        cut_cases += 1
+        still_cut_cases += missing > 0
+        still_cut += missing
+        recovered += sum(1 for c in context_from_record(records[i]) if c.get("text_truncated")) - missing
+    summary = {
+        **source.describe(),
+        "cases_with_cut_text": cut_cases,
+        "chunks_recovered": recovered,
+        "chunks_still_cut": still_cut,
+        "cases_judged_on_cut_text": still_cut_cases,
+    }
+    return contexts, summary, source.why
+
+
+def _judged_by_others(records: list[dict[str, Any]], selected: set[int], identity: Mapping[str, Any]) -> int:
+    """How many unselected records carry a judge-made verdict from another judge than `identity`."""
+    mine = identity_key(identity)
+    n = 0
+    for i, r in enumerate(records):
+        if i in selected:
+            continue
+        idents = [verdict_identity(r, name) for name in ("groundedness", "correctness")]
+        if any(x is not None and identity_key(x) != mine for x in idents):
+            n += 1
+    return n
+
+
+def _known_descriptions(old: Any, session: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Judge descriptions by identity key: the session's and those config.json held before."""
+    found: list[Mapping[str, Any]] = []
+    if isinstance(old, Mapping):
+        if isinstance(old.get("judges"), list):
+            found += [d for d in old["judges"] if isinstance(d, Mapping)]
+        elif old.get("provider") is not None:
+            found.append(old)
+    found.append(session)
+    out: dict[str, dict[str, Any]] = {}
+    for d in found:
+        desc = {k: v for k, v in d.items() if k not in _COUNT_KEYS and k != "mixed"}
+        out[identity_key(identity_of_description(desc))] = desc
+    return out
+
+
+def _run_judge(
+    summary: Mapping[str, Any], old: Any, session: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any] | list[dict[str, Any]] | None]:
+    """config.json's "judge", and the judge identity (a list when mixed) that goes into
+    config.json's `hashed` and metrics.json's `invariants` (module docstring)."""
+    known = _known_descriptions(old, session)
+    judges = summary["judges"]
+
+    def desc_of(entry: Mapping[str, Any]) -> dict[str, Any]:
+        ident = {k: entry[k] for k in entry if k not in _COUNT_KEYS}
+        # A verdict from a judge no description survives for: its identity is all we know.
+        return dict(known.get(identity_key(ident)) or ident)
+
+    if not judges:
+        return {**session, "mixed": False}, judge_identity(session)
+    if not summary["mixed"]:
+        desc = desc_of(judges[0])
+        return {**desc, "mixed": False}, judge_identity(desc)
+    listed = [{**desc_of(j), **{k: j[k] for k in _COUNT_KEYS}} for j in judges]
+    cfg_judge = {"mixed": True, "heuristic": summary["heuristic"], "judges": listed, "latest": dict(session)}
+    # One identity per judge: the shape gate.check_invariants reads for several judges.
+    return cfg_judge, [judge_identity(d) for d in listed]
+
+
+def _metrics_judge(stats: dict[str, Any], summary: Mapping[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+    """aggregate_metrics.judge: the run's judges on top, this session's counters beside them."""
+    out = dict(stats)
+    out["session"] = {k: stats.get(k) for k in ("provider", "model", "heuristic")}
+    out["mixed"] = bool(summary["mixed"])
+    out["judges"] = list(summary["judges"])
+    if summary["mixed"]:
+        # Any heuristic verdict makes the scores part-heuristic: the gate must not compare
+        # them with a pure LLM run as if they were one.
+        out.update(provider=None, model=None, heuristic=bool(summary["heuristic"]))
+    elif summary["judges"]:
+        j = summary["judges"][0]
+        out.update(provider=j["provider"], model=j["model"], heuristic=j["heuristic"])
+    out["context"] = context
+    return out
+
+
+def _failure_line(records: list[dict[str, Any]], selected: list[int], stats: Mapping[str, Any]) -> str:
+    failed = stats.get("judgments", {}).get("failed", 0)
+    by_reason = stats.get("failures") or {}
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items()))
+    first = next((e for i in selected for e in records[i].get("judge_errors") or []), None)
+    line = f"the judge failed all {failed} judgments of this run" + (f" ({reasons})" if reasons else "")
+    if first:
+        line += f"; first: {first.get('judge')}: {first.get('reason')}: {first.get('detail')}"
+    return line
+
+
+async def _spot_check(
+    records: list[dict[str, Any]],
+    judged: list[int],
+    contexts: dict[int, list[dict[str, Any]] | None],
+    main: JudgeRunner,
+    spot: SpotCheck,
+    settings: JudgeSettings,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Re-judge a seeded subset with the second judge; (judge_reliability, second judge stats)."""
+    second_settings = spot_check_settings(settings, model=spot.model, provider=spot.provider, prompt_set=spot.prompt_set)
+    second = build_judge(second_settings)
+    g_kind = main.groundedness_kind
+    eligible = []
+    for i in judged:
+        r = records[i]
+        if any(isinstance(r.get(k), dict) and r[k].get("method") in ("llm", "heuristic") and r[k].get("score") is not None for k in ("groundedness", "correctness")):
+            eligible.append(i)
+    chosen = [eligible[j] for j in sample_indices(len(eligible), spot.n, spot.seed)]
+    pairs: dict[str, list[tuple[float, float]]] = {"groundedness": [], "correctness": []}
+    async def one(i: int) -> None:
+        r = records[i]
+        case = r.get("case") or {}
+        ctx = contexts.get(i) or context_from_record(r)
+        item = JudgeItem(
+            question=r.get("question") or "",
+            answer=r.get("answer") or "",
+            context=tuple(ctx),
+            expected_key_facts=tuple(case.get("expected_key_facts") or ()),
+            expected_answer=case.get("expected_answer"),
+            answerable=bool(case.get("answerable", True)),
+            n_references=len(r.get("references") or []),
+        )
+        for name, kind in (("groundedness", g_kind), ("correctness", "correctness")):
+            mine = r.get(name)
+            if not (isinstance(mine, dict) and mine.get("method") in ("llm", "heuristic") and mine.get("score") is not None):
+                continue
+            out = await second.judge(kind, item)
+            if not isinstance(out, JudgeOutcome):
+                continue
+            v = out.verdict
+            if kind == "claims" and out.method == "llm":
+                claims = v.get("claims") or []
+                score = 5 * sum(1 for c in claims if c.get("supported")) / len(claims) if claims else None
+            else:
+                score = v.get("score")
+            if score is not None:
+                pairs[name].append((float(mine["score"]), float(score)))
+
+    try:
+        await asyncio.gather(*(one(i) for i in chosen))
+        second_desc = second.describe()
+        stats = second.stats().to_dict()
+    finally:
+        await second.aclose()
+    r = resolve_judge(second_settings)
+    summary = reliability_summary(pairs)
+    reliability = {
+        "disagreement_rate": summary["disagreement_rate"],
+        "spot_check_n": len(chosen),
+        "weighted_kappa": summary["weighted_kappa"],
+        "n_pairs": summary["n_pairs"],
+        "by_judge": summary["by_judge"],
+        "seed": spot.seed,
+        "second_judge": {
+            "provider": r.provider,
+            "model": r.model,
+            "prompt_set": None if r.provider == "heuristic" else second_settings.prompt_set,
+            "version": second_desc.get("version"),
+        },
+        "case_ids": [records[i].get("test_case_id") for i in chosen],
+    }
+    return reliability, stats
+
+
+async def judge_run_async(
+    run: RunDir,
+    settings: JudgeSettings,
+    *,
+    ids: Sequence[str] | None = None,
+    vault: Path | None = None,
+    allow_truncated_context: bool = False,
+    spot_check: SpotCheck | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> JudgeRunResult:
+    """Judge the answers of a stored run and rewrite its files (see module docstring).
+
+    Args:
+        run: the run folder.
+        settings: the judge to use.
+        ids: judge only these case ids (others keep their verdicts).
+        vault: re-read full chunk text from here when records hold 200-char texts; without
+            it an in-process reference run re-reads the vault its config.json records.
+        allow_truncated_context: judge chunk text that stays cut instead of refusing.
+        spot_check: re-judge a seeded subset with a second judge.
+        on_progress: called with (done, total) after each record.
+
+    Returns:
+        The result; with `all_failed` set (every judgment of this session failed) no file
+        was rewritten.
+
+    Raises:
+        InputError: unknown case ids, missing config.json, corrupt results, or chunk text
+            cut to 200 characters that cannot be re-read (without allow_truncated_context).
+        JudgeConfigError: the judge cannot be built or the provider refused the key/model.
+    """
+    cfg = run.read_config()
+    # The cut-offs the per-case retrieval values hold now: a score_retrieval at other K
+    # rewrote them (and metrics.json's `ks`); aggregating at the run's own K would undo it.
+    ks = [int(k) for k in ((run.read_metrics() or {}).get("ks") or ks_from_config(cfg))]
+    runner = build_judge_runner(settings)
+    warnings: list[str] = []
+    try:
+        records = run.read_results()
+        if not records:
+            raise InputError(Problem("results.jsonl has no records to judge", path=str(run.results_path)))
+        selected = _select(records, ids, run.results_path)
+        contexts, context, why = _recover_contexts(records, selected, cfg, vault)
+        n_cut = context["cases_judged_on_cut_text"]
+        if n_cut and not allow_truncated_context:
+            raise InputError(
+                Problem(
+                    f"{n_cut} of {len(selected)} cases to judge hold chunk text cut to 200 characters that could not "
+                    f"be re-read ({why}); pass --vault PATH (the notes the run retrieved from) to re-read it, or "
+                    "--allow-truncated-context to judge the cut text anyway",
+                    path=str(run.results_path),
+                )
+            )
+        if n_cut:
+            warnings.append(
+                f"{n_cut} of {len(selected)} cases are judged on truncated (200-char) context "
+                f"(--allow-truncated-context; {why})"
+            )
+        # An answer over the storage cap was judged whole during the run; what is stored is
+        # its prefix, and unlike chunk text it cannot be re-read from the notes.
+        cut_answers = [records[i]["test_case_id"] for i in selected if records[i].get("answer_truncated") and _reads_context(records[i])]
+        if cut_answers and not allow_truncated_context:
+            raise InputError(
+                Problem(
+                    f"{len(cut_answers)} of {len(selected)} cases to judge hold an answer stored cut "
+                    f"(answer_truncated; first: {cut_answers[0]}); re-judging would judge only its stored prefix. "
+                    "Pass --allow-truncated-context to judge the prefix anyway, or leave them out with --ids",
+                    path=str(run.results_path),
+                )
+            )
+        if cut_answers:
+            warnings.append(
+                f"{len(cut_answers)} of {len(selected)} cases are judged on an answer stored cut "
+                "(--allow-truncated-context)"
+            )
+
+        if ids:
+            others = _judged_by_others(records, set(selected), runner.identity())
+            if others:
+                warnings.append(
+                    f"{others} cases outside --ids keep judgments from another judge; the run's judges are now mixed "
+                    "(re-judge without --ids to make them one judge)"
+                )
+
+        total, done = len(selected), 0
+        gate = asyncio.Semaphore(max(1, settings.concurrency) * 2)
+
+        async def one(i: int) -> None:
+            nonlocal done
+            async with gate:
+                records[i] = await runner.judge_record(records[i], contexts[i])
+            done += 1
+            if on_progress:
+                on_progress(done, total)
+
+        tasks = [asyncio.ensure_future(one(i)) for i in selected]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+        stats = runner.stats()
+        description = runner.describe()
+        judgments = stats["judgments"]
+        if judgments["failed"] and not judgments["ok"]:
+            # An instrument failure: keep the run's earlier verdicts rather than replace
+            # them with nothing, and let the caller exit non-zero.
+            return JudgeRunResult(
+                run_id=run.run_id, run_dir=run.path, judge=cfg.get("judge") or {}, stats=stats, reliability=None,
+                metrics=run.read_metrics() or {}, n_judged=len(selected), n_records=len(records), warnings=warnings,
+                session_judge=description, context=context, all_failed=True,
+                failure=_failure_line(records, selected, stats),
+            )
+
+        reliability = None
+        if spot_check is not None and spot_check.n > 0:
+            reliability, spot_stats = await _spot_check(records, selected, contexts, runner, spot_check, settings)
+            stats["spot_check"] = spot_stats
+            description["spot_check"] = {**reliability["second_judge"], "n": spot_check.n, "seed": spot_check.seed}
+    finally:
+        await runner.aclose()
+
+    from evalkit.metrics.aggregate import aggregate_records, recorded_suite_ms
+
+    old_metrics = run.read_metrics()
+    # Re-judging does not change how long the run took: keep the recorded suite time.
+    body = aggregate_records(records, ks=ks, suite_ms=recorded_suite_ms(old_metrics))
+    body.setdefault("run_id", run.run_id)
+    summary = summarize_judges(records)
+    # Merge to keep keys other scripts own, but replace ours whole: a stale trials or
+    # spot-check block from an earlier judging must not survive.
+    metrics = merge_metrics(old_metrics or {}, body)
+    from evalkit.compare.trials import trials_block
+
+    # A --trials run: each trial's judge means and flakes, from the verdicts now in the run.
+    trials = trials_block(records, ks)
+    if trials is not None:
+        metrics["trials"] = trials
+    metrics["aggregate_metrics"]["judge"] = _metrics_judge(stats, summary, context)
+    metrics["aggregate_metrics"]["judge_reliability"] = reliability
+    # Human grades (label_eval.py --grade-answers) vs the verdicts now in the run.
+    from evalkit.judges.grades import agreement_of, grades_path, read_grades
+
+    if grades_path(run).exists():
+        metrics["aggregate_metrics"]["judge_agreement"] = agreement_of(read_grades(run), records)
+    else:
+        metrics["aggregate_metrics"].pop("judge_agreement", None)
+    cfg = run.read_config()
+    cfg["judge"], hashed_judge = _run_judge(summary, cfg.get("judge"), description)
+    # What the gate compares between runs must describe the verdicts now in the run.
+    invariants = metrics.get("invariants")
+    metrics["invariants"] = {**(invariants if isinstance(invariants, Mapping) else {}), "judge": hashed_judge}
+    # The judges are part of what made these numbers: a re-judged run gets a new
+    # config_hash, so "same config_hash => same metrics" stays true.
+    if isinstance(cfg.get("hashed"), dict):
+        cfg["hashed"]["judge"] = hashed_judge
+        cfg["config_hash"] = metrics["config_hash"] = config_hash(cfg["hashed"])
+    # One update: a kill mid-way leaves the old three files or the new three (store.py).
+    run.write_together(results=records, metrics=metrics, config=cfg)
+    from evalkit.report.summary_md import worst_cases_of
+
+    metrics = dict(write_derived(run, metrics, worst_cases_of(records, ks[0])) or metrics)
+    return JudgeRunResult(
+        run_id=run.run_id,
+        run_dir=run.path,
+        judge=cfg["judge"],
+        stats=metrics["aggregate_metrics"]["judge"],
+        reliability=reliability,
+        metrics=metrics,
+        n_judged=len(selected),
+        n_records=len(records),
+        warnings=warnings,
+        session_judge=description,
+        context=context,
+    )
+
+
+def judge_run(run: RunDir, settings: JudgeSettings, **kwargs: Any) -> JudgeRunResult:
+    """Synchronous door to judge_run_async (one event loop for the whole run)."""
+    return asyncio.run(judge_run_async(run, settings, **kwargs))

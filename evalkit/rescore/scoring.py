@@ -1,0 +1,1207 @@
+"""Re-scoring a stored run: retrieval and abstention metrics from results.jsonl, merged into metrics.json.
+
+The library side of `score_retrieval.py` and `score_abstention.py` (the way `inspect score
+LOG` re-scores a log): the target is never called again. Each record is read once from
+results.jsonl, re-scored with the labels of the eval set config.json names (or one given
+explicitly), and streamed into `aggregate_records`, so every number has run_eval's
+definition and memory does not grow with the run (`aggregate_records` keeps one float per
+case and metric for its exact sums; nothing else is kept per case).
+
+The gold labels come from the eval set *file*: re-scoring after labels were fixed is the
+point. The file must still hash to the run's `dataset_version`, unless it is named
+explicitly (`eval_set=`), so a changed file is never used by accident. When it does hash
+the same, the cases the records carry are that file's cases (byte-identical input,
+identical validation), so the file is hashed but not parsed again.
+
+What each function recomputes replaces the same keys in metrics.json; everything else
+(the judges' numbers, latency, the gate, run metadata) stays. If the eval set moved cases
+to other groups (answerable, tags, category, difficulty, domain), the slices and every
+aggregate that depends on those fields change too: then the whole aggregate is rewritten
+from the re-scored records, and the result says so.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import os
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from evalkit.compare.trials import TrialStats
+from evalkit.derive.summary import write_derived
+from evalkit.errors import BadConfig, InputError, Problem
+from evalkit.metrics.aggregate import (
+    GROUPINGS,
+    MEAN_METRICS,
+    SLICE_METRICS,
+    RecordTable,
+    aggregate_records,
+    recorded_suite_ms,
+)
+from evalkit.metrics.batch import MRR_COLUMN, RECALL_ANY_COLUMN, RetrievalBatch
+from evalkit.metrics.keys import ir_measures_values
+from evalkit.metrics.registry import METRICS
+from evalkit.metrics.retrieval import score_case_retrieval, validate_ks
+from evalkit.report.summary_md import WorstCases, retrieval_badness
+from evalkit.store.runs import RunDir, merge_metrics
+
+__all__ = [
+    "ABSTENTION_KEYS",
+    "RETRIEVAL_KEYS",
+    "AbstentionScoring",
+    "EvalSetSource",
+    "RetrievalScoring",
+    "eval_set_version",
+    "score_abstention",
+    "score_retrieval",
+]
+
+# The cell keys each script owns (EVAL.md "Aggregation"); with their `n` entries.
+# Named, not "every mean but a few": a metric added later (a judge's, run_eval's) must not be
+# overwritten with null by a re-scoring that never computes it.
+RETRIEVAL_KEYS = tuple(m.key for m in METRICS if m.stage == "retrieval")  # the registry's retrieval stage
+assert set(RETRIEVAL_KEYS) <= set(MEAN_METRICS)
+_RETRIEVAL_EXTRA = ("k", "at_k", "n_unlabeled")
+ABSTENTION_KEYS = (
+    "abstention_accuracy",
+    "hallucination_rate_unanswerable",
+    "false_abstention_rate",
+    "abstention_precision",
+    "abstention_recall",
+    "abstention_f1",
+    "abstention_decision_accuracy",
+)
+_ABSTENTION_EXTRA = ("abstention_confusion", "n_abstention_unknown")
+# Case fields aggregate_records groups or filters by, besides the gold labels.
+_GROUP_FIELDS = ("tags", "category", "difficulty", "domain", "language", "doc_language", "scenario")
+_CLASSIFIERS = ("heuristic", "llm")
+
+
+# --------------------------------------------------------------------------- the eval set
+
+
+@dataclass
+class EvalSetSource:
+    """Where the gold labels came from.
+
+    Attributes:
+        paths: the eval set files/folders read.
+        version: their dataset_version now (sha256, DESIGN.md §6).
+        run_version: the run's dataset_version (config.json), None when not recorded.
+        origin: "config.json" (the paths the run used, unchanged) or "--eval-set" (given).
+    """
+
+    paths: list[str]
+    version: str
+    run_version: str | None
+    origin: str
+
+    @property
+    def changed(self) -> bool:
+        return self.version != self.run_version
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "paths": list(self.paths),
+            "version": self.version,
+            "run_version": self.run_version,
+            "origin": self.origin,
+            "changed": self.changed,
+        }
+
+
+def eval_set_version(paths: Sequence[str | Path]) -> str:
+    """dataset_version of eval set files without parsing them: sha256 of the file's bytes,
+    or for several files (a folder) sha256 of their sha256s, one per line, in load order.
+    The same value `evalkit.evalset.load.load_eval_set(paths).version` gives.
+
+    Raises:
+        BadEvalSet: a path that does not exist or a folder without .jsonl files.
+    """
+    shas = []
+    for path in _eval_set_files(paths):
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        shas.append(h.hexdigest())
+    if len(shas) == 1:
+        return shas[0]
+    return hashlib.sha256("\n".join(shas).encode()).hexdigest()
+
+
+def _eval_set_files(paths: Sequence[str | Path]) -> list[Path]:
+    """The files `evalkit.evalset.load.resolve_eval_set_paths` reads, in its order (a folder: its
+    *.jsonl, sorted), without importing the loader and its models (a fifth of a second)."""
+    files: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        found = sorted(p.glob("*.jsonl")) if p.is_dir() else [p] if p.is_file() else []
+        if not found:
+            from evalkit.evalset.load import resolve_eval_set_paths
+
+            resolve_eval_set_paths([raw])  # raises BadEvalSet with its own message
+        files.extend(found)
+    return files
+
+
+def _short(version: str | None) -> str:
+    return "none recorded" if not version else version
+
+
+def _labels(
+    run: RunDir,
+    cfg: Mapping[str, Any],
+    eval_set: str | Path | Sequence[str | Path] | None,
+    records_version: str | None = None,
+) -> tuple[EvalSetSource, dict[str, str] | None]:
+    """The label source, and id -> case (JSON) when the records' own cases cannot serve.
+
+    `records_version`: the dataset_version of the cases the records hold now (a re-scoring
+    with other labels rewrote them); when it is not the eval set's, its cases are read.
+
+    Raises:
+        InputError: the eval set config.json names is missing or changed (both hashes shown),
+            or the one given does not validate.
+    """
+    run_version = cfg.get("dataset_version")
+    if eval_set is not None:
+        paths = [str(eval_set)] if isinstance(eval_set, str | Path) else [str(p) for p in eval_set]
+        eval_version, cases = _read_cases(paths)
+        return EvalSetSource(paths, eval_version, run_version, "--eval-set"), cases
+
+    paths = [str(p) for p in ((cfg.get("eval_set") or {}).get("paths") or (cfg.get("settings") or {}).get("eval_set") or [])]
+    if not paths:
+        raise BadConfig(
+            Problem("config.json names no eval set (eval_set.paths); pass --eval-set PATH", path=str(run.config_path))
+        )
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:
+        raise BadConfig(
+            [
+                Problem(
+                    f"the eval set run {run.run_id} used is not there (paths are relative to where run_eval ran); "
+                    "pass --eval-set PATH",
+                    path=p,
+                    field="eval_set.paths",
+                )
+                for p in missing
+            ]
+        )
+    version = eval_set_version(paths)
+    if version != run_version:
+        raise BadConfig(
+            Problem(
+                f"the eval set changed since run {run.run_id}: the run used dataset_version {_short(run_version)}, "
+                f"{', '.join(paths)} now hashes to {version}; pass {' '.join(f'--eval-set {p}' for p in paths)} to re-score "
+                "with it as it is now",
+                field="--eval-set",
+            )
+        )
+    source = EvalSetSource(paths, version, run_version, "config.json")
+    if records_version is not None and records_version != version:
+        return source, _read_cases(paths)[1]
+    return source, None
+
+
+def _read_cases(paths: list[str]) -> tuple[str, dict[str, str]]:
+    """(dataset_version, id -> case as JSON) of an eval set."""
+    from evalkit.evalset.load import load_eval_set
+
+    loaded = load_eval_set(paths)
+    # Compact: one JSON string per case, not a tree of dicts (100,000 cases: 66 MB). Not
+    # orjson.dumps: its over-allocated buffers, shrunk in place, left 7 KB per case.
+    return loaded.version, {c.id: c.model_dump_json() for c in loaded.cases}
+
+
+class _Cases:
+    """The case to score each record with: the record's own, or the given eval set's."""
+
+    def __init__(self, cases: dict[str, str] | None) -> None:
+        self.cases = cases
+        self.missing: list[str] = []
+        self.regrouped = 0
+
+    def of(self, rec: dict[str, Any], line: int, results_path: Path) -> dict[str, Any] | None:
+        if self.cases is None:
+            case = rec.get("case")
+            if not isinstance(case, dict):
+                raise InputError(
+                    Problem("record holds no case; pass --eval-set PATH to score it", path=str(results_path), line=line)
+                )
+            return case
+        case_id = rec.get("test_case_id")
+        raw = self.cases.get(case_id) if isinstance(case_id, str) else None
+        if raw is None:
+            self.missing.append(str(case_id))
+            return None
+        case = orjson.loads(raw)
+        old = rec.get("case") or {}
+        if _grouping(old) != _grouping(case):
+            self.regrouped += 1
+        return case
+
+
+def _grouping(case: Mapping[str, Any]) -> tuple:
+    return (
+        case.get("answerable", True) is not False,
+        tuple(sorted({str(t) for t in (case.get("tags") or [])})),
+        *(case.get(f) for f in _GROUP_FIELDS[1:]),
+    )
+
+
+def _missing_problem(missing: list[str], source: EvalSetSource) -> BadConfig:
+    shown = ", ".join(repr(m) for m in missing[:10]) + (f" … and {len(missing) - 10} more" if len(missing) > 10 else "")
+    return BadConfig(
+        Problem(
+            f"{len(missing)} case{'s' if len(missing) != 1 else ''} of the run {'are' if len(missing) != 1 else 'is'} "
+            f"not in the eval set ({shown}): score against an eval set that still has them",
+            path=", ".join(source.paths),
+            field="--eval-set",
+        )
+    )
+
+
+# --------------------------------------------------------------------------- merging
+
+
+def _merge_cell(old: Mapping[str, Any] | None, new: Mapping[str, Any], owned: Sequence[str], extra: Sequence[str]) -> dict:
+    """The overall cell: `owned` metrics (and their n) and `extra` keys from `new`, the rest from `old`."""
+    out: dict[str, Any] = {}
+    for name in owned:
+        out[name] = new.get(name)
+    for name in extra:
+        out[name] = new.get(name)
+    old_n = dict((old or {}).get("n") or {})
+    new_n = new.get("n") or {}
+    for name in owned:
+        old_n[name] = new_n.get(name, 0)
+    out["n"] = old_n
+    return out
+
+
+def _merge_slice(old: Mapping[str, Any] | None, new: Mapping[str, Any], owned: Sequence[str]) -> dict:
+    """A slice cell in aggregate_records' compact layout: `owned` metrics from `new`, the
+    others from `old`, in SLICE_METRICS order; a metric with no case (n = 0) is left out."""
+    old = old or {}
+    old_n = old.get("n") or {}
+    new_n = new.get("n") or {}
+    values: dict[str, Any] = {}
+    ns: dict[str, int] = {}
+    for name in SLICE_METRICS:
+        src, src_n = (new, new_n) if name in owned else (old, old_n)
+        if src_n.get(name):
+            values[name] = src.get(name)
+            ns[name] = src_n[name]
+    return {"n_cases": new.get("n_cases", old.get("n_cases")), **values, "n": ns}
+
+
+def _patch(
+    old: Mapping[str, Any] | None,
+    body: Mapping[str, Any],
+    owned: Sequence[str],
+    extra: Sequence[str],
+    *,
+    whole: bool,
+) -> dict[str, Any]:
+    """The metrics.json patch for RunDir.update_metrics.
+
+    `whole`: the aggregate is replaced whole (no metrics.json yet, or cases changed group);
+    groups that no longer hold a case are written as empty cells ({"n_cases": 0}), since a
+    merge cannot delete them. Otherwise only `owned` + `extra` keys change, in every cell.
+    """
+    if whole:
+        patch = {key: value for key, value in body.items()}
+        for grouping in GROUPINGS:
+            stale = set(((old or {}).get(grouping) or {})) - set(body[grouping])
+            patch[grouping] = {**body[grouping], **{g: {"n_cases": 0, "n": {}} for g in sorted(stale)}}
+            patch[grouping] = {g: patch[grouping][g] for g in sorted(patch[grouping])}
+        return patch
+    old_agg = (old or {}).get("aggregate_metrics") or {}
+    patch = {"aggregate_metrics": _merge_cell(old_agg, body["aggregate_metrics"], owned, extra)}
+    slice_owned = [m for m in SLICE_METRICS if m in owned]
+    for grouping in GROUPINGS:
+        old_cells = (old or {}).get(grouping) or {}
+        patch[grouping] = {g: _merge_slice(old_cells.get(g), cell, slice_owned) for g, cell in body[grouping].items()}
+    return patch
+
+
+@contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """Run the cyclic garbage collector less often while records stream through.
+
+    Each parsed record is a few hundred dicts and lists that die by reference count (JSON
+    holds no cycles), yet they trigger a young-generation collection about once a record:
+    about 15% of a re-scoring. The thresholds are restored on the way out.
+    """
+    old = gc.get_threshold()
+    gc.set_threshold(max(old[0], 50_000), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+# --------------------------------------------------------------------------- retrieval
+
+
+@dataclass
+class RetrievalScoring:
+    """What `score_retrieval` did.
+
+    Attributes:
+        run_id / run_dir: the run.
+        ks: the cut-offs scored (ks[0] is the primary K).
+        require_snippets: whether snippets were enforced.
+        eval_set: where the gold labels came from.
+        n_records: records scored.
+        n_regrouped: cases whose answerable/tags/category/difficulty/domain/language differ in the
+            eval set from the run's (then the whole aggregate was recomputed).
+        snippets_on_cut_text: snippets were checked on texts cut to 200 characters
+            (allow_truncated_text): snippet-based numbers are upper bounds.
+        n_cut_chunks: retrieved chunks whose stored text was cut (counted with snippets on).
+        n_references_dropped: records whose references beyond the stored ones were dropped
+            at run time (attribution and recency are scored on the stored ones).
+        processes: how many processes scored results.jsonl (see `workers`).
+        warnings: one line each.
+        metrics: metrics.json after the update.
+    """
+
+    run_id: str
+    run_dir: Path
+    ks: list[int]
+    require_snippets: bool
+    eval_set: EvalSetSource
+    n_records: int
+    n_regrouped: int = 0
+    snippets_on_cut_text: bool = False
+    n_cut_chunks: int = 0
+    n_references_dropped: int = 0
+    processes: int = 1
+    case_sensitive: bool = True
+    results_rewritten: bool = False
+    warnings: list[str] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def per_case(self) -> dict[str, Any]:
+        """What the per-case `retrieval_metrics` in results.jsonl are now computed with."""
+        return per_case_identity(self.ks, self.require_snippets, self.case_sensitive, self.eval_set.version,
+                                 self.snippets_on_cut_text)
+
+    def provenance(self) -> dict[str, Any]:
+        """metrics.json's `retrieval_scoring`: what the retrieval numbers were computed with."""
+        return {
+            "scored_at": _now(),
+            "ks": list(self.ks),
+            "require_snippets": self.require_snippets,
+            "case_sensitive": self.case_sensitive,
+            "snippets_on_cut_text": self.snippets_on_cut_text,
+            "eval_set": self.eval_set.to_json(),
+            "n_records": self.n_records,
+            "n_regrouped": self.n_regrouped,
+            "per_case": self.per_case(),
+            "results_rewritten": self.results_rewritten,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The object `score_retrieval.py --json` prints."""
+        agg = self.metrics.get("aggregate_metrics") or {}
+        return {
+            **_scoring_json(self, "retrieval_scoring", (*RETRIEVAL_KEYS, *_RETRIEVAL_EXTRA)),
+            "ir_measures": ir_measures_values(agg.get("at_k")),  # the @K values by ir_measures name
+        }
+
+
+def per_case_identity(
+    ks: Sequence[int], require_snippets: bool, case_sensitive: bool, dataset_version: str | None, cut_text: bool
+) -> dict[str, Any]:
+    """Everything a record's `retrieval_metrics` depends on besides the record itself."""
+    return {
+        "ks": [int(k) for k in ks],
+        "require_snippets": bool(require_snippets),
+        "case_sensitive": bool(case_sensitive),
+        "dataset_version": dataset_version,
+        "snippets_on_cut_text": bool(cut_text),
+    }
+
+
+def _stored_per_case(old: Mapping[str, Any] | None, cfg: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """What the per-case values in results.jsonl were computed with: the last re-scoring's
+    record of it, else run_eval's own settings (it scores case-sensitively, on full text)."""
+    last = ((old or {}).get("retrieval_scoring") or {}).get("per_case")
+    if isinstance(last, Mapping):
+        return dict(last)
+    return per_case_identity(settings["k"], bool(settings.get("require_snippets")), True, cfg.get("dataset_version"), False)
+
+
+def _scoring_json(result: Any, provenance: str, keys: Sequence[str]) -> dict[str, Any]:
+    """The `--json` object of a re-scoring: the run, its provenance block in metrics.json,
+    the aggregate keys it owns (and their n), by_category and the warnings."""
+    agg = result.metrics.get("aggregate_metrics") or {}
+    return {
+        "run_id": result.run_id,
+        "run_dir": str(result.run_dir),
+        provenance: result.metrics.get(provenance),
+        "aggregate_metrics": {k: agg.get(k) for k in (*keys, "n")},
+        "by_category": result.metrics.get("by_category"),
+        "warnings": list(result.warnings),
+    }
+
+
+def run_settings(run: RunDir, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    settings = cfg.get("settings")
+    if not isinstance(settings, Mapping) or not settings.get("k"):
+        raise BadConfig(Problem("config.json has no settings.k (not written by run_eval?)", path=str(run.config_path)))
+    return dict(settings)
+
+
+def check_ks(ks: Sequence[int] | None, run_ks: Sequence[int]) -> list[int]:
+    asked = max(run_ks)
+    ks = validate_ks(list(ks) if ks else list(run_ks))
+    too_large = [k for k in ks if k > asked]
+    if too_large:
+        raise BadConfig(
+            Problem(
+                f"K={too_large[0]} is larger than the K={asked} the run asked its target for (config.json settings.k = "
+                f"{list(run_ks)}): positions past {asked} were never retrieved; use --k {asked} or less, or run again "
+                f"with --k {too_large[0]}",
+                field="--k",
+            )
+        )
+    return ks
+
+
+@dataclass
+class _RescoreJob:
+    """What a re-scoring pass needs; a forked worker inherits it (nothing is pickled)."""
+
+    run: RunDir
+    given_cases: dict[str, str] | None
+    ks: list[int]
+    snippets: bool
+    folder_mode: str | None
+    case_sensitive: bool
+    lean: bool
+    trials: bool = False  # a --trials run: its `trials` block is recomputed in the same pass
+
+
+@dataclass
+class _Part:
+    """One pass over (a byte range of) results.jsonl: the aggregate rows and the tallies."""
+
+    table: RecordTable
+    worst: WorstCases
+    counts: dict[str, int]
+    missing: list[str]
+    regrouped: int
+    processes: int = 1
+    trials: TrialStats | None = None
+
+
+def _rescore_part(job: _RescoreJob, start: int = 0, end: int | None = None) -> _Part:
+    """Re-score the records in results.jsonl[start:end] into a RecordTable.
+
+    Lean records (only the case and the new retrieval metrics go to the table) of the
+    common stored shape are scored a block at a time (`_Block`, `metrics.batch`); every
+    other record with `score_case_retrieval`, one by one. Either way the rows, the worst
+    cases and the tallies are the same, and they are taken in file order.
+    """
+    cases = _Cases(job.given_cases)
+    counts = {"records": 0, "cut_chunks": 0, "refs_dropped": 0}
+    table = RecordTable(job.ks)
+    worst = WorstCases(job.ks[0])
+    trials = TrialStats(job.ks) if job.trials else None
+    results_path, snippets, lean = job.run.results_path, job.snippets, job.lean
+    own_cases = job.given_cases is None
+    block = _Block(job, table, worst) if lean and trials is None else None
+    for line, rec in enumerate(job.run.iter_results(start, end), start=1):
+        case = rec.get("case") if own_cases else None
+        if type(case) is not dict:
+            case = cases.of(rec, line, results_path)
+            if case is None:
+                continue
+        chunks = rec.get("retrieved_chunks") or []
+        if snippets:
+            counts["cut_chunks"] += sum(1 for c in chunks if isinstance(c, Mapping) and c.get("text_truncated"))
+        if rec.get("references_dropped"):
+            counts["refs_dropped"] += 1
+        counts["records"] += 1
+        if block is not None and block.add(rec, case, chunks):
+            continue
+        rm = score_case_retrieval(
+            case,
+            chunks,
+            rec.get("references") or [],
+            rec.get("folder_selection"),
+            job.folder_mode,
+            job.ks,
+            require_snippets=snippets,
+            case_sensitive=job.case_sensitive,
+        )
+        rec["case"] = case
+        rec["retrieval_metrics"] = rm
+        if block is not None:
+            block.add_scored(rec, case, rm)
+            continue
+        # Only the retrieval keys are written unless metrics.json is missing or cases change
+        # group, which the records' own cases never do: then the table needs only the case
+        # and the new retrieval_metrics (its other values are computed and dropped).
+        if lean:
+            table.add_retrieval(case, rm)
+        else:
+            table.add_record(rec)
+        worst.add(rec)  # summary.md's worst cases, by the new numbers
+        if trials is not None:
+            trials.add(rec)
+    if block is not None:
+        block.flush()
+    return _Part(table, worst, counts, cases.missing, cases.regrouped, trials=trials)
+
+
+_BATCH_SIZE = 1024
+_BATCH_CELLS = 1 << 22  # a block's (case, position, support) tables stay a few MB, whatever K is
+# What summary.md's worst cases read of a record besides its case and retrieval metrics:
+# the id and question as they are, the rest only when set (case_problems reads an empty or
+# missing one alike), so a record with none of them has nothing but retrieval problems.
+_WORST_IDS = ("test_case_id", "question")
+_WORST_PROBLEMS = ("error", "abstention", "judge_errors", "groundedness", "correctness")
+
+
+class _Block:
+    """The lean records of a re-scoring, scored `_BATCH_SIZE` at a time and handed to the
+    table and the worst cases in file order.
+
+    A record the batch takes waits for the block's `score()`; one it does not take is
+    scored at once (`add_scored`) and waits in line behind the others, so rows keep file
+    order. Only what the table and the worst cases read is kept (the case, a few fields),
+    never the chunks.
+    """
+
+    def __init__(self, job: _RescoreJob, table: RecordTable, worst: WorstCases) -> None:
+        self.batch = RetrievalBatch(
+            job.ks, require_snippets=job.snippets, case_sensitive=job.case_sensitive, folder_mode=job.folder_mode
+        )
+        self.table, self.worst = table, worst
+        self.k = str(job.ks[0])
+        # In file order: (case, the fields worst cases read, whether they name a problem,
+        # None) for a batched record; (..., rm) for one scored on its own.
+        self.pending: list[tuple[dict, dict, bool, dict | None]] = []
+
+    def add(self, rec: dict, case: dict, chunks: Any) -> bool:
+        """Take `rec` into the block; False when the batch does not take its shape."""
+        if not self.batch.add(case, chunks, rec.get("references"), rec.get("folder_selection")):
+            return False
+        self.pending.append((case, *_worst_fields(rec), None))
+        if len(self.batch) >= _BATCH_SIZE or self.batch.cells() >= _BATCH_CELLS:
+            self.flush()
+        return True
+
+    def add_scored(self, rec: dict, case: dict, rm: dict) -> None:
+        """A record scored on its own: straight through when nothing waits before it."""
+        if not self.pending:
+            self.table.add_retrieval(case, rm)
+            self.worst.add(rec)
+            return
+        self.pending.append((case, *_worst_fields(rec), rm))
+
+    def flush(self) -> None:
+        """Score the waiting batched records and hand everything waiting over, in file order."""
+        pending, self.pending = self.pending, []
+        if not pending:
+            return
+        cells, scope, attribution = self.batch.score()
+        self.batch.clear()
+        table, worst, k = self.table, self.worst, self.k
+        recall, mrr = cells[:, RECALL_ANY_COLUMN], cells[:, MRR_COLUMN]
+        badness = retrieval_badness(recall, mrr).tolist()  # of the records with no other problems
+        recall_l, mrr_l = recall.tolist(), mrr.tolist()
+        batched = [case for case, _, _, rm in pending if rm is None]  # row i of `cells` is batched[i]'s
+        start = at = 0  # the first batched record not yet in the table; the next one's row
+        for case, fields, problems, rm in pending:
+            if rm is None:
+                i = at
+                at += 1
+                if not problems and not (badness[i] > 0.0 and worst.could_take(badness[i])):
+                    worst.skip()  # what worst.add would decide: nothing to list, or not worse than the kept cases
+                    continue
+                fields["case"] = case
+                fields["retrieval_metrics"] = {"at_k": {k: {"recall_any": _none(recall_l[i]), "mrr": _none(mrr_l[i])}}}
+                worst.add(fields)
+                continue
+            if start < at:
+                table.add_retrieval_rows(batched[start:at], cells[start:at], scope[start:at], attribution[start:at])
+                start = at
+            table.add_retrieval(case, rm)
+            worst.add({**fields, "case": case, "retrieval_metrics": rm})
+        if start < at:
+            table.add_retrieval_rows(batched[start:at], cells[start:at], scope[start:at], attribution[start:at])
+
+
+def _worst_fields(rec: dict) -> tuple[dict, bool]:
+    """(what WorstCases reads of `rec` but its case and metrics, whether it names a problem)."""
+    fields = {key: rec[key] for key in _WORST_IDS if key in rec}
+    problems = False
+    for key in _WORST_PROBLEMS:
+        if v := rec.get(key):
+            fields[key] = v
+            problems = True
+    return fields, problems
+
+
+def _none(v: float) -> float | None:
+    return None if v != v else v
+
+
+_PARALLEL_MIN_BYTES = 32 << 20
+_JOB: _RescoreJob | None = None  # the job a forked worker scores a part of
+
+
+def _part_of(span: tuple[int, int | None]) -> _Part:
+    assert _JOB is not None
+    with _fewer_collections():
+        return _rescore_part(_JOB, *span)
+
+
+def _rescore_parallel(job: _RescoreJob, workers: int | None) -> _Part | None:
+    """The parts of results.jsonl scored in forked worker processes, merged in file order.
+
+    None when one process is the better choice (a small file, one CPU, a platform without
+    fork, other threads running: forking them is unsafe) or when a worker failed: the
+    caller then scores in this process, which raises the error with its true line number.
+    """
+    global _JOB
+    if workers is None:
+        try:
+            size = job.run.results_path.stat().st_size
+        except OSError:
+            return None
+        if size < _PARALLEL_MIN_BYTES:
+            return None
+        workers = min(os.cpu_count() or 1, 8)
+    if workers <= 1 or sys.platform != "linux" or threading.active_count() > 1:
+        return None
+    spans = job.run.split_results(workers)
+    if len(spans) < 2:
+        return None
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    _JOB = job
+    try:
+        with ProcessPoolExecutor(len(spans), mp_context=multiprocessing.get_context("fork")) as pool:
+            parts = list(pool.map(_part_of, spans))
+    except Exception:  # noqa: BLE001 - any worker failure: redo in this process, which reports it properly
+        return None
+    finally:
+        _JOB = None
+    whole = parts[0]
+    for part in parts[1:]:
+        whole.table.merge(part.table)
+        whole.worst.merge(part.worst)
+        for key, n in part.counts.items():
+            whole.counts[key] += n
+        whole.missing += part.missing
+        whole.regrouped += part.regrouped
+    whole.processes = len(parts)
+    return whole
+
+
+def score_retrieval(
+    run_id: str | RunDir,
+    *,
+    ks: Sequence[int] | None = None,
+    require_snippets: bool | None = None,
+    eval_set: str | Path | Sequence[str | Path] | None = None,
+    results_dir: str | Path = "results",
+    allow_truncated_text: bool = False,
+    case_sensitive: bool = True,
+    workers: int | None = None,
+) -> RetrievalScoring:
+    """Recompute every retrieval metric of a stored run and merge them into its metrics.json.
+
+    Streams results.jsonl once: each record's stored chunks and references are matched
+    against the gold labels (EVAL.md "Anchors") and scored at every K (EVAL.md "Retrieval
+    metrics"), then aggregated by `aggregate_records`, overall and by group. The retrieval
+    keys of every cell (`recall_at_k_avg` ... `recency_pass_rate`, `at_k`, `n_unlabeled`, `k`
+    and their n), `ks` and `retrieval_scoring` are replaced; the rest of metrics.json stays.
+    When anything the per-case values depend on changed (K, snippets, case sensitivity,
+    the labels' dataset_version, cut text), results.jsonl is rewritten in the same update as
+    metrics.json (`RunDir.write_together`): each record gets the labels scored (`case`) and
+    its new `retrieval_metrics`, so results.jsonl, results.json, metrics.json and compare_runs
+    say the same. Otherwise the stored per-case values are already these and stay.
+
+    Args:
+        run_id: the run (a folder name under `results_dir`), or an open RunDir.
+        ks: cut-offs, the first being the primary K (default: the run's). None may exceed
+            the K the run asked its target for.
+        require_snippets: enforce gold snippets (default: the run's setting).
+        eval_set: label source given explicitly (files or folders); used even when it
+            differs from the run's. Default: the paths in config.json, which must still
+            hash to the run's dataset_version.
+        results_dir: where run folders live.
+        allow_truncated_text: with snippets required on a run stored without
+            --store-full-text, check snippets on the 200-character prefixes anyway (a
+            snippet missing from a cut text then does not fail the match: upper bounds).
+        case_sensitive: compare paths and headings case-sensitively (EVAL.md "Anchors").
+        workers: processes that score parts of results.jsonl side by side (1: this process
+            only). Default: one per CPU (at most 8) when results.jsonl is larger than
+            32 MB, else 1. Workers are forked, so only on Linux and only while no other
+            thread runs (forking a threaded process can deadlock); otherwise one process
+            scores everything. The numbers are the same either way: parts are merged in
+            file order and sums are exact.
+
+    Returns:
+        RetrievalScoring, with the updated metrics.json in `.metrics`.
+
+    Raises:
+        InputError: unknown run (RunNotFound); a K < 1 or larger than the run's; the eval
+            set changed (both hashes) or is missing; a run case missing from the eval set
+            given; snippets required on cut text without allow_truncated_text.
+    """
+    run = run_id if isinstance(run_id, RunDir) else RunDir.open(Path(results_dir), run_id)
+    cfg = run.read_config()
+    settings = run_settings(run, cfg)
+    ks = check_ks(ks, settings["k"])
+    snippets = bool(settings.get("require_snippets")) if require_snippets is None else bool(require_snippets)
+    cut_text = snippets and not settings.get("store_full_text")
+    if cut_text and not allow_truncated_text:
+        raise BadConfig(
+            Problem(
+                f"snippets are required, but run {run.run_id} stored chunk text cut to 200 characters (no "
+                "--store-full-text): a snippet past the cut cannot be checked; pass --allow-truncated-text to score "
+                "anyway (a snippet missing from a cut text then does not fail the match, so snippet-based numbers "
+                "are upper bounds), or re-run with --store-full-text",
+                field="--require-snippets",
+            )
+        )
+    old = run.read_metrics()
+    source, given_cases = _labels(run, cfg, eval_set, _stored_per_case(old, cfg, settings).get("dataset_version"))
+    folder_mode = settings.get("folder_mode")
+    counts = {"records": 0, "cut_chunks": 0, "refs_dropped": 0}
+    # Only the retrieval keys are written unless metrics.json is missing or cases change
+    # group, which the records' own cases never do: then aggregate_records needs only the
+    # case and the new retrieval_metrics (its other keys are computed and dropped).
+    lean = given_cases is None and old is not None
+    job = _RescoreJob(
+        run=run, given_cases=given_cases, ks=ks, snippets=snippets, folder_mode=folder_mode,
+        case_sensitive=case_sensitive, lean=lean,
+        trials=int((cfg.get("hashed") or {}).get("trials") or 1) > 1,
+    )
+    # A trials run is scored in one process: its per-trial tables are not merged across workers.
+    part = None if job.trials else _rescore_parallel(job, workers)
+    if part is None:
+        with _fewer_collections():
+            part = _rescore_part(job)
+    body = part.table.result(suite_ms=recorded_suite_ms(old))
+    if part.missing:
+        raise _missing_problem(part.missing, source)
+    counts = part.counts
+
+    result = RetrievalScoring(
+        run_id=run.run_id,
+        run_dir=run.path,
+        ks=ks,
+        require_snippets=snippets,
+        eval_set=source,
+        n_records=counts["records"],
+        n_regrouped=part.regrouped,
+        snippets_on_cut_text=cut_text,
+        n_cut_chunks=counts["cut_chunks"],
+        n_references_dropped=counts["refs_dropped"],
+        processes=part.processes,
+        case_sensitive=case_sensitive,
+    )
+    whole = old is None or part.regrouped > 0
+    if part.regrouped:
+        result.warnings.append(
+            f"{part.regrouped} case(s) changed answerable, tags, category, difficulty, domain or language in the eval set: "
+            "every aggregate of metrics.json (judges and abstention too) was recomputed with the new labels"
+        )
+    if cut_text and counts["cut_chunks"]:
+        result.warnings.append(
+            f"snippets were checked on {counts['cut_chunks']} chunk text(s) cut to 200 characters: a snippet missing "
+            "from a cut text did not fail the match, so snippet-based numbers are upper bounds"
+        )
+    if counts["refs_dropped"]:
+        result.warnings.append(
+            f"{counts['refs_dropped']} record(s) stored only the first references of their answer: attribution and "
+            "recency were scored on the stored ones (run_eval scored all of them)"
+        )
+    patch = _patch(old, body, RETRIEVAL_KEYS, _RETRIEVAL_EXTRA, whole=whole)
+    patch["ks"] = list(ks)
+    if part.trials is not None:
+        patch["trials"] = part.trials.result()
+    # The per-case values must say what metrics.json says (compare_runs pairs them; results.json
+    # shows them; a later judge_answers aggregates them): when anything they depend on changed,
+    # results.jsonl is rewritten with them, together with metrics.json.
+    result.results_rewritten = result.per_case() != _stored_per_case(old, cfg, settings)
+    patch["retrieval_scoring"] = {**result.provenance(), "warnings": list(result.warnings)}
+    if result.results_rewritten:
+        metrics = merge_metrics(run.read_metrics() or {}, patch)
+        run.write_together(results=_rescored_records(job), metrics=metrics)
+        result.metrics = metrics
+    else:
+        result.metrics = run.update_metrics(patch)
+    result.metrics = dict(write_derived(run, result.metrics, part.worst) or result.metrics)
+    return result
+
+
+def _rescored_records(job: _RescoreJob) -> Iterator[dict[str, Any]]:
+    """results.jsonl's records in file order, each with its case (the labels scored) and its
+    `retrieval_metrics` computed as `_rescore_part` computed them (the kernels' own floats)."""
+    cases = _Cases(job.given_cases)
+    for line, rec in enumerate(job.run.iter_results(), start=1):
+        case = cases.of(rec, line, job.run.results_path)
+        if case is None:  # pragma: no cover - score_retrieval stopped on missing cases before
+            yield rec
+            continue
+        rec["case"] = case
+        rec["retrieval_metrics"] = score_case_retrieval(
+            case,
+            rec.get("retrieved_chunks") or [],
+            rec.get("references") or [],
+            rec.get("folder_selection"),
+            job.folder_mode,
+            job.ks,
+            require_snippets=job.snippets,
+            case_sensitive=job.case_sensitive,
+        )
+        yield rec
+
+
+# --------------------------------------------------------------------------- abstention
+
+
+@dataclass
+class AbstentionScoring:
+    """What `score_abstention` did.
+
+    Attributes:
+        run_id / run_dir: the run.
+        eval_set: where the answerable labels came from.
+        classifier: "heuristic" | "llm" when answers without a target `abstained` were
+            re-classified, else None (the records' abstention as stored).
+        n_records: records read.
+        n_classified: answers (re-)classified; n_classifier_failures: of those, the judge failed
+            (left unknown, counted in n_abstention_unknown).
+        n_changed: classified answers whose `abstained` differs from the stored one.
+        n_regrouped: see RetrievalScoring.
+        warnings: one line each.
+        metrics: metrics.json after the update.
+    """
+
+    run_id: str
+    run_dir: Path
+    eval_set: EvalSetSource
+    classifier: str | None
+    n_records: int
+    n_classified: int = 0
+    n_classifier_failures: int = 0
+    n_changed: int = 0
+    n_regrouped: int = 0
+    judge: dict[str, Any] | None = None
+    results_rewritten: bool = False
+    warnings: list[str] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def provenance(self) -> dict[str, Any]:
+        """metrics.json's `abstention_scoring`."""
+        return {
+            "scored_at": _now(),
+            "classifier": self.classifier,
+            "judge": self.judge,
+            "eval_set": self.eval_set.to_json(),
+            "n_records": self.n_records,
+            "n_classified": self.n_classified,
+            "n_classifier_failures": self.n_classifier_failures,
+            "n_changed": self.n_changed,
+            "n_regrouped": self.n_regrouped,
+            "results_rewritten": self.results_rewritten,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The object `score_abstention.py --json` prints."""
+        return _scoring_json(self, "abstention_scoring", (*ABSTENTION_KEYS, *_ABSTENTION_EXTRA))
+
+
+def _needs_classifier(rec: Mapping[str, Any]) -> bool:
+    """As the judge runner: no target error, a non-blank answer, and no `abstained` from the
+    target (a classifier's earlier decision is made again)."""
+    error = rec.get("error")
+    if error and (not isinstance(error, Mapping) or error.get("kind") != "empty_answer"):
+        return False
+    answer = rec.get("answer")
+    if not isinstance(answer, str) or not answer.strip():
+        return False
+    abst = rec.get("abstention") or {}
+    return abst.get("abstained") is None or abst.get("method") in ("judge", "heuristic")
+
+
+async def _classify(judge: Any, batch: list[dict[str, Any]], heuristic: bool, tally: dict[str, int]) -> None:
+    """Re-classify the batch's answers in place (the record's `abstention`), concurrently."""
+    import asyncio
+
+    from evalkit.judges.base import JudgeFailure, JudgeItem
+    from evalkit.metrics.abstention import score_case_abstention
+
+    async def one(rec: dict[str, Any]) -> None:
+        case = rec.get("case") or {}
+        answerable = case.get("answerable", True) is not False
+        item = JudgeItem(question=rec.get("question") or case.get("question") or "", answer=rec["answer"], answerable=answerable)
+        out = await judge.judge("abstention", item)
+        tally["classified"] += 1
+        old = (rec.get("abstention") or {}).get("abstained")
+        abst = dict(rec.get("abstention") or {})
+        abst.update(abstained=None, hallucinated=None, false_abstention=None, method=None, reason=None, confidence=None)
+        if isinstance(out, JudgeFailure):
+            tally["failed"] += 1
+        else:
+            abst.update(score_case_abstention(answerable, bool(out.verdict["abstained"])))
+            abst["method"] = "heuristic" if heuristic else "judge"
+            abst["confidence"] = out.verdict.get("confidence")
+            if out.verdict.get("phrase"):
+                abst["reason"] = f"refusal phrase: {out.verdict['phrase']!r}"
+        tally["changed"] += abst.get("abstained") != old
+        rec["abstention"] = abst
+
+    await asyncio.gather(*(one(r) for r in batch))
+
+
+def score_abstention(
+    run_id: str | RunDir,
+    *,
+    eval_set: str | Path | Sequence[str | Path] | None = None,
+    results_dir: str | Path = "results",
+    classifier: str | None = None,
+    judge_settings: Any = None,
+    batch_size: int = 64,
+) -> AbstentionScoring:
+    """Recompute the abstention metrics of a stored run and merge them into its metrics.json.
+
+    Reads each record's `abstention.abstained` (EVAL.md "Abstention metrics") with the
+    `answerable` label of the eval set (same rules as `score_retrieval`), and replaces
+    `abstention_accuracy`, `hallucination_rate_unanswerable`, `false_abstention_rate`,
+    precision / recall / F1 / decision accuracy, `abstention_confusion` and
+    `n_abstention_unknown` (and their n) in every cell, plus `abstention_scoring`.
+
+    With `classifier`, answers the target gave no `abstained` for are classified again
+    first (the judge's fallback, EVAL.md "Abstention classifier"): "heuristic" (refusal
+    phrases, offline) or "llm" (the judge `judge_settings` describe).
+
+    What it re-scores per case goes back into results.jsonl in the same update as
+    metrics.json (`RunDir.write_together`): the new decisions with a classifier; with labels
+    other than those the per-case values were scored with, each record's case, its
+    retrieval_metrics (re-scored as the last scoring did) and abstention, and then the whole
+    aggregate is recomputed. Otherwise results.jsonl stays as it is.
+
+    Args:
+        run_id: the run, or an open RunDir.
+        eval_set: label source given explicitly (see score_retrieval).
+        results_dir: where run folders live.
+        classifier: None, "heuristic" or "llm".
+        judge_settings: evalkit.judges.JudgeSettings for "llm" (provider, model, cache ...).
+        batch_size: answers classified concurrently (the judge's own limit still applies).
+
+    Returns:
+        AbstentionScoring, with the updated metrics.json in `.metrics`.
+
+    Raises:
+        InputError: unknown run; changed or missing eval set; unknown classifier; a judge
+            that cannot be built (JudgeConfigError).
+    """
+    if classifier is not None and classifier not in _CLASSIFIERS:
+        raise BadConfig(Problem(f"unknown classifier {classifier!r}; expected heuristic or llm", field="--classifier"))
+    run = run_id if isinstance(run_id, RunDir) else RunDir.open(Path(results_dir), run_id)
+    cfg = run.read_config()
+    settings = run_settings(run, cfg)
+    old = run.read_metrics()
+    per_case = _stored_per_case(old, cfg, settings)
+    source, given_cases = _labels(run, cfg, eval_set, per_case.get("dataset_version"))
+    judge = _build_classifier(classifier, judge_settings)
+    cases = _Cases(given_cases)
+    tally = {"records": 0, "classified": 0, "failed": 0, "changed": 0}
+    # Labels other than those the per-case values were scored with: retrieval is re-scored
+    # per case too, as the last scoring did it (K, snippets, case rule), the whole aggregate
+    # recomputed, and results.jsonl rewritten with both, so every reader sees the new labels.
+    relabelled = given_cases is not None and source.version != per_case.get("dataset_version")
+    ks = list((old or {}).get("ks") or per_case["ks"])
+    snippets = bool(per_case.get("require_snippets"))
+    case_sensitive = bool(per_case.get("case_sensitive", True))
+
+    def labelled() -> Iterator[dict[str, Any]]:
+        results_path = run.results_path
+        for line, rec in enumerate(run.iter_results(), start=1):
+            case = cases.of(rec, line, results_path)
+            if case is None:
+                continue
+            rec["case"] = case
+            if relabelled:
+                rec["retrieval_metrics"] = score_case_retrieval(
+                    case, rec.get("retrieved_chunks") or [], rec.get("references") or [], rec.get("folder_selection"),
+                    settings.get("folder_mode"), ks, require_snippets=snippets, case_sensitive=case_sensitive,
+                )
+            answerable = case.get("answerable", True) is not False
+            abst = rec.get("abstention")
+            if isinstance(abst, Mapping) and abst.get("abstained") is not None:
+                # hallucinated / false_abstention follow the (possibly relabelled) case.
+                from evalkit.metrics.abstention import score_case_abstention
+
+                rec["abstention"] = {**abst, **score_case_abstention(answerable, bool(abst["abstained"]))}
+            tally["records"] += 1
+            yield rec
+
+    def classified() -> Iterator[dict[str, Any]]:
+        import asyncio
+
+        batch: list[dict[str, Any]] = []
+        loop = asyncio.new_event_loop()
+        try:
+            for rec in labelled():
+                batch.append(rec)
+                if len(batch) >= batch_size:
+                    yield from _flush(loop, batch)
+                    batch = []
+            yield from _flush(loop, batch)
+            if judge is not None:
+                loop.run_until_complete(judge.aclose())
+        finally:
+            loop.close()
+
+    def _flush(loop: Any, batch: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        todo = [r for r in batch if _needs_classifier(r)]
+        if todo:
+            loop.run_until_complete(_classify(judge, todo, classifier == "heuristic" or bool(getattr(judge, "heuristic", False)), tally))
+        yield from batch
+
+    stream = classified() if judge is not None else labelled()
+    worst = WorstCases(ks[0])  # summary.md's worst cases, from the same pass
+    trials = TrialStats(ks)  # a --trials run's `trials` block, from the new decisions
+
+    def watched() -> Iterator[dict[str, Any]]:
+        for rec in stream:
+            worst.add(rec)
+            trials.add(rec)
+            yield rec
+
+    # The per-case values this re-scores go back into results.jsonl, in the same update as
+    # metrics.json: new labels (case, retrieval_metrics, abstention) or new decisions.
+    rewrite = relabelled or classifier is not None
+    result = AbstentionScoring(run_id=run.run_id, run_dir=run.path, eval_set=source, classifier=classifier,
+                               n_records=0, results_rewritten=rewrite,
+                               judge=judge.describe() if judge is not None else None)
+
+    def finish(body: dict[str, Any]) -> dict[str, Any]:
+        """The metrics.json patch, once every record went through."""
+        if cases.missing:
+            raise _missing_problem(cases.missing, source)
+        return _abstention_patch(result, body, old, ks, trials, tally, cases.regrouped, relabelled, per_case)
+
+    if rewrite:
+        table = RecordTable(ks)
+
+        def rows() -> Iterator[dict[str, Any]]:
+            for rec in watched():
+                table.add_record(rec)
+                yield rec
+
+        def metrics_after() -> dict[str, Any]:
+            patch = finish(table.result(suite_ms=recorded_suite_ms(old)))
+            return merge_metrics(run.read_metrics() or {}, patch)
+
+        with _fewer_collections():
+            run.write_together(results=rows(), metrics=metrics_after)
+        result.metrics = run.read_metrics() or {}
+    else:
+        with _fewer_collections():
+            body = aggregate_records(watched(), ks=ks, suite_ms=recorded_suite_ms(old))
+        result.metrics = run.update_metrics(finish(body))
+    result.metrics = dict(write_derived(run, result.metrics, worst) or result.metrics)
+    return result
+
+
+def _abstention_patch(
+    result: AbstentionScoring,
+    body: dict[str, Any],
+    old: Mapping[str, Any] | None,
+    ks: list[int],
+    trials: TrialStats,
+    tally: Mapping[str, int],
+    regrouped: int,
+    relabelled: bool,
+    per_case: Mapping[str, Any],
+) -> dict[str, Any]:
+    """score_abstention's metrics.json patch; fills `result` in (counts, warnings, provenance)."""
+    classifier = result.classifier
+    result.n_records = tally["records"]
+    result.n_classified = tally["classified"]
+    result.n_classifier_failures = tally["failed"]
+    result.n_changed = tally["changed"]
+    result.n_regrouped = regrouped
+    if regrouped:
+        result.warnings.append(
+            f"{regrouped} case(s) changed answerable, tags, category, difficulty, domain or language in the eval set: "
+            "every aggregate of metrics.json (retrieval and judges too) was recomputed with the new labels"
+        )
+    if tally["failed"]:
+        result.warnings.append(
+            f"the classifier failed on {tally['failed']} answer(s): left unknown, counted in n_abstention_unknown"
+        )
+    if classifier is not None and tally["changed"]:
+        result.warnings.append(
+            f"{tally['changed']} answer(s) were classified differently from before; results.jsonl and metrics.json "
+            "now hold the new decisions"
+        )
+    # New labels re-scored every per-case value: the whole aggregate follows them.
+    whole = old is None or regrouped > 0 or relabelled
+    patch = _patch(old, body, ABSTENTION_KEYS, _ABSTENTION_EXTRA, whole=whole)
+    if whole:
+        patch["ks"] = ks
+    trial_block = trials.result()
+    if trial_block is not None:
+        patch["trials"] = trial_block
+    patch["abstention_scoring"] = {**result.provenance(), "warnings": list(result.warnings)}
+    if relabelled:
+        # What the per-case retrieval values are now scored with (score_retrieval reads it).
+        last = dict((old or {}).get("retrieval_scoring") or {})
+        patch["retrieval_scoring"] = {**last, "per_case": {**per_case, "dataset_version": result.eval_set.version}}
+    return patch
+
+
+def _build_classifier(classifier: str | None, judge_settings: Any) -> Any:
+    """The Judge that classifies answers, or None without a classifier.
+
+    Raises:
+        JudgeConfigError: "llm" without a configured LLM judge, or a judge that cannot be built.
+    """
+    if classifier is None:
+        return None
+    from evalkit.judges import JudgeSettings, build_judge, resolve_judge
+    from evalkit.judges.heuristic import HeuristicJudge
+
+    if classifier == "heuristic":
+        return HeuristicJudge()
+    settings = judge_settings or JudgeSettings()
+    if resolve_judge(settings).provider == "heuristic":
+        from evalkit.errors import JudgeConfigError
+
+        raise JudgeConfigError(
+            Problem(
+                "--classifier llm needs an LLM judge: pass --judge-model MODEL (and --judge-provider, or "
+                "EVALKIT_JUDGE_MODEL / EVALKIT_JUDGE_PROVIDER); --classifier heuristic works offline",
+                field="--classifier",
+            )
+        )
+    return build_judge(settings)

@@ -1,0 +1,260 @@
+"""merge_runs(): join the n shard runs of one run (`run_eval --shard i/n`) into one run folder.
+
+The shards must share one config_hash, one dataset_version, one shard count and one
+selection, hold every shard index once, be finished (metrics.json), and together hold
+every selected (case, trial) exactly once. Otherwise nothing is written and every problem
+is said. The merged run's results.jsonl is in run order (trial, then eval-set order) and
+its metrics.json is aggregated from it by run_eval's own code, so it equals a single
+machine's run of the same config, except timing: the shards ran side by side, so the
+suite's wall time (`latency.total_ms`) is null and `run_timing` lists each shard's.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import BadConfig, Problem
+from evalkit.store.runs import RunDir, point_latest
+
+__all__ = ["MergeResult", "merge_runs"]
+
+
+@dataclass
+class MergeResult:
+    """What `merge_runs()` returns: the merged run, its metrics.json and what it came from."""
+
+    run_id: str
+    run_dir: Path
+    metrics: dict[str, Any]
+    merged_from: list[str]
+    n_records: int
+    shard_count: int
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _ShardRun:
+    run: RunDir
+    config: dict[str, Any]
+    metrics: dict[str, Any]
+    shard: dict[str, Any]
+    in_order: bool = True
+
+
+def _open_shards(results_dir: Path, run_ids: Sequence[str]) -> tuple[list[_ShardRun], list[Problem]]:
+    shards: list[_ShardRun] = []
+    problems: list[Problem] = []
+    for run_id in run_ids:
+        run = RunDir.open(results_dir, run_id, flag="RUN_IDS")
+        config = run.read_config()
+        shard = config.get("shard")
+        metrics = run.read_metrics()
+        if not isinstance(shard, Mapping):
+            problems.append(Problem(f"run {run.run_id} is not a shard (its config.json has no `shard`; "
+                                    "shards are made by run_eval --shard I/N)", field="RUN_IDS"))
+            continue
+        if metrics is None:
+            problems.append(Problem(f"shard {shard.get('index')}/{shard.get('count')} (run {run.run_id}) is unfinished: "
+                                    f"no metrics.json; finish it with run_eval --resume {run.run_id}", field="RUN_IDS"))
+            continue
+        shards.append(_ShardRun(run, config, metrics, dict(shard)))
+    return shards, problems
+
+
+def _same(shards: list[_ShardRun], what: str, get: Any) -> list[Problem]:
+    values: dict[Any, list[str]] = {}
+    for s in shards:
+        values.setdefault(get(s), []).append(s.run.run_id)
+    if len(values) <= 1:
+        return []
+    listed = "; ".join(f"{str(v)[:12]}: {', '.join(ids)}" for v, ids in values.items())
+    return [Problem(f"the shards differ in {what} ({listed}); merge only the shards of one run", field="RUN_IDS")]
+
+
+def _check_shards(shards: list[_ShardRun]) -> list[Problem]:
+    problems = [
+        *_same(shards, "config_hash", lambda s: s.config.get("config_hash")),
+        *_same(shards, "dataset_version (the eval set)", lambda s: s.config.get("dataset_version")),
+        *_same(shards, "shard count", lambda s: s.shard.get("count")),
+        *_same(shards, "selected cases", lambda s: s.shard.get("selected_ids_sha256")),
+    ]
+    if problems:
+        return problems
+    count = shards[0].shard["count"]
+    by_index: dict[int, list[str]] = {}
+    for s in shards:
+        by_index.setdefault(s.shard["index"], []).append(s.run.run_id)
+    for index, ids in sorted(by_index.items()):
+        if len(ids) > 1:
+            problems.append(Problem(f"shard {index}/{count} given {len(ids)} times (runs {', '.join(ids)}): "
+                                    "its cases would be counted twice", field="RUN_IDS"))
+    missing = [i for i in range(count) if i not in by_index]
+    if missing:
+        problems.append(Problem(f"incomplete: {len(missing)} of {count} shards missing: "
+                                f"{', '.join(f'{i}/{count}' for i in missing)}", field="RUN_IDS"))
+    return problems
+
+
+def _check_records(shards: list[_ShardRun], trials: int) -> list[Problem]:
+    """Every record in its shard, each (case, trial) once, each shard complete, the whole
+    selection covered. Streams each results.jsonl once, keeping only keys."""
+    from evalkit.evalset.shard import ids_sha256, shard_of
+    from evalkit.run.runner import record_key, run_order
+
+    problems: list[Problem] = []
+    owner: dict[tuple[str, int], str] = {}
+    positions: dict[int, str] = {}
+    count = shards[0].shard["count"]
+    for s in shards:
+        n, last, foreign = 0, (0, -1), 0
+        for rec in s.run.iter_results():
+            key = record_key(rec)
+            n += 1
+            if key in owner:
+                problems.append(Problem(f"case {key[0]!r} trial {key[1]} is in both {owner[key]} and {s.run.run_id}",
+                                        field="RUN_IDS"))
+                continue
+            owner[key] = s.run.run_id
+            if shard_of(key[0], count) != s.shard["index"]:
+                foreign += 1
+            pos = run_order(rec)
+            if pos < last:
+                s.in_order = False
+            last = max(last, pos)
+            positions[int(rec.get("case_index", 0))] = key[0]
+        if foreign:
+            problems.append(Problem(f"run {s.run.run_id} holds {foreign} record(s) of cases outside shard "
+                                    f"{s.shard['index']}/{count}", field="RUN_IDS"))
+        expected = int(s.shard.get("n_cases", 0)) * trials
+        if n != expected:
+            problems.append(Problem(f"shard {s.shard['index']}/{count} (run {s.run.run_id}) has {n} records, "
+                                    f"expected {expected}; finish it with run_eval --resume {s.run.run_id}",
+                                    field="RUN_IDS"))
+    total = int(shards[0].shard.get("n_selected_total", 0))
+    if not problems and (len(positions) != total
+                         or ids_sha256([positions[i] for i in sorted(positions)]) != shards[0].shard.get("selected_ids_sha256")):
+        problems.append(Problem(f"the shards hold {len(positions)} distinct cases, not the {total} selected ones",
+                                field="RUN_IDS"))
+    return problems
+
+
+def _merged_records(shards: list[_ShardRun]) -> Iterator[dict[str, Any]]:
+    from evalkit.run.runner import run_order
+
+    if all(s.in_order for s in shards):
+        yield from heapq.merge(*(s.run.iter_results() for s in shards), key=run_order)
+    else:
+        yield from sorted((r for s in shards for r in s.run.iter_results()), key=run_order)
+
+
+def _shard_wall_s(s: _ShardRun) -> float:
+    walls = [x.get("wall_s") for x in s.config.get("sessions") or []]
+    return round(sum(w for w in walls if isinstance(w, int | float)), 3)
+
+
+def _sum_stats(stats: list[Any]) -> Any:
+    """Judge stats of the shards summed field by field (numbers), else the first's value."""
+    present = [x for x in stats if x is not None]
+    if not present:
+        return None
+    if all(isinstance(x, Mapping) for x in present):
+        keys = dict.fromkeys(k for x in present for k in x)
+        return {k: _sum_stats([x.get(k) for x in present]) for k in keys}
+    if all(isinstance(x, int | float) and not isinstance(x, bool) for x in present):
+        return sum(present)
+    return present[0]
+
+
+def _pre_run_warnings(shards: list[_ShardRun]) -> list[dict[str, Any]]:
+    """The shards' stale-anchor warnings as one (counts summed), as one run would say it."""
+    stale = [w for s in shards for w in s.metrics.get("warnings") or [] if w.get("kind") == "stale_anchors"]
+    if not stale:
+        return []
+    n, of = sum(int(w.get("n", 0)) for w in stale), sum(int(w.get("of", 0)) for w in stale)
+    problems = [p for w in stale for p in w.get("problems") or []][:20]
+    return [{**stale[0], "n": n, "of": of, "problems": problems,
+             "message": f"{n} of {of} gold anchors do not exist in the corpus; they can only score 0 "
+                        "(evalkit validate --eval-set ... --vault ... lists every one)"}]
+
+
+def merge_runs(run_ids: Sequence[str], *, run_id: str, results_dir: str | Path = "results") -> MergeResult:
+    """Merge the shard runs `run_ids` (under `results_dir`) into the new run `run_id` there.
+
+    Raises:
+        BadConfig: fewer than one run, runs that are not shards or are unfinished, shards of
+            different configs / eval sets / counts, a shard given twice or missing, records
+            that overlap or do not cover the selection, or `run_id` taken. Nothing is written.
+        RunNotFound: a run id names no run.
+    """
+    from evalkit.config import build_settings
+    from evalkit.derive import RunFacts, derive_run, now_utc
+    from evalkit.store.runs import check_run_id
+
+    results_dir = Path(results_dir)
+    if not run_ids:
+        raise BadConfig(Problem("no shard run given", field="RUN_IDS"))
+    check_run_id(run_id)
+    shards, problems = _open_shards(results_dir, run_ids)
+    if shards and not problems:
+        problems = _check_shards(shards)
+    settings_body = dict(shards[0].config.get("settings") or {}) if shards else {}
+    trials = int(settings_body.get("trials") or 1)
+    if shards and not problems:
+        problems = _check_records(shards, trials)
+    if problems:
+        raise BadConfig([Problem(f"cannot merge: {p.message}", field=p.field) for p in problems])
+
+    shards.sort(key=lambda s: s.shard["index"])
+    first = shards[0]
+    settings_body.update(shard=None, run_id=run_id, resume=None, results_dir=str(results_dir), baseline=None)
+    settings = build_settings({}, settings_body)
+    config = {k: v for k, v in first.config.items() if k != "shard"}
+    merged_from = [s.run.run_id for s in shards]
+    shard_runs = [
+        {"run_id": s.run.run_id, "index": s.shard["index"], "n_cases": s.shard.get("n_cases"),
+         "wall_s": _shard_wall_s(s), "created_at": s.config.get("created_at"),
+         "hardware": s.config.get("hardware"), "git": s.config.get("git")}
+        for s in shards
+    ]
+    total = int(first.shard.get("n_selected_total", 0))
+    config.update(
+        run_id=run_id,
+        created_at=now_utc(),
+        settings=settings.public_dump(),
+        sessions=[{**x, "shard_run_id": s.run.run_id} for s in shards for x in s.config.get("sessions") or []],
+        merged_from=merged_from,
+        shard_runs=shard_runs,
+    )
+    config["eval_set"] = {**(config.get("eval_set") or {}), "n_selected": total}
+
+    run = RunDir.create(results_dir, run_id)
+    run.write_together(results=_merged_records(shards), config=config)
+    walls = [x["wall_s"] for x in shard_runs]
+    timing = {
+        "session_wall_s": None,
+        "sessions": len(config["sessions"]),
+        "merged_shards": len(shards),
+        "max_shard_wall_s": max(walls),
+        "sum_shard_wall_s": round(sum(walls), 3),
+        "shards": [{"run_id": x["run_id"], "index": x["index"], "wall_s": x["wall_s"]} for x in shard_runs],
+    }
+    stats = _sum_stats([(s.metrics.get("aggregate_metrics") or {}).get("judge") for s in shards])
+    metrics, _ = derive_run(run, RunFacts(
+        settings=settings, config=config, eval_set_commit_hash=first.config.get("eval_set_commit_hash"),
+        dataset_version=first.config.get("dataset_version"), judge_stats=stats,
+        pre_run_warnings=_pre_run_warnings(shards), timing=timing,
+    ))
+    point_latest(results_dir, run.run_id)
+    return MergeResult(
+        run_id=run.run_id,
+        run_dir=run.path,
+        metrics=metrics,
+        merged_from=merged_from,
+        n_records=total * trials,
+        shard_count=first.shard["count"],
+        warnings=list(metrics.get("warnings") or []),
+    )

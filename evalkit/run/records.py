@@ -1,0 +1,369 @@
+"""One results.jsonl record per case: the request, the record, the version tuple, the selection.
+
+Pure functions over plain dicts and the schema models; no I/O. Retrieval metrics are
+computed on the full chunk text before it is cut to 200 characters for storage. A record
+stays bounded whatever the target returns: chunks up to the largest K (by rank),
+references up to max(100, K), and the answer cut for storage once it has been judged
+(EVAL.md "The runner", record size).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evalkit.config import LIST_STORE_ITEMS, TRUNCATE_CHARS, RunSettings, stored_answer
+from evalkit.errors import BadConfig, Problem, TargetError
+from evalkit.evalset.load import EvalSet
+from evalkit.schema import SCHEMA_VERSION, AskRequest, EvalCase, RerankWeights
+
+__all__ = ["build_record", "build_request", "error_record", "select_cases", "versions_tuple"]
+
+
+def select_cases(
+    cases: Sequence[EvalCase],
+    *,
+    ids: Sequence[str] | None = None,
+    tags: Sequence[str] = (),
+    categories: Sequence[str] = (),
+    limit: int | None = None,
+) -> list[tuple[int, EvalCase]]:
+    """Pick the cases to run, keeping eval-set order and each case's index in the set.
+
+    Filters combine with AND; values inside one filter with OR. `limit` applies last.
+
+    Raises:
+        BadConfig: an id in `ids` that is not in the eval set, or nothing left to run.
+    """
+    chosen = list(enumerate(cases))
+    if ids:
+        known = {c.id for c in cases}
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise BadConfig([Problem(f"no case with id {i!r} in the eval set", field="--ids") for i in unknown])
+        wanted = set(ids)
+        chosen = [(i, c) for i, c in chosen if c.id in wanted]
+    if tags:
+        wanted_tags = set(tags)
+        chosen = [(i, c) for i, c in chosen if wanted_tags.intersection(c.tags)]
+    if categories:
+        wanted_cats = set(categories)
+        chosen = [(i, c) for i, c in chosen if c.category in wanted_cats]
+    if limit is not None:
+        chosen = chosen[:limit]
+    if not chosen:
+        what = ", ".join(
+            f"{flag} {', '.join(vals)}" for flag, vals in (("--tag", tags), ("--category", categories)) if vals
+        )
+        raise BadConfig(Problem(f"no case of the eval set matches {what or 'the selection'}"))
+    return chosen
+
+
+# --------------------------------------------------------------------------- records
+
+
+def build_request(case: EvalCase, settings: RunSettings) -> AskRequest:
+    """The /api/v1/ask request for one case (K = the largest --k).
+
+    The case's `vaults` / `folders` are sent only as `--send-scope` says (default none):
+    they are written from the gold labels, so a filter built from them tells the chatbot
+    where the answer is.
+    """
+    scope = settings.send_scope
+    return AskRequest(
+        question=case.question,
+        k=settings.request_k,
+        folder_mode=settings.folder_mode,
+        vaults=list(case.vaults) if scope in ("vaults", "both") else [],
+        folders=list(case.folders) if scope in ("folders", "both") else [],
+        rerank_weights=RerankWeights(vector=settings.rerank_vector_weight, lexical=settings.rerank_lexical_weight),
+        options=dict(settings.params),
+        debug=True,
+    )
+
+
+def dump_model(obj: Any) -> Any:
+    if obj is None:
+        return None
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    return dict(obj)
+
+
+def _ranked_chunks(chunks: Sequence[Any]) -> list[dict[str, Any]]:
+    """Chunks as dicts in rank order, each with a 1-based `rank` (list position when absent).
+
+    A chunk without a rank takes its list position, then all are sorted by rank (stable:
+    ties keep list order), so the first K here are the top K the metrics score.
+    """
+    dicts = [dump_model(c) for c in chunks]
+    for pos, d in enumerate(dicts, start=1):
+        if d.get("rank") is None:
+            d["rank"] = pos
+    return sorted(dicts, key=lambda d: d["rank"])
+
+
+# Locations and ids are kept whole: they are what anchors and re-scoring match on.
+_KEEP_WHOLE = frozenset({"chunk_id", "rel_path", "heading_path"})
+
+
+def _cut_strings(value: Any) -> tuple[Any, bool]:
+    """`value` with every string in it, at any depth, cut to 200 characters; and whether any was."""
+    if isinstance(value, str):
+        return (value[:TRUNCATE_CHARS], True) if len(value) > TRUNCATE_CHARS else (value, False)
+    if isinstance(value, dict):
+        pairs = [(k, _cut_strings(v)) for k, v in value.items()]
+        return {k: v for k, (v, _) in pairs}, any(c for _, (_, c) in pairs)
+    if isinstance(value, list):
+        items = [_cut_strings(v) for v in value]
+        return [v for v, _ in items], any(c for _, c in items)
+    return value, False
+
+
+def _stored(item: Mapping[str, Any], full_text: bool) -> tuple[dict[str, Any], bool]:
+    """A chunk or reference as stored: every other string, nested ones too, cut to 200
+    characters unless --store-full-text, so note text never lands in results.jsonl whole by
+    a side door (a reference's `text`, an extra `content` or `metadata.body` field).
+    Returns it and whether anything was cut."""
+    out = dict(item)
+    cut = False
+    if not full_text:
+        for key, value in out.items():
+            if key not in _KEEP_WHOLE:
+                out[key], was_cut = _cut_strings(value)
+                cut = cut or was_cut
+    return out, cut
+
+
+def _stored_chunk(chunk: Mapping[str, Any], full_text: bool) -> dict[str, Any]:
+    out, _ = _stored({**chunk, "text": chunk.get("text") or ""}, full_text)
+    out["text_truncated"] = not full_text and len(chunk.get("text") or "") > TRUNCATE_CHARS
+    out.setdefault("token_count", None)
+    return out
+
+
+def versions_tuple(
+    settings: RunSettings,
+    eval_set: EvalSet,
+    target_versions: Mapping[str, Any] | None,
+    judge_desc: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The experiment's version tuple (seed 000 "Versioning Strategy").
+
+    The target's `debug.versions` come first; what it leaves out is built from the flags:
+    index build = chunker + embedding model, retriever = target's retriever version +
+    K + rerank weights + folder mode (e.g. "k5+rerank_70_30+folder_off"), answerer =
+    the LLM model. judge_version is the judge's own version (None when retrieval-only).
+    """
+    tv = dict(target_versions or {})
+    index_build = tv.get("index_build_version")
+    if not index_build and (tv.get("chunker_version") or tv.get("embedding_model")):
+        index_build = "+".join(
+            p
+            for p in (
+                f"chunker_{tv['chunker_version']}" if tv.get("chunker_version") else None,
+                f"embedding_{tv['embedding_model']}" if tv.get("embedding_model") else None,
+            )
+            if p
+        )
+    rerank = f"rerank_{round(settings.rerank_vector_weight * 100)}_{round(settings.rerank_lexical_weight * 100)}"
+    flags = f"k{settings.request_k}+{rerank}+folder_{settings.folder_mode}"
+    retriever = f"{tv['retriever_version']}+{flags}" if tv.get("retriever_version") else flags
+    answerer = tv.get("answerer_version") or (f"llm_{tv['llm_model']}" if tv.get("llm_model") else None)
+    judge_version = None
+    if judge_desc and judge_desc.get("provider") is not None:
+        judge_version = judge_desc.get("version") or ":".join(
+            str(judge_desc.get(k)) for k in ("provider", "model", "prompt_version") if judge_desc.get(k)
+        )
+    return {
+        "dataset_version": eval_set.version,
+        "index_build_version": index_build,
+        "retriever_version": retriever,
+        "answerer_version": answerer,
+        "judge_version": judge_version,
+        "llm_model": tv.get("llm_model"),
+        "embedding_model": tv.get("embedding_model"),
+        "chunker_version": tv.get("chunker_version"),
+    }
+
+
+def record_config(settings: RunSettings, versions: Mapping[str, Any], judge_desc: Mapping[str, Any] | None) -> dict:
+    jd = judge_desc or {}
+    return {
+        "k": settings.request_k,
+        "ks": list(settings.k),
+        "rerank_weights": {"vector": settings.rerank_vector_weight, "lexical": settings.rerank_lexical_weight},
+        "folder_mode": settings.folder_mode,
+        "llm_model": versions.get("llm_model"),
+        "embedding_model": versions.get("embedding_model"),
+        "judge_model": jd.get("model"),
+        # describe() may give one version per judge kind; records hold one string.
+        "judge_prompt_version": jd.get("prompt_version") if isinstance(jd.get("prompt_version"), str) else None,
+        "judge_temperature": jd.get("temperature"),
+        "dataset_version": versions.get("dataset_version"),
+        "index_build_version": versions.get("index_build_version"),
+        "retriever_version": versions.get("retriever_version"),
+        "answerer_version": versions.get("answerer_version"),
+    }
+
+
+def _base_record(case_index: int, case: EvalCase, config: dict, coverage: dict | None) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "test_case_id": case.id,
+        "case_index": case_index,
+        "case": case.model_dump(mode="json"),
+        "question": case.question,
+        "answer": None,
+        "answer_truncated": False,
+        "answer_chars": None,
+        "references": [],
+        "references_dropped": 0,
+        "retrieved_chunks": [],
+        "retrieved_chunks_dropped": 0,
+        "folder_selection": None,
+        "config": config,
+        "indexing_coverage": coverage,
+        "latency": {
+            "total_ms": None,
+            "folder_selection_ms": None,
+            "retrieval_ms": None,
+            "generation_ms": None,
+            "judge_ms": None,
+        },
+        "retrieval_metrics": {},
+        "expectations": None,  # issue 14: metrics/expectations.py (must_include ...), None without `expected`
+        "latency_budget": None,  # issue 13: {budget_ms, source, latency_ms, score, within} or None
+        "groundedness": None,
+        "correctness": None,
+        "abstention": {"abstained": None, "hallucinated": None, "method": None, "reason": None, "confidence": None},
+        "judge_input": None,
+        "cost": {"judge_tokens": 0, "judge_cost_usd": 0.0},
+        "error": None,
+        "judge_errors": [],
+        "missing_fields": [],
+        "attempts": None,
+        "response_validity": None,  # {valid, errors, n_errors} with --response-schema (session.py)
+    }
+
+
+def _latency_budget(record: Mapping[str, Any], settings: RunSettings, *, failed: bool = False) -> dict | None:
+    """The record's `latency_budget` (metrics.latency.case_latency_budget): the case's own
+    constraints.latency_budget_ms, else --latency-budget-ms, against latency.total_ms."""
+    from evalkit.metrics.latency import case_latency_budget
+
+    return case_latency_budget(
+        record["case"], record["latency"]["total_ms"], settings.latency_budget_ms, failed=failed
+    )
+
+
+def error_record(
+    case_index: int,
+    case: EvalCase,
+    error: TargetError,
+    *,
+    settings: RunSettings,
+    total_ms: float,
+    config: dict,
+    coverage: dict | None,
+) -> dict[str, Any]:
+    """The record of a case the target failed: the error, and retrieval scored on nothing.
+
+    A system failure scores 0 on every applicable retrieval metric (and counts in the
+    error rates); the case is kept so that n stays the eval set's size.
+    """
+    from evalkit.metrics.expectations import score_expectations
+    from evalkit.metrics.retrieval import score_case_retrieval
+
+    record = _base_record(case_index, case, config, coverage)
+    record["error"] = error.to_record()
+    record["attempts"] = error.attempts
+    record["latency"]["total_ms"] = round(total_ms, 3)
+    # latency_budget stays None: a failed case has no answer's latency to judge (excluded, in n_errors).
+    record["retrieval_metrics"] = score_case_retrieval(
+        record["case"], [], [], None, settings.folder_mode, settings.k, require_snippets=settings.require_snippets
+    )
+    record["expectations"] = score_expectations(record["case"], [], None)
+    return record
+
+
+def build_record(
+    case_index: int,
+    case: EvalCase,
+    result: Any,
+    *,
+    settings: RunSettings,
+    total_ms: float,
+    run_versions: Mapping[str, Any],
+    judge_desc: Mapping[str, Any] | None,
+    coverage: dict | None,
+    eval_set: EvalSet,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One results.jsonl record from a target's AskResult (before judging).
+
+    Only the top K chunks by rank (K = the largest --k) are scored, stored and given to
+    the judges; `retrieved_chunks_dropped` counts the rest. Retrieval metrics are computed
+    on their full text, before it is truncated for storage, and so are the case's
+    expectations (must_include ..., on the chunks and the whole answer). Every reference counts for
+    attribution; the first max(100, K) are stored and `references_dropped` counts the
+    rest. The answer is kept whole when a judge follows (the judge runner cuts it once it
+    has judged it) and cut for storage here in a retrieval-only run.
+
+    Returns:
+        The record and the top-K chunks with full text (the judges' context).
+    """
+    from evalkit.metrics.abstention import score_case_abstention
+    from evalkit.metrics.expectations import score_expectations
+    from evalkit.metrics.retrieval import score_case_retrieval
+
+    response = result.response
+    debug = response.debug
+    ranked = _ranked_chunks(debug.retrieved_chunks if debug is not None else [])
+    chunks = ranked[: settings.request_k]
+    references = [dump_model(r) for r in response.references]
+    n_refs_stored = max(LIST_STORE_ITEMS, settings.request_k)
+    folder_selection = dump_model(debug.folder_selection) if debug is not None else None
+    own_versions = dump_model(debug.versions) if debug is not None and debug.versions is not None else None
+    versions = versions_tuple(settings, eval_set, own_versions, judge_desc) if own_versions else run_versions
+
+    record = _base_record(case_index, case, record_config(settings, versions, judge_desc), coverage)
+    record["answer"] = response.answer
+    if settings.retrieval_only:
+        record.update(stored_answer(record))
+    record["references"] = [_stored(r, settings.store_full_text)[0] for r in references[:n_refs_stored]]
+    record["references_dropped"] = max(0, len(references) - n_refs_stored)
+    record["retrieved_chunks"] = [_stored_chunk(c, settings.store_full_text) for c in chunks]
+    record["retrieved_chunks_dropped"] = len(ranked) - len(chunks)
+    record["folder_selection"] = folder_selection
+    record["missing_fields"] = list(result.missing_fields)
+    record["attempts"] = getattr(result, "attempts", None)
+    timings = result.server_timings_ms or {}
+    logged = getattr(result, "logged_total_ms", None)
+    record["latency"].update(
+        total_ms=round(logged if logged is not None else total_ms, 3),
+        folder_selection_ms=timings.get("folder_selection"),
+        retrieval_ms=timings.get("retrieval"),
+        generation_ms=timings.get("generation"),
+    )
+    record["retrieval_metrics"] = score_case_retrieval(
+        record["case"],
+        chunks,
+        references,
+        folder_selection,
+        settings.folder_mode,
+        settings.k,
+        require_snippets=settings.require_snippets,
+    )
+    # On the full chunk text and the whole answer, before either is cut for storage.
+    record["expectations"] = score_expectations(record["case"], chunks, response.answer)
+    if response.abstained is not None:
+        record["abstention"].update(
+            score_case_abstention(case.answerable, response.abstained),
+            method="target",
+            reason=response.abstain_reason,
+        )
+    if not (response.answer or "").strip() and not response.abstained:
+        record["error"] = {"kind": "empty_answer", "status": None, "detail": "the target returned an empty answer"}
+    # An empty answer is the system's own answer, with a latency: it is judged against its budget.
+    record["latency_budget"] = _latency_budget(record, settings)
+    return record, chunks

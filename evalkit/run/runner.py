@@ -1,0 +1,758 @@
+"""run()/arun(): check every input, write config.json, run the session, write metrics.json.
+
+Nothing is written until the eval set, the flags, the selection, the baseline, the judge
+and the target have all been checked; then config.json is written before the first case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import shlex
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from evalkit import __version__
+from evalkit.compare.gate import check_invariants
+from evalkit.config import (
+    RunSettings,
+    build_settings,
+    diff_hashed,
+    judge_identity,
+    project_run_defaults,
+)
+from evalkit.derive import RunFacts, derive_run, now_utc
+from evalkit.errors import BadConfig, EvalkitError, Problem
+from evalkit.evalset.load import EvalSet, load_eval_set
+from evalkit.metrics.keys import ir_measures_values
+from evalkit.run.probe import probe_target
+from evalkit.run.records import select_cases, versions_tuple
+from evalkit.run.session import Prepared, ProgressSink, Session
+from evalkit.schema import SCHEMA_VERSION, EvalCase
+from evalkit.store.runs import (
+    LATEST,
+    RunDir,
+    config_hash,
+    new_run_id,
+    point_latest,
+    resolve_run_id,
+    run_folder_taken,
+)
+
+__all__ = ["RunInterrupted", "RunResult", "arun", "run"]
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run. What was written is kept; `--resume run_id` finishes the run."""
+
+    def __init__(self, run_id: str, run_dir: Path, results_dir: str):
+        self.run_id = run_id
+        self.run_dir = run_dir
+        self.results_dir = results_dir
+        super().__init__(f"interrupted run {run_id}")
+
+    @property
+    def resume_command(self) -> str:
+        """The command that finishes the run, shell-quoted so that pasting it runs only that."""
+        cmd = f"python scripts/run_eval.py --resume {shlex.quote(self.run_id)}"
+        if Path(self.results_dir) != Path("results"):
+            cmd += f" --results-dir {shlex.quote(str(self.results_dir))}"
+        return cmd
+
+
+@dataclass
+class RunResult:
+    """What `run_eval()` returns.
+
+    Attributes:
+        run_id: the run folder's name.
+        run_dir: path of `results/<run_id>/`.
+        metrics: the whole metrics.json body.
+        data: `aggregate_metrics` plus B.O.B's convenience keys (seed 001):
+            `recall_at_k` (fractional recall |gold hit in top K| / |gold|, B.O.B's formula),
+            `precision_at_k`, `mrr` and `k` (all at the primary K).
+        gate: the gate object ({passed, allowed, regressions, ...}) or None without --baseline.
+        success: False when the gate failed (without --allow-regressions), or the run is
+            incomplete: the target failed on more than `max_error_rate` of the cases.
+            Also False when an absolute threshold failed (`thresholds_failed`).
+        thresholds: metrics.json's `thresholds` ({passed, checked, not_measured, failures})
+            when thresholds were given (`thresholds=` / --threshold), else None.
+        n_cases / n_errors: records in the run / records with a target error.
+        error_rate / max_error_rate: n_errors / n_cases, and the share allowed.
+        warnings: metrics.json's `warnings` (runs that measured less than they seem to).
+        resumed / repaired_tail / skipped: whether this call resumed a run, cut a torn
+            last line, and how many cases were already done.
+        judge: the judge's describe() ({"provider": None} for retrieval-only).
+        trials: metrics.json's `trials` (per-trial values, mean, std, flake rates) with
+            `trials=N` > 1, else None. n_cases then counts records (cases x trials).
+    """
+
+    run_id: str
+    run_dir: Path
+    metrics: dict[str, Any]
+    data: dict[str, Any]
+    gate: dict[str, Any] | None
+    success: bool
+    n_cases: int = 0
+    n_errors: int = 0
+    resumed: bool = False
+    repaired_tail: bool = False
+    skipped: int = 0
+    judge: dict[str, Any] | None = None
+    max_error_rate: float = 0.0
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    thresholds: dict[str, Any] | None = None  # metrics.json "thresholds" (issue 13), None without --threshold
+    trials: dict[str, Any] | None = None  # metrics.json "trials" (issue 13), None without --trials N > 1
+
+    @property
+    def error_rate(self) -> float:
+        return self.n_errors / self.n_cases if self.n_cases else 0.0
+
+    @property
+    def incomplete(self) -> bool:
+        """True when the target failed on more cases than --max-error-rate allows: the
+        metrics score those cases as misses, so they do not describe the chatbot."""
+        return self.error_rate > self.max_error_rate + 1e-12
+
+    @property
+    def thresholds_failed(self) -> bool:
+        """True when an absolute --threshold failed (below it, or not measured). Not
+        silenced by --allow-regressions, which is about the baseline gate."""
+        return bool(self.thresholds and not self.thresholds.get("passed"))
+
+    @property
+    def gate_failed(self) -> bool:
+        """True when the gate failed (regressions, nothing compared, broken invariants)
+        and that was not allowed."""
+        return bool(self.gate and not self.gate["passed"] and not self.gate.get("allowed"))
+
+    def to_json(self) -> dict[str, Any]:
+        """The object `run_eval.py --json` prints (DESIGN.md §9)."""
+        gate = self.gate or {"passed": True, "regressions": []}
+        return {
+            "run_id": self.run_id,
+            "run_dir": str(self.run_dir),
+            "aggregate_metrics": self.metrics.get("aggregate_metrics", {}),
+            "ir_measures": ir_measures_values((self.metrics.get("aggregate_metrics") or {}).get("at_k")),
+            "gate": {
+                "passed": bool(gate["passed"]),
+                "regressions": list(gate["regressions"]),
+                "failures": list(gate.get("failures") or []),
+                "skipped": list(gate.get("skipped") or []),
+            },
+            "success": self.success,
+            "error_rate": self.error_rate,
+            "incomplete": self.incomplete,
+            "thresholds": self.thresholds,
+            "trials": self.trials,
+            "warnings": list(self.warnings),
+        }
+
+
+# --------------------------------------------------------------------------- config.json
+
+
+def _git_revision(cwd: Path) -> dict[str, Any] | None:
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if not commit:
+        return None
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(status)}
+
+
+def reproducibility_knobs(
+    settings: RunSettings, target_desc: Mapping[str, Any], judge_desc: Mapping[str, Any]
+) -> dict[str, Any]:
+    """config.json's `reproducibility`: what makes a rerun give the same records (issue 14).
+
+    `tie_break` and `target_deterministic` are what the target declares in describe()
+    (None: not declared, unknown). Kept out of `hashed`: recording them changes no hash.
+    """
+    judged = judge_desc.get("provider") is not None
+    return {
+        "seed": settings.seed,
+        "top_k": settings.request_k,
+        "ks": list(settings.k),
+        "tie_break": target_desc.get("tie_break"),
+        "timestamps": "UTC",
+        "judge_temperature": judge_desc.get("temperature", settings.judge_temperature) if judged else None,
+        "target_deterministic": target_desc.get("deterministic"),
+    }
+
+
+def _build_config(
+    settings: RunSettings,
+    eval_set: EvalSet,
+    selected: Sequence[tuple[int, EvalCase]],
+    target_desc: Mapping[str, Any],
+    judge_desc: Mapping[str, Any],
+    git: dict[str, Any] | None,
+) -> dict[str, Any]:
+    from evalkit.run.hardware import hardware_info
+
+    hashed = {
+        **settings.hashed(),
+        "dataset_version": eval_set.version,
+        "judge": judge_identity(judge_desc),
+    }
+    chash = config_hash(hashed)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": None,  # filled by the caller once the id is known
+        "created_at": now_utc(),
+        "config_hash": chash,
+        "dataset_version": eval_set.version,
+        "eval_set_commit_hash": eval_set.commit_hash,
+        "eval_set": {
+            "paths": list(settings.eval_set),
+            "files": eval_set.files,
+            "version": eval_set.version,
+            "commit_hash": eval_set.commit_hash,
+            "n_cases": len(eval_set.cases),
+            "n_selected": len(selected),
+        },
+        "settings": settings.public_dump(),
+        "hashed": hashed,
+        "reproducibility": reproducibility_knobs(settings, target_desc, judge_desc),
+        "target": dict(target_desc),
+        "judge": dict(judge_desc),
+        "versions": versions_tuple(settings, eval_set, None, judge_desc),
+        "versions_observed": False,
+        "hardware": hardware_info(),
+        "evalkit_version": __version__,
+        "python": platform.python_version(),
+        "git": git,
+        "sessions": [],
+    }
+
+
+# --------------------------------------------------------------------------- the run
+
+
+_OBSERVED_KEYS = ("dataset_version", "judge")
+
+
+def _prepare_inputs(values: Mapping[str, Any]) -> Prepared:
+    """Everything that can be checked without the target or the judge. Writes nothing."""
+    stored: dict[str, Any] | None = None
+    values = {k: v for k, v in values.items() if v is not None}
+    for key in ("resume", "baseline"):
+        # `latest` is stored, gated and resumed under the real id it stands for.
+        if values.get(key) == LATEST:
+            values[key] = resolve_run_id(Path(values.get("results_dir") or "results"), LATEST, flag=f"--{key}")
+    resume = values.get("resume")
+    if values.get("retry_errors") and not resume:
+        raise BadConfig(Problem("goes with --resume RUN_ID (it redoes the failed cases of that run)", field="--retry-errors"))
+    if values.get("answer_quality") and values.get("retrieval_only"):
+        # It would measure nothing, silently: no judge runs in a retrieval-only run.
+        raise BadConfig(Problem("needs a judge; --retrieval-only runs none (judge later with judge_answers.py "
+                                "--answer-quality)", field="--answer-quality"))
+    if resume:
+        results_dir = values.get("results_dir") or "results"
+        run = RunDir.open(Path(results_dir), resume, flag="--resume")
+        stored = run.read_config()
+        # The run lives where it was found, whatever results_dir its config recorded.
+        values["results_dir"] = results_dir
+    # EVAL_API_URL names the API when neither --api-url nor --target does (the CLI reads it
+    # too); resolved here so that config.json and the hash say which target really ran.
+    # evalkit.toml's [run] table: this project's defaults, under what the user gave (not on resume).
+    project = {} if resume else project_run_defaults()
+    if "api_url" in values or "target" in values:  # a target named now replaces the project's
+        project = {k: v for k, v in project.items() if k not in ("api_url", "target")}
+    stored_target = (stored or {}).get("settings", {}).get("target")
+    env_url = os.environ.get("EVAL_API_URL")
+    if env_url and "api_url" not in values and "target" not in values and not stored_target and "target" not in project:
+        values["api_url"] = env_url
+    if resume and stored is not None:
+        given_run_id = values.get("run_id")
+        if given_run_id and given_run_id != resume:
+            raise BadConfig(Problem(f"--run-id {given_run_id} and --resume {resume} name different runs"))
+        base = dict(stored.get("settings") or {})
+        # URLs were stored without credentials; a value given again (or the env) wins.
+        settings = build_settings({**values, "run_id": resume}, base)
+        if base.get("shard") != settings.shard:
+            raise BadConfig(
+                Problem(f"cannot resume {resume}: it ran shard {base.get('shard')}, not {settings.shard}", field="--shard")
+            )
+        stored_hashed = {k: v for k, v in (stored.get("hashed") or {}).items() if k not in _OBSERVED_KEYS}
+        changed = diff_hashed(stored_hashed, settings.hashed())
+        if changed:
+            raise BadConfig(
+                [Problem(f"cannot resume {resume}: the result-affecting config differs: {c}") for c in changed]
+            )
+    else:
+        settings = build_settings(values, project)
+
+    # --response-schema is read and checked against its meta-schema before anything runs.
+    response_validator = _response_validator(settings)
+    eval_set = load_eval_set(settings.eval_set)
+    if stored is not None and stored.get("dataset_version") != eval_set.version:
+        raise BadConfig(
+            Problem(
+                f"cannot resume {resume}: the eval set changed (dataset_version {str(stored.get('dataset_version'))[:12]}… "
+                f"in the run, {eval_set.version[:12]}… now in {', '.join(settings.eval_set)})"
+            )
+        )
+    selected = select_cases(
+        eval_set.cases, ids=settings.ids, tags=settings.tag, categories=settings.category, limit=settings.limit
+    )
+    shard_info = None
+    if settings.shard:  # issue 15: this machine's slice of the selection (may be empty)
+        selected, shard_info = _shard_selection(selected, settings.shard)
+    baseline = None
+    if settings.baseline:
+        base_run = RunDir.open(Path(settings.results_dir), settings.baseline, flag="--baseline")
+        baseline = base_run.read_metrics()
+        if baseline is None:
+            raise BadConfig(
+                Problem(f"baseline run {settings.baseline} has no metrics.json (did it finish?)", field="--baseline")
+            )
+        # Seed 000 §10.1: refuse, before running anything, a baseline that is not comparable.
+        violations = check_invariants(baseline, {"dataset_version": eval_set.version, "total_tests": len(selected)})
+        if violations and not settings.ignore_invariants:
+            raise BadConfig(
+                [Problem(f"cannot gate against {settings.baseline}: {v}", field="--baseline") for v in violations]
+                + [Problem("pass --ignore-invariants to compare anyway", field="--baseline")]
+            )
+    prepared = Prepared(settings, eval_set, selected, baseline, stored_config=stored)
+    prepared.response_validator = response_validator
+    prepared.shard_info = shard_info
+    if values.get("suite"):  # given now; a resume without it keeps config.json's suite
+        from evalkit.metrics.suite import load_suite
+
+        prepared.suite = load_suite(values["suite"])
+    if resume:
+        prepared.run = RunDir.open(Path(settings.results_dir), resume, flag="--resume")
+    return prepared
+
+
+def _shard_selection(
+    selected: list[tuple[int, EvalCase]], shard_spec: str
+) -> tuple[list[tuple[int, EvalCase]], dict[str, Any]]:
+    """The shard's cases and config.json's `shard` block: which shard, its cases, and the
+    whole selection it is a slice of (count and ids' sha256), which `evalkit merge` checks."""
+    from evalkit.evalset.shard import ids_sha256, parse_shard
+
+    shard = parse_shard(shard_spec)
+    mine = shard.select(selected)
+    all_ids = [c.id for _, c in selected]
+    return mine, {
+        "index": shard.index,
+        "count": shard.count,
+        "n_cases": len(mine),
+        "ids_sha256": ids_sha256([c.id for _, c in mine]),
+        "n_selected_total": len(all_ids),
+        "selected_ids_sha256": ids_sha256(all_ids),
+    }
+
+
+def _response_validator(settings: RunSettings) -> Any:
+    """The ResponseValidator of --response-schema / --require-fields, or None (BadConfig: a bad schema)."""
+    if settings.response_schema is None and not settings.require_fields and settings.response_field is None:
+        return None
+    from evalkit.metrics.validity import build_response_validator
+
+    return build_response_validator(
+        settings.response_schema, field=settings.response_field, require_fields=settings.require_fields
+    )
+
+
+def _check_baseline_judge(baseline: Mapping[str, Any], judge_desc: Mapping[str, Any], baseline_id: str | None) -> None:
+    """Seed 000 §10.1 before the first case: a baseline judged by another judge model,
+    prompt version or temperature is not comparable (a retrieval-only side is)."""
+    new = {"invariants": {"judge": judge_identity(judge_desc)}}
+    violations = check_invariants({"invariants": baseline.get("invariants")}, new)
+    if violations:
+        raise BadConfig(
+            [Problem(f"cannot gate against {baseline_id}: {v}", field="--baseline") for v in violations]
+            + [Problem("pass --ignore-invariants to compare anyway", field="--baseline")]
+        )
+
+
+async def _anchor_check(p: Prepared, target: Any, vault_given: bool) -> dict[str, Any] | None:
+    """Check the selected cases' gold anchors against the corpus when it is at hand: the
+    in-process reference chatbot's vault, `--vault` given with another target, or the file
+    list a target's /api/v1/index/stats serves. A stale anchor can only ever score 0, so
+    it is reported before the run (a warning: the run still measures the rest).
+
+    Returns the metrics.json warning, or None when every anchor checked out or no corpus
+    is at hand.
+    """
+    from evalkit.evalset.anchorcheck import (
+        check_support,
+        corpus_from_index_stats,
+        corpus_from_vault,
+    )
+
+    s = p.settings
+    if s.in_process or vault_given:
+        if not Path(s.vault).is_dir():
+            return None
+        corpus = corpus_from_vault(s.vault)
+    else:
+        corpus = corpus_from_index_stats(await target.index_stats())
+    if corpus is None:
+        return None
+    located: list[Problem] = []
+    n_supports = 0
+    for index, case in p.selected:
+        path, line = p.eval_set.location(index)
+        for i, support in enumerate(case.gold_supports):
+            n_supports += 1
+            for issue in check_support(support, corpus):
+                located.append(Problem(issue.message, path=path, line=line, field=f"gold_supports[{i}].{issue.field}"))
+    if not located:
+        return None
+    return {
+        "kind": "stale_anchors",
+        "severity": "warning",
+        "n": len(located),
+        "of": n_supports,
+        "problems": [str(x) for x in located[:20]],
+        "message": f"{len(located)} gold anchor{'s do' if len(located) != 1 else ' does'} not exist in "
+        f"{corpus.source}; {'they' if len(located) != 1 else 'it'} can only score 0 "
+        "(evalkit validate --eval-set ... --vault ... lists every one)",
+    }
+
+
+def _build_judge(settings: RunSettings) -> Any:
+    if settings.retrieval_only:
+        return None
+    from evalkit.judges import JudgeSettings, build_judge_runner
+
+    return build_judge_runner(
+        JudgeSettings(
+            provider=settings.judge_provider,
+            model=settings.judge_model,
+            base_url=settings.judge_base_url,
+            temperature=settings.judge_temperature,
+            allow_unpinned=settings.allow_unpinned,
+            use_cache=not settings.no_cache,
+            answer_quality=settings.answer_quality,
+            concurrency=settings.concurrency,
+            retry_policy=_retry_policy(3, settings.max_retry_wait),
+        )
+    )
+
+
+def _retry_policy(retries: int, max_retry_wait: float, progress: Any = None) -> Any:
+    """Bounded backoff whose server-requested Retry-After waits are capped at --max-retry-wait;
+    each wait is told to the progress sink when it can show one."""
+    from evalkit.net.retry import RetryPolicy
+
+    on_wait = getattr(progress, "waiting", None)
+    return RetryPolicy.from_retries(retries, max_retry_after=max_retry_wait, on_wait=on_wait if callable(on_wait) else None)
+
+
+def _build_target(settings: RunSettings, progress: Any = None) -> Any:
+    from evalkit.targets import build_target
+
+    return build_target(
+        target=settings.target,
+        api_url=settings.api_url or None,
+        vault=Path(settings.vault),
+        timeout=settings.timeout,
+        retries=settings.retries,
+        rps=settings.rps,
+        params=dict(settings.params),
+        retry_policy=_retry_policy(settings.retries, settings.max_retry_wait, progress),
+        max_response_bytes=settings.max_response_bytes,
+    )
+
+
+def _create_run_dir(results_dir: Path, run_id: str | None, chash: str, suffix: str = "") -> RunDir:
+    """The run folder: the given --run-id, else `<UTC second>-<hash><suffix>` (a shard's suffix
+    is `-shard-<i>-of-<n>`). Two runs of one config in the same second get the next free
+    second, so ids stay unique and time-sorted."""
+    if run_id:
+        return RunDir.create(results_dir, run_id)
+    now = datetime.now(timezone.utc)
+    for step in range(1000):
+        candidate = new_run_id(chash, now + timedelta(seconds=step)) + suffix
+        if not run_folder_taken(results_dir / candidate):
+            return RunDir.create(results_dir, candidate)
+    raise BadConfig(Problem(f"no free run id under {results_dir} for config {chash[:6]}"))
+
+
+def record_key(record: Mapping[str, Any]) -> tuple[str, int]:
+    """A record's identity in its run: (test_case_id, trial); trial 1 when the run has no trials."""
+    trial = record.get("trial")
+    return record.get("test_case_id"), trial if type(trial) is int else 1
+
+
+def run_order(record: Mapping[str, Any]) -> tuple[int, int]:
+    """Where a record belongs in results.jsonl: trial, then eval-set position (see `_work`)."""
+    return record_key(record)[1], record.get("case_index", 0)
+
+
+def _finished_keys(run: RunDir, *, retry_errors: bool) -> set[tuple[str, int]]:
+    """(case, trial) pairs a resume skips: every recorded one, or with --retry-errors only
+    those the target did not fail (an empty answer is the system's answer, not a transient failure)."""
+    return {
+        record_key(r)
+        for r in run.iter_results()
+        if not retry_errors or not r.get("error") or r["error"].get("kind") == "empty_answer"
+    }
+
+
+def _work(selected: Sequence[tuple[int, EvalCase]], trials: int) -> list[tuple[int, EvalCase, int]]:
+    """What a run asks, in results.jsonl order: trial-major (every case once, then again),
+    so the N answers to one question are spread over the run rather than sent at once,
+    where a chatbot's own cache or a burst of load would make them look alike."""
+    return [(i, c, t) for t in range(1, trials + 1) for i, c in selected]
+
+
+def _finalize_order(run: RunDir, selected: Sequence[tuple[int, EvalCase]], trials: int = 1) -> int:
+    """Rewrite results.jsonl in run order (trial, then eval-set order), one record per
+    selected (case, trial). Returns the count."""
+    wanted = {c.id for _, c in selected}
+    seen: set[tuple[str, int]] = set()
+    in_order = True
+    last = (0, -1)
+    n = 0
+    for rec in run.iter_results():
+        key, pos = record_key(rec), run_order(rec)
+        if key in seen or key[0] not in wanted or key[1] > trials or pos < last:
+            in_order = False
+        seen.add(key)
+        last = max(last, pos)
+        n += 1
+    if in_order:
+        return n
+    records: dict[tuple[str, int], dict] = {}
+    for rec in run.iter_results():
+        key = record_key(rec)
+        if key[0] in wanted and key[1] <= trials:
+            # The last record of a case wins: a case redone by --retry-errors replaces its error.
+            records[key] = rec
+    ordered = sorted(records.values(), key=run_order)
+    run.rewrite_results(ordered)
+    return len(ordered)
+
+
+def _data(metrics: Mapping[str, Any], k: int) -> dict[str, Any]:
+    agg = dict(metrics.get("aggregate_metrics") or {})
+    cell = (agg.get("at_k") or {}).get(str(k)) or {}
+
+    def value(v: Any) -> Any:
+        return v.get("value", v.get("mean")) if isinstance(v, Mapping) else v
+
+    agg.setdefault("recall_at_k", value(cell.get("recall_frac")))
+    agg.setdefault("precision_at_k", value(cell.get("precision")))
+    agg.setdefault("mrr", value(cell.get("mrr")) if cell else value(agg.get("mrr_avg")))
+    agg.setdefault("k", k)
+    return agg
+
+
+def _note(progress: Any, message: str, details: Sequence[str] = ()) -> None:
+    """A warning before the run: through the progress sink when it can print one (the CLI's
+    does, on stderr), else the `evalkit` logger."""
+    note = getattr(progress, "note", None)
+    if callable(note):
+        note(message, list(details))
+        return
+    import logging
+
+    log = logging.getLogger("evalkit")
+    log.warning(message)
+    for line in details:
+        log.warning("  %s", line)
+
+
+def _lock_baselined(p: Prepared, result: RunResult, progress: Any) -> None:
+    """Lock, in the `eval_sets.lock` beside them, the eval set files this run baselined:
+    every file with the --baseline run's id when the run gated against a baseline of the
+    same dataset_version; the versioned files (`*.v<N>.jsonl`) with this run's id unless
+    the run is incomplete. Files already locked are left alone. Only a note is said; a lock
+    that cannot be written is a warning, never a failed run."""
+    from evalkit.evalset.lock import LOCK_NAME, lock_baselined
+
+    plan: list[tuple[str, bool]] = []  # (run id to record, versioned files only)
+    if p.baseline is not None and p.settings.baseline and p.baseline.get("dataset_version") == p.eval_set.version:
+        plan.append((p.settings.baseline, False))
+    if not result.incomplete:
+        plan.append((result.run_id, True))
+    for run_id, versioned_only in plan:
+        try:
+            added = lock_baselined(p.eval_set, run_id, versioned_only=versioned_only)
+        except (EvalkitError, OSError) as e:
+            _note(progress, f"could not lock the eval set in {LOCK_NAME}: {e}")
+            return
+        for path in added:
+            _note(progress, f"locked {path.name} in {path.parent / LOCK_NAME} (baselined by run {run_id})")
+
+
+async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, _state: dict | None = None) -> RunResult:
+    """Run (or resume) an evaluation. See `run()`; this is its coroutine."""
+    state = _state if _state is not None else {}
+    # A new run's `git rev-parse` and `git status` (5-10 ms) run in a thread while the
+    # eval set loads.
+    loop = asyncio.get_running_loop()
+    git = None if values.get("resume") else loop.run_in_executor(None, _git_revision, Path.cwd())
+    p = _prepare_inputs(values)
+    s = p.settings
+    judge = _build_judge(s)
+    target = None
+    try:
+        target = _build_target(s, progress)
+        judge_desc = judge.describe() if judge is not None else {"provider": None}
+        resumed = p.run is not None and p.stored_config is not None
+        probe = None
+        if p.run is not None and p.stored_config is not None:
+            run = p.run
+            stored_judge = (p.stored_config.get("hashed") or {}).get("judge")
+            if stored_judge != judge_identity(judge_desc):
+                raise BadConfig(
+                    Problem(
+                        f"cannot resume {run.run_id}: the judge differs: the run used {stored_judge!r}, "
+                        f"now {judge_identity(judge_desc)!r}"
+                    )
+                )
+            p.config = p.stored_config
+        else:
+            if p.baseline is not None and not s.ignore_invariants:
+                _check_baseline_judge(p.baseline, judge_desc, s.baseline)
+            # Before anything is written: a dead or foreign target stops here with one line.
+            # An empty shard asks nothing, so it probes nothing.
+            probe = await probe_target(s, target, p.selected[0][1]) if p.selected else None
+            git_info = await git if git is not None else _git_revision(Path.cwd())
+            p.config = _build_config(s, p.eval_set, p.selected, target.describe(), judge_desc, git_info)
+            shard_info = p.shard_info
+            if shard_info is not None:  # recorded, never hashed: the shards of a run share one config_hash
+                p.config["shard"] = shard_info
+            suffix = f"-shard-{shard_info['index']}-of-{shard_info['count']}" if shard_info else ""
+
+            run = _create_run_dir(Path(s.results_dir), s.run_id, p.config["config_hash"], suffix)
+            p.config["run_id"] = run.run_id
+            p.run = run
+        state.update(run_id=run.run_id, run_dir=run.path, results_dir=s.results_dir)
+        if p.suite is not None:  # it weighs the metrics, never changes them: kept beside the settings
+            p.config["suite"] = p.suite.to_json()
+
+        repaired = run.repair_tail() if resumed else False
+        done = _finished_keys(run, retry_errors=s.retry_errors) if resumed else set()
+        work = _work(p.selected, s.trials)
+        pending = [(i, c, t) for i, c, t in work if (c.id, t) not in done]
+        if resumed and pending:
+            # A resume probes with a case it is about to ask anyway: finished cases are not re-asked.
+            probe = await probe_target(s, target, pending[0][1])
+        stale = await _anchor_check(p, target, vault_given=values.get("vault") is not None)
+        if stale is not None:
+            _note(progress, stale["message"], stale["problems"])
+        p.config.setdefault("sessions", []).append(
+            {
+                "started_at": now_utc(),
+                "resumed": resumed,
+                "pending": len(pending),
+                "repaired_tail": repaired,
+                "settings": {k: getattr(s, k) for k in ("concurrency", "timeout", "retries", "rps")},
+                "probe": probe,
+            }
+        )
+        run.write_config(p.config)  # written before the first case is asked
+
+        session = Session(p, target, judge, judge_desc, progress)
+        if progress is not None:
+            progress.start(
+                run_id=run.run_id, run_dir=run.path, total=len(work), done=len(work) - len(pending),
+                resumed=resumed,
+            )
+        t0 = time.perf_counter()
+        try:
+            if pending:
+                await session.execute(pending)
+        finally:
+            if progress is not None:
+                progress.close()
+        wall = time.perf_counter() - t0
+        # The suite's wall time is the sum of its sessions' (a killed session's is lost).
+        p.config["sessions"][-1]["wall_s"] = round(wall, 3)
+        run.write_config(p.config)
+
+        if not resumed and session.in_order and session.n_written == len(work):
+            n = session.n_written  # written in run order, one per (case, trial): nothing to fix
+        else:
+            n = _finalize_order(run, p.selected, s.trials)
+        metrics, gate = derive_run(run, RunFacts(
+            settings=s, config=p.config, eval_set_commit_hash=p.eval_set.commit_hash,
+            dataset_version=p.eval_set.version, judge_stats=judge.stats() if judge is not None else None,
+            baseline=p.baseline, pre_run_warnings=[stale] if stale else [], session_wall_s=wall,
+        ))
+        point_latest(Path(s.results_dir), run.run_id)  # the run finished last, resumed ones too
+        kinds = metrics["aggregate_metrics"]["operational_metrics"].get("error_kinds") or {}
+        n_errors = sum(v for kind, v in kinds.items() if kind != "empty_answer")
+        failed_gate = bool(gate and not gate["passed"] and not s.allow_regressions)
+        result = RunResult(
+            run_id=run.run_id,
+            run_dir=run.path,
+            metrics=metrics,
+            data=_data(metrics, s.primary_k),
+            gate=gate,
+            success=not failed_gate,
+            thresholds=metrics.get("thresholds") if s.thresholds else None,
+            trials=metrics.get("trials"),
+            n_cases=n,
+            n_errors=n_errors,
+            resumed=resumed,
+            repaired_tail=repaired,
+            skipped=len(work) - len(pending),
+            judge=judge_desc,
+            max_error_rate=s.max_error_rate,
+            warnings=list(metrics.get("warnings") or []),
+        )
+        # One rule for the CLI and the API: a run whose target failed too often is not a success.
+        result.success = result.success and not result.incomplete
+        result.success = result.success and not result.thresholds_failed
+        _lock_baselined(p, result, progress)  # issue 14 item 6: a baselined eval set is immutable
+        return result
+    finally:
+        if target is not None:
+            await target.aclose()
+        if judge is not None:
+            await judge.aclose()
+
+
+def run(values: Mapping[str, Any], progress: ProgressSink | None = None) -> RunResult:
+    """Run (or resume, with `resume=RUN_ID`) an evaluation and write `results/<run_id>/`.
+
+    Args:
+        values: the settings the user gave (RunSettings field names); everything else
+            takes its default, or on resume the stored value.
+        progress: optional sink for progress events (the CLI's rich bar).
+
+    Returns:
+        RunResult with the metrics, the gate and the run folder.
+
+    Raises:
+        InputError: bad eval set (BadEvalSet), bad flags or a resume that does not match
+            (BadConfig), unknown run (RunNotFound), judge misconfiguration (JudgeConfigError).
+            Nothing is written in these cases, except that a resume may repair a torn tail.
+            A judge the provider refuses mid-run (a rejected key) stops the run like Ctrl-C:
+            what was written is kept and the error's `resume_command` finishes the run.
+        RunInterrupted: Ctrl-C after the run folder was created; resume with its id.
+    """
+    state: dict[str, Any] = {}
+    try:
+        return asyncio.run(arun(values, progress, state))
+    except KeyboardInterrupt:
+        if "run_id" in state:
+            raise RunInterrupted(state["run_id"], state["run_dir"], str(state["results_dir"])) from None
+        raise
+    except EvalkitError as e:
+        # Stopped once config.json was written (a rejected judge key): resumable, as after Ctrl-C.
+        if "run_id" in state and (Path(state["run_dir"]) / "config.json").exists():
+            e.resume_command = RunInterrupted(state["run_id"], state["run_dir"], str(state["results_dir"])).resume_command
+        raise

@@ -1,0 +1,219 @@
+"""The async part of one run: workers asking the target, one writer keeping eval-set order.
+
+See evalkit/run/__init__.py for the order of work and the durability rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from evalkit.config import RunSettings
+from evalkit.errors import JudgeError, TargetError
+from evalkit.evalset.load import EvalSet
+from evalkit.run.records import (
+    build_record,
+    build_request,
+    dump_model,
+    error_record,
+    record_config,
+    versions_tuple,
+)
+from evalkit.schema import EvalCase
+from evalkit.store.runs import RunDir
+
+__all__ = ["FSYNC_INTERVAL_S", "ProgressSink"]
+
+
+class ProgressSink(Protocol):
+    """What the runner reports while it works (evalkit/report/run.py draws it with rich)."""
+
+    def start(self, *, run_id: str, run_dir: Path, total: int, done: int, resumed: bool) -> None: ...
+
+    def advance(self, record: Mapping[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class Prepared:
+    settings: RunSettings
+    eval_set: EvalSet
+    selected: list[tuple[int, EvalCase]]
+    baseline: dict[str, Any] | None
+    stored_config: dict[str, Any] | None = None
+    run: RunDir | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    response_validator: Any = None  # evalkit.metrics.validity.ResponseValidator, or None
+    suite: Any = None  # evalkit.metrics.suite.Suite given with --suite (a resume keeps the stored one), or None
+    shard_info: dict[str, Any] | None = None  # config.json's `shard` block with --shard (issue 15), else None
+
+
+# Hashed keys that are not settings: checked separately on resume.
+
+
+FSYNC_INTERVAL_S = 1.0
+
+
+class Session:
+    """The async part of one run (or one resume of it)."""
+
+    def __init__(self, p: Prepared, target: Any, judge: Any, judge_desc: dict, progress: ProgressSink | None):
+        self.p = p
+        self.s = p.settings
+        self.target = target
+        self.judge = judge
+        self.judge_desc = judge_desc
+        self.progress = progress
+        self.run: RunDir = p.run  # type: ignore[assignment]
+        self.coverage: dict | None = None
+        self.versions: dict[str, Any] = dict(p.config.get("versions") or {})
+        self.versions_observed = bool(p.config.get("versions_observed"))
+        self.n_written = 0
+        # Reorder buffer: records are written in eval-set order; one that finished early
+        # waits for the cases before it, unless more than `hold_cap` are waiting (a hung
+        # case), then everything waiting is written out of order (case_index restores it).
+        self.hold_cap = max(64, 4 * self.s.concurrency)
+        self.in_order = True
+        self._next = 0
+        self._held: dict[int, tuple[dict[str, Any], dict | None]] = {}
+        self._early: set[int] = set()
+
+    async def _case(self, case_index: int, case: EvalCase, trial: int = 1) -> tuple[dict[str, Any], dict | None]:
+        """The finished record, and the target's versions when it answered."""
+        request = build_request(case, self.s)
+        start = time.perf_counter()
+        versions: dict | None = None
+        full_chunks: list[dict[str, Any]] = []
+        try:
+            result = await self.target.ask(request, case_id=case.id)
+        except TargetError as e:
+            record = error_record(
+                case_index,
+                case,
+                e,
+                settings=self.s,
+                total_ms=(time.perf_counter() - start) * 1000,
+                config=record_config(self.s, self.versions, self.judge_desc),
+                coverage=self.coverage,
+            )
+        else:
+            record, full_chunks = build_record(
+                case_index,
+                case,
+                result,
+                settings=self.s,
+                total_ms=(time.perf_counter() - start) * 1000,
+                run_versions=self.versions,
+                judge_desc=self.judge_desc,
+                coverage=self.coverage,
+                eval_set=self.p.eval_set,
+            )
+            validator = self.p.response_validator
+            if validator is not None:
+                raw = result.raw if result.raw is not None else result.response.model_dump(mode="json", exclude_unset=True)
+                record["response_validity"] = validator.check(raw)
+            debug = result.response.debug
+            versions = dump_model(debug.versions) if debug is not None and debug.versions is not None else {}
+        if self.judge is not None:
+            # The judge runner decides what to judge: it skips target errors and scores
+            # empty answers by rule, and never raises for one case's failure.
+            try:
+                record = await self.judge.judge_record(record, context=full_chunks)
+            except JudgeError as e:
+                record["judge_errors"].append({"judge": "runner", "reason": e.reason, "detail": e.detail})
+        if self.s.trials > 1:
+            record["trial"] = trial  # (test_case_id, trial) is the record's key (EVAL.md "Trials")
+        return record, versions
+
+    def _observe_versions(self, target_versions: Mapping[str, Any]) -> None:
+        # The version tuple comes from the first successful response of the run.
+        self.versions = versions_tuple(self.s, self.p.eval_set, target_versions, self.judge_desc)
+        self.versions_observed = True
+        self.p.config["versions"] = dict(self.versions)
+        self.p.config["versions_observed"] = True
+        self.run.write_config(self.p.config)
+
+    def _release(self, flush_all: bool) -> list[tuple[dict[str, Any], dict | None]]:
+        """Records ready to write: the in-order run from the next position; everything
+        held when `flush_all` (end of session) or when too many are waiting."""
+        out = []
+        while self._next in self._held or self._next in self._early:
+            if self._next in self._held:
+                out.append(self._held.pop(self._next))
+            else:
+                self._early.discard(self._next)
+            self._next += 1
+        if self._held and (flush_all or len(self._held) > self.hold_cap):
+            self.in_order = False
+            for pos in sorted(self._held):
+                out.append(self._held[pos])
+                self._early.add(pos)
+            self._held.clear()
+        return out
+
+    async def _writer(self, queue: asyncio.Queue) -> None:
+        # Everything that finished while the writer was busy goes out in one write.
+        while True:
+            batch = [await queue.get()]
+            while not queue.empty():
+                batch.append(queue.get_nowait())
+            stop = batch[-1] is None
+            for item in batch:
+                if item is not None:
+                    pos, record, versions = item
+                    self._held[pos] = (record, versions)
+            items = self._release(flush_all=stop)
+            if items:
+                # Page-cache writes are microseconds: done inline; only fsync goes to a thread.
+                records = [record for record, _ in items]
+                self.out.write(records)
+                if self.out.sync_due():
+                    await asyncio.to_thread(self.out.sync)
+                self.n_written += len(items)
+                for record, target_versions in items:
+                    if not self.versions_observed and target_versions is not None:
+                        await asyncio.to_thread(self._observe_versions, target_versions)
+                    if self.progress is not None:
+                        self.progress.advance(record)
+            if stop:
+                return
+
+    async def execute(self, pending: list[tuple[int, EvalCase, int]]) -> None:
+        """Ask every (case_index, case, trial) in `pending`, writing records in that order."""
+        stats = await self.target.index_stats()
+        self.coverage = dump_model(stats) if stats is not None else None
+        if self.coverage is not None:
+            # The file list (for the anchor check) would be copied into every record.
+            self.coverage.pop("files", None)
+        queue: asyncio.Queue = asyncio.Queue()
+        self.out = self.run.open_writer(fsync_interval=FSYNC_INTERVAL_S)
+        writer = asyncio.create_task(self._writer(queue))
+        todo = iter(enumerate(pending))
+
+        async def worker() -> None:
+            for pos, (case_index, case, trial) in todo:  # shared iterator: each case is taken once
+                record, versions = await self._case(case_index, case, trial)
+                await queue.put((pos, record, versions))
+
+        workers = [asyncio.create_task(worker()) for _ in range(min(self.s.concurrency, len(pending)))]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            # On Ctrl-C or a bug: stop asking, but keep every record that finished.
+            for w in workers:
+                w.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            queue.put_nowait(None)
+            try:
+                await asyncio.shield(writer)
+            finally:
+                self.out.close()
+
+
+# A killed process loses nothing that was written (flushed to the OS after every batch);
+# an OS crash or power loss loses at most this many seconds of records, redone on resume.
