@@ -26,12 +26,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from itertools import compress, repeat
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "HEADING_DELIMITER",
     "GoldIndex",
     "MatchTable",
+    "SupportForm",
+    "form_matches",
     "heading_components",
     "match_ranking",
     "match_support",
@@ -40,6 +42,7 @@ __all__ = [
     "normalize_snippet_text",
     "order_chunks",
     "paths_of",
+    "support_form",
 ]
 
 HEADING_DELIMITER = " > "
@@ -196,33 +199,10 @@ def normalize_snippet_text(s: str | None) -> str:
     return _SPACES.sub("", unicodedata.normalize("NFKC", str(s)).casefold())
 
 
-def _heading_prefix(gold: tuple[str, ...], got: tuple[str, ...], case_sensitive: bool) -> bool:
-    if len(got) < len(gold):
-        return False
-    if not case_sensitive:
-        gold = tuple(c.casefold() for c in gold)
-        got = tuple(c.casefold() for c in got)
-    # Component-wise compare is the heading-boundary rule: "# A" never prefixes "# AB".
-    return got[: len(gold)] == gold
-
-
 def _get(obj: Mapping[str, Any] | Any, key: str) -> Any:
     if type(obj) is dict or isinstance(obj, Mapping):
         return obj.get(key)
     return getattr(obj, key, None)
-
-
-def _snippets_ok(support: Mapping, chunk: Mapping) -> bool:
-    snippets = [s for s in (_get(support, "snippets") or []) if s and str(s).strip()]
-    if not snippets:
-        return True
-    text = normalize_snippet_text(_get(chunk, "text"))
-    truncated = bool(_get(chunk, "text_truncated"))
-    for snip in snippets:
-        if normalize_snippet_text(snip) not in text and not truncated:
-            return False
-    # A truncated stored prefix cannot prove a snippet absent; see EVAL.md "Anchors".
-    return True
 
 
 def int_or_none(v: Any) -> int | None:
@@ -270,27 +250,67 @@ def match_support(
         chunk_id = _get(chunk, "chunk_id")
         if chunk_id is not None and str(chunk_id) == str(gold_id):
             return True
-    gold_path = normalize_rel_path(_get(support, "rel_path"), case_sensitive=case_sensitive)
-    if not gold_path:
+    gold_path = path_of(_get(support, "rel_path"), case_sensitive)
+    if not gold_path or path_of(_get(chunk, "rel_path"), case_sensitive) != gold_path:
         return False
-    if normalize_rel_path(_get(chunk, "rel_path"), case_sensitive=case_sensitive) != gold_path:
-        return False
+    view = chunk if type(chunk) is dict else {k: _get(chunk, k) for k in _CHUNK_KEYS}
+    return form_matches(support_form(support, case_sensitive), view, require_snippets, case_sensitive)
 
-    g_start, g_end = int_or_none(_get(support, "start_line")), int_or_none(_get(support, "end_line"))
-    if g_start is not None and g_end is not None:
-        c_start, c_end = int_or_none(_get(chunk, "start_line")), int_or_none(_get(chunk, "end_line"))
+
+class SupportForm(NamedTuple):
+    """A gold support's span and anchor forms, normalized once (`support_form`).
+
+    Attributes:
+        span: (start_line, end_line) when the support has both, else None.
+        heading_given: the support has a `heading_path` (even an empty one).
+        heading: its heading components as `form_matches` compares them (case-folded when
+            not case-sensitive); () is the whole file.
+        snippets: its non-blank snippets in comparison form (`normalize_snippet_text`).
+    """
+
+    span: tuple[int, int] | None
+    heading_given: bool
+    heading: tuple[str, ...]
+    snippets: tuple[str, ...]
+
+
+def support_form(support: Mapping | Any, case_sensitive: bool) -> SupportForm:
+    """The support's SupportForm (see `form_matches`)."""
+    start, end = int_or_none(_get(support, "start_line")), int_or_none(_get(support, "end_line"))
+    heading = _get(support, "heading_path")
+    snippets = _get(support, "snippets") or []
+    return SupportForm(
+        (start, end) if start is not None and end is not None else None,
+        heading is not None,
+        path_components(heading, case_sensitive),
+        tuple(normalize_snippet_text(x) for x in snippets if x and str(x).strip()) if snippets else (),
+    )
+
+
+def form_matches(form: SupportForm, chunk: Mapping, require_snippets: bool, case_sensitive: bool) -> bool:
+    """The anchor rule's span and anchor forms, for a chunk already known to be on the
+    support's (non-empty, normalized) file. This is the rule, written once: `match_support`,
+    `GoldIndex` (per chunk) and `evalkit.metrics.batch` (per block) reach it after the two
+    equality tests that come before it (same chunk id: a match; another file: none), which
+    they do by lookups or array compares instead of per pair.
+
+    `chunk` is a plain dict (a retrieved chunk or a reference; references carry no text, so
+    pass `require_snippets=False` for them).
+    """
+    span, heading_given, gold, snippets = form
+    if span is not None:
+        c_start, c_end = int_or_none(chunk.get("start_line")), int_or_none(chunk.get("end_line"))
         if c_start is not None and c_end is not None:
-            if not (c_start <= g_end and g_start <= c_end):
+            # Inclusive ranges; touching at one line overlaps.
+            if not (c_start <= span[1] and span[0] <= c_end):
                 return False
-            return not require_snippets or _snippets_ok(support, chunk)
-        if _get(support, "heading_path") is None:
-            return False
-
-    gold_heading = heading_components(_get(support, "heading_path"))
-    got_heading = heading_components(_get(chunk, "heading_path"))
-    if not _heading_prefix(gold_heading, got_heading, case_sensitive):
+            return not (require_snippets and snippets) or _snippets_in(snippets, chunk)
+        if not heading_given:
+            return False  # no line numbers to decide by, and no anchor form to fall back on
+    # Component-wise: the heading-boundary rule ("# A" never prefixes "# AB").
+    if gold and path_components(chunk.get("heading_path"), case_sensitive)[: len(gold)] != gold:
         return False
-    return not require_snippets or _snippets_ok(support, chunk)
+    return not (require_snippets and snippets) or _snippets_in(snippets, chunk)
 
 
 def order_chunks(chunks: Sequence[Mapping]) -> list[Mapping]:
@@ -414,9 +434,8 @@ class GoldIndex:
         self.n = len(supports)
         self.relevance: list[float] = []
         self.by_id: dict[str, list[int]] = {}
-        # Per normalized path, its supports' span and anchor forms, in index order:
-        # (index, (start, end) or None, heading given, gold heading components, snippets).
-        self.by_path: dict[str, list[tuple[int, tuple[int, int] | None, bool, tuple[str, ...], list[str]]]] = {}
+        # Per normalized path, its supports' span and anchor forms, in index order.
+        self.by_path: dict[str, list[tuple[int, SupportForm]]] = {}
         graded: list[int] = []
         for i, s in enumerate(supports):
             get = s.get if type(s) is dict else partial(_get, s)
@@ -430,16 +449,7 @@ class GoldIndex:
             path = path_of(get("rel_path"), case_sensitive)
             if not path:
                 continue  # the span and anchor forms need a path: this support matches by id only
-            start, end = int_or_none(get("start_line")), int_or_none(get("end_line"))
-            heading = get("heading_path")
-            snips = get("snippets") or []
-            self.by_path.setdefault(path, []).append((
-                i,
-                (start, end) if start is not None and end is not None else None,
-                heading is not None,
-                path_components(heading, case_sensitive),
-                [normalize_snippet_text(x) for x in snips if x and str(x).strip()] if snips else [],
-            ))
+            self.by_path.setdefault(path, []).append((i, support_form(s, case_sensitive)))
         self.graded_only: frozenset[int] = frozenset(graded) if graded else _NO_MATCH
 
     def match(self, chunk: Mapping, *, require_snippets: bool = False) -> frozenset[int]:
@@ -554,55 +564,41 @@ class GoldIndex:
         )
 
     def _match(self, chunk: dict, cid: str | None, path: str, require_snippets: bool) -> frozenset[int]:
+        # match_support's clauses in its order: an equal id matches (the id index); a support
+        # on another file does not (the path index); the rest is `form_matches`.
         ids = self.by_id.get(cid) if cid is not None else None
         hit: set[int] = set(ids) if ids else set()
-        candidates = self.by_path.get(path) if path else None
-        if candidates:
-            lines: tuple[int | None, int | None] | None = None
-            got: tuple[str, ...] | None = None
-            text: str | None = None
-            for i, span, heading_given, gold, snippets in candidates:
-                if i in hit:
-                    continue
-                if span is not None:
-                    if lines is None:
-                        lines = (int_or_none(chunk.get("start_line")), int_or_none(chunk.get("end_line")))
-                    c_start, c_end = lines
-                    if c_start is not None and c_end is not None:
-                        if not (c_start <= span[1] and span[0] <= c_end):
-                            continue
-                        if require_snippets and snippets:
-                            text = normalize_snippet_text(chunk.get("text")) if text is None else text
-                            if not _snippets_in(snippets, text, chunk):
-                                continue
-                        hit.add(i)
-                        continue
-                    if not heading_given:
-                        continue
-                if gold:
-                    if got is None:
-                        got = path_components(chunk.get("heading_path"), self.cs)
-                    # Component-wise: the heading-boundary rule ("# A" never prefixes "# AB").
-                    if got[: len(gold)] != gold:
-                        continue
-                if require_snippets and snippets:
-                    text = normalize_snippet_text(chunk.get("text")) if text is None else text
-                    if not _snippets_in(snippets, text, chunk):
-                        continue
+        for i, form in (self.by_path.get(path) or ()) if path else ():
+            if i not in hit and form_matches(form, chunk, require_snippets, self.cs):
                 hit.add(i)
         return frozenset(hit) if hit else _NO_MATCH
 
 
 def path_components(h: Any, case_sensitive: bool) -> tuple[str, ...]:
-    """Heading components as `_heading_prefix` compares them (case-folded when not case-sensitive)."""
+    """Heading components as `form_matches` compares them (case-folded when not case-sensitive)."""
+    if type(h) is str:
+        table = _COMPONENTS[case_sensitive]
+        got = table.get(h)
+        if got is None:
+            if len(table) >= _PATHS_MAX:
+                table.clear()
+            got = table[h] = (_heading_components(h) if case_sensitive else _folded_components(h)) if h else ()
+        return got
     if not h:
         return ()
-    h = h if type(h) is str else str(h)
+    h = str(h)
     return _heading_components(h) if case_sensitive else _folded_components(h)
 
 
-def _snippets_in(snippets: list[str], text: str, chunk: Mapping) -> bool:
-    # As _snippets_ok: a truncated stored prefix cannot prove a snippet absent.
+# Heading components by raw string, one table per case sensitivity (as _PATHS): the rule
+# compares a chunk's heading once per gold support on its file, so this is a dict lookup.
+_COMPONENTS: tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]] = ({}, {})
+
+
+def _snippets_in(snippets: Sequence[str], chunk: Mapping) -> bool:
+    """Every snippet occurs in the chunk's text (both in comparison form). A truncated
+    stored prefix cannot prove a snippet absent: see EVAL.md "Anchors"."""
+    text = normalize_snippet_text(chunk.get("text"))
     if all(s in text for s in snippets):
         return True
     return bool(chunk.get("text_truncated"))

@@ -5,17 +5,19 @@ gold index, the column checks and the heading comparisons of 20 chunks, the K lo
 dict per case, for about 60 µs a case. Here the cases of a block (about a thousand
 records) are matched and scored column-wise: paths and ids become integer codes over
 the block, a (case, position, support) table of matches is built with numpy, and every
-K is read off one left-to-right pass over the positions. The pairs that share a file and
-need a heading comparison compare keys made from the same cached heading components
-`GoldIndex` compares (`_heading_key`), with `str.startswith`.
+K is read off one left-to-right pass over the positions. The anchor rule is not written
+again here: the arrays do only its two equality tests (an equal chunk id matches; another
+file does not), and every pair that shares a file goes to `evalkit.evalset.anchors.form_matches`,
+the rule `match_support` and `GoldIndex` use.
 
 It takes the records a stored run is made of and nothing else (`RetrievalBatch.add`
 says False to any other, and the caller scores that one with `score_case_retrieval`):
 
 - chunks are plain dicts with integer, non-decreasing ranks and distinct, non-empty
   string ids (what run_eval writes: no duplicates, no reordering);
-- every gold support is a plain dict without a line span, without `graded_only`, with a
-  finite numeric relevance (or none), and without snippets when snippets are required;
+- every gold support is a plain dict without `graded_only` and with a finite numeric
+  relevance (or none); any form (id, line span, anchor, snippets) is taken, since the pairs
+  on one file are decided by the anchor rule itself;
 - no `recency_conflict_rule`, valid `required_support_groups`, at most 62 supports;
 - references are plain dicts.
 
@@ -36,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.evalset.anchors import int_or_none, path_components, path_of, paths_of
+from evalkit.evalset.anchors import SupportForm, form_matches, path_of, paths_of, support_form
 from evalkit.metrics.retrieval import (
     AT_K_METRICS,
     FOLDER_MODES_WITH_SELECTION,
@@ -49,7 +51,7 @@ from evalkit.metrics.retrieval import (
 
 __all__ = ["RECALL_ANY_COLUMN", "MRR_COLUMN", "RetrievalBatch"]
 
-_CHUNK_COLUMNS = itemgetter("rank", "chunk_id", "rel_path", "heading_path")
+_CHUNK_COLUMNS = itemgetter("rank", "chunk_id", "rel_path")
 _DICT_ONLY, _INT_ONLY, _STR_ONLY = {dict}, {int}, {str}
 _STR_OR_NONE = {str, type(None)}
 _NUMBERS = (int, float)
@@ -60,45 +62,6 @@ _RECALL_ANY, _RECALL_ALL, _RECALL_FRAC, _PRECISION, _MRR, _NDCG = (AT_K_METRICS.
 ))
 # The primary K's recall_any and mrr in `score()`'s cells (summary.md's worst cases read them).
 RECALL_ANY_COLUMN, MRR_COLUMN = _RECALL_ANY, _MRR
-
-_SEP = "\x1f"  # joins heading components into a key whose prefixes are the component prefixes
-_KEYS: tuple[dict[Any, str | None], dict[Any, str | None]] = ({}, {})  # raw heading -> key, per case sensitivity
-_KEYS_MAX = 1 << 17
-
-
-def _heading_key(raw: Any, case_sensitive: bool) -> str | None:
-    """The heading's components joined by _SEP and ended by one, so that one heading's
-    components start with another's exactly when its key starts with the other's key.
-    None when a component holds _SEP itself (then the components are compared)."""
-    comps = path_components(raw, case_sensitive)
-    key = _SEP.join(comps) + _SEP
-    return key if key.count(_SEP) == len(comps) or not comps else None
-
-
-def _keys_of(raws: list, case_sensitive: bool) -> list[str | None]:
-    table = _KEYS[case_sensitive]
-    if set(map(type, raws)) <= _STR_OR_NONE:
-        keys = list(map(table.get, raws))
-        if None not in keys:
-            return keys
-    else:
-        keys = [None] * len(raws)
-    if len(table) >= _KEYS_MAX:
-        table.clear()
-    out = []
-    for key, raw in zip(keys, raws):
-        if key is None:
-            key = _heading_key(raw, case_sensitive)
-            if type(raw) is str:
-                table[raw] = key
-        out.append(key)
-    return out
-
-
-def _prefix_by_components(got_raw: Any, gold: tuple[str, ...], case_sensitive: bool) -> bool:
-    # GoldIndex._match's comparison, for the rare heading whose key could not be made.
-    return path_components(got_raw, case_sensitive)[: len(gold)] == gold
-
 
 class RetrievalBatch:
     """A block of stored records, scored together (see the module docstring).
@@ -151,16 +114,15 @@ class RetrievalBatch:
         # Per chunk in the top K / per reference / per support, of the scored cases.
         self.ch_ids: list[str] = []
         self.ch_paths: list[Any] = []
-        self.ch_heads: list[Any] = []
+        self.ch_dicts: list[dict] = []  # for form_matches
         self.rf_ids: list[str | None] = []
         self.rf_paths: list[Any] = []
-        self.rf_heads: list[Any] = []
+        self.rf_dicts: list[dict] = []
         self.s_rel: list[float] = []
         self.s_gain: list[float] = []
         self.s_path: list[str] = []
         self.s_id: list[str | None] = []
-        self.s_comps: list[tuple[str, ...] | None] = []  # None: no heading to compare
-        self.s_heads: list[str | None] = []  # the raw heading, for its key
+        self.s_forms: list[SupportForm | None] = []  # None: no path, matches by id only
 
     # ------------------------------------------------------------------ intake
 
@@ -189,7 +151,7 @@ class RetrievalBatch:
             if set(map(type, chunks)) != _DICT_ONLY:
                 return False
             try:
-                ranks, ids, paths, heads = zip(*map(_CHUNK_COLUMNS, chunks))
+                ranks, ids, paths = zip(*map(_CHUNK_COLUMNS, chunks))
             except KeyError:
                 return False  # a chunk without one of the keys (stored chunks have them all)
             if set(map(type, ranks)) != _INT_ONLY or ranks != tuple(sorted(ranks)):
@@ -197,7 +159,7 @@ class RetrievalBatch:
             if set(map(type, ids)) != _STR_ONLY or "" in ids or len(set(ids)) != len(ids):
                 return False  # duplicates (or no ids): the per-record loop records them
         else:
-            ids = paths = heads = ()
+            ids = paths = ()
         scored = bool(supports) and case.get("answerable", True) is not False
         if scored:
             if case.get("recency_conflict_rule"):
@@ -223,13 +185,12 @@ class RetrievalBatch:
             self.s_gain += gains
             self.s_path += parsed[1]
             self.s_id += parsed[2]
-            self.s_comps += parsed[3]
-            self.s_heads += parsed[4]
+            self.s_forms += parsed[3]
             self.n_sup.append(len(rel))
             kmax = self.kmax
             self.ch_ids += ids[:kmax]
             self.ch_paths += paths[:kmax]
-            self.ch_heads += heads[:kmax]
+            self.ch_dicts += chunks[:kmax]
             self.n_chunks.append(min(len(ids), kmax))
             self._widest = max(self._widest, min(len(ids), kmax), len(references))
             self._most_supports = max(self._most_supports, len(rel))
@@ -237,7 +198,7 @@ class RetrievalBatch:
                 cid = r.get("chunk_id")
                 self.rf_ids.append(None if cid is None else cid if type(cid) is str else str(cid))
             self.rf_paths += map(dict.get, references, repeat("rel_path"))
-            self.rf_heads += map(dict.get, references, repeat("heading_path"))
+            self.rf_dicts += references
             self.n_refs.append(len(references))
         self.scored.append(scored)
         return True
@@ -253,15 +214,14 @@ class RetrievalBatch:
                 self._by_grades[key] = got
         return got
 
-    def _supports(self, supports: list) -> tuple[list, list, list, list, list] | None:
-        """GoldIndex's reading of the supports: (relevance, normalized path, id, heading
-        components to compare, raw heading), or None for a form this batch leaves out."""
-        cs, snippets = self.cs, self.snippets
+    def _supports(self, supports: list) -> tuple[list, list, list, list] | None:
+        """GoldIndex's reading of the supports: (relevance, normalized path, id, SupportForm
+        or None without a path), or None for a form this batch leaves out."""
+        cs = self.cs
         rel: list[float] = []
         paths: list[str] = []
         ids: list[str | None] = []
-        comps: list[tuple[str, ...] | None] = []
-        heads: list[str | None] = []
+        forms: list[SupportForm | None] = []
         for s in supports:
             if type(s) is not dict or s.get("graded_only") is True:
                 return None
@@ -286,19 +246,13 @@ class RetrievalBatch:
             path = path_of(raw, cs)
             paths.append(path)
             if not path:
-                comps.append(None)  # matches by id only
-                heads.append(None)
+                forms.append(None)  # matches by id only
                 continue
-            if int_or_none(s.get("start_line")) is not None and int_or_none(s.get("end_line")) is not None:
-                return None  # a line span: the per-record loop decides
-            if snippets and snips and any(x and str(x).strip() for x in snips):
-                return None
             heading = s.get("heading_path")
             if heading is not None and type(heading) is not str:
                 return None
-            comps.append(path_components(heading, cs) or None)  # () is the whole file: nothing to compare
-            heads.append(heading)
-        return rel, paths, ids, comps, heads
+            forms.append(support_form(s, cs))
+        return rel, paths, ids, forms
 
     @staticmethod
     def _groups(groups: Any, n: int) -> list[int] | None:
@@ -349,24 +303,25 @@ class RetrievalBatch:
         GI = np.full((m, s_width), -1, dtype=np.int64)
         REL = np.full((m, s_width), -np.inf)  # -inf: no support there, never the best free one
         GAIN = np.zeros((m, s_width))
-        HEADING = np.zeros((m, s_width), dtype=bool)
         GP[s_case, s_pos] = gp
         GI[s_case, s_pos] = gi
         REL[s_case, s_pos] = self.s_rel
         GAIN[s_case, s_pos] = self.s_gain
-        HEADING[s_case, s_pos] = [c is not None for c in self.s_comps]
         s_start = np.cumsum(n_sup) - n_sup
-        gold = (GP, GI, HEADING, s_start, path_code, id_code)
+        gold = (GP, GI, s_start, path_code, id_code)
 
-        matches = self._match(self.ch_ids, self.ch_paths, self.ch_heads, self.n_chunks, gold)
-        refs = self._match(self.rf_ids, self.rf_paths, self.rf_heads, self.n_refs, gold)
+        matches = self._match(self.ch_ids, self.ch_paths, self.ch_dicts, self.n_chunks, gold, self.snippets)
+        # references carry no text: snippets are never required of them (as score_case_retrieval)
+        refs = self._match(self.rf_ids, self.rf_paths, self.rf_dicts, self.n_refs, gold, False)
         attribution[rows] = np.where(refs.any(axis=(1, 2)), 1.0, 0.0)
         cells[rows] = self._score_positions(matches, n_sup, REL, GAIN)
         return cells, scope, attribution
 
-    def _match(self, ids: list, paths: list, heads: list, counts: list[int], gold: tuple) -> np.ndarray:
-        """(case, position, support) -> whether they match, as GoldIndex._match decides."""
-        GP, GI, HEADING, s_start, path_code, id_code = gold
+    def _match(self, ids: list, paths: list, items: list[dict], counts: list[int], gold: tuple,
+               require_snippets: bool) -> np.ndarray:
+        """(case, position, support) -> whether they match, as `match_support` decides: the
+        id and file tests as array compares, the rest by `form_matches` per pair on one file."""
+        GP, GI, s_start, path_code, id_code = gold
         m, s_width = GP.shape
         counts_a = np.asarray(counts, dtype=np.int64)
         width = int(counts_a.max()) if len(counts_a) else 0
@@ -382,26 +337,16 @@ class RetrievalBatch:
         PC[case_of, pos_of] = np.fromiter(map(path_code.get, norm, repeat(-1)), np.int64, total)
         IC[case_of, pos_of] = np.fromiter(map(id_code.get, ids, repeat(-1)), np.int64, total)
 
-        by_id = (IC[:, :, None] == GI[:, None, :]) & (GI >= 0)[:, None, :]
-        same_file = (PC[:, :, None] == GP[:, None, :]) & (GP >= 0)[:, None, :]
-        matched = by_id | (same_file & ~HEADING[:, None, :])
-        # The pairs on one file whose gold heading must start the chunk's, component-wise.
-        check = same_file & HEADING[:, None, :] & ~by_id
+        matched = (IC[:, :, None] == GI[:, None, :]) & (GI >= 0)[:, None, :]
+        check = (PC[:, :, None] == GP[:, None, :]) & (GP >= 0)[:, None, :] & ~matched
         if check.any():
             ci, pi, si = np.nonzero(check)
             c_start = np.cumsum(counts_a) - counts_a
-            got_raw = list(map(heads.__getitem__, (c_start[ci] + pi).tolist()))
-            at_gold = (s_start[ci] + si).tolist()
-            got = _keys_of(got_raw, self.cs)
-            want = _keys_of(list(map(self.s_heads.__getitem__, at_gold)), self.cs)
-            if None in got or None in want:
-                gold_comps = list(map(self.s_comps.__getitem__, at_gold))
-                ok = [
-                    a.startswith(b) if a is not None and b is not None else _prefix_by_components(r, g, self.cs)
-                    for a, b, r, g in zip(got, want, got_raw, gold_comps)
-                ]
-            else:
-                ok = list(map(str.startswith, got, want))
+            forms, cs = self.s_forms, self.cs
+            ok = [
+                form_matches(forms[g], items[c], require_snippets, cs)  # type: ignore[arg-type]
+                for c, g in zip((c_start[ci] + pi).tolist(), (s_start[ci] + si).tolist())
+            ]
             hit = np.asarray(ok, dtype=bool)
             matched[ci[hit], pi[hit], si[hit]] = True
         return matched

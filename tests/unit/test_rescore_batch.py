@@ -2,8 +2,7 @@
 
 `evalkit.rescore.scoring._rescore_part` may score the "plain" records of results.jsonl (plain dict
 chunks with integer, non-decreasing ranks and distinct, non-empty string ids; supports
-without line spans, `graded_only` or, when snippets are required, snippets; no
-`recency_conflict_rule`) a block of `_BATCH_SIZE` records at a time, and every other record
+without `graded_only`; no `recency_conflict_rule`) a block of `_BATCH_SIZE` records at a time, and every other record
 with `score_case_retrieval`. The definition is the per-record one: for every record,
 `score_case_retrieval` on the stored case, chunks, references and folder selection, its
 metrics added to a RecordTable with `add_record({"case", "retrieval_metrics"})` and the
@@ -398,9 +397,7 @@ def _plain(rec: dict, snippets: bool) -> bool:
     if any(type(x) is not str or not x for x in ids) or len(set(ids)) != len(ids):
         return False
     for s in case.get("gold_supports") or []:
-        if type(s) is not dict or s.get("graded_only") is True or ("start_line" in s and "end_line" in s):
-            return False
-        if snippets and any(x and str(x).strip() for x in s.get("snippets") or []):
+        if type(s) is not dict or s.get("graded_only") is True:
             return False
     return all(type(r) is dict for r in rec.get("references") or [])
 
