@@ -7,7 +7,9 @@ then the gate and the thresholds; then `summary.write_derived` writes summary.md
 results.json from the committed metrics.json. `RunFacts` is what metrics.json says about a
 run beyond its records (settings, config, eval-set version, judge stats, the baseline).
 The re-scorings (score_retrieval, score_abstention, judge_answers) patch their own keys of
-metrics.json and call `write_derived` themselves.
+metrics.json, pass it through `recheck_verdicts` (the gate and the `--threshold` floors,
+judged again on the numbers they now hold, by the code derive_run judges with), and call
+`write_derived`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from evalkit.derive.summary import write_derived
 from evalkit.schema import SCHEMA_VERSION
 from evalkit.store.runs import RunDir
 
-__all__ = ["RunFacts", "derive_run", "now_utc", "run_invariants", "thresholds_from"]
+__all__ = ["RunFacts", "derive_run", "now_utc", "recheck_verdicts", "run_invariants", "thresholds_from", "verdicts"]
 
 
 @dataclass
@@ -128,10 +130,20 @@ def derive_run(run: RunDir, facts: RunFacts) -> tuple[dict, dict | None]:
     metrics["aggregate_metrics"]["judge"] = dict(facts.judge_stats) if facts.judge_stats is not None else None
     metrics["invariants"] = run_invariants(missing, judge_identity(facts.config.get("judge")), s.request_k)
     metrics["warnings"] = [*facts.pre_run_warnings, *health.warnings()]
+    gate = verdicts(metrics, s, facts.baseline)
+    committed = run.update_metrics(metrics)
+    committed = dict(write_derived(run, committed, worst) or committed)
+    return committed, gate
+
+
+def verdicts(metrics: dict[str, Any], s: RunSettings, baseline: Mapping[str, Any] | None) -> dict | None:
+    """Judge `metrics` in place: `gate` against the --baseline run's metrics.json (when
+    given) and `thresholds` for the --threshold floors (when set). Returns the gate or None.
+    derive_run and `recheck_verdicts` both judge here, so a verdict has one source."""
     gate = None
-    if facts.baseline is not None:
+    if baseline is not None:
         gate = gate_result(
-            facts.baseline,
+            baseline,
             metrics,
             thresholds_from(s),
             baseline_run_id=s.baseline,
@@ -142,6 +154,36 @@ def derive_run(run: RunDir, facts: RunFacts) -> tuple[dict, dict | None]:
         metrics["gate"] = gate
     if s.thresholds:  # issue 13: absolute floors, beside the baseline gate
         metrics["thresholds"] = threshold_check(metrics, s.thresholds)
-    committed = run.update_metrics(metrics)
-    committed = dict(write_derived(run, committed, worst) or committed)
-    return committed, gate
+    return gate
+
+
+def recheck_verdicts(run: RunDir, metrics: dict[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """After a re-scoring changed a run's numbers, its stored verdicts judged again on them
+    (issue 25: metrics.json must never say "gate passed" about a recall it no longer holds).
+
+    The gate is re-run against the baseline named in config.json's settings, read again
+    from beside the run; when that run is gone or has no metrics.json, the old gate is
+    removed and a `gate_not_rechecked` warning says so (compare_runs can judge the pair).
+    The `--threshold` floors need nothing but the run. `settings` is config.json's.
+    """
+    if metrics.get("gate") is None and metrics.get("thresholds") is None:
+        return metrics
+    s = RunSettings.model_validate({k: v for k, v in settings.items() if k in RunSettings.model_fields})
+    baseline = None
+    if metrics.get("gate") is not None:
+        base_id = s.baseline or metrics["gate"].get("baseline_run_id")
+        base_dir = run.path.parent / str(base_id) if base_id else None
+        baseline = RunDir(base_dir).read_metrics() if base_dir is not None and base_dir.is_dir() else None
+        if baseline is None:
+            del metrics["gate"]
+            metrics["warnings"] = [
+                *(w for w in metrics.get("warnings") or [] if w.get("kind") != "gate_not_rechecked"),
+                {
+                    "kind": "gate_not_rechecked",
+                    "severity": "warning",
+                    "message": f"re-scoring changed this run's numbers and its baseline run {base_id} is not "
+                    f"beside it to judge them again: the run-time gate was removed; use compare_runs",
+                },
+            ]
+    verdicts(metrics, s, baseline)
+    return metrics

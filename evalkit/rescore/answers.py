@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.config import judge_identity
+from evalkit.derive import recheck_verdicts
 from evalkit.derive.summary import write_derived
 from evalkit.errors import InputError, Problem
 from evalkit.judges.base import JudgeItem, JudgeOutcome
@@ -468,6 +469,8 @@ async def judge_run_async(
     if isinstance(cfg.get("hashed"), dict):
         cfg["hashed"]["judge"] = hashed_judge
         cfg["config_hash"] = metrics["config_hash"] = config_hash(cfg["hashed"])
+    # The run-time gate and --threshold floors, judged again on the new verdicts' numbers.
+    metrics = recheck_verdicts(run, metrics, cfg.get("settings") or {})
     # One update: a kill mid-way leaves the old three files or the new three (store.py).
     run.write_together(results=records, metrics=metrics, config=cfg)
     from evalkit.report.summary_md import worst_cases_of

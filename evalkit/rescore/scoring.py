@@ -37,6 +37,7 @@ from typing import Any
 import orjson
 
 from evalkit.compare.trials import TrialStats
+from evalkit.derive import recheck_verdicts
 from evalkit.derive.summary import write_derived
 from evalkit.errors import BadConfig, InputError, Problem
 from evalkit.metrics.aggregate import (
@@ -849,12 +850,15 @@ def score_retrieval(
     # results.jsonl is rewritten with them, together with metrics.json.
     result.results_rewritten = result.per_case() != _stored_per_case(old, cfg, settings)
     patch["retrieval_scoring"] = {**result.provenance(), "warnings": list(result.warnings)}
+    def recheck(metrics: dict[str, Any]) -> dict[str, Any]:
+        return recheck_verdicts(run, metrics, settings)
+
     if result.results_rewritten:
-        metrics = merge_metrics(run.read_metrics() or {}, patch)
+        metrics = recheck(merge_metrics(run.read_metrics() or {}, patch))
         run.write_together(results=_rescored_records(job), metrics=metrics)
         result.metrics = metrics
     else:
-        result.metrics = run.update_metrics(patch)
+        result.metrics = run.update_metrics(patch, then=recheck)
     result.metrics = dict(write_derived(run, result.metrics, part.worst) or result.metrics)
     return result
 
@@ -1119,7 +1123,7 @@ def score_abstention(
 
         def metrics_after() -> dict[str, Any]:
             patch = finish(table.result(suite_ms=recorded_suite_ms(old)))
-            return merge_metrics(run.read_metrics() or {}, patch)
+            return recheck_verdicts(run, merge_metrics(run.read_metrics() or {}, patch), settings)
 
         with _fewer_collections():
             run.write_together(results=rows(), metrics=metrics_after)
@@ -1127,7 +1131,7 @@ def score_abstention(
     else:
         with _fewer_collections():
             body = aggregate_records(watched(), ks=ks, suite_ms=recorded_suite_ms(old))
-        result.metrics = run.update_metrics(finish(body))
+        result.metrics = run.update_metrics(finish(body), then=lambda m: recheck_verdicts(run, m, settings))
     result.metrics = dict(write_derived(run, result.metrics, worst) or result.metrics)
     return result
 

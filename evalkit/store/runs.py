@@ -545,10 +545,15 @@ class RunDir:
         with _os_errors(f"cannot write {name}", path), _folder_lock(self.path):
             _write_atomic(path, pieces)
 
-    def update_metrics(self, patch: Mapping[str, Any]) -> dict[str, Any]:
-        """Merge `patch` into metrics.json (see `merge_metrics`), keeping keys other scripts own."""
+    def update_metrics(
+        self, patch: Mapping[str, Any], then: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """Merge `patch` into metrics.json (see `merge_metrics`), keeping keys other scripts own;
+        `then` (the re-scorers' verdict re-check) sees the merged file before it is written."""
         with _os_errors(f"cannot write {METRICS_FILE}", self.metrics_path), _folder_lock(self.path):
             merged = merge_metrics(self.read_metrics() or {}, patch)
+            if then is not None:
+                merged = then(merged)
             _write_atomic(self.metrics_path, dumps_metrics(merged))
         return merged
 

@@ -152,3 +152,45 @@ def test_score_abstention_with_new_labels_rewrites_what_it_rescored(two_runs: Pa
     # scoring again with the run's own labels puts every per-case value back
     assert score_retrieval("B", results_dir=two_runs).results_rewritten
     assert _per_case(two_runs / "B", 5) == _per_case(two_runs / "A", 5)
+
+
+def test_a_rescoring_judges_the_run_time_gate_and_floors_again(two_runs: Path, tmp_path: Path) -> None:
+    # C gated against A at run time (same chatbot, same labels: passed) and held a recall floor
+    # (passed); score_retrieval with moved labels then drops C's recall by about 0.4 (above).
+    results = two_runs
+    # a copy of the eval set: gating against A locks the file it names (eval_sets.lock beside it)
+    own = tmp_path / "eval_set.jsonl"
+    own.write_bytes((ROOT / "eval_set.jsonl").read_bytes())
+    run_eval(str(own), run_id="C", results_dir=str(results), retrieval_only=True,
+             vault=str(ROOT / "sample_vault"), quiet=True, baseline="A", thresholds=["recall_at_k_avg=0.5"])
+    before = json.loads((results / "C" / "metrics.json").read_text())
+    assert before["gate"]["passed"] is True and before["thresholds"]["passed"] is True
+
+    moved, _ = _moved_labels(tmp_path)
+    score_retrieval("C", eval_set=str(moved), results_dir=results)
+    after = json.loads((results / "C" / "metrics.json").read_text())
+    recall = after["aggregate_metrics"]["recall_at_k_avg"]
+    assert recall < 0.5  # so the floor now fails, and so does the gate (a drop far past 0.05)
+    assert after["thresholds"]["passed"] is False
+    assert after["gate"]["passed"] is False
+    # the same verdict compare_runs gives on the pair
+    res = CliRunner().invoke(app, ["compare", "A", "C", "--results-dir", str(results), "--format", "json"])
+    assert res.exit_code == 1, res.output
+    assert json.loads(res.stdout)["gate"]["passed"] is False
+    # summary.md, derived from metrics.json, says it too
+    assert "FAIL" in (results / "C" / "summary.md").read_text().upper()
+
+
+def test_a_rescoring_whose_baseline_is_gone_drops_the_stale_gate(two_runs: Path, tmp_path: Path) -> None:
+    import shutil
+
+    own = tmp_path / "eval_set.jsonl"
+    own.write_bytes((ROOT / "eval_set.jsonl").read_bytes())
+    run_eval(str(own), run_id="C", results_dir=str(two_runs), retrieval_only=True,
+             vault=str(ROOT / "sample_vault"), quiet=True, baseline="A")
+    shutil.rmtree(two_runs / "A")
+    moved, _ = _moved_labels(tmp_path)
+    score_retrieval("C", eval_set=str(moved), results_dir=two_runs)
+    after = json.loads((two_runs / "C" / "metrics.json").read_text())
+    assert "gate" not in after
+    assert [w["kind"] for w in after["warnings"]].count("gate_not_rechecked") == 1
