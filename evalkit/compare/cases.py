@@ -36,6 +36,7 @@ from evalkit.metrics.retrieval import AT_K_METRICS
 
 __all__ = [
     "AT_K_METRICS",
+    "FLIP_COLUMNS",
     "PER_CASE_METRICS",
     "CaseTable",
     "case_details",
@@ -51,7 +52,6 @@ __all__ = [
 # registry's `per_case`.
 _READ_AS_IS = tuple(m.key for m in METRICS if m.per_case == "as_is")
 PER_CASE_METRICS = (*_READ_AS_IS, *(m.key for m in METRICS if m.per_case == "derived"))
-_ERROR_RATES = ("error_rate", "timeout_rate", "empty_response_rate")
 _GROUPING_SCOPES = (
     ("by_tag", "tag"), ("by_category", "category"), ("by_difficulty", "difficulty"), ("by_domain", "domain"),
     ("by_language", "language"), ("by_scenario", "scenario"),
@@ -252,6 +252,9 @@ _FLIP_METRICS = (
     ("groundedness_avg", "groundedness", True),
     ("correctness_avg", "correctness", True),
 )
+# A flip's metric name -> the registry metric it flips on (the reports label it so);
+# `recall_any@K` is the @K metric itself.
+FLIP_COLUMNS = {name: column for column, name, _ in _FLIP_METRICS}
 
 
 def _rank(rr: float) -> int | None:

@@ -89,7 +89,9 @@ _HIGHER_IS_BETTER = frozenset(_METRIC_ORDER) - _LOWER_IS_BETTER
 _GROUPING_ORDER = ("by_answerable", "by_category", "by_difficulty", "by_domain", "by_language", "by_scenario", "by_tag")
 # hallucination = 1 - abstention accuracy case by case: one test, shown on both rows.
 _MIRRORED = {"hallucination_rate_unanswerable": "abstention_accuracy"}
-_ABSTENTION_METRICS = [m for m in ANSWER_METRICS if m.startswith(("abstention", "hallucination", "false_abstention"))]
+_ABSTENTION_METRICS = [m.key for m in METRICS if m.stage == "abstention" and m.key in ANSWER_METRICS]
+# Judge scores: what a different judge (model, prompt, temperature) makes incomparable.
+_JUDGE_METRICS = [m.key for m in METRICS if m.stage == "judge"]
 class IncomparableRuns(InputError):
     """Broken invariants without --ignore-invariants: exit 2, one line per violation."""
 
@@ -134,7 +136,7 @@ def _not_comparable(violations: list[str], a: RunSource, b: RunSource) -> list[N
         if v.startswith(("eval sets differ", "case counts differ")):
             metrics = ["*"]
         elif v.startswith("judge "):
-            metrics = ["groundedness_avg", "correctness_avg"]
+            metrics = list(_JUDGE_METRICS)
         elif v.startswith("debug payload fields differ"):
             fa = set(((a.metrics.get("invariants") or {}).get("debug_fields_missing")) or [])
             fb = set(((b.metrics.get("invariants") or {}).get("debug_fields_missing")) or [])

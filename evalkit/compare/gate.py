@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from evalkit.metrics.keys import HEADLINE_AT_K, canonical_key
-from evalkit.metrics.registry import METRICS
+from evalkit.metrics.registry import ANSWER_SIDE_KEYS, METRICS, OPERATIONAL_KEYS
 from evalkit.metrics.retrieval import AT_K_METRICS
 
 _EPS = 1e-9
@@ -98,18 +98,16 @@ class Regression:
 _GATED: tuple[tuple[str, str | None, str, str], ...] = tuple(
     (m.key, m.at_k, m.gated, f"{m.direction}_is_better") for m in METRICS if m.gated is not None
 )
-# Judge scores on the heuristic's scale and an LLM's are not comparable.
-_JUDGED = frozenset({"groundedness_avg", "correctness_avg"})
-# The gated metrics a gate must compare: without them it cannot say retrieval held.
-HEADLINE_GATED = ("recall_at_k_avg", "mrr_avg")
+# Judge scores on the heuristic's scale and an LLM's are not comparable (the registry's judge stage).
+_JUDGED = frozenset(m.key for m in METRICS if m.stage == "judge")
+# The gated metrics a gate must compare: without them it cannot say retrieval held (the
+# registry's gated @K means: Recall@K and MRR@K).
+HEADLINE_GATED = tuple(m.key for m in METRICS if m.gated is not None and m.at_k is not None)
 # What depends on the chunks the answerer was given, i.e. on how many the target was asked
 # for: not comparable between runs that asked for different K (retrieval at a K both
-# measured still is: the top K of a deeper list is the same list).
-ANSWER_METRICS: tuple[str, ...] = (
-    "groundedness_avg", "correctness_avg", "answer_quality_avg", "attribution_hit_rate", "abstention_accuracy",
-    "hallucination_rate_unanswerable", "false_abstention_rate", "abstention_precision", "abstention_f1",
-    "abstention_decision_accuracy", "latency",
-)
+# measured still is: the top K of a deeper list is the same list). The registry's
+# `answer_side`, and latency.
+ANSWER_METRICS: tuple[str, ...] = (*ANSWER_SIDE_KEYS, "latency")
 
 
 def gated_metrics() -> list[str]:
@@ -419,7 +417,7 @@ DEFAULT_THRESHOLD_METRICS: tuple[str, ...] = tuple(m.key for m in METRICS if m.d
 _THRESHOLD_SCALE: dict[str, tuple[float, str]] = {
     m.key: (m.scale, "max" if m.direction == "lower" else "min") for m in METRICS if m.threshold
 }
-_OPERATIONAL = frozenset({"error_rate", "timeout_rate", "empty_response_rate"})
+_OPERATIONAL = frozenset(OPERATIONAL_KEYS)  # read from a cell's operational_metrics block
 # Per-K names (`ndcg@10`): metrics.keys.metric_key over retrieval.AT_K_METRICS, all on [0, 1].
 _AT_K_NAMES = AT_K_METRICS
 _AT_K_HEADLINE = {at_k: headline for headline, at_k in HEADLINE_AT_K.items()}
@@ -443,23 +441,13 @@ def _threshold_scale(name: str) -> tuple[float, str] | None:
     base, sep, k = name.partition("@")
     if sep and base in _AT_K_NAMES and k.isdigit() and int(k) >= 1:
         return (1.0, "min")
-    # A mean or rate another part of evalkit adds to the aggregate (aggregate.MEAN_METRICS)
-    # is a higher-is-better score on [0, 1]. Imported here, not at the top: the aggregate
-    # pulls in numpy, and the CLI's flag parsing must stay light.
-    if not sep:
-        from evalkit.metrics.aggregate import MEAN_METRICS
-
-        if name in MEAN_METRICS:
-            return (1.0, "min")
     return None
 
 
 def threshold_metric_names() -> list[str]:
-    """Every metric name a threshold may name (the per-K form shown as `name@K`)."""
-    from evalkit.metrics.aggregate import MEAN_METRICS
-
-    names = list(dict.fromkeys([*_THRESHOLD_SCALE, *MEAN_METRICS]))
-    return names + [f"{m}@K" for m in _AT_K_NAMES]
+    """Every metric name a threshold may name (the registry's `threshold`; the per-K form
+    shown as `name@K`)."""
+    return [*_THRESHOLD_SCALE, *(f"{m}@K" for m in _AT_K_NAMES)]
 
 
 def _parse_threshold_value(text: Any) -> float:

@@ -8,6 +8,7 @@ from evalkit.compare.cases import AT_K_METRICS
 from evalkit.compare.gate import Thresholds, gate_result
 from evalkit.compare.models import DeltaRow, GateReport
 from evalkit.compare.sources import RunSource, asked_k
+from evalkit.metrics.keys import HEADLINE_AT_K
 
 __all__ = ["gate_report"]
 
@@ -85,7 +86,7 @@ def gate_report(
         kept = []
         for r in details:
             name = r["metric"]
-            metric = {"recall_at_k_avg": "recall_any", "mrr_avg": "mrr", "mrr_relative_drop": "mrr"}.get(name, name)
+            metric = "mrr" if name == "mrr_relative_drop" else HEADLINE_AT_K.get(name, name)
             row = rows.get((metric, "overall", k if metric in AT_K_METRICS else None))
             if row is not None and row.significant and row.change == "worse":
                 kept.append(r)

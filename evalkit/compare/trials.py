@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from evalkit.metrics.registry import label_of
+
 __all__ = ["HEADLINE", "TrialStats", "headline_rows", "trials_block"]
 
 _IDS_SHOWN = 20
@@ -144,8 +146,9 @@ HEADLINE = (
 )
 
 
-def headline_rows(block: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
-    """(metric, "mean ± std", per-trial values, flaky cases) for each HEADLINE metric measured."""
+def headline_rows(block: Mapping[str, Any], k: int | None = None) -> list[tuple[str, str, str, str]]:
+    """(metric, "mean ± std", per-trial values, flaky cases) for each HEADLINE metric measured;
+    the metric by the registry's label at the run's primary K `k`."""
     rows = []
     metrics = block.get("metrics") or {}
     for key in HEADLINE:
@@ -156,7 +159,7 @@ def headline_rows(block: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
         spread = f"{fmt(m['mean'])} ± {fmt(m['std'])}" if m.get("std") is not None else fmt(m["mean"])
         per_trial = " / ".join(fmt(v) for v in m.get("per_trial") or [])
         flaky = "—" if "n_flaky" not in m else f"{m['n_flaky']}/{m['n_cases_compared']} ({m['flake_rate']:.0%})"
-        rows.append((key, spread, per_trial, flaky))
+        rows.append((label_of(key, k), spread, per_trial, flaky))
     return rows
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from evalkit.metrics.abstention import AbstentionTally
 from evalkit.metrics.expectations import expectation_values
 from evalkit.metrics.keys import HEADLINE_AT_K, metric_key
-from evalkit.metrics.registry import METRICS
+from evalkit.metrics.registry import METRICS, OPERATIONAL_KEYS
 from evalkit.metrics.retrieval import AT_K_METRICS, validate_ks
 
 __all__ = [
@@ -701,7 +701,7 @@ def flatten_cell(cell: Mapping) -> dict[str, tuple[float | None, int]]:
         if q in latency:
             out[f"latency_{q}"] = (latency[q], int(latency.get("n", 0)))
     op = cell.get("operational_metrics") or {}
-    for name in ("error_rate", "timeout_rate", "empty_response_rate"):
+    for name in OPERATIONAL_KEYS:
         if name in op:
             out[name] = (op[name], int(op.get("n", 0)))
     return {key: out[key] for key in sorted(out)}

@@ -27,6 +27,16 @@ Field by field (`Metric`):
 - gated: the `Thresholds` attribute when the regression gate watches it.
 - threshold: `--threshold` may name it (on `scale`; a ceiling when lower is better).
 - default_threshold: a bare `--threshold 0.7` applies to it.
+- summary: a run summary (terminal, summary.md, HTML) lists it "always" ("—" when not
+  measured) or only when "measured" (n > 0); only compared metrics are listed.
+- block: the block of a metrics.json cell that holds it (`operational_metrics`), None: the
+  cell itself.
+- answer_side: it depends on what the answerer was given (the chunks a target was asked
+  for), so it is not comparable between runs that asked for different K.
+
+Every report names a metric by `label_of` (or, for a table's column, `short_label_of`); an
+@K metric's name (`recall_any`, as compare's rows and the per-K tables give it) is read as
+its headline key, so `label_of("recall_any", 5) == label_of("recall_at_k_avg", 5)`.
 """
 
 from __future__ import annotations
@@ -39,7 +49,17 @@ from evalkit.metrics.expectations import (
     LOWER_IS_BETTER_EXPECTATIONS,
 )
 
-__all__ = ["HEADLINE_KEYS", "METRICS", "Metric", "by_key", "label_of", "short_label_of"]
+__all__ = [
+    "ANSWER_SIDE_KEYS",
+    "HEADLINE_KEYS",
+    "METRICS",
+    "OPERATIONAL_KEYS",
+    "SUMMARY_KEYS",
+    "Metric",
+    "by_key",
+    "label_of",
+    "short_label_of",
+]
 
 Direction = Literal["higher", "lower"]
 Stage = Literal["retrieval", "judge", "answer_quality", "expectations", "abstention", "response", "run"]
@@ -63,6 +83,9 @@ class Metric:
     threshold: bool = True
     default_threshold: bool = False
     short: str = ""  # a table column's header (summary.md and HTML by-slice tables); "" = label
+    summary: Literal["always", "measured"] = "measured"
+    block: Literal["operational_metrics"] | None = None
+    answer_side: bool = False
 
 
 # The headline @K means, as the reports name them at the primary K.
@@ -90,7 +113,8 @@ _EXPECTATION_LABELS = {
 
 
 def _at_k(key: str, name: str, seed: str, ir: str | None, **kw: object) -> Metric:
-    return Metric(key, _LABELS[key], "higher", "retrieval", at_k=name, seed_name=seed, ir_measure=ir, **kw)  # type: ignore[arg-type]
+    # A run summary lists every headline @K mean, measured or not.
+    return Metric(key, _LABELS[key], "higher", "retrieval", at_k=name, seed_name=seed, ir_measure=ir, summary="always", **kw)  # type: ignore[arg-type]
 
 
 def _expectation(name: str) -> Metric:
@@ -102,8 +126,12 @@ def _expectation(name: str) -> Metric:
         "expectations",
         sliced=True,
         per_case="as_is",
-        threshold=lower,
     )
+
+
+def _operational(key: str, label: str, **kw: object) -> Metric:
+    # The target's failures: in a cell's `operational_metrics`, over every case.
+    return Metric(key, label, "lower", "run", mean=False, summary="always", block="operational_metrics", **kw)  # type: ignore[arg-type]
 
 
 # The headline @K means first (recall, MRR, precision, nDCG, then the other recalls: the order
@@ -126,7 +154,14 @@ METRICS: tuple[Metric, ...] = (
     _at_k("recall_all_avg", "recall_all", "recall_all", None, sliced=True, short="Recall_all@{k}"),
     _at_k("recall_frac_avg", "recall_frac", "recall_frac", "R", sliced=True, short="Recall_frac@{k}"),
     Metric(
-        "scope_miss_rate", "Scope miss rate", "lower", "retrieval", sliced=True, per_case="as_is", gated="scope_miss"
+        "scope_miss_rate",
+        "Scope miss rate",
+        "lower",
+        "retrieval",
+        sliced=True,
+        per_case="as_is",
+        gated="scope_miss",
+        summary="always",
     ),
     Metric(
         "attribution_hit_rate",
@@ -138,8 +173,12 @@ METRICS: tuple[Metric, ...] = (
         gated="attribution",
         default_threshold=True,
         short="Attribution",
+        summary="always",
+        answer_side=True,
     ),
-    Metric("recency_pass_rate", "Recency pass rate", "higher", "retrieval", sliced=True, per_case="as_is"),
+    Metric(
+        "recency_pass_rate", "Recency pass rate", "higher", "retrieval", sliced=True, per_case="as_is", summary="always"
+    ),
     Metric(
         "groundedness_avg",
         "Groundedness (0-5)",
@@ -150,6 +189,8 @@ METRICS: tuple[Metric, ...] = (
         per_case="as_is",
         gated="groundedness",
         short="Groundedness",
+        summary="always",
+        answer_side=True,
     ),
     Metric(
         "correctness_avg",
@@ -161,6 +202,8 @@ METRICS: tuple[Metric, ...] = (
         per_case="as_is",
         gated="correctness",
         short="Correctness",
+        summary="always",
+        answer_side=True,
     ),
     Metric(
         "answer_quality_avg",
@@ -169,11 +212,11 @@ METRICS: tuple[Metric, ...] = (
         "answer_quality",
         sliced=True,
         per_case="as_is",
-        threshold=False,
+        answer_side=True,
     ),
-    Metric("answer_relevance_avg", "Answer relevance (0-1)", "higher", "answer_quality", threshold=False),
-    Metric("answer_groundedness_avg", "Answer groundedness (0-1)", "higher", "answer_quality", threshold=False),
-    Metric("answer_completeness_avg", "Answer completeness (0-1)", "higher", "answer_quality", threshold=False),
+    Metric("answer_relevance_avg", "Answer relevance (0-1)", "higher", "answer_quality"),
+    Metric("answer_groundedness_avg", "Answer groundedness (0-1)", "higher", "answer_quality"),
+    Metric("answer_completeness_avg", "Answer completeness (0-1)", "higher", "answer_quality"),
     *(_expectation(name) for name in EXPECTATION_METRICS),
     Metric(
         "abstention_accuracy",
@@ -186,6 +229,8 @@ METRICS: tuple[Metric, ...] = (
         gated="abstention",
         default_threshold=True,
         short="Abstention acc.",
+        summary="always",
+        answer_side=True,
     ),
     Metric(
         "hallucination_rate_unanswerable",
@@ -196,6 +241,8 @@ METRICS: tuple[Metric, ...] = (
         sliced=True,
         gated="hallucination",
         short="Hallucination",
+        summary="always",
+        answer_side=True,
     ),
     Metric(
         "false_abstention_rate",
@@ -207,9 +254,11 @@ METRICS: tuple[Metric, ...] = (
         per_case="derived",
         gated="false_abstention",
         short="False abstention",
+        summary="always",
+        answer_side=True,
     ),
-    Metric("abstention_precision", "Abstention precision", "higher", "abstention", mean=False),
-    Metric("abstention_f1", "Abstention F1", "higher", "abstention", mean=False),
+    Metric("abstention_precision", "Abstention precision", "higher", "abstention", mean=False, answer_side=True),
+    Metric("abstention_f1", "Abstention F1", "higher", "abstention", mean=False, answer_side=True),
     Metric(
         "abstention_decision_accuracy",
         "Abstention decision accuracy",
@@ -217,23 +266,25 @@ METRICS: tuple[Metric, ...] = (
         "abstention",
         mean=False,
         per_case="derived",
+        answer_side=True,
     ),
     # abstention_accuracy under another name: no row of its own in compare.
     Metric("abstention_recall", "Abstention recall", "higher", "abstention", mean=False, compared=False),
     Metric(
-        "has_citations_rate", "Has citations rate (answered)", "higher", "response", per_case="derived", threshold=False
+        "has_citations_rate", "Has citations rate (answered)", "higher", "response", per_case="derived", summary="always"
     ),
-    Metric(
-        "response_valid_rate", "Response valid rate (schema)", "higher", "response", per_case="derived", threshold=False
-    ),
+    Metric("response_valid_rate", "Response valid rate (schema)", "higher", "response", per_case="derived"),
     Metric("latency_budget_score_avg", "Latency budget score", "higher", "run", default_threshold=True),
     Metric("within_budget_rate", "Within latency budget", "higher", "run", sliced=True),
-    Metric("error_rate", "Error rate", "lower", "run", mean=False, sliced=True, per_case="derived"),
-    Metric("timeout_rate", "Timeout rate", "lower", "run", mean=False, per_case="derived"),
-    Metric("empty_response_rate", "Empty response rate", "lower", "run", mean=False, per_case="derived"),
+    _operational("error_rate", "Error rate", sliced=True, per_case="derived"),
+    _operational("timeout_rate", "Timeout rate", per_case="derived"),
+    _operational("empty_response_rate", "Empty response rate", per_case="derived"),
 )
 
 _BY_KEY = {m.key: m for m in METRICS}
+# An @K metric's name (`recall_any`) -> its headline entry: compare's rows and the per-K
+# tables name @K metrics so, and show them with the headline's label at their K.
+_BY_AT_K = {m.at_k: m for m in METRICS if m.at_k is not None}
 # The headline @K rows of every run summary (terminal, HTML), in this order, at the primary K.
 HEADLINE_KEYS = (
     "recall_at_k_avg",
@@ -243,6 +294,13 @@ HEADLINE_KEYS = (
     "mrr_avg",
     "ndcg_at_k_avg",
 )
+# What a run summary (terminal, summary.md, HTML) lists, in this order: the headline @K
+# means, then every other metric compare reports, each "always" or when "measured".
+SUMMARY_KEYS = (*HEADLINE_KEYS, *(m.key for m in METRICS if m.compared and m.at_k is None))
+# Held in a cell's `operational_metrics` block, not in the cell itself.
+OPERATIONAL_KEYS = tuple(m.key for m in METRICS if m.block == "operational_metrics")
+# What depends on the chunks the answerer was given (not comparable across an asked K).
+ANSWER_SIDE_KEYS = tuple(m.key for m in METRICS if m.answer_side)
 
 
 def by_key(key: str) -> Metric | None:
@@ -250,20 +308,32 @@ def by_key(key: str) -> Metric | None:
     return _BY_KEY.get(key)
 
 
+def _entry(name: str) -> Metric | None:
+    return _BY_KEY.get(name) or _BY_AT_K.get(name)
+
+
 def short_label_of(key: str, k: int | str | None = None) -> str:
-    """A table column's header for `key` (its short label, else its label), at K `k`."""
-    metric = _BY_KEY.get(key)
+    """A table column's header for `key` (its short label, else its label), at K `k`.
+
+    `key` is a metrics.json key or an @K metric's name (`ndcg`); an unknown name is
+    returned as given (with `@k` when a K is given)."""
+    metric = _entry(key)
     if metric is None:
-        return key
+        return key if k is None else f"{key}@{k}"
     return (metric.short or metric.label).replace("{k}", "K" if k is None else str(k))
 
 
 def label_of(key: str, k: int | str | None = None, *, heuristic: bool = False) -> str:
     """The label every report shows for `key` (at K `k`), marked "(heuristic)" for a judge
-    score the offline heuristic gave; the key itself when the registry has no such metric."""
-    metric = _BY_KEY.get(key)
+    score the offline heuristic gave.
+
+    `key` is a metrics.json key or an @K metric's name (`recall_any`, read as its headline
+    key `recall_at_k_avg`); a name the registry does not have is returned as given (with
+    `@k` when a K is given), so a report never hides a number it cannot name.
+    """
+    metric = _entry(key)
     if metric is None:
-        return key
+        return key if k is None else f"{key}@{k}"
     label = metric.label.replace("{k}", "K" if k is None else str(k))
     if heuristic and metric.stage in ("judge", "answer_quality"):
         label += " (heuristic)"

@@ -16,7 +16,10 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from evalkit.compare.cases import FLIP_COLUMNS
 from evalkit.compare.models import ChunkRef, Comparison, DeltaRow, Flip
+from evalkit.metrics.keys import parse_metric_key
+from evalkit.metrics.registry import label_of
 
 __all__ = ["append_step_summary", "print_comparison", "render_markdown"]
 
@@ -51,9 +54,27 @@ def _ci(row: DeltaRow) -> str:
     return f"[{_signed(row.ci95[0])}, {_signed(row.ci95[1])}]"
 
 
-def row_label(row: DeltaRow | Flip) -> str:
-    k = getattr(row, "k", None)
-    return f"{row.metric}@{k}" if k is not None and "@" not in row.metric else row.metric
+def row_label(row: DeltaRow) -> str:
+    """A delta row's metric as every report names it: the registry's label at the row's K
+    ("Recall@5 (any)"); the JSON keeps `metric` and `k`."""
+    return label_of(row.metric, row.k)
+
+
+def flip_label(metric: str) -> str:
+    """A flip's metric (`Flip.metric`) by the registry's label of what it flips on
+    ("recall_any@5" -> "Recall@5 (any)", "groundedness" -> "Groundedness (0-5)")."""
+    try:
+        name, k = parse_metric_key(metric)
+    except ValueError:
+        return metric
+    return label_of(FLIP_COLUMNS.get(name, name), k)
+
+
+def affected_metrics(metrics: list[str]) -> str:
+    """What a broken invariant makes incomparable (`NotComparable.metrics`), in words."""
+    if "*" in metrics:
+        return "every number"
+    return ", ".join(label_of(m) for m in metrics) or "no metric known to depend on it"
 
 
 def verdict(row: DeltaRow) -> str:
@@ -184,7 +205,7 @@ def by_case(flips: list[Flip]) -> list[list[Flip]]:
 
 
 def flip_change(f: Flip) -> str:
-    return f"{f.metric} {flip_value(f, f.a)} → {flip_value(f, f.b)}"
+    return f"{flip_label(f.metric)} {flip_value(f, f.a)} → {flip_value(f, f.b)}"
 
 
 # ---------------------------------------------------------------- markdown
@@ -257,7 +278,7 @@ def render_markdown(c: Comparison) -> str:
     if c.invariants.violations:
         out += ["", "**⚠️ Invariants broken (ignored)**: these numbers are not comparable", ""]
         for nc in c.invariants.not_comparable:
-            which = "every number" if "*" in nc.metrics else ", ".join(nc.metrics) or "no metric known to depend on it"
+            which = affected_metrics(nc.metrics)
             out.append(f"- {_md(nc.reason)}: {_md(which)}")
 
     sig, repeated = distinct_rows(c.significant_deltas())
@@ -429,7 +450,7 @@ def print_comparison(c: Comparison, console: Console | None = None, *, max_flips
     if c.invariants.violations:
         console.print(Text("invariants broken (ignored) — these numbers are not comparable:", style="bold yellow"))
         for nc in c.invariants.not_comparable:
-            which = "every number" if "*" in nc.metrics else ", ".join(nc.metrics) or "no metric known to depend on it"
+            which = affected_metrics(nc.metrics)
             console.print(Text(f"  {nc.reason}: {which}", style="yellow"))
     for note in c.notes:
         console.print(Text(f"note: {note}", style="dim"))

@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from evalkit.metrics.registry import METRICS, label_of
+
 __all__ = ["JudgeProgress", "judge_summary_rows", "print_judge_summary"]
 
 
@@ -51,6 +53,9 @@ class JudgeProgress:
             self._progress.stop()
 
 
+_JUDGE_KEYS = tuple(m.key for m in METRICS if m.stage == "judge")
+
+
 def _fmt(v: Any, digits: int = 2) -> str:
     if v is None:
         return "—"
@@ -64,10 +69,12 @@ def judge_summary_rows(result: Any) -> list[tuple[str, str, str]]:
     agg = result.metrics.get("aggregate_metrics") or {}
     n = agg.get("n") or {}
     stats = result.stats
-    tag = " (mixed judges)" if stats.get("mixed") else " (heuristic)" if stats.get("heuristic") else ""
-    rows = [
-        (f"Groundedness avg (0-5){tag}", _fmt(agg.get("groundedness_avg")), _fmt(n.get("groundedness_avg"))),
-        (f"Correctness avg (0-5){tag}", _fmt(agg.get("correctness_avg")), _fmt(n.get("correctness_avg"))),
+    mixed = " (mixed judges)" if stats.get("mixed") else ""
+    heuristic = bool(stats.get("heuristic")) and not mixed
+    rows = [  # the judge means by the registry's labels, as every report names them
+        (label_of(key, heuristic=heuristic) + mixed, _fmt(agg.get(key)), _fmt(n.get(key))) for key in _JUDGE_KEYS
+    ]
+    rows += [
         ("Judge errors (excluded from means)", str(stats.get("n_judge_errors", 0)), _fmt(stats.get("records"))),
         ("Not judged: target error", str(stats.get("not_judged_target_error", 0)), ""),
         ("Not judged: correct abstention", str(stats.get("not_judged_correct_abstention", 0)), ""),
@@ -90,7 +97,7 @@ def judge_summary_rows(result: Any) -> list[tuple[str, str, str]]:
             if t:
                 rows.append(
                     (
-                        f"{kind} over {trials['n_trials']} trials: mean case std / SE (judge noise)",
+                        f"{label_of(f'{kind}_avg')} over {trials['n_trials']} trials: mean case std / SE (judge noise)",
                         f"{_fmt(t.get('mean_case_std'))} / {_fmt(t.get('se_judge_noise'), 3)}",
                         _fmt(t.get("n")),
                     )

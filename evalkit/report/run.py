@@ -20,9 +20,9 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from evalkit.metrics.registry import HEADLINE_KEYS, METRICS, label_of
+from evalkit.metrics.registry import HEADLINE_KEYS, OPERATIONAL_KEYS, SUMMARY_KEYS, by_key, label_of
 
-__all__ = ["RunProgress", "print_run_summary", "summary_rows"]
+__all__ = ["RunProgress", "metric_value", "print_run_summary", "summary_keys", "summary_rows"]
 
 
 class _RateColumn(ProgressColumn):
@@ -118,8 +118,27 @@ def _ms(v: Any) -> str:
     return "—" if v is None else f"{v:,.0f} ms"
 
 
-# Seed 004's expectation metrics (metrics/expectations.py), shown only when measured.
-EXPECTATION_ROWS = tuple((m.label, m.key) for m in METRICS if m.stage == "expectations")
+def summary_keys(agg: Mapping[str, Any]) -> list[str]:
+    """The registry metrics a run summary lists (terminal, summary.md, HTML), in order: each
+    of `SUMMARY_KEYS` the registry lists "always", and the others when measured (n > 0)."""
+    n = agg.get("n") or {}
+    ops = agg.get("operational_metrics") or {}
+    out = []
+    for key in SUMMARY_KEYS:
+        metric = by_key(key)
+        measured = ops.get("n") if metric.block == "operational_metrics" else n.get(key)  # type: ignore[union-attr]
+        if metric.summary == "always" or measured:  # type: ignore[union-attr]
+            out.append(key)
+    return out
+
+
+def metric_value(agg: Mapping[str, Any], key: str) -> tuple[Any, Any]:
+    """(value, n) of a registry metric in a metrics.json cell, from the block that holds it."""
+    metric = by_key(key)
+    if metric is not None and metric.block is not None:
+        block = agg.get(metric.block) or {}
+        return block.get(key), block.get("n")
+    return agg.get(key), (agg.get("n") or {}).get(key)
 
 
 def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = None) -> list[tuple[str, str, str]]:
@@ -130,38 +149,28 @@ def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = N
         judge: config.json's "judge" object, to mark heuristic judge scores.
     """
     agg = metrics.get("aggregate_metrics") or {}
-    n = agg.get("n") or {}
     k = agg.get("k")
     rows: list[tuple[str, str, str]] = []
 
     heuristic = bool(judge and judge.get("heuristic"))
+    keys = summary_keys(agg)
+    ops = agg.get("operational_metrics") or {}
 
-    def row(key: str) -> None:  # labels from the registry: the HTML report shows the same ones
-        rows.append((label_of(key, k, heuristic=heuristic), _fmt(agg.get(key)), str(n.get(key, "—"))))
+    def row(key: str, detail: str = "") -> None:  # labels from the registry: the HTML report shows the same ones
+        value, n = metric_value(agg, key)
+        rows.append((label_of(key, k, heuristic=heuristic), _fmt(value) + detail, str("—" if n is None else n)))
 
     for key in HEADLINE_KEYS:
         row(key)
     for other, cell in (agg.get("at_k") or {}).items():
         if str(other) == str(k):
             continue
-        for name, label in (("recall_any", "Recall"), ("mrr", "MRR"), ("ndcg", "nDCG")):
-            rows.append((f"{label}@{other}", _fmt(cell.get(name)), str((cell.get("n_by_metric") or {}).get(name, "—"))))
-    for key in ("scope_miss_rate", "attribution_hit_rate", "recency_pass_rate", "groundedness_avg", "correctness_avg"):
-        row(key)
-    if n.get("answer_quality_avg"):  # only with --answer-quality (issue 13)
-        row("answer_quality_avg")
-        dims = " / ".join(_fmt(agg.get(f"answer_{d}_avg")) for d in ("relevance", "groundedness", "completeness"))
-        rows.append(("  relevance / groundedness / completeness", dims, str(n.get("answer_relevance_avg", "—"))))
-    for _, key in EXPECTATION_ROWS:  # cases with `expected` (issue 14), else no row
-        if n.get(key):
+        for key in ("recall_at_k_avg", "mrr_avg", "ndcg_at_k_avg"):  # the other K: these three
+            name = by_key(key).at_k  # type: ignore[union-attr]
+            rows.append((label_of(key, other), _fmt(cell.get(name)), str((cell.get("n_by_metric") or {}).get(name, "—"))))
+    for key in keys:
+        if key not in HEADLINE_KEYS and key not in OPERATIONAL_KEYS:
             row(key)
-    for key in ("abstention_accuracy", "hallucination_rate_unanswerable", "false_abstention_rate", "has_citations_rate"):
-        row(key)
-    if n.get("response_valid_rate"):  # only with --response-schema / --require-fields
-        row("response_valid_rate")
-    if n.get("latency_budget_score_avg"):  # only when a latency budget applied (issue 13)
-        row("latency_budget_score_avg")
-        row("within_budget_rate")
 
     lat = agg.get("latency") or {}
     rows.append(("Latency p50 / p95", f"{_ms(lat.get('p50_ms'))} / {_ms(lat.get('p95_ms'))}", str(lat.get("n", "—"))))
@@ -174,13 +183,11 @@ def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = N
     # (larger than the suite's under concurrency).
     rows.append(("Suite wall time", _ms(lat.get("total_ms")), ""))
     rows.append(("Sum of case times", _ms(lat.get("sum_case_ms")), str(lat.get("n", "—"))))
-    ops = agg.get("operational_metrics") or {}
-    n_ops = str(ops.get("n", "—"))
     kinds = ops.get("error_kinds") or {}
     detail = f" ({', '.join(f'{k_}: {v}' for k_, v in kinds.items())})" if kinds else ""
-    rows.append((label_of("error_rate"), _fmt(ops.get("error_rate")) + detail, n_ops))
-    rows.append((label_of("timeout_rate"), _fmt(ops.get("timeout_rate")), n_ops))
-    rows.append((label_of("empty_response_rate"), _fmt(ops.get("empty_response_rate")), n_ops))
+    for key in OPERATIONAL_KEYS:
+        if key in keys:
+            row(key, detail if key == "error_rate" else "")
     cost = agg.get("cost") or {}
     rows.append(
         (
@@ -232,7 +239,7 @@ def print_run_summary(
     if isinstance(metrics.get("thresholds"), Mapping):
         print_thresholds(metrics["thresholds"], console)
     if isinstance(metrics.get("trials"), Mapping):
-        print_trials(metrics["trials"], console)
+        print_trials(metrics["trials"], console, k=(metrics.get("aggregate_metrics") or {}).get("k"))
     if isinstance(metrics.get("suite"), Mapping):
         print_suite(metrics["suite"], console)
     console.print(f"run folder: [bold]{escape(str(run_dir))}[/bold]")
@@ -261,9 +268,9 @@ def print_gate(gate: Mapping[str, Any], console: Console) -> None:
         console.print(f"  [dim]not compared: {escape(s['metric'])} ({escape(s['reason'])})[/dim]")
 
 
-def print_trials(block: Mapping[str, Any], console: Console) -> None:
+def print_trials(block: Mapping[str, Any], console: Console, *, k: int | None = None) -> None:
     """--trials N: each headline metric's mean ± std over trials, per trial, and how many
-    cases changed outcome between trials."""
+    cases changed outcome between trials (metrics labelled at the primary K `k`)."""
     from rich.markup import escape
 
     from evalkit.compare.trials import headline_rows
@@ -272,7 +279,7 @@ def print_trials(block: Mapping[str, Any], console: Console) -> None:
     table = Table(title=title, title_justify="left")
     for name, justify in (("metric", "left"), ("mean ± std", "right"), ("per trial", "right"), ("flaky cases", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for row in headline_rows(block):
+    for row in headline_rows(block, k):
         table.add_row(*(escape(x) for x in row))
     console.print(table)
     flaky = block.get("n_flaky_cases") or 0

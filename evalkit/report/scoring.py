@@ -12,12 +12,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-_AT_K = (("recall_any", "Recall_any"), ("recall_all", "Recall_all"), ("recall_frac", "Recall_frac"),
-         ("precision", "Precision"), ("mrr", "MRR"), ("ndcg", "nDCG"))
-_SLICE_RETRIEVAL = (("recall_at_k_avg", "Recall"), ("recall_frac_avg", "Recall_frac"), ("recall_all_avg", "Recall_all"),
-                    ("mrr_avg", "MRR"), ("ndcg_at_k_avg", "nDCG"))
-_SLICE_ABSTENTION = (("abstention_accuracy", "Abst. accuracy"), ("hallucination_rate_unanswerable", "Halluc. rate"),
-                     ("false_abstention_rate", "False abst. rate"))
+from evalkit.metrics.registry import HEADLINE_KEYS, METRICS, by_key, label_of, short_label_of
+
+# Every table reads its metrics and their labels off the registry: the per-K table has the
+# headline @K metrics (a row per K, so labelled at "K"); the by-slice tables what a slice
+# holds of a stage, under the short labels summary.md and the HTML report use.
+_AT_K = tuple((by_key(key).at_k, label_of(key)) for key in HEADLINE_KEYS)  # type: ignore[union-attr]
+_SLICE_RETRIEVAL = tuple(key for key in HEADLINE_KEYS if by_key(key).sliced)  # type: ignore[union-attr]
+_SLICE_ABSTENTION = tuple(m.key for m in METRICS if m.stage == "abstention" and m.sliced)
+_RETRIEVAL_EXTRAS = tuple(m.key for m in METRICS if m.stage == "retrieval" and m.at_k is None)
+_ABSTENTION = tuple(m.key for m in METRICS if m.stage == "abstention")
 
 
 def _fmt(v: Any) -> str:
@@ -41,7 +45,7 @@ def retrieval_headline(metrics: Mapping[str, Any]) -> Table:
     table = Table(title=f"retrieval — run {escape(str(metrics.get('run_id', '')))}", title_justify="left")
     table.add_column("K", justify="right")
     for _, label in _AT_K:
-        table.add_column(label, justify="right")
+        table.add_column(escape(label), justify="right")
     table.add_column("n", justify="right", style="dim")
     for k, cell in (agg.get("at_k") or {}).items():
         by_metric = cell.get("n_by_metric") or {}
@@ -58,23 +62,23 @@ def retrieval_extras(metrics: Mapping[str, Any]) -> Table:
     table = Table(show_header=False, box=None)
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for key, label in (("scope_miss_rate", "Scope miss rate"), ("attribution_hit_rate", "Attribution hit rate"),
-                       ("recency_pass_rate", "Recency pass rate")):
-        table.add_row(label, _with_n(agg, key))
+    for key in _RETRIEVAL_EXTRAS:
+        table.add_row(label_of(key), _with_n(agg, key))
     table.add_row("Unlabeled answerable cases", str(agg.get("n_unlabeled", "—")))
     return table
 
 
-def by_group(metrics: Mapping[str, Any], grouping: str, columns: tuple[tuple[str, str], ...], k: Any) -> Table:
-    """One row per group of `grouping` (by_category ...): the slice's metrics with their n."""
+def by_group(metrics: Mapping[str, Any], grouping: str, columns: tuple[str, ...], k: Any) -> Table:
+    """One row per group of `grouping` (by_category ...): the slice's metrics (registry keys,
+    headed by their short labels at K `k`) with their n."""
     name = grouping.removeprefix("by_")
     table = Table(title=f"by {name} (K={escape(str(k))})", title_justify="left")
     table.add_column(name)
     table.add_column("cases", justify="right")
-    for _, label in columns:
-        table.add_column(label, justify="right")
+    for key in columns:
+        table.add_column(escape(short_label_of(key, k)), justify="right")
     for group, cell in (metrics.get(grouping) or {}).items():
-        table.add_row(escape(str(group)), str(cell.get("n_cases", 0)), *(_with_n(cell, key) for key, _ in columns))
+        table.add_row(escape(str(group)), str(cell.get("n_cases", 0)), *(_with_n(cell, key) for key in columns))
     return table
 
 
@@ -119,14 +123,8 @@ def abstention_tables(metrics: Mapping[str, Any]) -> tuple[Table, Table]:
     rates.add_column("value", justify="right")
     rates.add_column("n", justify="right", style="dim")
     n = agg.get("n") or {}
-    for key, label in (("abstention_accuracy", "Abstention accuracy (unanswerable)"),
-                       ("hallucination_rate_unanswerable", "Hallucination rate (unanswerable)"),
-                       ("false_abstention_rate", "False abstention rate (answerable)"),
-                       ("abstention_precision", "Precision (of abstentions)"),
-                       ("abstention_recall", "Recall (of unanswerable)"),
-                       ("abstention_f1", "F1"),
-                       ("abstention_decision_accuracy", "Decision accuracy (all)")):
-        rates.add_row(label, _fmt(agg.get(key)), str(n.get(key, "—")))
+    for key in _ABSTENTION:
+        rates.add_row(label_of(key), _fmt(agg.get(key)), str(n.get(key, "—")))
     rates.add_row("Unknown (no abstained, excluded)", str(agg.get("n_abstention_unknown", "—")), "")
     conf = agg.get("abstention_confusion") or {}
     matrix = Table(title="confusion (rows: label; columns: what the system did)", title_justify="left")

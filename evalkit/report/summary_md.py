@@ -17,7 +17,7 @@ import heapq
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from evalkit.metrics.registry import by_key
+from evalkit.metrics.registry import by_key, short_label_of
 
 __all__ = [
     "QUESTION_CHARS",
@@ -247,7 +247,7 @@ def render_summary(
     by_category = metrics.get("by_category")
     if isinstance(by_category, Mapping) and by_category:
         out += ["", "## By category", ""]
-        head = ["category", "cases"] + [label.format(k=k) for label, _ in _CATEGORY_COLUMNS]
+        head = ["category", "cases"] + [short_label_of(key, k) for _, key in _CATEGORY_COLUMNS]
         rows = []
         for name, c in sorted(by_category.items()):
             c = c if isinstance(c, Mapping) else {}
@@ -307,7 +307,7 @@ def render_summary(
         out += ["", "## Trials", "", f"{trials.get('n_trials')} trials of {trials.get('n_cases')} cases; "
                 f"{trials.get('n_flaky_cases') or 0} case(s) changed outcome between trials.", ""]
         out += _table(["metric", "mean ± std", "per trial", "flaky cases"],
-                      [[cell(x) for x in row] for row in headline_rows(trials)], ["---", "---:", "---:", "---:"])
+                      [[cell(x) for x in row] for row in headline_rows(trials, k)], ["---", "---:", "---:", "---:"])
         if trials.get("flaky_case_ids"):
             out += ["", f"Flaky: {cell(', '.join(trials['flaky_case_ids']))}"]
         if not trials.get("complete"):
@@ -323,7 +323,10 @@ def render_summary(
         if not worst:
             out.append("No case had an error, missed its gold or scored below perfect.")
         else:
-            head = ["id", "category", "problems", f"recall@{k}", f"MRR@{k}", "grounded", "correct", "question"]
+            # A case's own values, under the headers its metrics have in every table.
+            head = ["id", "category", "problems",
+                    *(short_label_of(key, k) for key in ("recall_at_k_avg", "mrr_avg", "groundedness_avg", "correctness_avg")),
+                    "question"]
             rows = [
                 [cell(w["id"]), cell(w.get("category") or "—"), cell(", ".join(w["problems"]) or "low scores"),
                  _fmt(w.get("recall")), _fmt(w.get("mrr")), _fmt(w.get("groundedness")), _fmt(w.get("correctness")),

@@ -127,7 +127,7 @@ def test_judge_change_is_refused_then_marked(tmp_path):
     out = _invoke(["a", "b", "--results-dir", str(tmp_path), "--ignore-invariants", "--format", "markdown"])
     assert out.exit_code == 0, out.output
     assert "**⚠️ Invariants broken (ignored)**: these numbers are not comparable" in out.stdout
-    assert "judge model differs (heuristic:heuristic-v1 vs openai:gpt-x-2025-01-01): groundedness_avg, correctness_avg" in out.stdout
+    assert "judge model differs (heuristic:heuristic-v1 vs openai:gpt-x-2025-01-01): Groundedness (0-5), Correctness (0-5)" in out.stdout
 
 
 def test_the_regression_threshold_flags_are_one_definition_in_both_doors() -> None:

@@ -43,11 +43,11 @@ def test_every_format_shows_the_paired_delta(tmp_path: Path) -> None:
 
     md = render_markdown(c)
     assert DELTA_LEGEND in md
-    md_row = next(line for line in md.splitlines() if line.startswith("| groundedness_avg |"))
+    md_row = next(line for line in md.splitlines() if line.startswith("| Groundedness (0-5) |"))
     assert "−1.33" in md_row or "-1.33" in md_row, md_row
     out = io.StringIO()
     print_comparison(c, Console(file=out, width=200, color_system=None, force_terminal=False))
-    term_row = next(line for line in out.getvalue().splitlines() if line.lstrip().startswith("groundedness_avg"))
+    term_row = next(line for line in out.getvalue().splitlines() if line.lstrip().startswith("Groundedness (0-5)"))
     assert "-1.33" in term_row or "−1.33" in term_row, term_row
     assert "-0.58" not in term_row and "−0.58" not in term_row
     html = write_compare_report("a", "b", results_dir=tmp_path, resamples=500, seed=0).read_text()

@@ -10,6 +10,7 @@ import pytest
 from rich.console import Console
 
 from evalkit.compare import compare_runs
+from evalkit.metrics.registry import label_of
 from evalkit.report.compare import append_step_summary, print_comparison, render_markdown
 from tests.unit.test_compare import RUN_A, RUN_B, make_run, rec
 
@@ -66,7 +67,7 @@ def test_one_model_three_renderings_agree(comparison):
     print_comparison(comparison, Console(file=out, width=250, color_system=None, force_terminal=False))
     shown_tests = set()
     for row in (r for r in body["deltas"] if r["significant"]):
-        label = f"{row['metric']}@{row['k']}" if row["k"] else row["metric"]
+        label = label_of(row["metric"], row["k"])  # the registry's label; the JSON keeps metric and k
         if (label, row["test"]) in shown_tests:
             assert row["scope"] in md  # a repeat of a test above: named in the note under the table
             continue

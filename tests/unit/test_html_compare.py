@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.compare import compare_runs
+from evalkit.metrics.registry import label_of
 from evalkit.report.compare import by_case, distinct_rows, headline, method_line
 from evalkit.report.html.compare import compare_view, default_compare_output, diff_segments, write_compare_report
 from tests.unit.test_compare import RUN_A, RUN_B, R, make_run, rec
@@ -38,7 +39,7 @@ def test_the_view_reads_every_number_off_the_comparison(ab):
         assert (shown["a"], shown["b"], shown["delta"], shown["p_adjusted"]) == (row.a, row.b, row.reported_delta, row.p_adjusted)
         assert [shown["ci_lo"], shown["ci_hi"]] == (row.ci95 or [None, None])
     sig, _ = distinct_rows(c.significant_deltas())
-    assert [r["label"] for r in view["significant"]["rows"]] == [r.metric + (f"@{r.k}" if r.k else "") for r in sig]
+    assert [r["label"] for r in view["significant"]["rows"]] == [label_of(r.metric, r.k) for r in sig]  # the registry's
     # flips grouped by case as the terminal report groups them, with both runs' retrieval
     assert [f["id"] for f in view["flips"]["regressions"]] == [g[0].id for g in by_case(c.flips.regressions)]
     c2 = next(f for f in view["flips"]["regressions"] if f["id"] == "c2")
@@ -47,7 +48,7 @@ def test_the_view_reads_every_number_off_the_comparison(ab):
     assert view["config_diff"]["rows"] == [{"key": "settings.params.abstain_threshold", "a": "null", "b": "0.5"}]
     # per-domain deltas: every case is in domain "work"
     assert [row["domain"] for row in view["domains"]["rows"]] == ["work"]
-    assert view["domains"]["columns"][0] == "recall_any@5"
+    assert view["domains"]["columns"][0] == "Recall@5"  # the registry's short label, as in the other slice tables
     work_recall = next(r for r in c.deltas if r.scope == "domain:work" and r.metric == "recall_any" and r.k == 5)
     assert view["domains"]["rows"][0]["cells"][0]["delta"] == work_recall.reported_delta
 
@@ -57,9 +58,9 @@ def test_intervals_are_the_paired_mean_and_its_bootstrap_interval(ab):
     view = compare_view(c)
     by_label = {i["label"]: i for i in view["overall_intervals"]}
     recall = next(r for r in c.deltas if r.scope == "overall" and r.metric == "recall_any" and r.k == 5)
-    assert by_label["recall_any@5"] == {
-        "label": "recall_any@5", "value": recall.paired_delta, "lo": recall.ci95[0], "hi": recall.ci95[1],
-        "tone": "neutral", "significant": False, "title": f"recall_any@5: {recall.note}",
+    assert by_label["Recall@5 (any)"] == {
+        "label": "Recall@5 (any)", "value": recall.paired_delta, "lo": recall.ci95[0], "hi": recall.ci95[1],
+        "tone": "neutral", "significant": False, "title": f"Recall@5 (any): {recall.note}",
     }
     # a metric no paired case changed is left out of the chart, and counted
     unchanged = [r for r in distinct_rows([r for r in c.deltas if r.scope == "overall" and r.ci95 and r.ci95[0] is not None])[0]

@@ -20,14 +20,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from evalkit.compare.cases import AT_K_METRICS
 from evalkit.compare.compute import IncomparableRuns, compare_runs
 from evalkit.compare.models import ChunkRef, Comparison, DeltaRow, Flip
+from evalkit.metrics.registry import short_label_of
 from evalkit.report.compare import (
     DELTA_LEGEND,
+    affected_metrics,
     by_case,
     chunk_text,
     distinct_rows,
     flip_change,
+    flip_label,
     flip_value,
     format_p,
     format_rank,
@@ -43,7 +47,8 @@ from evalkit.report.compare import (
 
 __all__ = ["COMPARE_NAV", "compare_charts", "compare_view", "default_compare_output", "diff_segments", "write_compare_report"]
 
-# The per-domain table (seed 001's drift view): these metrics, where both runs have them.
+# The per-domain table (seed 001's drift view): these metrics (compare's row names: an @K
+# metric by its name, at the primary K), where both runs have them.
 _DOMAIN_METRICS = (
     "recall_any", "mrr", "ndcg", "attribution_hit_rate", "groundedness_avg", "correctness_avg",
     "abstention_accuracy", "false_abstention_rate",
@@ -170,15 +175,14 @@ def _domains(c: Comparison) -> dict[str, Any]:
             "n": max((r.n_b for r in row.values()), default=0),
             "cells": [_row(row[m]) if m in row else None for m in columns],
         })
-    labels = [f"{m}@{primary}" if m in ("recall_any", "mrr", "ndcg") and primary is not None else m for m in columns]
-    return {"columns": labels, "rows": rows}
+    # Column headers as the other by-slice tables have them (the registry's short labels).
+    return {"columns": [short_label_of(m, primary if m in AT_K_METRICS else None) for m in columns], "rows": rows}
 
 
 def _not_comparable(c: Comparison) -> list[dict[str, str]]:
     out = []
     for nc in c.invariants.not_comparable:
-        which = "every number" if "*" in nc.metrics else ", ".join(nc.metrics) or "no metric known to depend on it"
-        out.append({"reason": nc.reason, "which": which})
+        out.append({"reason": nc.reason, "which": affected_metrics(nc.metrics)})
     return out
 
 
@@ -255,7 +259,7 @@ def compare_view(comparison: Comparison, *, refused: bool = False, output_dir: P
             "k": f.k,
             "regressions": [_flip_case(g) for g in regressions],
             "improvements": [_flip_case(g) for g in improvements],
-            "counts": [{"metric": m, **v} for m, v in f.counts.items()],
+            "counts": [{"metric": m, "label": flip_label(m), **v} for m, v in f.counts.items()],
         },
         "unscoreable": [
             {

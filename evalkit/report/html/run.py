@@ -15,6 +15,7 @@ from typing import Any
 
 from evalkit.metrics.registry import HEADLINE_KEYS, by_key, label_of, short_label_of
 from evalkit.report.html.charts import bar, bar_chart
+from evalkit.report.run import metric_value, summary_keys
 from evalkit.store.runs import RunDir
 
 __all__ = ["MAX_CASES", "RunView", "build_run_view", "render_run_report", "write_run_report"]
@@ -32,10 +33,14 @@ METRIC_COLUMNS: tuple[tuple[str, str, float], ...] = tuple(
         "hallucination_rate_unanswerable", "false_abstention_rate", "error_rate",
     )
 )
-AT_K_COLUMNS = (
-    ("recall_any", "Recall (any)"), ("recall_all", "Recall (all)"), ("recall_frac", "Recall (frac)"),
-    ("precision", "Precision"), ("mrr", "MRR"), ("ndcg", "nDCG"),
+# The per-K table: (@K metric name, column label), the headline @K metrics in the summaries'
+# order, labelled by the registry at K "K" (each row says its K).
+AT_K_COLUMNS: tuple[tuple[str, str], ...] = tuple(
+    (by_key(key).at_k, label_of(key)) for key in HEADLINE_KEYS  # type: ignore[union-attr,misc]
 )
+# The per-case table's metric columns (CaseView's recall, mrr, ndcg, groundedness and
+# correctness, in run.html.j2's order), headed by their metrics' short labels at the run's K.
+CASE_COLUMNS = ("recall_at_k_avg", "mrr_avg", "ndcg_at_k_avg", "groundedness_avg", "correctness_avg")
 GROUPS = (("category", "Category"), ("tag", "Tag"), ("difficulty", "Difficulty"), ("domain", "Domain"), ("answerable", "Answerable"), ("language", "Language"), ("scenario", "Scenario"))
 OUTCOMES = ("hit", "miss", "unanswerable", "unlabeled", "error")
 
@@ -114,6 +119,8 @@ class RunView:
     headline: list[tuple[str, Cell, str]]  # (label, cell, kind: "rate" | "score")
     cards: list[tuple[str, Cell, str]]  # the headline rows shown big at the top
     at_k: list[tuple[int, dict[str, Cell]]]
+    at_k_columns: list[tuple[str, str]]  # (@K metric name, label) of the per-K table
+    case_columns: list[str]  # the per-case table's metric headers (CASE_COLUMNS' labels)
     breakdowns: list[Table]
     latency_rows: list[tuple[str, dict[str, float | None], int | None]]
     latency_chart: Any
@@ -149,39 +156,28 @@ def _text(v: Any) -> str:
     return "" if v is None else str(v)
 
 
-# The keys of _headline's rows, in its order; the cards are a few of them.
-_HEADLINE_KEYS = (
-    "recall_at_k_avg", "recall_all_avg", "recall_frac_avg", "precision_at_k_avg", "mrr_avg", "ndcg_at_k_avg",
-    "scope_miss_rate", "attribution_hit_rate", "recency_pass_rate", "groundedness_avg", "correctness_avg",
-    "abstention_accuracy", "hallucination_rate_unanswerable", "false_abstention_rate", "error_rate", "timeout_rate",
-    "empty_response_rate",
-)
+# The headline rows shown big at the top, as cards.
 _CARD_KEYS = {
     "recall_at_k_avg", "mrr_avg", "ndcg_at_k_avg", "groundedness_avg", "correctness_avg", "abstention_accuracy",
     "hallucination_rate_unanswerable", "error_rate",
 }
 
 
-def _headline(agg: Mapping[str, Any], judge_heuristic: bool) -> list[tuple[str, Cell, str]]:
-    n = agg.get("n") or {}
+def _headline_rows(agg: Mapping[str, Any], judge_heuristic: bool) -> list[tuple[str, tuple[str, Cell, str]]]:
+    """(key, (label, cell, kind)) of the headline table: the rows and labels of the terminal's
+    summary (`report.run.summary_keys`, the registry's labels); bars run to each metric's scale."""
     k = agg.get("k")
-    rows: list[tuple[str, Cell, str]] = []
-
-    def add(key: str, kind: str = "rate", scale: float | None = 1.0) -> None:  # the terminal's labels (registry)
-        rows.append((label_of(key, k, heuristic=judge_heuristic), Cell(_num(agg.get(key)), _int(n.get(key)), scale), kind))
-
-    for key in (*HEADLINE_KEYS, "scope_miss_rate", "attribution_hit_rate", "recency_pass_rate"):
-        add(key)
-    add("groundedness_avg", "score", 5.0)
-    add("correctness_avg", "score", 5.0)
-    for key in ("abstention_accuracy", "hallucination_rate_unanswerable", "false_abstention_rate", "has_citations_rate"):
-        add(key)
-    if n.get("response_valid_rate"):  # only with --response-schema / --require-fields
-        add("response_valid_rate")
-    ops = agg.get("operational_metrics") or {}
-    for key in ("error_rate", "timeout_rate", "empty_response_rate"):
-        rows.append((label_of(key), Cell(_num(ops.get(key)), _int(ops.get("n")), 1.0), "rate"))
+    rows = []
+    for key in summary_keys(agg):
+        value, n = metric_value(agg, key)
+        scale = by_key(key).scale  # type: ignore[union-attr]
+        kind = "score" if scale != 1.0 else "rate"
+        rows.append((key, (label_of(key, k, heuristic=judge_heuristic), Cell(_num(value), _int(n), scale), kind)))
     return rows
+
+
+def _headline(agg: Mapping[str, Any], judge_heuristic: bool) -> list[tuple[str, Cell, str]]:
+    return [row for _, row in _headline_rows(agg, judge_heuristic)]
 
 
 def _at_k(agg: Mapping[str, Any]) -> list[tuple[int, dict[str, Cell]]]:
@@ -199,7 +195,7 @@ def _breakdowns(metrics: Mapping[str, Any], k: Any) -> list[Table]:
         by = metrics.get(f"by_{group}") or {}
         if not by:
             continue
-        keys = [(key, label.replace("@K", f"@{k}")) for key, label, _ in METRIC_COLUMNS if any((c or {}).get(key) is not None for c in by.values())]
+        keys = [(key, short_label_of(key, k)) for key, _, _ in METRIC_COLUMNS if any((c or {}).get(key) is not None for c in by.values())]
         scale = {key: s for key, _, s in METRIC_COLUMNS}
         rows = []
         for value, cell in by.items():
@@ -354,7 +350,7 @@ def build_run_view(run: RunDir, *, max_cases: int = MAX_CASES) -> RunView:
     judge_agg = agg.get("judge") or {}
     k = agg.get("k") if agg.get("k") is not None else ((config.get("settings") or {}).get("k") or [None])[0]
     lat_rows, lat_chart, lat_totals = _latency(agg)
-    headline = _headline(agg, bool(judge_cfg.get("heuristic"))) if agg else []
+    headline = _headline_rows(agg, bool(judge_cfg.get("heuristic"))) if agg else []
     cases, total = _read_cases(run, max_cases)
     cost = dict(agg.get("cost") or {})
     for key in ("calls", "prompt_tokens", "completion_tokens", "cache_hits", "cache_misses", "unpriced_models"):
@@ -366,9 +362,11 @@ def build_run_view(run: RunDir, *, max_cases: int = MAX_CASES) -> RunView:
         created_at=config.get("created_at"),
         k=k,
         n_cases=int(agg.get("n_cases") or total),
-        headline=headline,
-        cards=[row for row, key in zip(headline, _HEADLINE_KEYS) if key in _CARD_KEYS],
+        headline=[row for _, row in headline],
+        cards=[row for key, row in headline if key in _CARD_KEYS],
         at_k=_at_k(agg),
+        at_k_columns=list(AT_K_COLUMNS),
+        case_columns=[short_label_of(key, k) for key in CASE_COLUMNS],
         breakdowns=_breakdowns(metrics, k),
         latency_rows=lat_rows if agg.get("latency") else [],
         latency_chart=lat_chart,

@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 from evalkit.compare.conditions import CONFIG_DIFF_IGNORED, config_diff
 from evalkit.errors import InputError
+from evalkit.metrics.registry import by_key, label_of
 from evalkit.store.runs import CONFIG_FILE, METRICS_FILE, list_runs
 
 __all__ = [
@@ -35,14 +36,15 @@ TREND_CONFIG_IGNORED = (
     "eval_set", "eval_set.*", "eval_set_commit_hash", "settings.eval_set",  # the series says which eval set
     "sessions.*",                        # resume bookkeeping: start, wall time, probe, pending cases
 )
+# (chart key, metrics.json key) of the registry's metrics the trend charts: each titled by
+# its registry label (at "K": runs differ in K; the table has a K column).
+_TREND_REGISTRY = (
+    ("recall", "recall_at_k_avg"), ("mrr", "mrr_avg"), ("ndcg", "ndcg_at_k_avg"), ("groundedness", "groundedness_avg"),
+    ("correctness", "correctness_avg"), ("abstention_accuracy", "abstention_accuracy"),
+)
 # (key, title, path in aggregate_metrics, unit) of each chart, in page order.
 TREND_METRICS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
-    ("recall", "Recall@K", ("recall_at_k_avg",), "rate"),
-    ("mrr", "MRR", ("mrr_avg",), "rate"),
-    ("ndcg", "nDCG@K", ("ndcg_at_k_avg",), "rate"),
-    ("groundedness", "Groundedness (0–5)", ("groundedness_avg",), "score"),
-    ("correctness", "Correctness (0–5)", ("correctness_avg",), "score"),
-    ("abstention_accuracy", "Abstention accuracy", ("abstention_accuracy",), "rate"),
+    *((name, label_of(key), (key,), "rate" if by_key(key).scale == 1.0 else "score") for name, key in _TREND_REGISTRY),  # type: ignore[union-attr]
     ("latency_p95", "Latency p95", ("latency", "p95_ms"), "ms"),
     ("cost", "Judge cost", ("cost", "judge_total_usd"), "usd"),
 )
