@@ -360,6 +360,16 @@ def project_run_defaults(start: Path | None = None) -> dict[str, Any]:
     return dict(table)
 
 
+# The run_eval flags not named after their field (`--` + the field, `_` -> `-`): the one
+# list of them, for messages here and for the CLI's parameter -> field mapping.
+FLAG_OF_FIELD = {"json_output": "--json", "thresholds": "--threshold", "params": "--param"}
+
+
+def flag_of(field: str) -> str:
+    """The run_eval flag that sets RunSettings' `field`: `json_output` -> `--json`."""
+    return FLAG_OF_FIELD.get(field, "--" + field.replace("_", "-"))
+
+
 def build_settings(values: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> RunSettings:
     """Validate user-given values on top of `base` (stored settings on resume, else defaults).
 
@@ -373,11 +383,7 @@ def build_settings(values: Mapping[str, Any], base: Mapping[str, Any] | None = N
         problems = []
         for err in e.errors():
             name = str(err["loc"][0]) if err["loc"] else ""
-            flag = "--" + name.replace("_", "-") if name else None
-            if name == "json_output":
-                flag = "--json"
-            if name == "thresholds":
-                flag = "--threshold"
+            flag = flag_of(name) if name else None
             msg = err["msg"].removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
                 msg = "unknown setting"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from evalkit.cli.common import exit_on_known_errors, plain_metavars
+from evalkit.cli.common import exit_on_known_errors, json_option, plain_metavars
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
@@ -29,7 +29,7 @@ def merge(
     into: Path = typer.Option(
         Path("cache/judge_cache.sqlite"), "--into", metavar="PATH", help="The cache to merge into (created if missing)."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
+    as_json: bool = json_option("target, added, same, conflicts, sources; instead of the summary"),
 ) -> None:
     """Copy every judgment of CACHE... into --into; a key both hold keeps --into's judgment."""
     with exit_on_known_errors():

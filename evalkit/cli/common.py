@@ -3,19 +3,278 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import typer
+from typer.core import TyperCommand
 
 from evalkit.errors import GateFailed, InputError, format_error
 
-RESULTS_DIR = typer.Option(Path("results"), "--results-dir", metavar="PATH", help="Folder holding run folders.")
-RUN_ID = typer.Option(..., "--run-id", metavar="RUN_ID", help="Run id (a folder name under --results-dir).")
-CONCURRENCY = typer.Option(4, "--concurrency", min=1, metavar="N", help="Requests in flight at once (1 = sequential).")
-RPS = typer.Option(None, "--rps", min=0.0, metavar="N", help="At most this many requests per second (default: no limit).")
+# Help panels several scripts share: `--help` lists options by task under these titles
+# (PanelledCommand below; typer's own panels need its rich help, which we turn off).
+PANEL_TARGET = "Target"
+PANEL_SELECTION = "Selection"
+PANEL_SCORING = "Scoring"
+PANEL_JUDGE = "Judge"
+PANEL_GATE = "Regression gate"
+PANEL_OUTPUT = "Output"
+
+
+class PanelledCommand(TyperCommand):
+    """A command whose plain `--help` lists its options in one section per `rich_help_panel`,
+    in order of first use, as typer's rich help does; options without a panel go under
+    "Options". Plain because the apps keep rich_markup_mode=None (usage errors as one line)."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        arguments: list[tuple[str, str]] = []
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                arguments.append(record)
+            else:
+                sections.setdefault(getattr(param, "rich_help_panel", None) or "Options", []).append(record)
+        for title, rows in ([("Arguments", arguments)] if arguments else []) + list(sections.items()):
+            with formatter.section(title):
+                formatter.write_dl(rows)
+
+
+def settings_default(field: str) -> Any:
+    """RunSettings' default of `field` (a fresh copy of a list or dict)."""
+    from evalkit.config import RunSettings
+
+    return RunSettings.model_fields[field].get_default(call_default_factory=True)
+
+
+def run_default(field: str, *, show: Callable[[Any], str] | None = None) -> str:
+    """'(default: X)' with X RunSettings' default of `field`, for a help text; '' when the
+    default is None, False or empty (nothing to say). `show` formats X (default: a list of
+    one item as the item, several comma-separated, floats without trailing zeros).
+
+    The one place help texts read run defaults from: a default changed in evalkit.config
+    changes every help that shows it.
+    """
+    value = settings_default(field)
+    if value is None or value is False or value == [] or value == {}:
+        return ""
+    if show is not None:
+        text = show(value)
+    elif isinstance(value, list):
+        text = ", ".join(str(v) for v in value)
+    elif isinstance(value, float):
+        text = f"{value:g}"
+    else:
+        text = str(value)
+    return f"(default: {text})"
+
+
+def run_setting(option: Any, field: str | None = None, *, show: Callable[[Any], str] | None = None) -> Any:
+    """`option` as a run_eval flag for RunSettings' `field` (default: the first flag's name,
+    `-` -> `_`): None when not given, so that on --resume only given values override the
+    stored run, with RunSettings' default said at the end of its help. Returns option."""
+    field = field or option.param_decls[0].lstrip("-").replace("-", "_")
+    option.default = None
+    shown = run_default(field, show=show)
+    if shown:
+        option.help = f"{option.help} {shown}"
+    return option
+
+
+def run_id_option(panel: str | None = None) -> Any:
+    """`--run-id` of the scripts that work on one stored run (required)."""
+    return typer.Option(..., "--run-id", metavar="RUN_ID", help="Run id (a folder name under --results-dir).", rich_help_panel=panel)
+
+
+RUN_ID = run_id_option()
+
+
+def results_dir_option(panel: str | None = None, *aliases: str) -> Any:
+    """`--results-dir`, the folder of run folders (run_eval also takes --output-dir)."""
+    # evalkit.config.DEFAULT_RESULTS_DIR; a literal so that scripts that never build a
+    # RunSettings do not import pydantic for --help (a test holds the two equal).
+    return typer.Option(
+        Path("results"), "--results-dir", *aliases, metavar="PATH", help="Folder holding run folders.", rich_help_panel=panel,
+    )
+
+
+RESULTS_DIR = results_dir_option()
+
+EVAL_SET_HELP = "Eval set: a .jsonl file or a folder of per-domain .jsonl files; repeatable."
+
+
+def eval_set_option(help: str = EVAL_SET_HELP, panel: str | None = None) -> Any:
+    """`--eval-set` of the scripts that read an eval set (run_eval, validate, label_eval):
+    None when not given, the default (RunSettings') said in the help."""
+    return typer.Option(None, "--eval-set", metavar="PATH", help=f"{help} {run_default('eval_set')}", rich_help_panel=panel)
+
+
+def concurrency_option(what: str = "Requests", panel: str | None = None) -> Any:
+    """`--concurrency`: how many of `what` are in flight at once."""
+    # JudgeSettings' and RunSettings' 4 (run_eval shows RunSettings'); a test holds them equal.
+    return typer.Option(
+        4, "--concurrency", min=1, metavar="N", help=f"{what} in flight at once (1 = sequential).", rich_help_panel=panel,
+    )
+
+
+CONCURRENCY = concurrency_option()
+
+
+def rps_option(panel: str | None = None) -> Any:
+    """`--rps`, the request rate limit of the target (run_eval) or the judge (judge_answers)."""
+    return typer.Option(
+        None, "--rps", min=0.0, metavar="N", help="At most this many requests per second (default: no limit).",
+        rich_help_panel=panel,
+    )
+
+
+RPS = rps_option()
+
+
+def max_retry_wait_option(server: str, panel: str | None = None) -> Any:
+    """`--max-retry-wait`, the cap on a Retry-After honoured from `server`."""
+    # RunSettings' 60 (run_eval shows it from there); a test holds them equal.
+    return typer.Option(
+        60.0, "--max-retry-wait", min=0.0, metavar="SECONDS", rich_help_panel=panel,
+        help=f"Longest wait honoured when {server} answers 429/503 with Retry-After; a longer request is cut to this.",
+    )
+
+
+def quiet_option(prints: str | None = None, panel: str | None = None) -> Any:
+    """`--quiet` / `-q`: no progress bar or tables; `prints` says what is printed instead."""
+    return typer.Option(
+        False, "--quiet", "-q", rich_help_panel=panel,
+        help="No progress bar or tables" + (f"; print {prints}." if prints else "."),
+    )
+
+
+def json_option(what: str, panel: str | None = None) -> Any:
+    """`--json`, defined once for every script that can print its result as JSON.
+
+    Args:
+        what: what the object holds and where the people-facing output goes, e.g.
+            "run_id, run_dir, aggregate_metrics, gate; printed last, the tables go to stderr".
+        panel: the help panel.
+    """
+    return typer.Option(False, "--json", help=f"Print one JSON object on stdout: {what}.", rich_help_panel=panel)
+
+
+def force_option(also: str = "", panel: str | None = None) -> Any:
+    """`--force`: overwrite --output (and whatever else `also` names) when it exists."""
+    return typer.Option(False, "--force", help=f"Overwrite --output{also} when it exists.", rich_help_panel=panel)
+
+
+def api_url_option(purpose: str, panel: str | None = None, envvar: str | None = None) -> Any:
+    """`--api-url`, the chatbot's base URL; `purpose` says what the script does with it."""
+    return typer.Option(
+        None, "--api-url", metavar="URL", envvar=envvar, help=f"Chatbot API base URL{purpose}", rich_help_panel=panel,
+    )
+
+
+def target_options(panel: str, *, api_url_envvar: str | None = None, vault_help: str | None = None) -> dict[str, Any]:
+    """The flags that say which chatbot answers and how it is asked, defined once for the
+    scripts that build a target (run_eval, label_eval): {parameter name: typer.Option}.
+
+    Each is None when not given and resolves through RunSettings, whose defaults the help
+    shows. run_eval also reads --api-url from the environment (api_url_envvar).
+    """
+    return {
+        "api_url": api_url_option(
+            " (POST /api/v1/ask). Without it and --target, the in-process reference chatbot over --vault answers.",
+            panel, api_url_envvar,
+        ),
+        "target": typer.Option(
+            None, "--target", metavar="SPEC", rich_help_panel=panel,
+            help="python:package.module:function, replay:path.jsonl or an http(s) URL.",
+        ),
+        "vault": typer.Option(
+            None, "--vault", metavar="PATH", rich_help_panel=panel,
+            help=f"{vault_help or 'Notes folder of the in-process reference chatbot (no --api-url/--target).'} "
+            f"{run_default('vault')}",
+        ),
+        "param": typer.Option(
+            None, "--param", metavar="KEY=VALUE", rich_help_panel=panel,
+            help="Free option sent in the request's `options`, key=value (JSON values parsed); repeatable.",
+        ),
+        "timeout": typer.Option(
+            None, "--timeout", metavar="SECONDS", rich_help_panel=panel,
+            help=f"Seconds per try of a request, all of it: connect, send and the whole answer. {run_default('timeout')}",
+        ),
+        "retries": typer.Option(
+            None, "--retries", min=0, metavar="N", rich_help_panel=panel,
+            help=f"Retries on connection errors, 429 and 5xx (backoff + jitter). {run_default('retries')}",
+        ),
+    }
+
+
+def selection_options(panel: str, *, ids_help: str = "Comma-separated case ids to run.") -> dict[str, Any]:
+    """Which cases: --ids, --tag, --category (run_eval; label_eval's labeler and
+    judge_answers take some of them). {parameter name: typer.Option}."""
+    return {
+        "ids": typer.Option(None, "--ids", metavar="ID,ID,...", help=ids_help, rich_help_panel=panel),
+        "tag": typer.Option(None, "--tag", metavar="TAG", help="Only cases with this tag; repeatable (OR).", rich_help_panel=panel),
+        "category": typer.Option(
+            None, "--category", metavar="CATEGORY", help="Only cases of this category; repeatable (OR).", rich_help_panel=panel,
+        ),
+    }
+
+
+def k_option(note: str = "", panel: str | None = None) -> Any:
+    """`--k`, the metrics' cut-offs (run_eval, score_retrieval); `note` adds the script's limits."""
+    return typer.Option(
+        None, "--k", metavar="K", rich_help_panel=panel,
+        help="Cut-off K; repeatable, the first is the primary K." + (f" {note}" if note else ""),
+    )
+
+
+def require_snippets_option(panel: str | None = None, *, rescore: bool = False) -> Any:
+    """`--require-snippets`: run_eval's matching rule; the re-scoring scripts can also turn
+    it off (`--no-require-snippets`) and default to the run's setting."""
+    text = "A chunk matches a gold support only if it contains the gold snippets."
+    if rescore:
+        return typer.Option(
+            None, "--require-snippets/--no-require-snippets", help=f"{text} (default: the run's setting)", rich_help_panel=panel,
+        )
+    return typer.Option(None, "--require-snippets", help=text, rich_help_panel=panel)
+
+
+def rescore_options() -> dict[str, Any]:
+    """The flags of the scripts that re-read a stored run's records (score_retrieval,
+    score_abstention, export): which eval set and which matching rule to score them with."""
+    return {
+        "eval_set": typer.Option(
+            None, "--eval-set", metavar="PATH",
+            help="Score against this eval set (file or folder; repeatable), even if it changed since the run. "
+            "(default: the one config.json names, which must be unchanged)",
+        ),
+        "require_snippets": require_snippets_option(rescore=True),
+        "allow_truncated_text": typer.Option(
+            False, "--allow-truncated-text",
+            help="With snippets required on a run stored without --store-full-text, match them on the 200-char "
+            "texts anyway (snippet-based numbers are then upper bounds).",
+        ),
+    }
+
+
+# --tolerance's default: repro_run's (evalkit.run.repro), which --help must not import.
+TOLERANCE = 0.0
+
+
+def tolerance_option(panel: str | None = None, *, with_repro: bool = False) -> Any:
+    """`--tolerance` of the reproducibility check (`evalkit repro`, or run_eval's --repro when
+    with_repro: then None when not given, since it goes with --repro only)."""
+    text = "Largest |b - a| of a per-case metric that is not a difference (a chunk's score_final: at least 1e-10)."
+    if with_repro:
+        return typer.Option(
+            None, "--tolerance", min=0.0, metavar="FLOAT", rich_help_panel=panel,
+            help=f"With --repro: {text[0].lower()}{text[1:]} (default: {TOLERANCE:g})",
+        )
+    return typer.Option(TOLERANCE, "--tolerance", min=0.0, metavar="FLOAT", help=text, rich_help_panel=panel)
+
 
 # The gate's --regression-threshold-* flags, defined once for run_eval and compare_runs: the
 # flag, what the threshold bounds, and the default shown (evalkit.compare.gate.Thresholds').
@@ -30,6 +289,7 @@ _THRESHOLD_HELP = {
     "hallucination": "Max absolute rise of the hallucination rate on unanswerable cases.",
     "false_abstention": "Max absolute rise of the false-abstention rate on answerable cases.",
 }
+THRESHOLD_NAMES = tuple(_THRESHOLD_HELP)
 
 
 def regression_threshold_option(name: str, panel: str) -> Any:
@@ -52,9 +312,30 @@ def allow_missing_metrics_option(panel: str) -> Any:
     )
 
 
+def gate_options(panel: str) -> dict[str, Any]:
+    """The regression gate's flags, defined once for its two doors (run_eval --baseline and
+    compare_runs): {parameter name: typer.Option}, each None when not given."""
+    options = {
+        "allow_regressions": typer.Option(
+            None, "--allow-regressions", rich_help_panel=panel,
+            help="Report a failed gate (regressions, nothing comparable, broken invariants) but exit 0.",
+        ),
+        "ignore_invariants": typer.Option(
+            None, "--ignore-invariants", rich_help_panel=panel,
+            help="Compare with a run that breaks an invariant (another eval set version or case count, another "
+            "judge), refused by default; the report marks what is not comparable.",
+        ),
+        "allow_missing_metrics": allow_missing_metrics_option(panel),
+    }
+    for name in THRESHOLD_NAMES:
+        options[f"regression_threshold_{name}"] = regression_threshold_option(name, panel)
+    return options
+
+
 def judge_options(panel: str) -> dict[str, Any]:
     """The judge flags, defined once for every script that builds a judge (run_eval,
-    judge_answers, score_abstention's LLM classifier): {parameter name: typer.Option}."""
+    judge_answers, score_abstention's LLM classifier; generate's LLM takes the cache, pinning
+    and request ones): {parameter name: typer.Option}."""
     return {
         "judge_provider": typer.Option(
             None, "--judge-provider", metavar="PROVIDER", rich_help_panel=panel,
@@ -72,7 +353,33 @@ def judge_options(panel: str) -> dict[str, Any]:
         ),
         "judge_temperature": typer.Option(
             None, "--judge-temperature", min=0.0, metavar="FLOAT", rich_help_panel=panel,
-            help="Judge sampling temperature. (default: 0)",
+            help=f"Judge sampling temperature. {run_default('judge_temperature')}",
+        ),
+        "allow_unpinned": typer.Option(
+            False, "--allow-unpinned", rich_help_panel=panel,
+            help="Accept a model alias that is not a dated snapshot (scores may drift).",
+        ),
+        "answer_quality": typer.Option(
+            False, "--answer-quality", rich_help_panel=panel,
+            help="Also run seed 002's answer-quality judge on answered answerable cases: relevance, groundedness and "
+            "completeness vs the case's expected_topics, 0-1 each; answer_quality_avg is their mean.",
+        ),
+        "no_cache": typer.Option(False, "--no-cache", help="Do not read or write the judge cache.", rich_help_panel=panel),
+        "refresh_cache": typer.Option(
+            False, "--refresh-cache", help="Ignore cached replies but store the new ones.", rich_help_panel=panel,
+        ),
+        # evalkit.judges.cache.DEFAULT_CACHE_PATH (a test holds them equal); importing the
+        # judges package for --help would cost a tenth of a second.
+        "cache_path": typer.Option(
+            Path("cache/judge_cache.sqlite"), "--cache-path", metavar="PATH", help="SQLite judge cache file.",
+            rich_help_panel=panel,
+        ),
+        "price_file": typer.Option(
+            None, "--price-file", metavar="PATH", rich_help_panel=panel,
+            help="JSON prices (USD per 1M tokens) overriding the built-in table.",
+        ),
+        "timeout": typer.Option(
+            60.0, "--timeout", min=1.0, metavar="SECONDS", help="Seconds per LLM request.", rich_help_panel=panel,
         ),
     }
 

@@ -17,11 +17,14 @@ from typing import Optional
 import typer
 
 from evalkit.cli.common import (
-    RESULTS_DIR,
-    allow_missing_metrics_option,
+    PANEL_GATE,
+    PANEL_OUTPUT,
+    THRESHOLD_NAMES,
+    PanelledCommand,
     exit_on_known_errors,
+    gate_options,
     plain_metavars,
-    regression_threshold_option,
+    results_dir_option,
 )
 
 app = typer.Typer(
@@ -32,9 +35,11 @@ app = typer.Typer(
     "regression gate. Exit 0 ok, 1 gate failed, 2 bad input (unknown run, broken invariants).",
 )
 
-_G = "regression gate"
-_S = "statistics"
-_O = "output"
+_RUNS = "Runs"
+_G = PANEL_GATE
+_S = "Statistics"
+_O = PANEL_OUTPUT
+_GATE = gate_options(_G)
 
 
 def _pick(runs: list[str], run_id_1: str | None, run_id_2: str | None, baseline: Path | None) -> tuple[str | Path | None, str | None]:
@@ -61,18 +66,20 @@ def _pick(runs: list[str], run_id_1: str | None, run_id_2: str | None, baseline:
     return slots[0], slots[1]
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 def main(
     runs: Optional[list[str]] = typer.Argument(None, metavar="[RUN_A] [RUN_B]", help="The baseline run and the new run (same as --run-id-1/--run-id-2)."),
-    run_id_1: Optional[str] = typer.Option(None, "--run-id-1", metavar="RUN_ID", help="Run a, the baseline."),
-    run_id_2: Optional[str] = typer.Option(None, "--run-id-2", metavar="RUN_ID", help="Run b, the new run."),
+    run_id_1: Optional[str] = typer.Option(None, "--run-id-1", metavar="RUN_ID", help="Run a, the baseline.", rich_help_panel=_RUNS),
+    run_id_2: Optional[str] = typer.Option(None, "--run-id-2", metavar="RUN_ID", help="Run b, the new run.", rich_help_panel=_RUNS),
     baseline: Optional[Path] = typer.Option(
-        None, "--baseline", metavar="PATH", help="Compare the run against a saved baseline file (baseline.json from --save-baseline, or a metrics.json)."
+        None, "--baseline", metavar="PATH", rich_help_panel=_RUNS,
+        help="Compare the run against a saved baseline file (baseline.json from --save-baseline, or a metrics.json).",
     ),
     save_baseline: Optional[Path] = typer.Option(
-        None, "--save-baseline", metavar="PATH", help="Write the new run (or the only run given) as a baseline file: its metrics, config and one slim record per case."
+        None, "--save-baseline", metavar="PATH", rich_help_panel=_RUNS,
+        help="Write the new run (or the only run given) as a baseline file: its metrics, config and one slim record per case.",
     ),
-    results_dir: Path = RESULTS_DIR,
+    results_dir: Path = results_dir_option(_RUNS),
     output_format: str = typer.Option("rich", "--format", metavar="FORMAT", help="rich | markdown | json. Markdown is also appended to $GITHUB_STEP_SUMMARY when set.", rich_help_panel=_O),
     metric: Optional[list[str]] = typer.Option(
         None, "--metric", metavar="NAME", help="Show only these metrics' rows: ours or ir_measures' names (ndcg@10, nDCG@10, R@5, "
@@ -88,23 +95,24 @@ def main(
         "threshold", "--gate", metavar="MODE", help="threshold: run_eval's gate. significant: a regression fails only if its paired test is significant after correction.", rich_help_panel=_G
     ),
     fail_on_flip: bool = typer.Option(False, "--fail-on-flip", help="Fail the gate when any case goes pass -> fail.", rich_help_panel=_G),
-    allow_regressions: bool = typer.Option(False, "--allow-regressions", help="Report a failed gate but exit 0.", rich_help_panel=_G),
-    ignore_invariants: bool = typer.Option(False, "--ignore-invariants", help="Compare runs that break an invariant; the report marks what is not comparable.", rich_help_panel=_G),
-    allow_missing_metrics: Optional[bool] = allow_missing_metrics_option(_G),
-    regression_threshold_recall: Optional[float] = regression_threshold_option("recall", _G),
-    regression_threshold_mrr: Optional[float] = regression_threshold_option("mrr", _G),
+    allow_regressions: Optional[bool] = _GATE["allow_regressions"],
+    ignore_invariants: Optional[bool] = _GATE["ignore_invariants"],
+    allow_missing_metrics: Optional[bool] = _GATE["allow_missing_metrics"],
+    regression_threshold_recall: Optional[float] = _GATE["regression_threshold_recall"],
+    regression_threshold_mrr: Optional[float] = _GATE["regression_threshold_mrr"],
     regression_threshold_mrr_relative: float = typer.Option(
         0.10, "--regression-threshold-mrr-relative", min=0.0, metavar="FLOAT", help="Max MRR drop as a share of the baseline's MRR (seed 001's 'MRR drop > 10%').", rich_help_panel=_G
     ),
-    regression_threshold_scope_miss: Optional[float] = regression_threshold_option("scope_miss", _G),
-    regression_threshold_groundedness: Optional[float] = regression_threshold_option("groundedness", _G),
-    regression_threshold_correctness: Optional[float] = regression_threshold_option("correctness", _G),
-    regression_threshold_attribution: Optional[float] = regression_threshold_option("attribution", _G),
-    regression_threshold_abstention: Optional[float] = regression_threshold_option("abstention", _G),
-    regression_threshold_hallucination: Optional[float] = regression_threshold_option("hallucination", _G),
-    regression_threshold_false_abstention: Optional[float] = regression_threshold_option("false_abstention", _G),
+    regression_threshold_scope_miss: Optional[float] = _GATE["regression_threshold_scope_miss"],
+    regression_threshold_groundedness: Optional[float] = _GATE["regression_threshold_groundedness"],
+    regression_threshold_correctness: Optional[float] = _GATE["regression_threshold_correctness"],
+    regression_threshold_attribution: Optional[float] = _GATE["regression_threshold_attribution"],
+    regression_threshold_abstention: Optional[float] = _GATE["regression_threshold_abstention"],
+    regression_threshold_hallucination: Optional[float] = _GATE["regression_threshold_hallucination"],
+    regression_threshold_false_abstention: Optional[float] = _GATE["regression_threshold_false_abstention"],
 ) -> None:
     """Compare run a (the baseline) with run b and gate regressions."""
+    given = dict(locals())
     with exit_on_known_errors():
         from evalkit.compare import compare_runs, open_source
         from evalkit.compare import save_baseline as write_baseline
@@ -121,17 +129,13 @@ def main(
             path = write_baseline(source, save_baseline)
             print(f"saved baseline of {source.run_id} to {path}", file=sys.stderr)
             return
-        given = {
-            "recall": regression_threshold_recall, "mrr": regression_threshold_mrr, "scope_miss": regression_threshold_scope_miss,
-            "groundedness": regression_threshold_groundedness, "correctness": regression_threshold_correctness,
-            "attribution": regression_threshold_attribution, "abstention": regression_threshold_abstention,
-            "hallucination": regression_threshold_hallucination, "false_abstention": regression_threshold_false_abstention,
-        }
+        # The gate's own default for every --regression-threshold-* not given.
+        thresholds = {name: given[f"regression_threshold_{name}"] for name in THRESHOLD_NAMES}
         result = compare_runs(
             a, b, results_dir=results_dir, seed=seed, resamples=resamples, alpha=alpha, correction="bh" if fdr else "holm",
-            ignore_invariants=ignore_invariants, thresholds=Thresholds(**{k: v for k, v in given.items() if v is not None}),
+            ignore_invariants=bool(ignore_invariants), thresholds=Thresholds(**{n: v for n, v in thresholds.items() if v is not None}),
             mrr_relative_threshold=regression_threshold_mrr_relative, gate=gate, fail_on_flip=fail_on_flip,  # type: ignore[arg-type]
-            allow_regressions=allow_regressions, show_drift=show_drift, allow_missing_metrics=bool(allow_missing_metrics),
+            allow_regressions=bool(allow_regressions), show_drift=show_drift, allow_missing_metrics=bool(allow_missing_metrics),
         )
 
         if metric:

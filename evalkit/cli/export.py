@@ -20,8 +20,10 @@ from evalkit.cli.common import (
     RESULTS_DIR,
     RUN_ID,
     exit_on_known_errors,
+    json_option,
     plain_metavars,
     printable,
+    rescore_options,
 )
 
 app = typer.Typer(
@@ -30,6 +32,8 @@ app = typer.Typer(
     help="Export a run for other tools: --format trec writes a TREC run file and qrels (plus topics.tsv) that "
     "trec_eval or ranx score to evalkit's numbers. Exit 0 ok, 2 bad input.",
 )
+
+_RESCORE = rescore_options()
 
 
 @app.command()
@@ -46,14 +50,9 @@ def main(
     output: Optional[Path] = typer.Option(
         None, "--output", "-o", metavar="DIR", help="Folder to write. (default: <run folder>/trec-<unit>)"
     ),
-    require_snippets: Optional[bool] = typer.Option(
-        None, "--require-snippets/--no-require-snippets", help="Gold snippets must occur in the chunk text. (default: the run's setting)"
-    ),
-    allow_truncated_text: bool = typer.Option(
-        False, "--allow-truncated-text", help="With snippets required on a run stored without --store-full-text, match "
-        "on the 200-char texts anyway (upper bounds)."
-    ),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON object (files, counts, differences)."),
+    require_snippets: Optional[bool] = _RESCORE["require_snippets"],
+    allow_truncated_text: bool = _RESCORE["allow_truncated_text"],
+    json_output: bool = json_option("files, counts, differences; instead of the summary"),
 ) -> None:
     """Export RUN_ID as TREC files."""
     with exit_on_known_errors():

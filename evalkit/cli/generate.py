@@ -25,7 +25,12 @@ from typing import Optional
 import typer
 
 from evalkit.cli.common import (
+    PanelledCommand,
+    concurrency_option,
     exit_on_known_errors,
+    force_option,
+    json_option,
+    judge_options,
     load_dotenv_once,
     plain_metavars,
     printable,
@@ -51,26 +56,41 @@ def config_path(output: Path) -> Path:
     """Where the LLM run's config goes: `candidates.jsonl` -> `candidates.config.json`."""
     return output.with_name(output.stem + ".config.json")
 
+
+_IO = "Notes and output"
+_C = "Candidates"
 _L = "LLM generation"
+_LLM = judge_options(_L)  # the judge machinery's pinning, cache, price and request flags
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 def main(
-    vault: Path = typer.Option(..., "--vault", metavar="DIR", help="The notes folder."),
-    output: Path = typer.Option(..., "--output", "-o", metavar="PATH", help="Candidates file to write (JSONL)."),
-    seed: int = typer.Option(0, "--seed", metavar="N", help="Seed of the --limit sample (and, with an LLM, of the section, pair and topic samples)."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, metavar="N", help="Keep a seeded sample of at most N candidates. (default: all)"),
+    vault: Path = typer.Option(..., "--vault", metavar="DIR", help="The notes folder.", rich_help_panel=_IO),
+    output: Path = typer.Option(..., "--output", "-o", metavar="PATH", help="Candidates file to write (JSONL).", rich_help_panel=_IO),
+    force: bool = force_option(" (and its report)", _IO),
+    as_json: bool = json_option("the report; instead of the summary", _IO),
+    seed: int = typer.Option(
+        0, "--seed", metavar="N", rich_help_panel=_C,
+        help="Seed of the --limit sample (and, with an LLM, of the section, pair and topic samples).",
+    ),
+    limit: Optional[int] = typer.Option(
+        None, "--limit", min=1, metavar="N", help="Keep a seeded sample of at most N candidates. (default: all)", rich_help_panel=_C,
+    ),
     max_overlap: float = typer.Option(
-        0.8, "--max-overlap", min=0.0, max=1.0, metavar="F",
+        0.8, "--max-overlap", min=0.0, max=1.0, metavar="F", rich_help_panel=_C,
         help="Drop a candidate when more than this share of its question's content words occur in the text that answers it.",
     ),
-    mix: Optional[str] = typer.Option(None, "--mix", metavar="CAT=SHARE,...", help="Target category mix for the report, e.g. factual=0.4,reasoning=0.2."),
-    no_retrieval: bool = typer.Option(
-        False, "--no-retrieval", help="Skip the reference retriever (no 'unretrievable' flags, no offline difficulty guess)."
+    mix: Optional[str] = typer.Option(
+        None, "--mix", metavar="CAT=SHARE,...", help="Target category mix for the report, e.g. factual=0.4,reasoning=0.2.",
+        rich_help_panel=_C,
     ),
-    per_table: int = typer.Option(3, "--per-table", min=1, metavar="N", help="Offline: keep at most N candidates from each table."),
-    force: bool = typer.Option(False, "--force", help="Overwrite --output (and its report) when it exists."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of the summary."),
+    no_retrieval: bool = typer.Option(
+        False, "--no-retrieval", help="Skip the reference retriever (no 'unretrievable' flags, no offline difficulty guess).",
+        rich_help_panel=_C,
+    ),
+    per_table: int = typer.Option(
+        3, "--per-table", min=1, metavar="N", help="Offline: keep at most N candidates from each table.", rich_help_panel=_C,
+    ),
     model: Optional[str] = typer.Option(
         None, "--model", metavar="MODEL", rich_help_panel=_L,
         help="LLM that writes the questions, pinned (gpt-4o-2024-08-06, claude-sonnet-4-5-20250929, name@sha256:<hex> "
@@ -86,14 +106,14 @@ def main(
     unanswerable: Optional[int] = typer.Option(None, "--unanswerable", min=0, metavar="N", rich_help_panel=_L,
                                                help="Unanswerable questions to gather. (default: 10% of --n)"),
     temperature: float = typer.Option(0.0, "--temperature", min=0.0, metavar="T", rich_help_panel=_L, help="Sampling temperature."),
-    allow_unpinned: bool = typer.Option(False, "--allow-unpinned", rich_help_panel=_L, help="Accept a floating model alias."),
-    no_cache: bool = typer.Option(False, "--no-cache", rich_help_panel=_L, help="Neither read nor write the cache."),
-    refresh_cache: bool = typer.Option(False, "--refresh-cache", rich_help_panel=_L, help="Call the LLM again; overwrite cached replies."),
+    allow_unpinned: bool = _LLM["allow_unpinned"],
+    no_cache: bool = _LLM["no_cache"],
+    refresh_cache: bool = _LLM["refresh_cache"],
     cache: Optional[Path] = typer.Option(None, "--cache", metavar="PATH", rich_help_panel=_L,
                                          help="Cache file (SQLite). (default: the judge cache, cache/judge_cache.sqlite)"),
-    price_file: Optional[Path] = typer.Option(None, "--price-file", metavar="PATH", rich_help_panel=_L, help="Price table override (TOML)."),
-    concurrency: int = typer.Option(4, "--concurrency", min=1, metavar="N", rich_help_panel=_L, help="LLM calls in flight at once."),
-    timeout: float = typer.Option(60.0, "--timeout", min=1.0, metavar="SECONDS", rich_help_panel=_L, help="Deadline of one LLM call."),
+    price_file: Optional[Path] = _LLM["price_file"],
+    concurrency: int = concurrency_option("LLM calls", _L),
+    timeout: float = _LLM["timeout"],
 ) -> None:
     """Generate candidate cases from the notes in --vault."""
     load_dotenv_once()

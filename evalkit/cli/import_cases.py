@@ -16,7 +16,7 @@ from typing import Optional
 
 import typer
 
-from evalkit.cli.common import exit_on_known_errors, plain_metavars, printable
+from evalkit.cli.common import exit_on_known_errors, force_option, plain_metavars, printable
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
@@ -34,9 +34,7 @@ def main(
     ),
     fmt: str = typer.Option(..., "--format", metavar="FORMAT", help="Fixture format: gno | hindsight | beir | trec."),
     output: Path = typer.Option(Path("eval_set.jsonl"), "--output", "-o", metavar="PATH", help="Eval set to write."),
-    force: bool = typer.Option(
-        False, "--force", help="Overwrite --output when it exists, and replace a --vault-out an earlier import wrote."
-    ),
+    force: bool = force_option(" (and a --vault-out an earlier import wrote)"),
     vault_out: Optional[Path] = typer.Option(
         None, "--vault-out", "--vault", metavar="DIR", help="Where the notes are written: hindsight's seedFacts, one "
         "folder per case; beir's documents, one note each (a new or empty folder; required by hindsight and beir)."

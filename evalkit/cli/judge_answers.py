@@ -17,15 +17,23 @@ from typing import Optional
 import typer
 
 from evalkit.cli.common import (
-    CONCURRENCY,
     EXIT_GATE,
-    RESULTS_DIR,
-    RPS,
-    RUN_ID,
+    PANEL_JUDGE,
+    PANEL_OUTPUT,
+    PanelledCommand,
+    concurrency_option,
     exit_on_known_errors,
+    json_option,
     judge_options,
     load_dotenv_once,
+    max_retry_wait_option,
     plain_metavars,
+    quiet_option,
+    results_dir_option,
+    rps_option,
+    run_id_option,
+    selection_options,
+    settings_default,
 )
 
 app = typer.Typer(
@@ -36,50 +44,53 @@ app = typer.Typer(
     "2 bad input (including chunk text cut to 200 chars that cannot be re-read).",
 )
 
-_J = "judge"
-_R = "reliability"
+_RUN = "Run"
+_J = PANEL_JUDGE
+_C = "Judge requests and cache"
+_R = "Reliability"
+_O = PANEL_OUTPUT
 _JUDGE = judge_options(_J)
+_CACHE = judge_options(_C)  # the same flags, listed under another panel
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 def main(
-    run_id: str = RUN_ID,
-    results_dir: Path = RESULTS_DIR,
+    run_id: str = run_id_option(_RUN),
+    results_dir: Path = results_dir_option(_RUN),
+    ids: Optional[str] = selection_options(_RUN, ids_help="Comma-separated case ids to judge (others are kept).")["ids"],
+    vault: Optional[Path] = typer.Option(
+        None, "--vault", help="Re-read full chunk text from this notes folder when results hold 200-char texts. "
+        "(default: the vault config.json records, for in-process reference runs)", rich_help_panel=_RUN
+    ),
+    allow_truncated_context: bool = typer.Option(
+        False, "--allow-truncated-context", help="Judge chunk text cut to 200 chars when the full text cannot be re-read "
+        "(otherwise exit 2).", rich_help_panel=_RUN
+    ),
     judge_provider: Optional[str] = _JUDGE["judge_provider"],
     judge_model: Optional[str] = _JUDGE["judge_model"],
     judge_base_url: Optional[str] = _JUDGE["judge_base_url"],
     judge_temperature: Optional[float] = _JUDGE["judge_temperature"],
-    allow_unpinned: bool = typer.Option(False, "--allow-unpinned", help="Accept a floating model alias (scores may drift).", rich_help_panel=_J),
-    concurrency: int = CONCURRENCY,
-    rps: Optional[float] = RPS,
-    timeout: float = typer.Option(60.0, "--timeout", min=1.0, help="Seconds per judge request.", rich_help_panel=_J),
-    max_retry_wait: float = typer.Option(
-        60.0, "--max-retry-wait", min=0.0, metavar="SECONDS",
-        help="Longest wait honoured when the judge's provider answers 429/503 with Retry-After.", rich_help_panel=_J,
-    ),
-    ids: Optional[str] = typer.Option(None, "--ids", help="Comma-separated case ids to judge (others are kept)."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the judge cache.", rich_help_panel=_J),
-    refresh_cache: bool = typer.Option(False, "--refresh-cache", help="Ignore cached judgments but store the new ones.", rich_help_panel=_J),
-    cache_path: Path = typer.Option(Path("cache/judge_cache.sqlite"), "--cache-path", help="SQLite judge cache file.", rich_help_panel=_J),
-    price_file: Optional[Path] = typer.Option(None, "--price-file", help="JSON prices (USD per 1M tokens) overriding the built-in table.", rich_help_panel=_J),
+    allow_unpinned: bool = _JUDGE["allow_unpinned"],
     claim_level: bool = typer.Option(False, "--claim-level", help="Judge groundedness claim by claim (score = 5 × supported / claims).", rich_help_panel=_J),
-    answer_quality: bool = typer.Option(False, "--answer-quality", help="Also run seed 002's answer-quality judge: relevance, groundedness, completeness vs the case's expected_topics (0-1 each; answer_quality_avg = their mean).", rich_help_panel=_J),
+    answer_quality: bool = _JUDGE["answer_quality"],
     judge_trials: int = typer.Option(1, "--judge-trials", min=1, help="Judge each answer N times; report per-case spread and the mean's SE.", rich_help_panel=_J),
-    vault: Optional[Path] = typer.Option(
-        None, "--vault", help="Re-read full chunk text from this notes folder when results hold 200-char texts. "
-        "(default: the vault config.json records, for in-process reference runs)", rich_help_panel=_J
-    ),
-    allow_truncated_context: bool = typer.Option(
-        False, "--allow-truncated-context", help="Judge chunk text cut to 200 chars when the full text cannot be re-read "
-        "(otherwise exit 2).", rich_help_panel=_J
-    ),
+    concurrency: int = concurrency_option("Requests", _C),
+    rps: Optional[float] = rps_option(_C),
+    timeout: float = _CACHE["timeout"],
+    max_retry_wait: float = max_retry_wait_option("the judge's provider", _C),
+    no_cache: bool = _CACHE["no_cache"],
+    refresh_cache: bool = _CACHE["refresh_cache"],
+    cache_path: Path = _CACHE["cache_path"],
+    price_file: Optional[Path] = _CACHE["price_file"],
     spot_check: int = typer.Option(0, "--spot-check", min=0, help="Re-judge N random judged cases with a second judge.", rich_help_panel=_R),
     spot_check_model: Optional[str] = typer.Option(None, "--spot-check-model", help="Second judge model (same provider unless --spot-check-provider).", rich_help_panel=_R),
     spot_check_provider: Optional[str] = typer.Option(None, "--spot-check-provider", help="Provider of the second judge.", rich_help_panel=_R),
     spot_check_prompt_version: Optional[str] = typer.Option(None, "--spot-check-prompt-version", help="Second prompt set for the same judge, e.g. v1-alt.", rich_help_panel=_R),
     seed: int = typer.Option(0, "--seed", help="Seed of the spot-check sample (np.random.default_rng).", rich_help_panel=_R),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or table."),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON object last (run_id, judge, judge_stats, judge_reliability, aggregate_metrics)."),
+    quiet: bool = quiet_option(panel=_O),
+    json_output: bool = json_option(
+        "run_id, judge, judge_stats, judge_reliability, aggregate_metrics; printed last, the tables go to stderr", _O
+    ),
 ) -> None:
     """Judge the answers of RUN_ID and rewrite its results and metrics."""
     load_dotenv_once()
@@ -98,7 +109,7 @@ def main(
             provider=judge_provider,
             model=judge_model,
             base_url=judge_base_url,
-            temperature=judge_temperature if judge_temperature is not None else 0.0,
+            temperature=settings_default("judge_temperature") if judge_temperature is None else judge_temperature,
             allow_unpinned=allow_unpinned,
             use_cache=not no_cache,
             refresh_cache=refresh_cache,

@@ -34,15 +34,21 @@ import typer
 from evalkit.cli.common import (
     EXIT_INCOMPLETE,
     EXIT_INPUT,
-    RESULTS_DIR,
+    PANEL_TARGET,
+    PanelledCommand,
+    eval_set_option,
     exit_on_known_errors,
     load_dotenv_once,
     plain_metavars,
     printable,
+    results_dir_option,
+    selection_options,
+    settings_default,
+    target_options,
 )
 
 EXIT_STALE = 1
-DEFAULT_VAULT = Path("sample_vault")
+DEFAULT_VAULT = Path(settings_default("vault"))
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -55,52 +61,64 @@ app = typer.Typer(
     "Exit 0 ok, 1 stale labels, 2 bad input, 3 target failures.",
 )
 
+_MODE = "Modes"
+_F = "Files"
+_S = "Selection (labeler)"
+_T = PANEL_TARGET
+_G = "Grading (--grade-answers)"
+_TARGET = target_options(
+    _T, vault_help="Notes folder: read directly for anchor checks, and indexed by the in-process reference chatbot."
+)
+_SELECT = selection_options(_S)
 
-@app.command()
+
+@app.command(cls=PanelledCommand)
 def main(
-    eval_set: Optional[list[Path]] = typer.Option(None, "--eval-set", help="Eval set file (or folder for --validate / --review-auto); repeatable. (default: eval_set.jsonl)"),
-    validate: bool = typer.Option(False, "--validate", help="Check every gold support against the notes and the target's retrieval; exit 1 when any is stale."),
-    fix: bool = typer.Option(False, "--fix", help="Validate, then write the suggested file and heading paths into a new version (after a y/N question)."),
-    accept_top: Optional[int] = typer.Option(None, "--accept-top", min=1, metavar="N", help="Label each unlabeled answerable case (or --ids) with the target's top N chunks, marked label_source=auto."),
+    validate: bool = typer.Option(False, "--validate", help="Check every gold support against the notes and the target's retrieval; exit 1 when any is stale.", rich_help_panel=_MODE),
+    fix: bool = typer.Option(False, "--fix", help="Validate, then write the suggested file and heading paths into a new version (after a y/N question).", rich_help_panel=_MODE),
+    accept_top: Optional[int] = typer.Option(None, "--accept-top", min=1, metavar="N", help="Label each unlabeled answerable case (or --ids) with the target's top N chunks, marked label_source=auto.", rich_help_panel=_MODE),
     new: bool = typer.Option(
-        False, "--new",
+        False, "--new", rich_help_panel=_MODE,
         help="Add a case: asks for its question, answerable, category, difficulty and tags, appends it with a fresh id, then (in a terminal) opens the labeler on it.",
     ),
     review_auto: bool = typer.Option(
-        False, "--review-auto",
+        False, "--review-auto", rich_help_panel=_MODE,
         help="Review the cases marked label_source=auto (--accept-top) or generated (evalkit generate): in a terminal, walk only them "
         "in the labeler; piped, list them. With --into: accept / edit / reject each candidate at a line prompt, accepted ones "
         "go to a new version of --into.",
     ),
+    grade_answers: bool = typer.Option(False, "--grade-answers", help="Grade a seeded sample of --run-id's answers for groundedness and correctness 0-5 (plain prompts; grades go to the run's human_grades.jsonl).", rich_help_panel=_MODE),
+    eval_set: Optional[list[Path]] = eval_set_option("Eval set file (or folder for --validate / --review-auto); repeatable.", _F),
+    output: Optional[Path] = typer.Option(None, "--output", help="Write here instead (--fix default: <stem>.v2.jsonl; --accept-top default: in place; --review-auto --into: the new version, default <into stem>.v<N+1>.jsonl).", rich_help_panel=_F),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before writing --fix's new version.", rich_help_panel=_F),
     into: Optional[Path] = typer.Option(
-        None, "--into",
+        None, "--into", rich_help_panel=_F,
         help="--review-auto: the eval set the accepted candidates of --eval-set are added to; they go to a new version of it "
         "(--output, default <stem>.v<N+1>.jsonl), it is never written. Decisions are logged in <candidates stem>.review.jsonl (a rerun resumes).",
     ),
-    reviewer: Optional[str] = typer.Option(None, "--reviewer", help="--review-auto --into: your name, stored with each decision in the review log."),
-    ids: Optional[list[str]] = typer.Option(None, "--ids", help="Only these case ids (comma-separated or repeated), for --accept-top and the labeler."),
-    output: Optional[Path] = typer.Option(None, "--output", help="Write here instead (--fix default: <stem>.v2.jsonl; --accept-top default: in place; --review-auto --into: the new version, default <into stem>.v<N+1>.jsonl)."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before writing --fix's new version."),
-    k: Optional[int] = typer.Option(None, "--k", min=1, help="Chunks to ask the target for per question (default: 50 for --validate / --fix, 20 in the labeler)."),
-    all_cases: bool = typer.Option(False, "--all", help="Labeler: after the unlabeled answerable cases, walk every other case too."),
-    category: Optional[list[str]] = typer.Option(None, "--category", help="Labeler: only cases of this category; repeatable."),
-    tag: Optional[list[str]] = typer.Option(None, "--tag", help="Labeler: only cases with this tag; repeatable."),
-    no_retrieval: bool = typer.Option(False, "--no-retrieval", help="--validate: look at the notes only, do not ask the target."),
-    api_url: Optional[str] = typer.Option(None, "--api-url", help="Chatbot API base URL (default: the in-process reference chatbot over --vault)."),
-    target: Optional[str] = typer.Option(None, "--target", help="python:package.module:function, replay:path.jsonl or an http(s) URL."),
-    vault: Optional[Path] = typer.Option(None, "--vault", help="Notes folder: read directly for anchor checks, and indexed by the reference chatbot. (default: sample_vault)"),
-    param: Optional[list[str]] = typer.Option(None, "--param", help="Free option sent in the request's `options`, key=value; repeatable."),
-    timeout: float = typer.Option(60.0, "--timeout", min=1.0, help="Seconds per request."),
-    retries: int = typer.Option(3, "--retries", min=0, help="Retries on connection errors, 429 and 5xx."),
-    grade_answers: bool = typer.Option(False, "--grade-answers", help="Grade a seeded sample of --run-id's answers for groundedness and correctness 0-5 (plain prompts; grades go to the run's human_grades.jsonl)."),
-    run_id: Optional[str] = typer.Option(None, "--run-id", help="--grade-answers: the run whose answers to grade."),
-    sample: int = typer.Option(20, "--sample", min=1, help="--grade-answers: how many answers the seeded sample holds."),
-    seed: int = typer.Option(0, "--seed", help="--grade-answers: the sample's seed (same seed = same sample, so a rerun resumes it)."),
-    grader: Optional[str] = typer.Option(None, "--grader", help="--grade-answers: your name, stored with each grade."),
-    results_dir: Path = RESULTS_DIR,
+    reviewer: Optional[str] = typer.Option(None, "--reviewer", help="--review-auto --into: your name, stored with each decision in the review log.", rich_help_panel=_F),
+    results_dir: Path = results_dir_option(_F),
+    ids: Optional[list[str]] = typer.Option(None, "--ids", help="Only these case ids (comma-separated or repeated), for --accept-top and the labeler.", rich_help_panel=_S),
+    all_cases: bool = typer.Option(False, "--all", help="Labeler: after the unlabeled answerable cases, walk every other case too.", rich_help_panel=_S),
+    category: Optional[list[str]] = _SELECT["category"],
+    tag: Optional[list[str]] = _SELECT["tag"],
+    api_url: Optional[str] = _TARGET["api_url"],
+    target: Optional[str] = _TARGET["target"],
+    vault: Optional[Path] = _TARGET["vault"],
+    param: Optional[list[str]] = _TARGET["param"],
+    timeout: Optional[float] = _TARGET["timeout"],
+    retries: Optional[int] = _TARGET["retries"],
+    k: Optional[int] = typer.Option(None, "--k", min=1, help="Chunks to ask the target for per question (default: 50 for --validate / --fix, 20 in the labeler).", rich_help_panel=_T),
+    no_retrieval: bool = typer.Option(False, "--no-retrieval", help="--validate: look at the notes only, do not ask the target.", rich_help_panel=_T),
+    run_id: Optional[str] = typer.Option(None, "--run-id", help="--grade-answers: the run whose answers to grade.", rich_help_panel=_G),
+    sample: int = typer.Option(20, "--sample", min=1, help="--grade-answers: how many answers the seeded sample holds.", rich_help_panel=_G),
+    seed: int = typer.Option(0, "--seed", help="--grade-answers: the sample's seed (same seed = same sample, so a rerun resumes it).", rich_help_panel=_G),
+    grader: Optional[str] = typer.Option(None, "--grader", help="--grade-answers: your name, stored with each grade.", rich_help_panel=_G),
 ) -> None:
     """Validate, fix or auto-label the gold supports of EVAL_SET."""
     load_dotenv_once()
+    with exit_on_known_errors():
+        timeout, retries = _request_settings(timeout, retries)
     modes = [name for name, on in (("--validate", validate), ("--fix", fix), ("--accept-top", accept_top is not None), ("--review-auto", review_auto), ("--grade-answers", grade_answers), ("--new", new)) if on]
     if into is not None or reviewer is not None:
         if not review_auto or len(modes) > 1:
@@ -120,7 +138,7 @@ def main(
     if grade_answers:
         _grade_answers(modes, run_id, results_dir, sample, seed, grader)
         return
-    paths = eval_set or [Path("eval_set.jsonl")]
+    paths = eval_set or [Path(p) for p in settings_default("eval_set")]
     if new:
         if len(modes) > 1:
             with exit_on_known_errors():
@@ -251,6 +269,15 @@ def _print_agreement(agree: dict[str, dict[str, Any]]) -> None:
 
     parts = [f"{kind} kappa {f(a['kappa_quadratic'])}, MAE {f(a['mae'])}, n {a['n']}" for kind, a in agree.items()]
     print("evalkit: judge vs human: " + "; ".join(parts))
+
+
+def _request_settings(timeout: float | None, retries: int | None) -> tuple[float, int]:
+    """--timeout and --retries as run_eval takes them: RunSettings' defaults and checks
+    (BadConfig naming the flag)."""
+    from evalkit.config import build_settings
+
+    settings = build_settings({"timeout": timeout, "retries": retries})
+    return settings.timeout, settings.retries
 
 
 def build_target_from(target: str | None, api_url: str | None, vault: Path | None, timeout: float, retries: int, param: list[str] | None) -> Any:

@@ -61,7 +61,8 @@ for _name, _module in _COMMANDS:
         # takes the same flags as `scripts/run_eval.py --flag` (add_typer would make a group).
         _cmd = _sub.registered_commands[0]
         _help = _sub.info.help if isinstance(_sub.info.help, str) else _cmd.help
-        app.command(name=_name, help=_help)(_cmd.callback)
+        # cls: the script's command class (PanelledCommand lists --help by panel).
+        app.command(name=_name, help=_help, cls=_cmd.cls)(_cmd.callback)
     else:
         app.add_typer(_sub, name=_name)
 

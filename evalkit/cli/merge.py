@@ -10,11 +10,10 @@ results.jsonl in eval-set order and metrics.json aggregated as run_eval does, an
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
-from evalkit.cli.common import exit_on_known_errors, plain_metavars
+from evalkit.cli.common import RESULTS_DIR, exit_on_known_errors, json_option, plain_metavars
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
@@ -29,16 +28,14 @@ app = typer.Typer(
 def main(
     run_ids: list[str] = typer.Argument(..., metavar="RUN_IDS", help="The shard runs, one per shard index."),
     run_id: str = typer.Option(..., "--run-id", metavar="RUN_ID", help="Name of the merged run folder."),
-    results_dir: Optional[Path] = typer.Option(
-        None, "--results-dir", metavar="PATH", help="Folder holding the shard runs and the merged run. (default: results)"
-    ),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON object: run_id, run_dir, merged_from, aggregate_metrics."),
+    results_dir: Path = RESULTS_DIR,
+    json_output: bool = json_option("run_id, run_dir, merged_from, n_records, aggregate_metrics; instead of the summary"),
 ) -> None:
     """Merge shard runs into one run."""
     with exit_on_known_errors():
         from evalkit.run.merge import merge_runs
 
-        result = merge_runs(run_ids, run_id=run_id, results_dir=results_dir or Path("results"))
+        result = merge_runs(run_ids, run_id=run_id, results_dir=results_dir)
         if json_output:
             import orjson
 

@@ -20,9 +20,14 @@ from evalkit.cli.common import (
     EXIT_OK,
     RESULTS_DIR,
     RUN_ID,
+    TOLERANCE,
+    api_url_option,
     exit_on_known_errors,
+    json_option,
     load_dotenv_once,
     plain_metavars,
+    quiet_option,
+    tolerance_option,
 )
 
 app = typer.Typer(
@@ -32,10 +37,6 @@ app = typer.Typer(
     "retrieved chunks (ids and scores) and every per-case metric; latency and cost are not compared. "
     "Exit 0 reproducible, 1 a difference beyond --tolerance, 2 bad input (unknown run, changed eval set), "
     "130 interrupted.",
-)
-
-TOLERANCE_HELP = (
-    "Largest |b - a| of a per-case metric that is not a difference (a chunk's score_final: at least 1e-10)."
 )
 
 
@@ -88,7 +89,7 @@ def run_repro_cli(values: dict[str, Any], tolerance: float | None, *, repro: boo
         raise BadConfig([Problem("cannot be combined with --repro (it checks two fresh runs)", field=f) for f in refused])
     quiet, json_output = bool(values.pop("quiet", False)), bool(values.pop("json_output", False))
     try:
-        outcome = repro_run(values, tolerance=tolerance or 0.0, progress=_progress_factory(quiet))
+        outcome = repro_run(values, tolerance=TOLERANCE if tolerance is None else tolerance, progress=_progress_factory(quiet))
     except RunInterrupted as e:
         # --repro cannot resume: the check needs two whole runs made one after the other.
         print(f"evalkit: interrupted; {e.run_id} is incomplete: run --repro again", file=sys.stderr)
@@ -115,14 +116,13 @@ def run_repro_cli(values: dict[str, Any], tolerance: float | None, *, repro: boo
 def main(
     run_id: str = RUN_ID,
     results_dir: Path = RESULTS_DIR,
-    tolerance: float = typer.Option(0.0, "--tolerance", min=0.0, metavar="FLOAT", help=TOLERANCE_HELP),
-    api_url: Optional[str] = typer.Option(
-        None, "--api-url", metavar="URL", envvar="EVAL_API_URL",
-        help="Where the run's HTTP target is now (stored URLs hold no credentials, and servers move ports). "
-        "Ignored for other targets.",
+    tolerance: float = tolerance_option(),
+    api_url: Optional[str] = api_url_option(
+        ": where the run's HTTP target is now (stored URLs hold no credentials, and servers move ports). "
+        "Ignored for other targets.", envvar="EVAL_API_URL",
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or table; print the verdict line."),
-    json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON object last (the table goes to stderr)."),
+    quiet: bool = quiet_option("the verdict line"),
+    json_output: bool = json_option("the report; printed last, the table goes to stderr"),
 ) -> None:
     """Re-run RUN_ID's config and compare the two runs."""
     load_dotenv_once()

@@ -1,30 +1,51 @@
 """run_eval.py: run an eval set against a chatbot and write `results/<run_id>/`.
 
 Every option defaults to None here so that the library can tell what the user gave:
-on `--resume` only given values override the stored run; the real defaults live in
-evalkit.config.RunSettings (and are shown in each option's help).
+on `--resume` only given values override the stored run. The real defaults live in
+evalkit.config.RunSettings; each option's help reads its default there (cli.common.run_setting),
+and the parameters map onto its fields by name (given_settings).
 """
 
 from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
 from evalkit.cli.common import (
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
-    RPS,
-    allow_missing_metrics_option,
+    PANEL_GATE,
+    PANEL_JUDGE,
+    PANEL_OUTPUT,
+    PANEL_SCORING,
+    PANEL_SELECTION,
+    PANEL_TARGET,
+    PanelledCommand,
+    concurrency_option,
+    eval_set_option,
     exit_on_known_errors,
+    gate_options,
     judge_options,
+    json_option,
+    k_option,
     load_dotenv_once,
+    max_retry_wait_option,
     plain_metavars,
-    regression_threshold_option,
+    quiet_option,
+    require_snippets_option,
+    results_dir_option,
+    rps_option,
+    run_setting,
+    selection_options,
+    target_options,
+    tolerance_option,
 )
+from evalkit.config import FLAG_OF_FIELD, TRUNCATE_CHARS
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
@@ -35,121 +56,90 @@ app = typer.Typer(
     "(the target failed on more than --max-error-rate of the cases), 130 interrupted (resume with --resume).",
 )
 
-_T = "target"
-_J = "judge"
-_S = "selection"
-_G = "regression gate"
-_O = "output"
+_T, _S, _C, _J, _G, _O = PANEL_TARGET, PANEL_SELECTION, PANEL_SCORING, PANEL_JUDGE, PANEL_GATE, PANEL_OUTPUT
+_M = "Config matrix"
+_R = "Reproducibility"
+_TARGET = target_options(_T, api_url_envvar="EVAL_API_URL")
+_SELECT = selection_options(_S)
 _JUDGE = judge_options(_J)
-_M = "config matrix"
-_R = "reproducibility"
+_GATE = gate_options(_G)
+
+# Parameters that are not RunSettings fields: modes and flags the CLI resolves itself.
+CLI_ONLY = frozenset({"shard_from_env", "shard_count", "matrix", "matrix_file", "expect_order", "repro", "tolerance"})
+# Parameters named after their flag whose RunSettings field has another name (--param -> params).
+FIELD_OF = {flag.removeprefix("--").replace("-", "_"): field for field, flag in FLAG_OF_FIELD.items()}
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 def main(
-    eval_set: Optional[list[Path]] = typer.Option(
-        None, "--eval-set", metavar="PATH", help="Eval set: a .jsonl file or a folder of per-domain .jsonl files; repeatable. (default: eval_set.jsonl)"
+    api_url: Optional[str] = _TARGET["api_url"],
+    target: Optional[str] = _TARGET["target"],
+    vault: Optional[Path] = _TARGET["vault"],
+    param: Optional[list[str]] = _TARGET["param"],
+    folder_mode: Optional[str] = run_setting(
+        typer.Option(None, "--folder-mode", metavar="MODE", help="off | on | on_with_fallback.", rich_help_panel=_T)
     ),
-    api_url: Optional[str] = typer.Option(
-        None, "--api-url", metavar="URL", envvar="EVAL_API_URL", help="Chatbot API base URL (POST /api/v1/ask).", rich_help_panel=_T
-    ),
-    target: Optional[str] = typer.Option(
-        None, "--target", metavar="SPEC", help="python:package.module:function or replay:path.jsonl.", rich_help_panel=_T
-    ),
-    vault: Optional[Path] = typer.Option(
-        None, "--vault", metavar="PATH", help="Notes folder for the in-process reference chatbot (no --api-url/--target). (default: sample_vault)", rich_help_panel=_T
-    ),
-    k: Optional[list[int]] = typer.Option(
-        None, "--k", metavar="K", help="Cut-off K; repeatable, the first is the primary K. (default: 5)", rich_help_panel=_T
-    ),
-    folder_mode: Optional[str] = typer.Option(
-        None, "--folder-mode", metavar="MODE", help="off | on | on_with_fallback. (default: off)", rich_help_panel=_T
-    ),
-    send_scope: Optional[str] = typer.Option(
+    send_scope: Optional[str] = run_setting(typer.Option(
         None,
         "--send-scope",
         metavar="SCOPE",
         help="none | vaults | folders | both: which of a case's vaults/folders to send as a search filter. "
         "They are written from the gold labels, so sending them tells the chatbot where the answer is; "
-        "use only when your chatbot's users pick a scope themselves. (default: none)",
+        "use only when your chatbot's users pick a scope themselves.",
         rich_help_panel=_T,
+    )),
+    rerank_vector_weight: Optional[float] = run_setting(typer.Option(
+        None, "--rerank-vector-weight", metavar="FLOAT", help="Weight of the vector score in reranking.", rich_help_panel=_T
+    )),
+    rerank_lexical_weight: Optional[float] = run_setting(typer.Option(
+        None, "--rerank-lexical-weight", metavar="FLOAT", help="Weight of the lexical score in reranking.", rich_help_panel=_T
+    )),
+    timeout: Optional[float] = _TARGET["timeout"],
+    retries: Optional[int] = _TARGET["retries"],
+    concurrency: Optional[int] = run_setting(concurrency_option("Cases", _T)),
+    rps: Optional[float] = run_setting(rps_option(_T)),
+    max_response_bytes: Optional[int] = run_setting(
+        typer.Option(
+            None,
+            "--max-response-bytes",
+            metavar="BYTES",
+            help="Largest answer body read from an HTTP target (after any decompression); a larger one is "
+            "recorded as error kind response_too_large.",
+            rich_help_panel=_T,
+        ),
+        show=lambda n: f"{n}, {n / 2**20:g} MiB",
     ),
-    rerank_vector_weight: Optional[float] = typer.Option(None, "--rerank-vector-weight", metavar="FLOAT", help="Weight of the vector score in reranking. (default: 0.7)", rich_help_panel=_T),
-    rerank_lexical_weight: Optional[float] = typer.Option(None, "--rerank-lexical-weight", metavar="FLOAT", help="Weight of the lexical score in reranking. (default: 0.3)", rich_help_panel=_T),
-    param: Optional[list[str]] = typer.Option(
-        None, "--param", metavar="KEY=VALUE", help="Free option sent in the request's `options`, key=value (JSON values parsed); repeatable.", rich_help_panel=_T
-    ),
-    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", help="Seconds per try of a request, all of it: connect, send and the whole answer. (default: 60)", rich_help_panel=_T),
-    retries: Optional[int] = typer.Option(
-        None, "--retries", metavar="N", help="Retries on connection errors, 429 and 5xx (backoff + jitter). (default: 3)", rich_help_panel=_T
-    ),
-    rps: Optional[float] = RPS,
-    max_response_bytes: Optional[int] = typer.Option(
-        None,
-        "--max-response-bytes",
-        metavar="BYTES",
-        help="Largest answer body read from an HTTP target (after any decompression); a larger one is "
-        "recorded as error kind response_too_large. (default: 33554432, 32 MiB)",
-        rich_help_panel=_T,
-    ),
-    max_retry_wait: Optional[float] = typer.Option(
-        None,
-        "--max-retry-wait",
-        metavar="SECONDS",
-        help="Longest wait honoured when a server (target or judge) answers 429/503 with Retry-After; "
-        "a longer request is cut to this. (default: 60)",
-        rich_help_panel=_T,
-    ),
-    concurrency: Optional[int] = typer.Option(
-        None, "--concurrency", metavar="N", help="Cases in flight at once (1 = sequential). (default: 4)"
-    ),
-    max_error_rate: Optional[float] = typer.Option(
+    max_retry_wait: Optional[float] = run_setting(max_retry_wait_option("a server (target or judge)", _T)),
+    max_error_rate: Optional[float] = run_setting(typer.Option(
         None,
         "--max-error-rate",
         metavar="SHARE",
         help="Share of cases the target may fail (timeouts, HTTP errors, bad responses) before the run "
-        "exits 3 as incomplete; failed cases score as misses. (default: 0)",
+        "exits 3 as incomplete; failed cases score as misses.",
         rich_help_panel=_T,
-    ),
-    no_probe: Optional[bool] = typer.Option(
+    )),
+    no_probe: Optional[bool] = run_setting(typer.Option(
         None,
         "--no-probe",
         help="Do not ask the target one probe question before the first case (the probe stops a run "
         "against a dead or non-contract target in seconds, exit 2).",
         rich_help_panel=_T,
-    ),
-    retrieval_only: Optional[bool] = typer.Option(
-        None, "--retrieval-only", help="Retrieval (and target-reported abstention) metrics only: no judge calls.", rich_help_panel=_J
-    ),
-    judge_provider: Optional[str] = _JUDGE["judge_provider"],
-    judge_model: Optional[str] = _JUDGE["judge_model"],
-    judge_base_url: Optional[str] = _JUDGE["judge_base_url"],
-    judge_temperature: Optional[float] = _JUDGE["judge_temperature"],
-    allow_unpinned: Optional[bool] = typer.Option(
-        None, "--allow-unpinned", help="Accept a judge model alias that is not a dated snapshot.", rich_help_panel=_J
-    ),
-    no_cache: Optional[bool] = typer.Option(None, "--no-cache", help="Do not read or write the judge cache.", rich_help_panel=_J),
+    )),
+    trials: Optional[int] = run_setting(typer.Option(
+        None,
+        "--trials",
+        min=1,
+        max=100,
+        metavar="N",
+        help="Ask every case N times (Evalite's trialCount): per metric, each trial's value, mean, std and the "
+        "per-case flake rate in metrics.json `trials`; compare_runs pairs cases on their trial mean.",
+        rich_help_panel=_T,
+    )),
+    eval_set: Optional[list[Path]] = eval_set_option(panel=_S),
     limit: Optional[int] = typer.Option(None, "--limit", metavar="N", help="Run only the first N selected cases.", rich_help_panel=_S),
-    ids: Optional[str] = typer.Option(None, "--ids", metavar="ID,ID,...", help="Comma-separated case ids to run.", rich_help_panel=_S),
-    tag: Optional[list[str]] = typer.Option(None, "--tag", metavar="TAG", help="Only cases with this tag; repeatable (OR).", rich_help_panel=_S),
-    category: Optional[list[str]] = typer.Option(
-        None, "--category", metavar="CATEGORY", help="Only cases of this category; repeatable (OR).", rich_help_panel=_S
-    ),
-    require_snippets: Optional[bool] = typer.Option(
-        None, "--require-snippets", help="A chunk matches a gold support only if it contains the gold snippets.", rich_help_panel=_S
-    ),
-    seed: Optional[int] = typer.Option(
-        None, "--seed", metavar="N", help="Seed recorded in config.json and metrics.json (part of the config hash); nothing in a run draws random numbers.", rich_help_panel=_S
-    ),
-    response_schema: Optional[Path] = typer.Option(
-        None, "--response-schema", metavar="PATH", help="JSON Schema file each response (or --response-field of it) is validated against: response_validity per case, response_valid_rate in metrics.json.", rich_help_panel=_S
-    ),
-    response_field: Optional[str] = typer.Option(
-        None, "--response-field", metavar="PATH", help="Dotted path of the validated value in the response, e.g. answer (a string there is parsed as JSON first). (default: the whole response)", rich_help_panel=_S
-    ),
-    require_fields: Optional[list[str]] = typer.Option(
-        None, "--require-fields", metavar="A,B", help="Short form of --response-schema: the response (or --response-field) must be an object with these keys.", rich_help_panel=_S
-    ),
+    ids: Optional[str] = _SELECT["ids"],
+    tag: Optional[list[str]] = _SELECT["tag"],
+    category: Optional[list[str]] = _SELECT["category"],
     shard: Optional[str] = typer.Option(
         None,
         "--shard",
@@ -169,46 +159,57 @@ def main(
     shard_count: Optional[int] = typer.Option(
         None, "--shard-count", metavar="N", help="With --shard-from-env: the number of shards.", rich_help_panel=_S
     ),
-    results_dir: Optional[Path] = typer.Option(
-        None, "--results-dir", "--output-dir", metavar="PATH", help="Folder holding run folders. (default: results)", rich_help_panel=_O
-    ),
-    run_id: Optional[str] = typer.Option(None, "--run-id", metavar="RUN_ID", help="Name the run folder (default: <UTC time>-<config hash>).", rich_help_panel=_O),
-    resume: Optional[str] = typer.Option(
-        None, "--resume", metavar="RUN_ID", help="Finish an interrupted run: same config, skip finished cases.", rich_help_panel=_O
-    ),
-    retry_errors: Optional[bool] = typer.Option(
+    k: Optional[list[int]] = run_setting(k_option(panel=_C)),
+    require_snippets: Optional[bool] = require_snippets_option(_C),
+    latency_budget_ms: Optional[float] = typer.Option(
         None,
-        "--retry-errors",
-        help="With --resume: also redo the cases the target failed (timeouts, HTTP errors...); their new record replaces the old.",
-        rich_help_panel=_O,
+        "--latency-budget-ms",
+        metavar="MS",
+        help="Latency budget per case (a case's constraints.latency_budget_ms wins): per-case score "
+        "1 within budget, else max(0, 1 - (t - budget) / budget), t = the case's total latency; "
+        "latency_budget_score_avg and within_budget_rate in metrics.json.",
+        rich_help_panel=_C,
     ),
-    store_full_text: Optional[bool] = typer.Option(
-        None, "--store-full-text", help="Store full chunk text (default: first 200 characters).", rich_help_panel=_O
+    response_schema: Optional[Path] = typer.Option(
+        None, "--response-schema", metavar="PATH", help="JSON Schema file each response (or --response-field of it) is validated against: response_validity per case, response_valid_rate in metrics.json.", rich_help_panel=_C
     ),
-    quiet: Optional[bool] = typer.Option(None, "--quiet", "-q", help="No progress bar or table; print the run folder.", rich_help_panel=_O),
-    json_output: Optional[bool] = typer.Option(
-        None, "--json", help='Print one JSON object last: {"run_id","run_dir","aggregate_metrics","gate"}.', rich_help_panel=_O
+    response_field: Optional[str] = typer.Option(
+        None, "--response-field", metavar="PATH", help="Dotted path of the validated value in the response, e.g. answer (a string there is parsed as JSON first). (default: the whole response)", rich_help_panel=_C
     ),
+    require_fields: Optional[list[str]] = typer.Option(
+        None, "--require-fields", metavar="A,B", help="Short form of --response-schema: the response (or --response-field) must be an object with these keys.", rich_help_panel=_C
+    ),
+    suite: Optional[Path] = typer.Option(
+        None,
+        "--suite",
+        metavar="PATH",
+        help="Scenario suite (TOML: [scenarios.<name>] metric, weight): each scenario's primary score and the "
+        "weighted global score in metrics.json `suite` and summary.md (seed 004).",
+        rich_help_panel=_C,
+    ),
+    retrieval_only: Optional[bool] = typer.Option(
+        None, "--retrieval-only", help="Retrieval (and target-reported abstention) metrics only: no judge calls.", rich_help_panel=_J
+    ),
+    judge_provider: Optional[str] = _JUDGE["judge_provider"],
+    judge_model: Optional[str] = _JUDGE["judge_model"],
+    judge_base_url: Optional[str] = _JUDGE["judge_base_url"],
+    judge_temperature: Optional[float] = _JUDGE["judge_temperature"],
+    allow_unpinned: Optional[bool] = run_setting(_JUDGE["allow_unpinned"]),
+    no_cache: Optional[bool] = run_setting(_JUDGE["no_cache"]),
+    answer_quality: Optional[bool] = run_setting(_JUDGE["answer_quality"]),
     baseline: Optional[str] = typer.Option(None, "--baseline", metavar="RUN_ID", help="Run id to gate against (its metrics.json).", rich_help_panel=_G),
-    regression_threshold_recall: Optional[float] = regression_threshold_option("recall", _G),
-    regression_threshold_mrr: Optional[float] = regression_threshold_option("mrr", _G),
-    regression_threshold_scope_miss: Optional[float] = regression_threshold_option("scope_miss", _G),
-    regression_threshold_groundedness: Optional[float] = regression_threshold_option("groundedness", _G),
-    regression_threshold_correctness: Optional[float] = regression_threshold_option("correctness", _G),
-    regression_threshold_attribution: Optional[float] = regression_threshold_option("attribution", _G),
-    regression_threshold_abstention: Optional[float] = regression_threshold_option("abstention", _G),
-    regression_threshold_hallucination: Optional[float] = regression_threshold_option("hallucination", _G),
-    regression_threshold_false_abstention: Optional[float] = regression_threshold_option("false_abstention", _G),
-    allow_regressions: Optional[bool] = typer.Option(
-        None, "--allow-regressions", help="Report gate failures (regressions, nothing comparable, broken invariants) but exit 0.", rich_help_panel=_G
-    ),
-    ignore_invariants: Optional[bool] = typer.Option(
-        None,
-        "--ignore-invariants",
-        help="Gate against a baseline run on another eval set version or case count (refused by default).",
-        rich_help_panel=_G,
-    ),
-    allow_missing_metrics: Optional[bool] = allow_missing_metrics_option(_G),
+    regression_threshold_recall: Optional[float] = _GATE["regression_threshold_recall"],
+    regression_threshold_mrr: Optional[float] = _GATE["regression_threshold_mrr"],
+    regression_threshold_scope_miss: Optional[float] = _GATE["regression_threshold_scope_miss"],
+    regression_threshold_groundedness: Optional[float] = _GATE["regression_threshold_groundedness"],
+    regression_threshold_correctness: Optional[float] = _GATE["regression_threshold_correctness"],
+    regression_threshold_attribution: Optional[float] = _GATE["regression_threshold_attribution"],
+    regression_threshold_abstention: Optional[float] = _GATE["regression_threshold_abstention"],
+    regression_threshold_hallucination: Optional[float] = _GATE["regression_threshold_hallucination"],
+    regression_threshold_false_abstention: Optional[float] = _GATE["regression_threshold_false_abstention"],
+    allow_regressions: Optional[bool] = _GATE["allow_regressions"],
+    ignore_invariants: Optional[bool] = _GATE["ignore_invariants"],
+    allow_missing_metrics: Optional[bool] = _GATE["allow_missing_metrics"],
     threshold: Optional[list[str]] = typer.Option(
         None,
         "--threshold",
@@ -220,40 +221,23 @@ def main(
         "Not silenced by --allow-regressions.",
         rich_help_panel=_G,
     ),
-    latency_budget_ms: Optional[float] = typer.Option(
-        None,
-        "--latency-budget-ms",
-        metavar="MS",
-        help="Latency budget per case (a case's constraints.latency_budget_ms wins): per-case score "
-        "1 within budget, else max(0, 1 - (t - budget) / budget), t = the case's total latency; "
-        "latency_budget_score_avg and within_budget_rate in metrics.json.",
-        rich_help_panel=_T,
+    results_dir: Optional[Path] = run_setting(results_dir_option(_O, "--output-dir")),
+    run_id: Optional[str] = typer.Option(None, "--run-id", metavar="RUN_ID", help="Name the run folder (default: <UTC time>-<config hash>).", rich_help_panel=_O),
+    resume: Optional[str] = typer.Option(
+        None, "--resume", metavar="RUN_ID", help="Finish an interrupted run: same config, skip finished cases.", rich_help_panel=_O
     ),
-    answer_quality: Optional[bool] = typer.Option(
+    retry_errors: Optional[bool] = typer.Option(
         None,
-        "--answer-quality",
-        help="Also run seed 002's answer-quality judge on answered answerable cases: relevance, groundedness and "
-        "completeness vs the case's expected_topics, 0-1 each; answer_quality_avg is their mean.",
-        rich_help_panel=_J,
-        show_default=False,
+        "--retry-errors",
+        help="With --resume: also redo the cases the target failed (timeouts, HTTP errors...); their new record replaces the old.",
+        rich_help_panel=_O,
     ),
-    trials: Optional[int] = typer.Option(
-        None,
-        "--trials",
-        min=1,
-        max=100,
-        metavar="N",
-        help="Ask every case N times (Evalite's trialCount): per metric, each trial's value, mean, std and the "
-        "per-case flake rate in metrics.json `trials`; compare_runs pairs cases on their trial mean.",
-        rich_help_panel=_T,
+    store_full_text: Optional[bool] = typer.Option(
+        None, "--store-full-text", help=f"Store full chunk text (default: first {TRUNCATE_CHARS} characters).", rich_help_panel=_O
     ),
-    suite: Optional[Path] = typer.Option(
-        None,
-        "--suite",
-        metavar="PATH",
-        help="Scenario suite (TOML: [scenarios.<name>] metric, weight): each scenario's primary score and the "
-        "weighted global score in metrics.json `suite` and summary.md (seed 004).",
-        rich_help_panel=_T,
+    quiet: Optional[bool] = run_setting(quiet_option("the run folder", _O)),
+    json_output: Optional[bool] = run_setting(
+        json_option("run_id, run_dir, aggregate_metrics, gate...; printed last, the tables go to stderr", _O), "json_output"
     ),
     matrix: Optional[list[str]] = typer.Option(
         None, "--matrix", metavar="KEY=V1,V2,...", help="Run the same cases once per value into sibling runs <run id>-<value> "
@@ -274,81 +258,19 @@ def main(
         "the cases that differ beyond --tolerance. Not with --resume, --baseline, --threshold or --matrix.",
         rich_help_panel=_R,
     ),
-    tolerance: Optional[float] = typer.Option(
-        None, "--tolerance", min=0.0, metavar="FLOAT", help="With --repro: largest |b - a| of a per-case metric that is not a difference "
-        "(a chunk's score_final: at least 1e-10). (default: 0)",
-        rich_help_panel=_R,
+    tolerance: Optional[float] = tolerance_option(_R, with_repro=True),
+    seed: Optional[int] = typer.Option(
+        None, "--seed", metavar="N", help="Seed recorded in config.json and metrics.json (part of the config hash); nothing in a run draws random numbers.", rich_help_panel=_R
     ),
 ) -> None:
     """Run an eval set and write results/<run_id>/."""
+    given = dict(locals())  # first: every parameter, as parsed (None = not given)
     load_dotenv_once()
     with exit_on_known_errors():
         from evalkit.errors import GateFailed
         from evalkit.run.api import RunInterrupted, run_eval
-        from evalkit.targets import parse_param_options
 
-        values = {
-            "eval_set": [str(p) for p in eval_set] if eval_set else None,
-            "api_url": api_url or None,
-            "target": target,
-            "vault": str(vault) if vault is not None else None,
-            "k": list(k) if k else None,
-            "folder_mode": folder_mode,
-            "send_scope": send_scope,
-            "max_error_rate": max_error_rate,
-            "no_probe": no_probe,
-            "rerank_vector_weight": rerank_vector_weight,
-            "rerank_lexical_weight": rerank_lexical_weight,
-            "params": parse_param_options(param) if param else None,
-            "timeout": timeout,
-            "retries": retries,
-            "rps": rps,
-            "max_retry_wait": max_retry_wait,
-            "max_response_bytes": max_response_bytes,
-            "concurrency": concurrency,
-            "retrieval_only": retrieval_only,
-            "judge_provider": judge_provider,
-            "judge_model": judge_model,
-            "judge_base_url": judge_base_url,
-            "judge_temperature": judge_temperature,
-            "allow_unpinned": allow_unpinned,
-            "no_cache": no_cache,
-            "limit": limit,
-            "ids": ids,
-            "tag": list(tag) if tag else None,
-            "category": list(category) if category else None,
-            "require_snippets": require_snippets,
-            "seed": seed,
-            "response_schema": str(response_schema) if response_schema is not None else None,
-            "response_field": response_field,
-            "require_fields": list(require_fields) if require_fields else None,
-            "results_dir": str(results_dir) if results_dir is not None else None,
-            "run_id": run_id,
-            "resume": resume,
-            "retry_errors": retry_errors,
-            "store_full_text": store_full_text,
-            "quiet": quiet,
-            "json_output": json_output,
-            "baseline": baseline,
-            "regression_threshold_recall": regression_threshold_recall,
-            "regression_threshold_mrr": regression_threshold_mrr,
-            "regression_threshold_scope_miss": regression_threshold_scope_miss,
-            "regression_threshold_groundedness": regression_threshold_groundedness,
-            "regression_threshold_correctness": regression_threshold_correctness,
-            "regression_threshold_attribution": regression_threshold_attribution,
-            "regression_threshold_abstention": regression_threshold_abstention,
-            "regression_threshold_hallucination": regression_threshold_hallucination,
-            "regression_threshold_false_abstention": regression_threshold_false_abstention,
-            "allow_regressions": allow_regressions,
-            "ignore_invariants": ignore_invariants,
-            "allow_missing_metrics": allow_missing_metrics,
-            "thresholds": list(threshold) if threshold else None,
-            "latency_budget_ms": latency_budget_ms,
-            "trials": trials,
-            "answer_quality": answer_quality,
-            "suite": str(suite) if suite is not None else None,
-        }
-        values = {key: v for key, v in values.items() if v is not None}
+        values = given_settings(given)
         values.update(_shard_values(shard, shard_from_env, shard_count))
         if repro or tolerance is not None:
             from evalkit.cli.repro import run_repro_cli
@@ -410,6 +332,45 @@ def main(
                 file=sys.stderr,
             )
             raise typer.Exit(EXIT_INCOMPLETE)
+
+
+def given_settings(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The RunSettings values among main's parameters that the user gave.
+
+    Derived, not listed: a parameter names its RunSettings field (FIELD_OF for the renamed
+    ones), so a new flag is one parameter plus one field. None and an empty repeatable flag
+    mean "not given" and are left out: on --resume only given values override the stored run.
+    Paths become strings, --param is parsed, and an empty --api-url (EVAL_API_URL="") is unset.
+
+    Args:
+        params: main's parameters by name, as parsed (its locals, or a click context's params).
+
+    Returns:
+        {RunSettings field: value} for build_settings / evalkit.run_eval.
+
+    Raises:
+        BadConfig: a --param that is not key=value.
+    """
+    from evalkit.config import RunSettings
+    from evalkit.targets import parse_param_options
+
+    values: dict[str, Any] = {}
+    for name, value in params.items():
+        field = FIELD_OF.get(name, name)
+        if name in CLI_ONLY or field not in RunSettings.model_fields or value is None:
+            continue
+        if isinstance(value, list | tuple):
+            if not value:
+                continue
+            value = [str(v) if isinstance(v, Path) else v for v in value]
+        elif isinstance(value, Path):
+            value = str(value)
+        values[field] = value
+    if "params" in values:
+        values["params"] = parse_param_options(values["params"])
+    if values.get("api_url") == "":
+        del values["api_url"]
+    return values
 
 
 def _shard_values(shard: str | None, from_env: bool | None, count: int | None) -> dict[str, str]:

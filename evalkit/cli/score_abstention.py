@@ -15,14 +15,18 @@ from typing import Optional
 import typer
 
 from evalkit.cli.common import (
-    CONCURRENCY,
     RESULTS_DIR,
     RUN_ID,
+    PanelledCommand,
+    concurrency_option,
     emit_scoring,
     exit_on_known_errors,
+    json_option,
     judge_options,
     load_dotenv_once,
     plain_metavars,
+    quiet_option,
+    rescore_options,
 )
 
 app = typer.Typer(
@@ -33,18 +37,16 @@ app = typer.Typer(
     "Exit 0 ok, 2 bad input.",
 )
 
-_J = "classifier"
+_J = "Classifier"
 _JUDGE = judge_options(_J)
+_RESCORE = rescore_options()
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 def main(
     run_id: str = RUN_ID,
     results_dir: Path = RESULTS_DIR,
-    eval_set: Optional[list[Path]] = typer.Option(
-        None, "--eval-set", help="Score against this eval set (file or folder; repeatable), even if it changed since the run. "
-        "(default: the one config.json names, which must be unchanged)"
-    ),
+    eval_set: Optional[list[Path]] = _RESCORE["eval_set"],
     classifier: Optional[str] = typer.Option(
         None, "--classifier", metavar="llm|heuristic", help="Re-classify answers the target gave no `abstained` for: "
         "heuristic (refusal phrases, offline) or llm (--judge-model). (default: use the stored decisions)", rich_help_panel=_J,
@@ -52,12 +54,14 @@ def main(
     judge_provider: Optional[str] = _JUDGE["judge_provider"],
     judge_model: Optional[str] = _JUDGE["judge_model"],
     judge_base_url: Optional[str] = _JUDGE["judge_base_url"],
-    allow_unpinned: bool = typer.Option(False, "--allow-unpinned", help="Accept a floating model alias.", rich_help_panel=_J),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the judge cache.", rich_help_panel=_J),
-    cache_path: Path = typer.Option(Path("cache/judge_cache.sqlite"), "--cache-path", help="SQLite judge cache file.", rich_help_panel=_J),
-    concurrency: int = CONCURRENCY,
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No tables."),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON object last (run_id, abstention_scoring, aggregate_metrics, by_category, warnings)."),
+    allow_unpinned: bool = _JUDGE["allow_unpinned"],
+    no_cache: bool = _JUDGE["no_cache"],
+    cache_path: Path = _JUDGE["cache_path"],
+    concurrency: int = concurrency_option("Classifier requests", _J),
+    quiet: bool = quiet_option(),
+    json_output: bool = json_option(
+        "run_id, abstention_scoring, aggregate_metrics, by_category, warnings; printed last, the tables go to stderr"
+    ),
 ) -> None:
     """Re-score the abstention of RUN_ID and update its metrics.json."""
     load_dotenv_once()

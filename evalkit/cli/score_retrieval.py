@@ -19,7 +19,11 @@ from evalkit.cli.common import (
     RUN_ID,
     emit_scoring,
     exit_on_known_errors,
+    json_option,
+    k_option,
     plain_metavars,
+    quiet_option,
+    rescore_options,
 )
 
 app = typer.Typer(
@@ -29,31 +33,25 @@ app = typer.Typer(
     "snippet rules, fixed labels. Updates metrics.json. Exit 0 ok, 2 bad input.",
 )
 
+_RESCORE = rescore_options()
+
 
 @app.command()
 def main(
     run_id: str = RUN_ID,
     results_dir: Path = RESULTS_DIR,
-    k: Optional[list[int]] = typer.Option(
-        None, "--k", help="Cut-off K; repeatable, the first is the primary K. At most the largest K the run asked for. (default: the run's)"
-    ),
-    require_snippets: Optional[bool] = typer.Option(
-        None, "--require-snippets/--no-require-snippets", help="Gold snippets must occur in the chunk text. (default: the run's setting)"
-    ),
-    eval_set: Optional[list[Path]] = typer.Option(
-        None, "--eval-set", help="Score against this eval set (file or folder; repeatable), even if it changed since the run. "
-        "(default: the one config.json names, which must be unchanged)"
-    ),
-    allow_truncated_text: bool = typer.Option(
-        False, "--allow-truncated-text", help="With snippets required on a run stored without --store-full-text, check them on the "
-        "200-char texts anyway (snippet-based numbers are then upper bounds)."
-    ),
+    k: Optional[list[int]] = k_option("At most the largest K the run asked for. (default: the run's)"),
+    require_snippets: Optional[bool] = _RESCORE["require_snippets"],
+    eval_set: Optional[list[Path]] = _RESCORE["eval_set"],
+    allow_truncated_text: bool = _RESCORE["allow_truncated_text"],
     workers: Optional[int] = typer.Option(
         None, "--workers", min=1, help="Processes that score parts of results.jsonl side by side (Linux; 1 = this one). "
         "(default: one per CPU, at most 8, for results.jsonl over 32 MB)"
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No tables."),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON object last (run_id, retrieval_scoring, aggregate_metrics, by_category, warnings)."),
+    quiet: bool = quiet_option(),
+    json_output: bool = json_option(
+        "run_id, retrieval_scoring, aggregate_metrics, by_category, warnings; printed last, the tables go to stderr"
+    ),
 ) -> None:
     """Re-score the retrieval of RUN_ID and update its metrics.json."""
     with exit_on_known_errors():

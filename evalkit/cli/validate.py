@@ -16,9 +16,12 @@ import typer
 
 from evalkit.cli.common import (
     EXIT_INPUT,
+    api_url_option,
+    eval_set_option,
     exit_on_known_errors,
     load_dotenv_once,
     plain_metavars,
+    settings_default,
 )
 
 EXIT_ANCHOR_PROBLEMS = 1
@@ -33,15 +36,11 @@ app = typer.Typer(
 
 @app.command()
 def main(
-    eval_set: Optional[list[Path]] = typer.Option(
-        None, "--eval-set", help="Eval set: a .jsonl file or a folder of per-domain .jsonl files; repeatable. (default: eval_set.jsonl)"
-    ),
+    eval_set: Optional[list[Path]] = eval_set_option(),
     vault: Optional[Path] = typer.Option(
         None, "--vault", help="Notes folder to check anchors against: files, heading chains, snippets, line spans."
     ),
-    api_url: Optional[str] = typer.Option(
-        None, "--api-url", help="Chatbot API base URL: check anchors' files against the `files` list of GET /api/v1/index/stats."
-    ),
+    api_url: Optional[str] = api_url_option(": check anchors' files against the `files` list of GET /api/v1/index/stats."),
     timeout: float = typer.Option(30.0, "--timeout", min=1.0, help="Seconds for the --api-url stats request."),
 ) -> None:
     """Validate EVAL_SET and, with --vault or --api-url, check its gold anchors against the corpus."""
@@ -68,7 +67,7 @@ def main(
                     if stats is None
                     else f"anchors not checked: {source} does not list its files (no `files` in /api/v1/index/stats)"
                 )
-        result = validate_eval_set(eval_set or [Path("eval_set.jsonl")], corpus)
+        result = validate_eval_set(eval_set or [Path(p) for p in settings_default("eval_set")], corpus)
 
     order = {f["path"]: i for i, f in enumerate(result.eval_set.files)}
     for problem in sorted(result.problems + result.anchor_problems, key=lambda p: (order.get(p.path, -1), p.line or 0)):
