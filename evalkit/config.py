@@ -85,6 +85,9 @@ class RunSettings(BaseModel):
     api_url: str | None = None
     target: str | None = None
     vault: str = DEFAULT_VAULT
+    # Issue 26: the vault id the in-process reference chatbot serves (and puts into chunk ids);
+    # None: the eval set's one vault under --send-scope vaults/both, else the folder's name.
+    vault_id: str | None = None
     k: list[int] = Field(default_factory=lambda: [5], min_length=1)
     folder_mode: FolderMode = "off"
     send_scope: SendScope = "none"
@@ -142,6 +145,8 @@ class RunSettings(BaseModel):
     ignore_invariants: bool = False
     # Issue 25: a --baseline gate that could not compare Recall@K or MRR@K fails unless this.
     allow_missing_metrics: bool = False
+    # Issue 26: a run in which no retrieved chunk matched any gold support exits 2 unless this.
+    allow_format_mismatch: bool = False
     require_snippets: bool = False
     quiet: bool = False
     json_output: bool = False
@@ -246,6 +251,8 @@ class RunSettings(BaseModel):
         out["target_kind"] = _target_kind(self)
         if self.in_process:
             out["vault"] = self.vault
+            if self.vault_id is not None:  # it goes into every chunk id
+                out["vault_id"] = self.vault_id
         if self.latency_budget_ms is not None:  # changes each record's latency_budget score
             out["latency_budget_ms"] = self.latency_budget_ms
         if self.trials > 1:  # N answers per case: another run

@@ -211,6 +211,18 @@ def target_options(panel: str, *, api_url_envvar: str | None = None, vault_help:
     }
 
 
+def vault_id_option(panel: str | None = None, *, from_eval_set: bool = True) -> Any:
+    """`--vault-id`: the vault id the reference chatbot serves, part of every chunk id
+    (run_eval, check-target, serve_reference; only the first two read an eval set)."""
+    default = ("the eval set's one vault under --send-scope vaults/both, else the folder's name" if from_eval_set
+               else "the vault folder's name")
+    return typer.Option(
+        None, "--vault-id", metavar="ID", rich_help_panel=panel,
+        help=f"The vault id the reference chatbot over --vault serves: part of every chunk id; a request naming "
+        f"another vault gets 400. (default: {default})",
+    )
+
+
 def selection_options(panel: str, *, ids_help: str = "Comma-separated case ids to run.") -> dict[str, Any]:
     """Which cases: --ids, --tag, --category (run_eval; label_eval's labeler and
     judge_answers take some of them). {parameter name: typer.Option}."""

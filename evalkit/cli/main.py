@@ -46,6 +46,7 @@ _COMMANDS = [
     ("export", "export"),
     ("cache", "cache"),
     ("generate", "generate"),
+    ("check-target", "check_target"),
 ]
 
 for _name, _module in _COMMANDS:

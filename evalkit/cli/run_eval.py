@@ -43,6 +43,7 @@ from evalkit.cli.common import (
     run_setting,
     selection_options,
     target_options,
+    vault_id_option,
     tolerance_option,
 )
 from evalkit.config import FLAG_OF_FIELD, TRUNCATE_CHARS
@@ -52,7 +53,8 @@ app = typer.Typer(
     add_completion=False,
     help="Run an eval set against a chatbot (HTTP API, Python callable, replayed log or the built-in "
     "reference chatbot) and write results/<run_id>/{config.json,results.jsonl,metrics.json}. "
-    "Exit 0 ok, 1 regression gate or --threshold failed, 2 bad input or unusable target, 3 incomplete run "
+    "Exit 0 ok, 1 regression gate or --threshold failed, 2 bad input, unusable target, or a run that could not "
+    "measure retrieval (--allow-format-mismatch), 3 incomplete run "
     "(the target failed on more than --max-error-rate of the cases), 130 interrupted (resume with --resume).",
 )
 
@@ -75,6 +77,7 @@ def main(
     api_url: Optional[str] = _TARGET["api_url"],
     target: Optional[str] = _TARGET["target"],
     vault: Optional[Path] = _TARGET["vault"],
+    vault_id: Optional[str] = vault_id_option(_T),
     param: Optional[list[str]] = _TARGET["param"],
     folder_mode: Optional[str] = run_setting(
         typer.Option(None, "--folder-mode", metavar="MODE", help="off | on | on_with_fallback.", rich_help_panel=_T)
@@ -116,6 +119,13 @@ def main(
         metavar="SHARE",
         help="Share of cases the target may fail (timeouts, HTTP errors, bad responses) before the run "
         "exits 3 as incomplete; failed cases score as misses.",
+        rich_help_panel=_T,
+    )),
+    allow_format_mismatch: Optional[bool] = run_setting(typer.Option(
+        None,
+        "--allow-format-mismatch",
+        help="Accept a run in which not one retrieved chunk matched any gold support (by default it exits 2: "
+        "retrieval was not measured, usually heading paths or rel_paths in another form than the labels').",
         rich_help_panel=_T,
     )),
     no_probe: Optional[bool] = run_setting(typer.Option(
@@ -263,7 +273,13 @@ def main(
         None, "--seed", metavar="N", help="Seed recorded in config.json and metrics.json (part of the config hash); nothing in a run draws random numbers.", rich_help_panel=_R
     ),
 ) -> None:
-    """Run an eval set and write results/<run_id>/."""
+    """Run an eval set against a chatbot (HTTP API, Python callable, replayed log or the built-in
+    reference chatbot) and write results/<run_id>/ (config.json, results.jsonl, metrics.json, summary.md).
+
+    Exit 0 ok, 1 regression gate or --threshold failed, 2 bad input, an unusable target, or a run that
+    could not measure retrieval (--allow-format-mismatch), 3 incomplete run (the target failed on more
+    than --max-error-rate of the cases), 130 interrupted (resume with --resume).
+    """
     given = dict(locals())  # first: every parameter, as parsed (None = not given)
     load_dotenv_once()
     with exit_on_known_errors():
@@ -305,7 +321,7 @@ def main(
         for w in result.warnings:
             # target errors are said below with the exit code they cause; stale anchors were said before the run
             if w.get("kind") not in ("target_errors", "stale_anchors"):
-                level = "note" if w.get("severity") == "info" else "warning"
+                level = {"info": "note", "error": "error"}.get(w.get("severity"), "warning")
                 print(f"evalkit: {level}: {w['message']}", file=sys.stderr)
         if json_output:
             import orjson
@@ -323,6 +339,13 @@ def main(
                 else "threshold check failed" if result.thresholds_failed else "regression gate failed"
             )
             raise GateFailed(lines, title=title)
+        if result.unmeasurable:
+            print(
+                f"evalkit: retrieval was not measured (see the error above); the run is kept in {result.run_dir}. "
+                "Fix the target's format (evalkit check-target), or pass --allow-format-mismatch to accept it",
+                file=sys.stderr,
+            )
+            raise typer.Exit(2)
         if result.incomplete:
             allowed = result.max_error_rate
             print(

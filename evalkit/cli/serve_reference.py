@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from evalkit.cli.common import exit_on_known_errors, load_dotenv_once, plain_metavars
+from evalkit.cli.common import exit_on_known_errors, load_dotenv_once, plain_metavars, vault_id_option
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, help="Serve the reference chatbot over HTTP (POST /api/v1/ask).")
 
@@ -16,9 +16,7 @@ def main(
     vault: Path = typer.Option(Path("sample_vault"), "--vault", help="Folder of markdown notes to index."),
     host: str = typer.Option("127.0.0.1", "--host", help="Bind address (loopback by default)."),
     port: int = typer.Option(8080, "--port", min=0, max=65535, help="Port (0 = any free port)."),
-    vault_id: str | None = typer.Option(
-        None, "--vault-id", help="Vault id: part of every chunk id; requests naming other vaults get 400. [default: the vault folder's name]"
-    ),
+    vault_id: str | None = vault_id_option(from_eval_set=False),
     max_tokens: int | None = typer.Option(None, "--max-tokens", min=8, help="Chunk token budget [default: 256]."),
     abstain_threshold: float | None = typer.Option(
         None, "--abstain-threshold", min=0.0, max=1.0, help="Abstain when the evidence share is below this [default: 0.4]."

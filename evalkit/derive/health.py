@@ -14,7 +14,17 @@ warnings that metrics.json stores under `warnings` and the CLI prints:
 - `target_errors`: cases the target failed (the metrics count them as misses);
 - `unreviewed_labels`: cases whose labels no person has reviewed (`label_source` "auto"
   from `label --accept-top`, "generated" from `evalkit generate`): their gold is a guess,
-  and the numbers over them measure agreement with it (`evalkit label --review-auto`).
+  and the numbers over them measure agreement with it (`evalkit label --review-auto`);
+- `contract_<rule>`: answers that break a rule of the contract on what a chatbot returns
+  (`evalkit.targets.contract`: heading path form, the section's own heading, unique chunk
+  ids, ranks, relative paths), with an example from a response, the rule and the fix;
+- `gold_path_forms`: gold notes never retrieved under their own path but retrieved under
+  another form of it (absolute, another case, another folder prefix, no `.md`);
+- `retrieval_unmeasurable` (severity "error"): answerable labeled cases got chunks, not one
+  chunk of the whole run matched any gold support, and yet the answers were about the
+  labels' notes (a gold note retrieved under its path or another form of it) or broke a
+  contract rule that hides matches: the answers and the labels did not meet, and the run
+  did not measure retrieval. run_eval exits 2 on it unless `--allow-format-mismatch`.
 
 Each warning is `{"kind", "severity", "message", "n", "of", "ids"}`; ids are capped at 20.
 `severity` is "warning" when the run as a whole is suspect, "info" when a few cases are
@@ -29,8 +39,11 @@ from typing import Any
 
 from evalkit.evalset.anchors import match_support, normalize_rel_path
 from evalkit.schema import REVIEW_SOURCES
+from evalkit.targets.contract import ContractCheck
 
-__all__ = ["NO_CHUNKS_SHARE", "RunHealth", "run_warnings"]
+__all__ = ["NO_CHUNKS_SHARE", "UNMEASURABLE", "RunHealth", "run_warnings"]
+
+UNMEASURABLE = "retrieval_unmeasurable"
 
 NO_CHUNKS_SHARE = 1 / 3
 _MAX_IDS = 20
@@ -65,6 +78,8 @@ class RunHealth:
         self.gold: list[tuple[str, list[Mapping[str, Any]]]] = []
         self.gold_ids: set[str] = set()
         self.unreviewed: dict[str, None] = {}  # ids, in order, once each (--trials)
+        self.contract = ContractCheck()
+        self.with_chunks = 0  # answerable, labeled cases that retrieved something
 
     def add(self, rec: Mapping[str, Any]) -> None:
         self.n_cases += 1
@@ -76,6 +91,7 @@ class RunHealth:
             self.errors.append(cid)
             return
         chunks = rec.get("retrieved_chunks") or []
+        self.contract.add(chunks, cid)
         for c in chunks:
             if c.get("chunk_id"):
                 self.seen_ids.add(str(c["chunk_id"]))
@@ -90,6 +106,7 @@ class RunHealth:
             if supports and cid not in self.gold_ids:  # a --trials run asks each case N times
                 self.gold_ids.add(cid)
                 self.gold.append((cid, supports))
+                self.with_chunks += bool(chunks)
 
     def warnings(self) -> list[dict[str, Any]]:
         n_cases, errors, answered, empty, gold = self.n_cases, self.errors, self.answered, self.empty, self.gold
@@ -163,7 +180,69 @@ class RunHealth:
                     ),
                 }
             )
+        out += [f.to_warning(_MAX_IDS) for f in self.contract.findings()]
+        forms = _other_path_forms(gold, seen_by_file)
+        if forms:
+            shown = "; ".join(f"{g!r} retrieved as {o!r}" for g, o in list(forms.items())[:3])
+            out.append(
+                {
+                    "kind": "gold_path_forms",
+                    "severity": "warning",
+                    "n": len(forms),
+                    "of": len({normalize_rel_path(s.get("rel_path")) for _, ss in gold for s in ss}),
+                    "ids": [],
+                    "message": (
+                        f"{len(forms)} gold note(s) were never retrieved under their own path but were under "
+                        f"another form of it: {shown}. rel_path must be relative to the notes folder, as in "
+                        "the eval set (docs/api-contract.md)"
+                    ),
+                }
+            )
+        # Nothing matched, and the answers were about the labels' notes (a gold note retrieved
+        # under its path or another form of it) or broke a contract rule that hides matches:
+        # the two sides did not meet. A chatbot that only ever retrieved other notes was
+        # measured (its 0 is true): that is gold_never_retrieved, not this.
+        contract_errors = any(f.rule.severity == "error" for f in self.contract.findings())
+        met_a_gold_note = any(normalize_rel_path(s.get("rel_path")) in seen_by_file for _, ss in gold for s in ss)
+        if gold and self.with_chunks and len(never) == len(gold) and (met_a_gold_note or forms or contract_errors):
+            out.insert(
+                0,
+                {
+                    "kind": UNMEASURABLE,
+                    "severity": "error",
+                    "n": len(gold),
+                    "of": len(gold),
+                    "ids": [],
+                    "message": (
+                        f"not one retrieved chunk of this run matched any gold support of its {len(gold)} "
+                        "labeled cases: retrieval was not measured, and every retrieval metric is 0 because "
+                        "the answers and the labels do not meet, not because of the chatbot's quality. "
+                        "Check the contract findings above, rel_path and heading_path against the notes "
+                        "(evalkit check-target; evalkit validate --vault); --allow-format-mismatch accepts "
+                        "the run as it is"
+                    ),
+                },
+            )
         return out
+
+
+def _other_path_forms(gold: list[tuple[str, list[Mapping[str, Any]]]], seen_by_file: Mapping[str, set]) -> dict[str, str]:
+    """Gold paths never retrieved as such, each with a retrieved path that is another form of
+    it: equal case-folded or without `.md`, or one ending with the other at a `/`."""
+    seen = [p for p in seen_by_file if p]
+    out: dict[str, str] = {}
+    for _, supports in gold:
+        for s in supports:
+            g = normalize_rel_path(s.get("rel_path"))
+            if not g or g in seen_by_file or g in out:
+                continue
+            bare = g.casefold().removesuffix(".md")
+            for p in seen:
+                q = p.casefold().removesuffix(".md")
+                if q == bare or q.endswith("/" + bare) or bare.endswith("/" + q):
+                    out[g] = next(iter(seen_by_file[p]))[0]  # as the target wrote it
+                    break
+    return out
 
 
 def _ever_matched(support: Mapping[str, Any], seen_by_file: Mapping[str, set], seen_ids: set[str]) -> bool:

@@ -10,6 +10,10 @@ again in the run), and stops the run with one line (exit 2) when:
   rejects a contract request, e.g. an unknown vault);
 - it answers something that is not the contract's JSON.
 
+An answer that is the contract's JSON but breaks one of its rules (`evalkit.targets.contract`:
+heading paths without `#` levels, repeated chunk ids, ...) does not stop the run: the probe
+records the broken rules under `contract` and the run prints them before the first case.
+
 A 429 passes: the target is there and speaks HTTP; the run's own rate limiting and
 retries handle it. A 5xx, or an exception raised by a python-callable target, passes too,
 recorded as `{"ok": false, ...}`: the target is there and speaks the contract, and the
@@ -25,6 +29,7 @@ from typing import Any
 
 from evalkit.errors import BadConfig, Problem, TargetError
 from evalkit.schema import AskRequest
+from evalkit.targets.contract import check_answer, chunks_of
 
 __all__ = ["PROBE_QUESTION", "probe_target", "probe_failure"]
 
@@ -107,7 +112,7 @@ async def probe_target(settings: Any, target: Any, first_case: Any = None) -> di
         where, flag = f"the target {desc.get('target') or settings.target}", "--target"
     t0 = time.perf_counter()
     try:
-        await (twin or target).ask(request, case_id=None)
+        answer = await (twin or target).ask(request, case_id=None)
     except TargetError as e:
         ms = round((time.perf_counter() - t0) * 1000, 3)
         if e.kind == "http_error" and e.status == 429:
@@ -118,4 +123,10 @@ async def probe_target(settings: Any, target: Any, first_case: Any = None) -> di
     finally:
         if twin is not None:
             await twin.aclose()
-    return {"ok": True, "ms": round((time.perf_counter() - t0) * 1000, 3)}
+    out: dict[str, Any] = {"ok": True, "ms": round((time.perf_counter() - t0) * 1000, 3)}
+    # The answer speaks the contract's JSON; does it keep the contract's rules (heading path
+    # form, unique ids, ranks, relative paths)? Said before the run, not after a 0.
+    broken = check_answer(chunks_of(answer.response))
+    if broken:
+        out["contract"] = broken
+    return out

@@ -12,7 +12,7 @@ import platform
 import shlex
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -28,6 +28,7 @@ from evalkit.config import (
     project_run_defaults,
 )
 from evalkit.derive import RunFacts, derive_run, now_utc
+from evalkit.derive.health import UNMEASURABLE
 from evalkit.errors import BadConfig, EvalkitError, Problem
 from evalkit.evalset.load import EvalSet, load_eval_set
 from evalkit.metrics.keys import ir_measures_values
@@ -108,6 +109,7 @@ class RunResult:
     max_error_rate: float = 0.0
     warnings: list[dict[str, Any]] = field(default_factory=list)
     thresholds: dict[str, Any] | None = None  # metrics.json "thresholds" (issue 13), None without --threshold
+    allow_format_mismatch: bool = False
     trials: dict[str, Any] | None = None  # metrics.json "trials" (issue 13), None without --trials N > 1
 
     @property
@@ -119,6 +121,13 @@ class RunResult:
         """True when the target failed on more cases than --max-error-rate allows: the
         metrics score those cases as misses, so they do not describe the chatbot."""
         return self.error_rate > self.max_error_rate + 1e-12
+
+    @property
+    def unmeasurable(self) -> bool:
+        """True when not one retrieved chunk matched any gold support (the run warning
+        `retrieval_unmeasurable`): the run did not measure retrieval, usually because the
+        answers and the labels are in different forms. Silenced by --allow-format-mismatch."""
+        return not self.allow_format_mismatch and any(w.get("kind") == UNMEASURABLE for w in self.warnings)
 
     @property
     def thresholds_failed(self) -> bool:
@@ -149,6 +158,7 @@ class RunResult:
             "success": self.success,
             "error_rate": self.error_rate,
             "incomplete": self.incomplete,
+            "unmeasurable": self.unmeasurable,
             "thresholds": self.thresholds,
             "trials": self.trials,
             "warnings": list(self.warnings),
@@ -457,13 +467,27 @@ def _retry_policy(retries: int, max_retry_wait: float, progress: Any = None) -> 
     return RetryPolicy.from_retries(retries, max_retry_after=max_retry_wait, on_wait=on_wait if callable(on_wait) else None)
 
 
-def _build_target(settings: RunSettings, progress: Any = None) -> Any:
+def reference_vault_id(settings: RunSettings, cases: Iterable[Any]) -> str | None:
+    """The vault id the in-process reference chatbot serves: --vault-id; else, when the
+    request carries a case's vaults (--send-scope vaults/both), the one vault the selected
+    cases name, so an eval set written for a vault called "tasks" runs against --vault
+    ./obsidian-tasks; else None (the folder's name)."""
+    if settings.vault_id is not None or not settings.in_process:
+        return settings.vault_id
+    if settings.send_scope not in ("vaults", "both"):
+        return None
+    named = {v for c in cases for v in (getattr(c, "vaults", None) or [])}
+    return named.pop() if len(named) == 1 else None
+
+
+def _build_target(settings: RunSettings, progress: Any = None, vault_id: str | None = None) -> Any:
     from evalkit.targets import build_target
 
     return build_target(
         target=settings.target,
         api_url=settings.api_url or None,
         vault=Path(settings.vault),
+        vault_id=vault_id,
         timeout=settings.timeout,
         retries=settings.retries,
         rps=settings.rps,
@@ -607,7 +631,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
     judge = _build_judge(s)
     target = None
     try:
-        target = _build_target(s, progress)
+        target = _build_target(s, progress, reference_vault_id(s, (c for _, c in p.selected)))
         judge_desc = judge.describe() if judge is not None else {"provider": None}
         resumed = p.run is not None and p.stored_config is not None
         probe = None
@@ -649,6 +673,11 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         if resumed and pending:
             # A resume probes with a case it is about to ask anyway: finished cases are not re-asked.
             probe = await probe_target(s, target, pending[0][1])
+        if probe and probe.get("contract"):
+            from evalkit.targets.contract import probe_notes
+
+            _note(progress, "the target's first answer breaks the contract (docs/api-contract.md); "
+                  "retrieval numbers will be wrong until it is fixed:", probe_notes(probe["contract"]))
         stale = await _anchor_check(p, target, vault_given=values.get("vault") is not None)
         if stale is not None:
             _note(progress, stale["message"], stale["problems"])
@@ -712,10 +741,12 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
             judge=judge_desc,
             max_error_rate=s.max_error_rate,
             warnings=list(metrics.get("warnings") or []),
+            allow_format_mismatch=s.allow_format_mismatch,
         )
         # One rule for the CLI and the API: a run whose target failed too often is not a success.
         result.success = result.success and not result.incomplete
         result.success = result.success and not result.thresholds_failed
+        result.success = result.success and not result.unmeasurable
         _lock_baselined(p, result, progress)  # issue 14 item 6: a baselined eval set is immutable
         return result
     finally:

@@ -86,14 +86,17 @@ def test_no_probe_runs_anyway_and_the_failures_make_the_run_incomplete(fault_ser
 
 
 def test_an_unknown_vault_is_an_error_not_an_empty_search(tmp_path):
-    # The reference chatbot's vault id is its folder's name; this eval set names sample_vault.
+    # The reference chatbot's vault id is its folder's name unless --vault-id names it (or the
+    # eval set's one vault does, under --send-scope vaults); this eval set names sample_vault.
     vault = tmp_path / "other_vault"
     shutil.copytree(ROOT / "sample_vault", vault)
     es = ROOT / "eval_set_sanity.jsonl"
     args = ["--eval-set", str(es), "--vault", str(vault), "--results-dir", str(tmp_path / "r"), "--retrieval-only"]
-    out = _run([*args, "--send-scope", "vaults"])
+    out = _run([*args, "--send-scope", "vaults", "--vault-id", "other_vault"])
     assert out.exit_code == 2, out.output
     assert "unknown vault 'sample_vault'; this server serves 'other_vault'" in out.stderr
+    # The eval set's one vault is served when --vault-id is not given.
+    assert _run([*args, "--send-scope", "vaults"]).exit_code == 0
     # Without --send-scope nothing names a vault: the same run measures the chatbot.
     ok = _run([*args, "--json"])
     assert ok.exit_code == 0, ok.output

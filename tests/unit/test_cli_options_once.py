@@ -16,7 +16,7 @@ SCRIPTS = [p.stem for p in sorted(CLI.glob("*.py")) if p.stem not in ("__init__"
 # Flags shared by scripts with one meaning: their declaration lives in common.py alone.
 SHARED = (
     "--json", "--results-dir", "--concurrency", "--rps", "--max-retry-wait", "--quiet", "--force", "--tolerance",
-    "--api-url", "--target", "--param", "--retries", "--allow-unpinned", "--answer-quality", "--no-cache",
+    "--api-url", "--target", "--param", "--retries", "--vault-id", "--allow-unpinned", "--answer-quality", "--no-cache",
     "--refresh-cache", "--cache-path", "--price-file", "--allow-regressions", "--ignore-invariants",
     "--allow-missing-metrics", "--require-snippets", "--allow-truncated-text", "--eval-set", "--tag", "--category",
 )
@@ -66,12 +66,12 @@ def _option(command: object, flag: str) -> object | None:
     return next((p for p in command.params if flag in p.opts), None)  # type: ignore[attr-defined]
 
 
-def test_json_is_one_option_in_the_nine_scripts_that_print_json() -> None:
+def test_json_is_one_option_in_the_scripts_that_print_json() -> None:
     # issue 25 item 9: "--json in 9" declarations; one now, each saying what the object holds
     with_json = {name: _option(cmd, "--json") for name, cmd in _commands().items() if _option(cmd, "--json")}
     assert sorted(with_json) == sorted([
-        "cache merge", "export", "generate", "judge_answers", "merge", "repro", "run_eval", "score_abstention",
-        "score_retrieval",
+        "cache merge", "check_target", "export", "generate", "judge_answers", "merge", "repro", "run_eval",
+        "score_abstention", "score_retrieval",
     ])
     for name, option in with_json.items():
         assert option.is_flag and option.opts == ["--json"], name

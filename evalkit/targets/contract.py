@@ -1,0 +1,257 @@
+"""The contract's rules on what a chatbot returns, checked on its answers (issue 26 item 2).
+
+evalkit matches retrieved chunks against gold labels by the anchor rule (EVAL.md,
+"Anchors"). A chatbot that sends a heading path in another form (LlamaIndex's `/A/B/`), the
+same chunk id twice, or absolute paths is not wrong in a way HTTP or JSON can see: the
+response validates, and every retrieval metric is quietly 0 or quietly lower. These rules
+look at the answers and say so, each with an example from the response, the rule and the
+fix (docs/api-contract.md, "What evalkit checks").
+
+`ContractCheck` accumulates over the answers of a run (`add` each answer's chunks); the
+probe checks the first answer before the run, the run's derive step every answer, and
+`evalkit check-target` a handful. `findings()` gives one `Finding` per broken rule.
+
+The rules (`RULES`), each about one answer's `debug.retrieved_chunks` (and references):
+
+- `heading_path_form`: a heading path is in the contract's form, `# Note > ## Section`:
+  components joined by ` > `, each with its `#` level. `/A/B/`, `A > B`, `A/B` are not.
+- `heading_path_own_section`: the path ends with the chunk's own section heading. A chunk
+  whose text starts with `## Tags` is under `... > ## Tags`, not under its parent.
+- `chunk_id_unique`: a chunk id occurs once in an answer (ids name chunks: two chunks with
+  one id are one chunk to the metrics, and the second earns nothing).
+- `rank_order`: ranks, when sent, are 1..n in list order (the metrics use list position;
+  other ranks say the list is not what the chatbot ranked).
+- `rel_path_relative`: `rel_path` is relative to the notes folder, with `/`, never
+  absolute and never leaving the folder (`..`): gold labels are relative paths.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["RULES", "ContractCheck", "Finding", "Rule", "check_answer", "chunks_of", "probe_notes"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One contract rule: what it says, why a breach matters, and the fix."""
+
+    id: str
+    title: str  # the breach, as a finding names it
+    requirement: str  # the rule in a few words, as a conformance row names it
+    rule: str
+    fix: str
+    # "error": the numbers are wrong while it is broken; "warning": they may be.
+    severity: str = "error"
+
+
+RULES: dict[str, Rule] = {
+    r.id: r
+    for r in (
+        Rule(
+            "heading_path_form",
+            "heading paths not in the contract's form",
+            "heading_path in the '# Note > ## Section' form",
+            "heading_path is the chain of headings from the note's top, each with its # level, "
+            "joined by ' > ': \"# Note > ## Section\"",
+            "send the full chain with levels (LlamaIndex's header_path \"/A/B/\" and LangChain's "
+            "{\"Header 1\": ...} metadata must be converted; evalkit.adapters does it)",
+        ),
+        Rule(
+            "heading_path_own_section",
+            "heading paths that leave out the chunk's own section",
+            "heading_path ends with the chunk's own section",
+            "heading_path ends with the heading of the section the chunk is in: a chunk whose text "
+            "starts with \"## Tags\" is under \"# Note > ## Tags\"",
+            "append the section's own heading to the path of its parents",
+        ),
+        Rule(
+            "chunk_id_unique",
+            "chunk ids repeated within one answer",
+            "chunk ids unique within an answer",
+            "each retrieved chunk has its own chunk_id: an id names one chunk, so a repeat counts "
+            "as a duplicate of the first and earns nothing",
+            "make ids unique per chunk, e.g. a hash of path, heading path, position and text "
+            "(LlamaIndex: an id_func that uses the node's position, not 0 for every node)",
+        ),
+        Rule(
+            "rank_order",
+            "ranks not 1..n in list order",
+            "ranks 1..n in list order",
+            "rank, when sent, is 1 for the first chunk and goes up by one; evalkit scores the list "
+            "in rank order",
+            "number the chunks 1..n in the order the retriever ranked them",
+            severity="warning",
+        ),
+        Rule(
+            "rel_path_relative",
+            "rel_path absolute or outside the notes folder",
+            "rel_path relative to the notes folder",
+            "rel_path is relative to the notes folder, with '/': \"docs/setup/Home server.md\"",
+            "strip the notes folder's own path from the front; gold labels name relative paths",
+        ),
+    )
+}
+
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_WINDOWS_ABSOLUTE = re.compile(r"^[A-Za-z]:[\\/]")
+_EXAMPLE_CHARS = 120
+
+
+@dataclass
+class Finding:
+    """A rule some answers broke: how many of how many, the first example, the cases."""
+
+    rule: Rule
+    n: int = 0  # answers that broke it
+    of: int = 0  # answers checked
+    example: str = ""
+    ids: list[str] = field(default_factory=list)
+
+    def message(self) -> str:
+        return (
+            f"{self.n} of {self.of} answers: {self.rule.title}, e.g. {self.example}. "
+            f"The contract: {self.rule.rule}. Fix: {self.rule.fix}"
+        )
+
+    def to_warning(self, max_ids: int = 20) -> dict[str, Any]:
+        """As a run warning in metrics.json (`kind` `contract_<rule>`)."""
+        return {
+            "kind": f"contract_{self.rule.id}",
+            "severity": "warning",
+            "n": self.n,
+            "of": self.of,
+            "ids": self.ids[:max_ids],
+            "rule": self.rule.rule,
+            "fix": self.rule.fix,
+            "example": self.example,
+            "message": self.message(),
+        }
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _EXAMPLE_CHARS else text[: _EXAMPLE_CHARS - 1] + "…"
+
+
+def _heading_form_problem(heading: str) -> str | None:
+    """Why `heading` is not in the `# A > ## B` form, or None."""
+    parts = [p.strip() for p in heading.split(" > ")] if " > " in heading else [heading.strip()]
+    if len(parts) == 1 and "/" in heading and not heading.lstrip().startswith("#"):
+        return f"heading_path {_short(heading)} is '/'-separated and has no # levels"
+    unlevelled = [p for p in parts if p and not p.startswith("#")]
+    if unlevelled:
+        return f"heading_path {_short(heading)} has a component without its # level ({_short(unlevelled[0])})"
+    return None
+
+
+def _first_heading(text: Any) -> str | None:
+    """The chunk text's first non-blank line when it is an ATX heading, as `## Title`."""
+    if not isinstance(text, str):
+        return None
+    for line in text.splitlines():
+        if line.strip():
+            m = _ATX.match(line)
+            if m is None:
+                return None
+            title = " ".join((m.group(2) or "").split())
+            return f"{m.group(1)} {title}" if title else None
+    return None
+
+
+def check_answer(chunks: Sequence[Mapping[str, Any]] | None) -> dict[str, str]:
+    """The rules one answer's retrieved chunks break: {rule id: an example}."""
+    out: dict[str, str] = {}
+    if not chunks:
+        return out
+    seen: dict[str, int] = {}
+    for pos, c in enumerate(chunks, start=1):
+        if not isinstance(c, Mapping):
+            continue
+        heading = c.get("heading_path")
+        if isinstance(heading, str) and heading.strip():
+            problem = _heading_form_problem(heading)
+            if problem is not None:
+                out.setdefault("heading_path_form", problem)
+            else:
+                own = _first_heading(c.get("text"))
+                last = " ".join(heading.split(" > ")[-1].split())
+                if own is not None and own.casefold() != last.casefold():
+                    out.setdefault(
+                        "heading_path_own_section",
+                        f"a chunk whose text starts with {_short(own)} has heading_path {_short(heading)}",
+                    )
+        cid = c.get("chunk_id")
+        if cid is not None and str(cid) != "":
+            if str(cid) in seen:
+                out.setdefault(
+                    "chunk_id_unique", f"chunk_id {_short(str(cid))} at positions {seen[str(cid)]} and {pos}"
+                )
+            else:
+                seen[str(cid)] = pos
+        path = c.get("rel_path")
+        if isinstance(path, str) and path:
+            p = path.replace("\\", "/")
+            if p.startswith("/") or _WINDOWS_ABSOLUTE.match(path) or p.startswith("file:"):
+                out.setdefault("rel_path_relative", f"rel_path {_short(path)} is absolute")
+            elif ".." in p.split("/"):
+                out.setdefault("rel_path_relative", f"rel_path {_short(path)} leaves the notes folder")
+    ranks = [c.get("rank") for c in chunks if isinstance(c, Mapping)]
+    if any(r is not None for r in ranks) and ranks != list(range(1, len(ranks) + 1)):
+        shown = ranks[:6] + (["…"] if len(ranks) > 6 else [])
+        out.setdefault("rank_order", f"ranks {shown} for {len(ranks)} chunks")
+    return out
+
+
+class ContractCheck:
+    """The rules over many answers: `add` each, then `findings()`."""
+
+    def __init__(self) -> None:
+        self.checked = 0
+        self.broken: dict[str, Finding] = {}
+
+    def add(self, chunks: Sequence[Mapping[str, Any]] | None, case_id: str | None = None) -> dict[str, str]:
+        """Check one answer's retrieved chunks; returns what it broke ({rule: example})."""
+        if not chunks:
+            return {}
+        self.checked += 1
+        found = check_answer(chunks)
+        for rule_id, example in found.items():
+            f = self.broken.get(rule_id)
+            if f is None:
+                f = self.broken[rule_id] = Finding(RULES[rule_id], example=example)
+            f.n += 1
+            if case_id is not None and len(f.ids) < 20:
+                f.ids.append(case_id)
+        return found
+
+    def findings(self) -> list[Finding]:
+        """The broken rules, in RULES' order, each with n of the answers checked."""
+        out = []
+        for rule_id in RULES:
+            f = self.broken.get(rule_id)
+            if f is not None:
+                f.of = self.checked
+                out.append(f)
+        return out
+
+
+def findings_of(answers: Iterable[Sequence[Mapping[str, Any]] | None]) -> list[Finding]:
+    check = ContractCheck()
+    for chunks in answers:
+        check.add(chunks)
+    return check.findings()
+
+
+def chunks_of(response: Any) -> list[dict[str, Any]]:
+    """A validated AskResponse's retrieved chunks as plain dicts (what a record stores)."""
+    debug = getattr(response, "debug", None)
+    return [c.model_dump() for c in (getattr(debug, "retrieved_chunks", None) or [])]
+
+
+def probe_notes(broken: Mapping[str, str]) -> list[str]:
+    """One line per rule the probe's answer broke: the example, then the fix."""
+    return [f"{RULES[r].title}: {example}. Fix: {RULES[r].fix}" for r, example in broken.items()]

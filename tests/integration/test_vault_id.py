@@ -1,0 +1,44 @@
+"""`--vault-id` (issue 26 item 5): an eval set written for a vault named "notes" runs against the
+reference chatbot over a folder with another name, under --send-scope vaults."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from evalkit.cli.run_eval import app
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _eval_set(tmp_path: Path, vault: str) -> Path:
+    cases = [json.loads(line) for line in (ROOT / "eval_set.jsonl").read_text().splitlines()[:4]]
+    for c in cases:
+        c["vaults"] = [vault]
+    path = tmp_path / "es.jsonl"
+    path.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    return path
+
+
+def _run(tmp_path: Path, es: Path, *extra: str):
+    return CliRunner().invoke(app, ["--eval-set", str(es), "--vault", str(ROOT / "sample_vault"), "--send-scope",
+                                    "vaults", "--results-dir", str(tmp_path / "r"), "--retrieval-only", "--json",
+                                    *extra])
+
+
+def test_the_eval_sets_one_vault_is_served(tmp_path: Path) -> None:
+    out = _run(tmp_path, _eval_set(tmp_path, "notes"))
+    assert out.exit_code == 0, out.output
+    payload = json.loads(out.stdout.strip().splitlines()[-1])
+    config = json.loads((Path(payload["run_dir"]) / "config.json").read_text())
+    assert config["target"]["vault_id"] == "notes"
+
+
+def test_an_explicit_vault_id_wins_and_a_wrong_one_is_refused_before_the_run(tmp_path: Path) -> None:
+    es = _eval_set(tmp_path, "notes")
+    out = _run(tmp_path, es, "--vault-id", "other")
+    assert out.exit_code == 2
+    assert "unknown vault 'notes'" in out.output and "'other'" in out.output
+    assert _run(tmp_path, es, "--vault-id", "notes").exit_code == 0
