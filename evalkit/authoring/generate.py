@@ -1,8 +1,8 @@
 """Offline candidate eval cases from the notes' own structure (issue 16, no LLM).
 
-`generate_candidates(vault)` reads every note with the reference chunker (through
-`anchorcheck.outline_note`, so heading paths are spelled as the chatbot's chunks spell
-them) and turns four shapes of text into candidate cases:
+`generate_candidates(vault)` reads every note with the Markdown reader and the reference
+chunker (through `anchorcheck.outline_note`, so heading paths are spelled as the chatbot's
+chunks spell them) and turns four shapes of text into candidate cases:
 
 - `heading_question`: a heading phrased as a question (it ends in `?`, or opens with an
   interrogative and an auxiliary: "How do I rotate keys"). Question = the heading text;
@@ -18,7 +18,9 @@ them) and turns four shapes of text into candidate cases:
   answer no "what is" question (yes / no / ticks / dashes: a feature matrix) and first
   cells or headers with `<br>` or `[[links]]` are skipped.
 
-Lines inside fenced code blocks are never read. Every candidate has one gold support, the
+Lines inside code blocks (fenced or indented, as CommonMark reads them) and lines wholly
+inside an Obsidian `%%comment%%` (hidden in Obsidian) are never read, nor are heading lines
+but the section's own (`## Q?` setext or ATX). Every candidate has one gold support, the
 anchor (rel_path + heading_path) of the section the text is in, with a snippet copied from
 that section, so it validates against the vault by construction (anchorcheck).
 
@@ -61,6 +63,7 @@ from typing import Any
 from evalkit.authoring.labeling import GENERATED
 from evalkit.errors import BadConfig, Problem
 from evalkit.evalset.anchorcheck import Chain, NoteOutline, outline_note
+from evalkit.notes.markdown import read_note
 from evalkit.reference.corpus import MARKDOWN_SUFFIXES, walk_vault
 from evalkit.reference.tokens import terms
 
@@ -93,7 +96,6 @@ DEFAULT_PER_TABLE = 3
 _SNIPPET_CHARS = 120
 _MAX_TERM_WORDS = 6
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _INTERROGATIVE = re.compile(
     r"^(how|what|why|when|where|which|who|whom|whose)\s+(do|does|did|is|are|was|were|can|could|should|would|will|to|much|many|long|often)\b",
     re.IGNORECASE,
@@ -197,18 +199,38 @@ def own_lines(outline: NoteOutline, chain: Chain) -> list[tuple[int, str]]:
 
 
 def unfenced(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    out, fence = [], None
-    for n, text in lines:
-        m = _FENCE.match(text)
-        if fence is not None:
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not text.strip().strip(fence[0]):
-                fence = None
-            continue
-        if m:
-            fence = m.group(1)
-            continue
-        out.append((n, text))
-    return out
+    """`lines` without the ones inside code blocks (fenced or indented), as the Markdown reader
+    parses them.
+
+    Args:
+        lines: (number, text) in order; numbers may skip blank lines (a section's own lines,
+            `own_lines`) or run from 0 (`enumerate(text.split("\n"))`).
+    """
+    if not lines:
+        return []
+    first = lines[0][0]
+    text = [""] * (lines[-1][0] - first + 1)  # the gaps are blank lines: parse them as such
+    for n, t in lines:
+        text[n - first] = t
+    code = read_note("\n".join(text), front_matter=False).code_lines
+    return [(n, t) for n, t in lines if n - first + 1 not in code]
+
+
+def _readable(outline: NoteOutline, chain: Chain) -> tuple[tuple[int, str] | None, list[tuple[int, str]]]:
+    """The section's heading line (None before the first heading) and the body lines a
+    question may come from: no code, no line wholly inside a comment, no heading line."""
+    own = own_lines(outline, chain)
+    note = outline.note
+    if note is None:  # an outline built by hand: the plain reading
+        own = unfenced(own)
+        if chain and own and own[0][1].lstrip().startswith("#"):
+            return own[0], own[1:]
+        return None, own
+    starts = {h.line: h for h in note.headings}
+    head_lines = {n for h in note.headings for n in range(h.line, h.end_line + 1)}
+    hidden = note.code_lines | note.comment_lines | head_lines
+    heading = own[0] if chain and own and own[0][0] in starts else None
+    return heading, [(n, t) for n, t in own if n not in hidden]
 
 
 def _prose(text: str) -> str:
@@ -252,11 +274,7 @@ def _header_phrase(header: str) -> str:
 
 
 def _section_candidates(rel_path: str, outline: NoteOutline, chain: Chain) -> Iterable[Candidate]:
-    own = unfenced(own_lines(outline, chain))
-    if chain and own and own[0][1].lstrip().startswith("#"):
-        heading, body = own[0], own[1:]
-    else:
-        heading, body = None, own
+    heading, body = _readable(outline, chain)
     body_text = "\n".join(t for _, t in body)
     if heading is not None:
         title = chain[-1].lstrip("#").strip()

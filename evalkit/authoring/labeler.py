@@ -22,6 +22,7 @@ from typing import Any
 from evalkit.authoring.labeling import REVIEW_SOURCES, EvalSetFile, check_writable
 from evalkit.errors import BadConfig, Problem, TargetError
 from evalkit.evalset.anchors import heading_components, normalize_heading_path, normalize_rel_path
+from evalkit.notes.markdown import read_note
 
 __all__ = ["LabelSession", "choose_cases", "question_words", "sentences", "open_session"]
 
@@ -49,16 +50,21 @@ def sentences(text: str) -> list[str]:
     """Snippet candidates of a chunk's text: its non-empty lines split into sentences.
 
     Each candidate is a verbatim substring of the text (list markers, `>` and `|` trimmed
-    from its ends; heading lines skipped), so as a snippet it matches the chunk it came from.
+    from its ends), so as a snippet it matches the chunk it came from. Heading lines (ATX
+    or setext, as the Markdown reader finds them) are skipped: a heading is the anchor's
+    job, not a snippet's; a `#tag` line or a `# comment` in a code block is text.
     """
+    note = read_note(text, front_matter=False)
+    heading_lines = {n for h in note.headings for n in range(h.line, h.end_line + 1)}
     out: list[str] = []
-    for line in text.splitlines():
-        if line.lstrip().startswith("#"):
-            continue  # a heading line is the anchor's job, not a snippet's
-        for part in _SENTENCE_END.split(line):
-            s = part.strip().lstrip("-*>#| ").rstrip("| ").strip()
-            if len(s) >= 3 and s not in out:
-                out.append(s)
+    for number, whole in enumerate(note.lines, start=1):
+        if number in heading_lines:
+            continue
+        for line in whole.splitlines():  # other line breaks (\u2028, ...) still end a candidate
+            for part in _SENTENCE_END.split(line):
+                s = part.strip().lstrip("-*>#| ").rstrip("| ").strip()
+                if len(s) >= 3 and s not in out:
+                    out.append(s)
     return out
 
 

@@ -2,8 +2,9 @@
 
 One implementation for `evalkit validate`, the pre-run check of run_eval and the labeling
 tool. A `Corpus` is what we know of the notes: built from a vault folder
-(`corpus_from_vault`: files, heading chains and text, parsed by the reference chatbot's own
-chunker so heading paths are spelled as its chunks spell them) or from a plain file list
+(`corpus_from_vault`: files, heading chains and text, read by the one Markdown reader,
+`evalkit.notes.markdown`, and cut into pieces by the reference chatbot's own chunker, so
+heading paths are spelled as its chunks spell them) or from a plain file list
 (`corpus_from_files`, `corpus_from_index_stats`: existence only). `check_anchors` returns
 one located `Problem` per anchor that cannot match anything:
 
@@ -34,6 +35,7 @@ from evalkit.evalset.anchors import (
     normalize_snippet_text,
 )
 from evalkit.evalset.load import EvalSet, read_eval_set
+from evalkit.notes.markdown import Note, read_note
 from evalkit.reference.chunker import ChunkerConfig, chunk_markdown
 from evalkit.reference.corpus import MARKDOWN_SUFFIXES, walk_vault
 
@@ -70,6 +72,8 @@ class NoteOutline:
             whole file. Front matter is not in any span (the chatbot does not index it).
         pieces: (chain, start_line, end_line) of every chunk and skipped piece, in file order.
         lines: the file's lines, decoded as UTF-8 (bad bytes replaced).
+        note: what the Markdown reader found (headings, code and comment lines, ...); None
+            only for outlines built by hand.
     """
 
     rel_path: str
@@ -78,6 +82,7 @@ class NoteOutline:
     pieces: tuple[tuple[Chain, int, int], ...]
     lines: tuple[str, ...]
     _texts: dict[Chain, str] = field(default_factory=dict, repr=False, compare=False)
+    note: Note | None = field(default=None, repr=False, compare=False)
 
     @property
     def chains(self) -> list[str]:
@@ -115,8 +120,9 @@ class NoteOutline:
 def outline_note(data: bytes, rel_path: str, config: ChunkerConfig | None = None) -> NoteOutline:
     """Parse one markdown note into its heading chains and section spans.
 
-    Heading chains come from the reference chunker's chunks and skipped pieces (so a
-    heading inside a code fence or an HTML comment is no heading here either), plus every
+    The note is read once (`read_note`: CommonMark, so a `#` line inside a code block or an
+    HTML block, or a heading inside an Obsidian comment, is no heading) and cut by the
+    reference chunker; heading chains come from its chunks and skipped pieces, plus every
     prefix of each: a parent heading with no text of its own is still a valid anchor.
 
     Args:
@@ -127,7 +133,8 @@ def outline_note(data: bytes, rel_path: str, config: ChunkerConfig | None = None
     Returns:
         The note's outline.
     """
-    doc = chunk_markdown(data, rel_path, config=config)
+    note = read_note(data)
+    doc = chunk_markdown(data, rel_path, config=config, note=note)
     raw = [(c.heading_path, c.start_line, c.end_line) for c in doc.chunks]
     raw += [(s.heading_path, s.start_line, s.end_line) for s in doc.skipped]
     pieces = sorted(((heading_components(h), s, e) for h, s, e in raw), key=lambda p: (p[1], p[2]))
@@ -136,11 +143,7 @@ def outline_note(data: bytes, rel_path: str, config: ChunkerConfig | None = None
         for n in range(1, len(chain) + 1):
             lo, hi = spans.get(chain[:n], (start, end))
             spans[chain[:n]] = (min(lo, start), max(hi, end))
-    text = data.removeprefix(b"\xef\xbb\xbf").decode("utf-8", "replace")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # a final newline ends the last line; it does not start another
-    return NoteOutline(rel_path, len(lines), spans, tuple(pieces), tuple(ln.removesuffix("\r") for ln in lines))
+    return NoteOutline(rel_path, note.n_lines, spans, tuple(pieces), note.lines, note=note)
 
 
 class Corpus:

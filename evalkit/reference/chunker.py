@@ -2,19 +2,21 @@
 
 Rules (EVAL.md "reference-chatbot" states them for users):
 
-- YAML front matter (a first line `---` up to the next `---` or `...`) is not indexed, but
+- Structure comes from the one Markdown reader, `evalkit.notes.markdown.read_note`
+  (markdown-it-py: CommonMark, plus Obsidian's front matter, `%%comments%%` and callouts).
+  YAML front matter (a first line `---` up to the next `---` or `...`) is not indexed, but
   line numbers and byte offsets stay those of the original file.
-- ATX headings only, CommonMark style: up to 3 spaces, 1-6 `#`, then a space, a tab or the
-  end of the line. `#NoSpace` is not a heading (CommonMark; in Obsidian it is a tag).
-  Setext headings (underlines) are not recognised. Lines inside fenced code blocks
-  (``` or ~~~, any fence length, closed by the same character at least as long), inside
-  HTML comments `<!-- -->` and inside Obsidian comments `%% %%` are never headings.
+- Headings are CommonMark's, ATX (`# A`; `#NoSpace` is a tag) and setext (a paragraph
+  underlined with `===` or `---`), at the top level of the note. Lines inside code blocks
+  (fenced or indented, at any depth), HTML blocks, list items, blockquotes and callouts, and
+  headings that start inside an Obsidian comment `%% %%`, are never section headings; a `%%`
+  inside a code span or a code block opens no comment.
 - A heading opens a section that runs to the next heading of any level. Its heading path
   is the stack of enclosing headings, `# A > ## B > ### C`, each written as its `#`s and
   its text with whitespace collapsed and a closing `#` sequence removed. Text before the
   first heading has heading path "" (whole-file scope).
 - A section's chunk starts at its heading line. Sections over `max_tokens` (or
-  `max_chunk_bytes`) are split on blank-line paragraphs (never inside a fenced block),
+  `max_chunk_bytes`) are split on blank-line paragraphs (never inside a code block),
   then on lines, then on tokens (hard windows); the parts are packed greedily, in order,
   into pieces under both budgets, and each piece keeps the section's heading path.
 - Skipped pieces: `empty` (a heading with no body and no sub-headings), `too_small`
@@ -28,10 +30,10 @@ from __future__ import annotations
 
 import codecs
 import hashlib
-import re
 from dataclasses import dataclass, field
 from itertools import accumulate
 
+from evalkit.notes.markdown import Note, read_note
 from evalkit.reference.tokens import count_tokens, token_spans
 
 CHUNKER_VERSION = "md-heading-v1"
@@ -39,10 +41,6 @@ CHUNKER_VERSION = "md-heading-v1"
 SKIP_EMPTY = "empty"
 SKIP_TOO_SMALL = "too_small"
 SKIP_CONTEXT = "context_limit_exceeded"
-
-_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
-_CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
 
 
 @dataclass(frozen=True)
@@ -116,7 +114,7 @@ class _Line:
     end: int  # byte offset just past the content (newline excluded)
     text: str  # decoded with surrogateescape so it encodes back to the exact bytes
     tokens: int = 0
-    in_fence: bool = False  # fence lines and their content: blank lines there do not split
+    in_fence: bool = False  # a code block's lines: blank lines there do not split
 
 
 def _split_lines(data: bytes) -> list[_Line]:
@@ -135,88 +133,23 @@ def _split_lines(data: bytes) -> list[_Line]:
     return lines
 
 
-def _front_matter_end(lines: list[_Line]) -> int:
-    """Index of the first line after YAML front matter (0 when there is none or it is unclosed)."""
-    if lines and lines[0].text.rstrip() == "---":
-        for i in range(1, len(lines)):
-            if lines[i].text.rstrip() in ("---", "..."):
-                return i + 1
-    return 0
-
-
-def _heading(text: str) -> tuple[int, str] | None:
-    m = _ATX.match(text)
-    if not m:
-        return None
-    title = _CLOSING_HASHES.sub("", m.group(2) or "")
-    return len(m.group(1)), " ".join(title.split())
-
-
-def _scan_comments(text: str, html: bool, pct: bool) -> tuple[bool, bool]:
-    """Comment state after `text`, given the state before it (HTML `<!-- -->`, Obsidian `%% %%`)."""
-    i = 0
-    while i < len(text):
-        if html:
-            j = text.find("-->", i)
-            if j < 0:
-                return True, pct
-            html, i = False, j + 3
-        elif pct:
-            j = text.find("%%", i)
-            if j < 0:
-                return html, True
-            pct, i = False, j + 2
-        else:
-            h, p = text.find("<!--", i), text.find("%%", i)
-            if h < 0 and p < 0:
-                break
-            if p < 0 or (0 <= h < p):
-                html, i = True, h + 4
-            else:
-                pct, i = True, p + 2
-    return html, pct
-
-
 @dataclass
 class _Section:
     heading_path: str
     level: int  # 0 for the text before the first heading
-    first: int  # index of the heading line (or of the first body line for level 0)
+    first: int  # index of the heading's first line (or of the first body line for level 0)
+    body: int  # index of the first line after the heading (== first for level 0)
     stop: int = 0  # index just past the last line
 
 
-def _sections(lines: list[_Line], body_start: int) -> list[_Section]:
-    """Split the body into heading sections, marking fenced lines on the way."""
-    sections = [_Section("", 0, body_start)]
-    stack: list[tuple[int, str]] = []
-    fence: tuple[str, int] | None = None  # (char, length) of the open fence
-    html = pct = False
-    for i in range(body_start, len(lines)):
-        line = lines[i]
-        text = line.text
-        if fence is not None:
-            line.in_fence = True
-            close = text.strip(" \t")
-            if len(text) - len(text.lstrip(" ")) <= 3 and close and set(close) == {fence[0]} and len(close) >= fence[1]:
-                fence = None
-            continue
-        if html or pct:
-            html, pct = _scan_comments(text, html, pct)
-            continue
-        m = _FENCE_OPEN.match(text)
-        if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
-            fence = (m.group(1)[0], len(m.group(1)))
-            line.in_fence = True
-            continue
-        h = _heading(text)
-        if h is not None:
-            level, title = h
-            while stack and stack[-1][0] >= level:
-                stack.pop()
-            stack.append((level, f"{'#' * level} {title}".rstrip()))
-            sections[-1].stop = i
-            sections.append(_Section(" > ".join(s for _, s in stack), level, i))
-        html, pct = _scan_comments(text, html, pct)
+def _sections(lines: list[_Line], note: Note) -> list[_Section]:
+    """The note's heading sections as line indexes, marking code-block lines on the way."""
+    for n in note.code_lines:
+        lines[n - 1].in_fence = True
+    sections = [_Section("", 0, note.body_start - 1, note.body_start - 1)]
+    for h in note.headings:
+        sections[-1].stop = h.line - 1
+        sections.append(_Section(h.path, h.level, h.line - 1, h.end_line))
     sections[-1].stop = len(lines)
     return sections
 
@@ -234,15 +167,13 @@ class _Unit:
     oversized: bool = False
 
 
-def _blocks(lines: list[_Line], first: int, stop: int, has_heading: bool) -> list[list[_Line]]:
-    """Blank-line separated paragraphs; the heading line is a block of its own."""
+def _blocks(lines: list[_Line], sec: _Section) -> list[list[_Line]]:
+    """Blank-line separated paragraphs; the heading's lines are a block of their own."""
     blocks: list[list[_Line]] = []
     cur: list[_Line] = []
-    i = first
-    if has_heading:
-        blocks.append([lines[first]])
-        i += 1
-    for line in lines[i:stop]:
+    if sec.body > sec.first:
+        blocks.append(lines[sec.first : sec.body])
+    for line in lines[sec.body : sec.stop]:
         if not line.text.strip() and not line.in_fence:
             if cur:
                 blocks.append(cur)
@@ -251,7 +182,7 @@ def _blocks(lines: list[_Line], first: int, stop: int, has_heading: bool) -> lis
         cur.append(line)
     if cur:
         blocks.append(cur)
-    # a fence's blank lines belong to it, but a block never ends on blank lines
+    # a code block's blank lines belong to it, but a block never ends on blank lines
     for b in blocks:
         while len(b) > 1 and not b[-1].text.strip():
             b.pop()
@@ -312,7 +243,12 @@ def _pack(units: list[_Unit], cfg: ChunkerConfig) -> list[_Unit]:
 
 
 def chunk_markdown(
-    data: bytes, rel_path: str, *, vault_id: str = "default", config: ChunkerConfig | None = None
+    data: bytes,
+    rel_path: str,
+    *,
+    vault_id: str = "default",
+    config: ChunkerConfig | None = None,
+    note: Note | None = None,
 ) -> DocChunks:
     """Chunk one markdown note.
 
@@ -321,25 +257,25 @@ def chunk_markdown(
         rel_path: path relative to the vault root, with `/` separators.
         vault_id: goes into the chunk id.
         config: chunking parameters (defaults: ChunkerConfig()).
+        note: `read_note(data)`, when the caller has read it already.
 
     Returns:
         DocChunks with the indexed chunks in file order and the skipped pieces.
     """
     cfg = config or ChunkerConfig()
     lines = _split_lines(data)
-    sections = _sections(lines, _front_matter_end(lines))
+    sections = _sections(lines, note if note is not None else read_note(data))
     out = DocChunks(rel_path)
     for idx, sec in enumerate(sections):
-        has_heading = sec.level > 0
-        body = lines[sec.first + 1 if has_heading else sec.first : sec.stop]
-        if not any(ln.text.strip() for ln in body):
+        if not any(ln.text.strip() for ln in lines[sec.body : sec.stop]):
             nxt = sections[idx + 1] if idx + 1 < len(sections) else None
-            if has_heading and not (nxt is not None and nxt.level > sec.level):
+            if sec.level > 0 and not (nxt is not None and nxt.level > sec.level):
                 # a heading nobody wrote anything under; parents of sub-headings are structure
-                ln = lines[sec.first]
-                out.skipped.append(SkippedPiece(rel_path, sec.heading_path, ln.number, ln.number, SKIP_EMPTY, ln.tokens))
+                head = lines[sec.first : sec.body]
+                out.skipped.append(SkippedPiece(rel_path, sec.heading_path, head[0].number, head[-1].number,
+                                                SKIP_EMPTY, sum(ln.tokens for ln in head)))
             continue
-        units = [u for block in _blocks(lines, sec.first, sec.stop, has_heading) for u in _units(block, cfg)]
+        units = [u for block in _blocks(lines, sec) for u in _units(block, cfg)]
         for p in _pack(units, cfg):
             text = data[p.start : p.end].decode("utf-8", "replace")
             reason = SKIP_CONTEXT if p.oversized else SKIP_TOO_SMALL if p.tokens < cfg.min_tokens else None
