@@ -97,8 +97,6 @@ MAX_TOKENS = 1500
 # category); "unanswerable" is not one, so the eval-set loader would reject it.
 UNANSWERABLE_CATEGORY = "adversarial"
 
-_INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1")
-_WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
 _WORD = re.compile(r"\w+")
 
 
@@ -265,7 +263,13 @@ def note_sections(rel_path: str, outline: NoteOutline) -> list[Section]:
         lines = unfenced(own)
         if not lines:
             continue
-        body = lines[1:] if chain and lines[0][1].lstrip().startswith("#") else lines
+        # The heading's own lines (one, or two for a setext heading), as the reader found them.
+        path = " > ".join(chain) if isinstance(chain, tuple) else chain
+        heading = next((h for h in outline.note.headings if h.path == path), None) if outline.note else None
+        if heading is not None:
+            body = [(n, text) for n, text in lines if not heading.line <= n <= heading.end_line]
+        else:
+            body = lines[1:] if chain and lines[0][1].lstrip().startswith("#") else lines
         words = sum(len(_WORD.findall(t)) for _, t in body)
         if words == 0:
             continue
@@ -323,22 +327,19 @@ class WikiLink:
 
 
 def parse_wikilinks(text: str, *, first_line: int = 1) -> list[WikiLink]:
-    """The `[[...]]` links of `text`, in order; embeds (`![[...]]`), links in fenced code
-    and inline code spans, and same-note links (`[[#Heading]]`) are skipped."""
+    """The `[[...]]` links of `text`, in order, as the Markdown reader finds them (so none in
+    code, inline code or a `%%` comment); embeds (`![[...]]`) and same-note links
+    (`[[#Heading]]`) are skipped."""
+    from evalkit.notes.markdown import read_note
+
     out: list[WikiLink] = []
-    for i, line in unfenced(list(enumerate(text.split("\n")))):
-        for lm in _WIKILINK.finditer(_INLINE_CODE.sub(lambda c: " " * len(c.group()), line)):
-            if lm.group(1):
-                continue  # an embed
-            inner = lm.group(2)
-            target, bar, alias = inner.partition("|")
-            target = target.removesuffix("\\")  # `[[T\\|alias]]` inside a table
-            target, _, heading = target.partition("#")
-            target = target.strip()
-            if not target:
-                continue
-            heading = heading.strip().lstrip("#").strip() or None
-            out.append(WikiLink(target, heading, alias.strip() if bar else None, first_line + i))
+    for link in read_note(text, front_matter=False).wikilinks:
+        target = link.target.removesuffix("\\").strip()  # `[[T\\|alias]]` inside a table
+        if link.embed or not target:
+            continue
+        heading = (link.heading or "").strip().lstrip("#").strip() or None
+        alias = link.alias.strip() if link.alias is not None else None
+        out.append(WikiLink(target, heading, alias, first_line + link.line - 1))
     return out
 
 

@@ -36,7 +36,7 @@ from itertools import accumulate
 from evalkit.notes.markdown import Note, read_note
 from evalkit.reference.tokens import count_tokens, token_spans
 
-CHUNKER_VERSION = "md-heading-v1"
+CHUNKER_VERSION = "md-heading-v2"
 
 SKIP_EMPTY = "empty"
 SKIP_TOO_SMALL = "too_small"

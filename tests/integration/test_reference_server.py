@@ -53,7 +53,7 @@ def test_ask_answers_the_contract(client: httpx.Client, question: str) -> None:
         assert re.fullmatch(r"[0-9a-f]{32}", c.chunk_id)
         assert c.start_line <= c.end_line and c.token_count and c.text
     assert resp.debug.folder_selection.mode == "off"
-    assert resp.debug.versions.chunker_version == "md-heading-v1"
+    assert resp.debug.versions.chunker_version == "md-heading-v2"
     assert {ref.chunk_id for ref in resp.references} <= {c.chunk_id for c in resp.debug.retrieved_chunks}
 
 

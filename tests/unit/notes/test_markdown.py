@@ -385,3 +385,16 @@ def test_the_chunker_follows_the_reader() -> None:
     ]
     assert [(s.heading_path, s.start_line, s.end_line, s.reason) for s in doc.skipped] == [("# Empty C", 8, 9, "empty")]
 
+
+
+def test_llm_generation_reads_sections_and_links_through_the_reader() -> None:
+    # By hand: the setext heading's two lines are the heading, not body words; a link in
+    # inline code or a %% comment is no link (evalkit.authoring.generate_llm).
+    from evalkit.authoring.generate_llm import note_sections, parse_wikilinks
+    from evalkit.evalset.anchorcheck import outline_note
+
+    text = b"Title\n=====\n\nIntro words here.\n\nSub\n---\n\none two\n"
+    sections = note_sections("n.md", outline_note(text, "n.md"))
+    assert [(s.chain, s.body_words) for s in sections] == [(("# Title",), 3), (("# Title", "## Sub"), 2)]
+    links = parse_wikilinks("a [[T#H|x]] `[[no]]`\n%% [[hidden]] %%\n[[Z]]", first_line=10)
+    assert [(w.target, w.heading, w.alias, w.line) for w in links] == [("T", "H", "x", 10), ("Z", None, None, 12)]

@@ -42,12 +42,12 @@ def test_answers_the_contract(bot: ReferenceChatbot) -> None:
     assert resp.references[0].chunk_id == top.chunk_id
     assert set(resp.debug.timings_ms.model_dump()) >= {"folder_selection", "retrieval", "generation"}
     assert resp.debug.versions.model_dump() == {
-        "index_build_version": "md-heading-v1+t256/2+b16000+embedding_none",
+        "index_build_version": "md-heading-v2+t256/2+b16000+embedding_none",
         "retriever_version": "bm25(k1=1.2,b=0.75)+lexical_only",
         "answerer_version": "extractive-v1+abstain_0.4",
         "llm_model": None,
         "embedding_model": None,
-        "chunker_version": "md-heading-v1",
+        "chunker_version": "md-heading-v2",
     }
     assert len(resp.debug.retrieved_chunks) <= 3
     assert [c.rank for c in resp.debug.retrieved_chunks] == list(range(1, len(resp.debug.retrieved_chunks) + 1))

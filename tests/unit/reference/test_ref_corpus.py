@@ -48,7 +48,7 @@ def test_coverage_by_hand(tiny_vault: Path) -> None:
     assert cov["chunks_skipped_reasons"] == {"empty": 1, "too_small": 1}
     # by hand: token counts [4, 5]; p95 by nearest rank = ceil(0.95 * 2) = 2nd = 5
     assert cov["chunk_token_stats"] == {"min": 4, "max": 5, "mean": (4 + 5) / 2, "p95": 5}
-    assert cov["chunker_version"] == "md-heading-v1"
+    assert cov["chunker_version"] == "md-heading-v2"
     assert cov["coverage_by_doc_type"] == {
         "image": {"processed": 0, "with_0_chunks": 0, "chunks_skipped": 0, "docs_skipped": 1},
         "markdown": {"processed": 4, "with_0_chunks": 2, "chunks_skipped": 2},
