@@ -290,17 +290,19 @@ def tolerance_option(panel: str | None = None, *, with_repro: bool = False) -> A
 
 # The gate's --regression-threshold-* flags, defined once for run_eval and compare_runs: the
 # flag, what the threshold bounds, and the default shown (evalkit.compare.gate.Thresholds').
-_THRESHOLD_HELP = {
-    "recall": "Max absolute drop of Recall@K.",
-    "mrr": "Max absolute drop of MRR.",
-    "scope_miss": "Max absolute rise of the scope miss rate.",
-    "groundedness": "Max drop of mean groundedness (0-5 points).",
-    "correctness": "Max drop of mean correctness (0-5 points).",
-    "attribution": "Max absolute drop of the attribution hit rate.",
-    "abstention": "Max absolute drop of abstention accuracy (unanswerable cases).",
-    "hallucination": "Max absolute rise of the hallucination rate on unanswerable cases.",
-    "false_abstention": "Max absolute rise of the false-abstention rate on answerable cases.",
-}
+def _threshold_help() -> dict[str, str]:
+    """{gate threshold name: its help}, from the registry: the metric each one watches, by its label."""
+    from evalkit.metrics.registry import METRICS, label_of
+
+    return {
+        m.gated: f"Max {'drop' if m.direction == 'higher' else 'rise'} of {label_of(m.key)}"
+        f"{', in points' if m.scale != 1.0 else ' (absolute)'}."
+        for m in METRICS
+        if m.gated
+    }
+
+
+_THRESHOLD_HELP = _threshold_help()
 THRESHOLD_NAMES = tuple(_THRESHOLD_HELP)
 
 

@@ -72,15 +72,7 @@ __all__ = [
 RETRIEVAL_KEYS = tuple(m.key for m in METRICS if m.stage == "retrieval")  # the registry's retrieval stage
 assert set(RETRIEVAL_KEYS) <= set(MEAN_METRICS)
 _RETRIEVAL_EXTRA = ("k", "at_k", "n_unlabeled")
-ABSTENTION_KEYS = (
-    "abstention_accuracy",
-    "hallucination_rate_unanswerable",
-    "false_abstention_rate",
-    "abstention_precision",
-    "abstention_recall",
-    "abstention_f1",
-    "abstention_decision_accuracy",
-)
+ABSTENTION_KEYS = tuple(m.key for m in METRICS if m.stage == "abstention")  # the registry's abstention stage
 _ABSTENTION_EXTRA = ("abstention_confusion", "n_abstention_unknown")
 # Case fields aggregate_records groups or filters by, besides the gold labels.
 _GROUP_FIELDS = ("tags", "category", "difficulty", "domain", "language", "doc_language", "scenario")

@@ -4,7 +4,8 @@ it lists: `--expect-order …:must_include_recall` was refused though compare re
 "Recency pass" where the terminal says "Recency pass rate").
 
 The lists are read off evalkit.metrics.registry; the last test walks each entry through the
-consumers that accept metric names. (Display labels are not in the registry yet.)
+consumers that accept metric names; tests/unit/test_registry_walk.py walks the labels through
+every report.
 """
 
 from __future__ import annotations
