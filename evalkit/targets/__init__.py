@@ -58,6 +58,7 @@ def build_target(
     vault_id: str | None = None,
     retry_policy: Any = None,
     max_response_bytes: int | None = None,
+    concurrency: int | None = None,
 ) -> Target:
     """The target the run_eval flags name.
 
@@ -76,6 +77,7 @@ def build_target(
         vault_id: vault id for the reference chatbot's chunk ids.
         retry_policy: an evalkit.net.retry.RetryPolicy overriding `retries` (tests).
         max_response_bytes: cap on an HTTP answer's (decoded) body; default 32 MiB.
+        concurrency: calls at once (--concurrency): a sync python target's thread pool.
 
     Raises:
         InputError: a malformed spec, both --target and --api-url, a missing replay
@@ -96,7 +98,7 @@ def build_target(
         if not sep or not rest.strip():
             raise BadConfig(Problem(f"{_SPEC_HELP}, got {target!r}", field="--target"))
         if kind == "python":
-            return CallableTarget.from_spec(rest.strip(), timeout=timeout, rps=rps, params=params)
+            return CallableTarget.from_spec(rest.strip(), timeout=timeout, rps=rps, params=params, concurrency=concurrency)
         if kind == "replay":
             return ReplayTarget(Path(rest.strip()).expanduser())
         raise BadConfig(Problem(f"unknown target kind {kind!r}: {_SPEC_HELP}", field="--target"))

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import importlib
 import importlib.util
 import inspect
 import sys
 import traceback
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +97,9 @@ class CallableTarget:
     """Calls a Python function with the request dict (the JSON body plus "debug": True).
 
     The function returns the response as a dict or an object with `model_dump()`.
-    Sync functions run in a worker thread so they don't stall the event loop; async
+    Sync functions run in worker threads of the target's own pool, so they don't stall the
+    event loop and `--concurrency N` calls run at once (asyncio's default pool holds
+    min(32, cores + 4) threads: 6 on a 2-core machine, whatever --concurrency said); async
     functions are awaited. If the function raises, that case is recorded as a
     TargetError of kind "exception" (the system failed on it) and the run goes on.
 
@@ -106,7 +111,11 @@ class CallableTarget:
         rps: at most this many calls per second; None = no limit.
         params: free `--param key=value` options, put into the request's `options`.
         index_stats_fn: optional zero-argument function returning the indexing_coverage dict.
+        concurrency: the most calls of a sync function at once (the run's --concurrency);
+            None: up to MAX_THREADS. Threads start as calls need them.
     """
+
+    MAX_THREADS = 256
 
     def __init__(
         self,
@@ -117,8 +126,11 @@ class CallableTarget:
         rps: float | None = None,
         params: dict[str, Any] | None = None,
         index_stats_fn: Callable[[], Any] | None = None,
+        concurrency: int | None = None,
     ):
         self.fn = fn
+        self.concurrency = concurrency
+        self._pool: ThreadPoolExecutor | None = None
         self.name = name or f"python:{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
         self.timeout = timeout
         self.rps = rps or None
@@ -142,7 +154,11 @@ class CallableTarget:
         if _is_async(fn):
             result = await fn(*args)
         else:
-            result = await asyncio.to_thread(fn, *args)
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.concurrency or self.MAX_THREADS, thread_name_prefix="evalkit-target")
+            # as asyncio.to_thread, which runs in the loop's default pool: the caller's context goes along
+            call = functools.partial(contextvars.copy_context().run, fn, *args)
+            result = await asyncio.get_running_loop().run_in_executor(self._pool, call)
         if inspect.isawaitable(result):
             result = await result
         return result
@@ -193,8 +209,11 @@ class CallableTarget:
         }
 
     async def aclose(self) -> None:
-        """Nothing to release; a user's `aclose`/`close` is theirs to call."""
-        return None
+        """Release the worker threads (a call that overran its timeout may still be running in
+        one: it is not waited for). A user's `aclose`/`close` is theirs to call."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
