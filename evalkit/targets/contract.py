@@ -148,18 +148,42 @@ def _heading_form_problem(heading: str) -> str | None:
     return None
 
 
-def _first_heading(text: Any) -> str | None:
-    """The chunk text's first non-blank line when it is an ATX heading, as `## Title`."""
+def _opening_headings(text: Any) -> list[str]:
+    """The headings the chunk text opens with (consecutive heading lines, blank lines
+    between them allowed), each as `## Title`; [] when it opens with anything else."""
     if not isinstance(text, str):
-        return None
+        return []
+    out: list[str] = []
     for line in text.splitlines():
-        if line.strip():
-            m = _ATX.match(line)
-            if m is None:
-                return None
-            title = " ".join((m.group(2) or "").split())
-            return f"{m.group(1)} {title}" if title else None
-    return None
+        if not line.strip():
+            continue
+        m = _ATX.match(line)
+        if m is None:
+            break
+        title = " ".join((m.group(2) or "").split())
+        if not title:
+            break
+        out.append(f"{m.group(1)} {title}")
+    return out
+
+
+def _level(component: str) -> int:
+    return len(component) - len(component.lstrip("#"))
+
+
+def _leaves_out_own_section(heading: str, text: Any) -> str | None:
+    """The chunk's own heading when its path ends above it: the text opens with a heading
+    deeper than the path's last one and the path names none of the opening headings. A
+    chunk that opens with its parents' headings and then its own (LangChain's
+    strip_headers=False), or with a `#` line the path rightly ignores (a comment in a code
+    block cut mid-way), is not flagged."""
+    opening = _opening_headings(text)
+    if not opening:
+        return None
+    last = " ".join(heading.split(" > ")[-1].split())
+    if any(o.casefold() == last.casefold() for o in opening):
+        return None
+    return opening[0] if _level(opening[0]) > _level(last) else None
 
 
 def check_answer(chunks: Sequence[Mapping[str, Any]] | None) -> dict[str, str]:
@@ -177,9 +201,8 @@ def check_answer(chunks: Sequence[Mapping[str, Any]] | None) -> dict[str, str]:
             if problem is not None:
                 out.setdefault("heading_path_form", problem)
             else:
-                own = _first_heading(c.get("text"))
-                last = " ".join(heading.split(" > ")[-1].split())
-                if own is not None and own.casefold() != last.casefold():
+                own = _leaves_out_own_section(heading, c.get("text"))
+                if own is not None:
                     out.setdefault(
                         "heading_path_own_section",
                         f"a chunk whose text starts with {_short(own)} has heading_path {_short(heading)}",

@@ -107,3 +107,15 @@ def test_gold_notes_retrieved_under_another_path_form_are_named() -> None:
     assert "gold_path_forms" in by_kind
     assert "'Getting Started/Tags.md' retrieved as '/home/me/vault/Getting Started/Tags.md'" in by_kind["gold_path_forms"]["message"]
     assert "contract_rel_path_relative" in by_kind and UNMEASURABLE in by_kind
+
+
+def test_own_section_rule_spares_what_correct_chunkers_do() -> None:
+    # LangChain strip_headers=False: the parents' headings open the text, then the chunk's own
+    assert check_answer([chunk(1, heading_path="# Urgency > ## Introduction",
+                               text="# Urgency\n\n## Introduction\n\nbody")]) == {}
+    # a chunk cut inside a code block whose first line is a shell comment
+    assert check_answer([chunk(1, heading_path="# A > ## Setup", text="# install it first\npip install x")]) == {}
+    # but a path that stops above the chunk's own, deeper heading is named
+    assert list(check_answer([chunk(1, heading_path="# A > ## Setup", text="### Linux\n\nsteps")])) == [
+        "heading_path_own_section"
+    ]
