@@ -768,8 +768,11 @@ def new_case(
     from evalkit.errors import BadEvalSet
     from evalkit.schema import EvalCase
 
-    doc = EvalSetFile(path)
     dest = Path(output) if output is not None else Path(path)
+    # An --output that exists holds cases added (and labeled) before: the new case goes after
+    # them. Starting again from `path` would write over that work ("rerun the same command to
+    # go on" must go on, not start over).
+    doc = EvalSetFile(dest if output is not None and dest.exists() else path)
     check_writable(dest, results_dir, source=path)
     case: dict[str, Any] = {"id": fresh_id(doc.ids), "question": question.strip(), "answerable": answerable,
                             "gold_supports": [], "tags": [t for t in tags if t]}

@@ -311,7 +311,15 @@ def _new_case(paths: list[Path], *, output: Path | None, results_dir: Path) -> s
         answer = ""
         while answer not in ("y", "n"):
             answer = (_ask("answerable (do the notes hold the answer)? [Y/n]: ") or "y").lower()[:1]
-        category = _ask(f"category ({', '.join(BUILTIN_CATEGORIES)}; blank = none): ") or None
+        from evalkit.evalset.load import configured_categories
+
+        allowed = [*BUILTIN_CATEGORIES, *configured_categories()]
+        category = None
+        while True:  # a bad answer is asked again, never a lost case
+            category = _ask(f"category ({', '.join(allowed)}; blank = none): ") or None
+            if category is None or category in allowed:
+                break
+            print(f"evalkit: unknown category {category!r}; one of {', '.join(allowed)}, or blank")
         difficulty = None
         while difficulty not in ("", "easy", "medium", "hard"):
             difficulty = _ask("difficulty (easy, medium, hard; blank = none): ").lower()

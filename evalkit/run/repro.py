@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from evalkit.errors import BadConfig, Problem
-from evalkit.store.runs import RunDir, point_latest, run_folder_taken, run_id_problem
+from evalkit.store.runs import RunDir, clear_latest, latest_run_id, point_latest, run_folder_taken, run_id_problem
 
 if TYPE_CHECKING:
     from evalkit.run.runner import RunResult
@@ -518,8 +518,14 @@ def repro_stored(
         )
     new_id = _free_run_id(stored_run.path.parent, f"{stored_run.run_id}-repro", numbered=True)
     values.update(run_id=new_id, results_dir=str(stored_run.path.parent))
+    before = latest_run_id(stored_run.path.parent)
     second = run(values, progress("run B") if progress else None)
-    point_latest(stored_run.path.parent, stored_run.run_id)  # as in repro_run
+    # `latest` is the run a run_eval finished last: checking an old run neither moves it back to
+    # that run (a later `--run-id latest` would act on it) nor on to the check's by-product.
+    if before is not None:
+        point_latest(stored_run.path.parent, before)
+    else:
+        clear_latest(stored_run.path.parent)
     report = compare_repro(stored_run, RunDir(second.run_dir), tolerance=tolerance)
     new_hash = second.metrics.get("config_hash")
     if config.get("config_hash") and new_hash != config.get("config_hash"):

@@ -674,6 +674,24 @@ def resolve_run_id(results_dir: Path, run_id: str, *, flag: str = "--run-id") ->
     return target
 
 
+def latest_run_id(results_dir: Path) -> str | None:
+    """The run `latest` names now, or None when it names none (never pointed, or gone)."""
+    try:
+        target = resolve_run_id(results_dir, LATEST)
+    except RunNotFound:
+        return None
+    return None if target == LATEST else target
+
+
+def clear_latest(results_dir: Path) -> None:
+    """Make `latest` name no run (best effort, as point_latest)."""
+    root = Path(results_dir)
+    with suppress(OSError):
+        if (root / LATEST).is_symlink():
+            (root / LATEST).unlink()
+        (root / LATEST_FILE).unlink(missing_ok=True)
+
+
 def point_latest(results_dir: Path, run_id: str) -> Path | None:
     """Point `results/latest` at `run_id`, best effort: a relative symlink `latest -> <run_id>`,
     swapped in atomically; where the OS makes no symlinks, `results/latest.json` holding

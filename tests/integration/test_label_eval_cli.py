@@ -216,3 +216,42 @@ def test_fresh_ids_follow_the_files_own_style():
     assert fresh_id(["q1", "q2", "other"]) == "q3"
     assert fresh_id([]) == "case-1"
     assert fresh_id(["alpha", "beta"]) == "case-3"
+
+
+def test_new_asks_a_bad_category_again_and_never_overwrites_its_output(tmp_path):
+    # issue 28 items 1 and 2: `multi-hop` (the builtin is multi_hop) used to end the command with
+    # exit 2 and every answer lost; and rerunning `--new ... --output v2` replaced v2, losing the
+    # case labeled there since.
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    src = (root / "eval_set.jsonl").read_bytes().splitlines(keepends=True)[:3]
+    path = tmp_path / "set.jsonl"
+    path.write_bytes(b"".join(src))
+    v2 = tmp_path / "set.v2.jsonl"
+
+    def new(question: str, category_answers: list[str]):
+        answers = "\n".join([question, "", *category_answers, "", ""]) + "\n"
+        return subprocess.run(
+            [sys.executable, "scripts/label_eval.py", "--new", "--eval-set", str(path), "--output", str(v2),
+             "--results-dir", str(tmp_path / "r")],
+            cwd=root, input=answers, capture_output=True, text=True, timeout=60,
+        )
+
+    first = new("First question?", ["multi-hop", "multi_hop"])
+    assert first.returncode == 0, first.stderr
+    assert "unknown category 'multi-hop'" in first.stdout
+    # a person labels the new case in v2 meanwhile (a support, a snippet)
+    lines = v2.read_text().splitlines()
+    labeled = json.loads(lines[-1])
+    labeled["gold_supports"] = [{"rel_path": "a.md", "heading_path": "# A", "snippets": ["kept"]}]
+    v2.write_text("\n".join([*lines[:-1], json.dumps(labeled)]) + "\n")
+
+    second = new("Second question?", [""])
+    assert second.returncode == 0, second.stderr
+    cases = [json.loads(line) for line in v2.read_text().splitlines()]
+    # by hand: the 3 source cases, the first new one with its labels, then the second new one
+    assert [c["question"] for c in cases[3:]] == ["First question?", "Second question?"]
+    assert cases[3]["category"] == "multi_hop" and cases[3]["gold_supports"][0]["snippets"] == ["kept"]
+    assert path.read_bytes() == b"".join(src)  # the source is never written

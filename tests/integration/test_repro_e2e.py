@@ -133,9 +133,15 @@ def test_evalkit_repro_reruns_a_stored_run(reference_vault, eval_set, tmp_path, 
     assert (report["run_a"], report["run_b"], report["reproducible"]) == ("base", "base-repro-1", True)
     assert report["n_cases"] == _n_cases(eval_set) and report["notes"] == []
     assert "repro: PASS" in first.stderr
-    # `latest` is still the stored run, so a second check makes the next re-run
+    # `latest` is where it was before the check (issue 28 item 4: it never moves back to an old
+    # run, nor on to the check's by-product), so a second check makes the next re-run
+    assert (tmp_path / "latest").resolve().name == "base"
     second = _invoke(again)
     assert second.exit_code == 0 and _last_json(second.stdout)["run_b"] == "base-repro-2"
+    # a newer run, then a check of the old one: latest stays the newer run
+    assert _invoke(["run", *base, "--retrieval-only", "--run-id", "newer", "--quiet"]).exit_code == 0
+    assert _invoke(["repro", "--run-id", "base", "--results-dir", str(tmp_path)]).exit_code == 0
+    assert (tmp_path / "latest").resolve().name == "newer"
     rerun = json.loads((tmp_path / "base-repro-1" / "config.json").read_text())
     stored = json.loads((tmp_path / "base" / "config.json").read_text())
     assert rerun["config_hash"] == stored["config_hash"] and rerun["target"]["kind"] == "reference"
