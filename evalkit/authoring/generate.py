@@ -85,7 +85,7 @@ __all__ = [
 
 PATTERNS = ("heading_question", "qa_pair", "faq", "definition", "table_cell")
 
-# Defaults, argued in EVAL.md and docs/overview.md, "Growing the eval set":
+# Defaults, argued in EVAL.md and docs/labeling.md, "Growing the eval set":
 # 0.8: with 1-4 content words only a question whose every word is in the evidence is
 # dropped; a section naturally repeats its topic noun, so a lower bar drops good questions.
 DEFAULT_MAX_OVERLAP = 0.8

@@ -62,7 +62,7 @@ def project_config_text() -> str:
         "# Your own notes: set vault to their folder (the reference chatbot indexes it), or point",
         "# api_url at your chatbot's /api/v1/ask API. Then draft cases for your notes with",
         "#   evalkit generate --vault ~/notes --output candidates.jsonl",
-        "# and review them into an eval set (docs/overview.md, 'Growing the eval set').",
+        "# and review them into an eval set (docs/labeling.md, 'Growing the eval set').",
         "",
         "[run]",
     ]
