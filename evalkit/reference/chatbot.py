@@ -160,7 +160,9 @@ class ReferenceChatbot:
         self.folders = corpus.folders
         self._chunk_ids = [c.chunk_id for c in self.chunks]
         self._chunk_folders = [note_folder(c.rel_path) for c in self.chunks]
-        self._lexical = LexicalIndex([terms(indexed_text(c)) for c in self.chunks], k1=cfg.bm25_k1, b=cfg.bm25_b)
+        self._terms = [terms(indexed_text(c)) for c in self.chunks]
+        self._lexical = LexicalIndex(self._terms, k1=cfg.bm25_k1, b=cfg.bm25_b)
+        self._indexes: dict[tuple[float, float], LexicalIndex] = {}  # per-request BM25 settings
 
         self._embedder = self._chat = None
         self._vectors: np.ndarray | None = None
@@ -222,8 +224,9 @@ class ReferenceChatbot:
 
         Args:
             request: the JSON body as a dict, plus optional "debug" (default True, as
-                schema.AskRequest). `options.abstain_threshold` (float) overrides the
-                configured threshold for this request; other options are ignored.
+                schema.AskRequest). `options.abstain_threshold` (0-1), `bm25_k1` (>= 0)
+                and `bm25_b` (0-1) override the configured values for this request; any
+                other option is ignored and named in `debug.ignored_options`.
 
         Returns:
             The response dict: answer, references, abstained, abstain_reason and, when
@@ -237,16 +240,17 @@ class ReferenceChatbot:
             req = ServedRequest.model_validate(dict(request))
         except ValidationError as e:
             raise InputError(_problems(e)) from None
-        threshold = self.config.abstain_threshold
-        if "abstain_threshold" in req.options:
-            t = req.options["abstain_threshold"]
-            if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= 1:
-                raise InputError(Problem(f"expected a number from 0 to 1, got {t!r}", field="options.abstain_threshold"))
-            threshold = float(t)
+        threshold = _number_option(req.options, "abstain_threshold", self.config.abstain_threshold, 0.0, 1.0)
+        k1 = _number_option(req.options, "bm25_k1", self.config.bm25_k1, 0.0, None)
+        b = _number_option(req.options, "bm25_b", self.config.bm25_b, 0.0, 1.0)
+        index = self._index(k1, b)
+        # An option this chatbot does not know changes nothing: it says so, so a run made with
+        # `--param top_k_rerank=3` is not mistaken for a run that measured that setting.
+        ignored = sorted(k for k in req.options if k not in OPTIONS)
 
         t0 = time.perf_counter()
         qterms = terms(req.question)
-        lexical = self._lexical.scores(qterms)
+        lexical = index.scores(qterms)
         allowed = self._filter_mask(req.vaults, req.folders)
         lexical = np.where(allowed, lexical, 0.0)
         t1 = time.perf_counter()
@@ -267,8 +271,8 @@ class ReferenceChatbot:
         retrieved = [self._chunk_dict(h, rank) for rank, h in enumerate(hits, 1)]
         t3 = time.perf_counter()
 
-        top_sets = [self._lexical.term_sets[h.index] for h in hits[: self.config.evidence_chunks]]
-        share = evidence(qterms, top_sets, self._lexical.idf)
+        top_sets = [index.term_sets[h.index] for h in hits[: self.config.evidence_chunks]]
+        share = evidence(qterms, top_sets, index.idf)
         abstained, reason = (not hits or share < threshold), "no_relevant_context"
         answer, cited = ABSTAIN_TEXT, []
         if not abstained:
@@ -296,13 +300,34 @@ class ReferenceChatbot:
                     "retrieval": ms(t0, t1) + ms(t2, t3),
                     "generation": ms(t3, t4),
                 },
-                "versions": self.versions(),
+                "versions": self._versions_for(k1, b),
                 "evidence": round(share, 6),
                 "abstain_threshold": threshold,
+                "ignored_options": ignored,
             }
         return response
 
     # ------------------------------------------------------------------ helpers
+
+    def _index(self, k1: float, b: float) -> LexicalIndex:
+        """The BM25 index for (k1, b): the configured one, or one built for a request's
+        `options.bm25_k1` / `bm25_b` and kept (a few at most) for the next request."""
+        if (k1, b) == (self._lexical.k1, self._lexical.b):
+            return self._lexical
+        found = self._indexes.get((k1, b))
+        if found is None:
+            if len(self._indexes) >= MAX_CACHED_INDEXES:
+                self._indexes.pop(next(iter(self._indexes)))
+            found = self._indexes[(k1, b)] = LexicalIndex(self._terms, k1=k1, b=b)
+        return found
+
+    def _versions_for(self, k1: float, b: float) -> dict:
+        versions = self.versions()
+        if (k1, b) != (self.config.bm25_k1, self.config.bm25_b):
+            versions["retriever_version"] = versions["retriever_version"].replace(
+                f"bm25(k1={self.config.bm25_k1},b={self.config.bm25_b})", f"bm25(k1={k1},b={b})", 1
+            )
+        return versions
 
     def _filter_mask(self, vaults: list[str], folders: list[str]) -> np.ndarray:
         n = len(self.chunks)
@@ -361,3 +386,18 @@ def _under_any(rel_path: str, prefixes: set[str]) -> bool:
     folder selection, a filter the user gave does not include root notes."""
     folder = note_folder(rel_path)
     return rel_path in prefixes or (folder is not None and in_folders(folder, prefixes))
+
+
+# The request options this chatbot honours (`--param key=value`); others are named back.
+OPTIONS = frozenset({"abstain_threshold", "bm25_k1", "bm25_b"})
+MAX_CACHED_INDEXES = 4
+
+
+def _number_option(options: Mapping[str, Any], name: str, default: float, low: float, high: float | None) -> float:
+    if name not in options:
+        return default
+    v = options[name]
+    if isinstance(v, bool) or not isinstance(v, int | float) or not low <= v <= (high if high is not None else v):
+        bounds = f"from {low:g} to {high:g}" if high is not None else f"of at least {low:g}"
+        raise InputError(Problem(f"expected a number {bounds}, got {v!r}", field=f"options.{name}"))
+    return float(v)

@@ -20,7 +20,7 @@ recorded as `{"ok": false, ...}`: the target is there and speaks the contract, a
 failure may belong to this one question; the run records each failing case, and a target
 that fails them all ends as an incomplete run (exit 3). The probe's question is not an eval case and nothing of it is stored.
 Replayed logs (no live system) are not probed, nor the in-process reference chatbot (our
-own code) unless a scope is sent, which it may refuse (an unknown vault). `--no-probe` skips it, e.g. for a target that bills every question.
+own code) unless a scope is sent, which it may refuse (an unknown vault), or a --param, which it may not know. `--no-probe` skips it, e.g. for a target that bills every question.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ async def probe_target(settings: Any, target: Any, first_case: Any = None) -> di
     import time
 
     kind = settings.hashed()["target_kind"]
-    if settings.no_probe or kind == "replay" or (kind == "reference" and settings.send_scope == "none"):
+    if settings.no_probe or kind == "replay" or (kind == "reference" and settings.send_scope == "none" and not settings.params):
         return None
     if first_case is not None:
         from evalkit.run.records import build_request
@@ -129,4 +129,9 @@ async def probe_target(settings: Any, target: Any, first_case: Any = None) -> di
     broken = check_answer(chunks_of(answer.response))
     if broken:
         out["contract"] = broken
+    # A target may name the request options it does not know (`debug.ignored_options`, as the
+    # reference chatbot does): a --param that changes nothing is said before the run.
+    ignored = getattr(answer.response.debug, "ignored_options", None) if answer.response.debug else None
+    if isinstance(ignored, list) and ignored:
+        out["ignored_options"] = [str(o) for o in ignored]
     return out

@@ -673,6 +673,9 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         if resumed and pending:
             # A resume probes with a case it is about to ask anyway: finished cases are not re-asked.
             probe = await probe_target(s, target, pending[0][1])
+        if probe and probe.get("ignored_options"):
+            _note(progress, f"the target ignores --param {', '.join(probe['ignored_options'])}: it says it does not "
+                  "know them (debug.ignored_options), so this run measures its defaults for them")
         if probe and probe.get("contract"):
             from evalkit.targets.contract import probe_notes
 
