@@ -6,8 +6,9 @@ The non-interactive half of `label_eval.py`; the full-screen labeler sits on the
   appended, and the file is written atomically (temp file, fsync, rename). Every line
   that was not replaced keeps its exact bytes, so case order, unknown fields, spacing and
   unicode escapes survive, and a session that writes after each case can stop anywhere.
-- `frozen_by` / `check_writable`: a file whose sha256 a stored run recorded as its eval
-  set is frozen (docs/sample-data.md, "Freeze rule"); writing over it is refused.
+- `check_writable`: the one freeze rule (docs/sample-data.md, "The freeze rule"): a file
+  locked in the `eval_sets.lock` beside it (baselined, or `evalkit lock`) is never written;
+  `frozen_by` names the stored runs that used a file as it is (information, not a lock).
 - `validate_labels` checks every gold support: directly against the notes (anchorcheck,
   the one implementation of "does this anchor exist, and what is the closest one") and
   through the target's own retrieval (the question asked with a large K).
@@ -265,31 +266,25 @@ def frozen_by(path: str | Path, results_dir: str | Path) -> list[str]:
 
 
 def check_writable(dest: str | Path, results_dir: str | Path, *, source: str | Path | None = None) -> None:
-    """Refuse to write over a frozen eval set file.
+    """Refuse to write over a frozen eval set file: one locked in the `eval_sets.lock` beside
+    it (evalkit.evalset.lock: a baselined file, or one `evalkit lock` froze).
+
+    That is the one freeze rule. A stored run that used the file does not freeze it (it
+    did until issue 28: the quick start's first run froze the file every labeling example
+    edits): such a run keeps the file's sha256 as its dataset_version, and re-scoring or
+    comparing it against the edited file says the version changed.
 
     Args:
         dest: the file about to be written.
-        results_dir: the folder of run folders.
+        results_dir: the folder of run folders (kept for callers; the rule needs none).
         source: the file the edit started from (names the suggested new version).
 
     Raises:
-        BadConfig: `dest` is frozen, or locked in the `eval_sets.lock` beside it; the
-            message names the runs and the `--output` to use.
+        BadConfig: `dest` is locked; the message names the `--output` to use.
     """
     from evalkit.evalset.lock import check_writable as check_not_locked
 
     check_not_locked(dest, source=source)  # locked by name, whatever its content now
-    runs = frozen_by(dest, results_dir)
-    if runs:
-        shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
-        suggestion = next_version_path(source or dest)
-        raise BadConfig(
-            Problem(
-                f"frozen: stored run(s) {shown} under {results_dir} used this file as their eval set; "
-                f"never edit it in place: write a new version with --output {suggestion}",
-                path=str(dest),
-            )
-        )
 
 
 # --------------------------------------------------------------------------- validation

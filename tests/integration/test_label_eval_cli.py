@@ -3,7 +3,6 @@ and fixed into a new version, the freeze rule, --accept-top and --review-auto.""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -119,16 +118,15 @@ def test_accept_top_with_ids_relabels_and_skips_unanswerable(tmp_path: Path) -> 
 
 
 def test_a_frozen_eval_set_is_refused_with_the_new_version_suggested(tmp_path: Path) -> None:
+    from evalkit.evalset.lock import lock_eval_set
+
     es = _tiny(tmp_path)
-    run = tmp_path / "results" / "baseline"
-    run.mkdir(parents=True)
-    sha = hashlib.sha256(es.read_bytes()).hexdigest()
-    (run / "config.json").write_text(json.dumps({"eval_set": {"files": [{"path": str(es), "sha256": sha}]}}), encoding="utf-8")
+    lock_eval_set(es, "baseline")  # the one freeze rule: locked in eval_sets.lock
     before = es.read_bytes()
 
     out = _invoke("--accept-top", "2", "--eval-set", es, "--vault", SAMPLE_VAULT, "--results-dir", tmp_path / "results")
     assert out.exit_code == 2
-    assert f"frozen: stored run(s) baseline under {tmp_path / 'results'}" in out.stderr
+    assert "baselined by run baseline" in out.stderr
     assert f"--output {tmp_path / 'tiny.v2.jsonl'}" in out.stderr
     assert es.read_bytes() == before
 
@@ -147,15 +145,26 @@ def test_without_a_mode_and_without_a_terminal_the_labeler_exits_2(tmp_path: Pat
 
 
 def test_the_labeler_refuses_a_frozen_file_before_the_ui_opens(tmp_path: Path) -> None:
+    from evalkit.evalset.lock import lock_eval_set
+
     es = tmp_path / "set.jsonl"
     es.write_bytes(b'{"id": "a", "question": "Q?", "answerable": true, "gold_supports": []}\n')
-    run = tmp_path / "results" / "20250101T000000Z-abcdef"
-    run.mkdir(parents=True)
-    sha = hashlib.sha256(es.read_bytes()).hexdigest()
-    (run / "config.json").write_text(json.dumps({"eval_set": {"files": [{"path": str(es), "sha256": sha}]}}), encoding="utf-8")
+    lock_eval_set(es, "20250101T000000Z-abcdef")
     out = _invoke("--eval-set", es, "--results-dir", tmp_path / "results")
     assert out.exit_code == 2
-    assert "frozen" in out.stderr and "--output" in out.stderr and "set.v2.jsonl" in out.stderr
+    assert "baselined" in out.stderr and "--output" in out.stderr and "set.v2.jsonl" in out.stderr
+
+
+def test_a_stored_run_does_not_freeze_the_file_it_used(tmp_path: Path) -> None:
+    # issue 28 item 3: the quick start's first run froze eval_set.jsonl, so every labeling
+    # example after it was refused ("frozen: stored run(s) ... used this file"). One rule now:
+    # only a lock (a baseline, or evalkit lock) freezes a file.
+    from evalkit import run_eval
+
+    es = _tiny(tmp_path)
+    run_eval(str(es), vault=str(SAMPLE_VAULT), results_dir=str(tmp_path / "results"), retrieval_only=True, quiet=True)
+    out = _invoke("--accept-top", "2", "--eval-set", es, "--vault", SAMPLE_VAULT, "--results-dir", tmp_path / "results")
+    assert out.exit_code == 0, out.output
 
 
 def test_over_http_without_the_notes_a_support_the_retriever_never_finds_is_stale(tmp_path: Path, reference_server: str) -> None:

@@ -127,14 +127,13 @@ def test_choose_cases_unlabeled_first_then_all_and_filters(tmp_path: Path) -> No
 
 
 def test_open_session_refuses_a_frozen_file_and_suggests_a_new_version(tmp_path: Path) -> None:
-    import hashlib
+
+    from evalkit.evalset.lock import lock_eval_set
 
     path = tmp_path / "set.jsonl"
     path.write_bytes(b"".join(LINES))
-    run = tmp_path / "results" / "20250101T000000Z-abcdef"
-    run.mkdir(parents=True)
-    (run / "config.json").write_text(json.dumps({"eval_set": {"files": [{"sha256": hashlib.sha256(path.read_bytes()).hexdigest()}]}}))
-    with pytest.raises(BadConfig, match=r"frozen: .*--output .*set\.v2\.jsonl"):
+    lock_eval_set(path, "20250101T000000Z-abcdef")
+    with pytest.raises(BadConfig, match=r"baselined .*--output .*set\.v2\.jsonl"):
         open_session(path, results_dir=tmp_path / "results")
     s = open_session(path, results_dir=tmp_path / "results", output=tmp_path / "set.v2.jsonl")
     assert s.case_ids == ["a", "c"]

@@ -111,11 +111,14 @@ def test_frozen_by_names_the_runs_that_used_the_file_as_it_is(tmp_path: Path) ->
     assert frozen_by(tmp_path / "missing.jsonl", results) == []
     assert frozen_by(es, tmp_path / "no-results") == []
 
+    # A run that used a file does not freeze it (issue 28: one freeze rule, the lock)
+    check_writable(es, results)
+    from evalkit.evalset.lock import lock_eval_set
+
+    lock_eval_set(es, "baseline")
     with pytest.raises(BadConfig) as e:
         check_writable(es, results)
-    assert "baseline" in str(e.value) and "--output " + str(tmp_path / "eval_set.v2.jsonl") in str(e.value)
-    es.write_bytes(ODD + b"\n")  # edited since: no longer the file the run used
-    check_writable(es, results)
+    assert "baselined by run baseline" in str(e.value) and "--output " + str(tmp_path / "eval_set.v2.jsonl") in str(e.value)
 
 
 def test_next_version_path() -> None:
