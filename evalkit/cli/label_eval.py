@@ -115,7 +115,12 @@ def main(
     seed: int = typer.Option(0, "--seed", help="--grade-answers: the sample's seed (same seed = same sample, so a rerun resumes it).", rich_help_panel=_G),
     grader: Optional[str] = typer.Option(None, "--grader", help="--grade-answers: your name, stored with each grade.", rich_help_panel=_G),
 ) -> None:
-    """Validate, fix or auto-label the gold supports of EVAL_SET."""
+    """Label the gold supports of EVAL_SET. Without a mode flag, opens the full-screen
+    interactive labeler (in a terminal) on its unlabeled answerable cases; a mode flag below
+    runs that job instead.
+
+    Exit 0 ok, 1 stale labels (--validate), 2 bad input, 3 target failures.
+    """
     load_dotenv_once()
     with exit_on_known_errors():
         timeout, retries = _request_settings(timeout, retries)
