@@ -12,7 +12,8 @@ The manifest sits beside the files it locks, is committed with them, and maps a 
                                          "run_id": "20250101-...", "sha256": "1a2b..."}},
      "schema_version": 1}
 
-(JSON, keys sorted, two-space indent, trailing newline, written atomically.) The name is
+(JSON, keys sorted, two-space indent, trailing newline, written atomically, and read, changed
+and rewritten under the folder's flock, so parallel writers never lose each other's entries.) The name is
 what is locked: a file with that name and other bytes is refused when read
 (`eval_set_problem`, which `dataset.read_eval_set` reports with the file's other problems,
 so every script that loads an eval set refuses it; `check_eval_set` raises it), and a
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from evalkit.errors import BadConfig, BadEvalSet, Problem
-from evalkit.store.atomic import write_atomic
+from evalkit.store.atomic import folder_lock, write_atomic
 
 
 class LoadedFiles(Protocol):
@@ -215,15 +216,18 @@ def lock_eval_set(
         sha256 = _sha256(data)
         if cases is None:
             cases = sum(1 for line in data.splitlines() if line.strip())
-    entries = read_manifest(path.parent)
-    current = entries.get(path.name)
-    if current is not None:
-        if current.sha256 == sha256:
-            return current
-        raise BadEvalSet(_changed(path, current, sha256))  # type: ignore[arg-type]
-    entry = LockEntry(path.name, sha256, _now(), run_id, cases)
-    entries[path.name] = entry
-    _write(path.parent / LOCK_NAME, entries)
+    # Read, change and write the manifest under the folder's lock: two runs finishing at once
+    # (or parallel `evalkit lock`s) would each write back what they read, losing the other's entry.
+    with folder_lock(path.parent):
+        entries = read_manifest(path.parent)
+        current = entries.get(path.name)
+        if current is not None:
+            if current.sha256 == sha256:
+                return current
+            raise BadEvalSet(_changed(path, current, sha256))  # type: ignore[arg-type]
+        entry = LockEntry(path.name, sha256, _now(), run_id, cases)
+        entries[path.name] = entry
+        _write(path.parent / LOCK_NAME, entries)
     return entry
 
 
@@ -237,11 +241,12 @@ def unlock_eval_set(path: str | Path) -> LockEntry:
         BadConfig: the name is not locked, or the manifest is broken.
     """
     path = Path(path)
-    entries = read_manifest(path.parent)
-    entry = entries.pop(path.name, None)
-    if entry is None:
-        raise BadConfig(Problem(f"not locked (no entry in {manifest_path(path)})", path=str(path)))
-    _write(path.parent / LOCK_NAME, entries)
+    with folder_lock(path.parent):  # as lock_eval_set: no other writer's entry is lost
+        entries = read_manifest(path.parent)
+        entry = entries.pop(path.name, None)
+        if entry is None:
+            raise BadConfig(Problem(f"not locked (no entry in {manifest_path(path)})", path=str(path)))
+        _write(path.parent / LOCK_NAME, entries)
     return entry
 
 

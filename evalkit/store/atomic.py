@@ -10,13 +10,19 @@ fsynced and left TREC files 0600); this module has no evalkit import, so any lay
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
-from collections.abc import Callable, Iterable
-from contextlib import suppress
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
-__all__ = ["default_mode", "fsync_dir", "write_atomic"]
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; writers proceed unlocked there
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["default_mode", "folder_lock", "fsync_dir", "write_atomic"]
 
 
 def default_mode() -> int:
@@ -84,3 +90,30 @@ def write_atomic(
         raise
     fsync_dir(path.parent)
     return path
+
+
+@contextmanager
+def folder_lock(path: Path, *, wait: bool = True) -> Iterator[bool]:
+    """An advisory lock (flock) on a folder itself; yields whether it was taken.
+
+    The one inter-process lock for files several processes update: a run folder's files,
+    and the `eval_sets.lock` manifest beside eval set files (a read-modify-write inside it
+    cannot lose another writer's entry). The kernel drops it when its process dies, so a
+    temp file found while holding it was left by a killed process. Not re-entrant: a
+    process must not take it twice on one folder. Where flock is unsupported, everything
+    proceeds unlocked.
+    """
+    if fcntl is None:
+        yield True
+        return
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            locked = True
+        except OSError as e:
+            # Held by another process: False. Any other failure means no flock here.
+            locked = e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN)
+        yield locked
+    finally:
+        os.close(fd)  # releases the lock

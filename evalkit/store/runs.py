@@ -32,12 +32,7 @@ from typing import Any
 import orjson
 
 from evalkit.errors import BadConfig, InputError, Problem, RunNotFound
-from evalkit.store.atomic import default_mode, fsync_dir, write_atomic
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX: no folder lock
-    fcntl = None  # type: ignore[assignment]
+from evalkit.store.atomic import default_mode, folder_lock, fsync_dir, write_atomic
 
 RESULTS_FILE = "results.jsonl"
 METRICS_FILE = "metrics.json"
@@ -141,29 +136,6 @@ def check_run_id(run_id: str, flag: str = "--run-id") -> None:
     problem = run_id_problem(run_id, new=True)
     if problem is not None:
         raise BadConfig(Problem(problem, field=flag))
-
-
-@contextmanager
-def _folder_lock(path: Path, *, wait: bool = True) -> Iterator[bool]:
-    """An advisory lock (flock) on the run folder itself; yields whether it was taken.
-
-    The kernel drops it when its process dies, so a temp file found while holding it was
-    left by a killed process. Where flock is unsupported, everything proceeds unlocked.
-    """
-    if fcntl is None:
-        yield True
-        return
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            locked = True
-        except OSError as e:
-            # Held by another process: False. Any other failure means no flock here.
-            locked = e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN)
-        yield locked
-    finally:
-        os.close(fd)  # releases the lock
 
 
 _fsync_dir = fsync_dir
@@ -312,7 +284,7 @@ class RunDir:
             "completed", "rolled back", or None when there was no update to settle.
         """
         with _os_errors("cannot settle an interrupted update", self.path):
-            with _folder_lock(self.path, wait=False) as locked:
+            with folder_lock(self.path, wait=False) as locked:
                 return self._recover_locked() if locked else None
 
     def _recover_locked(self) -> str | None:
@@ -376,7 +348,7 @@ class RunDir:
         """
         payloads: dict[str, Any] = {RESULTS_FILE: results, METRICS_FILE: metrics, CONFIG_FILE: config}
         names = [n for n in RUN_FILES if payloads[n] is not None]
-        with _os_errors("cannot update the run folder", self.path), _folder_lock(self.path):
+        with _os_errors("cannot update the run folder", self.path), folder_lock(self.path):
             self._recover_locked()
             try:
                 for name in names:
@@ -509,7 +481,7 @@ class RunDir:
         Alone, for a rewrite that leaves metrics.json and config.json true (reordering);
         when they change too, use `write_together`.
         """
-        with _os_errors(f"cannot rewrite {RESULTS_FILE}", self.results_path), _folder_lock(self.path):
+        with _os_errors(f"cannot rewrite {RESULTS_FILE}", self.results_path), folder_lock(self.path):
             lines = (orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n" for record in records)
             write_atomic(self.results_path, lines, mode=default_mode())
 
@@ -522,7 +494,7 @@ class RunDir:
 
     def write_config(self, cfg: Mapping[str, Any]) -> None:
         payload = orjson.dumps(cfg, option=_JSON_OPTS)
-        with _os_errors(f"cannot write {CONFIG_FILE}", self.config_path), _folder_lock(self.path):
+        with _os_errors(f"cannot write {CONFIG_FILE}", self.config_path), folder_lock(self.path):
             _write_atomic(self.config_path, payload)
 
     def read_metrics(self) -> dict[str, Any] | None:
@@ -530,19 +502,19 @@ class RunDir:
 
     def write_metrics(self, metrics: Mapping[str, Any]) -> None:
         payload = dumps_metrics(metrics)
-        with _os_errors(f"cannot write {METRICS_FILE}", self.metrics_path), _folder_lock(self.path):
+        with _os_errors(f"cannot write {METRICS_FILE}", self.metrics_path), folder_lock(self.path):
             _write_atomic(self.metrics_path, payload)
 
     def write_summary(self, text: str) -> None:
         """Replace summary.md atomically (under the folder lock, like metrics.json)."""
         path = self.path / SUMMARY_FILE
-        with _os_errors(f"cannot write {SUMMARY_FILE}", path), _folder_lock(self.path):
+        with _os_errors(f"cannot write {SUMMARY_FILE}", path), folder_lock(self.path):
             _write_atomic(path, text.encode("utf-8"))
 
     def write_derived(self, name: str, pieces: Iterable[bytes]) -> None:
         """Replace a derived file (results.json) atomically, streamed from `pieces`."""
         path = self.path / name
-        with _os_errors(f"cannot write {name}", path), _folder_lock(self.path):
+        with _os_errors(f"cannot write {name}", path), folder_lock(self.path):
             _write_atomic(path, pieces)
 
     def update_metrics(
@@ -550,7 +522,7 @@ class RunDir:
     ) -> dict[str, Any]:
         """Merge `patch` into metrics.json (see `merge_metrics`), keeping keys other scripts own;
         `then` (the re-scorers' verdict re-check) sees the merged file before it is written."""
-        with _os_errors(f"cannot write {METRICS_FILE}", self.metrics_path), _folder_lock(self.path):
+        with _os_errors(f"cannot write {METRICS_FILE}", self.metrics_path), folder_lock(self.path):
             merged = merge_metrics(self.read_metrics() or {}, patch)
             if then is not None:
                 merged = then(merged)
