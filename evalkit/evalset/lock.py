@@ -369,6 +369,8 @@ def _read(lock: Path) -> tuple[Problem | None, dict[str, LockEntry]]:
         return Problem(f"cannot be read ({e.strerror or e})", path=str(lock)), {}
     try:
         data = json.loads(raw)
+    except RecursionError:
+        return Problem("JSON nested too deeply to read; restore it from git", path=str(lock)), {}
     except (ValueError, UnicodeDecodeError) as e:
         return Problem(f"not valid JSON ({e}); restore it from git", path=str(lock)), {}
     if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:

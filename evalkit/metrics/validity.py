@@ -102,7 +102,7 @@ def _select(response: Any, path: str | None) -> tuple[Any, str | None]:
         if isinstance(value, str):
             try:
                 value = json.loads(value)
-            except ValueError:
+            except (ValueError, RecursionError):
                 return None, f"{path}: not JSON"
     return value, None
 
@@ -136,6 +136,8 @@ def build_response_validator(
         sha = hashlib.sha256(raw).hexdigest()
         try:
             schema = json.loads(raw)
+        except RecursionError:
+            raise BadConfig(Problem("JSON nested too deeply to read", path=str(path), field="--response-schema")) from None
         except ValueError as e:
             line = getattr(e, "lineno", None)
             raise BadConfig(Problem(f"not JSON: {getattr(e, 'msg', e)}", path=str(path), line=line, field="--response-schema")) from None

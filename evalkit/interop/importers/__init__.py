@@ -338,3 +338,5 @@ def jsonl_items(
                 yield n, json.loads(line.rstrip("\r\n"))  # a column on this line, not past its end
             except json.JSONDecodeError as e:
                 add(problems, Problem(f"not valid JSON ({e.msg}, column {e.colno})", path=str(path), line=n))
+            except RecursionError:  # `[` x 100,000: a hostile line, not a crash
+                add(problems, Problem("JSON nested too deeply to read", path=str(path), line=n))

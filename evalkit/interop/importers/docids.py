@@ -50,6 +50,8 @@ def _from_json(text: str, where: str) -> dict[str, dict[str, Any]]:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise BadConfig(Problem(f"not valid JSON ({e})", path=where, line=e.lineno)) from None
+    except RecursionError:
+        raise BadConfig(Problem("JSON nested too deeply to read", path=where)) from None
     if not isinstance(data, dict):
         raise BadConfig(Problem("expected a JSON object of docid -> rel_path", path=where))
     out: dict[str, dict[str, Any]] = {}

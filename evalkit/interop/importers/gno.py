@@ -81,6 +81,9 @@ def _read(path: Path, problems: list[Problem]) -> list[Any]:
     except json.JSONDecodeError as e:
         problems.append(Problem(f"not valid JSON ({e.msg})", path=str(path), line=e.lineno))
         return []
+    except RecursionError:  # `[` x 100,000: a hostile file, not a crash
+        problems.append(Problem("JSON nested too deeply to read", path=str(path)))
+        return []
     if not isinstance(data, list):
         problems.append(Problem(f"expected a JSON array of GNO items, got {type(data).__name__}", path=str(path)))
         return []
