@@ -55,6 +55,9 @@ DecisionKind = Literal["accept", "reject"]
 PREVIEW_CHARS = 600
 
 
+_SYMLINK = "the review log is a symbolic link; evalkit does not read or write through one: remove it or pass another log"
+
+
 def log_path(candidates: str | Path) -> Path:
     """`candidates.jsonl` -> `candidates.review.jsonl`, beside it."""
     p = Path(candidates)
@@ -291,6 +294,8 @@ class ReviewSession:
         for case in cand_set.cases:
             if (case.model_extra or {}).get("label_source") in labeling.REVIEW_SOURCES:
                 self._candidates.append(raw.case(case.id))
+        if self.log.is_symlink():  # read or appended, it would be a file outside this folder
+            raise BadConfig(Problem(_SYMLINK, path=str(self.log)))
         self.decisions = read_log(self.log)
         self.changed = False  # did the last write() change the destination
         self.check_dest()
@@ -332,16 +337,26 @@ class ReviewSession:
 
     def _record(self, decision: Decision) -> Decision:
         """Append one line to the log and fsync it before anything else happens."""
+        from evalkit.store.atomic import default_mode, folder_lock
+
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log, "ab") as f:
-            if f.tell() > 0:
-                with open(self.log, "rb") as r:
-                    r.seek(-1, os.SEEK_END)
-                    if r.read(1) not in (b"\n", b"\r"):
-                        f.write(b"\n")
-            f.write(_dumps(decision.to_json()) + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
+        # Never through a symlink (it would append outside the folder the user named), and under
+        # the folder's lock, so two reviewers of one candidates file cannot interleave lines.
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        with folder_lock(self.log.parent):
+            try:
+                fd = os.open(self.log, flags, default_mode())
+            except OSError as e:
+                if self.log.is_symlink():
+                    raise BadConfig(Problem(_SYMLINK, path=str(self.log))) from None
+                raise
+            with os.fdopen(fd, "r+b") as f:
+                size = os.fstat(fd).st_size
+                if size > 0 and os.pread(fd, 1, size - 1) not in (b"\n", b"\r"):
+                    f.write(b"\n")
+                f.write(_dumps(decision.to_json()) + b"\n")
+                f.flush()
+                os.fsync(fd)
         self.decisions.pop(decision.id, None)
         self.decisions[decision.id] = decision
         return decision

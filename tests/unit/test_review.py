@@ -133,3 +133,15 @@ def test_section_preview(tmp_path: Path) -> None:
     assert text is not None and text.startswith("## B") and len(text) <= review.PREVIEW_CHARS + 2
     assert review.section_preview(corpus, {"rel_path": "a.md", "heading_path": "# A > ## Nope"}) is None
     assert review.section_preview(corpus, {"rel_path": "gone.md", "heading_path": "# A"}) is None
+
+
+def test_the_review_log_is_never_written_through_a_symlink(paths, tmp_path: Path) -> None:
+    # issue 29 item 8: a planted link made the log append to a file outside the folder
+    cand, _ = paths
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_bytes(b"someone else's file\n")
+    review.log_path(cand).symlink_to(outside)
+    s = _session(paths)
+    with pytest.raises(BadConfig, match="symbolic link"):
+        s.reject(s.pending()[0])
+    assert outside.read_bytes() == b"someone else's file\n"
