@@ -346,7 +346,7 @@ class ReviewSession:
         with folder_lock(self.log.parent):
             try:
                 fd = os.open(self.log, flags, default_mode())
-            except OSError as e:
+            except OSError:
                 if self.log.is_symlink():
                     raise BadConfig(Problem(_SYMLINK, path=str(self.log))) from None
                 raise
