@@ -16,6 +16,7 @@ redacted when made or rendered, and the CLI prints errors only through `format_e
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import traceback
@@ -40,10 +41,33 @@ _SECRET_SHAPES = re.compile(
 
 
 def _secrets() -> list[str]:
-    """Values of the secret-named environment variables worth scrubbing, longest first."""
+    """Values of the secret-named environment variables worth scrubbing, longest first, each
+    followed by its encoded forms (`_encodings`)."""
     values = (os.environ.get(name, "") for name in os.environ if name.upper().endswith(_SECRET_SUFFIXES))
     found = {v for v in values if len(v) >= _MIN_SECRET and v.lower() not in _PLACEHOLDERS}
-    return sorted(found, key=len, reverse=True)
+    forms = {f for v in found if len(v) >= _MIN_ANYWHERE for f in _encodings(v)}
+    return sorted(found | forms, key=len, reverse=True)
+
+
+@functools.lru_cache(maxsize=64)
+def _encodings(value: str) -> tuple[str, ...]:
+    """The forms a key takes when a server echoes it encoded: percent-encoded (a query string),
+    base64 and URL-safe base64 (padding dropped: a Basic header or a token blob)."""
+    import base64  # here: only a run with a configured key pays for them
+    import urllib.parse
+
+    raw = value.encode("utf-8")
+    forms = {
+        urllib.parse.quote(value, safe=""),
+        base64.b64encode(raw).decode().rstrip("="),
+        base64.urlsafe_b64encode(raw).decode().rstrip("="),
+    }
+    return tuple(f for f in forms if f != value)
+
+
+def _spaced(value: str) -> re.Pattern[str]:
+    """The key with whitespace between its characters (a reply that spelled it out)."""
+    return re.compile(r"\s*".join(re.escape(ch) for ch in value))
 
 
 def _scrub(text: str, secrets: list[str]) -> str:
@@ -67,6 +91,10 @@ def _scrub(text: str, secrets: list[str]) -> str:
                 out.append(text[i:k])
             i = k
         text = "".join(out) + text[i:]
+    for value in secrets:
+        # a long key spelled out with spaces between its characters
+        if len(value) >= _MIN_PARTIAL and value[0] in text and any(c.isspace() for c in text):
+            text = _spaced(value).sub("***", text)
     return _SECRET_SHAPES.sub(lambda m: (m.group(1) or m.group(3) or m.group(4) or "") + "***", text)
 
 
@@ -77,7 +105,9 @@ def redact(text: str) -> str:
     *_TOKEN, *_SECRET, *PASSWORD, *_PASS), also a head of 16+ characters of one (text cut
     before it was scrubbed); values under 8 characters only as a whole token and under 4
     not at all, nor placeholders such as "ollama"; and key shapes: `Bearer ...`, `sk-...`,
-    `"api_key": ...`, `x-api-key: ...`, a URL's password. Every EvalkitError, every Problem
+    `"api_key": ...`, `x-api-key: ...`, a URL's password; and a key of 8+ characters also
+    percent-encoded, in base64 or URL-safe base64, and (16+) spelled out with whitespace
+    between its characters. Every EvalkitError, every Problem
     and `format_error` pass through here, so no error message can carry a key out.
     """
     return _scrub(text, _secrets())

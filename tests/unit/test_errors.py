@@ -27,3 +27,17 @@ def test_every_error_type_scrubs_its_detail() -> None:
     assert "sk-ant" not in je.detail and "secret-api-key-XYZ" not in (je.raw or "")
     rec = JudgeFailure(kind="groundedness", reason="provider_error", detail="tok-0123456789 refused").to_record()
     assert rec["detail"] == "*** refused"
+
+
+def test_encoded_and_spelled_out_copies_of_a_key_are_redacted() -> None:
+    # issue 29 item 8: a server that echoed the key percent-encoded, in base64 (a Basic header,
+    # a token blob) or spelled out with spaces leaked it. Encodings computed here independently.
+    import base64
+    import urllib.parse
+
+    key = "secret-api-key-XYZ"
+    for form in (urllib.parse.quote(key, safe=""), base64.b64encode(key.encode()).decode().rstrip("="),
+                 base64.urlsafe_b64encode(key.encode()).decode().rstrip("="), " ".join(key)):
+        out = redact(f"echo: {form} end")
+        assert form not in out and "***" in out, form
+    assert redact("nothing secret here, just words") == "nothing secret here, just words"
