@@ -602,8 +602,10 @@ def list_runs(results_dir: Path) -> list[str]:
     runs = [
         (_run_time(p), p.name)
         for p in root.iterdir()
-        # results/latest is a symlink to a run that is listed under its own name.
+        # results/latest is a symlink to a run that is listed under its own name; a folder whose
+        # name breaks the run-id rule (a newline, a slash...) is not a run, and is never printed.
         if p.is_dir() and not p.name.startswith(".") and not (p.name == LATEST and p.is_symlink())
+        and run_id_problem(p.name) is None
     ]
     return [name for _, name in sorted(runs, reverse=True)]
 

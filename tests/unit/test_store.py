@@ -203,3 +203,16 @@ def test_split_results_ranges_cover_every_line_once(tmp_path: Path) -> None:
         assert all(a < b for (a, b) in spans[:-1])
         got = [r["test_case_id"] for a, b in spans for r in run.iter_results(a, b)]
         assert got == whole, parts
+
+
+def test_folders_that_break_the_run_id_rule_are_not_listed_or_printed(tmp_path) -> None:
+    # issue 29 item 8: the "latest runs" hint printed such folder names, raw newlines and all
+    from evalkit.errors import RunNotFound
+    from evalkit.store.runs import RunDir, list_runs
+
+    (tmp_path / "good-run").mkdir()
+    (tmp_path / "evil\nname").mkdir()
+    assert list_runs(tmp_path) == ["good-run"]
+    with pytest.raises(RunNotFound) as e:
+        RunDir.open(tmp_path, "missing")
+    assert "good-run" in str(e.value) and "evil" not in str(e.value)
