@@ -146,14 +146,16 @@ def test_output_elsewhere_keeps_relative_links(results):
 
 def test_hostile_text_in_run_ids_file_names_and_config_is_escaped(tmp_path):
     make_run(tmp_path, "one", at="2026-01-01T00:00:00Z", eval_file=f"{SCRIPT}.jsonl")
-    make_run(tmp_path, IMG, at="2026-01-02T00:00:00Z", params={SCRIPT: IMG}, eval_file=f"{SCRIPT}.jsonl")
+    make_run(tmp_path, "two", at="2026-01-02T00:00:00Z", params={SCRIPT: IMG}, eval_file=f"{IMG}.jsonl")
+    # a folder whose name breaks the run-id rule is not a run (store.list_runs): never shown
+    make_run(tmp_path, IMG, at="2026-01-03T00:00:00Z")
     (tmp_path / IMG / "report.html").write_text("x", encoding="utf-8")
     html = write_trend_report(tmp_path).read_text(encoding="utf-8")
-    assert "&lt;img src=x onerror=alert(2)&gt;" in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    # shown, and inert: escaped by the template (or JSON-escaped inside a shown value)
+    assert "onerror=alert(2)" in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert SCRIPT not in html and "<img" not in html
     assert len(re.findall(r"<script\b", html)) == 1
-    # the link to the hostile run's report is percent-encoded, so it stays one relative path
-    assert 'href="%3Cimg%20src%3Dx%20onerror%3Dalert%282%29%3E/report.html"' in html
+    assert "%3Cimg" not in html and "2026-01-03" not in html
 
 
 def test_empty_and_missing_results_folders(tmp_path):
