@@ -46,7 +46,7 @@ RUN_FILES = (RESULTS_FILE, METRICS_FILE, CONFIG_FILE)
 COMMIT_MARKER = ".commit"
 _STAGED_SUFFIX = ".new"
 # Temp files our writes create: mkstemp's `.<file>.<random>.tmp` and the marker's temp.
-_STALE_TMP = re.compile(r"\.(results\.jsonl|metrics\.json|config\.json|summary\.md)\.[^/]+\.tmp|\.commit\.tmp")
+_STALE_TMP = re.compile(r"\.(results\.jsonl|results\.json|metrics\.json|config\.json|summary\.md)\.[^/]+\.tmp|\.commit\.tmp")
 
 # A run id names a folder and is printed and pasted into shells: letters, digits, '.', '_'
 # and '-', starting with a letter or digit, at most 128 characters. Generated ids

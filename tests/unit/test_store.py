@@ -216,3 +216,17 @@ def test_folders_that_break_the_run_id_rule_are_not_listed_or_printed(tmp_path) 
     with pytest.raises(RunNotFound) as e:
         RunDir.open(tmp_path, "missing")
     assert "good-run" in str(e.value) and "evil" not in str(e.value)
+
+
+def test_recovery_removes_every_temp_file_our_writes_leave(tmp_path) -> None:
+    # issue 29 item 6: a killed results.json write left `.results.json.<random>.tmp` for good
+    from evalkit.store.runs import RunDir
+
+    run = tmp_path / "r1"
+    run.mkdir()
+    names = [".results.json.abc123.tmp", ".summary.md.x.tmp", ".metrics.json.y.tmp", ".commit.tmp"]
+    for name in names:
+        (run / name).write_text("half")
+    (run / "notes.tmp").write_text("not ours")
+    RunDir.open(tmp_path, "r1")
+    assert sorted(p.name for p in run.iterdir()) == ["notes.tmp"]
