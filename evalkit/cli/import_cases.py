@@ -63,6 +63,7 @@ def main(
     with exit_on_known_errors():
         from evalkit.interop.importers import (
             ImportOptions,
+            check_output,
             check_vault_out,
             import_cases,
             write_eval_set,
@@ -75,10 +76,22 @@ def main(
             category=category,
             tags=tuple(tag or ()),
         )
+        check_output(output, paths)
         cases = import_cases(fmt, paths, options)
         check_vault_out(cases, vault_out, output=output, force=force, fmt=fmt)
-        write_eval_set(cases, output, force=force)
+        # The notes first, then the eval set that points into them: a vault that cannot be
+        # written leaves no eval set behind, and an eval set that does not validate removes the
+        # vault this import created.
+        created = vault_out is not None and not vault_out.exists()
         n_notes = write_vault(cases, vault_out, force=force) if vault_out is not None else 0
+        try:
+            write_eval_set(cases, output, force=force)
+        except BaseException:
+            if created:
+                import shutil
+
+                shutil.rmtree(vault_out, ignore_errors=True)
+            raise
     for c in cases:
         for w in c.warnings:
             print(printable(f"evalkit: warning: {w}"), file=sys.stderr)
@@ -142,6 +155,9 @@ def _import_beir(
             ))
         if docid_map is not None:
             raise BadConfig(Problem("--format beir maps each document to its own note; drop --docid-map", field="--docid-map"))
+        from evalkit.interop.importers import check_output
+
+        check_output(output, paths)
         done = import_beir(
             paths[0], vault_out=vault_out, output=output, split=split, force=force,
             options=ImportOptions(category=category, tags=tags),

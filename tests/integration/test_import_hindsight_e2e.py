@@ -36,3 +36,61 @@ def test_imported_fixture_runs_against_the_reference_chatbot(tmp_path: Path) -> 
     assert aggregate["k"] == 5
     recall_at_5 = aggregate["recall_at_k_avg"]
     assert isinstance(recall_at_5, float) and recall_at_5 > 0
+
+
+def _import(*args: str):
+    from typer.testing import CliRunner
+
+    from evalkit.cli.main import app
+
+    return CliRunner().invoke(app, ["import", "--format", "hindsight", *args])
+
+
+def test_an_output_that_is_the_input_is_refused_and_the_input_kept(tmp_path: Path) -> None:
+    # issue 29 item 3: --output equal to the input replaced the fixture with its conversion
+    fixture = tmp_path / "fixture.jsonl"
+    fixture.write_bytes(FIXTURE.read_bytes())
+    out = _import(str(fixture), "--vault", str(tmp_path / "vault"), "--output", str(fixture), "--force")
+    assert out.exit_code == 2 and "is the input" in out.output
+    assert fixture.read_bytes() == FIXTURE.read_bytes() and not (tmp_path / "vault").exists()
+
+
+def test_a_vault_that_cannot_be_written_leaves_no_eval_set(tmp_path: Path) -> None:
+    # issue 29 item 3: the eval set was written before the vault, so a vault failure left it behind
+    blocked = tmp_path / "ro"
+    blocked.mkdir()
+    blocked.chmod(0o500)
+    try:
+        if (blocked / "probe").parent.stat().st_mode & 0o200 or __import__("os").geteuid() == 0:
+            pytest.skip("root ignores folder permissions")
+        out = _import(str(FIXTURE), "--vault", str(blocked / "vault"), "--output", str(tmp_path / "out.jsonl"))
+        assert out.exit_code != 0
+        assert not (tmp_path / "out.jsonl").exists()
+    finally:
+        blocked.chmod(0o700)
+
+
+def test_an_eval_set_that_does_not_validate_removes_the_vault_it_created(tmp_path: Path, monkeypatch) -> None:
+    from evalkit.errors import BadEvalSet, Problem
+    from evalkit.interop import importers
+
+    def refuse(*a, **kw):
+        raise BadEvalSet(Problem("planted: a case does not validate"))
+
+    monkeypatch.setattr(importers, "write_eval_set", refuse)
+    out = _import(str(FIXTURE), "--vault", str(tmp_path / "vault"), "--output", str(tmp_path / "out.jsonl"))
+    assert out.exit_code == 2 and "planted" in out.output
+    assert not (tmp_path / "vault").exists() and not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_failing_vault_write_leaves_no_eval_set(tmp_path: Path, monkeypatch) -> None:
+    # the same as the read-only folder above, for root too: the vault write fails, no eval set is left
+    from evalkit.interop import importers
+
+    def fail(*a, **kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(importers, "write_vault", fail)
+    out = _import(str(FIXTURE), "--vault", str(tmp_path / "vault"), "--output", str(tmp_path / "out.jsonl"))
+    assert out.exit_code != 0
+    assert not (tmp_path / "out.jsonl").exists()

@@ -33,6 +33,7 @@ __all__ = [
     "FORMATS",
     "ImportOptions",
     "ImportedCase",
+    "check_output",
     "check_vault_out",
     "get_converter",
     "import_cases",
@@ -120,6 +121,21 @@ def import_cases(fmt: str, paths: Sequence[str | Path], options: ImportOptions |
 def dumps_cases(cases: Sequence[ImportedCase]) -> bytes:
     """The JSONL bytes: one case per line, in the house style of eval_set.jsonl."""
     return b"".join(json.dumps(c.case, ensure_ascii=False).encode("utf-8") + b"\n" for c in cases)
+
+
+def check_output(output: str | Path, inputs: Sequence[str | Path]) -> None:
+    """Refuse an `--output` that is one of the files (or inside a folder) being imported:
+    writing it would replace the fixture with its own conversion.
+
+    Raises:
+        BadConfig: `output` resolves to an input, or lies inside an input folder.
+    """
+    out = Path(output).resolve()
+    for given in inputs:
+        src = Path(given).resolve()
+        if out == src or (src.is_dir() and src in out.parents):
+            raise BadConfig(Problem(f"is the input {given}: write the eval set elsewhere", path=str(output),
+                                    field="--output"))
 
 
 def write_eval_set(
