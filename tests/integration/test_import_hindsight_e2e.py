@@ -94,3 +94,24 @@ def test_a_failing_vault_write_leaves_no_eval_set(tmp_path: Path, monkeypatch) -
     out = _import(str(FIXTURE), "--vault", str(tmp_path / "vault"), "--output", str(tmp_path / "out.jsonl"))
     assert out.exit_code != 0
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_force_replaces_only_what_an_import_wrote(tmp_path: Path) -> None:
+    # issue 29 item 3: --force trusted any .evalkit-import.json, so a forged empty marker let an
+    # import delete a user's note. The marker now lists each file it wrote with its sha256.
+    vault, out = tmp_path / "vault", tmp_path / "out.jsonl"
+    assert _import(str(FIXTURE), "--vault", str(vault), "--output", str(out)).exit_code == 0
+    assert _import(str(FIXTURE), "--vault", str(vault), "--output", str(out), "--force").exit_code == 0  # its own files
+
+    mine = vault / "my note.md"
+    mine.write_text("my own words\n")  # a note the user added
+    refused = _import(str(FIXTURE), "--vault", str(vault), "--output", str(out), "--force")
+    assert refused.exit_code == 2 and "my note.md was not written by evalkit import" in refused.output
+    assert mine.read_text() == "my own words\n"
+
+    forged = tmp_path / "notes"
+    forged.mkdir()
+    (forged / "diary.md").write_text("private\n")
+    (forged / ".evalkit-import.json").write_text("{}")
+    refused = _import(str(FIXTURE), "--vault", str(forged), "--output", str(out), "--force")
+    assert refused.exit_code == 2 and (forged / "diary.md").read_text() == "private\n"

@@ -34,10 +34,12 @@ __all__ = [
     "ImportOptions",
     "ImportedCase",
     "check_output",
+    "check_replaceable",
     "check_vault_out",
     "get_converter",
     "import_cases",
     "write_eval_set",
+    "write_marker",
     "write_vault",
 ]
 
@@ -51,6 +53,49 @@ FORMATS: dict[str, str] = {
 
 # Left in a folder write_vault made: what `--force` may replace (hidden: no chatbot indexes it).
 VAULT_MARKER = ".evalkit-import.json"
+
+
+def _hashes(folder: Path) -> dict[str, str]:
+    """{relative path: sha256} of every file under `folder`, the marker left out."""
+    import hashlib
+
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if (p.is_file() or p.is_symlink()) and p.name != VAULT_MARKER
+    }
+
+
+def write_marker(folder: Path, info: Mapping[str, Any]) -> None:
+    """Leave the marker `--force` checks: `info` plus every file written, with its sha256."""
+    body = {**info, "files": _hashes(folder)}
+    (folder / VAULT_MARKER).write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+
+
+def check_replaceable(vault_out: Path, field: str) -> None:
+    """`--force` may replace `vault_out` only when an import wrote every file in it, as it is
+    now: its marker lists each file with its sha256 (a forged or old marker, a note the user
+    added or edited, a symbolic link: refused, naming the file).
+
+    Raises:
+        BadConfig: no marker, an unreadable one, or a file it does not vouch for.
+    """
+    marker = vault_out / VAULT_MARKER
+    how = "remove it yourself or choose another folder"
+    if marker.is_symlink() or not marker.is_file():
+        raise BadConfig(Problem(f"holds files evalkit import did not write (no {VAULT_MARKER}); not replacing it even "
+                                f"with --force: {how}", path=str(vault_out), field=field))
+    try:
+        listed = json.loads(marker.read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        listed = None
+    if not isinstance(listed, dict):
+        raise BadConfig(Problem(f"its {VAULT_MARKER} does not list the files an import wrote; not replacing it even "
+                                f"with --force: {how}", path=str(vault_out), field=field))
+    for rel, sha in _hashes(vault_out).items():
+        if (vault_out / rel).is_symlink() or listed.get(rel) != sha:
+            raise BadConfig(Problem(f"{rel} was not written by evalkit import, or changed since; not replacing the "
+                                    f"folder even with --force: {how}", path=str(vault_out), field=field))
 
 
 @dataclass(frozen=True)
@@ -236,13 +281,7 @@ def check_vault_out(
     if vault_out.is_dir() and any(vault_out.iterdir()):
         if not force:
             raise BadConfig(Problem("is a non-empty folder; pass --force to replace it", path=str(vault_out), field="--vault-out"))
-        if not (vault_out / VAULT_MARKER).is_file():
-            # --force replaces the whole folder: never a folder of the user's own notes.
-            raise BadConfig(Problem(
-                f"holds files evalkit import did not write (no {VAULT_MARKER}); not replacing it even with "
-                "--force: remove it yourself or choose another folder",
-                path=str(vault_out), field="--vault-out",
-            ))
+        check_replaceable(vault_out, "--vault-out")  # --force replaces the whole folder: never the user's notes
 
 
 def write_vault(cases: Sequence[ImportedCase], vault_out: str | Path, *, force: bool = False) -> int:
@@ -282,8 +321,7 @@ def write_vault(cases: Sequence[ImportedCase], vault_out: str | Path, *, force: 
                 f.flush()
                 os.fsync(f.fileno())
         sources = sorted({c.path for c in cases})
-        marker = {"written_by": "evalkit import", "sources": sources, "cases": len(cases), "notes": len(files)}
-        (tmp / VAULT_MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+        write_marker(tmp, {"written_by": "evalkit import", "sources": sources, "cases": len(cases), "notes": len(files)})
         swap_in(tmp, vault_out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -29,7 +29,6 @@ query left without any judgment is not imported), since published BEIR files do 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -40,13 +39,14 @@ from typing import Any
 
 from evalkit.errors import BadConfig, InputError, Problem
 from evalkit.interop.importers import (
-    VAULT_MARKER,
     ImportedCase,
     ImportOptions,
+    check_replaceable,
     jsonl_items,
     new_sibling,
     swap_in,
     write_eval_set,
+    write_marker,
 )
 
 __all__ = ["BeirImport", "convert", "import_beir", "note_path", "note_text"]
@@ -175,14 +175,13 @@ def import_beir(
             }
             cases.append(ImportedCase(case, str(queries), len(cases), line=line))
         write_eval_set(cases, output, force=force)
-        marker = {
+        write_marker(tmp, {
             "written_by": "evalkit import --format beir",
             "sources": [str(folder)],
             "split": split,
             "cases": len(cases),
             "notes": len(doc_ids),
-        }
-        (tmp / VAULT_MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+        })
         swap_in(tmp, vault_out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -216,12 +215,7 @@ def _check_targets(vault_out: Path, output: Path, force: bool) -> None:
     if vault_out.is_dir() and any(vault_out.iterdir()):
         if not force:
             raise BadConfig(Problem("is a non-empty folder; pass --force to replace it", path=str(vault_out), field="--vault"))
-        if not (vault_out / VAULT_MARKER).is_file():
-            raise BadConfig(Problem(
-                f"holds files evalkit import did not write (no {VAULT_MARKER}); not replacing it even with "
-                "--force: remove it yourself or choose another folder",
-                path=str(vault_out), field="--vault",
-            ))
+        check_replaceable(vault_out, "--vault")
 
 
 def _jsonl(path: Path, problems: list[Problem]) -> Iterator[tuple[int, dict[str, Any]]]:
