@@ -8,12 +8,14 @@ Routes (DESIGN.md §5):
 Errors are JSON `{"error": str, "problems": [str]?}`: 400 bad JSON or body (also a body
 shorter than its Content-Length, an unknown vault, a field of the wrong type or size),
 404 unknown path, 405 wrong method, 411 no Content-Length, 413 body over 1 MiB, 503 every
-worker busy (at most 64 connections are served at once), 502 a configured embeddings/chat
+worker busy (at most 256 connections are served at once; a request's line, headers and body
+must arrive within 10 s, so slow clients are cut off), 502 a configured embeddings/chat
 endpoint failed, 500 a bug (logged; the server keeps serving).
 """
 
 from __future__ import annotations
 
+import socket
 import sys
 import threading
 import traceback
@@ -41,9 +43,37 @@ class _Handler(BaseHTTPRequestHandler):
     # A client that promises more body than it sends (or idles on keep-alive) must not hold
     # a handler thread forever.
     timeout = 30
+    # A request's line, headers and body must all arrive within this many seconds of the
+    # server starting to wait for it: a client that trickles a byte every few seconds passes
+    # every per-read timeout, and 70 of them held every worker (issue 29 item 5).
+    request_deadline = 10.0
     server_version = "evalkit-reference/1"
     chatbot: Any = None
     quiet = True
+    _timer: threading.Timer | None = None
+
+    def handle_one_request(self) -> None:
+        self._timer = threading.Timer(self.request_deadline, self._cut_off)
+        self._timer.daemon = True
+        self._timer.start()
+        try:
+            super().handle_one_request()
+        finally:
+            self._received()
+
+    def _received(self) -> None:
+        """The request is in: the deadline no longer applies (answering may take longer)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _cut_off(self) -> None:
+        # The blocked read returns empty, and the handler closes the connection.
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         if not self.quiet:
@@ -141,8 +171,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             raw = self.rfile.read(n)
-        except TimeoutError:
+        except (TimeoutError, OSError):
             raw = None
+        self._received()
         if raw is None or len(raw) < n:
             # A client error, not ours: say so, without a traceback, and drop the connection
             # (what it sends next cannot be told apart from the missing body).
@@ -175,7 +206,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, response)
 
 
-MAX_WORKERS = 64
+# Threads start only for connections that come; a high cap leaves room for normal clients while
+# slow ones wait out their request deadline.
+MAX_WORKERS = 256
 _BUSY_BODY = orjson.dumps({"error": "server busy: every worker is taken; retry shortly"})
 _BUSY = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
@@ -225,6 +258,7 @@ def make_server(
     quiet: bool = True,
     max_workers: int = MAX_WORKERS,
     read_timeout: float = 30.0,
+    request_deadline: float = 10.0,
 ) -> ThreadingHTTPServer:
     """A threading HTTP server for `chatbot` (bound, not yet serving; call serve_forever).
 
@@ -234,7 +268,8 @@ def make_server(
         port: 0 picks a free port (read it from server.server_address).
         quiet: no per-request access log on stderr.
     """
-    handler = type("ReferenceHandler", (_Handler,), {"chatbot": chatbot, "quiet": quiet, "timeout": read_timeout})
+    handler = type("ReferenceHandler", (_Handler,), {"chatbot": chatbot, "quiet": quiet, "timeout": read_timeout,
+                                                      "request_deadline": request_deadline})
     server_cls = type("ReferenceServer", (_Server,), {"max_workers": max_workers})
     return server_cls((host, port), handler)
 

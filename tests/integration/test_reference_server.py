@@ -289,3 +289,40 @@ def test_indexes_the_real_obsidian_tasks_vault() -> None:
     assert deps and not any("Duplicate" in h for h in deps)
 
     assert bot.ask({"question": "What is the boiling point of mercury in kelvin?"})["abstained"] is True
+
+
+def test_slow_clients_are_cut_off_and_do_not_starve_normal_requests(reference_vault: Path) -> None:
+    # issue 29 item 5: 70 connections sending a byte every 10 s held every worker for 100 s, so
+    # every normal request got a 503. Now a request must arrive whole within the deadline.
+    bot = ReferenceChatbot(reference_vault, config=ReferenceConfig())
+    server = make_server(bot, request_deadline=1.0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    slow: list[socket.socket] = []
+    try:
+        host, port = server.server_address[:2]
+        for _ in range(100):
+            s = socket.create_connection((host, port), timeout=10)
+            s.sendall(b"POST /api/v1/ask HTTP/1.1\r\n")  # then nothing more, for now
+            slow.append(s)
+        # normal requests meanwhile are answered
+        for _ in range(5):
+            with socket.create_connection((host, port), timeout=10) as s:
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                assert _read_reply(s).startswith("HTTP/1.1 200")
+        # and each slow client is disconnected once its deadline passes (recv sees the close)
+        time.sleep(1.5)
+        closed = 0
+        for s in slow:
+            try:
+                s.sendall(b"X-Trickle: 1\r\n")
+                closed += s.recv(1024) == b""
+            except OSError:
+                closed += 1
+        assert closed == len(slow)
+    finally:
+        for s in slow:
+            s.close()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
