@@ -371,21 +371,24 @@ def jsonl_items(
     """
     add = add or (lambda ps, p: ps.append(p))
     try:
-        f = open(path, encoding="utf-8-sig", newline="\n")
-    except OSError as e:
+        f = open(path, "rb")  # bytes, decoded line by line: a text reader decodes ahead, and
+    except OSError as e:      # blamed a bad byte on line 2001 on line 1950
         add(problems, Problem(f"cannot read ({e.strerror or e})", path=str(path)))
         return
     with f:
         n = 0
         while True:
-            try:
-                line = f.readline()
-            except UnicodeDecodeError as e:
-                add(problems, Problem(f"not UTF-8 ({e.reason} at byte {e.start} of the line)", path=str(path), line=n + 1))
-                return
-            if not line:
+            raw = f.readline()
+            if not raw:
                 return
             n += 1
+            if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]  # a UTF-8 byte order mark
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                add(problems, Problem(f"not UTF-8 ({e.reason} at byte {e.start} of the line)", path=str(path), line=n))
+                continue
             if not line.strip():
                 continue
             try:
