@@ -128,3 +128,19 @@ def test_a_bad_byte_is_reported_on_its_own_line(tmp_path: Path) -> None:
     got = [n for n, _ in jsonl_items(path, problems)]
     assert [p.line for p in problems] == [3, 3004]
     assert got == [1, 2, *range(4, 3004)]  # every other line is read
+
+
+def test_qrels_problems_are_said_on_the_qrels_line(tmp_path: Path) -> None:
+    # issue 29 item 7: a malformed first TREC qrels line was silently taken for a header (its case
+    # imported with no gold), and an `inf` score was blamed on another file.
+    from evalkit.interop.importers.trec import read_qrels
+
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("q1 0 d1 high\nq1 0 d2 inf\nq2 0 d3 1\n")
+    problems: list = []
+    assert read_qrels(qrels, problems) == {"q2": {"d3": 1.0}}
+    assert [(p.line, "not a" in p.message) for p in problems] == [(1, True), (2, True)]
+    header = tmp_path / "with-header.tsv"
+    header.write_text("query-id\tcorpus-id\tscore\nq1\td1\t2\n")
+    problems = []
+    assert read_qrels(header, problems) == {"q1": {"d1": 2.0}} and problems == []

@@ -29,6 +29,7 @@ query left without any judgment is not imported), since published BEIR files do 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 import shutil
@@ -265,6 +266,9 @@ def _read_qrels(path: Path, problems: list[Problem], warnings: list[str]) -> dic
                 score = float(raw_score)
             except ValueError:
                 _add(problems, Problem(f"score {raw_score!r} is not a number", path=str(path), line=n))
+                continue
+            if not math.isfinite(score):  # said here, not later against the query it would label
+                _add(problems, Problem(f"score {raw_score!r} is not a finite number", path=str(path), line=n))
                 continue
             if score <= 0:
                 continue

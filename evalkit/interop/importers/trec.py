@@ -13,7 +13,8 @@ Topics, told apart by their first non-blank text:
   topics.tsv); a first line `qid<TAB>...` or `query_id<TAB>...` is a header.
 
 Qrels: `qid 0 docid rel` (whitespace-separated; BEIR's 3-column `query-id corpus-id score`
-TSV, with its header, is accepted too). A judgment with rel <= 0 is dropped (not
+TSV, with its header, is accepted too; a first line is a header only when it names its
+columns: a malformed first line is a problem on line 1). A judgment with rel <= 0 is dropped (not
 relevant); a docid judged twice keeps its highest grade. Each judged docid becomes a gold
 support with `relevance` = rel (graded, for nDCG): `{"chunk_id": docid}`, or the
 location `--docid-map` gives it (`docids.py`; `evalkit export` writes one, docids.tsv). A
@@ -27,6 +28,7 @@ judged qid that is not a topic is skipped, with one warning. Cases are in topics
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -186,6 +188,11 @@ def _sgml_topics(text: str, where: str, problems: list[Problem]) -> list[tuple[s
     return out
 
 
+# A qrels header names its columns: these words in the query or the relevance column.
+_HEADER_QID = frozenset({"qid", "query-id", "query_id", "queryid", "query", "topic", "topic_id"})
+_HEADER_REL = frozenset({"rel", "relevance", "score", "label", "judgment", "judgement", "grade"})
+
+
 def read_qrels(path: Path, problems: list[Problem]) -> dict[str, dict[str, float]]:
     """qid -> docid -> grade (every grade, also <= 0); problems are appended to `problems`."""
     text = _text(path, problems)
@@ -207,10 +214,16 @@ def read_qrels(path: Path, problems: list[Problem]) -> dict[str, dict[str, float
         try:
             rel = float(raw)
         except ValueError:
-            if first:  # a header (BEIR: query-id corpus-id score)
+            if first and (raw.lower() in _HEADER_REL or qid.lower() in _HEADER_QID):  # BEIR: query-id corpus-id score
                 first = False
                 continue
+            # a malformed first line is a problem like any other, never taken for a header
             problems.append(Problem(f"relevance {raw!r} is not a number", path=str(path), line=lineno))
+            first = False
+            continue
+        if not math.isfinite(rel):
+            problems.append(Problem(f"relevance {raw!r} is not a finite number", path=str(path), line=lineno))
+            first = False
             continue
         first = False
         docs = out.setdefault(qid, {})
