@@ -33,7 +33,7 @@ from evalkit.compare.cases import (
     scope_name,
     unscoreable_from_metrics,
 )
-from evalkit.compare.conditions import config_diff, latency_report
+from evalkit.compare.conditions import config_diff, corpus_change, corpus_of, latency_report
 from evalkit.compare.gate import (
     ANSWER_METRICS,
     Thresholds,
@@ -520,6 +520,9 @@ def compare_runs(
     ta, agg_a = _scan(sa, ks)
     tb, agg_b = _scan(sb, ks)
     notes = _notes(sa, sb, ta, tb, only_a, only_b, ks)
+    corpus = corpus_change(sa.metrics, sb.metrics)
+    if corpus is not None:
+        notes.append(corpus)
     pairing = _pair(ta, tb) if ta is not None and tb is not None else _Pairing([], np.empty(0, np.int64), np.empty(0, np.int64), {})
 
     cells_a, cells_b = _cells(agg_a), _cells(agg_b)
@@ -573,7 +576,9 @@ def compare_runs(
         flips=flips,
         unscoreable=unscoreable,
         latency=latency,
-        config_diff=config_diff(sa.config, sb.config) if sa.config is not None and sb.config is not None else {},
+        config_diff=config_diff(
+            {**sa.config, "index": corpus_of(sa.metrics)}, {**sb.config, "index": corpus_of(sb.metrics)}
+        ) if sa.config is not None and sb.config is not None else {},
         config_diff_available=sa.config is not None and sb.config is not None,
         drift=drift,
         gate=verdict,
