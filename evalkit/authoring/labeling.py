@@ -585,20 +585,31 @@ def apply_fixes(fixes: Sequence[Fix], outputs: dict[str, Path]) -> list[Path]:
 # --------------------------------------------------------------------------- auto labels
 
 
-def anchors_from_chunks(chunks: Sequence[Any], n: int) -> list[dict[str, str]]:
+def anchors_from_chunks(chunks: Sequence[Any], n: int) -> list[dict[str, Any]]:
     """Anchors {rel_path, heading_path} of the top `n` chunks, de-duplicated, in rank order.
 
-    Chunk ids are never stored: they change with the chunker and the vault id.
+    Chunk ids are never stored: they change with the chunker and the vault id. A chunk under
+    the note's top heading alone (`# Home server`) or under none also keeps its line span:
+    by the heading-prefix rule `# Home server` matches every chunk of the note, which would
+    credit any of them (issue 28); with the span, only chunks that overlap those lines match
+    (EVAL.md, "Anchors": the span decides when a chunk has lines, the heading otherwise).
     """
-    out: list[dict[str, str]] = []
-    seen: set[tuple[str, str]] = set()
+    out: list[dict[str, Any]] = []
+    seen: set[tuple[Any, ...]] = set()
     for chunk in list(chunks)[:n]:
         get = chunk.get if isinstance(chunk, dict) else lambda key, c=chunk: getattr(c, key, None)
         rel, heading = get("rel_path"), normalize_heading_path(get("heading_path") or "")
-        if not rel or (rel, heading) in seen:
+        if not rel:
             continue
-        seen.add((rel, heading))
-        out.append({"rel_path": rel, "heading_path": heading})
+        anchor: dict[str, Any] = {"rel_path": rel, "heading_path": heading}
+        start, end = get("start_line"), get("end_line")
+        if heading.count(" > ") == 0 and type(start) is int and type(end) is int and 1 <= start <= end:
+            anchor.update(start_line=start, end_line=end)
+        key = tuple(anchor.values())
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(anchor)
     return out
 
 

@@ -137,3 +137,20 @@ def test_anchors_from_chunks_dedupes_and_never_keeps_chunk_ids() -> None:
         {"rel_path": "a.md", "heading_path": "# A > ## B"},
         {"rel_path": "b.md", "heading_path": ""},
     ]
+
+
+def test_a_top_heading_anchor_keeps_its_line_span_so_it_does_not_match_the_whole_note() -> None:
+    # issue 28 item 7: `# Home server` matches every chunk of the note by the prefix rule
+    from evalkit.evalset.anchors import match_support
+
+    chunks = [
+        {"rel_path": "h.md", "heading_path": "# Home server", "start_line": 1, "end_line": 6},
+        {"rel_path": "h.md", "heading_path": "# Home server > ## Ports", "start_line": 8, "end_line": 20},
+    ]
+    anchors = anchors_from_chunks(chunks, 2)
+    assert anchors == [
+        {"rel_path": "h.md", "heading_path": "# Home server", "start_line": 1, "end_line": 6},
+        {"rel_path": "h.md", "heading_path": "# Home server > ## Ports"},
+    ]
+    # by hand: the intro anchor matches the intro chunk, not the Ports section below it
+    assert match_support(anchors[0], chunks[0]) and not match_support(anchors[0], chunks[1])
