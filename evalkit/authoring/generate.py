@@ -375,6 +375,24 @@ def is_vague(question: str) -> bool:
     return any(w in _PRONOUNS for w in words) and len(set(terms(question))) <= 2
 
 
+_WHAT_IS = re.compile(r"^What is (.+?)\?$")
+_DAYS = frozenset("monday tuesday wednesday thursday friday saturday sunday today tomorrow yesterday".split())
+
+
+def is_bare_term(question: str) -> bool:
+    """"What is X?" where X is a day ("What is Friday?", from a schedule's `Friday: ...` line) or
+    starts with a number ("What is 1 cup flour's metric?", from a table of quantities): the
+    definition and table patterns make these from lines that are not definitions, and a
+    reviewer rejects them (issue 28). A one-word name ("What is Alex?", a speaker's line) cannot
+    be told from a glossary term ("What is Crema?") by its spelling, so it is kept."""
+    m = _WHAT_IS.match(question.strip())
+    if m is None:
+        return False
+    term = m.group(1).strip()
+    words = term.split()
+    return term[:1].isdigit() or bool(words and words[0].casefold().rstrip("'s") in _DAYS)
+
+
 def cap_tables(candidates: Sequence[Candidate], per_table: int) -> tuple[list[Candidate], list[dict[str, Any]]]:
     """At most `per_table` table_cell candidates from each table, spread evenly over its
     rows (first, last and evenly between); the rest are dropped with reason `table_cap`.
@@ -427,6 +445,9 @@ def filter_candidates(
         share = overlap(c.case["question"], c.evidence)
         if share is None:
             drop(c, "no_content_words", "the question has no content word")
+            continue
+        if is_bare_term(c.case["question"]):
+            drop(c, "bare_term", "'What is X?' about a name, a day or a quantity: nothing a reader would ask")
             continue
         if is_vague(c.case["question"]):
             drop(c, "vague", "a pronoun with nothing to refer to and at most 2 content words")
@@ -538,6 +559,51 @@ def mix_report(
     return out
 
 
+def apply_mix(
+    kept: list[Candidate], mix: Mapping[str, float], seed: int
+) -> tuple[list[Candidate], list[dict[str, Any]], list[str]]:
+    """The largest subset of `kept` whose category shares are `mix`'s category targets.
+
+    Categories `mix` does not name share what its named shares leave (1 - their sum) as one
+    group. A group's target count is its share x T, T the largest total every group with
+    candidates can fill; each group is a seeded sample (file order kept). A named category
+    with no candidate cannot be met: it is listed (the offline generator writes factual
+    questions from a note's structure; `--llm` writes the others) and the rest is applied
+    among the groups that have candidates. Difficulty shares are reported, not applied
+    (difficulty is guessed after sampling, from retrieval).
+
+    Returns:
+        (the candidates kept, the dropped ones as report records, the unmet categories).
+    """
+    named = {k: float(v) for k, v in mix.items() if k not in DIFFICULTIES and v > 0}
+    if not named:
+        return kept, [], []
+    rest = max(0.0, 1.0 - sum(named.values()))
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(kept):
+        cat = c.case.get("category")
+        groups.setdefault(cat if cat in named else "", []).append(i)
+    shares = dict(named, **({"": rest} if rest > 1e-9 else {}))
+    missing = [k for k in named if not groups.get(k)]
+    live = {g: s for g, s in shares.items() if groups.get(g)}
+    if not live:
+        return kept, [], missing
+    total = sum(live.values())
+    live = {g: s / total for g, s in live.items()}
+    scale = min(len(groups[g]) / s for g, s in live.items())
+    rng = random.Random(seed)
+    keep: set[int] = set()
+    for g, s in live.items():
+        want = min(len(groups[g]), round(s * scale))
+        keep.update(rng.sample(groups[g], want))
+    dropped = [
+        {"id": c.case["id"], "question": c.case["question"], "pattern": c.pattern, "reason": "mix",
+         "detail": f"over --mix's share for {c.case.get('category')!r}"}
+        for i, c in enumerate(kept) if i not in keep
+    ]
+    return [c for i, c in enumerate(kept) if i in keep], dropped, missing
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -558,6 +624,10 @@ def finish_candidates(
         (the candidates to write, the report).
     """
     seed, limit = config["seed"], config["limit"]
+    mix_missing: list[str] = []
+    if mix:
+        kept, mix_dropped, mix_missing = apply_mix(kept, mix, seed)
+        dropped = [*dropped, *mix_dropped]
     sampled_out = 0
     if limit is not None and len(kept) > limit:
         chosen = set(random.Random(seed).sample(range(len(kept)), limit))
@@ -584,6 +654,7 @@ def finish_candidates(
     }
     if mix:
         report["mix"] = mix_report(categories, mix, difficulties)
+        report["mix_unmet"] = mix_missing
     return kept, report
 
 

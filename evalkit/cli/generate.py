@@ -81,7 +81,8 @@ def main(
         help="Drop a candidate when more than this share of its question's content words occur in the text that answers it.",
     ),
     mix: Optional[str] = typer.Option(
-        None, "--mix", metavar="CAT=SHARE,...", help="Target category mix for the report, e.g. factual=0.4,reasoning=0.2.",
+        None, "--mix", metavar="CAT=SHARE,...", help="Target category mix, applied (the largest subset with these shares) and reported, e.g. "
+        "factual=0.6,reasoning=0.4; difficulty shares (easy=0.3) are reported only.",
         rich_help_panel=_C,
     ),
     no_retrieval: bool = typer.Option(
@@ -169,6 +170,9 @@ def main(
         cats += "; " + ", ".join(f"{k} {v}" for k, v in report["difficulties"].items())
     typer.echo(printable(f"evalkit: {report['generated']} candidates from {vault} ({by_pattern})"))
     typer.echo(f"evalkit: filtered: {filtered}; sampled out: {report['sampled_out']}")
+    if report.get("mix_unmet"):
+        typer.echo(printable(f"evalkit: warning: --mix asks for {', '.join(report['mix_unmet'])}, and no candidate is of "
+                             "that category: the rest of the mix was applied (--llm writes other categories)"), err=True)
     typer.echo(
         printable(f"evalkit: wrote {report['written']} candidates to {output} ({cats}); "
                   f"{report['flagged']['unretrievable']} flagged unretrievable; report: {report_path(output)}")

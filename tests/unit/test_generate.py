@@ -159,17 +159,21 @@ def test_unretrievable_is_flagged_not_dropped(vault: Path) -> None:
 def test_report_counts_and_limit(vault: Path) -> None:
     r = generate_candidates(vault, mix={"factual": 0.5, "multi_hop": 0.5})
     rep = r.report
-    assert rep["generated"] == 5 and rep["written"] == 5
+    # --mix is applied (issue 28): no multi_hop candidate exists, so the rest of the mix is
+    # applied among the groups that have some: factual is the only named one, and unnamed
+    # categories share 1 - 0.5 - 0.5 = 0, so the one reasoning candidate goes. By hand: 4 left.
+    assert rep["generated"] == 5 and rep["written"] == 4 and rep["mix_unmet"] == ["multi_hop"]
     assert rep["generated_by_pattern"] == {"heading_question": 1, "qa_pair": 1, "faq": 1, "definition": 1, "table_cell": 1}
-    assert rep["filtered"] == {} and rep["flagged"] == {"unretrievable": 0}
-    assert rep["categories"] == {"factual": 4, "reasoning": 1}
+    assert rep["filtered"] == {"mix": 1} and rep["flagged"] == {"unretrievable": 0}
+    assert rep["categories"] == {"factual": 4}
     assert rep["mix"] == {
-        "factual": {"dimension": "category", "target": 0.5, "actual": 0.8, "n": 4},
+        "factual": {"dimension": "category", "target": 0.5, "actual": 1.0, "n": 4},
         "multi_hop": {"dimension": "category", "target": 0.5, "actual": 0.0, "n": 0},
-        "reasoning": {"dimension": "category", "target": 0.0, "actual": 0.2, "n": 1},
     }
     # Every candidate was retrieved (none flagged), so each has a rank-based difficulty.
-    assert sum(rep["difficulties"].values()) == 5 and set(rep["difficulties"]) <= {"easy", "medium", "hard"}
+    assert sum(rep["difficulties"].values()) == 4 and set(rep["difficulties"]) <= {"easy", "medium", "hard"}
+    # a mix the candidates can meet: factual 0.8 / reasoning 0.2 keeps all five
+    assert generate_candidates(vault, mix={"factual": 0.8, "reasoning": 0.2}, check_retrieval=False).report["written"] == 5
     a = generate_candidates(vault, limit=2, seed=1, check_retrieval=False)
     b = generate_candidates(vault, limit=2, seed=1, check_retrieval=False)
     assert a.cases == b.cases and len(a.cases) == 2 and a.report["sampled_out"] == 3
@@ -205,11 +209,12 @@ def test_cli_writes_candidates_and_report(vault: Path, tmp_path: Path) -> None:
     out = tmp_path / "cand.jsonl"
     res = CliRunner().invoke(app, ["generate", "--vault", str(vault), "--output", str(out), "--mix", "factual=1"])
     assert res.exit_code == 0, res.output
-    assert "wrote 5 candidates" in res.stdout and "--review-auto" in res.stdout
+    # --mix factual=1 is applied: the one reasoning candidate goes (by hand: 4 of 5 are factual)
+    assert "wrote 4 candidates" in res.stdout and "--review-auto" in res.stdout
     cases = load_eval_set([out]).cases
-    assert [c.model_extra["label_source"] for c in cases] == ["generated"] * 5
+    assert [c.model_extra["label_source"] for c in cases] == ["generated"] * 4
     report = json.loads((tmp_path / "cand.report.json").read_text())
-    assert report["written"] == 5 and report["mix"]["factual"] == {"dimension": "category", "target": 1.0, "actual": 0.8, "n": 4}
+    assert report["written"] == 4 and report["mix"]["factual"] == {"dimension": "category", "target": 1.0, "actual": 1.0, "n": 4}
 
     again = CliRunner().invoke(app, ["generate", "--vault", str(vault), "--output", str(out)])
     assert again.exit_code == 2 and "already exists" in again.output
@@ -299,3 +304,12 @@ def test_mix_report_compares_difficulties_among_cases_that_have_one() -> None:
     # Hand-computed: factual 3 of 4 cases; hard 1 of the 2 cases with a difficulty.
     assert got["factual"] == {"dimension": "category", "target": 0.5, "actual": 0.75, "n": 3}
     assert got["hard"] == {"dimension": "difficulty", "target": 0.5, "actual": 0.5, "n": 1}
+
+
+def test_days_and_quantities_are_not_asked_as_terms() -> None:
+    # issue 28 item 7: "What is Friday?" and "What is 1 cup flour's metric?" were kept
+    from evalkit.authoring.generate import is_bare_term
+
+    assert is_bare_term("What is Friday?") and is_bare_term("What is 1 cup flour's metric?")
+    assert is_bare_term("What is Monday's plan?")
+    assert not is_bare_term("What is Crema?") and not is_bare_term("What is the ledger API's port?")
