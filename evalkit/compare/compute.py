@@ -39,6 +39,7 @@ from evalkit.compare.gate import (
     Thresholds,
     asked_k_difference,
     check_invariants,
+    trial_count,
 )
 from evalkit.compare.models import (
     Comparison,
@@ -520,6 +521,10 @@ def compare_runs(
     ta, agg_a = _scan(sa, ks)
     tb, agg_b = _scan(sb, ks)
     notes = _notes(sa, sb, ta, tb, only_a, only_b, ks)
+    trials_a, trials_b = trial_count(sa.metrics), trial_count(sb.metrics)
+    if trials_a != trials_b:
+        notes.append(f"run a asked each case {trials_a} time(s), run b {trials_b}: cases are paired on their per-case "
+                     "mean over trials, so a case's value is comparable whatever the trial count")
     corpus = corpus_change(sa.metrics, sb.metrics)
     if corpus is not None:
         notes.append(corpus)

@@ -222,6 +222,22 @@ def _skip_reason(
     return None
 
 
+def case_count(metrics: Mapping[str, Any]) -> int | None:
+    """The cases a run asked: total_tests counts records, which a `--trials N` run has N of
+    per case (issue 30: a 3-trial run against a 1-trial one was refused as "partial")."""
+    trials = metrics.get("trials")
+    if isinstance(trials, Mapping) and isinstance(trials.get("n_cases"), int):
+        return int(trials["n_cases"])
+    total = metrics.get("total_tests")
+    return total if isinstance(total, int) else None
+
+
+def trial_count(metrics: Mapping[str, Any]) -> int:
+    trials = metrics.get("trials")
+    n = trials.get("n_trials") if isinstance(trials, Mapping) else None
+    return n if isinstance(n, int) and n > 0 else 1
+
+
 def check_invariants(baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any]) -> list[str]:
     """Why two runs must not be compared (seed 000 §10.1); empty when they may be.
 
@@ -235,7 +251,7 @@ def check_invariants(baseline_metrics: Mapping[str, Any], new_metrics: Mapping[s
     vb, vn = baseline_metrics.get("dataset_version"), new_metrics.get("dataset_version")
     if vb and vn and vb != vn:
         out.append(f"eval sets differ (dataset_version {vb[:12]}… vs {vn[:12]}…)")
-    nb, nn = baseline_metrics.get("total_tests"), new_metrics.get("total_tests")
+    nb, nn = case_count(baseline_metrics), case_count(new_metrics)
     if isinstance(nb, int) and isinstance(nn, int) and nb != nn:
         out.append(f"case counts differ ({nb} vs {nn}): a filtered or partial run")
     ib = baseline_metrics.get("invariants") if isinstance(baseline_metrics.get("invariants"), Mapping) else {}
