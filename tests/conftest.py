@@ -36,3 +36,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return mark is not None and (mark.args or [mark.kwargs.get("name")])[0] == "ranx"
 
     items.sort(key=lambda item: not is_ranx(item))  # stable: the rest keep their order
+
+
+# Tests must never leave files in the checkout: a run gated against a baseline locks the eval
+# set it read in an eval_sets.lock beside it, so a test that gates with the repository's own
+# eval_set.jsonl would write one here. The controller (not an xdist worker) checks at the end.
+_REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+_STRAYS = ("eval_sets.lock",)
+_BEFORE: set[str] = set()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _BEFORE.update(name for name in _STRAYS if (_REPO / name).exists())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workerinput"):
+        return
+    strays = [name for name in _STRAYS if (_REPO / name).exists() and name not in _BEFORE]
+    if strays:
+        print(f"\ntests left {', '.join(strays)} in the checkout: a test gated with the repository's own eval set")
+        session.exitstatus = 1
