@@ -1,8 +1,9 @@
 """report.py: the HTML report of a run (`--run-id`), of two runs side by side
 (`--compare A B`) or of every run over time (`--trend`).
 
-One self-contained .html file: inline CSS, JS and SVG, no network. Exit 0 ok, 2 bad input
-(unknown run, no mode or two modes given).
+One self-contained .html file: inline CSS, JS, SVG and data, no network; a run's page holds
+every case, however many (evalkit/report/html/cases.py). Exit 0 ok, 2 bad input (unknown
+run, no mode or two modes given).
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """The run report in headless chromium: it renders without errors or requests, sorts,
-filters and expands, and hostile text from the run shows as text and runs nothing."""
+filters and expands, and hostile text from the run shows as text and runs nothing.
+
+The case table is drawn by the page's script (static/cases.js) from packed data: rows are
+`tr.case-row`, an expanded case adds a `tr.case-detail-row` after its row.
+(tests/browser/test_run_report_scale.py: the same table at 100,000 cases.)"""
 
 from __future__ import annotations
 
@@ -28,14 +32,19 @@ def report_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     return write_run_report(run_id, results_dir=results).resolve().as_uri()
 
 
+ROWS = "#cases-table tbody tr.case-row"
+
+
 def _open(watched: Any, url: str) -> Any:
     watched.page.goto(url, wait_until="load")
+    watched.page.wait_for_selector("#cases-table[data-ready]")  # the script has drawn the case table
     return watched.page
 
 
 def _column(page: Any, table: str, index: int) -> list[str]:
+    rows = ROWS if table == "cases-table" else f"#{table} tbody tr"
     return page.eval_on_selector_all(
-        f"#{table} tbody tr", f"rows => rows.map(r => r.cells[{index}].getAttribute('data-sort') ?? r.cells[{index}].textContent.trim())"
+        rows, f"rows => rows.map(r => r.cells[{index}].getAttribute('data-sort') ?? r.cells[{index}].textContent.trim())"
     )
 
 
@@ -48,18 +57,22 @@ def test_renders_with_charts_and_no_errors_dialogs_or_requests(report_page: Any,
     assert page.title().startswith("Run hostile")
     assert page.locator("svg.chart").count() >= 1  # the latency chart
     assert page.locator("svg.cell-bar").count() > 10  # the bars of the tables
-    assert page.locator("#cases-table tbody tr").count() == N_CASES
+    assert page.locator(ROWS).count() == N_CASES
+    assert page.inner_text('[data-filter-count-for="cases-table"]') == f"{N_CASES} of {N_CASES} rows"
     assert report_page.problems() == {k: [] for k in report_page.problems()}
 
 
 def test_hostile_text_is_text_and_runs_nothing(report_page: Any, report_url: str) -> None:
     page = _open(report_page, report_url)
-    row = page.locator('#cases-table tbody tr[data-id="h-000"]')
-    row.locator("summary").click()
-    detail = row.locator("details").inner_text()
-    assert SCRIPT in detail and IMG in detail  # chunk text and answer, shown literally
-    assert '"><img src=x onerror=alert(3)>.md' in detail  # the file name
-    assert SCRIPT in row.locator("summary").inner_text()  # the question
+    row = page.locator(f'{ROWS}[data-id="h-000"]')
+    assert SCRIPT in row.locator("td.question").inner_text()  # the question
+    row.locator("button.expand").click()
+    detail = page.locator(f'{ROWS}[data-id="h-000"] + tr.case-detail-row')
+    detail.locator("ol.chunks").wait_for()
+    text = detail.inner_text()
+    assert SCRIPT in text and IMG in text  # chunk text and answer, shown literally
+    assert '"><img src=x onerror=alert(3)>.md' in text  # the file name
+    assert row.locator("button.expand").get_attribute("aria-expanded") == "true"
     injected = page.evaluate(
         "() => ({imgs: document.querySelectorAll('img').length,"
         " scripts: document.querySelectorAll('script').length,"
@@ -99,35 +112,47 @@ def test_a_breakdown_table_sorts_by_its_cases_column(report_page: Any, report_ur
 
 def test_filters_hide_rows_and_say_how_many_are_shown(report_page: Any, report_url: str) -> None:
     page = _open(report_page, report_url)
-    visible = "#cases-table tbody tr:not([hidden])"
     page.select_option('select[data-filter-key="category"]', "reasoning")
-    cats = page.eval_on_selector_all(visible, "rows => rows.map(r => r.dataset.category)")
+    cats = page.eval_on_selector_all(ROWS, "rows => rows.map(r => r.dataset.category)")
     assert cats and set(cats) == {"reasoning"} and len(cats) < N_CASES
     assert page.inner_text('[data-filter-count-for="cases-table"]') == f"{len(cats)} of {N_CASES} rows"
 
     page.select_option('select[data-filter-key="outcome"]', "hit")  # both filters apply
-    both = page.eval_on_selector_all(visible, "rows => rows.map(r => [r.dataset.category, r.dataset.outcome])")
+    both = page.eval_on_selector_all(ROWS, "rows => rows.map(r => [r.dataset.category, r.dataset.outcome])")
     assert all(c == "reasoning" and o == "hit" for c, o in both) and len(both) <= len(cats)
 
     page.select_option('select[data-filter-key="category"]', "")
     page.select_option('select[data-filter-key="outcome"]', "miss")
-    outcomes = page.eval_on_selector_all(visible, "rows => rows.map(r => r.dataset.outcome)")
+    outcomes = page.eval_on_selector_all(ROWS, "rows => rows.map(r => r.dataset.outcome)")
     assert outcomes and set(outcomes) == {"miss"}
 
     page.select_option('select[data-filter-key="outcome"]', "")
+    page.select_option('select[data-filter-key="abstained"]', "yes")
+    assert set(page.eval_on_selector_all(ROWS, "rows => rows.map(r => r.dataset.abstained)")) <= {"yes"}
+    page.select_option('select[data-filter-key="abstained"]', "")
     page.fill('input[data-filter-for="cases-table"]', "h-003")
-    assert page.eval_on_selector_all(visible, "rows => rows.map(r => r.dataset.id)") == ["h-003"]
+    assert page.eval_on_selector_all(ROWS, "rows => rows.map(r => r.dataset.id)") == ["h-003"]
     page.fill('input[data-filter-for="cases-table"]', "")
-    assert page.locator(visible).count() == N_CASES
+    assert page.locator(ROWS).count() == N_CASES
     assert report_page.problems() == {k: [] for k in report_page.problems()}
 
 
-def test_expand_all_opens_every_visible_row(report_page: Any, report_url: str) -> None:
+def test_expand_all_opens_every_shown_row_and_collapse_all_closes_them(report_page: Any, report_url: str) -> None:
     page = _open(report_page, report_url)
+    page.select_option('select[data-filter-key="category"]', "factual")
+    shown = page.locator(ROWS).count()
     page.click('button[data-expand="open"]')
-    assert page.eval_on_selector_all("#cases-table details", "ds => ds.every(d => d.open)")
+    details = page.locator("#cases-table tr.case-detail-row")
+    assert details.count() == shown
+    for i in range(details.count()):  # filled once their block is unpacked
+        details.nth(i).locator("ol.chunks").wait_for()
+    assert page.eval_on_selector_all(f"{ROWS} button.expand", "bs => bs.every(b => b.getAttribute('aria-expanded') === 'true')")
+    # each detail row follows its own row and shows that case's question's chunks
+    pairs = page.eval_on_selector_all(ROWS, "rows => rows.map(r => r.nextElementSibling.classList.contains('case-detail-row'))")
+    assert all(pairs)
     page.click('button[data-expand="close"]')
-    assert page.eval_on_selector_all("#cases-table details", "ds => ds.every(d => !d.open)")
+    assert details.count() == 0
+    assert report_page.problems() == {k: [] for k in report_page.problems()}
 
 
 def _png_pixels_vary(png: bytes) -> bool:

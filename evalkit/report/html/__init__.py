@@ -1,4 +1,4 @@
-"""HTML reports: one self-contained file per report (inline CSS, JS and SVG; no network).
+"""HTML reports: one self-contained file per report (inline CSS, JS, SVG and data; no network).
 
     render_page("run.html.j2", page=..., run=...) -> str      any template of templates/
     write_run_report("20260102T030405Z-1a2b3c")  -> Path     results/<id>/report.html
@@ -72,7 +72,8 @@ def write_run_report(
         run: a run id under `results_dir`, or an opened RunDir.
         results_dir: the folder holding run folders (ignored when `run` is a RunDir).
         output: the file to write (default: report.html in the run folder).
-        max_cases: cap of the per-case table (default `run.MAX_CASES`).
+        max_cases: keep only this many cases in the per-case table, the lowest case indexes
+            (default: every case; the page stays fast at 100,000).
 
     Returns:
         The path written.

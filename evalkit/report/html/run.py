@@ -1,27 +1,31 @@
 """The HTML report of one run: a view model read from the run folder, rendered by run.html.j2.
 
 Numbers come from metrics.json as the scoring scripts wrote them; results.jsonl is streamed
-once for the per-case table (at most `MAX_CASES` rows, the lowest case indexes, kept in a
-bounded heap) and nothing else is recomputed.
+once for the per-case table (`cases.read_case_table`: every case, as packed data the page's
+script draws) and nothing else is recomputed.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup
+
 from evalkit.metrics.registry import HEADLINE_KEYS, by_key, label_of, short_label_of
+from evalkit.report.html.cases import CaseRow, CaseTable, read_case_table
 from evalkit.report.html.charts import bar, bar_chart
 from evalkit.report.run import metric_value, summary_keys
 from evalkit.store.runs import RunDir
 
-__all__ = ["MAX_CASES", "RunView", "build_run_view", "render_run_report", "write_run_report"]
+__all__ = ["RunView", "build_run_view", "render_run_report", "write_run_report"]
 
-MAX_CASES = 5000
 REPORT_FILE = "report.html"
+# Where the detail blocks go in the rendered page. Run text cannot produce it: autoescaping
+# turns every "<" from a run into "&lt;".
+_DETAILS_SLOT = Markup("<!--evalkit:case-details-->")
 
 # (metrics.json key, column label, full-bar value): rates run to 1, judge scores to 5.
 # Headers are the registry's short labels (summary.md's by-category table uses the same).
@@ -38,11 +42,13 @@ METRIC_COLUMNS: tuple[tuple[str, str, float], ...] = tuple(
 AT_K_COLUMNS: tuple[tuple[str, str], ...] = tuple(
     (by_key(key).at_k, label_of(key)) for key in HEADLINE_KEYS  # type: ignore[union-attr,misc]
 )
-# The per-case table's metric columns (CaseView's recall, mrr, ndcg, groundedness and
-# correctness, in run.html.j2's order), headed by their metrics' short labels at the run's K.
-CASE_COLUMNS = ("recall_at_k_avg", "mrr_avg", "ndcg_at_k_avg", "groundedness_avg", "correctness_avg")
+# The per-case table's metric columns: (the case table's column, its metric), headed by the
+# metric's short label at the run's K.
+CASE_COLUMNS = (
+    ("recall", "recall_at_k_avg"), ("mrr", "mrr_avg"), ("ndcg", "ndcg_at_k_avg"),
+    ("groundedness", "groundedness_avg"), ("correctness", "correctness_avg"),
+)
 GROUPS = (("category", "Category"), ("tag", "Tag"), ("difficulty", "Difficulty"), ("domain", "Domain"), ("answerable", "Answerable"), ("language", "Language"), ("scenario", "Scenario"))
-OUTCOMES = ("hit", "miss", "unanswerable", "unlabeled", "error")
 
 
 @dataclass(slots=True)
@@ -69,45 +75,6 @@ class Table:
     rows: list[tuple[str, int | None, dict[str, Cell]]]  # (group value, n_cases, cells)
 
 
-@dataclass(slots=True)
-class ChunkView:
-    rank: int | None
-    rel_path: str
-    heading_path: str
-    text: str
-    text_truncated: bool
-    score: float | None
-    first_gold: bool
-
-
-@dataclass(slots=True)
-class CaseView:
-    index: int
-    id: str
-    question: str
-    category: str
-    difficulty: str
-    domain: str
-    tags: list[str]
-    answerable: bool | None
-    outcome: str
-    first_rank: int | None
-    recall: float | None
-    mrr: float | None
-    ndcg: float | None
-    groundedness: float | None
-    correctness: float | None
-    abstained: bool | None
-    error: str | None
-    latency_ms: float | None
-    answer: str
-    answer_truncated: bool
-    chunks: list[ChunkView]
-    references: list[str]
-    gold: list[str]
-    judge_notes: list[str]
-
-
 @dataclass
 class RunView:
     """Everything run.html.j2 shows, read from one run folder."""
@@ -120,7 +87,7 @@ class RunView:
     cards: list[tuple[str, Cell, str]]  # the headline rows shown big at the top
     at_k: list[tuple[int, dict[str, Cell]]]
     at_k_columns: list[tuple[str, str]]  # (@K metric name, label) of the per-K table
-    case_columns: list[str]  # the per-case table's metric headers (CASE_COLUMNS' labels)
+    case_columns: list[tuple[str, str]]  # the per-case table's metric columns: (column, label)
     breakdowns: list[Table]
     latency_rows: list[tuple[str, dict[str, float | None], int | None]]
     latency_chart: Any
@@ -131,9 +98,11 @@ class RunView:
     agreement: dict[str, Any] | None
     config_rows: list[tuple[str, str]]
     warnings: list[str]
-    cases: list[CaseView]
-    cases_total: int
+    cases: list[CaseRow]  # the first rows, drawn by the template (the script draws them all)
+    cases_total: int  # records in results.jsonl
+    cases_shown: int  # rows of the case table: all of them unless a cap was asked for
     cases_capped: bool
+    case_rows: str = ""  # every row, packed (cases.pack); the script reads it
     categories: list[str] = field(default_factory=list)
     outcomes: list[str] = field(default_factory=list)
     metrics_missing: bool = False
@@ -150,10 +119,6 @@ def _num(v: Any) -> float | None:
 
 def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _text(v: Any) -> str:
-    return "" if v is None else str(v)
 
 
 # The headline rows shown big at the top, as cards.
@@ -251,92 +216,9 @@ def _config_rows(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def _anchor(item: Mapping[str, Any]) -> str:
-    path, heading = _text(item.get("rel_path")), _text(item.get("heading_path"))
-    return f"{path} › {heading}" if heading else path or _text(item.get("chunk_id"))
-
-
-def _case_view(record: Mapping[str, Any]) -> CaseView:
-    case = record.get("case") or {}
-    rm = record.get("retrieval_metrics") or {}
-    error = record.get("error")
-    status = rm.get("status")
-    recall = _num(rm.get("recall_at_k"))
-    if error:
-        outcome = "error"
-    elif status in ("unanswerable", "unlabeled"):
-        outcome = status
-    elif recall is None:
-        outcome = "unlabeled"
-    else:
-        outcome = "hit" if recall > 0 else "miss"
-    first = _int(rm.get("first_match_rank"))
-    chunks = [
-        ChunkView(
-            rank=_int(c.get("rank")), rel_path=_text(c.get("rel_path")), heading_path=_text(c.get("heading_path")),
-            text=_text(c.get("text")), text_truncated=bool(c.get("text_truncated")), score=_num(c.get("score_final")),
-            first_gold=first is not None and _int(c.get("rank")) == first,
-        )
-        for c in record.get("retrieved_chunks") or []
-        if isinstance(c, Mapping)
-    ]
-    g, c = record.get("groundedness") or {}, record.get("correctness") or {}
-    notes = [f"{j.get('kind', 'judge')}: {j.get('reason') or j.get('detail') or ''}".strip() for j in record.get("judge_errors") or [] if isinstance(j, Mapping)]
-    err_text = None
-    if error:
-        err_text = _text(error.get("kind")) if isinstance(error, Mapping) else _text(error)
-        detail = error.get("detail") if isinstance(error, Mapping) else None
-        if detail:
-            err_text = f"{err_text}: {detail}"
-    return CaseView(
-        index=_int(record.get("case_index")) or 0,
-        # A --trials run has one row per answer: the trial tells them apart.
-        id=_text(record.get("test_case_id") or case.get("id"))
-        + (f" (trial {record['trial']})" if type(record.get("trial")) is int else ""),
-        question=_text(record.get("question") or case.get("question")),
-        category=_text(case.get("category")),
-        difficulty=_text(case.get("difficulty")),
-        domain=_text(case.get("domain")),
-        tags=[str(t) for t in case.get("tags") or []],
-        answerable=case.get("answerable") if isinstance(case.get("answerable"), bool) else None,
-        outcome=outcome,
-        first_rank=first,
-        recall=recall,
-        mrr=_num(rm.get("mrr")),
-        ndcg=_num(rm.get("ndcg_at_k")),
-        groundedness=_num(g.get("score")) if isinstance(g, Mapping) else None,
-        correctness=_num(c.get("score")) if isinstance(c, Mapping) else None,
-        abstained=(record.get("abstention") or {}).get("abstained"),
-        error=err_text,
-        latency_ms=_num((record.get("latency") or {}).get("total_ms")),
-        answer=_text(record.get("answer")),
-        answer_truncated=bool(record.get("answer_truncated")),
-        chunks=chunks,
-        references=[_anchor(r) for r in record.get("references") or [] if isinstance(r, Mapping)],
-        gold=[_anchor(s) for s in case.get("gold_supports") or [] if isinstance(s, Mapping)],
-        judge_notes=notes,
-    )
-
-
-def _read_cases(run: RunDir, max_cases: int) -> tuple[list[CaseView], int]:
-    """The `max_cases` records of lowest case_index, in that order, and the record count.
-    Streams results.jsonl; only the kept records are turned into views."""
-    heap: list[tuple[int, int, CaseView]] = []  # (-case_index, seq, view): the root is the largest index kept
-    total = 0
-    for seq, record in enumerate(run.iter_results()):
-        total += 1
-        index = _int(record.get("case_index"))
-        index = seq if index is None else index
-        if len(heap) < max_cases:
-            heapq.heappush(heap, (-index, seq, _case_view(record)))
-        elif max_cases and -heap[0][0] > index:
-            heapq.heapreplace(heap, (-index, seq, _case_view(record)))
-    views = [view for _, _, view in sorted(heap, key=lambda t: (-t[0], t[1]))]
-    return views, total
-
-
-def build_run_view(run: RunDir, *, max_cases: int = MAX_CASES) -> RunView:
-    """Read a run folder into the report's view model.
+def build_run_view(run: RunDir, table: CaseTable) -> RunView:
+    """Read a run folder into the report's view model; `table` is its case table
+    (`cases.read_case_table`).
 
     A run without metrics.json (still running, or killed before the end) gets a report
     of its cases and a note instead of the aggregate sections.
@@ -351,7 +233,6 @@ def build_run_view(run: RunDir, *, max_cases: int = MAX_CASES) -> RunView:
     k = agg.get("k") if agg.get("k") is not None else ((config.get("settings") or {}).get("k") or [None])[0]
     lat_rows, lat_chart, lat_totals = _latency(agg)
     headline = _headline_rows(agg, bool(judge_cfg.get("heuristic"))) if agg else []
-    cases, total = _read_cases(run, max_cases)
     cost = dict(agg.get("cost") or {})
     for key in ("calls", "prompt_tokens", "completion_tokens", "cache_hits", "cache_misses", "unpriced_models"):
         if key in judge_agg:
@@ -361,12 +242,12 @@ def build_run_view(run: RunDir, *, max_cases: int = MAX_CASES) -> RunView:
         run_id=run.run_id,
         created_at=config.get("created_at"),
         k=k,
-        n_cases=int(agg.get("n_cases") or total),
+        n_cases=int(agg.get("n_cases") or table.total),
         headline=[row for _, row in headline],
         cards=[row for key, row in headline if key in _CARD_KEYS],
         at_k=_at_k(agg),
         at_k_columns=list(AT_K_COLUMNS),
-        case_columns=[short_label_of(key, k) for key in CASE_COLUMNS],
+        case_columns=[(col, short_label_of(key, k)) for col, key in CASE_COLUMNS],
         breakdowns=_breakdowns(metrics, k),
         latency_rows=lat_rows if agg.get("latency") else [],
         latency_chart=lat_chart,
@@ -377,11 +258,13 @@ def build_run_view(run: RunDir, *, max_cases: int = MAX_CASES) -> RunView:
         agreement=agg.get("judge_agreement"),
         config_rows=_config_rows(config),
         warnings=warnings,
-        cases=cases,
-        cases_total=total,
-        cases_capped=total > len(cases),
-        categories=sorted({c.category for c in cases if c.category}),
-        outcomes=[o for o in OUTCOMES if any(c.outcome == o for c in cases)],
+        cases=table.first,
+        cases_total=table.total,
+        cases_shown=table.shown,
+        cases_capped=table.capped,
+        case_rows=table.rows,
+        categories=table.categories,
+        outcomes=table.outcomes,
         metrics_missing=missing,
     )
 
@@ -392,23 +275,43 @@ NAV = (
 )
 
 
-def render_run_report(run: RunDir, *, max_cases: int = MAX_CASES) -> str:
-    """The report page of `run` as an HTML string."""
+def _page(run: RunDir, table: CaseTable) -> tuple[str, str]:
+    """The page around its detail blocks: (before, after)."""
     from evalkit.report.html import page_context, render_page
 
-    view = build_run_view(run, max_cases=max_cases)
+    view = build_run_view(run, table)
     page = page_context(f"Run {view.run_id}", run_ids=[view.run_id], created_at=view.created_at, nav=NAV,
                         subtitle=f"{view.n_cases:,} cases · K = {view.k}")
-    return render_page("run.html.j2", page=page, run=view)
+    html = render_page("run.html.j2", page=page, run=view, case_details=_DETAILS_SLOT)
+    before, slot, after = html.partition(_DETAILS_SLOT)
+    if not slot or _DETAILS_SLOT in after:
+        raise RuntimeError("run.html.j2 must place `case_details` exactly once")
+    return before, after
+
+
+def render_run_report(run: RunDir, *, max_cases: int | None = None) -> str:
+    """The report page of `run` as an HTML string (`max_cases`: cap the case table at the
+    lowest case indexes; None shows every case)."""
+    with read_case_table(run, max_cases=max_cases) as table:
+        before, after = _page(run, table)
+        return before + b"".join(table.detail_pieces()).decode("ascii") + after
 
 
 def write_run_report(
     run: str | RunDir, *, results_dir: str | Path = "results", output: str | Path | None = None, max_cases: int | None = None
 ) -> Path:
     """Write the report of `run` (an id under `results_dir`, or a RunDir) to `output`
-    (default `<run folder>/report.html`). Returns the path written."""
-    from evalkit.report.html import write_page
+    (default `<run folder>/report.html`), streaming the case details from a temp file.
+    Returns the path written."""
+    from evalkit.store.atomic import write_atomic
 
     run_dir = run if isinstance(run, RunDir) else RunDir.open(Path(results_dir), run)
-    html = render_run_report(run_dir, max_cases=MAX_CASES if max_cases is None else max_cases)
-    return write_page(Path(output) if output is not None else run_dir.path / REPORT_FILE, html)
+    with read_case_table(run_dir, max_cases=max_cases) as table:
+        before, after = _page(run_dir, table)
+
+        def pieces() -> Iterator[bytes]:
+            yield before.encode("utf-8")
+            yield from table.detail_pieces()
+            yield after.encode("utf-8")
+
+        return write_atomic(Path(output) if output is not None else run_dir.path / REPORT_FILE, pieces())

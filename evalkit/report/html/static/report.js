@@ -10,6 +10,8 @@
  *   data-filter-count-for="TABLEID" show "N of M rows".
  * Expanding: <button data-expand-for="TABLEID" data-expand="open|close"> opens or closes
  *   every <details> of the table's visible rows.
+ * A <table data-virtual> (the run report's case table) draws, sorts and filters its own
+ *   rows (cases.js); the filters and expanders here leave it alone.
  */
 (function () {
   "use strict";
@@ -102,10 +104,16 @@
     });
   }
 
+  function isVirtual(tableId) {
+    var table = document.getElementById(tableId);
+    return Boolean(table && table.hasAttribute("data-virtual"));
+  }
+
   function initFilters() {
     var tables = {};
     document.querySelectorAll("[data-filter-for]").forEach(function (control) {
       var tableId = control.getAttribute("data-filter-for");
+      if (isVirtual(tableId)) { return; }
       tables[tableId] = true;
       control.addEventListener(control.tagName === "INPUT" ? "input" : "change", function () {
         applyFilters(tableId);
@@ -116,6 +124,7 @@
 
   function initExpanders() {
     document.querySelectorAll("[data-expand-for]").forEach(function (button) {
+      if (isVirtual(button.getAttribute("data-expand-for"))) { return; }
       button.addEventListener("click", function () {
         var table = document.getElementById(button.getAttribute("data-expand-for"));
         if (!table) { return; }
@@ -135,9 +144,7 @@
     document.documentElement.classList.add("js");
   }
 
-  if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", init);
-  } else {
-    init();
-  }
+  // The script ends the page's content (only data read later comes after it), so what it
+  // wires is already parsed: no need to wait for the rest of a large file.
+  init();
 }());

@@ -1,0 +1,418 @@
+"""The run report's case table as data: compact columns for the table, per-case details in
+compressed blocks read only when a row is expanded (static/cases.js draws both).
+
+    with read_case_table(run) as table:      # streams results.jsonl once
+        table.rows        # the packed columns (a str for the page)
+        table.first       # the first rows as CaseRow, drawn by the template before any script runs
+        table.detail_pieces()                # the packed detail blocks, streamed from a temp file
+
+A page cannot load files beside it under the report's CSP (`default-src 'none'`), so both
+live in the page, each packed once (`pack`): JSON, raw deflate (the browser's
+DecompressionStream "deflate-raw" unpacks it), base 85 over an alphabet without `<` or `&`,
+so run text cannot end the element holding it; the script puts text on the page with
+textContent only.
+
+Rows are in eval-set order (case index, then file order). Details are in file order, in
+blocks of `BLOCK` records; a row finds its record through the `detail` column (absent when
+it is the row's own position). Memory stays near the size of the columns: detail blocks
+go to a temp file as soon as they are full.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import tempfile
+import zlib
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import orjson
+
+from evalkit.store.runs import RunDir
+
+__all__ = ["ALPHABET", "BLOCK", "FIRST_ROWS", "CaseRow", "CaseTable", "case_detail", "case_row", "pack", "read_case_table", "unpack"]
+
+# Records per detail block: one expand unpacks one block (about 1.5 MB of JSON at 20 chunks
+# of 200 characters a case); 1,024 would compress 1-2% better and unpack 4 times as much.
+BLOCK = 256
+# Rows drawn by the template: the page shows them before (or without) its script.
+FIRST_ROWS = 50
+OUTCOMES = ("hit", "miss", "unanswerable", "unlabeled", "error")
+# Level 7 makes a 5,000-case page 4% smaller than level 6 for 1.9x the deflate time (level 8:
+# 6%, 5x); blocks are deflated in threads beside the reading (zlib lets go of the GIL).
+_DEFLATE_LEVEL = 7
+
+
+# Base 85 over printable ASCII without " & ' ( ) < > @ \ : nothing that could end an element
+# or an attribute, start a character reference, or spell "url(" or "@import" in the page.
+# 5 characters per 4 bytes, where base64 takes 5.33.
+ALPHABET = bytes(c for c in range(33, 127) if chr(c) not in "\"&'()<>@\\")  # 85 of them
+
+
+def pack(value: Any) -> str:
+    """`value` as the page stores data: JSON, raw deflate, base 85 (`ALPHABET`). The first
+    character says how many zero bytes were added to fill the last group of 4 (0-3)."""
+    return _pack_json(orjson.dumps(value))
+
+
+def _pack_json(raw: bytes) -> str:
+    import numpy as np
+
+    z = zlib.compressobj(_DEFLATE_LEVEL, zlib.DEFLATED, -15)
+    data = z.compress(raw) + z.flush()
+    fill = -len(data) % 4
+    words = np.frombuffer(data + bytes(fill), dtype=">u4").astype(np.uint64)
+    digits = np.empty((len(words), 5), dtype=np.uint8)
+    for i in range(4, -1, -1):
+        words, digits[:, i] = np.divmod(words, 85)
+    return str(fill) + np.frombuffer(ALPHABET, dtype=np.uint8)[digits].tobytes().decode("ascii")
+
+
+def unpack(text: str) -> Any:
+    """The value `pack` packed (what the page's script does, for tests and tools)."""
+    import numpy as np
+
+    lookup = np.zeros(128, dtype=np.uint64)
+    lookup[np.frombuffer(ALPHABET, dtype=np.uint8)] = np.arange(85, dtype=np.uint64)
+    fill, body = int(text[0]), np.frombuffer(text[1:].encode("ascii"), dtype=np.uint8).reshape(-1, 5)
+    words = np.zeros(len(body), dtype=np.uint64)
+    for i in range(5):
+        words = words * 85 + lookup[body[:, i]]
+    data = words.astype(">u4").tobytes()
+    return orjson.loads(zlib.decompress(data[: len(data) - fill], -15))
+
+
+def _num(v: Any, digits: int = 6) -> float | None:
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(x) or math.isinf(x) else round(x, digits)
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _text(v: Any) -> str:
+    return "" if v is None else str(v)
+
+
+@dataclass(slots=True)
+class CaseRow:
+    """One row of the case table: what its cells show and sort by."""
+
+    index: int
+    id: str
+    question: str
+    category: str
+    outcome: str
+    first_rank: int | None
+    recall: float | None
+    mrr: float | None
+    ndcg: float | None
+    groundedness: float | None
+    correctness: float | None
+    abstained: bool | None
+    answerable: bool | None
+    latency_ms: float | None
+    error: str | None
+
+
+def case_row(record: Mapping[str, Any], seq: int = 0) -> CaseRow:
+    """The table row of one results.jsonl record (`seq`: its line, when it has no case_index)."""
+    case = record.get("case") or {}
+    rm = record.get("retrieval_metrics") or {}
+    error = record.get("error")
+    status = rm.get("status")
+    recall = _num(rm.get("recall_at_k"))
+    if error:
+        outcome = "error"
+    elif status in ("unanswerable", "unlabeled"):
+        outcome = status
+    elif recall is None:
+        outcome = "unlabeled"
+    else:
+        outcome = "hit" if recall > 0 else "miss"
+    err_text = None
+    if error:
+        err_text = _text(error.get("kind")) if isinstance(error, Mapping) else _text(error)
+        detail = error.get("detail") if isinstance(error, Mapping) else None
+        if detail:
+            err_text = f"{err_text}: {detail}"
+    g, c = record.get("groundedness"), record.get("correctness")
+    abstained = (record.get("abstention") or {}).get("abstained")
+    index = _int(record.get("case_index"))
+    return CaseRow(
+        index=seq if index is None else index,
+        # A --trials run has one row per answer: the trial tells them apart.
+        id=_text(record.get("test_case_id") or case.get("id"))
+        + (f" (trial {record['trial']})" if type(record.get("trial")) is int else ""),
+        question=_text(record.get("question") or case.get("question")),
+        category=_text(case.get("category")),
+        outcome=outcome,
+        first_rank=_int(rm.get("first_match_rank")),
+        recall=recall,
+        mrr=_num(rm.get("mrr")),
+        ndcg=_num(rm.get("ndcg_at_k")),
+        groundedness=_num(g.get("score")) if isinstance(g, Mapping) else None,
+        correctness=_num(c.get("score")) if isinstance(c, Mapping) else None,
+        abstained=abstained if isinstance(abstained, bool) else None,
+        answerable=case.get("answerable") if isinstance(case.get("answerable"), bool) else None,
+        latency_ms=_num((record.get("latency") or {}).get("total_ms"), 2),
+        error=err_text,
+    )
+
+
+def _anchor(item: Mapping[str, Any]) -> str:
+    path, heading = _text(item.get("rel_path")), _text(item.get("heading_path"))
+    return f"{path} › {heading}" if heading else path or _text(item.get("chunk_id"))
+
+
+def _judge_lines(record: Mapping[str, Any]) -> list[str]:
+    """The judges' own words: each verdict's score and reasoning, what it found missing, and
+    judge failures (excluded from the means)."""
+    lines = []
+    for name, missing_key in (("groundedness", "unsupported_claims"), ("correctness", "key_facts_missing")):
+        verdict = record.get(name)
+        if not isinstance(verdict, Mapping):
+            continue
+        score = _num(verdict.get("score"))
+        reason = _text(verdict.get("reasoning")).strip()
+        lines.append(f"{name} {'—' if score is None else f'{score:g}'}: {reason}".rstrip(": "))
+        missing = [str(m) for m in verdict.get(missing_key) or []]
+        if missing:
+            lines.append(f"{missing_key.replace('_', ' ')}: " + "; ".join(missing))
+    for j in record.get("judge_errors") or []:
+        if isinstance(j, Mapping):
+            kind = j.get("judge") or j.get("kind") or "judge"
+            lines.append(f"judge error: {kind}: {j.get('reason') or j.get('detail') or ''}".rstrip(": "))
+    return lines
+
+
+def _chunk(c: Mapping[str, Any]) -> tuple[str, str, str, bool, float | None, int | None]:
+    # (path, heading, text, text cut, score, rank). 2 million of these make a 100,000-case
+    # page: the usual types take the short way.
+    path, heading, text, score, rank = c.get("rel_path"), c.get("heading_path"), c.get("text"), c.get("score_final"), c.get("rank")
+    return (
+        path if type(path) is str else _text(path), heading if type(heading) is str else _text(heading),
+        text if type(text) is str else _text(text), bool(c.get("text_truncated")),
+        round(score, 4) if type(score) is float and math.isfinite(score) else _num(score, 4), rank if type(rank) is int else None,
+    )
+
+
+def case_detail(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What an expanded row shows: the answer, cited and gold anchors, the retrieved chunks
+    (path, heading, score, rank, text as stored) and the judges' words."""
+    case = record.get("case") or {}
+    chunks = [c for c in record.get("retrieved_chunks") or [] if isinstance(c, Mapping)]
+    return {
+        "answer": _text(record.get("answer")),
+        "answer_cut": bool(record.get("answer_truncated")),
+        "chunks": [_chunk(c) for c in chunks],
+        "refs": [_anchor(r) for r in record.get("references") or [] if isinstance(r, Mapping)],
+        "gold": [_anchor(s) for s in case.get("gold_supports") or [] if isinstance(s, Mapping)],
+        "judge": _judge_lines(record),
+    }
+
+
+class _DetailBlock:
+    """Up to BLOCK records' details as columns. A chunk seen twice in a block (the same
+    path, heading and text: a popular note) is stored once: `chunk` is 0 for a chunk stored
+    next (in order), else 1 + the number of the stored chunk it repeats. Mostly zeros
+    compress to nothing, where plain numbers 0, 1, 2, ... cost 5% of the page."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.cols: dict[str, list[Any]] = {
+            k: [] for k in ("answer", "answer_cut", "n_chunks", "chunk", "score", "rank", "path", "heading", "text", "cut",
+                            "refs", "gold", "judge")
+        }
+        self._seen: dict[tuple[str, str, str, bool], int] = {}
+
+    def add(self, detail: Mapping[str, Any]) -> None:
+        cols, seen = self.cols, self._seen
+        cols["answer"].append(detail["answer"])
+        cols["answer_cut"].append(1 if detail["answer_cut"] else 0)
+        cols["n_chunks"].append(len(detail["chunks"]))
+        chunk, score, rank = cols["chunk"], cols["score"], cols["rank"]
+        for c in detail["chunks"]:
+            key = c[:4]  # path, heading, text, cut
+            body = seen.get(key)
+            if body is None:
+                seen[key] = len(seen)
+                cols["path"].append(c[0])
+                cols["heading"].append(c[1])
+                cols["text"].append(c[2])
+                cols["cut"].append(1 if c[3] else 0)
+                chunk.append(0)
+            else:
+                chunk.append(body + 1)
+            score.append(c[4])
+            rank.append(c[5])
+        cols["refs"].append(detail["refs"])
+        cols["gold"].append(detail["gold"])
+        cols["judge"].append(detail["judge"])
+        self.n += 1
+
+
+@dataclass
+class CaseTable:
+    """The case table of one run, read by `read_case_table`; close it (or use `with`) to
+    drop its temp file."""
+
+    rows: str  # the packed columns (see `_columns`)
+    first: list[CaseRow]
+    total: int  # records in results.jsonl
+    shown: int  # rows in the table (total, unless capped)
+    categories: list[str]
+    outcomes: list[str]
+    n_blocks: int
+    _spool: IO[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def capped(self) -> bool:
+        return self.shown < self.total
+
+    def detail_pieces(self, size: int = 1 << 20) -> Iterator[bytes]:
+        """The detail blocks as page text, one `<p>` each (base 85 inside), in pieces of `size`."""
+        if self._spool is None:
+            return
+        self._spool.seek(0)
+        while piece := self._spool.read(size):
+            yield piece
+
+    def close(self) -> None:
+        if self._spool is not None:
+            self._spool.close()
+            self._spool = None
+
+    def __enter__(self) -> CaseTable:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _kept_lines(run: RunDir, max_cases: int) -> set[int]:
+    """The lines (file order) of the `max_cases` records of lowest (case index, line)."""
+    heap: list[tuple[int, int]] = []  # (-index, -seq): the root is the last one kept
+    for seq, record in enumerate(run.iter_results()):
+        index = _int(record.get("case_index"))
+        key = (-(seq if index is None else index), -seq)
+        if len(heap) < max_cases:
+            heapq.heappush(heap, key)
+        elif key > heap[0]:
+            heapq.heapreplace(heap, key)
+    return {-s for _, s in heap}
+
+
+def read_case_table(run: RunDir, *, max_cases: int | None = None, first_rows: int = FIRST_ROWS) -> CaseTable:
+    """Stream results.jsonl once into the case table: columns in memory, detail blocks packed
+    into a temp file as they fill.
+
+    Args:
+        run: the run folder.
+        max_cases: keep only this many records, the lowest case indexes (None: all). Costs a
+            second pass over results.jsonl.
+        first_rows: how many rows (in eval-set order) to return as CaseRow for the template.
+
+    Returns:
+        The CaseTable; close it when its detail blocks have been written out.
+    """
+    import os
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    keep = _kept_lines(run, max_cases) if max_cases is not None else None
+    rows: list[CaseRow] = []
+    sort_keys: list[tuple[int, int]] = []
+    spool: IO[bytes] = tempfile.TemporaryFile(prefix="evalkit-report-")  # noqa: SIM115 - owned by the CaseTable
+    block = _DetailBlock()
+    n_blocks = 0
+    total = 0
+    # deflate is most of the time (level 7: ~0.3 ms a case, the rest ~0.1 ms): a thread per core
+    workers = max(1, min(4, os.cpu_count() or 1))
+    pending: deque[Future[str]] = deque()  # blocks being packed, in page order; at most 2 per worker
+
+    def spill(limit: int) -> None:
+        while len(pending) > limit:
+            spool.write(b"<p>" + pending.popleft().result().encode("ascii") + b"</p>")
+
+    try:
+        with ThreadPoolExecutor(workers, thread_name_prefix="evalkit-report") as pool:
+            for seq, record in enumerate(run.iter_results()):
+                total += 1
+                if keep is not None and seq not in keep:
+                    continue
+                row = case_row(record, seq)
+                sort_keys.append((row.index, seq))
+                rows.append(row)
+                block.add(case_detail(record))
+                if block.n == BLOCK:
+                    pending.append(pool.submit(_pack_json, orjson.dumps(block.cols)))
+                    n_blocks += 1
+                    block = _DetailBlock()
+                    spill(2 * workers)
+            if block.n:
+                pending.append(pool.submit(_pack_json, orjson.dumps(block.cols)))
+                n_blocks += 1
+            spill(0)
+        order = sorted(range(len(rows)), key=sort_keys.__getitem__)
+        del sort_keys
+        rows = [rows[i] for i in order]
+        packed = pack(_columns(rows, order))
+    except BaseException:
+        spool.close()
+        raise
+    categories = sorted({r.category for r in rows if r.category})
+    outcomes = [o for o in OUTCOMES if any(r.outcome == o for r in rows)]
+    return CaseTable(
+        rows=packed, first=rows[:first_rows], total=total, shown=len(rows), categories=categories, outcomes=outcomes,
+        n_blocks=n_blocks, _spool=spool,
+    )
+
+
+def _codes(values: list[str]) -> tuple[list[str], list[int]]:
+    names = sorted(set(values))
+    code = {name: i for i, name in enumerate(names)}
+    return names, [code[v] for v in values]
+
+
+def _bool(v: bool | None) -> int | None:
+    return None if v is None else int(v)
+
+
+def _columns(rows: list[CaseRow], detail: list[int]) -> dict[str, Any]:
+    """The table's columns, one list per field (null = no value); categories and outcomes as
+    codes into their name lists; errors as {row: text}, since most rows have none."""
+    categories, category = _codes([r.category for r in rows])
+    outcomes, outcome = _codes([r.outcome for r in rows])
+    cols: dict[str, Any] = {
+        "n": len(rows),
+        "block": BLOCK,
+        "index": [r.index for r in rows],
+        "id": [r.id for r in rows],
+        "question": [r.question for r in rows],
+        "categories": categories,
+        "category": category,
+        "outcomes": outcomes,
+        "outcome": outcome,
+        "first_rank": [r.first_rank for r in rows],
+        "recall": [r.recall for r in rows],
+        "mrr": [r.mrr for r in rows],
+        "ndcg": [r.ndcg for r in rows],
+        "groundedness": [r.groundedness for r in rows],
+        "correctness": [r.correctness for r in rows],
+        "abstained": [_bool(r.abstained) for r in rows],
+        "answerable": [_bool(r.answerable) for r in rows],
+        "latency": [r.latency_ms for r in rows],
+        "error": {str(i): r.error for i, r in enumerate(rows) if r.error},
+    }
+    if any(d != i for i, d in enumerate(detail)):
+        cols["detail"] = detail
+    return cols

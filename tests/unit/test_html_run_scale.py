@@ -1,0 +1,161 @@
+"""The run report's case table as data (evalkit/report/html/cases.py), read back the way the
+page's script reads it: every case is there (no cut), rows in eval-set order, each row's
+details found in its block, packing safe for any text. Issue 27 item 1; the browser side is
+tests/browser/test_run_report_scale.py."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from evalkit.report.html import write_run_report
+from evalkit.report.html.cases import ALPHABET, BLOCK, FIRST_ROWS, case_detail, case_row, pack, unpack
+from evalkit.report.html.run import render_run_report
+from evalkit.store.runs import RunDir
+from tests.browser import synthetic
+from tests.browser.hostile import HOSTILE, HOSTILE_PATH, SCRIPT, make_hostile_run
+
+
+def _page_data(html: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The packed rows and detail blocks of a run page, unpacked."""
+    (rows,) = re.findall(r'<template id="case-rows">([^<]*)</template>', html)
+    (details,) = re.findall(r'<template id="case-details">(.*?)</template>', html, re.S)
+    return unpack(rows), [unpack(p) for p in re.findall(r"<p>([^<]*)</p>", details)]
+
+
+def _detail(rows: dict[str, Any], blocks: list[dict[str, Any]], row: int) -> dict[str, Any]:
+    """Row `row`'s details, as cases.js finds them: the `detail` column (else the row's own
+    position) names a block and a slot; chunk 0 in `chunk` means "the next one stored"."""
+    slot = rows["detail"][row] if "detail" in rows else row
+    blk, k = blocks[slot // rows["block"]], slot % rows["block"]
+    start = sum(blk["n_chunks"][:k])
+    bodies, stored = [], 0
+    for ref in blk["chunk"]:
+        bodies.append(stored if ref == 0 else ref - 1)
+        stored += ref == 0
+    chunks = [
+        (blk["path"][b], blk["heading"][b], blk["text"][b], bool(blk["cut"][b]), blk["score"][j], blk["rank"][j])
+        for j, b in ((j, bodies[j]) for j in range(start, start + blk["n_chunks"][k]))
+    ]
+    return {"answer": blk["answer"][k], "answer_cut": bool(blk["answer_cut"][k]), "chunks": chunks,
+            "refs": blk["refs"][k], "gold": blk["gold"][k], "judge": blk["judge"][k]}
+
+
+@pytest.mark.parametrize("value", [
+    {}, [], "", "a", "ab", "abc", "abcd",  # every fill (0-3 zero bytes) of the last group
+    {"text": HOSTILE, "path": HOSTILE_PATH, "more": "</template></p>&amp;<!-- é ☃ \u2028 \x00"},
+    list(range(1000)), [0.1 * i for i in range(50)] + [None, True, 2**40],
+])
+def test_packing_round_trips_and_uses_only_safe_characters(value: Any) -> None:
+    text = pack(value)
+    assert unpack(text) == value
+    assert text[0] in "0123" and set(text[1:].encode()) <= set(ALPHABET) and (len(text) - 1) % 5 == 0
+    assert not set("<>&\"'()@\\") & set(text)  # nothing that ends an element, or spells "url(" or "@import"
+
+
+def test_the_alphabet_is_85_printable_characters() -> None:
+    assert len(ALPHABET) == len(set(ALPHABET)) == 85
+    assert all(33 <= c < 127 for c in ALPHABET)
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A 6,000-case run (above the old 5,000-case cut), written out of order, and its page."""
+    results = synthetic.write_run(tmp_path_factory.mktemp("big"), 6000, chunks=4)
+    return results, write_run_report("big", results_dir=results).read_text(encoding="utf-8")
+
+
+def test_every_case_is_in_the_table_in_eval_set_order(big: tuple[Path, str]) -> None:
+    _, html = big
+    rows, blocks = _page_data(html)
+    assert rows["n"] == 6000 and rows["index"] == list(range(6000))  # no cut; the file's order was not this
+    assert rows["id"][:2] == ["q000000", "q000001"]
+    assert len(blocks) == -(-6000 // BLOCK)
+    assert "Showing the first" not in html
+    assert len(re.findall(r"<tr data-category=", html)) == FIRST_ROWS  # drawn before the script runs
+
+
+def test_the_columns_hold_each_case_rows_values(big: tuple[Path, str]) -> None:
+    _, html = big
+    rows, _ = _page_data(html)
+    for i in (0, 1, 9, 13, 100, 5999):
+        want = case_row(synthetic.record(i, 4))
+        assert rows["categories"][rows["category"][i]] == want.category
+        assert rows["outcomes"][rows["outcome"][i]] == want.outcome
+        assert (rows["ndcg"][i], rows["recall"][i], rows["first_rank"][i]) == (want.ndcg, want.recall, want.first_rank)
+        assert rows["latency"][i] == want.latency_ms and rows["question"][i] == want.question
+        assert rows["abstained"][i] == (None if want.abstained is None else int(want.abstained))
+        assert rows["error"].get(str(i)) == want.error
+    assert len(rows["error"]) == sum(1 for i in range(6000) if synthetic.error(i))  # only rows with an error
+
+
+def test_each_row_finds_its_own_details_though_the_file_is_out_of_order(big: tuple[Path, str]) -> None:
+    _, html = big
+    rows, blocks = _page_data(html)
+    assert "detail" in rows  # the file's order differs from the table's
+    for i in (0, 7, 8, 255, 256, 3001, 5999):
+        want = case_detail(synthetic.record(i, 4))
+        assert _detail(rows, blocks, i) == {**want, "chunks": [tuple(c) for c in want["chunks"]]}, i
+
+
+def test_a_chunk_repeated_in_a_block_is_stored_once(tmp_path: Path) -> None:
+    results = synthetic.write_run(tmp_path, 40, chunks=3)
+    path = results / "big" / "results.jsonl"
+    records = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    for r in records:  # every case retrieves the same two notes, then one of its own
+        r["retrieved_chunks"][0]["text"] = r["retrieved_chunks"][1]["text"] = "the popular note"
+        r["retrieved_chunks"][0]["rel_path"] = r["retrieved_chunks"][1]["rel_path"] = "popular.md"
+        r["retrieved_chunks"][0]["heading_path"] = "# A"
+        r["retrieved_chunks"][1]["heading_path"] = "# B"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    rows, blocks = _page_data(write_run_report("big", results_dir=results).read_text(encoding="utf-8"))
+    (blk,) = blocks
+    assert len(blk["text"]) == 2 + 40  # the two popular chunks once, then one per case
+    assert blk["chunk"][:6] == [0, 0, 0, 1, 2, 0]  # case 1 refers back to the first two
+    by_id = {r["test_case_id"]: r for r in records}
+    for row in range(40):
+        want = case_detail(by_id[rows["id"][row]])
+        assert _detail(rows, blocks, row)["chunks"] == [tuple(c) for c in want["chunks"]]
+
+
+def test_a_cap_keeps_the_lowest_case_indexes_and_only_their_details(tmp_path: Path) -> None:
+    results = synthetic.write_run(tmp_path, 30)
+    html = write_run_report("big", results_dir=results, max_cases=5).read_text(encoding="utf-8")
+    rows, blocks = _page_data(html)
+    assert rows["index"] == [0, 1, 2, 3, 4] and sum(len(b["answer"]) for b in blocks) == 5
+    for i in range(5):
+        assert _detail(rows, blocks, i)["answer"] == synthetic.record(i)["answer"]
+    assert "Showing the first 5 of 30 cases" in html
+
+
+def test_the_written_page_is_the_rendered_page_with_data_after_the_one_script(big: tuple[Path, str]) -> None:
+    results, written = big
+    rendered = render_run_report(RunDir.open(results, "big"))
+    stamp = re.compile(r"report made \S+")
+    assert stamp.sub("", rendered) == stamp.sub("", written)  # streamed to disk, or built as one string
+    assert written.count("<script") == 1
+    assert written.index('<template id="case-rows">') < written.index("<script>") < written.index('<template id="case-details">')
+
+
+def test_hostile_text_survives_packing_exactly(tmp_path: Path) -> None:
+    results, run_id = make_hostile_run(tmp_path, n=3)
+    html = write_run_report(run_id, results_dir=results).read_text(encoding="utf-8")
+    assert SCRIPT not in html
+    rows, blocks = _page_data(html)
+    row = rows["id"].index("h-000")
+    assert SCRIPT in rows["question"][row]
+    detail = _detail(rows, blocks, row)
+    assert HOSTILE in detail["answer"]
+    assert any(HOSTILE in text for _, _, text, *_ in detail["chunks"])
+    assert any(path == HOSTILE_PATH for path, *_ in detail["chunks"])
+
+
+def test_a_run_with_no_records_has_an_empty_table(tmp_path: Path) -> None:
+    synthetic.write_run(tmp_path, 0)
+    html = write_run_report("big", results_dir=tmp_path).read_text(encoding="utf-8")
+    rows, blocks = _page_data(html)
+    assert rows["n"] == 0 and blocks == []
