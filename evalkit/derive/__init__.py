@@ -15,7 +15,7 @@ judged again on the numbers they now hold, by the code derive_run judges with), 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -26,7 +26,7 @@ from evalkit.derive.summary import write_derived
 from evalkit.schema import SCHEMA_VERSION
 from evalkit.store.runs import RunDir
 
-__all__ = ["RunFacts", "derive_run", "now_utc", "recheck_verdicts", "run_invariants", "thresholds_from", "verdicts"]
+__all__ = ["RecordPass", "RunFacts", "derive_run", "now_utc", "recheck_verdicts", "run_invariants", "thresholds_from", "verdicts"]
 
 
 @dataclass
@@ -81,34 +81,57 @@ def run_invariants(
     return out
 
 
-def derive_run(run: RunDir, facts: RunFacts) -> tuple[dict, dict | None]:
+class RecordPass:
+    """Everything derive_run takes from a run's records, fed one record at a time in file
+    order: the aggregate's rows, the run warnings, the contract fields responses left out,
+    summary.md's worst cases and the trials. Memory grows by one row of floats per record
+    (`RecordTable`) and the run's distinct labels and chunk locations (`RunHealth`), never
+    by the records themselves.
+
+    derive_run feeds it from results.jsonl; run_eval feeds it each record as written
+    (`Session`), so a fresh run written in order is never read back.
+    """
+
+    def __init__(self, s: RunSettings) -> None:
+        from evalkit.compare.trials import TrialStats
+        from evalkit.derive.health import RunHealth
+        from evalkit.metrics.aggregate import RecordTable
+        from evalkit.report.summary_md import WorstCases
+
+        self.table = RecordTable(s.k)
+        self.health = RunHealth()
+        self.missing: set[str] = set()
+        self.worst = WorstCases(s.k[0])
+        self.trials = TrialStats(s.k) if s.trials > 1 else None
+        self.n = 0
+
+    def add(self, rec: dict[str, Any]) -> None:
+        self.table.add_record(rec)
+        self.health.add(rec)
+        self.missing.update(rec.get("missing_fields") or [])
+        self.worst.add(rec)
+        if self.trials is not None:
+            self.trials.add(rec)
+        self.n += 1
+
+
+def derive_run(run: RunDir, facts: RunFacts, records: RecordPass | None = None) -> tuple[dict, dict | None]:
     """A run's derived files from its results.jsonl as written (the file is the truth):
     metrics.json (aggregates, run warnings, invariants, the gate, thresholds), then
-    summary.md and results.json. Returns (metrics.json, the gate or None)."""
-    from evalkit.compare.trials import TrialStats
-    from evalkit.derive.health import RunHealth
-    from evalkit.metrics.aggregate import aggregate_records
-    from evalkit.report.summary_md import WorstCases
+    summary.md and results.json. Returns (metrics.json, the gate or None).
 
+    `records`: the pass over the records when the caller already made it over exactly
+    the records results.jsonl holds, in its order (run_eval as it wrote them); else
+    results.jsonl is read here, once."""
     s, timing = facts.settings, facts.timing
     walls = [x.get("wall_s") for x in facts.config.get("sessions") or []]
     suite_s = math.fsum(w for w in walls if isinstance(w, int | float))
-    # One read of results.jsonl feeds the aggregate, the warnings and the invariants.
-    health, missing = RunHealth(), set()
-
-    worst = WorstCases(s.k[0])  # summary.md's worst cases, from the same pass
-    trials = TrialStats(s.k) if s.trials > 1 else None
-
-    def records() -> Iterator[dict[str, Any]]:
+    if records is None:
+        records = RecordPass(s)
         for rec in run.iter_results():
-            health.add(rec)
-            missing.update(rec.get("missing_fields") or [])
-            worst.add(rec)
-            if trials is not None:
-                trials.add(rec)
-            yield rec
-
-    body = aggregate_records(records(), ks=s.k, suite_ms=None if timing is not None else suite_s * 1000)
+            records.add(rec)
+    body = records.table.result(suite_ms=None if timing is not None else suite_s * 1000)
+    health, missing, worst, trials = records.health, records.missing, records.worst, records.trials
     metrics: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "run_id": run.run_id,

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from evalkit.evalset.anchors import match_support, normalize_rel_path
 from evalkit.schema import REVIEW_SOURCES
@@ -47,6 +47,21 @@ UNMEASURABLE = "retrieval_unmeasurable"
 
 NO_CHUNKS_SHARE = 1 / 3
 _MAX_IDS = 20
+
+
+class _Support(NamedTuple):
+    """What `match_support` (without snippets) and the path checks read of a gold support:
+    a tuple, read by attribute as match_support reads a model."""
+
+    chunk_id: Any
+    rel_path: Any
+    heading_path: Any
+    start_line: Any
+    end_line: Any
+
+
+# Values of these types are equal only to values of the same type (1 == True == 1.0 are not).
+_PLAIN = frozenset({str, int, type(None)})
 
 
 def _is_target_error(record: Mapping[str, Any]) -> bool:
@@ -73,10 +88,17 @@ class RunHealth:
         self.empty: list[str] = []
         # Every distinct location retrieved anywhere in the run, grouped by file, so a gold
         # support is checked only against chunks of its own file.
-        self.seen_by_file: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
+        # One set finds repeats; each file lists its own (thousands of small per-file sets
+        # weighed more than the locations in them).
+        self.seen_by_file: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+        self._seen: set[tuple[Any, ...]] = set()
         self.seen_ids: set[str] = set()
-        self.gold: list[tuple[str, list[Mapping[str, Any]]]] = []
-        self.gold_ids: set[str] = set()
+        # Per answerable labeled case, once (a --trials run asks each case N times): its
+        # supports, reduced to what matching reads and shared between equal ones, since
+        # the whole run's labels are held until `warnings()`.
+        self.gold: dict[str, tuple[_Support, ...]] = {}
+        self._supports: dict[tuple, _Support] = {}
+        self._paths: dict[Any, Any] = {}  # one copy of each raw chunk path (a file has many chunks)
         self.unreviewed: dict[str, None] = {}  # ids, in order, once each (--trials)
         self.contract = ContractCheck()
         self.with_chunks = 0  # answerable, labeled cases that retrieved something
@@ -95,21 +117,36 @@ class RunHealth:
         for c in chunks:
             if c.get("chunk_id"):
                 self.seen_ids.add(str(c["chunk_id"]))
-            self.seen_by_file[normalize_rel_path(c.get("rel_path"))].add(
-                (c.get("rel_path"), c.get("heading_path"), c.get("start_line"), c.get("end_line"), c.get("chunk_id"))
-            )
+            raw = c.get("rel_path")
+            if type(raw) is str:
+                raw = self._paths.setdefault(raw, raw)
+            location = (raw, c.get("heading_path"), c.get("start_line"), c.get("end_line"), c.get("chunk_id"))
+            if location not in self._seen:
+                self._seen.add(location)
+                self.seen_by_file[normalize_rel_path(raw)].append(location)
         if case.get("answerable", True):
             self.answered += 1
             if not chunks:
                 self.empty.append(cid)
             supports = case.get("gold_supports") or []
-            if supports and cid not in self.gold_ids:  # a --trials run asks each case N times
-                self.gold_ids.add(cid)
-                self.gold.append((cid, supports))
+            if supports and cid not in self.gold:  # a --trials run asks each case N times
+                self.gold[cid] = tuple(map(self._support, supports))
                 self.with_chunks += bool(chunks)
 
+    def _support(self, support: Mapping[str, Any]) -> _Support:
+        """A support as `_Support`, one object per distinct support."""
+        values = _Support._make(map(support.get, _Support._fields))
+        # Equal tuples must mean equal supports: 1, True and 1.0 are different line numbers
+        # or ids (str() differs), so other types join the key.
+        key: tuple = values if all(type(v) in _PLAIN for v in values) else (values, tuple(map(type, values)))
+        try:
+            return self._supports.setdefault(key, values)
+        except TypeError:  # an unhashable value: not shared
+            return values
+
     def warnings(self) -> list[dict[str, Any]]:
-        n_cases, errors, answered, empty, gold = self.n_cases, self.errors, self.answered, self.empty, self.gold
+        n_cases, errors, answered, empty = self.n_cases, self.errors, self.answered, self.empty
+        gold = self.gold  # case id -> its supports
         seen_by_file, seen_ids = self.seen_by_file, self.seen_ids
         out: list[dict[str, Any]] = []
         if errors:
@@ -154,7 +191,7 @@ class RunHealth:
                     ),
                 }
             )
-        never = [cid for cid, supports in gold if not any(_ever_matched(s, seen_by_file, seen_ids) for s in supports)]
+        never = [cid for cid, supports in gold.items() if not any(_ever_matched(s, seen_by_file, seen_ids) for s in supports)]
         if never:
             many = len(never) > len(gold) * NO_CHUNKS_SHARE
             out.append(
@@ -189,7 +226,7 @@ class RunHealth:
                     "kind": "gold_path_forms",
                     "severity": "warning",
                     "n": len(forms),
-                    "of": len({normalize_rel_path(s.get("rel_path")) for _, ss in gold for s in ss}),
+                    "of": len({normalize_rel_path(s.rel_path) for ss in gold.values() for s in ss}),
                     "ids": [],
                     "message": (
                         f"{len(forms)} gold note(s) were never retrieved under their own path but were under "
@@ -203,7 +240,7 @@ class RunHealth:
         # the two sides did not meet. A chatbot that only ever retrieved other notes was
         # measured (its 0 is true): that is gold_never_retrieved, not this.
         contract_errors = any(f.rule.severity == "error" for f in self.contract.findings())
-        met_a_gold_note = any(normalize_rel_path(s.get("rel_path")) in seen_by_file for _, ss in gold for s in ss)
+        met_a_gold_note = any(normalize_rel_path(s.rel_path) in seen_by_file for ss in gold.values() for s in ss)
         if gold and self.with_chunks and len(never) == len(gold) and (met_a_gold_note or forms or contract_errors):
             out.insert(
                 0,
@@ -226,29 +263,29 @@ class RunHealth:
         return out
 
 
-def _other_path_forms(gold: list[tuple[str, list[Mapping[str, Any]]]], seen_by_file: Mapping[str, set]) -> dict[str, str]:
+def _other_path_forms(gold: Mapping[str, tuple[_Support, ...]], seen_by_file: Mapping[str, list]) -> dict[str, str]:
     """Gold paths never retrieved as such, each with a retrieved path that is another form of
     it: equal case-folded or without `.md`, or one ending with the other at a `/`."""
     seen = [p for p in seen_by_file if p]
     out: dict[str, str] = {}
-    for _, supports in gold:
+    for supports in gold.values():
         for s in supports:
-            g = normalize_rel_path(s.get("rel_path"))
+            g = normalize_rel_path(s.rel_path)
             if not g or g in seen_by_file or g in out:
                 continue
             bare = g.casefold().removesuffix(".md")
             for p in seen:
                 q = p.casefold().removesuffix(".md")
                 if q == bare or q.endswith("/" + bare) or bare.endswith("/" + q):
-                    out[g] = next(iter(seen_by_file[p]))[0]  # as the target wrote it
+                    out[g] = seen_by_file[p][0][0]  # as the target first wrote it
                     break
     return out
 
 
-def _ever_matched(support: Mapping[str, Any], seen_by_file: Mapping[str, set], seen_ids: set[str]) -> bool:
-    if support.get("chunk_id") is not None and str(support["chunk_id"]) in seen_ids:
+def _ever_matched(support: _Support, seen_by_file: Mapping[str, list], seen_ids: set[str]) -> bool:
+    if support.chunk_id is not None and str(support.chunk_id) in seen_ids:
         return True
-    for rel_path, heading_path, start, end, chunk_id in seen_by_file.get(normalize_rel_path(support.get("rel_path")), ()):
+    for rel_path, heading_path, start, end, chunk_id in seen_by_file.get(normalize_rel_path(support.rel_path), ()):
         chunk = {"rel_path": rel_path, "heading_path": heading_path, "start_line": start, "end_line": end, "chunk_id": chunk_id}
         if match_support(support, chunk):
             return True

@@ -38,6 +38,7 @@ from evalkit.evalset.load import EvalSet, read_eval_set
 from evalkit.notes.markdown import Note, read_note
 from evalkit.reference.chunker import ChunkerConfig, chunk_markdown
 from evalkit.reference.corpus import MARKDOWN_SUFFIXES, walk_vault
+from evalkit.schema import EvalCase
 
 __all__ = [
     "AnchorIssue",
@@ -450,13 +451,18 @@ def check_anchors(
     problems: list[Problem] = []
     for n, case in enumerate(cases):
         path, line = eval_set.location(n) if isinstance(eval_set, EvalSet) else (None, None)
-        prefix = "" if path is not None else f"case {_get(case, 'id')!r}: "
-        for i, support in enumerate(_get(case, "gold_supports") or []):
-            for issue in check_support(support, corpus, case_sensitive=case_sensitive):
-                problems.append(
-                    Problem(prefix + issue.message, path=path, line=line, field=f"gold_supports[{i}].{issue.field}")
-                )
+        problems += _case_problems(case, corpus, path, line, case_sensitive)
     return problems
+
+
+def _case_problems(case: Any, corpus: Corpus, path: str | None, line: int | None, case_sensitive: bool) -> list[Problem]:
+    """check_anchors' problems of one case; named by its id when it has no location."""
+    prefix = "" if path is not None else f"case {_get(case, 'id')!r}: "
+    return [
+        Problem(prefix + issue.message, path=path, line=line, field=f"gold_supports[{i}].{issue.field}")
+        for i, support in enumerate(_get(case, "gold_supports") or [])
+        for issue in check_support(support, corpus, case_sensitive=case_sensitive)
+    ]
 
 
 @dataclass
@@ -506,12 +512,16 @@ def validate_eval_set(
     Raises:
         BadEvalSet: a path that does not exist (nothing could be read).
     """
-    eval_set, problems = read_eval_set(paths, extra_categories)
     anchor_problems: list[Problem] = []
     n_anchors = 0
-    if corpus is not None:
-        anchor_problems = check_anchors(eval_set, corpus, case_sensitive=case_sensitive)
-        n_anchors = sum(1 for c in eval_set.cases for s in c.gold_supports if normalize_rel_path(s.rel_path))
+
+    def check(index: int, case: EvalCase, path: str, line: int) -> None:
+        # In the read's own pass, while the case's model is at hand: no second pass rebuilds it.
+        nonlocal n_anchors
+        anchor_problems.extend(_case_problems(case, corpus, path, line, case_sensitive))
+        n_anchors += sum(1 for s in case.gold_supports if normalize_rel_path(s.rel_path))
+
+    eval_set, problems = read_eval_set(paths, extra_categories, visit=check if corpus is not None else None)
     return Validation(eval_set, problems, anchor_problems, corpus, n_anchors)
 
 

@@ -316,7 +316,8 @@ class RecordTable:
         self.judge_errors: list[tuple[int, str]] = []
         self._at_k = [(str(k), m) for k in ks for m in AT_K_METRICS]
         self._latency = ("total", *LATENCY_PHASES)
-        self.groups: dict[str, dict[str, list[int]]] = {g: {} for g in GROUPINGS}
+        # Row numbers as 8-byte machine ints, not Python ints (36 bytes each in a list).
+        self.groups: dict[str, dict[str, array]] = {g: {} for g in GROUPINGS}
         self.coverage: Mapping | None = None
         self.answerable_n = 0
         # add_retrieval's layout: the primary K's at_k columns behind the headline names,
@@ -354,11 +355,36 @@ class RecordTable:
 
     def add_record(self, record: Mapping) -> None:
         """Reduce one record (`extract_case`) and file its row under every group it is in."""
-        x = extract_case(record, self.ks)
-        case = record.get("case") or {}
-        self._file(self.add(x), case, x["answerable"])
+        self.add_extracted(extract_case(record, self.ks), record.get("case") or {})
         if self.coverage is None and record.get("indexing_coverage") is not None:
             self.coverage = record["indexing_coverage"]
+
+    def add_extracted(self, x: dict, case: Mapping) -> None:
+        """`add_record` of a record already reduced to `x` (its case is `case`), coverage aside."""
+        self._file(self.add(x), case, x["answerable"])
+
+    def add_extracted_rows(
+        self, xs: Sequence[dict], cases: Sequence[Mapping], cells: np.ndarray, scope_miss: np.ndarray,
+        attribution: np.ndarray,
+    ) -> None:
+        """`add_record` for a block of records whose retrieval metrics were scored together
+        (`metrics.batch.RetrievalBatch.score`: cells, scope_miss and attribution as in
+        `add_retrieval_rows`). `xs` are their `extract_case` reductions made with empty
+        `retrieval_metrics`; each gets the retrieval values `extract_case` reads from a
+        record's own (NaN is None), then its row is added and filed. Coverage is the
+        caller's to set, from the first record that has one."""
+        width = len(AT_K_METRICS)
+        for x, case, row, miss, hit in zip(xs, cases, cells.tolist(), scope_miss.tolist(), attribution.tolist()):
+            if x["answerable"]:  # unanswerable cases never count in retrieval means: left None
+                at_k = x["at_k"]
+                for j, k in enumerate(self._kstr):
+                    at_k[k] = {m: None if v != v else v for m, v in zip(AT_K_METRICS, row[j * width : (j + 1) * width])}
+                values, prim = x["values"], at_k[self._kstr[0]]
+                for name, src in _PRIMARY.items():
+                    values[name] = prim[src]
+                values["scope_miss_rate"] = None if miss != miss else miss
+                values["attribution_hit_rate"] = None if hit != hit else hit
+            self.add_extracted(x, case)
 
     def add_retrieval(self, case: Mapping, rm: Mapping) -> None:
         """`add_record({"case": case, "retrieval_metrics": rm})`, the same row, for the lean
@@ -433,15 +459,15 @@ class RecordTable:
         if tags:
             by_tag = groups["by_tag"]
             for tag in {str(t) for t in tags}:
-                by_tag.setdefault(tag, []).append(row)
+                _rows(by_tag, tag).append(row)
         for grouping, field in _GROUP_FIELDS:
             key = case.get(field)
             if key is not None:
-                groups[grouping].setdefault(str(key), []).append(row)
-        groups["by_answerable"].setdefault("answerable" if answerable else "unanswerable", []).append(row)
+                _rows(groups[grouping], str(key)).append(row)
+        _rows(groups["by_answerable"], "answerable" if answerable else "unanswerable").append(row)
         lang = language_key(case)
         if lang is not None:
-            groups["by_language"].setdefault(lang, []).append(row)
+            _rows(groups["by_language"], lang).append(row)
 
     def merge(self, other: RecordTable) -> None:
         """Append `other`'s rows after this table's (a later part of the same records)."""
@@ -458,7 +484,7 @@ class RecordTable:
         for grouping, cells in other.groups.items():
             mine = self.groups[grouping]
             for key, rows in cells.items():
-                mine.setdefault(key, []).extend(base + row for row in rows)
+                _rows(mine, key).extend(base + row for row in rows)
         if self.coverage is None:
             self.coverage = other.coverage
         self.answerable_n += other.answerable_n
@@ -489,6 +515,14 @@ class RecordTable:
         return out
 
 
+def _rows(cells: dict[str, array], key: str) -> array:
+    """The rows of group `key`, a new empty array the first time."""
+    got = cells.get(key)
+    if got is None:
+        got = cells[key] = array("q")
+    return got
+
+
 class _View:
     """A finished RecordTable as numpy arrays, and the cell of any set of its rows."""
 
@@ -500,9 +534,18 @@ class _View:
         self.abstention = np.frombuffer(t.abstention, dtype=np.int8) if t.n else np.zeros(0, np.int8)
         self.tokens = np.frombuffer(t.tokens, dtype=np.int64) if t.n else np.zeros(0, np.int64)
 
-    def _values(self, sub: np.ndarray, name: str) -> list[float]:
-        col = sub[:, self.t.col[name]]
+    def _values(self, rows: np.ndarray | None, name: str) -> list[float]:
+        """The values (not None) of one column over `rows`. One column at a time: the rows of
+        a large cell taken whole, or every column's values at once, were tens of MB at
+        100,000 records."""
+        col = self.data[:, self.t.col[name]]
+        if rows is not None:
+            col = col[rows]
         return col[~np.isnan(col)].tolist()
+
+    def _mean_n(self, rows: np.ndarray | None, name: str) -> tuple[float | None, int]:
+        values = self._values(rows, name)
+        return _mean(values), len(values)
 
     @staticmethod
     def _counts(pairs: list[tuple[int, str]], member: np.ndarray | None) -> dict[str, int]:
@@ -533,13 +576,12 @@ class _View:
     def cell(self, rows: np.ndarray | None) -> dict:
         """The full cell layout over `rows` (None: every row)."""
         t = self.t
-        sub = self.data if rows is None else self.data[rows]
-        n_cases = int(sub.shape[0])
+        n_cases = t.n if rows is None else len(rows)
         member = self._member(rows)
         out: dict[str, Any] = {"n_cases": n_cases}
-        values = {name: self._values(sub, name) for name in MEAN_METRICS}
+        means = {name: self._mean_n(rows, name) for name in MEAN_METRICS}
         for name in MEAN_METRICS:
-            out[name] = _mean(values[name])
+            out[name] = means[name][0]
         ab = self._abstention(rows)
         ab_n = ab.pop("n")
         out.update(ab)
@@ -551,13 +593,11 @@ class _View:
         out["n_judge_errors"] = sum(judge_errors.values())
         out["judge_errors_by_judge"] = {j: judge_errors[j] for j in sorted(judge_errors)}
         out["n_unlabeled"] = int(np.count_nonzero(self.unlabeled if rows is None else self.unlabeled[rows]))
-        latency = {p: self._values(sub, f"latency:{p}") for p in ("total", *LATENCY_PHASES)}
-        out["latency"] = {
-            **_latency_block(latency["total"]),
-            "phases": {p: _latency_block(latency[p]) for p in LATENCY_PHASES},
-        }
+        total = _latency_block(self._values(rows, "latency:total"))
+        out["latency"] = {**total, "phases": {p: _latency_block(self._values(rows, f"latency:{p}")) for p in LATENCY_PHASES}}
+        cost = self.data[:, t.col["cost_usd"]]
         out["cost"] = {
-            "judge_total_usd": math.fsum(sub[:, t.col["cost_usd"]].tolist()),
+            "judge_total_usd": math.fsum((cost if rows is None else cost[rows]).tolist()),
             "judge_total_tokens": int((self.tokens if rows is None else self.tokens[rows]).sum()),
         }
         rate = (lambda c: c / n_cases) if n_cases else (lambda c: None)
@@ -573,17 +613,17 @@ class _View:
         }
         at_k: dict[str, dict] = {}
         for k in t.ks:
-            lists = {m: self._values(sub, f"{k}:{m}") for m in AT_K_METRICS}
+            got = {m: self._mean_n(rows, f"{k}:{m}") for m in AT_K_METRICS}
             at_k[str(k)] = {
-                **{m: _mean(lists[m]) for m in AT_K_METRICS},
-                "n": len(lists["recall_any"]),
-                "n_by_metric": {m: len(lists[m]) for m in AT_K_METRICS},
+                **{m: got[m][0] for m in AT_K_METRICS},
+                "n": got["recall_any"][1],
+                "n_by_metric": {m: got[m][1] for m in AT_K_METRICS},
             }
         out["at_k"] = at_k
         out["n"] = {
-            **{name: len(values[name]) for name in MEAN_METRICS},
+            **{name: means[name][1] for name in MEAN_METRICS},
             **ab_n,
-            "latency": len(latency["total"]),
+            "latency": total["n"],
         }
         return out
 
@@ -594,14 +634,12 @@ class _View:
         than written as null: most slices are small, and a column of nulls per slice was
         most of metrics.json.
         """
-        sub = self.data[rows]
-        n_cases = int(sub.shape[0])
+        n_cases = len(rows)
         values: dict[str, Any] = {}
         ns: dict[str, int] = {}
         for name in SLICE_METRICS:
             if name in self.t.col:
-                got = self._values(sub, name)
-                values[name], ns[name] = _mean(got), len(got)
+                values[name], ns[name] = self._mean_n(rows, name)
         ab = self._abstention(rows)
         ab_n = ab.pop("n")
         for name in SLICE_METRICS:

@@ -29,7 +29,7 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ from evalkit.metrics.aggregate import (
     SLICE_METRICS,
     RecordTable,
     aggregate_records,
+    extract_case,
     recorded_suite_ms,
 )
 from evalkit.metrics.batch import MRR_COLUMN, RECALL_ANY_COLUMN, RetrievalBatch
@@ -156,7 +157,7 @@ def _labels(
     cfg: Mapping[str, Any],
     eval_set: str | Path | Sequence[str | Path] | None,
     records_version: str | None = None,
-) -> tuple[EvalSetSource, dict[str, str] | None]:
+) -> tuple[EvalSetSource, _GivenCases | None]:
     """The label source, and id -> case (JSON) when the records' own cases cannot serve.
 
     `records_version`: the dataset_version of the cases the records hold now (a re-scoring
@@ -206,20 +207,35 @@ def _labels(
     return source, None
 
 
-def _read_cases(paths: list[str]) -> tuple[str, dict[str, str]]:
-    """(dataset_version, id -> case as JSON) of an eval set."""
+def _read_cases(paths: list[str]) -> tuple[str, _GivenCases]:
+    """(dataset_version, the cases by id) of an eval set."""
     from evalkit.evalset.load import load_eval_set
 
     loaded = load_eval_set(paths)
-    # Compact: one JSON string per case, not a tree of dicts (100,000 cases: 66 MB). Not
-    # orjson.dumps: its over-allocated buffers, shrunk in place, left 7 KB per case.
-    return loaded.version, {c.id: c.model_dump_json() for c in loaded.cases}
+    return loaded.version, _GivenCases(loaded.cases, loaded.ids)
+
+
+class _GivenCases:
+    """An eval set's cases by id, each as JSON made when a record asks for it.
+
+    The loaded set keeps its cases as the lines they were read from, compressed (100,000
+    cases: 5 MB, where JSON strings of every case took 66 MB and the models 470 MB); a case
+    is rebuilt and dumped once, for the record that carries it.
+    """
+
+    def __init__(self, cases: Sequence[Any], ids: Sequence[str]) -> None:
+        self.cases = cases
+        self.index = {case_id: i for i, case_id in enumerate(ids)}
+
+    def get(self, case_id: str) -> str | None:
+        i = self.index.get(case_id)
+        return None if i is None else self.cases[i].model_dump_json()
 
 
 class _Cases:
     """The case to score each record with: the record's own, or the given eval set's."""
 
-    def __init__(self, cases: dict[str, str] | None) -> None:
+    def __init__(self, cases: _GivenCases | None) -> None:
         self.cases = cases
         self.missing: list[str] = []
         self.regrouped = 0
@@ -482,13 +498,14 @@ class _RescoreJob:
     """What a re-scoring pass needs; a forked worker inherits it (nothing is pickled)."""
 
     run: RunDir
-    given_cases: dict[str, str] | None
+    given_cases: _GivenCases | None
     ks: list[int]
     snippets: bool
     folder_mode: str | None
     case_sensitive: bool
     lean: bool
     trials: bool = False  # a --trials run: its `trials` block is recomputed in the same pass
+    stop_if_regrouped: bool = False  # raise _Regrouped at the first given case that changed group
 
 
 @dataclass
@@ -507,10 +524,15 @@ class _Part:
 def _rescore_part(job: _RescoreJob, start: int = 0, end: int | None = None) -> _Part:
     """Re-score the records in results.jsonl[start:end] into a RecordTable.
 
-    Lean records (only the case and the new retrieval metrics go to the table) of the
-    common stored shape are scored a block at a time (`_Block`, `metrics.batch`); every
-    other record with `score_case_retrieval`, one by one. Either way the rows, the worst
-    cases and the tallies are the same, and they are taken in file order.
+    Records of the common stored shape are scored a block at a time (`_Block`,
+    `metrics.batch`), whether only the case and the new retrieval metrics go to the table
+    (lean) or the whole record (no metrics.json yet, or cases of `--eval-set` that changed
+    group); every other record with `score_case_retrieval`, one by one. Either way the rows,
+    the worst cases and the tallies are the same, and they are taken in file order.
+
+    Raises:
+        _Regrouped: with `stop_if_regrouped`, at the first given case in another group
+            than its record's.
     """
     cases = _Cases(job.given_cases)
     counts = {"records": 0, "cut_chunks": 0, "refs_dropped": 0}
@@ -519,13 +541,15 @@ def _rescore_part(job: _RescoreJob, start: int = 0, end: int | None = None) -> _
     trials = TrialStats(job.ks) if job.trials else None
     results_path, snippets, lean = job.run.results_path, job.snippets, job.lean
     own_cases = job.given_cases is None
-    block = _Block(job, table, worst) if lean and trials is None else None
+    block = _Block(job, table, worst) if trials is None else None
     for line, rec in enumerate(job.run.iter_results(start, end), start=1):
         case = rec.get("case") if own_cases else None
         if type(case) is not dict:
             case = cases.of(rec, line, results_path)
             if case is None:
                 continue
+            if cases.regrouped and job.stop_if_regrouped:
+                raise _Regrouped  # the whole aggregate must follow: the caller starts again, not lean
         chunks = rec.get("retrieved_chunks") or []
         if snippets:
             counts["cut_chunks"] += sum(1 for c in chunks if isinstance(c, Mapping) and c.get("text_truncated"))
@@ -574,13 +598,14 @@ _WORST_PROBLEMS = ("error", "abstention", "judge_errors", "groundedness", "corre
 
 
 class _Block:
-    """The lean records of a re-scoring, scored `_BATCH_SIZE` at a time and handed to the
-    table and the worst cases in file order.
+    """The records of a re-scoring, scored `_BATCH_SIZE` at a time and handed to the table
+    and the worst cases in file order.
 
     A record the batch takes waits for the block's `score()`; one it does not take is
     scored at once (`add_scored`) and waits in line behind the others, so rows keep file
-    order. Only what the table and the worst cases read is kept (the case, a few fields),
-    never the chunks.
+    order. Only what the table and the worst cases read is kept, never the chunks: for a
+    lean job the case and a few fields; otherwise also the record's `extract_case`
+    reduction, made with empty retrieval metrics and completed from the block's cells.
     """
 
     def __init__(self, job: _RescoreJob, table: RecordTable, worst: WorstCases) -> None:
@@ -588,27 +613,52 @@ class _Block:
             job.ks, require_snippets=job.snippets, case_sensitive=job.case_sensitive, folder_mode=job.folder_mode
         )
         self.table, self.worst = table, worst
+        self.ks, self.lean = job.ks, job.lean
         self.k = str(job.ks[0])
         # In file order: (case, the fields worst cases read, whether they name a problem,
-        # None) for a batched record; (..., rm) for one scored on its own.
-        self.pending: list[tuple[dict, dict, bool, dict | None]] = []
+        # None for a batched record or the metrics of one scored on its own, the record's
+        # extract_case reduction when the job is not lean).
+        self.pending: list[tuple[dict, dict, bool, dict | None, dict | None]] = []
 
     def add(self, rec: dict, case: dict, chunks: Any) -> bool:
         """Take `rec` into the block; False when the batch does not take its shape."""
         if not self.batch.add(case, chunks, rec.get("references"), rec.get("folder_selection")):
             return False
-        self.pending.append((case, *_worst_fields(rec), None))
+        self.pending.append((case, *_worst_fields(rec), None, self._extract(rec, case, {})))
         if len(self.batch) >= _BATCH_SIZE or self.batch.cells() >= _BATCH_CELLS:
             self.flush()
         return True
 
     def add_scored(self, rec: dict, case: dict, rm: dict) -> None:
         """A record scored on its own: straight through when nothing waits before it."""
+        x = self._extract(rec, case, rm)
         if not self.pending:
-            self.table.add_retrieval(case, rm)
+            self._row(case, rm, x)
             self.worst.add(rec)
             return
-        self.pending.append((case, *_worst_fields(rec), rm))
+        self.pending.append((case, *_worst_fields(rec), rm, x))
+
+    def _extract(self, rec: dict, case: dict, rm: dict) -> dict | None:
+        """What a whole record gives the table besides its new retrieval values (None when
+        lean); the first record with `indexing_coverage` gives the table's, in file order."""
+        if self.lean:
+            return None
+        rec["case"], rec["retrieval_metrics"] = case, rm
+        if self.table.coverage is None and rec.get("indexing_coverage") is not None:
+            self.table.coverage = rec["indexing_coverage"]
+        return extract_case(rec, self.ks)
+
+    def _row(self, case: dict, rm: dict, x: dict | None) -> None:
+        if x is None:
+            self.table.add_retrieval(case, rm)
+        else:
+            self.table.add_extracted(x, case)
+
+    def _rows(self, cases: list[dict], xs: list[dict | None], cells: Any, scope: Any, attribution: Any) -> None:
+        if self.lean:
+            self.table.add_retrieval_rows(cases, cells, scope, attribution)
+        else:
+            self.table.add_extracted_rows(xs, cases, cells, scope, attribution)  # type: ignore[arg-type]
 
     def flush(self) -> None:
         """Score the waiting batched records and hand everything waiting over, in file order."""
@@ -617,13 +667,15 @@ class _Block:
             return
         cells, scope, attribution = self.batch.score()
         self.batch.clear()
-        table, worst, k = self.table, self.worst, self.k
+        worst, k = self.worst, self.k
         recall, mrr = cells[:, RECALL_ANY_COLUMN], cells[:, MRR_COLUMN]
         badness = retrieval_badness(recall, mrr).tolist()  # of the records with no other problems
         recall_l, mrr_l = recall.tolist(), mrr.tolist()
-        batched = [case for case, _, _, rm in pending if rm is None]  # row i of `cells` is batched[i]'s
+        # Row i of `cells` is batched[i]'s.
+        batched = [case for case, _, _, rm, _ in pending if rm is None]
+        extracted = [x for _, _, _, rm, x in pending if rm is None]
         start = at = 0  # the first batched record not yet in the table; the next one's row
-        for case, fields, problems, rm in pending:
+        for case, fields, problems, rm, x in pending:
             if rm is None:
                 i = at
                 at += 1
@@ -635,12 +687,12 @@ class _Block:
                 worst.add(fields)
                 continue
             if start < at:
-                table.add_retrieval_rows(batched[start:at], cells[start:at], scope[start:at], attribution[start:at])
+                self._rows(batched[start:at], extracted[start:at], cells[start:at], scope[start:at], attribution[start:at])
                 start = at
-            table.add_retrieval(case, rm)
+            self._row(case, rm, x)
             worst.add({**fields, "case": case, "retrieval_metrics": rm})
         if start < at:
-            table.add_retrieval_rows(batched[start:at], cells[start:at], scope[start:at], attribution[start:at])
+            self._rows(batched[start:at], extracted[start:at], cells[start:at], scope[start:at], attribution[start:at])
 
 
 def _worst_fields(rec: dict) -> tuple[dict, bool]:
@@ -656,6 +708,21 @@ def _worst_fields(rec: dict) -> tuple[dict, bool]:
 
 def _none(v: float) -> float | None:
     return None if v != v else v
+
+
+class _Regrouped(Exception):
+    """A lean re-scoring met a case of --eval-set in another group than its record's case."""
+
+
+def _rescore_all(job: _RescoreJob, workers: int | None) -> _Part:
+    """Every record of results.jsonl scored: in forked workers when `_rescore_parallel`
+    chooses to, else in this process."""
+    # A trials run is scored in one process: its per-trial tables are not merged across workers.
+    part = None if job.trials else _rescore_parallel(job, workers)
+    if part is None:
+        with _fewer_collections():
+            part = _rescore_part(job)
+    return part
 
 
 _PARALLEL_MIN_BYTES = 32 << 20
@@ -696,6 +763,8 @@ def _rescore_parallel(job: _RescoreJob, workers: int | None) -> _Part | None:
     try:
         with ProcessPoolExecutor(len(spans), mp_context=multiprocessing.get_context("fork")) as pool:
             parts = list(pool.map(_part_of, spans))
+    except _Regrouped:
+        raise
     except Exception:  # noqa: BLE001 - any worker failure: redo in this process, which reports it properly
         return None
     finally:
@@ -785,19 +854,19 @@ def score_retrieval(
     folder_mode = settings.get("folder_mode")
     counts = {"records": 0, "cut_chunks": 0, "refs_dropped": 0}
     # Only the retrieval keys are written unless metrics.json is missing or cases change
-    # group, which the records' own cases never do: then aggregate_records needs only the
-    # case and the new retrieval_metrics (its other keys are computed and dropped).
-    lean = given_cases is None and old is not None
+    # group, which the records' own cases never do: then the table needs only the case and
+    # the new retrieval_metrics (its other keys would be computed and dropped). A case of
+    # --eval-set in another group stops that pass, and the whole records are taken.
     job = _RescoreJob(
         run=run, given_cases=given_cases, ks=ks, snippets=snippets, folder_mode=folder_mode,
-        case_sensitive=case_sensitive, lean=lean,
-        trials=int((cfg.get("hashed") or {}).get("trials") or 1) > 1,
+        case_sensitive=case_sensitive, lean=old is not None,
+        trials=int((cfg.get("hashed") or {}).get("trials") or 1) > 1, stop_if_regrouped=old is not None,
     )
-    # A trials run is scored in one process: its per-trial tables are not merged across workers.
-    part = None if job.trials else _rescore_parallel(job, workers)
-    if part is None:
-        with _fewer_collections():
-            part = _rescore_part(job)
+    try:
+        part = _rescore_all(job, workers)
+    except _Regrouped:
+        job = replace(job, lean=False, stop_if_regrouped=False)
+        part = _rescore_all(job, workers)
     body = part.table.result(suite_ms=recorded_suite_ms(old))
     if part.missing:
         raise _missing_problem(part.missing, source)

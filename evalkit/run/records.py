@@ -9,15 +9,110 @@ references up to max(100, K), and the answer cut for storage once it has been ju
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from array import array
+from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
 from evalkit.config import LIST_STORE_ITEMS, TRUNCATE_CHARS, RunSettings, stored_answer
 from evalkit.errors import BadConfig, Problem, TargetError
-from evalkit.evalset.load import EvalSet
+from evalkit.evalset.load import CaseKey, EvalSet
 from evalkit.schema import SCHEMA_VERSION, AskRequest, EvalCase, RerankWeights
 
-__all__ = ["build_record", "build_request", "error_record", "select_cases", "versions_tuple"]
+__all__ = [
+    "Selection",
+    "WorkList",
+    "build_record",
+    "build_request",
+    "error_record",
+    "select_cases",
+    "select_indices",
+    "versions_tuple",
+]
+
+
+def select_indices(
+    keys: Sequence[CaseKey],
+    *,
+    ids: Sequence[str] | None = None,
+    tags: Sequence[str] = (),
+    categories: Sequence[str] = (),
+    limit: int | None = None,
+) -> list[int]:
+    """The positions of the cases to run, in eval-set order. `keys` are the cases or only
+    what selection reads of them (`EvalSet.keys`: id, tags, category), so a stored set's
+    cases are not rebuilt to be selected.
+
+    Filters combine with AND; values inside one filter with OR. `limit` applies last.
+
+    Raises:
+        BadConfig: an id in `ids` that is not in the eval set, or nothing left to run.
+    """
+    chosen: list[int] = list(range(len(keys)))
+    if ids:
+        known = {keys[i].id for i in chosen}
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise BadConfig([Problem(f"no case with id {i!r} in the eval set", field="--ids") for i in unknown])
+        wanted = set(ids)
+        chosen = [i for i in chosen if keys[i].id in wanted]
+    if tags:
+        wanted_tags = set(tags)
+        chosen = [i for i in chosen if wanted_tags.intersection(keys[i].tags)]
+    if categories:
+        wanted_cats = set(categories)
+        chosen = [i for i in chosen if keys[i].category in wanted_cats]
+    if limit is not None:
+        chosen = chosen[:limit]
+    if not chosen:
+        what = ", ".join(
+            f"{flag} {', '.join(vals)}" for flag, vals in (("--tag", tags), ("--category", categories)) if vals
+        )
+        raise BadConfig(Problem(f"no case of the eval set matches {what or 'the selection'}"))
+    return chosen
+
+
+class Selection(Sequence[tuple[int, str]]):
+    """The selected cases as (position in the eval set, case id) pairs, in order, held as
+    positions beside the set's own id list: 8 bytes a case, not a tuple each."""
+
+    def __init__(self, indices: Iterable[int], ids: Sequence[str]) -> None:
+        self.indices = array("q", indices)
+        self.ids = ids
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, n: int) -> tuple[int, str]:  # type: ignore[override]
+        i = self.indices[n]
+        return i, self.ids[i]
+
+
+class WorkList(Sequence[tuple[int, str, int]]):
+    """What a run asks, as (position in the eval set, case id, trial), in results.jsonl
+    order: trial-major (every case once, then again), so the N answers to one question are
+    spread over the run rather than sent at once, where a chatbot's own cache or a burst of
+    load would make them look alike. Held as positions in that order: a range when
+    nothing is left out, 8 bytes an item otherwise (a resume)."""
+
+    def __init__(self, selected: Selection, trials: int, done: Container[tuple[str, int]] = ()) -> None:
+        self.selected = selected
+        everything = range(len(selected) * trials)
+        self.positions: Sequence[int] = (
+            array("q", (w for w in everything if self._key(w) not in done)) if done else everything
+        )
+
+    def _key(self, w: int) -> tuple[str, int]:
+        n = len(self.selected)
+        return self.selected.ids[self.selected.indices[w % n]], w // n + 1
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitem__(self, k: int) -> tuple[int, str, int]:  # type: ignore[override]
+        w = self.positions[k]
+        n = len(self.selected)
+        i, case_id = self.selected[w % n]
+        return i, case_id, w // n + 1
 
 
 def select_cases(
@@ -28,35 +123,12 @@ def select_cases(
     categories: Sequence[str] = (),
     limit: int | None = None,
 ) -> list[tuple[int, EvalCase]]:
-    """Pick the cases to run, keeping eval-set order and each case's index in the set.
-
-    Filters combine with AND; values inside one filter with OR. `limit` applies last.
+    """`select_indices` as (index in the set, case) pairs.
 
     Raises:
-        BadConfig: an id in `ids` that is not in the eval set, or nothing left to run.
+        BadConfig: as select_indices.
     """
-    chosen = list(enumerate(cases))
-    if ids:
-        known = {c.id for c in cases}
-        unknown = [i for i in ids if i not in known]
-        if unknown:
-            raise BadConfig([Problem(f"no case with id {i!r} in the eval set", field="--ids") for i in unknown])
-        wanted = set(ids)
-        chosen = [(i, c) for i, c in chosen if c.id in wanted]
-    if tags:
-        wanted_tags = set(tags)
-        chosen = [(i, c) for i, c in chosen if wanted_tags.intersection(c.tags)]
-    if categories:
-        wanted_cats = set(categories)
-        chosen = [(i, c) for i, c in chosen if c.category in wanted_cats]
-    if limit is not None:
-        chosen = chosen[:limit]
-    if not chosen:
-        what = ", ".join(
-            f"{flag} {', '.join(vals)}" for flag, vals in (("--tag", tags), ("--category", categories)) if vals
-        )
-        raise BadConfig(Problem(f"no case of the eval set matches {what or 'the selection'}"))
-    return chosen
+    return [(i, cases[i]) for i in select_indices(cases, ids=ids, tags=tags, categories=categories, limit=limit)]
 
 
 # --------------------------------------------------------------------------- records

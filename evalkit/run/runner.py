@@ -27,15 +27,15 @@ from evalkit.config import (
     judge_identity,
     project_run_defaults,
 )
-from evalkit.derive import RunFacts, derive_run, now_utc
+from evalkit.derive import RecordPass, RunFacts, derive_run, now_utc
 from evalkit.derive.health import UNMEASURABLE
 from evalkit.errors import BadConfig, EvalkitError, Problem
 from evalkit.evalset.load import EvalSet, load_eval_set
 from evalkit.metrics.keys import ir_measures_values
 from evalkit.run.probe import probe_target
-from evalkit.run.records import select_cases, versions_tuple
+from evalkit.run.records import Selection, WorkList, select_indices, versions_tuple
 from evalkit.run.session import Prepared, ProgressSink, Session
-from evalkit.schema import SCHEMA_VERSION, EvalCase
+from evalkit.schema import SCHEMA_VERSION
 from evalkit.store.runs import (
     LATEST,
     RunDir,
@@ -206,7 +206,7 @@ def reproducibility_knobs(
 def _build_config(
     settings: RunSettings,
     eval_set: EvalSet,
-    selected: Sequence[tuple[int, EvalCase]],
+    selected: Sequence[tuple[int, str]],
     target_desc: Mapping[str, Any],
     judge_desc: Mapping[str, Any],
     git: dict[str, Any] | None,
@@ -316,8 +316,10 @@ def _prepare_inputs(values: Mapping[str, Any]) -> Prepared:
                 f"in the run, {eval_set.version[:12]}… now in {', '.join(settings.eval_set)})"
             )
         )
-    selected = select_cases(
-        eval_set.cases, ids=settings.ids, tags=settings.tag, categories=settings.category, limit=settings.limit
+    # (position in the set, id) pairs: the run rebuilds each case from the stored set when it asks it.
+    selected = Selection(
+        select_indices(eval_set.keys, ids=settings.ids, tags=settings.tag, categories=settings.category, limit=settings.limit),
+        eval_set.ids,
     )
     shard_info = None
     if settings.shard:  # issue 15: this machine's slice of the selection (may be empty)
@@ -350,20 +352,20 @@ def _prepare_inputs(values: Mapping[str, Any]) -> Prepared:
 
 
 def _shard_selection(
-    selected: list[tuple[int, EvalCase]], shard_spec: str
-) -> tuple[list[tuple[int, EvalCase]], dict[str, Any]]:
+    selected: Selection, shard_spec: str
+) -> tuple[Selection, dict[str, Any]]:
     """The shard's cases and config.json's `shard` block: which shard, its cases, and the
     whole selection it is a slice of (count and ids' sha256), which `evalkit merge` checks."""
     from evalkit.evalset.shard import ids_sha256, parse_shard
 
     shard = parse_shard(shard_spec)
-    mine = shard.select(selected)
-    all_ids = [c.id for _, c in selected]
+    mine = Selection((i for i, _ in shard.select(selected, id_of=str)), selected.ids)
+    all_ids = [case_id for _, case_id in selected]
     return mine, {
         "index": shard.index,
         "count": shard.count,
         "n_cases": len(mine),
-        "ids_sha256": ids_sha256([c.id for _, c in mine]),
+        "ids_sha256": ids_sha256([case_id for _, case_id in mine]),
         "n_selected_total": len(all_ids),
         "selected_ids_sha256": ids_sha256(all_ids),
     }
@@ -418,7 +420,8 @@ async def _anchor_check(p: Prepared, target: Any, vault_given: bool) -> dict[str
         return None
     located: list[Problem] = []
     n_supports = 0
-    for index, case in p.selected:
+    for index, _ in p.selected:
+        case = p.eval_set.cases[index]
         path, line = p.eval_set.location(index)
         for i, support in enumerate(case.gold_supports):
             n_supports += 1
@@ -518,7 +521,7 @@ def record_key(record: Mapping[str, Any]) -> tuple[str, int]:
 
 
 def run_order(record: Mapping[str, Any]) -> tuple[int, int]:
-    """Where a record belongs in results.jsonl: trial, then eval-set position (see `_work`)."""
+    """Where a record belongs in results.jsonl: trial, then eval-set position (see `WorkList`)."""
     return record_key(record)[1], record.get("case_index", 0)
 
 
@@ -532,17 +535,10 @@ def _finished_keys(run: RunDir, *, retry_errors: bool) -> set[tuple[str, int]]:
     }
 
 
-def _work(selected: Sequence[tuple[int, EvalCase]], trials: int) -> list[tuple[int, EvalCase, int]]:
-    """What a run asks, in results.jsonl order: trial-major (every case once, then again),
-    so the N answers to one question are spread over the run rather than sent at once,
-    where a chatbot's own cache or a burst of load would make them look alike."""
-    return [(i, c, t) for t in range(1, trials + 1) for i, c in selected]
-
-
-def _finalize_order(run: RunDir, selected: Sequence[tuple[int, EvalCase]], trials: int = 1) -> int:
+def _finalize_order(run: RunDir, selected: Sequence[tuple[int, str]], trials: int = 1) -> int:
     """Rewrite results.jsonl in run order (trial, then eval-set order), one record per
     selected (case, trial). Returns the count."""
-    wanted = {c.id for _, c in selected}
+    wanted = {case_id for _, case_id in selected}
     seen: set[tuple[str, int]] = set()
     in_order = True
     last = (0, -1)
@@ -631,7 +627,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
     judge = _build_judge(s)
     target = None
     try:
-        target = _build_target(s, progress, reference_vault_id(s, (c for _, c in p.selected)))
+        target = _build_target(s, progress, reference_vault_id(s, (p.eval_set.cases[i] for i, _ in p.selected)))
         judge_desc = judge.describe() if judge is not None else {"provider": None}
         resumed = p.run is not None and p.stored_config is not None
         probe = None
@@ -651,7 +647,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
                 _check_baseline_judge(p.baseline, judge_desc, s.baseline)
             # Before anything is written: a dead or foreign target stops here with one line.
             # An empty shard asks nothing, so it probes nothing.
-            probe = await probe_target(s, target, p.selected[0][1]) if p.selected else None
+            probe = await probe_target(s, target, p.eval_set.cases[p.selected[0][0]]) if p.selected else None
             git_info = await git if git is not None else _git_revision(Path.cwd())
             p.config = _build_config(s, p.eval_set, p.selected, target.describe(), judge_desc, git_info)
             shard_info = p.shard_info
@@ -668,11 +664,11 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
 
         repaired = run.repair_tail() if resumed else False
         done = _finished_keys(run, retry_errors=s.retry_errors) if resumed else set()
-        work = _work(p.selected, s.trials)
-        pending = [(i, c, t) for i, c, t in work if (c.id, t) not in done]
+        n_work = len(p.selected) * s.trials
+        pending = WorkList(p.selected, s.trials, done)
         if resumed and pending:
             # A resume probes with a case it is about to ask anyway: finished cases are not re-asked.
-            probe = await probe_target(s, target, pending[0][1])
+            probe = await probe_target(s, target, p.eval_set.cases[pending[0][0]])
         if probe and probe.get("ignored_options"):
             _note(progress, f"the target ignores --param {', '.join(probe['ignored_options'])}: it says it does not "
                   "know them (debug.ignored_options), so this run measures its defaults for them")
@@ -696,10 +692,13 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         )
         run.write_config(p.config)  # written before the first case is asked
 
-        session = Session(p, target, judge, judge_desc, progress)
+        # A fresh run's metrics are taken from its records as they are written: results.jsonl
+        # (1.2 GB at 100,000 cases and K = 20) is then not read back when it is in run order.
+        derived = RecordPass(s) if not resumed else None
+        session = Session(p, target, judge, judge_desc, progress, derived=derived)
         if progress is not None:
             progress.start(
-                run_id=run.run_id, run_dir=run.path, total=len(work), done=len(work) - len(pending),
+                run_id=run.run_id, run_dir=run.path, total=n_work, done=n_work - len(pending),
                 resumed=resumed,
             )
         t0 = time.perf_counter()
@@ -714,15 +713,16 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         p.config["sessions"][-1]["wall_s"] = round(wall, 3)
         run.write_config(p.config)
 
-        if not resumed and session.in_order and session.n_written == len(work):
+        if not resumed and session.in_order and session.n_written == n_work:
             n = session.n_written  # written in run order, one per (case, trial): nothing to fix
         else:
             n = _finalize_order(run, p.selected, s.trials)
+            derived = None  # the file is not what was written, in that order: derive reads it
         metrics, gate = derive_run(run, RunFacts(
             settings=s, config=p.config, eval_set_commit_hash=p.eval_set.commit_hash,
             dataset_version=p.eval_set.version, judge_stats=judge.stats() if judge is not None else None,
             baseline=p.baseline, pre_run_warnings=[stale] if stale else [], session_wall_s=wall,
-        ))
+        ), derived)
         point_latest(Path(s.results_dir), run.run_id)  # the run finished last, resumed ones too
         kinds = metrics["aggregate_metrics"]["operational_metrics"].get("error_kinds") or {}
         n_errors = sum(v for kind, v in kinds.items() if kind != "empty_answer")
@@ -740,7 +740,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
             n_errors=n_errors,
             resumed=resumed,
             repaired_tail=repaired,
-            skipped=len(work) - len(pending),
+            skipped=n_work - len(pending),
             judge=judge_desc,
             max_error_rate=s.max_error_rate,
             warnings=list(metrics.get("warnings") or []),

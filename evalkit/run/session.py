@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import orjson
+
 from evalkit.config import RunSettings
+from evalkit.derive import RecordPass
 from evalkit.errors import JudgeError, TargetError
 from evalkit.evalset.load import EvalSet
 from evalkit.run.records import (
+    Selection,
     build_record,
     build_request,
     dump_model,
@@ -43,7 +47,7 @@ class ProgressSink(Protocol):
 class Prepared:
     settings: RunSettings
     eval_set: EvalSet
-    selected: list[tuple[int, EvalCase]]
+    selected: Selection  # (position in eval_set, case id), in eval-set order
     baseline: dict[str, Any] | None
     stored_config: dict[str, Any] | None = None
     run: RunDir | None = None
@@ -62,8 +66,18 @@ FSYNC_INTERVAL_S = 1.0
 class Session:
     """The async part of one run (or one resume of it)."""
 
-    def __init__(self, p: Prepared, target: Any, judge: Any, judge_desc: dict, progress: ProgressSink | None):
+    def __init__(
+        self,
+        p: Prepared,
+        target: Any,
+        judge: Any,
+        judge_desc: dict,
+        progress: ProgressSink | None,
+        derived: RecordPass | None = None,
+    ):
         self.p = p
+        # Fed every record as it is written, in file order (see `_writer`); None on resume.
+        self.derived = derived
         self.s = p.settings
         self.target = target
         self.judge = judge
@@ -83,8 +97,10 @@ class Session:
         self._held: dict[int, tuple[dict[str, Any], dict | None]] = {}
         self._early: set[int] = set()
 
-    async def _case(self, case_index: int, case: EvalCase, trial: int = 1) -> tuple[dict[str, Any], dict | None]:
+    async def _case(self, case_index: int, trial: int = 1) -> tuple[dict[str, Any], dict | None]:
         """The finished record, and the target's versions when it answered."""
+        # Rebuilt from the stored set when it is asked, and dropped with its record.
+        case: EvalCase = self.p.eval_set.cases[case_index]
         request = build_request(case, self.s)
         start = time.perf_counter()
         versions: dict | None = None
@@ -172,6 +188,11 @@ class Session:
                 # Page-cache writes are microseconds: done inline; only fsync goes to a thread.
                 records = [record for record, _ in items]
                 self.out.write(records)
+                if self.derived is not None:
+                    for record in records:
+                        # The record as results.jsonl now holds it (JSON has no tuple, inf or numpy
+                        # number), so the metrics are those of reading the file back.
+                        self.derived.add(orjson.loads(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY)))
                 if self.out.sync_due():
                     await asyncio.to_thread(self.out.sync)
                 self.n_written += len(items)
@@ -183,8 +204,8 @@ class Session:
             if stop:
                 return
 
-    async def execute(self, pending: list[tuple[int, EvalCase, int]]) -> None:
-        """Ask every (case_index, case, trial) in `pending`, writing records in that order."""
+    async def execute(self, pending: Sequence[tuple[int, str, int]]) -> None:
+        """Ask every (case_index, case id, trial) in `pending`, writing records in that order."""
         stats = await self.target.index_stats()
         self.coverage = dump_model(stats) if stats is not None else None
         if self.coverage is not None:
@@ -196,8 +217,8 @@ class Session:
         todo = iter(enumerate(pending))
 
         async def worker() -> None:
-            for pos, (case_index, case, trial) in todo:  # shared iterator: each case is taken once
-                record, versions = await self._case(case_index, case, trial)
+            for pos, (case_index, _, trial) in todo:  # shared iterator: each case is taken once
+                record, versions = await self._case(case_index, trial)
                 await queue.put((pos, record, versions))
 
         workers = [asyncio.create_task(worker()) for _ in range(min(self.s.concurrency, len(pending)))]
