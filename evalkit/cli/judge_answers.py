@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -48,6 +48,7 @@ _RUN = "Run"
 _J = PANEL_JUDGE
 _C = "Judge requests and cache"
 _R = "Reliability"
+_B = "Batch (half price, answers within 24 h)"
 _O = PANEL_OUTPUT
 _JUDGE = judge_options(_J)
 _CACHE = judge_options(_C)  # the same flags, listed under another panel
@@ -87,6 +88,23 @@ def main(
     spot_check_provider: Optional[str] = typer.Option(None, "--spot-check-provider", help="Provider of the second judge.", rich_help_panel=_R),
     spot_check_prompt_version: Optional[str] = typer.Option(None, "--spot-check-prompt-version", help="Second prompt set for the same judge, e.g. v1-alt.", rich_help_panel=_R),
     seed: int = typer.Option(0, "--seed", help="Seed of the spot-check sample (np.random.default_rng).", rich_help_panel=_R),
+    batch: bool = typer.Option(
+        False, "--batch", help="Submit the judge prompts the cache lacks through the provider's batch API (OpenAI Batch API, "
+        "Anthropic Message Batches: half the price), wait for it, then judge from the cache. Killed, rerun the same "
+        "command: it picks the recorded batch up instead of submitting it again.", rich_help_panel=_B,
+    ),
+    batch_poll_interval: float = typer.Option(
+        30.0, "--batch-poll-interval", min=0.0, metavar="SECONDS", help="Seconds between two looks at a running batch.",
+        rich_help_panel=_B,
+    ),
+    batch_resubmit: bool = typer.Option(
+        False, "--batch-resubmit", help="A batch submission was killed before its id was recorded: submit a new one "
+        "(if the provider did receive the first, you pay for both).", rich_help_panel=_B,
+    ),
+    batch_id: Optional[str] = typer.Option(
+        None, "--batch-id", metavar="ID", help="A batch submission was killed before its id was recorded: collect this "
+        "batch (its id from the provider's console).", rich_help_panel=_B,
+    ),
     quiet: bool = quiet_option(panel=_O),
     json_output: bool = json_option(
         "run_id, judge, judge_stats, judge_reliability, aggregate_metrics; printed last, the tables go to stderr", _O
@@ -97,7 +115,10 @@ def main(
     rerun = f"judge_answers.py --run-id {shlex.quote(run_id)}"
     if results_dir != Path("results"):
         rerun += f" --results-dir {shlex.quote(str(results_dir))}"
-    with exit_on_known_errors(resume_hint=f"{rerun} (cached judgments are reused)"):
+    hint = f"{rerun} (cached judgments are reused)"
+    if batch:
+        hint = f"{rerun} --batch (and the same judge flags: the recorded batch is picked up, not submitted again)"
+    with exit_on_known_errors(resume_hint=hint):
         from evalkit.judges import JudgeSettings
         from evalkit.rescore.answers import SpotCheck, judge_run
         from evalkit.store.runs import RunDir
@@ -134,11 +155,24 @@ def main(
 
         from evalkit.report.judges import JudgeProgress, print_judge_summary
 
+        batch_options = None
+        if batch or batch_resubmit or batch_id:
+            from evalkit.judges.batch import BatchOptions
+
+            batch_options = BatchOptions(
+                poll_interval=batch_poll_interval, resubmit=batch_resubmit, batch_id=batch_id,
+                on_progress=None if quiet else _BatchLine(),
+            )
         console = Console(stderr=json_output)
+        # What is imported by now lives for the whole process: keep the collector from
+        # scanning it again and again while the judge calls are in flight (as run_eval does).
+        import gc
+
+        gc.freeze()
         with JudgeProgress(Console(stderr=True), disable=quiet or json_output) as progress:
             result = judge_run(
                 run, settings, ids=id_list, vault=vault, allow_truncated_context=allow_truncated_context,
-                spot_check=spot, on_progress=progress.update,
+                spot_check=spot, on_progress=progress.update, batch=batch_options,
             )
 
     for w in result.warnings:
@@ -153,6 +187,44 @@ def main(
         # The instrument failed, not the input: exit 1, like a failed gate.
         print(f"evalkit: {result.failure}; results.jsonl, metrics.json and config.json were left as they were", file=sys.stderr)
         raise typer.Exit(EXIT_GATE)
+
+
+class _BatchLine:
+    """The batch progress line on stderr: rewritten in place on a terminal, one line per
+    look otherwise (a log file keeps every poll)."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.open = False  # a line rewritten in place awaits its newline
+
+    def __call__(self, p: Any) -> None:
+        from evalkit.cli.common import printable
+
+        head = f"evalkit: batch {printable(p.batch_id)} ({p.provider}, {p.requests} requests)"
+        st = p.status
+        if p.event == "submitted":
+            line = f"{head}: submitted; its id is recorded, so a rerun after a kill picks it up"
+        elif p.event == "resumed":
+            line = f"{head}: resuming the recorded batch"
+        elif p.event == "polled" and st is not None:
+            total = st.total if st.total is not None else p.requests
+            line = f"{head}: {printable(st.status)}, {st.done}/{total} done"
+            line += f" ({st.failed} failed)" if st.failed else ""
+            line += f", {_duration(p.elapsed_s)} elapsed"
+            line += f", next look in {_duration(p.next_poll_s)}" if p.next_poll_s else ""
+        else:
+            line = f"{head}: replies collected into the judge cache"
+        if self.tty and p.event == "polled" and not st.ended:
+            print("\r\x1b[2K" + line, end="", file=sys.stderr, flush=True)
+            self.open = True
+            return
+        print(("\r\x1b[2K" if self.open else "") + line, file=sys.stderr, flush=True)
+        self.open = False
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
 plain_metavars(app)

@@ -269,6 +269,38 @@ class JudgeStats:
         }
 
 
+@dataclass
+class BatchStatus:
+    """One look at a provider's batch (OpenAI Batch API, Anthropic Message Batches).
+
+    `status` is the provider's own word (OpenAI: validating, in_progress, finalizing,
+    completed, failed, expired, cancelling, cancelled; Anthropic: in_progress, canceling,
+    ended). `done` counts requests the provider has finished, well or not; `failed` those
+    that errored, expired or were cancelled. `error` says why a batch failed as a whole
+    (OpenAI's input validation). `handle` holds what fetching the results needs.
+    """
+
+    batch_id: str
+    status: str
+    ended: bool
+    total: int | None = None
+    done: int = 0
+    failed: int = 0
+    error: str | None = None
+    handle: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class BatchReply:
+    """One request's outcome in a finished batch: a completion, or the provider's error
+    (also "expired" / "canceled" for requests the batch never ran)."""
+
+    custom_id: str
+    completion: Completion | None = None
+    error: str | None = None
+    unrun: bool = False  # the batch expired or was cancelled before running it
+
+
 # --------------------------------------------------------------------------- protocols
 
 

@@ -135,19 +135,32 @@ class LLMJudge:
                 return False  # the same request gets the same answer
             return self.backend.retry_decision(exc).retry
 
+        async def once() -> Completion:
+            async with self._slot():
+                counter[0] += 1
+                self._stats.calls += 1
+                if not self.deadline:
+                    return await self.backend.complete(prompt, output)
+                try:
+                    async with asyncio.timeout(self.deadline):
+                        return await self.backend.complete(prompt, output)
+                except TimeoutError:
+                    raise TimeoutError(f"no complete reply within {self.deadline:g}s") from None
+
+        # Most calls succeed at once: the first try skips tenacity's set-up; a failure is
+        # replayed into the policy as its first attempt, so waits, Retry-After and the bound
+        # are the policy's own (as HttpTarget.ask does).
+        try:
+            return await once()
+        except Exception as exc:  # noqa: BLE001 - re-raised by the policy below
+            first: BaseException | None = exc
         result: Completion | None = None
         async for attempt in self.retry_policy.retrying(retry_on):
             with attempt:
-                async with self._slot():
-                    counter[0] += 1
-                    self._stats.calls += 1
-                    if self.deadline:
-                        try:
-                            result = await asyncio.wait_for(self.backend.complete(prompt, output), self.deadline)
-                        except asyncio.TimeoutError:
-                            raise TimeoutError(f"no complete reply within {self.deadline:g}s") from None
-                    else:
-                        result = await self.backend.complete(prompt, output)
+                if first is not None:
+                    exc, first = first, None
+                    raise exc
+                result = await once()
         assert result is not None  # tenacity either returned a value or re-raised
         return result
 
@@ -177,13 +190,9 @@ class LLMJudge:
 
     # ------------------------------------------------------------------ the judgment
 
-    async def judge(self, kind: str, item: JudgeItem, *, trial: int = 0) -> JudgeOutcome | JudgeFailure:
-        """Judge one item with the prompt of `kind`; never raises for a provider or parse failure.
-
-        Raises:
-            JudgeConfigError: the provider refused in a way every case would hit (bad key,
-                unknown model); the run should stop.
-        """
+    def request(self, kind: str, item: JudgeItem, *, trial: int = 0) -> tuple[RenderedPrompt, type[BaseModel], str]:
+        """What judging `item` with the prompt of `kind` sends, and its cache key:
+        (rendered prompt, verdict model, key). Batch judging submits exactly these."""
         output = OUTPUT_MODELS[kind]
         prompt = render_prompt(kind, item, prompt_set=self.prompt_set, temperature=self.temperature)
         extra = None
@@ -203,7 +212,62 @@ class LLMJudge:
             trial=trial,
             extra=extra,
         )
+        return prompt, output, key
+
+    async def judge(self, kind: str, item: JudgeItem, *, trial: int = 0) -> JudgeOutcome | JudgeFailure:
+        """Judge one item with the prompt of `kind`; never raises for a provider or parse failure.
+
+        Raises:
+            JudgeConfigError: the provider refused in a way every case would hit (bad key,
+                unknown model); the run should stop.
+        """
+        prompt, output, key = self.request(kind, item, trial=trial)
         return await self.complete_structured(kind, prompt, output, key)
+
+    def cached(self, key: str) -> dict[str, Any] | None:
+        """The cached judgment under `key` (None without a cache, or with refresh_cache)."""
+        if self.cache is None or self.refresh_cache:
+            return None
+        return self.cache.get(key)
+
+    def accept(
+        self, kind: str, key: str, completion: Completion, *, prompt_hash: str, prompt_version: str, batch_id: str | None = None
+    ) -> str | None:
+        """Validate a reply obtained elsewhere (a batch) and cache it as complete_structured
+        caches a first-try reply, so that judging the item later is a cache hit.
+
+        Returns:
+            None when the reply was valid and cached, else the validation error (nothing cached).
+        """
+        output = OUTPUT_MODELS[kind]
+        try:
+            parsed: BaseModel | None = parse_reply(completion, output)
+        except ValidationError as e:
+            return _short_errors(e)
+        stored, verdict = _scrubbed(completion, parsed)
+        if self.cache is not None and verdict is not None:
+            value = self._cache_value(
+                verdict, stored, prompt_hash, (completion.prompt_tokens, completion.completion_tokens), repaired=False
+            )
+            if batch_id is not None:
+                value["batch_id"] = batch_id
+            self.cache.put(key, value, kind=kind, model=self.backend.model, prompt_version=prompt_version)
+        return None
+
+    @staticmethod
+    def _cache_value(
+        verdict: dict[str, Any], stored: Completion, prompt_hash: str, tokens: tuple[int, int] | list[int], *, repaired: bool
+    ) -> dict[str, Any]:
+        return {
+            "verdict": verdict,
+            "answered_model_id": stored.answered_model_id,
+            "system_fingerprint": stored.system_fingerprint,
+            "raw": stored.text[:RAW_LIMIT],
+            "prompt_hash": prompt_hash,
+            "prompt_tokens": tokens[0],
+            "completion_tokens": tokens[1],
+            "repaired": repaired,
+        }
 
     async def complete_structured(
         self, kind: str, prompt: RenderedPrompt, output: type[BaseModel], key: str
@@ -265,39 +329,30 @@ class LLMJudge:
                 return self._failure(common, "provider_error", f"{decision.reason}: {_excerpt(exc, 300)}", raw, counter, tokens)
             tokens[0] += completion.prompt_tokens
             tokens[1] += completion.completion_tokens
+            try:
+                parsed: BaseModel | None = parse_reply(completion, output)
+            except ValidationError as e:
+                parsed, last_error = None, _short_errors(e)
             # Parsed as sent, kept only scrubbed: a reply echoing a key (from a proxy, the
             # prompt) must not reach results.jsonl, metrics.json or the cache.
-            stored = _scrubbed(completion)
+            stored, verdict = _scrubbed(completion, parsed)
             raw = stored.text
             if stored.answered_model_id:
                 self._stats.answered_model_ids.add(stored.answered_model_id)
             if stored.system_fingerprint:
                 self._stats.system_fingerprints.add(stored.system_fingerprint)
-            try:
-                parsed = parse_reply(completion, output)
-            except ValidationError as e:
-                last_error = _short_errors(e)
+            if verdict is None:
                 if repair:
                     return self._failure(common, "parse_failure", last_error, raw, counter, tokens)
                 self._stats.repairs += 1
                 current = prompt.with_repair(completion.text or "", last_error)
                 continue
-            verdict = redact_data(parsed.model_dump(mode="json"))
             cost = self._cost(*tokens)
             self._account(tokens, cost)
             if self.cache is not None:
                 self.cache.put(
                     key,
-                    {
-                        "verdict": verdict,
-                        "answered_model_id": stored.answered_model_id,
-                        "system_fingerprint": stored.system_fingerprint,
-                        "raw": raw[:RAW_LIMIT],
-                        "prompt_hash": prompt.prompt_hash,
-                        "prompt_tokens": tokens[0],
-                        "completion_tokens": tokens[1],
-                        "repaired": repair,
-                    },
+                    self._cache_value(verdict, stored, prompt.prompt_hash, tokens, repaired=repair),
                     kind=kind,
                     model=self.backend.model,
                     prompt_version=prompt.prompt_version,
@@ -345,14 +400,22 @@ class LLMJudge:
         )
 
 
-def _scrubbed(completion: Completion) -> Completion:
-    """The reply's text and identity with every secret redacted (errors.redact)."""
-    return dataclasses.replace(
-        completion,
-        text=redact(completion.text or ""),
-        answered_model_id=completion.answered_model_id and redact(completion.answered_model_id),
-        system_fingerprint=completion.system_fingerprint and redact(completion.system_fingerprint),
+def _scrubbed(completion: Completion, parsed: BaseModel | None) -> tuple[Completion, dict[str, Any] | None]:
+    """The reply's text and identity, and the parsed verdict, with every secret redacted.
+
+    One `redact_data` walk for all of them: each redaction pass reads the environment for
+    the secrets to scrub, which is a measurable share of a call's CPU at high concurrency.
+    """
+    text, model_id, fingerprint, verdict = redact_data(
+        [
+            completion.text or "",
+            completion.answered_model_id or None,
+            completion.system_fingerprint or None,
+            None if parsed is None else parsed.model_dump(mode="json"),
+        ]
     )
+    stored = dataclasses.replace(completion, text=text, answered_model_id=model_id, system_fingerprint=fingerprint)
+    return stored, verdict
 
 
 def _excerpt(exc: BaseException, limit: int) -> str:

@@ -18,7 +18,6 @@ a stored run). The rules, in order:
 from __future__ import annotations
 
 import asyncio
-import copy
 import hashlib
 import math
 import os
@@ -197,13 +196,14 @@ def build_judge(settings: JudgeSettings) -> Judge:
 
 def _bounded_client(settings: JudgeSettings) -> Any:
     """The SDKs' HTTP client: every reply body capped at max_response_bytes (a judge server
-    streaming without end, or a gzip bomb, must not take the run's memory). With a proxy in
-    the environment the SDK's own client is kept, since it is what resolves the proxy."""
+    streaming without end, or a gzip bomb, must not take the run's memory), one kept-alive
+    connection per call in flight (judges/connections.py). With a proxy in the environment
+    the SDK's own client is kept, since it is what resolves the proxy."""
     if any(os.environ.get(v) for v in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")):
         return None
-    from evalkit.net.limits import bounded_client
+    from evalkit.judges.connections import judge_http_client
 
-    return bounded_client(timeout=settings.timeout, max_bytes=settings.max_response_bytes)
+    return judge_http_client(timeout=settings.timeout, max_bytes=settings.max_response_bytes)
 
 
 def build_judge_runner(settings: JudgeSettings) -> JudgeRunner:
@@ -494,7 +494,9 @@ class JudgeRunner:
         Raises:
             JudgeConfigError: the provider refused in a way every case would hit.
         """
-        rec = copy.deepcopy(dict(record))
+        # Shallow: every nested value changed below is rebuilt, never edited in place, so the
+        # input stays as it was; a deep copy of the chunks cost ~0.2 ms of CPU per record.
+        rec = dict(record)
         t0 = time.perf_counter()
         self._counters.records += 1
         case = rec.get("case") or {}

@@ -17,10 +17,12 @@ the session failed, nothing is rewritten and `JudgeRunResult.all_failed` is set.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+import gc
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.config import judge_identity
 from evalkit.derive import recheck_verdicts
@@ -45,6 +47,9 @@ from evalkit.judges.runner import (
     spot_check_settings,
 )
 from evalkit.store.runs import RunDir, config_hash, merge_metrics
+
+if TYPE_CHECKING:
+    from evalkit.judges.batch import BatchOptions
 
 __all__ = ["JudgeRunResult", "SpotCheck", "VaultReader", "judge_run", "judge_run_async", "ks_from_config"]
 
@@ -318,6 +323,7 @@ async def judge_run_async(
     allow_truncated_context: bool = False,
     spot_check: SpotCheck | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    batch: BatchOptions | None = None,
 ) -> JudgeRunResult:
     """Judge the answers of a stored run and rewrite its files (see module docstring).
 
@@ -330,6 +336,9 @@ async def judge_run_async(
         allow_truncated_context: judge chunk text that stays cut instead of refusing.
         spot_check: re-judge a seeded subset with a second judge.
         on_progress: called with (done, total) after each record.
+        batch: first ask the verdicts the cache lacks through the provider's batch API
+            (judges/batch.py), resuming the run's recorded batch; the normal pass then
+            finds them in the cache.
 
     Returns:
         The result; with `all_failed` set (every judgment of this session failed) no file
@@ -338,14 +347,23 @@ async def judge_run_async(
     Raises:
         InputError: unknown case ids, missing config.json, corrupt results, or chunk text
             cut to 200 characters that cannot be re-read (without allow_truncated_context).
-        JudgeConfigError: the judge cannot be built or the provider refused the key/model.
+        JudgeConfigError: the judge cannot be built or the provider refused the key/model;
+            with `batch`, also a batch that failed, expired with requests unrun or was
+            refused, a submission of unknown fate, or another batch command on the run
+            (judges/batch.py; each names the batch and what to do next).
     """
+    if batch is not None:
+        from evalkit.judges.batch import check_batch_settings
+
+        check_batch_settings(settings)
     cfg = run.read_config()
     # The cut-offs the per-case retrieval values hold now: a score_retrieval at other K
     # rewrote them (and metrics.json's `ks`); aggregating at the run's own K would undo it.
     ks = [int(k) for k in ((run.read_metrics() or {}).get("ks") or ks_from_config(cfg))]
-    runner = build_judge_runner(settings)
+    # After a batch the normal pass reads what it cached: --refresh-cache applied to the batch.
+    runner = build_judge_runner(replace(settings, refresh_cache=False) if batch is not None else settings)
     warnings: list[str] = []
+    batch_summary: dict[str, Any] | None = None
     try:
         records = run.read_results()
         if not records:
@@ -393,6 +411,17 @@ async def judge_run_async(
                     "(re-judge without --ids to make them one judge)"
                 )
 
+        if batch is not None:
+            from evalkit.judges.batch import judge_in_batches
+
+            batch_summary = await judge_in_batches(run.path, settings, records, selected, contexts, batch)
+            left = batch_summary["left_to_normal_pass"]
+            if left:
+                warnings.append(
+                    f"{left} of {batch_summary['requests']} batch requests came back unusable (junk or a provider "
+                    "error) and were judged the normal way, at the normal price"
+                )
+
         total, done = len(selected), 0
         gate = asyncio.Semaphore(max(1, settings.concurrency) * 2)
 
@@ -406,7 +435,8 @@ async def judge_run_async(
 
         tasks = [asyncio.ensure_future(one(i)) for i in selected]
         try:
-            await asyncio.gather(*tasks)
+            with _fewer_collections():
+                await asyncio.gather(*tasks)
         except BaseException:
             for t in tasks:
                 t.cancel()
@@ -414,11 +444,14 @@ async def judge_run_async(
             raise
 
         stats = runner.stats()
+        if batch_summary is not None:
+            stats["batch"] = batch_summary
         description = runner.describe()
         judgments = stats["judgments"]
         if judgments["failed"] and not judgments["ok"]:
             # An instrument failure: keep the run's earlier verdicts rather than replace
             # them with nothing, and let the caller exit non-zero.
+            _clear_batch(run, batch)
             return JudgeRunResult(
                 run_id=run.run_id, run_dir=run.path, judge=cfg.get("judge") or {}, stats=stats, reliability=None,
                 metrics=run.read_metrics() or {}, n_judged=len(selected), n_records=len(records), warnings=warnings,
@@ -473,6 +506,8 @@ async def judge_run_async(
     metrics = recheck_verdicts(run, metrics, cfg.get("settings") or {})
     # One update: a kill mid-way leaves the old three files or the new three (store.py).
     run.write_together(results=records, metrics=metrics, config=cfg)
+    # The batch's verdicts are in the run now; a rerun has nothing to resume.
+    _clear_batch(run, batch)
     from evalkit.report.summary_md import worst_cases_of
 
     metrics = dict(write_derived(run, metrics, worst_cases_of(records, ks[0])) or metrics)
@@ -489,6 +524,31 @@ async def judge_run_async(
         session_judge=description,
         context=context,
     )
+
+
+@contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """Run the cyclic garbage collector less often while judge calls are in flight.
+
+    Each call allocates a few hundred objects (the SDK's request and response, httpx's,
+    the verdict) that die by reference count, yet at C = 64 they set off a young-generation
+    collection every call or two, and their promotion a full collection (100 ms and more,
+    with every call in flight waiting) every few hundred: about 0.1 of the efficiency at
+    C = 64 (bench/README.md, "Judging at scale"). The thresholds are restored on the way out.
+    """
+    old = gc.get_threshold()
+    gc.set_threshold(max(old[0], 50_000), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
+def _clear_batch(run: RunDir, batch: BatchOptions | None) -> None:
+    if batch is not None:
+        from evalkit.judges.batch import clear_batch_state
+
+        clear_batch_state(run.path)
 
 
 def judge_run(run: RunDir, settings: JudgeSettings, **kwargs: Any) -> JudgeRunResult:
