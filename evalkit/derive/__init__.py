@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any
 
@@ -51,18 +51,9 @@ def now_utc() -> str:
 
 
 def thresholds_from(s: RunSettings) -> Thresholds:
-    """The gate's thresholds from the --regression-threshold-* settings."""
-    return Thresholds(
-        recall=s.regression_threshold_recall,
-        mrr=s.regression_threshold_mrr,
-        scope_miss=s.regression_threshold_scope_miss,
-        groundedness=s.regression_threshold_groundedness,
-        correctness=s.regression_threshold_correctness,
-        attribution=s.regression_threshold_attribution,
-        abstention=s.regression_threshold_abstention,
-        hallucination=s.regression_threshold_hallucination,
-        false_abstention=s.regression_threshold_false_abstention,
-    )
+    """The gate's thresholds from the --regression-threshold-* settings: one setting per
+    Thresholds field, named after it, so a new gated metric needs no edit here."""
+    return Thresholds(**{f.name: getattr(s, f"regression_threshold_{f.name}") for f in fields(Thresholds)})
 
 
 def run_invariants(
