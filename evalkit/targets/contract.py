@@ -28,7 +28,7 @@ The rules (`RULES`), each about one answer's `debug.retrieved_chunks` (and refer
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -260,13 +260,6 @@ class ContractCheck:
                 f.of = self.checked
                 out.append(f)
         return out
-
-
-def findings_of(answers: Iterable[Sequence[Mapping[str, Any]] | None]) -> list[Finding]:
-    check = ContractCheck()
-    for chunks in answers:
-        check.add(chunks)
-    return check.findings()
 
 
 def chunks_of(response: Any) -> list[dict[str, Any]]:
