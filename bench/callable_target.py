@@ -2,8 +2,8 @@
 
 A callable that sleeps L (50 ms) before answering, sync (time.sleep, in the target's thread
 pool) or async (asyncio.sleep), run by `evalkit.run_eval` over N cases at each C, each run in
-a fresh process. efficiency = (N * L / C) / wall of the whole run_eval call: 1.0 = the
-harness adds nothing to the target's own time.
+a fresh process. efficiency = (N * L / C) / wall of the whole run_eval call, after a 20-case
+warm-up run in the same process: 1.0 = the harness adds nothing to the target's own time.
 
 Usage:
     python bench/callable_target.py                      # N = 640, C in 16 64, sync and async
@@ -33,6 +33,10 @@ BODY = ('{"answer": "ok", "abstained": False, "debug": {"retrieved_chunks": '
 def child(bot: str, es: str, c: int, out: str) -> None:
     from evalkit import run_eval
 
+    # As runner_overhead.py: a 20-case run first pays the once-per-process costs (lazy imports,
+    # the target module, first-call caches), which are not the target's concurrency.
+    run_eval(es, target=f"python:{bot}:ask", concurrency=c, results_dir=out + "-warm", retrieval_only=True,
+             no_probe=True, quiet=True, limit=20)
     t0 = time.perf_counter()
     run_eval(es, target=f"python:{bot}:ask", concurrency=c, results_dir=out, retrieval_only=True, no_probe=True,
              quiet=True)
@@ -44,6 +48,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=640)
     ap.add_argument("--delay-ms", type=float, default=50.0)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[16, 64])
+    ap.add_argument("--json", type=Path, help="Also append each row to this JSON-lines file (bench/table.py reads it).")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -68,6 +73,9 @@ def main() -> None:
                 wall = json.loads(out.stdout.strip().splitlines()[-1])["wall"]
                 ideal = a.n * delay / c
                 print(f"| {kind} | {c} | {ideal:.2f} | {wall:.2f} | {ideal / wall:.2f} |")
+                if a.json is not None:
+                    with open(a.json, "a") as f:
+                        f.write(json.dumps({"kind": kind, "c": c, "n": a.n, "wall_s": wall, "efficiency": ideal / wall}) + "\n")
 
 
 if __name__ == "__main__":

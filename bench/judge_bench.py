@@ -330,6 +330,7 @@ def main() -> None:
     parser.add_argument("--profile", type=int, default=None, metavar="C", help="print a cProfile of the run at this C")
     parser.add_argument("--stub", action="store_true", help="only serve the stub judge (prints its base URL)")
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--json", type=Path, help="also append each row to this JSON-lines file (bench/table.py reads it)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--floor-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -377,6 +378,11 @@ def main() -> None:
         proc.wait(timeout=5)
 
     L = args.delay_ms / 1000
+    if args.json is not None:
+        with open(args.json, "a") as f:
+            for r in rows:
+                f.write(json.dumps({**r, "efficiency": r["calls"] * L / r["c"] / r["wall_s"],
+                                    "cpu_per_call_ms": 1000 * r["cpu_s"] / r["calls"]}) + "\n")
     print(f"machine: {_machine()}")
     print(f"N = {args.n} cases, L = {args.delay_ms:g} ms, OpenAI-compatible judge, empty cache")
     print(f"{'C':>4} {'calls':>6} {'ideal s':>8} {'wall s':>8} {'judge s':>8} {'efficiency':>10} {'cpu/call ms':>11} "

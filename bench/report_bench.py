@@ -150,6 +150,7 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/evalkit_score_bench"),
                     help="Where the synthetic runs live (shared with score_bench.py).")
     ap.add_argument("--checkout", type=Path, default=None, help="Write the pages with the evalkit under this folder.")
+    ap.add_argument("--json", type=Path, help="Also append each row to this JSON-lines file (bench/table.py reads it).")
     args = ap.parse_args()
 
     from tests.browser import chromium
@@ -178,6 +179,10 @@ def main() -> None:
         finally:
             browser.close()
 
+    if args.json is not None:
+        with open(args.json, "a") as f:
+            for n, mb, wrote, m in rows:
+                f.write(json.dumps({"n": n, "page_mb": mb, "write": wrote, **m}) + "\n")
     print("| N | page MB | write s | write RSS MB | table drawn ms | load ms | sort latency ms | sort id ms (1st / 2nd) "
           "| filter ms | search ms | expand ms |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

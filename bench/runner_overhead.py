@@ -171,6 +171,7 @@ def main() -> None:
     parser.add_argument("--results-dir", default=None, help="where run folders go (default: a temp dir)")
     parser.add_argument("--floor", action="store_true", help="also time the HTTP target alone (no runner)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per C (fresh process each); summary of the spread")
+    parser.add_argument("--json", type=Path, help="also append each row to this JSON-lines file (bench/table.py reads it)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--floor-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -210,6 +211,10 @@ def main() -> None:
         stop()
 
     L = args.delay_ms / 1000
+    if args.json is not None:
+        with open(args.json, "a") as f:
+            for r in rows:
+                f.write(json.dumps({**r, "efficiency": r["n"] * L / r["c"] / r["wall_s"]}) + "\n")
     print(f"machine: {_machine()}")
     print(f"N={args.n}, L={args.delay_ms:g} ms, {'heuristic judge' if args.judge else 'retrieval-only'}")
     print(

@@ -175,13 +175,15 @@ class CallableTarget:
         payload = request_dict(request, self.params)
         try:
             if self.timeout:
-                result = await asyncio.wait_for(self._call(self.fn, payload), self.timeout)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for wraps the call in a task of its own
+                async with asyncio.timeout(self.timeout):
+                    result = await self._call(self.fn, payload)
             else:
                 result = await self._call(self.fn, payload)
         except TargetError:
             raise
         except TimeoutError as e:
-            # wait_for's own timeout carries no message; a user's TimeoutError usually does.
+            # asyncio.timeout's TimeoutError carries no message; a user's TimeoutError usually does.
             detail = str(e) or (f"no answer within {self.timeout:g}s" if self.timeout else "TimeoutError")
             raise TargetError("timeout", f"{self.name}: {detail}") from None
         except Exception as e:
