@@ -109,6 +109,10 @@ class CaseTable:
         self._error_kinds: list[str | None] = []
         self._judge_errors: list[tuple[str, ...]] = []
         self._empty: list[bool] = []
+        # One shared tuple per distinct value: the labels repeat across cases (a few dozen
+        # distinct scope tuples in a 100,000-case run), and a fresh tuple of fresh strings per
+        # case was about 0.3 KB of it.
+        self._interned: dict[tuple[str, ...], tuple[str, ...]] = {}
         # Trial runs: each case's per-trial values, averaged into its row as they come.
         self._trials: dict[int, list[tuple[dict[str, float | None], bool, str | None]]] = {}
 
@@ -169,11 +173,11 @@ class CaseTable:
         for key in self.keys:
             v = values.get(key)
             self.cols[key][row] = math.nan if v is None else float(v)
-        self.scopes[row] = _scopes(case, x["answerable"])
+        self.scopes[row] = self._intern(_scopes(case, x["answerable"]))
         self.answers[row] = None if target_error else _answer_digest(record.get("answer"))
         self._target_errors[row] = target_error
         self._error_kinds[row] = kind
-        self._judge_errors[row] = tuple(sorted(set(x["judge_errors"])))
+        self._judge_errors[row] = self._intern(tuple(sorted(set(x["judge_errors"]))))
         self._empty[row] = bool(x["empty"])
 
     def _add_trial(
@@ -187,14 +191,17 @@ class CaseTable:
             got = [v[key] for v, _, _ in trials if v.get(key) is not None]
             self.cols[key][row] = math.fsum(got) / len(got) if got else math.nan
         case = record.get("case") if isinstance(record.get("case"), Mapping) else {}
-        self.scopes[row] = _scopes(case, x["answerable"])
+        self.scopes[row] = self._intern(_scopes(case, x["answerable"]))
         if not target_error:
             self.answers[row] = _answer_digest(record.get("answer"))
         # Unscoreable only when no trial could be scored; a failed trial counts in error_rate.
         self._target_errors[row] = all(failed for _, failed, _ in trials)
         self._error_kinds[row] = kind if self._target_errors[row] else None
-        self._judge_errors[row] = tuple(sorted(set(self._judge_errors[row]) | set(x["judge_errors"])))
+        self._judge_errors[row] = self._intern(tuple(sorted(set(self._judge_errors[row]) | set(x["judge_errors"]))))
         self._empty[row] = self._empty[row] or bool(x["empty"])
+
+    def _intern(self, value: tuple[str, ...]) -> tuple[str, ...]:
+        return self._interned.setdefault(value, value)
 
     def column(self, key: str) -> np.ndarray:
         """A column as a float64 array (a view: do not modify)."""
