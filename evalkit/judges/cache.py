@@ -3,15 +3,21 @@
 Two processes may judge into the same file at once: WAL lets readers and one writer work
 together, `busy_timeout` makes a second writer wait instead of failing, and every write
 is one short `INSERT OR REPLACE` transaction, so no write can be lost or half-done.
+
+A cache is only a saving, so a damaged one never stops a run (issue 29): it is checked on
+open, and a damaged file, found then or mid-run, is moved aside to
+`<name>.corrupt-<UTC time>` and a new cache started in its place, with one warning.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +29,7 @@ from evalkit.errors import BadConfig, Problem, redact_data
 DEFAULT_CACHE_PATH = Path("cache/judge_cache.sqlite")
 _BUSY_TIMEOUT_MS = 30_000
 
+_COLUMNS = ("key", "kind", "model", "prompt_version", "created_at", "value")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS judgments (
     key TEXT PRIMARY KEY,
@@ -33,6 +40,62 @@ CREATE TABLE IF NOT EXISTS judgments (
     value BLOB NOT NULL
 )
 """
+# SQLite's codes for a file that is not a sound database. Any other failure (cannot open,
+# read-only, I/O error, disk full, locked) is the disk's or the permissions' doing, and
+# moving the file aside would not cure it.
+_DAMAGE_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+# Every command that judges has --no-cache; not all of them have --cache-path (run_eval).
+_FIX = "or use --no-cache"
+
+# The channel the CLI prints warnings through ("evalkit: warning: ..." on stderr).
+log = logging.getLogger("evalkit")
+
+
+def _is_damage(error: sqlite3.Error) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in _DAMAGE_CODES
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at `path`, None if there is none: tells whether the file
+    found damaged is still the one at `path`, or another process has already replaced it."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _check_read_only(path: Path, *, table_required: bool = False) -> str | None:
+    """`_damage` of the file at `path`, opened read-only: nothing written, not even its WAL.
+
+    Raises:
+        sqlite3.DatabaseError: the file could not be opened or read (damage or not).
+    """
+    conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_MS / 1000)
+    try:
+        return _damage(conn, table_required=table_required)
+    finally:
+        conn.close()
+
+
+def _damage(conn: sqlite3.Connection, *, table_required: bool) -> str | None:
+    """What is wrong with the open cache, or None: SQLite's own quick check, then the
+    judgments table's columns (absent is fine in a new file, not in one in use).
+
+    Raises:
+        sqlite3.DatabaseError: the file could not be read.
+    """
+    found = [str(r[0]) for r in conn.execute("PRAGMA quick_check(3)")]
+    if found != ["ok"]:
+        return f"SQLite's quick check failed: {'; '.join(found)[:300]}"
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(judgments)")}
+    if not columns:
+        return "it has no judgments table" if table_required else None
+    missing = [c for c in _COLUMNS if c not in columns]
+    if missing:
+        return f"its judgments table lacks the column(s) {', '.join(missing)}"
+    return None
 
 
 def context_hash(context: Sequence[Mapping[str, Any]]) -> str:
@@ -83,22 +146,126 @@ def cache_key(
 class JudgeCache:
     """Get/put judgments by key. Safe across processes; one connection per instance.
 
+    Never stops a run over the file's state: a damaged file is moved aside and replaced
+    (repair), and a read or write that fails for another reason (the disk full, the file
+    locked past the busy timeout) is a miss or a judgment left uncached, warned once.
+
     Args:
         path: the SQLite file (its folder is created).
+        repair: what to do with a damaged file (not a database, malformed, a judgments
+            table with other columns), on open or mid-run: True moves it (and its -wal and
+            -shm) aside to `<name>.corrupt-<UTC time>`, starts a new cache and warns on the
+            `evalkit` logger; False raises BadConfig (a cache the caller only merges into).
+
+    Attributes:
+        recovered_from: where this instance last moved a damaged file, or None.
+        damage: what was wrong with that file.
+
+    Raises:
+        BadConfig: `path` cannot be opened (a folder, no permission, a read-only disk), or
+            it is damaged and repair is False or it cannot be moved aside.
     """
 
-    def __init__(self, path: Path = DEFAULT_CACHE_PATH):
+    def __init__(self, path: Path = DEFAULT_CACHE_PATH, *, repair: bool = True):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.repair = repair
+        self.recovered_from: Path | None = None
+        self.damage: str | None = None
         self._lock = threading.Lock()
-        # Autocommit (isolation_level=None): each INSERT OR REPLACE is its own transaction.
-        self._conn = sqlite3.connect(
-            str(self.path), timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        self._conn: sqlite3.Connection | None = None  # None: given up mid-run, every get misses
+        self._ident: tuple[int, int] | None = None
+        self._warned = False
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            why = f"cannot be made: its folder cannot be created ({e.strerror or e}); fix the path, {_FIX}"
+            raise BadConfig(self._problem(why)) from None
+        self._open()
+
+    def _problem(self, message: str) -> Problem:
+        return Problem(f"the judge cache {message}", path=str(self.path))
+
+    def _open(self) -> None:
+        """Connect to a sound cache at `path`, putting a damaged file aside first."""
+        problem = self._connect()
+        if problem is not None:
+            self._put_aside(problem)
+            problem = self._connect()
+            if problem is not None:  # the new file at once damaged: nothing more to try
+                why = f"was moved aside, but a new one could not be started there ({problem}); check the disk, {_FIX}"
+                raise BadConfig(self._problem(why))
+
+    def _connect(self) -> str | None:
+        """Open and check the file: None and `_conn` set, or what is wrong with it.
+
+        Raises:
+            BadConfig: the path cannot be opened at all (a folder, permissions, the disk).
+        """
+        if self.path.exists() and not self.path.is_file():
+            what = "a folder, not a file" if self.path.is_dir() else "not a regular file"
+            raise BadConfig(self._problem(f"is {what}; move it away, {_FIX}"))
+        self._ident = _identity(self.path)
+        if self._ident is not None:
+            # Read-only, so that the check writes nothing: closing a read-write connection
+            # would fold or delete a damaged file's WAL, which goes aside as it was found.
+            try:
+                problem = _check_read_only(self.path)
+            except sqlite3.DatabaseError as e:
+                # Anything but damage (a journal only a writer may roll back): the writer decides.
+                problem = str(e) if _is_damage(e) else None
+            if problem is not None:
+                return problem
+        conn: sqlite3.Connection | None = None
+        try:
+            # Autocommit (isolation_level=None): each INSERT OR REPLACE is its own transaction.
+            conn = sqlite3.connect(
+                str(self.path), timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )
+            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+            self._retry_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"))
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._retry_locked(lambda: conn.execute(_SCHEMA))
+        except sqlite3.DatabaseError as e:
+            if conn is not None:
+                conn.close()
+            if not _is_damage(e):
+                raise BadConfig(self._problem(f"cannot be opened ({e}); check its permissions and the disk, {_FIX}")) from None
+            return str(e)
+        self._ident = self._ident or _identity(self.path)
+        self._conn = conn
+        return None
+
+    def _put_aside(self, problem: str) -> None:
+        """Move the damaged file and its -wal/-shm to `<name>.corrupt-<UTC time>` (a name
+        not taken) and warn; nothing when another process has already replaced the file.
+
+        Raises:
+            BadConfig: repair is off, or the file cannot be moved.
+        """
+        if self._ident is None or _identity(self.path) != self._ident:
+            return
+        if not self.repair:
+            raise BadConfig(self._problem(f"is damaged ({problem}); move it away or use another file"))
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        dest, n = self.path.with_name(f"{self.path.name}.corrupt-{stamp}"), 0
+        while any(os.path.lexists(f"{dest}{s}") for s in ("", "-wal", "-shm")):
+            n += 1
+            dest = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
+        try:
+            # The WAL goes first: SQLite would replay a stale WAL into the new file.
+            for suffix in ("-wal", "-shm", ""):
+                if os.path.lexists(f"{self.path}{suffix}"):
+                    os.rename(f"{self.path}{suffix}", f"{dest}{suffix}")
+        except OSError as e:
+            raise BadConfig(
+                self._problem(f"is damaged ({problem}) and cannot be moved aside ({e.strerror or e}); remove it, {_FIX}")
+            ) from None
+        self.recovered_from, self.damage = dest, problem
+        log.warning(
+            "evalkit: warning: the judge cache %s was damaged (%s); it was moved to %s and a new cache started: "
+            "its judgments will be made again (and paid for) as they are needed",
+            self.path, problem, dest,
         )
-        self._conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
-        self._retry_locked(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._retry_locked(lambda: self._conn.execute(_SCHEMA))
 
     @staticmethod
     def _retry_locked(fn: Any, attempts: int = 50) -> Any:
@@ -112,31 +279,89 @@ class JudgeCache:
                 time.sleep(0.05)
         return None  # pragma: no cover
 
+    def _run(self, op: Callable[[sqlite3.Connection], Any], doing: str) -> Any:
+        """op(connection), under the caller's lock; None when the cache failed it.
+
+        A failure mid-run (another process or the disk damaged the file) is checked: a
+        damaged file is put aside and op tried once on the new cache; anything else is
+        warned once and the op skipped.
+        """
+        for attempt in (0, 1):
+            if self._conn is None:
+                return None
+            conn = self._conn
+            try:
+                return op(conn)
+            except sqlite3.ProgrammingError:
+                raise  # our bug (a closed cache, bad SQL), not the file's
+            except sqlite3.DatabaseError as e:
+                if attempt or not self._recover(conn, e, doing):
+                    return None
+        return None  # pragma: no cover
+
+    def _recover(self, conn: sqlite3.Connection, error: sqlite3.DatabaseError, doing: str) -> bool:
+        """After `error` on `conn`: True when the file was damaged and a sound cache is open again."""
+        if _is_damage(error):
+            problem: str | None = str(error)
+        else:
+            try:
+                problem = _damage(conn, table_required=True)
+            except sqlite3.DatabaseError as e:
+                problem = str(e) if _is_damage(e) else None
+        if problem is None:
+            self._warn_once(f"the judge cache {self.path} could not {doing} ({error}); the run goes on, and a "
+                            "judgment not cached will be made again next time")
+            return False
+        self._conn = None
+        conn.close()
+        try:
+            self._put_aside(problem)
+            self._open()
+        except BadConfig as e:
+            self._warn_once(f"{e}; the run goes on without the judge cache")
+            return False
+        return True
+
+    def _warn_once(self, message: str) -> None:
+        if not self._warned:
+            self._warned = True
+            log.warning("evalkit: warning: %s", message)
+
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored judgment for `key` (secrets redacted, also in entries older than that rule), or None."""
         with self._lock:
-            row = self._conn.execute("SELECT value FROM judgments WHERE key = ?", (key,)).fetchone()
-        return redact_data(orjson.loads(row[0])) if row else None
+            row = self._run(lambda c: c.execute("SELECT value FROM judgments WHERE key = ?", (key,)).fetchone(), "read a judgment")
+        if row is None:
+            return None
+        try:
+            value = orjson.loads(row[0])
+        except orjson.JSONDecodeError:
+            return None  # a damaged entry is a miss: judged again and overwritten
+        return redact_data(value) if isinstance(value, dict) else None
 
     def put(self, key: str, value: Mapping[str, Any], *, kind: str, model: str, prompt_version: str) -> None:
         """Store (or replace) one judgment, every string in it redacted (errors.redact)."""
         blob = orjson.dumps(redact_data(dict(value)))
         with self._lock:
-            self._retry_locked(
-                lambda: self._conn.execute(
-                    "INSERT OR REPLACE INTO judgments (key, kind, model, prompt_version, created_at, value)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (key, kind, model, prompt_version, time.time(), blob),
-                )
+            self._run(
+                lambda c: self._retry_locked(
+                    lambda: c.execute(
+                        "INSERT OR REPLACE INTO judgments (key, kind, model, prompt_version, created_at, value)"
+                        " VALUES (?, ?, ?, ?, ?, ?)",
+                        (key, kind, model, prompt_version, time.time(), blob),
+                    )
+                ),
+                "store a judgment",
             )
 
     def count(self) -> int:
         with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM judgments").fetchone()[0])
+            return int(self._run(lambda c: c.execute("SELECT COUNT(*) FROM judgments").fetchone()[0], "count its judgments") or 0)
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            if self._conn is not None:
+                self._conn.close()
 
 
 @dataclass
@@ -156,16 +381,17 @@ class CacheMerge:
 
 
 def source_problem(path: Path) -> str | None:
+    """What keeps `path` from being read as a judge cache, or None. Opened read-only: a
+    cache the user only reads from (merge's sources, stats) is never moved or changed."""
+    if path.is_dir():
+        return "is a folder, not a judge cache file"
     if not path.is_file():
         return "no such file"
     try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-            cols = [r[1] for r in conn.execute("PRAGMA table_info(judgments)")]
+        problem = _check_read_only(path, table_required=True)
     except sqlite3.DatabaseError as e:
         return f"not a judge cache ({e})"
-    if not {"key", "kind", "model", "prompt_version", "created_at", "value"} <= set(cols):
-        return "not a judge cache (no judgments table)"
-    return None
+    return None if problem is None else f"not a judge cache ({problem})"
 
 
 def merge_caches(target: str | Path, sources: Sequence[str | Path]) -> CacheMerge:
@@ -180,7 +406,8 @@ def merge_caches(target: str | Path, sources: Sequence[str | Path]) -> CacheMerg
 
     Raises:
         BadConfig: a source that is missing or not a judge cache (every one named, before
-            anything is written), or the target among the sources.
+            anything is written), a target that is not one (named, never moved aside), or
+            the target among the sources.
     """
     target = Path(target)
     paths = [Path(s) for s in sources]
@@ -189,33 +416,23 @@ def merge_caches(target: str | Path, sources: Sequence[str | Path]) -> CacheMerg
         problems.append(Problem("is the target itself", path=str(target), field="--into"))
     if not paths:
         problems.append(Problem("no cache to merge", field="CACHE"))
+    if target.exists() and (msg := source_problem(target)) is not None:
+        problems.append(Problem(f"{msg}; move it away or merge into another file", path=str(target), field="--into"))
     if problems:
         raise BadConfig(problems)
-    cache = JudgeCache(target)
+    # repair=False: the user's --into is reported, never moved aside.
+    cache = JudgeCache(target, repair=False)
     result = CacheMerge(target=target)
     try:
         conn = cache._conn
         with cache._lock:
             for path in paths:
-                conn.execute("ATTACH DATABASE ? AS src", (str(path),))  # only read from
                 try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    same = conn.execute(
-                        "SELECT COUNT(*) FROM src.judgments s JOIN main.judgments m ON m.key = s.key AND m.value = s.value"
-                    ).fetchone()[0]
-                    conflicts = conn.execute(
-                        "SELECT COUNT(*) FROM src.judgments s JOIN main.judgments m ON m.key = s.key AND m.value != s.value"
-                    ).fetchone()[0]
-                    added = conn.execute(
-                        "INSERT OR IGNORE INTO main.judgments (key, kind, model, prompt_version, created_at, value)"
-                        " SELECT key, kind, model, prompt_version, created_at, value FROM src.judgments"
-                    ).rowcount
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                finally:
-                    conn.execute("DETACH DATABASE src")
+                    added, same, conflicts = _merge_one(conn, path)
+                except sqlite3.DatabaseError as e:
+                    # Damage the quick check missed (it compares no index with its table), or the disk.
+                    why = f"not a judge cache ({e})" if _is_damage(e) else f"could not be merged into {target} ({e})"
+                    raise BadConfig(Problem(f"{why}; nothing of it was merged", path=str(path))) from None
                 result.added += added
                 result.same += same
                 result.conflicts += conflicts
@@ -223,3 +440,28 @@ def merge_caches(target: str | Path, sources: Sequence[str | Path]) -> CacheMerg
     finally:
         cache.close()
     return result
+
+
+def _merge_one(conn: sqlite3.Connection, path: Path) -> tuple[int, int, int]:
+    """Copy `path`'s judgments into `conn`'s cache in one transaction: (added, same, conflicts)."""
+    conn.execute("ATTACH DATABASE ? AS src", (str(path),))  # only read from
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            same = conn.execute(
+                "SELECT COUNT(*) FROM src.judgments s JOIN main.judgments m ON m.key = s.key AND m.value = s.value"
+            ).fetchone()[0]
+            conflicts = conn.execute(
+                "SELECT COUNT(*) FROM src.judgments s JOIN main.judgments m ON m.key = s.key AND m.value != s.value"
+            ).fetchone()[0]
+            added = conn.execute(
+                "INSERT OR IGNORE INTO main.judgments (key, kind, model, prompt_version, created_at, value)"
+                " SELECT key, kind, model, prompt_version, created_at, value FROM src.judgments"
+            ).rowcount
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    finally:
+        conn.execute("DETACH DATABASE src")
+    return added, same, conflicts
