@@ -14,8 +14,10 @@ from evalkit.store.atomic import default_mode, write_atomic
 ROOT = Path(__file__).resolve().parents[2]
 
 # Renames that are not file writes: folders swapped whole (an import's vault, a redacted
-# copy), write_together's staged files and its commit marker, and the `latest` symlink.
+# copy), write_together's staged files and its commit marker, the `latest` symlink, and a
+# damaged judge cache moved aside whole (with its -wal and -shm).
 ALLOWED = {
+    "evalkit/judges/cache.py": {"os.rename("},
     "evalkit/store/atomic.py": None,
     "evalkit/interop/importers/__init__.py": {"os.rename("},
     "evalkit/interop/redact.py": {"os.rename("},
