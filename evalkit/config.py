@@ -156,7 +156,8 @@ class RunSettings(BaseModel):
     response_schema: str | None = None
     response_field: str | None = None
     require_fields: list[str] = Field(default_factory=list)
-    # Issue 15: run only shard INDEX/COUNT (0-based) of the selected cases (evalkit/evalset/shard.py).
+    # Issue 15: run only shard I/N of the selected cases (evalkit/evalset/shard.py); I counts from 1
+    # (issue 28; runs stored before hold a 0-based "I/N" here, so readers use config.json's `shard`).
     # Not hashed: every shard of one run shares its config_hash, which `evalkit merge` checks.
     shard: str | None = None
 
@@ -173,7 +174,7 @@ class RunSettings(BaseModel):
     @field_validator("shard", mode="before")
     @classmethod
     def _shard(cls, v: Any) -> Any:
-        # "i/n" or a Shard; stored as "i/n". A BadConfig names the flag itself.
+        # "i/n" (1-based i) or a Shard; stored as "i/n". A BadConfig names the flag itself.
         if v is None:
             return v
         from evalkit.evalset.shard import parse_shard

@@ -1,17 +1,18 @@
 #!/bin/bash
-# One evalkit run as a Slurm job array: task i runs shard i of the array (SLURM_ARRAY_TASK_ID
-# minus SLURM_ARRAY_TASK_MIN, so --array=1-4 works as well as 0-3; the count is
-# SLURM_ARRAY_TASK_COUNT), into results/<run id>-shard-<i> on the shared filesystem.
+# One evalkit run as a Slurm job array: the array's first task runs shard 1, the next shard 2,
+# ... (SLURM_ARRAY_TASK_ID minus SLURM_ARRAY_TASK_MIN, plus 1, so --array=1-4 works as well as
+# 0-3; the count is SLURM_ARRAY_TASK_COUNT), into results/<run id>-shard-<n> on the shared
+# filesystem.
 #   sbatch docs/examples/slurm-array.sh
 #   sbatch --dependency=afterok:<array job id> --wrap \
-#     'evalkit merge eval-$RUN-shard-{0,1,2,3} --run-id eval-$RUN --results-dir results'
+#     'evalkit merge eval-$RUN-shard-{1,2,3,4} --run-id eval-$RUN --results-dir results'
 #SBATCH --job-name=evalkit
 #SBATCH --array=0-3
 #SBATCH --time=02:00:00
 set -euo pipefail
 RUN=${RUN:-$(date -u +%Y%m%d)}
-index=$((SLURM_ARRAY_TASK_ID - ${SLURM_ARRAY_TASK_MIN:-0}))
-id="eval-$RUN-shard-$index"
+shard=$((SLURM_ARRAY_TASK_ID - ${SLURM_ARRAY_TASK_MIN:-0} + 1))   # as --shard-from-env counts it
+id="eval-$RUN-shard-$shard"
 if [ -f "results/$id/config.json" ]; then   # requeued: finish what was started
   exec evalkit run --resume "$id" --results-dir results --quiet
 fi

@@ -119,11 +119,11 @@ def main(
     if batch:
         hint = f"{rerun} --batch (and the same judge flags: the recorded batch is picked up, not submitted again)"
     with exit_on_known_errors(resume_hint=hint):
+        from evalkit.derive import open_run
         from evalkit.judges import JudgeSettings
         from evalkit.rescore.answers import SpotCheck, judge_run
-        from evalkit.store.runs import RunDir
 
-        run = RunDir.open(results_dir, run_id)
+        run = open_run(results_dir, run_id)
         from evalkit.net.retry import RetryPolicy
 
         settings = JudgeSettings(

@@ -49,9 +49,10 @@ def _write(run_id: str | None, compare: tuple[str, str] | None, trend: bool, res
         what = "none" if not modes else " and ".join(modes)
         raise InputError(Problem(f"give exactly one of --run-id RUN_ID, --compare RUN_A RUN_B, --trend (got {what})", field="report"))
     if run_id is not None:
+        from evalkit.derive import open_run
         from evalkit.report.html import write_run_report
 
-        return write_run_report(run_id, results_dir=results_dir, output=output)
+        return write_run_report(open_run(results_dir, run_id), output=output)
     if compare is not None:
         # Built on the run report's pieces (evalkit.report.html) by its own module.
         from evalkit.report.html.compare import write_compare_report

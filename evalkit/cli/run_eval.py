@@ -154,16 +154,19 @@ def main(
         None,
         "--shard",
         metavar="I/N",
-        help="Run only shard I of N (0-based: 0/4 .. 3/4): the selected cases whose sha256(id) mod N is I, into "
-        "their own run folder (<run id>-shard-I-of-N); join the N shard runs with `evalkit merge`.",
+        help="Run only shard I of N, counted from 1 as in Playwright and Jest (1/4 .. 4/4): the selected cases "
+        "whose sha256(id) mod N is I-1, into their own run folder (<run id>-shard-I-of-N); join the N shard runs "
+        "with `evalkit merge`.",
         rich_help_panel=_S,
     ),
     shard_from_env: Optional[bool] = typer.Option(
         None,
         "--shard-from-env",
-        help="Take the shard index from EVALKIT_SHARD_INDEX, JOB_COMPLETION_INDEX (Kubernetes Indexed Job) or "
-        "SLURM_ARRAY_TASK_ID (minus SLURM_ARRAY_TASK_MIN), and the count from --shard-count, EVALKIT_SHARD_COUNT "
-        "or SLURM_ARRAY_TASK_COUNT.",
+        help="Take the shard from the batch engine's job index: EVALKIT_SHARD_INDEX (from 1, like --shard), or "
+        "the 0-based JOB_COMPLETION_INDEX (Kubernetes Indexed Job), SLURM_ARRAY_TASK_ID (minus SLURM_ARRAY_TASK_MIN), "
+        "CIRCLE_NODE_INDEX or BUILDKITE_PARALLEL_JOB (each + 1), or GitLab's 1-based CI_NODE_INDEX; the count from "
+        "--shard-count, EVALKIT_SHARD_COUNT or the engine's own (SLURM_ARRAY_TASK_COUNT, CIRCLE_NODE_TOTAL, "
+        "BUILDKITE_PARALLEL_JOB_COUNT, CI_NODE_TOTAL). Table: docs/sharding.md.",
         rich_help_panel=_S,
     ),
     shard_count: Optional[int] = typer.Option(
@@ -397,7 +400,7 @@ def given_settings(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _shard_values(shard: str | None, from_env: bool | None, count: int | None) -> dict[str, str]:
-    """{"shard": "i/n"} from --shard or --shard-from-env (BadConfig, exit 2, when unusable)."""
+    """{"shard": "i/n"} (1-based i) from --shard or --shard-from-env (BadConfig, exit 2, when unusable)."""
     from evalkit.errors import BadConfig, Problem
 
     if shard is not None and from_env:

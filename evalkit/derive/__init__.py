@@ -9,7 +9,8 @@ run beyond its records (settings, config, eval-set version, judge stats, the bas
 The re-scorings (score_retrieval, score_abstention, judge_answers) patch their own keys of
 metrics.json, pass it through `recheck_verdicts` (the gate and the `--threshold` floors,
 judged again on the numbers they now hold, by the code derive_run judges with), and call
-`write_derived`.
+`write_derived`. A command killed before that leaves a mark the next `open_run` sees, and
+then derives them (summary.py).
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ from typing import Any
 
 from evalkit.compare.gate import Thresholds, gate_result, threshold_check
 from evalkit.config import RunSettings, judge_identity
-from evalkit.derive.summary import write_derived
+from evalkit.derive.summary import open_run, write_derived
 from evalkit.schema import SCHEMA_VERSION
 from evalkit.store.runs import RunDir
 
-__all__ = ["RecordPass", "RunFacts", "derive_run", "now_utc", "recheck_verdicts", "run_invariants", "thresholds_from", "verdicts"]
+__all__ = [
+    "RecordPass", "RunFacts", "derive_run", "now_utc", "open_run", "recheck_verdicts", "run_invariants", "thresholds_from",
+    "verdicts",
+]
 
 
 @dataclass

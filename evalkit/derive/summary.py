@@ -1,14 +1,17 @@
-"""Keeping a run's derived files in step with metrics.json: summary.md, results.json and
-metrics.json's own `suite` block.
+"""Keeping a run's derived files in step with metrics.json: summary.md, results.json,
+report.html (when the run has one) and metrics.json's own `suite` block.
 
 They are derived: every script that rewrites metrics.json (run_eval, score_retrieval,
-score_abstention, judge_answers) calls `write_derived` right after its write has been
-committed, so they are rendered from the files on disk. It is outside
-`RunDir.write_together`: a kill between the two leaves a whole, older summary.md, and
-the next script that writes metrics.json renders it again.
+score_abstention, judge_answers, evalkit merge) calls `write_derived` right after its write
+has been committed, so they are rendered from the files on disk. It is outside
+`RunDir.write_together`, so a kill between the two would leave them older than
+metrics.json; but every metrics.json write first leaves the run's `.derive-pending` mark,
+which `write_derived` removes only once all of them are written, and `open_run` (the next
+command that opens the run) derives them again when it finds the mark (issue 29 item 6).
 
 A failure here never fails the command or touches the run's other files: it is logged as
-a warning on the `evalkit` logger (Python prints it on stderr when nothing else is set up).
+a warning on the `evalkit` logger (Python prints it on stderr when nothing else is set up),
+and the mark stays, so the next `open_run` tries again.
 """
 
 from __future__ import annotations
@@ -18,12 +21,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalkit.store.runs import RESULTS_JSON, SUMMARY_FILE, RunDir
+from evalkit.store.runs import REPORT_FILE, RESULTS_JSON, SUMMARY_FILE, RunDir
 
 if TYPE_CHECKING:
     from evalkit.report.summary_md import WorstCases
 
-__all__ = ["render_run_summary", "write_derived", "write_results_json", "write_summary"]
+__all__ = ["open_run", "rederive_pending", "render_run_summary", "write_derived", "write_results_json", "write_summary"]
 
 log = logging.getLogger("evalkit")
 
@@ -104,30 +107,95 @@ def write_results_json(run: RunDir, metrics: Mapping[str, Any], config: Mapping[
     return run.path / RESULTS_JSON
 
 
+def write_report(run: RunDir) -> Path | None:
+    """Re-render `run`'s report.html when it has one (`evalkit report` made it): a page
+    left from before a re-scoring would contradict metrics.json. None when there is none."""
+    if not (run.path / REPORT_FILE).is_file():
+        return None
+    from evalkit.report.html.run import write_run_report
+
+    return write_run_report(run)
+
+
 def write_derived(
     run: RunDir, metrics: Mapping[str, Any] | None = None, worst: WorstCases | None = None
 ) -> Mapping[str, Any] | None:
-    """After a script committed metrics.json: its `suite` block, summary.md, results.json.
+    """After a script committed metrics.json: its `suite` block, summary.md, results.json
+    and report.html (when the run has one); then the run's `.derive-pending` mark goes.
 
-    Best effort, like `write_summary`: a failure is a warning, never the command's.
+    Best effort, like `write_summary`: a failure is a warning, never the command's, and
+    it leaves the mark for the next `open_run`.
 
     Returns:
         metrics.json as it now is (with the suite block), or None when there is none.
     """
     config = None
+    ok = True
     try:
         metrics = metrics if metrics is not None else run.read_metrics()
-        if metrics is None:
-            return None
-        config = run.read_config() if run.config_path.exists() else None
-        metrics = _suite(run, metrics, config)
+        if metrics is not None:
+            config = run.read_config() if run.config_path.exists() else None
+            metrics = _suite(run, metrics, config)
     except Exception as e:  # noqa: BLE001 - derived output: never fail the command that wrote metrics.json
         log.warning("evalkit: warning: the suite score of %s not written: %s", run.path, e)
-        if metrics is None:
-            return None
-    write_summary(run, metrics, worst, config)  # config.json read once for all three
+        ok = False
+    try:
+        # Read after the suite block's own write; a metrics.json written later keeps its mark.
+        mark = run.derive_pending()
+    except Exception as e:  # noqa: BLE001 - as above
+        log.warning("evalkit: warning: %s: %s", run.path, e)
+        mark = None
+    if metrics is None:
+        if ok and mark is not None:  # no metrics.json: nothing derived from it can be stale
+            _clear_mark(run, mark)
+        return None
+    ok = write_summary(run, metrics, worst, config) is not None and ok  # config.json read once for all
     try:
         write_results_json(run, metrics, config)
     except Exception as e:  # noqa: BLE001 - as above
         log.warning("evalkit: warning: %s not written: %s", run.path / RESULTS_JSON, e)
+        ok = False
+    try:
+        write_report(run)
+    except Exception as e:  # noqa: BLE001 - as above
+        log.warning("evalkit: warning: %s not written: %s", run.path / REPORT_FILE, e)
+        ok = False
+    if ok and mark is not None:
+        _clear_mark(run, mark)
     return metrics
+
+
+def _clear_mark(run: RunDir, mark: str) -> None:
+    try:
+        run.clear_derive_pending(mark)
+    except Exception as e:  # noqa: BLE001 - derived output; the next open_run derives again
+        log.warning("evalkit: warning: %s: %s", run.path, e)
+
+
+def rederive_pending(run: RunDir) -> bool:
+    """Recovery's last step: when a command died after changing metrics.json and before
+    rendering the files derived from it (the `.derive-pending` mark), render them now,
+    from metrics.json as it is, through `write_derived`. Returns whether it did.
+
+    Best effort, like `write_derived`: an unreadable mark is a warning."""
+    try:
+        pending = run.derive_pending() is not None
+    except Exception as e:  # noqa: BLE001 - derived output: never fail the command that opened the run
+        log.warning("evalkit: warning: %s: %s", run.path, e)
+        return False
+    if pending:
+        write_derived(run)
+    return pending
+
+
+def open_run(results_dir: str | Path, run_id: str, *, flag: str = "--run-id") -> RunDir:
+    """`RunDir.open` (which settles an interrupted update and removes temp files), then
+    `rederive_pending`: a run opened here has summary.md, results.json and report.html in
+    step with its metrics.json, whatever command was killed before.
+
+    Raises:
+        As `RunDir.open`.
+    """
+    run = RunDir.open(Path(results_dir), run_id, flag=flag)
+    rederive_pending(run)
+    return run

@@ -184,7 +184,9 @@ def redact_run(
         BadConfig: `output` exists, or the salt is empty.
         RunFolderError: the OS refused to write the copy (nothing is left half-written).
     """
-    run = RunDir.open(Path(results_dir), run_id)
+    from evalkit.derive import open_run
+
+    run = open_run(Path(results_dir), run_id)  # its derived files in step before they are copied
     out = Path(output) if output is not None else Path(results_dir) / f"{run.run_id}-redacted"
     if out.exists() or out.is_symlink():
         raise BadConfig(Problem(f"{out} already exists; remove it or pass another --output", field="--output"))

@@ -46,7 +46,7 @@ from evalkit.errors import JudgeConfigError, Problem, redact
 from evalkit.judges.base import BatchReply, BatchStatus, JudgeFailure, JudgeItem, JudgeOutcome
 from evalkit.judges.runner import JudgeRunner, JudgeSettings, build_judge, resolve_judge
 from evalkit.net.retry import RetryPolicy
-from evalkit.store.atomic import write_atomic
+from evalkit.store.runs import JUDGE_BATCH_FILE, RunDir
 
 try:
     import fcntl
@@ -64,7 +64,7 @@ __all__ = [
     "read_batch_state",
 ]
 
-STATE_FILE = "judge_batch.json"
+STATE_FILE = JUDGE_BATCH_FILE
 LOCK_FILE = "judge_batch.lock"
 STATE_VERSION = 1
 BATCH_PROVIDERS = ("openai", "anthropic")
@@ -146,7 +146,8 @@ def read_batch_state(run_path: Path) -> dict[str, Any] | None:
 
 
 def _write_state(run_path: Path, state: Mapping[str, Any]) -> None:
-    write_atomic(Path(run_path) / STATE_FILE, orjson.dumps(state, option=orjson.OPT_INDENT_2) + b"\n")
+    # As the run's other files: under its folder lock, so recovery never takes a live temp file.
+    RunDir(Path(run_path)).write_file(STATE_FILE, orjson.dumps(state, option=orjson.OPT_INDENT_2) + b"\n")
 
 
 def clear_batch_state(run_path: Path) -> None:

@@ -7,6 +7,8 @@ is said. The merged run's results.jsonl is in run order (trial, then eval-set or
 its metrics.json is aggregated from it by run_eval's own code, so it equals a single
 machine's run of the same config, except timing: the shards ran side by side, so the
 suite's wall time (`latency.total_ms`) is null and `run_timing` lists each shard's.
+The merged run is written into a hidden staging folder and renamed into place when whole
+(`store.runs.staged_run`), so no one, `latest` included, sees a half-made run.
 """
 
 from __future__ import annotations
@@ -45,6 +47,16 @@ class _ShardRun:
     in_order: bool = True
 
 
+def _label(block: Mapping[str, Any]) -> str:
+    """config.json's `shard` block as users number shards: "2/4".
+
+    The block's `index` is 0-based in every version (runs stored before issue 28 have no
+    `number`), so the merge checks use `index` and only messages add 1.
+    """
+    index = block.get("index")
+    return f"{index + 1 if isinstance(index, int) else index}/{block.get('count')}"
+
+
 def _open_shards(results_dir: Path, run_ids: Sequence[str]) -> tuple[list[_ShardRun], list[Problem]]:
     shards: list[_ShardRun] = []
     problems: list[Problem] = []
@@ -58,7 +70,7 @@ def _open_shards(results_dir: Path, run_ids: Sequence[str]) -> tuple[list[_Shard
                                     "shards are made by run_eval --shard I/N)", field="RUN_IDS"))
             continue
         if metrics is None:
-            problems.append(Problem(f"shard {shard.get('index')}/{shard.get('count')} (run {run.run_id}) is unfinished: "
+            problems.append(Problem(f"shard {_label(shard)} (run {run.run_id}) is unfinished: "
                                     f"no metrics.json; finish it with run_eval --resume {run.run_id}", field="RUN_IDS"))
             continue
         shards.append(_ShardRun(run, config, metrics, dict(shard)))
@@ -90,12 +102,12 @@ def _check_shards(shards: list[_ShardRun]) -> list[Problem]:
         by_index.setdefault(s.shard["index"], []).append(s.run.run_id)
     for index, ids in sorted(by_index.items()):
         if len(ids) > 1:
-            problems.append(Problem(f"shard {index}/{count} given {len(ids)} times (runs {', '.join(ids)}): "
+            problems.append(Problem(f"shard {index + 1}/{count} given {len(ids)} times (runs {', '.join(ids)}): "
                                     "its cases would be counted twice", field="RUN_IDS"))
     missing = [i for i in range(count) if i not in by_index]
     if missing:
         problems.append(Problem(f"incomplete: {len(missing)} of {count} shards missing: "
-                                f"{', '.join(f'{i}/{count}' for i in missing)}", field="RUN_IDS"))
+                                f"{', '.join(f'{i + 1}/{count}' for i in missing)}", field="RUN_IDS"))
     return problems
 
 
@@ -128,10 +140,10 @@ def _check_records(shards: list[_ShardRun], trials: int) -> list[Problem]:
             positions[int(rec.get("case_index", 0))] = key[0]
         if foreign:
             problems.append(Problem(f"run {s.run.run_id} holds {foreign} record(s) of cases outside shard "
-                                    f"{s.shard['index']}/{count}", field="RUN_IDS"))
+                                    f"{_label(s.shard)}", field="RUN_IDS"))
         expected = int(s.shard.get("n_cases", 0)) * trials
         if n != expected:
-            problems.append(Problem(f"shard {s.shard['index']}/{count} (run {s.run.run_id}) has {n} records, "
+            problems.append(Problem(f"shard {_label(s.shard)} (run {s.run.run_id}) has {n} records, "
                                     f"expected {expected}; finish it with run_eval --resume {s.run.run_id}",
                                     field="RUN_IDS"))
     total = int(shards[0].shard.get("n_selected_total", 0))
@@ -188,11 +200,12 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str, results_dir: str | Path =
         BadConfig: fewer than one run, runs that are not shards or are unfinished, shards of
             different configs / eval sets / counts, a shard given twice or missing, records
             that overlap or do not cover the selection, or `run_id` taken. Nothing is written.
+        Whatever stops it later (an error, a kill) leaves no run folder named `run_id`.
         RunNotFound: a run id names no run.
     """
     from evalkit.config import build_settings
     from evalkit.derive import RunFacts, derive_run, now_utc
-    from evalkit.store.runs import check_run_id
+    from evalkit.store.runs import check_run_id, staged_run
 
     results_dir = Path(results_dir)
     if not run_ids:
@@ -215,7 +228,8 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str, results_dir: str | Path =
     config = {k: v for k, v in first.config.items() if k != "shard"}
     merged_from = [s.run.run_id for s in shards]
     shard_runs = [
-        {"run_id": s.run.run_id, "index": s.shard["index"], "n_cases": s.shard.get("n_cases"),
+        {"run_id": s.run.run_id, "index": s.shard["index"], "number": s.shard["index"] + 1,
+         "n_cases": s.shard.get("n_cases"),
          "wall_s": _shard_wall_s(s), "created_at": s.config.get("created_at"),
          "hardware": s.config.get("hardware"), "git": s.config.get("git")}
         for s in shards
@@ -231,8 +245,6 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str, results_dir: str | Path =
     )
     config["eval_set"] = {**(config.get("eval_set") or {}), "n_selected": total}
 
-    run = RunDir.create(results_dir, run_id)
-    run.write_together(results=_merged_records(shards), config=config)
     walls = [x["wall_s"] for x in shard_runs]
     timing = {
         "session_wall_s": None,
@@ -240,14 +252,19 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str, results_dir: str | Path =
         "merged_shards": len(shards),
         "max_shard_wall_s": max(walls),
         "sum_shard_wall_s": round(sum(walls), 3),
-        "shards": [{"run_id": x["run_id"], "index": x["index"], "wall_s": x["wall_s"]} for x in shard_runs],
+        "shards": [{"run_id": x["run_id"], "index": x["index"], "number": x["number"], "wall_s": x["wall_s"]}
+                   for x in shard_runs],
     }
     stats = _sum_stats([(s.metrics.get("aggregate_metrics") or {}).get("judge") for s in shards])
-    metrics, _ = derive_run(run, RunFacts(
-        settings=settings, config=config, eval_set_commit_hash=first.config.get("eval_set_commit_hash"),
-        dataset_version=first.config.get("dataset_version"), judge_stats=stats,
-        pre_run_warnings=_pre_run_warnings(shards), timing=timing,
-    ))
+    # Built in a hidden staging folder, renamed into place whole (store.runs.staged_run): a
+    # killed merge leaves no run under run_id, and the next merge removes what it left.
+    with staged_run(results_dir, run_id) as run:
+        run.write_together(results=_merged_records(shards), config=config)
+        metrics, _ = derive_run(run, RunFacts(
+            settings=settings, config=config, eval_set_commit_hash=first.config.get("eval_set_commit_hash"),
+            dataset_version=first.config.get("dataset_version"), judge_stats=stats,
+            pre_run_warnings=_pre_run_warnings(shards), timing=timing,
+        ))
     point_latest(results_dir, run.run_id)
     return MergeResult(
         run_id=run.run_id,

@@ -489,6 +489,7 @@ def repro_stored(
     """
     from evalkit.config import build_settings, diff_hashed
     from evalkit.evalset.load import load_eval_set
+    from evalkit.evalset.shard import stored_shard
     from evalkit.run.runner import run
 
     tolerance = _check_tolerance(tolerance)
@@ -499,6 +500,9 @@ def repro_stored(
                                 f"--resume {stored_run.run_id})", field="--run-id"))
     stored = dict(config.get("settings") or {})
     values = {k: v for k, v in stored.items() if k not in _PER_RUN}
+    ran = stored_shard(config)  # settings.shard is 0-based in runs stored before issue 28; this is not
+    if ran is not None:
+        values["shard"] = str(ran)
     if stored.get("api_url"):
         values["api_url"] = api_url or stored["api_url"]
     elif not stored.get("target") and os.environ.get("EVAL_API_URL"):

@@ -291,6 +291,13 @@ def _prepare_inputs(values: Mapping[str, Any]) -> Prepared:
         if given_run_id and given_run_id != resume:
             raise BadConfig(Problem(f"--run-id {given_run_id} and --resume {resume} name different runs"))
         base = dict(stored.get("settings") or {})
+        if base.get("shard"):
+            # settings.shard of a run stored before issue 28 is 0-based; config.json's `shard` block
+            # says the shard alike in every version.
+            from evalkit.evalset.shard import stored_shard
+
+            ran = stored_shard(stored)
+            base["shard"] = str(ran) if ran is not None else base["shard"]
         # URLs were stored without credentials; a value given again (or the env) wins.
         settings = build_settings({**values, "run_id": resume}, base)
         if base.get("shard") != settings.shard:
@@ -361,8 +368,12 @@ def _shard_selection(
     shard = parse_shard(shard_spec)
     mine = Selection((i for i, _ in shard.select(selected, id_of=str)), selected.ids)
     all_ids = [case_id for _, case_id in selected]
+    # `index` stays 0-based (sha256 mod count), as in run folders stored before shards counted
+    # from 1 (issue 28), so merge and resume read old and new folders alike; `number` is the
+    # 1-based shard users type and read (`--shard 2/4`), absent from older folders.
     return mine, {
         "index": shard.index,
+        "number": shard.number,
         "count": shard.count,
         "n_cases": len(mine),
         "ids_sha256": ids_sha256([case_id for _, case_id in mine]),
@@ -653,7 +664,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
             shard_info = p.shard_info
             if shard_info is not None:  # recorded, never hashed: the shards of a run share one config_hash
                 p.config["shard"] = shard_info
-            suffix = f"-shard-{shard_info['index']}-of-{shard_info['count']}" if shard_info else ""
+            suffix = f"-shard-{shard_info['number']}-of-{shard_info['count']}" if shard_info else ""
 
             run = _create_run_dir(Path(s.results_dir), s.run_id, p.config["config_hash"], suffix)
             p.config["run_id"] = run.run_id

@@ -12,6 +12,13 @@ finishes a committed update (marker present) or rolls back an uncommitted one, a
 temp files left by a killed write, so a run is never read half-updated. Writers hold an
 advisory lock on the folder, so that clean-up never takes a live process's temp files.
 
+Every change of metrics.json first leaves a `.derive-pending` mark, which the derive step
+(evalkit.derive.summary.write_derived) removes once summary.md, results.json and report.html
+agree with it again: a command killed in between leaves the mark, and the next command that
+opens the run through `evalkit.derive.open_run` derives them then. A new run that is built
+whole before anyone may see it (`evalkit merge`) is made in a hidden staging folder and
+renamed into place (`staged_run`).
+
 Operating-system failures on a run folder (not a directory, no permission, name too
 long, disk full) are `RunFolderError`s naming the path: exit 2, one line, no traceback.
 """
@@ -22,9 +29,12 @@ import errno
 import hashlib
 import os
 import re
+import secrets
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -41,12 +51,27 @@ CONFIG_FILE = "config.json"
 SUMMARY_FILE = "summary.md"
 # The whole report in one file (evalkit.report.results_json), derived like summary.md.
 RESULTS_JSON = "results.json"
+# `evalkit report --run-id`'s page (evalkit.report.html.run); kept in step like summary.md once made.
+REPORT_FILE = "report.html"
+# What summary.write_derived renders from metrics.json (report.html only when the run has one).
+DERIVED_FILES = (SUMMARY_FILE, RESULTS_JSON, REPORT_FILE)
+# judge_answers --batch's record of its batches (evalkit.judges.batch).
+JUDGE_BATCH_FILE = "judge_batch.json"
+# metrics.json changed and DERIVED_FILES have not been rendered from it since (module docstring).
+DERIVE_PENDING = ".derive-pending"
 # write_together renames in this order; the marker says which of them an update holds.
 RUN_FILES = (RESULTS_FILE, METRICS_FILE, CONFIG_FILE)
 COMMIT_MARKER = ".commit"
 _STAGED_SUFFIX = ".new"
-# Temp files our writes create: mkstemp's `.<file>.<random>.tmp` and the marker's temp.
-_STALE_TMP = re.compile(r"\.(results\.jsonl|results\.json|metrics\.json|config\.json|summary\.md)\.[^/]+\.tmp|\.commit\.tmp")
+# Every file of a run folder written through the atomic writer. `RunDir.write_file` refuses
+# any other name, so recovery's clean-up of `.<name>.<random>.tmp` (below) misses none.
+ATOMIC_FILES = (*RUN_FILES, *DERIVED_FILES, JUDGE_BATCH_FILE, DERIVE_PENDING)
+# Temp files our writes create: write_atomic's `.<file>.<random>.tmp` and the marker's temp.
+_STALE_TMP = re.compile(
+    "|".join([*(rf"\.{re.escape(name)}\.[^/]+\.tmp" for name in ATOMIC_FILES), rf"{re.escape(COMMIT_MARKER)}\.tmp"])
+)
+# A run being built under `results/.<run_id>.<random>.run.tmp/<run_id>/` (staged_run).
+_STAGING_SUFFIX = ".run.tmp"
 
 # A run id names a folder and is printed and pasted into shells: letters, digits, '.', '_'
 # and '-', starting with a letter or digit, at most 128 characters. Generated ids
@@ -136,6 +161,14 @@ def check_run_id(run_id: str, flag: str = "--run-id") -> None:
     problem = run_id_problem(run_id, new=True)
     if problem is not None:
         raise BadConfig(Problem(problem, field=flag))
+
+
+def _refuse_taken(path: Path, run_id: str) -> None:
+    """BadConfig when a run lives at `path` already."""
+    if run_folder_taken(path):
+        raise BadConfig(
+            Problem(f"run {run_id!r} already exists at {path}; use --resume {run_id} or another --run-id")
+        )
 
 
 _fsync_dir = fsync_dir
@@ -239,10 +272,7 @@ class RunDir:
         """
         check_run_id(run_id)
         path = Path(results_dir) / run_id
-        if run_folder_taken(path):
-            raise BadConfig(
-                Problem(f"run {run_id!r} already exists at {path}; use --resume {run_id} or another --run-id")
-            )
+        _refuse_taken(path, run_id)
         with _os_errors("cannot create the run folder", path):
             path.mkdir(parents=True, exist_ok=True)
         return cls(path)
@@ -318,6 +348,8 @@ class RunDir:
 
     def _move_staged(self, names: Iterable[str]) -> None:
         """The commit: rename staged files over the live ones in RUN_FILES order, then drop the marker."""
+        if METRICS_FILE in names:
+            self._mark_derive_pending()
         for name in RUN_FILES:
             if name in names and self._staged(name).exists():
                 os.replace(self._staged(name), self.path / name)
@@ -379,6 +411,36 @@ class RunDir:
                 raise
             _fsync_dir(self.path)
             self._move_staged(names)
+
+    # ------------------------------------------------------------------ derived files
+
+    def _mark_derive_pending(self) -> None:
+        """Say (under the folder lock, before metrics.json changes) that the derived files
+        are behind it; each mark is new, so `clear_derive_pending` cannot take a later one."""
+        _write_atomic(self.path / DERIVE_PENDING, secrets.token_hex(8).encode())
+
+    def derive_pending(self) -> str | None:
+        """The mark of a metrics.json change whose derived files were not rendered yet, or None.
+
+        Raises:
+            RunFolderError: the OS refused to read it.
+        """
+        path = self.path / DERIVE_PENDING
+        with _os_errors(f"cannot read {DERIVE_PENDING}", path):
+            try:
+                return path.read_text(encoding="utf-8", errors="replace").strip() or "?"
+            except FileNotFoundError:
+                return None
+
+    def clear_derive_pending(self, mark: str) -> bool:
+        """Remove the pending mark if it is still `mark` (read before the derived files were
+        rendered): a metrics.json written since keeps its own. Returns whether it was removed."""
+        path = self.path / DERIVE_PENDING
+        with _os_errors(f"cannot remove {DERIVE_PENDING}", path), folder_lock(self.path):
+            if self.derive_pending() != mark:
+                return False
+            path.unlink(missing_ok=True)
+            return True
 
     # ------------------------------------------------------------------ results.jsonl
 
@@ -503,6 +565,7 @@ class RunDir:
     def write_metrics(self, metrics: Mapping[str, Any]) -> None:
         payload = dumps_metrics(metrics)
         with _os_errors(f"cannot write {METRICS_FILE}", self.metrics_path), folder_lock(self.path):
+            self._mark_derive_pending()
             _write_atomic(self.metrics_path, payload)
 
     def write_summary(self, text: str) -> None:
@@ -513,9 +576,23 @@ class RunDir:
 
     def write_derived(self, name: str, pieces: Iterable[bytes]) -> None:
         """Replace a derived file (results.json) atomically, streamed from `pieces`."""
+        self.write_file(name, pieces)
+
+    def write_file(self, name: str, payload: bytes | Iterable[bytes]) -> Path:
+        """Replace the run's file `name` (one of ATOMIC_FILES) with `payload`, as given,
+        atomically and under the folder lock. Returns its path.
+
+        Raises:
+            ValueError: `name` is not in ATOMIC_FILES (a killed write's temp file would be
+                left for good: add it there).
+            RunFolderError: the OS refused.
+        """
+        if name not in ATOMIC_FILES:
+            raise ValueError(f"{name!r} is not one of a run folder's files (store.runs.ATOMIC_FILES)")
         path = self.path / name
         with _os_errors(f"cannot write {name}", path), folder_lock(self.path):
-            _write_atomic(path, pieces)
+            write_atomic(path, payload, mode=default_mode())
+        return path
 
     def update_metrics(
         self, patch: Mapping[str, Any], then: Callable[[dict[str, Any]], dict[str, Any]] | None = None
@@ -526,7 +603,9 @@ class RunDir:
             merged = merge_metrics(self.read_metrics() or {}, patch)
             if then is not None:
                 merged = then(merged)
-            _write_atomic(self.metrics_path, dumps_metrics(merged))
+            payload = dumps_metrics(merged)
+            self._mark_derive_pending()
+            _write_atomic(self.metrics_path, payload)
         return merged
 
 
@@ -575,6 +654,82 @@ class ResultsWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextmanager
+def staged_run(results_dir: Path, run_id: str) -> Iterator[RunDir]:
+    """A new run folder built out of sight and put in place whole (`evalkit merge`).
+
+    The RunDir yielded lives in `results_dir/.<run_id>.<random>.run.tmp/<run_id>/`: a hidden
+    folder is no run (`list_runs`, `RunDir.open` and `latest` never see it), and the run in
+    it carries its real id. When the block ends the run is renamed to `results_dir/<run_id>`
+    and the RunDir points there; when it raises, the staging folder is removed. A staging
+    folder is flock'ed while in use, so one a killed process left is removed by the next
+    `staged_run` under `results_dir` (`remove_stale_staging`).
+
+    Raises:
+        BadConfig: the id breaks RUN_ID_RULE, or a run with that id exists (checked before
+            and again at the rename: a run made meanwhile is never replaced).
+        RunFolderError: the OS refused.
+    """
+    import logging
+
+    check_run_id(run_id)
+    root = Path(results_dir)
+    dest = root / run_id
+    _refuse_taken(dest, run_id)
+    held = ExitStack()
+    with _os_errors("cannot create the run folder", dest):
+        root.mkdir(parents=True, exist_ok=True)
+        # The results folder's lock orders this with other staged_runs: a staging folder is
+        # locked before anyone may look at it, so the clean-up never takes a live one.
+        with folder_lock(root):
+            for gone in _remove_stale_staging_locked(root):
+                logging.getLogger("evalkit").warning("evalkit: removed %s, left by a killed merge", gone)
+            stage = Path(tempfile.mkdtemp(prefix=f".{run_id}.", suffix=_STAGING_SUFFIX, dir=root))
+            held.enter_context(folder_lock(stage))
+    try:
+        with held:
+            run = RunDir.create(stage, run_id)
+            yield run
+            _refuse_taken(dest, run_id)
+            with _os_errors("cannot move the new run into place", dest):
+                try:
+                    os.replace(run.path, dest)  # onto nothing, or an empty folder only
+                except OSError as e:
+                    if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                        raise
+                    _refuse_taken(dest, run_id)
+                    raise
+                fsync_dir(root)
+            run.path = dest
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def remove_stale_staging(results_dir: Path) -> list[Path]:
+    """Remove the staging folders (`staged_run`) under `results_dir` whose process is gone
+    (their lock is free). Returns the folders removed."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        return []
+    with _os_errors("cannot clean up the results folder", root), folder_lock(root):
+        return _remove_stale_staging_locked(root)
+
+
+def _remove_stale_staging_locked(root: Path) -> list[Path]:
+    removed = []
+    for p in root.iterdir():
+        if not (p.name.startswith(".") and p.name.endswith(_STAGING_SUFFIX)) or p.is_symlink() or not p.is_dir():
+            continue
+        try:
+            with folder_lock(p, wait=False) as free:
+                if free:
+                    shutil.rmtree(p, ignore_errors=True)
+                    removed.append(p)
+        except OSError:  # gone meanwhile, or not ours to open: not a staging folder to clean
+            continue
+    return removed
 
 
 def _run_time(path: Path) -> float:

@@ -1,6 +1,7 @@
 """SIGKILL of judge_answers.py while it rewrites a run: the next command that opens the run
 finds results.jsonl, metrics.json and config.json all from before the judging or all from
-after it, and no temp file is left (hardening issue, item 4)."""
+after it, and no temp file is left (hardening issue, item 4); summary.md and results.json
+then agree with metrics.json (issue 29 item 6)."""
 
 from __future__ import annotations
 
@@ -91,9 +92,26 @@ def _judged_state(run: Path) -> tuple[bool, bool, bool]:
     )
 
 
+DERIVED = ("summary.md", "results.json")
+
+
 def _debris(run: Path) -> list[str]:
-    # summary.md is derived from metrics.json and rewritten after every judging: not debris.
-    return sorted(p.name for p in run.iterdir() if p.name not in (*RUN_FILES, "summary.md"))
+    # summary.md and results.json are derived from metrics.json and rewritten after every
+    # judging: not debris.
+    return sorted(p.name for p in run.iterdir() if p.name not in (*RUN_FILES, *DERIVED))
+
+
+def _derived_agree(run: Path) -> None:
+    """summary.md and results.json, where the judging got as far as writing them (or
+    recovery derived them), say what metrics.json says."""
+    metrics = json.loads((run / "metrics.json").read_text())
+    judged = (metrics["aggregate_metrics"].get("judge") or {}).get("heuristic") is True
+    if not judged:  # the pristine run has no derived files, and nothing judged made any
+        assert not any((run / name).exists() for name in DERIVED)
+        return
+    assert json.loads((run / "results.json").read_text())["metrics"] == metrics
+    judge_line = next(line for line in (run / "summary.md").read_text().splitlines() if line.startswith("- **judge**"))
+    assert "heuristic" in judge_line, judge_line
 
 
 def _kill_during_rewrite(results: Path, trigger: tuple[str, ...], delay: float) -> str:
@@ -154,6 +172,7 @@ def test_sigkill_during_rewrite_leaves_the_run_consistent_and_no_temp_file(prist
         assert _debris(run) == [], f"killed with {seen!r} in the folder"
         state = _judged_state(run)
         assert state in ((False, False, False), (True, True, True)), f"killed with {seen!r}: {state}"
+        _derived_agree(run)
     # At least one kill landed while judge_answers was writing, not before or after.
     assert any(seen_at_kill), seen_at_kill
 

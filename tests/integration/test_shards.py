@@ -1,7 +1,9 @@
 """Sharded runs and `evalkit merge` (issue 15 item 5): a 200-case run split into 4 shards,
 run separately (one killed mid-run and resumed), merged, equals the unsharded run's
 metrics exactly (timing aside); overlapping, incomplete, unfinished or mismatched shards are
-refused with a message naming what is wrong; --shard-from-env reads the batch engines' index."""
+refused with a message naming what is wrong; --shard-from-env reads the batch engines' index.
+Shards count from 1 (issue 28 item 9); runs stored when they counted from 0 still resume, re-run
+and merge."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import pytest
 
 from evalkit import run_eval
 from evalkit.errors import BadConfig
-from evalkit.evalset.shard import Shard, parse_shard, shard_from_env, shard_of
+from evalkit.evalset.shard import ENV_SOURCES, Shard, parse_shard, shard_from_env, shard_of
 from evalkit.run.merge import merge_runs
 
 pytestmark = pytest.mark.integration
@@ -126,14 +128,14 @@ def _kill_after(proc: subprocess.Popen, path: Path, n: int, timeout: float = 60.
 def test_four_shards_one_killed_and_resumed_merge_to_the_unsharded_run(setup: dict) -> None:
     whole = _run(setup, run_id="whole")
     ids = []
-    for i in range(4):
-        if i == 2:  # killed mid-run (SIGKILL), then resumed like any run
-            proc = _start_shard(setup, "2/4", "s2")
-            _kill_after(proc, setup["results"] / "s2" / "results.jsonl", 5)
-            assert not (setup["results"] / "s2" / "metrics.json").exists()
-            with pytest.raises(BadConfig, match=r"shard 2/4 \(run s2\) is unfinished: no metrics.json"):
-                merge_runs(["s0", "s1", "s2"], run_id="early", results_dir=setup["results"])
-            result = _run(setup, resume="s2", run_id=None, eval_set=None, target=None, k=None, retrieval_only=None)
+    for i in range(1, 5):
+        if i == 3:  # killed mid-run (SIGKILL), then resumed like any run
+            proc = _start_shard(setup, "3/4", "s3")
+            _kill_after(proc, setup["results"] / "s3" / "results.jsonl", 5)
+            assert not (setup["results"] / "s3" / "metrics.json").exists()
+            with pytest.raises(BadConfig, match=r"shard 3/4 \(run s3\) is unfinished: no metrics.json"):
+                merge_runs(["s1", "s2", "s3"], run_id="early", results_dir=setup["results"])
+            result = _run(setup, resume="s3", run_id=None, eval_set=None, target=None, k=None, retrieval_only=None)
             assert result.resumed and result.skipped >= 5
         else:
             result = _run(setup, run_id=f"s{i}", shard=f"{i}/4")
@@ -142,7 +144,9 @@ def test_four_shards_one_killed_and_resumed_merge_to_the_unsharded_run(setup: di
     whole_config = json.loads((whole.run_dir / "config.json").read_text())
     # One config_hash for all shards and the unsharded run: the shard is recorded, not hashed.
     assert {c["config_hash"] for c in configs} == {whole_config["config_hash"]}
-    assert [c["shard"]["index"] for c in configs] == [0, 1, 2, 3]
+    assert [c["shard"]["index"] for c in configs] == [0, 1, 2, 3]  # sha256 mod 4, as ever
+    assert [c["shard"]["number"] for c in configs] == [1, 2, 3, 4]
+    assert [c["settings"]["shard"] for c in configs] == ["1/4", "2/4", "3/4", "4/4"]
     assert sum(c["shard"]["n_cases"] for c in configs) == N_CASES
     assert "shard" not in whole_config["hashed"] and "shard" not in whole_config
 
@@ -161,6 +165,7 @@ def test_four_shards_one_killed_and_resumed_merge_to_the_unsharded_run(setup: di
     # No one clock measured the merged run: its wall time is null, each shard's is listed.
     assert merged_m["aggregate_metrics"]["latency"]["total_ms"] is None
     assert [s["run_id"] for s in merged_m["run_timing"]["shards"]] == ids
+    assert [(s["index"], s["number"]) for s in merged_m["run_timing"]["shards"]] == [(0, 1), (1, 2), (2, 3), (3, 4)]
     cfg = json.loads((merged.run_dir / "config.json").read_text())
     assert cfg["merged_from"] == ids and "shard" not in cfg and cfg["config_hash"] == whole_config["config_hash"]
     assert cfg["settings"]["shard"] is None and cfg["eval_set"]["n_selected"] == N_CASES
@@ -168,19 +173,19 @@ def test_four_shards_one_killed_and_resumed_merge_to_the_unsharded_run(setup: di
     assert (merged.run_dir / "summary.md").exists()
 
     # Refused, with what is wrong said: overlap, incomplete, a non-shard.
-    with pytest.raises(BadConfig, match=r"shard 1/4 given 2 times \(runs s1, s1\)"):
-        merge_runs(["s0", "s1", "s1", "s2", "s3"], run_id="m2", results_dir=setup["results"])
-    with pytest.raises(BadConfig, match=r"1 of 4 shards missing: 3/4"):
-        merge_runs(["s0", "s1", "s2"], run_id="m3", results_dir=setup["results"])
+    with pytest.raises(BadConfig, match=r"shard 2/4 given 2 times \(runs s2, s2\)"):
+        merge_runs(["s1", "s2", "s2", "s3", "s4"], run_id="m2", results_dir=setup["results"])
+    with pytest.raises(BadConfig, match=r"1 of 4 shards missing: 4/4"):
+        merge_runs(["s1", "s2", "s3"], run_id="m3", results_dir=setup["results"])
     with pytest.raises(BadConfig, match=r"run whole is not a shard"):
         merge_runs(["whole", *ids], run_id="m4", results_dir=setup["results"])
     assert not any((setup["results"] / m).exists() for m in ("m2", "m3", "m4"))
 
     # Another config (K differs): refused on config_hash.
-    other = _run(setup, run_id="k5", shard="3/4", k=[5])
+    other = _run(setup, run_id="k5", shard="4/4", k=[5])
     with pytest.raises(BadConfig, match="differ in config_hash") as e:
         merge_runs([*ids[:3], other.run_id], run_id="m5", results_dir=setup["results"])
-    assert "s0, s1, s2" in str(e.value) and "k5" in str(e.value)
+    assert "s1, s2, s3" in str(e.value) and "k5" in str(e.value)
 
 
 def test_empty_shards_run_and_merge(setup: dict) -> None:
@@ -188,9 +193,9 @@ def test_empty_shards_run_and_merge(setup: dict) -> None:
     whole = _run(setup, run_id="whole3", ids=chosen)
     counts = Counter(shard_of(f"c{n:03d}", 4) for n in range(3))
     ids = []
-    for i in range(4):
+    for i in range(1, 5):
         r = _run(setup, shard=f"{i}/4", ids=chosen)  # default run id: <time>-<hash>-shard-i-of-4
-        assert r.run_id.endswith(f"-shard-{i}-of-4") and r.n_cases == counts.get(i, 0)
+        assert r.run_id.endswith(f"-shard-{i}-of-4") and r.n_cases == counts.get(i - 1, 0)
         ids.append(r.run_id)
     assert 0 in [counts.get(i, 0) for i in range(4)]  # 3 cases, 4 shards: one at least is empty
     merged = merge_runs(ids, run_id="merged3", results_dir=setup["results"])
@@ -198,9 +203,9 @@ def test_empty_shards_run_and_merge(setup: dict) -> None:
 
 
 def test_resume_refuses_another_shard(setup: dict) -> None:
-    _run(setup, run_id="a", shard="0/8", ids="c000,c001")
-    with pytest.raises(BadConfig, match="it ran shard 0/8, not 1/8"):
-        _run(setup, resume="a", shard="1/8", run_id=None)
+    _run(setup, run_id="a", shard="1/8", ids="c000,c001")
+    with pytest.raises(BadConfig, match="it ran shard 1/8, not 2/8"):
+        _run(setup, resume="a", shard="2/8", run_id=None)
 
 
 def test_shard_assignment_is_stable_and_balanced() -> None:
@@ -212,27 +217,34 @@ def test_shard_assignment_is_stable_and_balanced() -> None:
     assert shard_of("c000", 4) == int.from_bytes(hashlib.sha256(b"c000").digest()[:8], "big") % 4
     counts = Counter(shard_of(i, 4) for i in ids)
     assert set(counts) == {0, 1, 2, 3} and all(900 <= c <= 1100 for c in counts.values())
-    assert parse_shard("3/4") == Shard(3, 4)
-    for bad, msg in (("4/4", "0-based"), ("1", "INDEX/COUNT"), ("-1/4", "out of range"), ("0/0", "at least 1")):
+    assert parse_shard("4/4") == Shard(3, 4)  # shards count from 1: the fourth of four is index 3
+    for bad, msg in (("0/4", "count from 1"), ("5/4", "out of range"), ("1", "I/N"), ("-1/4", "out of range"),
+                     ("1/0", "at least 1")):
         with pytest.raises(BadConfig, match=msg):
             parse_shard(bad)
 
 
+def _clear_shard_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for source in ENV_SOURCES:
+        for name in (source.index, source.count, source.only_with):
+            if name:
+                monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("SLURM_ARRAY_TASK_MIN", raising=False)
+
+
 def test_shard_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("EVALKIT_SHARD_INDEX", "EVALKIT_SHARD_COUNT", "JOB_COMPLETION_INDEX", "SLURM_ARRAY_TASK_ID",
-                 "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_COUNT"):
-        monkeypatch.delenv(name, raising=False)
+    _clear_shard_env(monkeypatch)
     with pytest.raises(BadConfig, match="no shard index in the environment"):
         shard_from_env(4)
     monkeypatch.setenv("JOB_COMPLETION_INDEX", "2")
-    assert shard_from_env(4) == Shard(2, 4)
+    assert shard_from_env(4) == Shard(2, 4) and str(shard_from_env(4)) == "3/4"  # 0-based job 2: shard 3/4
     with pytest.raises(BadConfig, match="no shard count: pass --shard-count"):
         shard_from_env()
     monkeypatch.delenv("JOB_COMPLETION_INDEX")
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "4")
     monkeypatch.setenv("SLURM_ARRAY_TASK_MIN", "1")
     monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "4")
-    assert shard_from_env() == Shard(3, 4)  # array 1-4: task 4 is shard 3/4
+    assert str(shard_from_env()) == "4/4"  # array 1-4: task 4 is shard 4/4
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "5")
     with pytest.raises(BadConfig, match="out of range"):
         shard_from_env()
@@ -246,24 +258,28 @@ def test_cli_shard_from_env_and_merge(setup: dict, monkeypatch: pytest.MonkeyPat
     runner = CliRunner()
     base = ["run", "--eval-set", setup["eval_set"], "--target", setup["target"], "--k", "1", "--retrieval-only",
             "--results-dir", str(setup["results"]), "--quiet", "--ids", "c000,c001,c002,c003,c004,c005"]
-    for name in ("EVALKIT_SHARD_INDEX", "JOB_COMPLETION_INDEX", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN",
-                 "SLURM_ARRAY_TASK_COUNT", "EVALKIT_SHARD_COUNT"):
-        monkeypatch.delenv(name, raising=False)
+    _clear_shard_env(monkeypatch)
     out = runner.invoke(app, [*base, "--run-id", "x", "--shard-from-env", "--shard-count", "2"])
     assert out.exit_code == 2 and "no shard index in the environment" in out.output
-    out = runner.invoke(app, [*base, "--run-id", "x", "--shard", "0/2", "--shard-from-env"])
+    out = runner.invoke(app, [*base, "--run-id", "x", "--shard", "1/2", "--shard-from-env"])
     assert out.exit_code == 2 and "not both" in out.output
-    out = runner.invoke(app, [*base, "--run-id", "x", "--shard", "2/2"])
-    assert out.exit_code == 2 and "0-based" in out.output
+    out = runner.invoke(app, [*base, "--run-id", "x", "--shard", "3/2"])
+    assert out.exit_code == 2 and "shard 3 is out of range for 2 shards: 1/2 .. 2/2" in out.output
+    out = runner.invoke(app, [*base, "--run-id", "x", "--shard", "0/2"])  # 0-based habit: refused, with the fix
+    assert out.exit_code == 2 and not (setup["results"] / "x").exists()
+    assert ("--shard: shards count from 1, like Playwright's and Jest's --shard (1/2 .. 2/2); 0/2 was probably "
+            "meant as the first: --shard 1/2") in out.output
     monkeypatch.setenv("JOB_COMPLETION_INDEX", "0")
     assert runner.invoke(app, [*base, "--run-id", "k0", "--shard-from-env", "--shard-count", "2"]).exit_code == 0
     monkeypatch.delenv("JOB_COMPLETION_INDEX")
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "1")
     monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "2")
     assert runner.invoke(app, [*base, "--run-id", "k1", "--shard-from-env"]).exit_code == 0
+    assert json.loads((setup["results"] / "k0" / "config.json").read_text())["settings"]["shard"] == "1/2"
     assert json.loads((setup["results"] / "k1" / "config.json").read_text())["shard"]["index"] == 1
+    assert json.loads((setup["results"] / "k1" / "config.json").read_text())["settings"]["shard"] == "2/2"
     out = runner.invoke(app, ["merge", "k0", "--run-id", "km", "--results-dir", str(setup["results"])])
-    assert out.exit_code == 2 and "1 of 2 shards missing: 1/2" in out.output
+    assert out.exit_code == 2 and "1 of 2 shards missing: 2/2" in out.output
     out = runner.invoke(app, ["merge", "k0", "k1", "--run-id", "km", "--results-dir", str(setup["results"]), "--json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.output.strip().splitlines()[-1])["merged_from"] == ["k0", "k1"]
@@ -297,3 +313,62 @@ def test_github_actions_example_runs_locally(setup: dict, tmp_path: Path) -> Non
     config = json.loads((setup["results"] / "ci-42" / "config.json").read_text())
     assert config["merged_from"] == [f"ci-42-shard-{i}" for i in shards]
     assert len(_records(setup["results"] / "ci-42")) == N_CASES
+
+
+def _as_stored_before_issue_28(run_dir: Path) -> None:
+    """Rewrite a shard run's config.json as run_eval wrote it when shards counted from 0:
+    `settings.shard` the 0-based spec, the `shard` block without `number` (its `index` was
+    already the 0-based sha256 mod N)."""
+    path = run_dir / "config.json"
+    config = json.loads(path.read_text())
+    block = config["shard"]
+    del block["number"]
+    config["settings"]["shard"] = f"{block['index']}/{block['count']}"
+    path.write_text(json.dumps(config, indent=2))
+
+
+def test_runs_stored_with_0_based_shards_resume_rerun_and_merge(setup: dict) -> None:
+    # regression: issue 28 item 9. A run folder made before shards counted from 1 says "2/4" for
+    # index 2 in settings.shard, which now reads as index 1: resume and repro must take the shard
+    # from the block, and merge accept such folders, beside new ones too.
+    from evalkit.run.repro import repro_stored
+
+    chosen = ",".join(f"c{n:03d}" for n in range(40))
+    whole = _run(setup, run_id="whole40", ids=chosen)
+    runs = {i: _run(setup, run_id=f"old{i}", shard=f"{i + 1}/4", ids=chosen) for i in range(4)}
+    for i in (0, 1, 2):  # shard 4/4 (index 3) stays new: old and new folders merge together
+        _as_stored_before_issue_28(runs[i].run_dir)
+    assert json.loads((runs[2].run_dir / "config.json").read_text())["settings"]["shard"] == "2/4"
+
+    # Old shard index 2 killed part way (last 3 records gone, no metrics.json), then resumed.
+    path = runs[2].run_dir / "results.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert len(lines) > 3
+    path.write_bytes(b"".join(lines[:-3]))
+    (runs[2].run_dir / "metrics.json").unlink()
+    with pytest.raises(BadConfig, match=r"shard 3/4 \(run old2\) is unfinished"):  # said 1-based
+        merge_runs([f"old{i}" for i in range(4)], run_id="early40", results_dir=setup["results"])
+    resumed = _run(setup, resume="old2", run_id=None, eval_set=None, target=None, k=None, retrieval_only=None, ids=None)
+    assert resumed.resumed and resumed.skipped == len(lines) - 3
+    assert {shard_of(r["test_case_id"], 4) for r in _records(runs[2].run_dir)} == {2}
+    assert len(_records(runs[2].run_dir)) == len(lines)
+    # Asking for the shard it ran, as users now number it, is no change; another one is refused.
+    with pytest.raises(BadConfig, match="it ran shard 3/4, not 2/4"):
+        _run(setup, resume="old2", shard="2/4", run_id=None, eval_set=None, target=None, k=None, retrieval_only=None,
+             ids=None)
+
+    # A re-run of an old shard runs the same cases (its block's shard, 3/4 now).
+    again = repro_stored("old2", results_dir=setup["results"])
+    assert again.reproducible
+    rerun_config = json.loads((again.second.run_dir / "config.json").read_text())
+    assert rerun_config["shard"]["index"] == 2 and rerun_config["settings"]["shard"] == "3/4"
+
+    # Merged, with messages in users' numbering, equal to the unsharded run.
+    with pytest.raises(BadConfig, match=r"shard 1/4 given 2 times \(runs old0, old0\)"):
+        merge_runs(["old0", "old0", "old1", "old2", "old3"], run_id="m40", results_dir=setup["results"])
+    with pytest.raises(BadConfig, match=r"1 of 4 shards missing: 1/4"):
+        merge_runs(["old1", "old2", "old3"], run_id="m40", results_dir=setup["results"])
+    merged = merge_runs([f"old{i}" for i in range(4)], run_id="merged40", results_dir=setup["results"])
+    assert _comparable(merged.metrics) == _comparable(json.loads((whole.run_dir / "metrics.json").read_text()))
+    cfg = json.loads((merged.run_dir / "config.json").read_text())
+    assert [(x["index"], x["number"]) for x in cfg["shard_runs"]] == [(0, 1), (1, 2), (2, 3), (3, 4)]

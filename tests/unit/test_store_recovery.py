@@ -12,10 +12,13 @@ import orjson
 import pytest
 
 from evalkit.errors import BadConfig, InputError
-from evalkit.store.runs import COMMIT_MARKER, RunDir, RunFolderError, check_run_id, run_id_problem
+from evalkit.store.runs import COMMIT_MARKER, DERIVE_PENDING, RunDir, RunFolderError, check_run_id, run_id_problem
 
 OLD = {"results": [{"test_case_id": "a", "case_index": 0, "judged": False}], "metrics": {"judge": None}, "config": {"judge": None}}
 NEW = {"results": [{"test_case_id": "a", "case_index": 0, "judged": True}], "metrics": {"judge": "h"}, "config": {"judge": "h"}}
+# The three files, and the mark that metrics.json was written and its derived files were not
+# rendered from it since (no derive step runs here; issue 29 item 6).
+FILES = sorted([DERIVE_PENDING, "config.json", "metrics.json", "results.jsonl"])
 
 
 def _run(tmp_path: Path) -> RunDir:
@@ -44,7 +47,7 @@ def test_write_together_replaces_all_three_and_leaves_nothing_else(tmp_path: Pat
     run = _run(tmp_path)
     run.write_together(**NEW)
     assert _state(run) == NEW
-    assert sorted(os.listdir(run.path)) == ["config.json", "metrics.json", "results.jsonl"]
+    assert sorted(os.listdir(run.path)) == FILES
 
 
 def test_killed_before_the_marker_rolls_back_on_open(tmp_path: Path) -> None:
@@ -56,7 +59,7 @@ def test_killed_before_the_marker_rolls_back_on_open(tmp_path: Path) -> None:
     _stage(run, "metrics.json", new["metrics.json"][:5])  # killed while writing this one
     assert RunDir(run.path).recover() == "rolled back"
     assert _state(run) == OLD
-    assert sorted(os.listdir(run.path)) == ["config.json", "metrics.json", "results.jsonl"]
+    assert sorted(os.listdir(run.path)) == FILES
 
 
 @pytest.mark.parametrize("renamed", [0, 1, 2], ids=["none-renamed", "results-renamed", "two-renamed"])
@@ -70,7 +73,7 @@ def test_killed_after_the_marker_completes_on_open(tmp_path: Path, renamed: int)
         os.replace(run.path / f".{name}.new", run.path / name)
     opened = RunDir.open(tmp_path, "r")
     assert _state(opened) == NEW
-    assert sorted(os.listdir(run.path)) == ["config.json", "metrics.json", "results.jsonl"]
+    assert sorted(os.listdir(run.path)) == FILES
 
 
 def test_stale_temp_files_of_killed_writes_are_removed_on_open(tmp_path: Path) -> None:
@@ -82,8 +85,7 @@ def test_stale_temp_files_of_killed_writes_are_removed_on_open(tmp_path: Path) -
     for name in ("notes.txt", ".results.jsonl.bak", "x.tmp"):  # not ours: kept
         (run.path / name).write_bytes(b"mine")
     RunDir.open(tmp_path, "r")
-    assert sorted(os.listdir(run.path)) == [".results.jsonl.bak", "config.json", "metrics.json", "notes.txt",
-                                            "results.jsonl", "x.tmp"]
+    assert sorted(os.listdir(run.path)) == sorted([*FILES, ".results.jsonl.bak", "notes.txt", "x.tmp"])
     assert _state(run) == OLD
 
 
@@ -120,7 +122,7 @@ def test_write_together_failing_midway_keeps_the_old_files(tmp_path: Path) -> No
     with pytest.raises(RuntimeError):
         run.write_together(results=records(), metrics=NEW["metrics"], config=NEW["config"])
     assert _state(run) == OLD
-    assert sorted(os.listdir(run.path)) == ["config.json", "metrics.json", "results.jsonl"]
+    assert sorted(os.listdir(run.path)) == FILES
 
 
 def test_written_files_keep_the_umask_mode(tmp_path: Path) -> None:

@@ -18,11 +18,10 @@ from evalkit.metrics.registry import HEADLINE_KEYS, by_key, label_of, short_labe
 from evalkit.report.html.cases import CaseRow, CaseTable, read_case_table
 from evalkit.report.html.charts import bar, bar_chart
 from evalkit.report.run import metric_value, summary_keys
-from evalkit.store.runs import RunDir
+from evalkit.store.runs import REPORT_FILE, RunDir
 
 __all__ = ["RunView", "build_run_view", "render_run_report", "write_run_report"]
 
-REPORT_FILE = "report.html"
 # Where the detail blocks go in the rendered page. Run text cannot produce it: autoescaping
 # turns every "<" from a run into "&lt;".
 _DETAILS_SLOT = Markup("<!--evalkit:case-details-->")
@@ -302,7 +301,8 @@ def write_run_report(
 ) -> Path:
     """Write the report of `run` (an id under `results_dir`, or a RunDir) to `output`
     (default `<run folder>/report.html`), streaming the case details from a temp file.
-    Returns the path written."""
+    Returns the path written. The run folder's own copy is written as its other files are
+    (`RunDir.write_file`), and kept in step with metrics.json by the derive step."""
     from evalkit.store.atomic import write_atomic
 
     run_dir = run if isinstance(run, RunDir) else RunDir.open(Path(results_dir), run)
@@ -314,4 +314,6 @@ def write_run_report(
             yield from table.detail_pieces()
             yield after.encode("utf-8")
 
-        return write_atomic(Path(output) if output is not None else run_dir.path / REPORT_FILE, pieces())
+        if output is None:
+            return run_dir.write_file(REPORT_FILE, pieces())
+        return write_atomic(Path(output), pieces())
