@@ -30,7 +30,8 @@ from evalkit.cli.common import (
 app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
     add_completion=False,
-    help="Compare run a (baseline) with run b: invariants, deltas overall and per slice with paired bootstrap "
+    help="Compare run a (baseline) with run b: the merge verdict (better, equivalent, non-inferior, worse or "
+    "inconclusive, per metric against its margin), invariants, deltas overall and per slice with paired bootstrap "
     "CIs and randomization tests (Holm or BH corrected), flips, answer drift, latency, config diff, and the "
     "regression gate. Exit 0 ok, 1 gate failed, 2 bad input (unknown run, broken invariants).",
 )
@@ -92,7 +93,16 @@ def main(
     alpha: float = typer.Option(0.05, "--alpha", metavar="FLOAT", help="Significance level after correction.", rich_help_panel=_S),
     fdr: bool = typer.Option(False, "--fdr", help="Correct with Benjamini-Hochberg (false discovery rate) instead of Holm.", rich_help_panel=_S),
     gate: str = typer.Option(
-        "threshold", "--gate", metavar="MODE", help="threshold: run_eval's gate. significant: a regression fails only if its paired test is significant after correction.", rich_help_panel=_G
+        "threshold", "--gate", metavar="MODE", rich_help_panel=_G,
+        help="threshold: run_eval's gate. significant: a regression fails only if its paired test is significant after "
+        "correction (and a significant rise of error_rate fails). non-inferior, recommended for merges: fails unless every "
+        "metric of the verdict is shown no worse than its margin.",
+    ),
+    margin: Optional[list[str]] = typer.Option(
+        None, "--margin", metavar="NAME=VALUE", rich_help_panel=_G,
+        help="A metric's non-inferiority margin in the verdict (default: the registry's, the gated metrics' thresholds and "
+        "error_rate 0.05): recall_frac@5=0.03, error_rate=0.02; a metric without a default joins the verdict; VALUE off "
+        "leaves one out. Repeatable.",
     ),
     fail_on_flip: bool = typer.Option(False, "--fail-on-flip", help="Fail the gate when any case goes pass -> fail.", rich_help_panel=_G),
     allow_regressions: Optional[bool] = _GATE["allow_regressions"],
@@ -121,6 +131,9 @@ def main(
 
         if output_format not in ("rich", "markdown", "json"):
             raise InputError(Problem(f"expected rich, markdown or json, got {output_format!r}", field="--format"))
+        from evalkit.compare.verdict import parse_margins
+
+        margins = parse_margins(margin or [])
         a, b = _pick(list(runs or []), run_id_1, run_id_2, baseline)
         if b is None:
             if save_baseline is None:
@@ -134,7 +147,7 @@ def main(
         result = compare_runs(
             a, b, results_dir=results_dir, seed=seed, resamples=resamples, alpha=alpha, correction="bh" if fdr else "holm",
             ignore_invariants=bool(ignore_invariants), thresholds=Thresholds(**{n: v for n, v in thresholds.items() if v is not None}),
-            mrr_relative_threshold=regression_threshold_mrr_relative, gate=gate, fail_on_flip=fail_on_flip,  # type: ignore[arg-type]
+            mrr_relative_threshold=regression_threshold_mrr_relative, gate=gate, margins=margins, fail_on_flip=fail_on_flip,  # type: ignore[arg-type]
             allow_regressions=bool(allow_regressions), show_drift=show_drift, allow_missing_metrics=bool(allow_missing_metrics),
         )
 

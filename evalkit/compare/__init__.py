@@ -2,7 +2,8 @@
 
     from evalkit import compare_runs
 
-    result = compare_runs("baseline", "my-branch")          # run ids under results/
+    result = compare_runs("baseline", "my-branch", gate="non-inferior")   # run ids under results/
+    print(result.verdict.verdict, result.verdict.summary)   # better | equivalent | non-inferior | worse | inconclusive
     for row in result.significant_deltas():
         print(row.metric, row.scope, row.delta, row.ci95, row.p_adjusted)
     print(result.gate.passed, result.flips.regressions[:3])
@@ -31,6 +32,8 @@ _HOME = {
     "DeltaRow": "models",
     "Flip": "models",
     "GateReport": "models",
+    "MergeVerdict": "models",
+    "MetricVerdict": "models",
     "RunSource": "sources",
     "open_source": "sources",
     "save_baseline": "sources",

@@ -9,8 +9,11 @@ Steps, each over data already on disk:
 3. delta rows: every metric, overall and per slice, at every K both runs measured, with both n;
 4. a paired test per row that is a mean of per-case values (`evalkit.metrics.stats`), then
    Holm or Benjamini-Hochberg over the family;
-5. flips, answer drift (a second pass for the few cases that need text), latency, config diff;
-6. the gate: `evalkit.compare.gate.gate_result` plus a relative MRR drop and, on request, flips.
+5. the merge verdict: each metric with a margin, its adjusted paired interval against it
+   (`evalkit.compare.verdict`);
+6. flips, answer drift (a second pass for the few cases that need text), latency, config diff;
+7. the gate: `evalkit.compare.gate.gate_result` plus a relative MRR drop and, on request, flips;
+   or the verdict (`--gate non-inferior`).
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ from evalkit.compare.gate import (
     Thresholds,
     asked_k_difference,
     check_invariants,
+    comparison_k,
+    skipped_metrics,
     trial_count,
 )
 from evalkit.compare.models import (
@@ -48,6 +53,7 @@ from evalkit.compare.models import (
     DriftReport,
     Flips,
     InvariantReport,
+    MergeVerdict,
     NotComparable,
     RunUnscoreable,
     SourceInfo,
@@ -55,6 +61,7 @@ from evalkit.compare.models import (
 )
 from evalkit.compare.regressions import gate_report
 from evalkit.compare.sources import RunSource, asked_k, open_source
+from evalkit.compare.verdict import Member, build_verdict, resolve_margins
 from evalkit.errors import InputError, Problem, redact
 from evalkit.metrics.aggregate import aggregate_records, flatten_cell, recorded_suite_ms
 from evalkit.metrics.keys import (
@@ -63,6 +70,7 @@ from evalkit.metrics.keys import (
     PLAIN_METRIC_ORDER,
     canonical_key,
     ir_measure_name,
+    metric_key,
     parse_metric_key,
 )
 from evalkit.metrics.registry import METRICS
@@ -94,6 +102,12 @@ _MIRRORED = {"hallucination_rate_unanswerable": "abstention_accuracy"}
 _ABSTENTION_METRICS = [m.key for m in METRICS if m.stage == "abstention" and m.key in ANSWER_METRICS]
 # Judge scores: what a different judge (model, prompt, temperature) makes incomparable.
 _JUDGE_METRICS = [m.key for m in METRICS if m.stage == "judge"]
+# An @K metric's name -> its headline key (the gate's name for it at the gate's K).
+_AT_K_HEADLINE = {at_k: key for key, at_k in HEADLINE_AT_K.items()}
+# What a margin may be set on: every row with a paired test.
+_TESTABLE = frozenset({*AT_K_METRICS, *PER_CASE_METRICS, *_MIRRORED})
+
+
 class IncomparableRuns(InputError):
     """Broken invariants without --ignore-invariants: exit 2, one line per violation."""
 
@@ -225,6 +239,18 @@ def _min_p(n_changed: int, resamples: int) -> float:
         return 1.0
     exact = 2.0 ** (1 - n_changed) if n_changed < 1075 else 0.0
     return max(exact, 1.0 / (resamples + 1))
+
+
+def _paired_diff(row: DeltaRow, ta: CaseTable, tb: CaseTable, pairing: _Pairing) -> np.ndarray:
+    """d_i = b_i − a_i of a row over the cases of its scope both runs scored (the data of its
+    paired test, in the row's own direction: a mirrored row's differences change sign)."""
+    column = _MIRRORED.get(row.metric, row.metric)
+    key = f"{column}@{row.k}" if row.k is not None else column
+    pos = np.asarray(pairing.scope_pos.get(row.scope, []), dtype=np.int64)
+    va, vb = ta.column(key)[pairing.ia[pos]], tb.column(key)[pairing.ib[pos]]
+    both = ~(np.isnan(va) | np.isnan(vb))
+    d = vb[both] - va[both]
+    return 0.0 - d if row.metric in _MIRRORED else d
 
 
 # ---------------------------------------------------------------- the steps of compare_runs
@@ -392,6 +418,36 @@ def _test_rows(
     return len(family)
 
 
+def _verdict(
+    rows: list[DeltaRow], ta: CaseTable, tb: CaseTable, pairing: _Pairing,
+    margins: dict[tuple[str, int | None], tuple[float | None, Any]], skipped: dict[str, str], gate_k: int | None, alpha: float,
+) -> MergeVerdict:
+    """The merge verdict over the metrics with a margin (`verdict.resolve_margins`), each on its
+    overall row's paired data; a metric the gate skipped, or whose row is missing or not
+    comparable, is listed in `not_compared` with the reason."""
+    overall = {(r.metric, r.k): r for r in rows if r.scope == "overall"}
+    members, not_compared = [], []
+    for (metric, k), (margin, source) in margins.items():
+        name = metric_key(metric, k)
+        if margin is None:
+            not_compared.append({"metric": name, "reason": f"left out by --margin {name}=off"})
+            continue
+        headline = _AT_K_HEADLINE.get(metric) if k is not None else metric
+        reason = skipped.get(headline) if (k is None or k == gate_k) and headline else None
+        row = overall.get((metric, k))
+        if reason is None and row is None:
+            reason = "not measured by either run"
+        elif reason is None and row is not None and not row.comparable:
+            reason = row.note or "not comparable"
+        if reason is not None or row is None:
+            not_compared.append({"metric": name, "reason": reason or "no row"})
+            continue
+        members.append(Member(metric=metric, k=k, direction=row.direction or "higher_is_better", margin=margin,
+                              source=source, diff=_paired_diff(row, ta, tb, pairing), test=row.test,
+                              family=metric_key(_MIRRORED.get(metric, metric), k)))
+    return build_verdict(members, not_compared, alpha=alpha)
+
+
 def _cases(
     sa: RunSource, sb: RunSource, ta: CaseTable, tb: CaseTable, pairing: _Pairing, k: int | None, *, show_drift: int,
     top_chunks: int,
@@ -432,8 +488,8 @@ def _check_settings(alpha: float, correction: str, gate: str, show_drift: int, m
         problems.append(Problem(f"expected a number in (0, 1), got {alpha!r}", field="--alpha"))
     if correction not in ("holm", "bh"):
         problems.append(Problem(f"expected holm or bh, got {correction!r}", field="correction"))
-    if gate not in ("threshold", "significant"):
-        problems.append(Problem(f"expected threshold or significant, got {gate!r}", field="--gate"))
+    if gate not in ("threshold", "significant", "non-inferior"):
+        problems.append(Problem(f"expected threshold, significant or non-inferior, got {gate!r}", field="--gate"))
     if not isinstance(show_drift, int) or show_drift < 0:
         problems.append(Problem(f"expected a non-negative integer, got {show_drift!r}", field="--show-drift"))
     if not (isinstance(mrr_relative_threshold, int | float) and mrr_relative_threshold >= 0):
@@ -457,7 +513,8 @@ def compare_runs(
     ignore_invariants: bool = False,
     thresholds: Thresholds | None = None,
     mrr_relative_threshold: float = 0.10,
-    gate: Literal["threshold", "significant"] = "threshold",
+    gate: Literal["threshold", "significant", "non-inferior"] = "threshold",
+    margins: Mapping[str, float | None] | None = None,
     fail_on_flip: bool = False,
     allow_regressions: bool = False,
     allow_mixed_judges: bool = False,
@@ -481,8 +538,13 @@ def compare_runs(
             numbers that are not comparable.
         thresholds: the gate's absolute thresholds (evalkit.compare.gate.Thresholds defaults).
         mrr_relative_threshold: largest allowed MRR drop relative to the baseline's MRR.
-        gate: "threshold" (run_eval's gate) or "significant" (only regressions whose paired
-            test is significant after correction fail).
+        gate: "threshold" (run_eval's gate), "significant" (only regressions whose paired
+            test is significant after correction fail, and a significant rise of error_rate
+            beyond its margin) or "non-inferior" (fails unless every metric of the verdict is
+            shown no worse than its margin: the recommended gate for merges).
+        margins: {metric: margin} replacing or adding to the registry's margins of the verdict
+            (`recall_frac@5`, `R@5`, `recall_at_k_avg`, `error_rate`; see
+            `evalkit.compare.verdict.resolve_margins`); None ("off") leaves a metric out.
         fail_on_flip: any case going pass -> fail fails the gate.
         allow_regressions: record the gate as allowed (the CLI then exits 0).
         allow_mixed_judges: compare judge scores of a heuristic-judged and an LLM-judged run.
@@ -496,8 +558,8 @@ def compare_runs(
 
     Raises:
         IncomparableRuns: an invariant is broken and not ignored (exit 2).
-        InputError: an unknown run, an unreadable file, bad settings, or a gate that needs
-            per-case records a bare metrics.json does not have.
+        InputError: an unknown run, an unreadable file, bad settings or margins, or a gate
+            that needs per-case records a bare metrics.json does not have.
     """
     _check_settings(alpha, correction, gate, show_drift, mrr_relative_threshold, confidence)
     sa = a if isinstance(a, RunSource) else open_source(a, results_dir, flag="--run-id-1")
@@ -506,8 +568,8 @@ def compare_runs(
     if violations and not ignore_invariants:
         raise IncomparableRuns(sa.run_id, sb.run_id, violations)
     per_case = sa.has_records and sb.has_records
-    if not per_case and (gate == "significant" or fail_on_flip):
-        flag = "--gate significant" if gate == "significant" else "--fail-on-flip"
+    if not per_case and (gate in ("significant", "non-inferior") or fail_on_flip):
+        flag = f"--gate {gate}" if gate != "threshold" else "--fail-on-flip"
         bare = sa if not sa.has_records else sb
         raise InputError(
             Problem(f"{flag} needs per-case results on both sides; {bare.path} is a bare metrics.json "
@@ -522,6 +584,10 @@ def compare_runs(
     only_a = [k for k in sa.ks if k not in set(sb.ks)]
     only_b = [k for k in sb.ks if k not in set(sa.ks)]
     primary = ks[0] if ks else None
+    gate_k_text = comparison_k(sa.metrics, sb.metrics)
+    gate_k = int(gate_k_text) if gate_k_text is not None else None
+    # Bad margins are refused before any run is read.
+    resolved = resolve_margins(margins or {}, ks=ks, gate_k=gate_k, testable=set(_TESTABLE), at_k=set(AT_K_METRICS))
     ta, agg_a = _scan(sa, ks)
     tb, agg_b = _scan(sb, ks)
     notes = _notes(sa, sb, ta, tb, only_a, only_b, ks)
@@ -546,7 +612,12 @@ def compare_runs(
         family_size = _test_rows(rows, ta, tb, pairing, seed=seed, resamples=resamples, confidence=confidence,
                                  alpha=alpha, correction=correction)
         flips, drift, unscoreable = _cases(sa, sb, ta, tb, pairing, primary, show_drift=show_drift, top_chunks=top_chunks)
+        skipped = {s["metric"]: s["reason"] for s in skipped_metrics(
+            sa.metrics, sb.metrics, allow_mixed_judges=allow_mixed_judges, not_comparable=partial)}
+        merge = _verdict(rows, ta, tb, pairing, resolved, skipped, gate_k, alpha)
     else:
+        merge = MergeVerdict(available=False, summary="one side has no per-case results (a bare metrics.json)",
+                             alpha=alpha, confidence=1.0 - alpha)
         flips, drift = Flips(available=False, k=primary), DriftReport(available=False)
         unscoreable = {
             "a": ta.unscoreable() if ta is not None else unscoreable_from_metrics(sa.metrics),
@@ -560,6 +631,7 @@ def compare_runs(
         mode=gate, thresholds=thresholds or Thresholds(), mrr_relative_threshold=float(mrr_relative_threshold),
         fail_on_flip=fail_on_flip, allow_regressions=allow_regressions, allow_mixed_judges=allow_mixed_judges,
         ignore_invariants=ignore_invariants, correction=correction, allow_missing_metrics=allow_missing_metrics,
+        verdict=merge,
     )
     n_a = len(ta) if ta is not None else int(sa.metrics.get("total_tests") or 0)
     n_b = len(tb) if tb is not None else int(sb.metrics.get("total_tests") or 0)
@@ -567,6 +639,7 @@ def compare_runs(
     return Comparison(
         run_id_1=sa.run_id,
         run_id_2=sb.run_id,
+        verdict=merge,
         sources={
             side: SourceInfo(run_id=src.run_id, kind=src.kind, path=str(src.path), has_records=src.has_records)
             for side, src in (("a", sa), ("b", sb))

@@ -53,19 +53,25 @@ from evalkit.metrics.retrieval import AT_K_METRICS
 _EPS = 1e-9
 
 
+# A gated metric's default threshold is its registry margin: one number for the threshold gate
+# and the merge verdict (issue 30).
+_DEFAULT = {m.gated: float(m.margin) for m in METRICS if m.gated is not None and m.margin is not None}
+
+
 @dataclass(frozen=True)
 class Thresholds:
-    """Largest allowed absolute worsening per metric (see the module table)."""
+    """Largest allowed absolute worsening per metric (see the module table; the defaults are
+    the registry's `margin`)."""
 
-    recall: float = 0.05
-    mrr: float = 0.10
-    scope_miss: float = 0.10
-    groundedness: float = 0.5
-    correctness: float = 0.5
-    attribution: float = 0.05
-    abstention: float = 0.05
-    hallucination: float = 0.05
-    false_abstention: float = 0.05
+    recall: float = _DEFAULT["recall"]
+    mrr: float = _DEFAULT["mrr"]
+    scope_miss: float = _DEFAULT["scope_miss"]
+    groundedness: float = _DEFAULT["groundedness"]
+    correctness: float = _DEFAULT["correctness"]
+    attribution: float = _DEFAULT["attribution"]
+    abstention: float = _DEFAULT["abstention"]
+    hallucination: float = _DEFAULT["hallucination"]
+    false_abstention: float = _DEFAULT["false_abstention"]
 
 
 @dataclass(frozen=True)

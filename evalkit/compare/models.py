@@ -24,6 +24,8 @@ __all__ = [
     "InvariantReport",
     "LatencyReport",
     "LatencyRow",
+    "MergeVerdict",
+    "MetricVerdict",
     "NotComparable",
     "RunUnscoreable",
     "SourceInfo",
@@ -31,6 +33,7 @@ __all__ = [
 ]
 
 Direction = Literal["higher_is_better", "lower_is_better"]
+VerdictLabel = Literal["better", "equivalent", "non-inferior", "worse", "inconclusive"]
 
 
 class NotComparable(BaseModel):
@@ -194,10 +197,68 @@ class DriftReport(BaseModel):
     cases: list[DriftCase] = Field(default_factory=list, description="the first --show-drift of them, with diffs")
 
 
+class MetricVerdict(BaseModel):
+    """One metric of the merge verdict: its adjusted paired interval against its margin
+    (EVAL.md, "The verdict")."""
+
+    metric: str = Field(description='the delta row\'s metric name ("recall_any", "attribution_hit_rate", "error_rate")')
+    k: int | None = Field(description="cut-off for @K metrics (the gate's K unless --margin named another), else null")
+    label: str = Field(description='the registry\'s label at K ("Recall@5 (any)")')
+    direction: Direction = Field(description="which way is better")
+    margin: float = Field(description="δ: the largest worsening tolerated, on the metric's scale")
+    margin_source: Literal["registry", "--margin"] = Field(description="where δ came from")
+    n: int = Field(description="paired cases (both runs scored the case; a target error is not scored, error_rate counts it)")
+    n_changed: int = Field(description="of the n, cases whose value differs between the runs")
+    delta: float | None = Field(description="mean paired difference b − a: the delta row's paired_delta")
+    ci: list[float] | None = Field(
+        description="[lo, hi] of delta at the verdict's confidence (1 − 2α/m: each bound a one-sided test at α/m, Bonferroni over the family), "
+        "t-interval whose variance counts one more full-scale change; null below 2 paired cases"
+    )
+    sd: float | None = Field(description="s, the per-case standard deviation behind ci, mde and cases_needed")
+    verdict: VerdictLabel = Field(description="better | equivalent | non-inferior | worse | inconclusive")
+    reason: str = Field(description="one sentence: why this label")
+    mde: float | None = Field(
+        description="the smallest true change this eval set shows as a change (ci excluding 0) with 80% power: "
+        "(t + z_0.8) · sd / √n; null when that exceeds the metric's scale (no change could be shown)"
+    )
+    cases_needed: int | None = Field(
+        description="inconclusive only: paired cases that would settle it with 80% power if the observed change "
+        "and sd held; null otherwise, or when the change sits on the bound"
+    )
+    more_cases: int | None = Field(description="cases_needed − n")
+    test: str | None = Field(description="the delta row's paired test (rows sharing it share the interval)")
+
+
+class MergeVerdict(BaseModel):
+    """The merge verdict (issue 30): one label per metric and one for the merge."""
+
+    available: bool = Field(description="false when a side has no per-case results (a metrics.json baseline)")
+    verdict: VerdictLabel | None = Field(
+        None, description="worse if any metric is, else inconclusive if any, else better if any, else equivalent "
+        "if all, else non-inferior; null with no metric"
+    )
+    summary: str = Field(
+        description='why, in one line, after the label: the deciding metric, its delta and interval, and its reason '
+        '("Attribution hit rate -0.137 [-0.205, -0.069]: worse beyond the margin: ...")'
+    )
+    alpha: float = Field(description="family-wise level of the verdict (--alpha)")
+    power: float = Field(0.8, description="the power mde and cases_needed are computed for")
+    family_size: int = Field(0, description="m: distinct paired tests among the metrics with an interval")
+    confidence: float = Field(description="of each interval: 1 − 2α/m (each bound one-sided at α/m)")
+    metrics: list[MetricVerdict] = Field(default_factory=list, description="the gated metrics, error_rate and any --margin metric")
+    not_compared: list[dict[str, str]] = Field(
+        default_factory=list, description="[{metric, reason}] metrics with a margin that could not enter the verdict"
+    )
+
+
 class GateReport(BaseModel):
     """The regression gate: evalkit.compare.gate.gate_result plus compare's own checks."""
 
-    mode: Literal["threshold", "significant"]
+    mode: Literal["threshold", "significant", "non-inferior"] = Field(
+        description="threshold (run_eval's gate) | significant (threshold regressions whose paired test is "
+        "significant, and a significant rise of error_rate) | non-inferior (every verdict metric's interval "
+        "above −margin)"
+    )
     passed: bool
     allowed: bool = Field(False, description="--allow-regressions: a failed gate still exits 0")
     regressions: list[str] = Field(default_factory=list, description="one line per regression that fails the gate")
@@ -227,6 +288,7 @@ class Comparison(BaseModel):
     schema_version: int = 1
     run_id_1: str = Field(description="run a, the baseline")
     run_id_2: str = Field(description="run b, the new run")
+    verdict: MergeVerdict = Field(description="the merge verdict: better, equivalent, non-inferior, worse or inconclusive")
     sources: dict[str, SourceInfo]
     n: dict[str, int] = Field(description="{a, b, paired, only_a, only_b}: cases per run and paired by test_case_id")
     ks: dict[str, Any] = Field(description="{compared: [K], primary: K, only_a: [K], only_b: [K]}")

@@ -1,13 +1,16 @@
 """compare_runs' gate: run_eval's gate (`evalkit.compare.gate.gate_result`, one implementation) plus
-a relative MRR drop, `--fail-on-flip`, and `--gate significant`, which lets through the
-regressions whose paired test is not significant after correction."""
+a relative MRR drop, `--fail-on-flip`, `--gate significant`, which lets through the
+regressions whose paired test is not significant after correction (and fails a significant
+rise of error_rate beyond its margin), and `--gate non-inferior`, which fails unless every
+metric of the merge verdict is shown no worse than its margin."""
 
 from __future__ import annotations
 
 from evalkit.compare.cases import AT_K_METRICS
 from evalkit.compare.gate import Thresholds, gate_result
-from evalkit.compare.models import DeltaRow, GateReport
+from evalkit.compare.models import DeltaRow, GateReport, MergeVerdict, MetricVerdict
 from evalkit.compare.sources import RunSource, asked_k
+from evalkit.compare.verdict import PASSING, default_margins, format_change
 from evalkit.metrics.keys import HEADLINE_AT_K
 
 __all__ = ["gate_report"]
@@ -30,6 +33,7 @@ def gate_report(
     ignore_invariants: bool,
     correction: str,
     allow_missing_metrics: bool = False,
+    verdict: MergeVerdict | None = None,
 ) -> GateReport:
     """The comparison's gate verdict.
 
@@ -38,13 +42,17 @@ def gate_report(
         rows: the overall delta rows by (metric, scope, K), for the relative MRR drop and
             the significance of each regression.
         regressions_flipped: "id (metric)" of every pass -> fail flip.
-        mode: "threshold" (run_eval's gate) or "significant" (a threshold regression fails
-            only when its overall paired test is significant after correction, worse way).
+        mode: "threshold" (run_eval's gate), "significant" (a threshold regression fails
+            only when its overall paired test is significant after correction, worse way; and
+            a significant rise of error_rate beyond its margin fails) or "non-inferior" (every
+            metric of `verdict` must be better, equivalent or non-inferior; the threshold
+            regressions and the relative MRR drop do not decide).
         thresholds: the absolute thresholds; mrr_relative_threshold: largest allowed MRR
             drop as a share of the baseline's MRR (checked when that MRR is > 0).
         fail_on_flip: any pass -> fail flip fails the gate.
         allow_regressions, allow_mixed_judges, ignore_invariants, allow_missing_metrics: as in gate_result.
         correction: "holm" | "bh", named in the messages.
+        verdict: the merge verdict (its margins, and the non-inferior gate's labels).
 
     Returns:
         GateReport; `passed` is False exactly when `failures` is non-empty.
@@ -60,6 +68,10 @@ def gate_report(
     compared = list(g["compared"])
     reg_messages = {r["message"] for r in details}
     other_failures = [f for f in g["failures"] if f not in reg_messages]
+
+    if mode == "non-inferior":
+        return _non_inferior(g, verdict, other_failures, regressions_flipped, fail_on_flip=fail_on_flip,
+                             allow_regressions=allow_regressions, mrr_relative_threshold=mrr_relative_threshold)
 
     # Seed 001's "MRR drop > 10%", read as relative to the baseline's MRR (the absolute
     # 0.10 is --regression-threshold-mrr).
@@ -94,6 +106,21 @@ def gate_report(
                 why = row.note if row is not None and row.note else "no paired test"
                 not_significant.append(f"{r['message']} — not significant after {correction} ({why})")
         details = kept
+        # Issue 30 item 6: the paired quality metrics leave target errors out, so a regression
+        # made of errors shows only here.
+        errors = rows.get(("error_rate", "overall", None))
+        if errors is not None and errors.comparable and errors.p_value is not None:
+            compared.append("error_rate")
+            margin = _margin(verdict, "error_rate")
+            rise = errors.reported_delta or 0.0
+            if errors.significant and errors.change == "worse" and rise > margin + _EPS:
+                details.append({
+                    "metric": "error_rate", "baseline": errors.a, "new": errors.b, "delta": rise, "threshold": margin,
+                    "direction": "lower_is_better", "p_adjusted": errors.p_adjusted,
+                    "message": (f"error_rate rose by {rise:.4g} ({errors.a:.4g} -> {errors.b:.4g}; allowed {margin:g}), "
+                                f"significant after {correction} (p adj. {errors.p_adjusted:.3g}): the new run failed "
+                                "on cases the baseline answered"),
+                })
 
     failures = [r["message"] for r in details] + other_failures
     if fail_on_flip and regressions_flipped:
@@ -109,6 +136,52 @@ def gate_report(
         flip_regressions=list(regressions_flipped) if fail_on_flip else [],
         skipped=skipped,
         compared=compared,
+        nothing_compared=bool(g["nothing_compared"]),
+        failures=failures,
+        thresholds={**g["thresholds"], "mrr_relative": mrr_relative_threshold},
+        k=g.get("k"),
+    )
+
+
+def _margin(verdict: MergeVerdict | None, metric: str) -> float:
+    """A metric's margin in the verdict (a --margin given for it), else the registry's."""
+    for v in verdict.metrics if verdict is not None else []:
+        if v.metric == metric:
+            return v.margin
+    return default_margins()[metric]
+
+
+def _failure(v: MetricVerdict) -> str:
+    ci = "no interval" if v.ci is None else f"[{format_change(v.ci[0])}, {format_change(v.ci[1])}]"
+    delta = format_change(v.delta)
+    return f"{v.label}: {v.verdict}, Δ {delta} {ci} (margin {v.margin:g}) — {v.reason}"
+
+
+def _non_inferior(
+    g: dict, verdict: MergeVerdict | None, other_failures: list[str], regressions_flipped: list[str], *,
+    fail_on_flip: bool, allow_regressions: bool, mrr_relative_threshold: float,
+) -> GateReport:
+    """`--gate non-inferior`: a failure per verdict metric not shown no worse than its margin,
+    plus gate_result's own failures (nothing comparable, Recall@K/MRR@K missing, invariants)."""
+    if verdict is None or not verdict.available:  # pragma: no cover - compare_runs refuses this first
+        raise ValueError("--gate non-inferior needs the merge verdict (per-case results on both sides)")
+    lines = [_failure(v) for v in verdict.metrics if v.verdict not in PASSING]
+    if not verdict.metrics:
+        lines.append("no metric with a margin could be compared: " + (
+            "; ".join(f"{x['metric']}: {x['reason']}" for x in verdict.not_compared) or "none has per-case values"))
+    failures = lines + other_failures
+    if fail_on_flip and regressions_flipped:
+        shown = ", ".join(regressions_flipped[:10]) + (" …" if len(regressions_flipped) > 10 else "")
+        failures.append(f"{len(regressions_flipped)} case flip(s) pass -> fail (--fail-on-flip): {shown}")
+    return GateReport(
+        mode="non-inferior",
+        passed=not failures,
+        allowed=bool(allow_regressions),
+        regressions=lines,
+        regression_details=[v.model_dump(mode="json") for v in verdict.metrics if v.verdict not in PASSING],
+        flip_regressions=list(regressions_flipped) if fail_on_flip else [],
+        skipped=list(g["skipped"]),
+        compared=[f"{v.metric}@{v.k}" if v.k is not None else v.metric for v in verdict.metrics],
         nothing_compared=bool(g["nothing_compared"]),
         failures=failures,
         thresholds={**g["thresholds"], "mrr_relative": mrr_relative_threshold},

@@ -25,6 +25,9 @@ Field by field (`Metric`):
   gives it), "derived" (compare derives it per case: abstention, citations, error kinds);
   None: no paired test (a ratio over a subset that moves between runs).
 - gated: the `Thresholds` attribute when the regression gate watches it.
+- margin: the largest worsening, on the metric's scale, that the merge verdict tolerates
+  (non-inferiority margin, compare_runs' `--margin`); a metric with a margin is in the
+  verdict. It is also the default of the metric's `--regression-threshold-*` (`Thresholds`).
 - threshold: `--threshold` may name it (on `scale`; a ceiling when lower is better).
 - default_threshold: a bare `--threshold 0.7` applies to it.
 - summary: a run summary (terminal, summary.md, HTML) lists it "always" ("—" when not
@@ -80,6 +83,7 @@ class Metric:
     compared: bool = True
     per_case: Literal["as_is", "derived"] | None = None
     gated: str | None = None
+    margin: float | None = None
     threshold: bool = True
     default_threshold: bool = False
     short: str = ""  # a table column's header (summary.md and HTML by-slice tables); "" = label
@@ -145,10 +149,11 @@ METRICS: tuple[Metric, ...] = (
         "Success",
         sliced=True,
         gated="recall",
+        margin=0.05,
         default_threshold=True,
         short="Recall@{k}",
     ),
-    _at_k("mrr_avg", "mrr", "mrr", "RR", sliced=True, gated="mrr", default_threshold=True, short="MRR@{k}"),
+    _at_k("mrr_avg", "mrr", "mrr", "RR", sliced=True, gated="mrr", margin=0.10, default_threshold=True, short="MRR@{k}"),
     _at_k("precision_at_k_avg", "precision", "precision_at_k", "P", short="Precision@{k}"),
     _at_k("ndcg_at_k_avg", "ndcg", "ndcg_at_k", "nDCG", sliced=True, default_threshold=True, short="nDCG@{k}"),
     _at_k("recall_all_avg", "recall_all", "recall_all", None, sliced=True, short="Recall_all@{k}"),
@@ -161,6 +166,7 @@ METRICS: tuple[Metric, ...] = (
         sliced=True,
         per_case="as_is",
         gated="scope_miss",
+        margin=0.10,
         summary="always",
     ),
     Metric(
@@ -171,6 +177,7 @@ METRICS: tuple[Metric, ...] = (
         sliced=True,
         per_case="as_is",
         gated="attribution",
+        margin=0.05,
         default_threshold=True,
         short="Attribution",
         summary="always",
@@ -188,6 +195,7 @@ METRICS: tuple[Metric, ...] = (
         sliced=True,
         per_case="as_is",
         gated="groundedness",
+        margin=0.5,
         short="Groundedness",
         summary="always",
         answer_side=True,
@@ -201,6 +209,7 @@ METRICS: tuple[Metric, ...] = (
         sliced=True,
         per_case="as_is",
         gated="correctness",
+        margin=0.5,
         short="Correctness",
         summary="always",
         answer_side=True,
@@ -227,6 +236,7 @@ METRICS: tuple[Metric, ...] = (
         sliced=True,
         per_case="derived",
         gated="abstention",
+        margin=0.05,
         default_threshold=True,
         short="Abstention acc.",
         summary="always",
@@ -240,6 +250,7 @@ METRICS: tuple[Metric, ...] = (
         mean=False,
         sliced=True,
         gated="hallucination",
+        margin=0.05,
         short="Hallucination",
         summary="always",
         answer_side=True,
@@ -253,6 +264,7 @@ METRICS: tuple[Metric, ...] = (
         sliced=True,
         per_case="derived",
         gated="false_abstention",
+        margin=0.05,
         short="False abstention",
         summary="always",
         answer_side=True,
@@ -276,7 +288,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("response_valid_rate", "Response valid rate (schema)", "higher", "response", per_case="derived"),
     Metric("latency_budget_score_avg", "Latency budget score", "higher", "run", default_threshold=True),
     Metric("within_budget_rate", "Within latency budget", "higher", "run", sliced=True),
-    _operational("error_rate", "Error rate", sliced=True, per_case="derived"),
+    # In the merge verdict with its own margin: a regression made of target errors (which the
+    # paired quality metrics leave out) fails it (issue 30 item 6).
+    _operational("error_rate", "Error rate", sliced=True, per_case="derived", margin=0.05),
     _operational("timeout_rate", "Timeout rate", per_case="derived"),
     _operational("empty_response_rate", "Empty response rate", per_case="derived"),
 )

@@ -17,11 +17,12 @@ from rich.table import Table
 from rich.text import Text
 
 from evalkit.compare.cases import FLIP_COLUMNS
-from evalkit.compare.models import ChunkRef, Comparison, DeltaRow, Flip
+from evalkit.compare.models import ChunkRef, Comparison, DeltaRow, Flip, MetricVerdict
+from evalkit.compare.verdict import format_change
 from evalkit.metrics.keys import parse_metric_key
 from evalkit.metrics.registry import label_of
 
-__all__ = ["append_step_summary", "print_comparison", "render_markdown"]
+__all__ = ["append_step_summary", "print_comparison", "render_markdown", "verdict_line"]
 
 _FLIPS_SHOWN = 10
 # A PR comment must stay well under GitHub's 65,536 characters.
@@ -111,10 +112,57 @@ def headline(c: Comparison) -> str:
     return f"gate failed ({g.mode}){', allowed by --allow-regressions' if g.allowed else ''}"
 
 
+def verdict_line(c: Comparison) -> str:
+    """The merge verdict in one line, the first thing every format says after the gate's status."""
+    return f"Verdict: {c.verdict.verdict or 'none'} — {c.verdict.summary}"
+
+
+def _level(confidence: float) -> str:
+    return f"{confidence * 100:.4g}%"
+
+
+def verdict_method(c: Comparison) -> str:
+    v = c.verdict
+    return (
+        f"{_level(v.confidence)} intervals of b − a (each bound a one-sided test at α/m = {v.alpha:g}/{v.family_size}: "
+        f"no metric is wrongly called worse, or better, with probability above {v.alpha:g}); "
+        f"a metric passes --gate non-inferior when its interval stays above −margin (below +margin for a rate that should "
+        f"fall). 'detectable': the smallest change shown as a change with {v.power:.0%} power; 'to settle': more paired "
+        "cases an inconclusive metric needs at that power."
+    )
+
+
+def margin_bound(m: MetricVerdict) -> str:
+    """The margin as the bound on the worse side: -0.05 (higher is better), +0.05 (lower is better)."""
+    return f"{'-' if m.direction == 'higher_is_better' else '+'}{m.margin:g}" + ("*" if m.margin_source == "--margin" else "")
+
+
+def verdict_cells(m: MetricVerdict) -> list[str]:
+    """[metric, n, Δ, interval, margin, verdict, detectable, to settle] as every format shows them."""
+    interval = "—" if m.ci is None else f"[{format_change(m.ci[0])}, {format_change(m.ci[1])}]"
+    settle = "—"
+    if m.verdict == "inconclusive":
+        settle = "on the bound" if m.more_cases is None else f"+{m.more_cases:,}"
+    return [
+        label_of(m.metric, m.k), str(m.n), format_change(m.delta), interval, margin_bound(m), m.verdict,
+        ("—" if m.ci is None else "none") if m.mde is None else f"±{m.mde:.3f}", settle,
+    ]
+
+
+VERDICT_HEADER = ["metric", "n", "Δ", "interval", "margin", "verdict", "detectable", "to settle"]
+# Said wherever another gate decided: the variance-aware gate is the one for merges (issue 30).
+GATE_ADVICE = (
+    "For merges use --gate non-inferior: it fails unless every metric is shown no worse than its margin "
+    "(the threshold gate also fails on chance differences; --gate significant passes drops it cannot prove)."
+)
+
+
 # What Δ is, in every format (terminal, markdown, HTML): one number, said once.
 DELTA_LEGEND = (
     "Δ: the mean paired difference b − a over the cases both runs scored (what the 95% CI and p are about); "
-    "a and b: each run's metrics.json value. Without per-case results on both sides, Δ is b − a."
+    "a and b: each run's metrics.json value. Without per-case results on both sides, Δ is b − a. "
+    "The 95% CI (bootstrap) and p are each row's own, unadjusted; p adj. is corrected over every test, so a 95% CI "
+    "can exclude 0 while p adj. is above α. The verdict's intervals are adjusted."
 )
 
 
@@ -226,7 +274,7 @@ def _md_table(header: list[str], rows: Iterable[list[str]], align: str | None = 
 
 
 def _md_delta_rows(rows: list[DeltaRow], *, scope: bool) -> list[str]:
-    header = ["metric", *(["scope"] if scope else []), "a (n)", "b (n)", "Δ", "95% CI", "p", "p adj.", "verdict"]
+    header = ["metric", *(["scope"] if scope else []), "a (n)", "b (n)", "Δ", "95% CI (unadj.)", "p", "p adj.", "significance"]
     body = []
     for r in rows:
         body.append([
@@ -268,8 +316,11 @@ def render_markdown(c: Comparison) -> str:
     Deterministic (no clock, no paths), so it can be snapshot-tested.
     """
     out = [f"### {'✅' if c.gate.passed else '❌'} evalkit compare: {headline(c)}", ""]
+    out += [f"**Verdict: {c.verdict.verdict or 'none'}** — {_md(c.verdict.summary)}", ""]
     out.append(f"`{_md(c.run_id_1)}` (a, baseline) → `{_md(c.run_id_2)}` (b)")
     out += ["", _md(method_line(c)), "", _md(DELTA_LEGEND)]
+    if c.gate.mode != "non-inferior" and c.verdict.available:
+        out += ["", f"> {_md(GATE_ADVICE)}"]
     if c.gate.failures:
         out += ["", "**Gate failures**", ""] + [f"- {_md(f)}" for f in c.gate.failures]
     if c.gate.not_significant:
@@ -280,6 +331,15 @@ def render_markdown(c: Comparison) -> str:
         for nc in c.invariants.not_comparable:
             which = affected_metrics(nc.metrics)
             out.append(f"- {_md(nc.reason)}: {_md(which)}")
+
+    if c.verdict.metrics:
+        out += ["", f"#### Verdict per metric ({_level(c.verdict.confidence)} intervals)", ""]
+        out += _md_table(VERDICT_HEADER, ([_md(x) for x in verdict_cells(m)] for m in c.verdict.metrics), "-rr-r-rr")
+        out += ["", _md(verdict_method(c))]
+        if any(m.margin_source == "--margin" for m in c.verdict.metrics):
+            out += ["", "\\* margin set by --margin"]
+    if c.verdict.not_compared:
+        out += ["", "Not in the verdict: " + _md("; ".join(f"{x['metric']} ({x['reason']})" for x in c.verdict.not_compared))]
 
     sig, repeated = distinct_rows(c.significant_deltas())
     out += ["", f"#### Significant changes ({len(sig)})", ""]
@@ -375,16 +435,18 @@ def append_step_summary(markdown: str, environ: dict[str, str] | None = None) ->
 
 # ---------------------------------------------------------------- rich
 
+_VERDICT_STYLE = {"better": "green", "equivalent": "green", "non-inferior": "green", "worse": "red", "inconclusive": "yellow"}
+
 
 def _delta_table(title: str, rows: list[DeltaRow], *, scope: bool) -> Table:
     table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
     table.add_column("metric" + (" · scope" if scope else ""), overflow="fold", min_width=16)
     for name in ("a", "b", "Δ"):
         table.add_column(name, justify="right", no_wrap=True)
-    table.add_column("95% CI", no_wrap=True)
+    table.add_column("95% CI (unadj.)", no_wrap=True)
     table.add_column("p adj.", justify="right", no_wrap=True)
     table.add_column("n a/b", justify="right", no_wrap=True)
-    table.add_column("verdict", min_width=12)
+    table.add_column("significance", min_width=12)
     for r in rows:
         style = "bold green" if r.significant and r.change == "better" else "bold red" if r.significant and r.change == "worse" else ""
         label = Text(row_label(r))
@@ -442,6 +504,7 @@ def print_comparison(c: Comparison, console: Console | None = None, *, max_flips
     console = console or Console()
     ok = c.gate.passed
     console.print(Text(f"compare {c.run_id_1} (a) → {c.run_id_2} (b): {headline(c)}", style="bold green" if ok else "bold red"))
+    console.print(Text(verdict_line(c), style=f"bold {_VERDICT_STYLE.get(c.verdict.verdict or '', 'yellow')}"))
     console.print(Text(method_line(c), style="dim"))
     for line in c.gate.failures:
         console.print(Text(f"  ✗ {line}", style="red"))
@@ -454,6 +517,23 @@ def print_comparison(c: Comparison, console: Console | None = None, *, max_flips
             console.print(Text(f"  {nc.reason}: {which}", style="yellow"))
     for note in c.notes:
         console.print(Text(f"note: {note}", style="dim"))
+    if c.gate.mode != "non-inferior" and c.verdict.available:
+        console.print(Text(GATE_ADVICE, style="bold yellow"))
+    console.print()
+    if c.verdict.metrics:
+        table = Table(title=f"Verdict per metric ({_level(c.verdict.confidence)} intervals)", title_justify="left",
+                      show_edge=False, pad_edge=False)
+        for name in VERDICT_HEADER:
+            table.add_column(name, justify="right" if name in ("n", "Δ", "detectable", "to settle") else "left",
+                             no_wrap=name != "metric")
+        for m in c.verdict.metrics:
+            cells = verdict_cells(m)
+            cells[5] = Text(cells[5], style=_VERDICT_STYLE.get(m.verdict, ""))  # type: ignore[call-overload]
+            table.add_row(*cells)
+        console.print(table)
+        console.print(Text(verdict_method(c), style="dim"))
+    for x in c.verdict.not_compared:
+        console.print(Text(f"not in the verdict: {x['metric']} ({x['reason']})", style="dim"))
     console.print()
 
     sig, repeated = distinct_rows(c.significant_deltas())

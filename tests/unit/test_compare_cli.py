@@ -116,7 +116,8 @@ def test_help_names_the_flags(runs):
     out = CliRunner().invoke(main_app, ["compare", "--help"], env={"COLUMNS": "200"})
     assert out.exit_code == 0
     for flag in ("--run-id-1 RUN_ID", "--baseline PATH", "--format FORMAT", "--seed N", "--fdr", "--gate MODE",
-                 "--fail-on-flip", "--show-drift N", "--save-baseline PATH", "--regression-threshold-mrr-relative FLOAT"):
+                 "--fail-on-flip", "--show-drift N", "--save-baseline PATH", "--regression-threshold-mrr-relative FLOAT",
+                 "--margin NAME=VALUE"):
         assert flag in out.stdout, flag
 
 

@@ -26,6 +26,8 @@ from evalkit.compare.models import ChunkRef, Comparison, DeltaRow, Flip
 from evalkit.metrics.registry import short_label_of
 from evalkit.report.compare import (
     DELTA_LEGEND,
+    GATE_ADVICE,
+    VERDICT_HEADER,
     affected_metrics,
     by_case,
     chunk_text,
@@ -43,6 +45,9 @@ from evalkit.report.compare import (
     row_label,
     short_verdict,
     verdict,
+    verdict_cells,
+    verdict_line,
+    verdict_method,
 )
 
 __all__ = ["COMPARE_NAV", "compare_charts", "compare_view", "default_compare_output", "diff_segments", "write_compare_report"]
@@ -232,6 +237,18 @@ def compare_view(comparison: Comparison, *, refused: bool = False, output_dir: P
             "failures": list(c.gate.failures),
             "not_significant": list(c.gate.not_significant),
             "skipped": [f"{s.get('metric')}: {s.get('reason')}" for s in c.gate.skipped],
+        },
+        "merge": {
+            "available": c.verdict.available,
+            "verdict": c.verdict.verdict or "none",
+            "line": verdict_line(c),
+            "summary": c.verdict.summary,
+            "confidence": c.verdict.confidence,
+            "method": verdict_method(c),
+            "header": list(VERDICT_HEADER),
+            "rows": [{"cells": verdict_cells(m), "verdict": m.verdict, "reason": m.reason} for m in c.verdict.metrics],
+            "not_compared": [f"{x['metric']} ({x['reason']})" for x in c.verdict.not_compared],
+            "advice": GATE_ADVICE if c.gate.mode != "non-inferior" and c.verdict.available else None,
         },
         "method": method_line(c),
         "delta_legend": DELTA_LEGEND,
