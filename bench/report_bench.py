@@ -163,11 +163,14 @@ def main() -> None:
     score_bench = _score_bench()
     label = "new" if args.checkout is None else args.checkout.name
     rows = []
+    # Made before the browser starts: playwright's sync API runs an event loop, and run_eval
+    # (which makes a missing run) cannot start its own inside one.
+    folders = {n: score_bench.prepare(n, args.workdir) for n in args.n}
     with sync_playwright() as p:
         browser = chromium.launch(p)
         try:
             for k, n in enumerate(args.n):
-                folder = score_bench.prepare(n, args.workdir)
+                folder = folders[n]
                 out = args.workdir / f"report-{label}-{n}.html"
                 wrote = write(folder, out, args.checkout)
                 if k == 0:  # a first load pays the browser's own warm-up: not counted
