@@ -23,6 +23,7 @@ from typing import Any, Literal
 import orjson
 
 from evalkit.errors import InputError, Problem
+from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
 from evalkit.metrics.aggregate import GROUPINGS
 from evalkit.store.atomic import write_atomic
 from evalkit.store.runs import (
@@ -96,10 +97,7 @@ def _load_json(path: Path, flag: str) -> Any:
         raw = path.read_bytes()
     except OSError as e:
         raise InputError(Problem(f"cannot read: {e.strerror or e}", path=str(path), field=flag)) from None
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as e:
-        raise InputError(Problem(f"not valid JSON ({e})", path=str(path), field=flag)) from None
+    return loads(raw, max_depth=MAX_WRITTEN_DEPTH, path=str(path), field=flag)  # issue 29: bounded, said at its line
 
 
 def _from_run(run: RunDir, flag: str) -> RunSource:

@@ -33,8 +33,9 @@ from typing import Any, BinaryIO, NamedTuple, overload
 import orjson
 from pydantic import ValidationError
 
-from evalkit.errors import BadConfig, BadEvalSet, Problem
+from evalkit.errors import BadConfig, BadEvalSet, InputError, Problem
 from evalkit.evalset.lock import eval_set_problem
+from evalkit.jsonio import loads
 from evalkit.project import PROJECT_CONFIG, read_project_config
 from evalkit.schema import BUILTIN_CATEGORIES, RECENCY_RULES, CaseConstraints, CaseExpectations, EvalCase, GoldSupport
 
@@ -342,9 +343,9 @@ def read_eval_set(
                     continue
                 where = {"path": str(path), "line": lineno}
                 try:
-                    obj = orjson.loads(raw)
-                except orjson.JSONDecodeError as e:
-                    problems.append(Problem(f"not valid JSON ({e})", **where))
+                    obj = loads(raw, **where)  # the one reader's rules: strict UTF-8, depth, said where
+                except InputError as e:
+                    problems.extend(e.problems)
                     continue
                 if not isinstance(obj, dict):
                     problems.append(Problem(f"expected a JSON object, got {type(obj).__name__}", **where))

@@ -35,7 +35,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from evalkit.errors import BadConfig, BadEvalSet, Problem
+from evalkit.errors import BadConfig, BadEvalSet, InputError, Problem
+from evalkit.jsonio import loads, read_bytes
 from evalkit.store.atomic import folder_lock, write_atomic
 
 
@@ -361,18 +362,17 @@ def _now() -> str:
 
 def _read(lock: Path) -> tuple[Problem | None, dict[str, LockEntry]]:
     """(a problem with the manifest or None, its entries); no manifest: (None, {})."""
-    try:
-        raw = lock.read_bytes()
-    except FileNotFoundError:
+    if not lock.exists():
         return None, {}
-    except OSError as e:
-        return Problem(f"cannot be read ({e.strerror or e})", path=str(lock)), {}
     try:
-        data = json.loads(raw)
-    except RecursionError:
-        return Problem("JSON nested too deeply to read; restore it from git", path=str(lock)), {}
-    except (ValueError, UnicodeDecodeError) as e:
-        return Problem(f"not valid JSON ({e}); restore it from git", path=str(lock)), {}
+        raw = read_bytes(lock, what="the manifest")
+    except InputError as e:
+        return e.problems[0], {}
+    try:
+        data = loads(raw, path=str(lock))  # bounded: a hostile manifest is bad input, not a crash
+    except InputError as e:
+        p = e.problems[0]
+        return Problem(f"{p.message}; restore it from git", path=p.path, line=p.line), {}
     if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
         version = data.get("schema_version") if isinstance(data, dict) else None
         return Problem(f"expected schema_version {SCHEMA_VERSION}, got {version!r}", path=str(lock), field="schema_version"), {}

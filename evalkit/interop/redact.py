@@ -38,7 +38,8 @@ from typing import Any
 
 import orjson
 
-from evalkit.errors import BadConfig, Problem
+from evalkit.errors import BadConfig, InputError, Problem
+from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
 from evalkit.store.runs import (
     CONFIG_FILE,
     METRICS_FILE,
@@ -247,9 +248,10 @@ def _write_copy(run: RunDir, copy: RunDir, key: bytes) -> tuple[list[str], list[
             for line in src:
                 if line.strip():
                     try:
-                        dst.write(orjson.dumps(redactor.walk(orjson.loads(line))) + b"\n")
-                    except orjson.JSONDecodeError:
+                        grade = loads(line, max_depth=MAX_WRITTEN_DEPTH)  # bounded: the walk below recurses
+                    except InputError:
                         continue  # a torn line: the reader skips it too
+                    dst.write(orjson.dumps(redactor.walk(grade)) + b"\n")
         written.append(GRADES_FILE)
     if metrics is not None:
         from evalkit.derive.summary import render_run_summary

@@ -42,7 +42,8 @@ from typing import Any
 
 import orjson
 
-from evalkit.errors import JudgeConfigError, Problem, redact
+from evalkit.errors import InputError, JudgeConfigError, Problem, redact
+from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
 from evalkit.judges.base import BatchReply, BatchStatus, JudgeFailure, JudgeItem, JudgeOutcome
 from evalkit.judges.runner import JudgeRunner, JudgeSettings, build_judge, resolve_judge
 from evalkit.net.retry import RetryPolicy
@@ -135,11 +136,15 @@ def read_batch_state(run_path: Path) -> dict[str, Any] | None:
     """
     path = Path(run_path) / STATE_FILE
     try:
-        state = orjson.loads(path.read_bytes())
+        raw = path.read_bytes()
     except FileNotFoundError:
         return None
-    except orjson.JSONDecodeError as e:
-        raise JudgeConfigError(Problem(f"not a batch state file ({e}); delete it to start over", path=str(path))) from None
+    try:
+        state = loads(raw, max_depth=MAX_WRITTEN_DEPTH, path=str(path))
+    except InputError as e:  # not JSON, not UTF-8 or too deep, said at its line
+        p = e.problems[0]
+        raise JudgeConfigError(Problem(f"not a batch state file ({p.message}); delete it to start over",
+                                       path=p.path, line=p.line)) from None
     if not isinstance(state, dict) or state.get("schema_version") != STATE_VERSION or not isinstance(state.get("batches"), list):
         raise JudgeConfigError(Problem("not a batch state file this version wrote; delete it to start over", path=str(path)))
     return state

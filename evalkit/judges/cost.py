@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalkit.errors import JudgeConfigError, Problem
+from evalkit.jsonio import read_json
 
 PRICES_AS_OF = "2025-09-01"
 
@@ -91,12 +91,9 @@ class PriceTable:
         if price_file is None:
             return table
         path = Path(price_file)
-        try:
-            raw = orjson.loads(path.read_bytes())
-        except FileNotFoundError:
-            raise JudgeConfigError(Problem("price file not found", path=str(path), field="--price-file")) from None
-        except orjson.JSONDecodeError as e:
-            raise JudgeConfigError(Problem(f"not valid JSON ({e})", path=str(path))) from None
+        if not path.exists():
+            raise JudgeConfigError(Problem("price file not found", path=str(path), field="--price-file"))
+        raw = read_json(path, what="the price file", field="--price-file", error=JudgeConfigError)
         if isinstance(raw, dict) and "models" not in raw:
             raw = {"models": raw}
         try:

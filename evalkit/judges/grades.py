@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from evalkit.errors import InputError, Problem
+from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
 from evalkit.judges.reliability import SCALE, quadratic_weighted_kappa, sample_indices, to_grade
 from evalkit.store.runs import RunDir, RunFolderError
 
@@ -141,9 +142,9 @@ def read_grades(run: RunDir) -> dict[str, dict[str, Any]]:
         if not raw.strip():
             continue
         try:
-            g = orjson.loads(raw)
-        except orjson.JSONDecodeError as e:
-            problems.append(Problem(f"not JSON ({e})", path=str(path), line=lineno))
+            g = loads(raw, max_depth=MAX_WRITTEN_DEPTH, path=str(path), line=lineno)
+        except InputError as e:  # not JSON, not UTF-8 or too deep, said at its line
+            problems.extend(e.problems)
             continue
         bad = _check_grade(g) if isinstance(g, dict) else ["expected a JSON object"]
         if bad:

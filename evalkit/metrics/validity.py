@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import BadConfig, Problem
+from evalkit.jsonio import loads, read_bytes
 
 __all__ = ["MAX_ERRORS", "ResponseValidator", "build_response_validator", "require_fields_schema"]
 
@@ -129,18 +130,10 @@ def build_response_validator(
     sha = None
     if schema_path is not None:
         path = Path(schema_path)
-        try:
-            raw = path.read_bytes()
-        except OSError as e:
-            raise BadConfig(Problem(f"cannot read the schema: {e.strerror or e}", path=str(path), field="--response-schema")) from None
+        raw = read_bytes(path, what="the schema", field="--response-schema", error=BadConfig)
         sha = hashlib.sha256(raw).hexdigest()
-        try:
-            schema = json.loads(raw)
-        except RecursionError:
-            raise BadConfig(Problem("JSON nested too deeply to read", path=str(path), field="--response-schema")) from None
-        except ValueError as e:
-            line = getattr(e, "lineno", None)
-            raise BadConfig(Problem(f"not JSON: {getattr(e, 'msg', e)}", path=str(path), line=line, field="--response-schema")) from None
+        # bounded: a schema nested too deeply, or not UTF-8, is bad input said at its line
+        schema = loads(raw, path=str(path), field="--response-schema", error=BadConfig)
         if not isinstance(schema, dict | bool):
             raise BadConfig(Problem("a JSON Schema is an object (or true/false)", path=str(path), field="--response-schema"))
         _check_schema(schema, str(path))

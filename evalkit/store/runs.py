@@ -42,6 +42,7 @@ from typing import Any
 import orjson
 
 from evalkit.errors import BadConfig, InputError, Problem, RunNotFound
+from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
 from evalkit.store.atomic import default_mode, folder_lock, fsync_dir, write_atomic
 
 RESULTS_FILE = "results.jsonl"
@@ -235,12 +236,9 @@ def merge_metrics(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        with _os_errors(f"cannot read {path.name}", path):
-            raw = path.read_bytes()
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as e:
-        raise InputError(Problem(f"not valid JSON ({e})", path=str(path))) from None
+    with _os_errors(f"cannot read {path.name}", path):
+        raw = path.read_bytes()
+    return loads(raw, max_depth=MAX_WRITTEN_DEPTH, path=str(path))  # not JSON, not UTF-8, too deep: said at its line
 
 
 class RunDir:
@@ -483,11 +481,10 @@ class RunDir:
             if pending is not None:
                 if not pending.endswith(b"\n"):
                     try:
-                        yield orjson.loads(pending)
+                        orjson.loads(pending)
                     except orjson.JSONDecodeError:
                         return  # the line being written when the run died; resume redoes it
-                else:
-                    yield self._parse_line(pending, lineno)
+                yield self._parse_line(pending, lineno)
 
     def split_results(self, parts: int) -> list[tuple[int, int | None]]:
         """results.jsonl cut into at most `parts` byte ranges of about equal size, each
@@ -507,9 +504,10 @@ class RunDir:
 
     def _parse_line(self, raw: bytes, lineno: int) -> dict[str, Any]:
         try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError as e:
-            raise InputError(Problem(f"corrupt record ({e})", path=str(self.results_path), line=lineno)) from None
+            return loads(raw, max_depth=MAX_WRITTEN_DEPTH, line=lineno)  # the path only when needed: it costs
+        except InputError as e:  # not UTF-8 or not JSON (said where), or nested deeper than evalkit writes
+            where = str(self.results_path)
+            raise InputError([Problem(f"corrupt record: {p.message}", path=where, line=p.line) for p in e.problems]) from None
 
     def read_results(self) -> list[dict[str, Any]]:
         """All records, sorted by case_index (eval-set order)."""

@@ -6,10 +6,10 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
 
 from evalkit.errors import InputError, Problem, TargetError
+from evalkit.jsonio import loads
 from evalkit.schema import AskRequest, AskResponse, IndexingCoverage
 from evalkit.targets.base import AskResult, field_path, parse_ask_response
 
@@ -65,13 +65,14 @@ class ReplayTarget:
     def _load(self, data: bytes) -> list[Problem]:
         where = str(self.path)
         problems: list[Problem] = []
-        for lineno, line in enumerate(data.splitlines(), start=1):
+        # Lines end at b"\n", as jsonio counts them; a first line's byte order mark is skipped.
+        for lineno, line in enumerate(data.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
             if not line.strip():
                 continue
             try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError as e:
-                problems.append(Problem(f"not valid JSON ({e})", path=where, line=lineno))
+                obj = loads(line, path=where, line=lineno)  # not UTF-8, not JSON, too deep: said where
+            except InputError as e:
+                problems.extend(e.problems)
                 continue
             if not isinstance(obj, dict):
                 got = "an array" if isinstance(obj, list) else type(obj).__name__

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.errors import BadConfig, BadEvalSet, Problem
+from evalkit.errors import BadConfig, BadEvalSet, InputError, Problem
+from evalkit.jsonio import iter_jsonl, read_json
 from evalkit.store.atomic import write_atomic
 
 __all__ = [
@@ -86,8 +87,8 @@ def check_replaceable(vault_out: Path, field: str) -> None:
         raise BadConfig(Problem(f"holds files evalkit import did not write (no {VAULT_MARKER}); not replacing it even "
                                 f"with --force: {how}", path=str(vault_out), field=field))
     try:
-        listed = json.loads(marker.read_text(encoding="utf-8")).get("files")
-    except (OSError, ValueError, AttributeError, RecursionError):
+        listed = read_json(marker).get("files")
+    except (InputError, AttributeError):
         listed = None
     if not isinstance(listed, dict):
         raise BadConfig(Problem(f"its {VAULT_MARKER} does not list the files an import wrote; not replacing it even "
@@ -364,36 +365,11 @@ def jsonl_items(
     path: Path, problems: list[Problem], add: Callable[[list[Problem], Problem], None] | None = None
 ) -> Iterator[tuple[int, Any]]:
     """(1-based line, parsed JSON) of each non-blank line of a JSONL fixture, read one line
-    at a time (a corpus is never held whole). An unreadable file, a line that is not UTF-8
-    or not JSON is a problem (`add` files it: a capped list, say); the line is skipped.
+    at a time (a corpus is never held whole) by `jsonio.iter_jsonl`: exact line numbers, and
+    an unreadable file or a line too long, not UTF-8, not JSON or nested too deeply is a
+    problem (`add` files it: a capped list, say); the line is skipped.
 
     Lines end at "\\n" only: a U+2028 inside a JSON string is not a line break.
     """
     add = add or (lambda ps, p: ps.append(p))
-    try:
-        f = open(path, "rb")  # bytes, decoded line by line: a text reader decodes ahead, and
-    except OSError as e:      # blamed a bad byte on line 2001 on line 1950
-        add(problems, Problem(f"cannot read ({e.strerror or e})", path=str(path)))
-        return
-    with f:
-        n = 0
-        while True:
-            raw = f.readline()
-            if not raw:
-                return
-            n += 1
-            if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]  # a UTF-8 byte order mark
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                add(problems, Problem(f"not UTF-8 ({e.reason} at byte {e.start} of the line)", path=str(path), line=n))
-                continue
-            if not line.strip():
-                continue
-            try:
-                yield n, json.loads(line.rstrip("\r\n"))  # a column on this line, not past its end
-            except json.JSONDecodeError as e:
-                add(problems, Problem(f"not valid JSON ({e.msg}, column {e.colno})", path=str(path), line=n))
-            except RecursionError:  # `[` x 100,000: a hostile line, not a crash
-                add(problems, Problem("JSON nested too deeply to read", path=str(path), line=n))
+    yield from iter_jsonl(path, on_problem=lambda p: add(problems, p))

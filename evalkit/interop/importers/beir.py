@@ -49,6 +49,7 @@ from evalkit.interop.importers import (
     write_eval_set,
     write_marker,
 )
+from evalkit.jsonio import iter_lines
 
 __all__ = ["BeirImport", "convert", "import_beir", "note_path", "note_text"]
 
@@ -248,35 +249,35 @@ def _id(item: dict[str, Any], path: Path, line: int, problems: list[Problem]) ->
 def _read_qrels(path: Path, problems: list[Problem], warnings: list[str]) -> dict[str, dict[str, tuple[float, int]]]:
     """query id -> {doc id -> (score, line)} for the judgments with score > 0, in file order."""
     qrels: dict[str, dict[str, tuple[float, int]]] = {}
-    with open(path, encoding="utf-8-sig") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            fields = line.rstrip("\r\n").split("\t")
-            if n == 1 and fields[:2] == ["query-id", "corpus-id"]:
-                continue
-            if len(fields) != 3 or not fields[0].strip() or not fields[1].strip():
-                _add(problems, Problem(
-                    f"expected 3 tab-separated fields (query-id, corpus-id, score), got {len(fields)}",
-                    path=str(path), line=n,
-                ))
-                continue
-            qid, doc_id, raw_score = (s.strip() for s in fields)
-            try:
-                score = float(raw_score)
-            except ValueError:
-                _add(problems, Problem(f"score {raw_score!r} is not a number", path=str(path), line=n))
-                continue
-            if not math.isfinite(score):  # said here, not later against the query it would label
-                _add(problems, Problem(f"score {raw_score!r} is not a finite number", path=str(path), line=n))
-                continue
-            if score <= 0:
-                continue
-            judged = qrels.setdefault(qid, {})
-            if doc_id in judged:
-                warnings.append(f"{path}:{n}: query {qid!r} judges {doc_id!r} again (line {judged[doc_id][1]} kept)")
-                continue
-            judged[doc_id] = (int(score) if score.is_integer() else score, n)
+    # bytes, decoded line by line: a bad byte is a problem on its own line, not a crash
+    for n, line in iter_lines(path, on_problem=lambda p: _add(problems, p)):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if n == 1 and fields[:2] == ["query-id", "corpus-id"]:
+            continue
+        if len(fields) != 3 or not fields[0].strip() or not fields[1].strip():
+            _add(problems, Problem(
+                f"expected 3 tab-separated fields (query-id, corpus-id, score), got {len(fields)}",
+                path=str(path), line=n,
+            ))
+            continue
+        qid, doc_id, raw_score = (s.strip() for s in fields)
+        try:
+            score = float(raw_score)
+        except ValueError:
+            _add(problems, Problem(f"score {raw_score!r} is not a number", path=str(path), line=n))
+            continue
+        if not math.isfinite(score):  # said here, not later against the query it would label
+            _add(problems, Problem(f"score {raw_score!r} is not a finite number", path=str(path), line=n))
+            continue
+        if score <= 0:
+            continue
+        judged = qrels.setdefault(qid, {})
+        if doc_id in judged:
+            warnings.append(f"{path}:{n}: query {qid!r} judges {doc_id!r} again (line {judged[doc_id][1]} kept)")
+            continue
+        judged[doc_id] = (int(score) if score.is_integer() else score, n)
     return qrels
 
 

@@ -15,11 +15,11 @@ A mapped docid without a heading path targets the whole note (`heading_path: ""`
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from evalkit.errors import BadConfig, Problem
+from evalkit.jsonio import loads, read_text
 
 __all__ = ["LOCATION_FIELDS", "load_docid_map"]
 
@@ -36,22 +36,14 @@ def load_docid_map(path: str | Path) -> dict[str, dict[str, Any]]:
         BadConfig: the file cannot be read, or every bad entry (file, line or docid, field).
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadConfig(Problem(f"cannot read the docid map ({e})", path=str(path), field="--docid-map")) from None
+    text = read_text(path, what="the docid map", field="--docid-map", error=BadConfig)
     if text.lstrip().startswith("{"):
         return _from_json(text, str(path))
     return _from_tsv(text, str(path))
 
 
 def _from_json(text: str, where: str) -> dict[str, dict[str, Any]]:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise BadConfig(Problem(f"not valid JSON ({e})", path=where, line=e.lineno)) from None
-    except RecursionError:
-        raise BadConfig(Problem("JSON nested too deeply to read", path=where)) from None
+    data = loads(text.encode("utf-8"), path=where, field="--docid-map", error=BadConfig)  # exact line, bounded depth
     if not isinstance(data, dict):
         raise BadConfig(Problem("expected a JSON object of docid -> rel_path", path=where))
     out: dict[str, dict[str, Any]] = {}
@@ -82,7 +74,7 @@ def _from_tsv(text: str, where: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     problems: list[Problem] = []
     first = True
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         cols = [c.strip() for c in line.split("\t")]

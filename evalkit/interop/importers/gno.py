@@ -27,7 +27,6 @@ Mapping (docs/interop.md, "Coming from Evalite / GNO", has the table):
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 
 from evalkit.errors import InputError, Problem
 from evalkit.interop.importers import ImportedCase, ImportOptions
+from evalkit.jsonio import read_json
 
 __all__ = ["convert", "convert_item"]
 
@@ -71,18 +71,9 @@ def convert(paths: Sequence[Path], options: ImportOptions) -> list[ImportedCase]
 
 def _read(path: Path, problems: list[Problem]) -> list[Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        problems.append(Problem(f"cannot read ({e.strerror or e})", path=str(path)))
-        return []
-    except UnicodeDecodeError as e:
-        problems.append(Problem(f"not UTF-8 ({e})", path=str(path)))
-        return []
-    except json.JSONDecodeError as e:
-        problems.append(Problem(f"not valid JSON ({e.msg})", path=str(path), line=e.lineno))
-        return []
-    except RecursionError:  # `[` x 100,000: a hostile file, not a crash
-        problems.append(Problem("JSON nested too deeply to read", path=str(path)))
+        data = read_json(path)
+    except InputError as e:  # unreadable, too large, not UTF-8, not JSON or nested too deeply
+        problems.extend(e.problems)
         return []
     if not isinstance(data, list):
         problems.append(Problem(f"expected a JSON array of GNO items, got {type(data).__name__}", path=str(path)))

@@ -36,6 +36,7 @@ from typing import Any
 
 from evalkit.errors import InputError, Problem
 from evalkit.interop.importers import ImportedCase, ImportOptions, jsonl_items
+from evalkit.jsonio import read_text
 
 __all__ = ["convert", "read_qrels", "read_topics"]
 
@@ -103,11 +104,9 @@ def _some(ids: Sequence[str]) -> str:
 
 def _text(path: Path, problems: list[Problem]) -> str | None:
     try:
-        return path.read_text(encoding="utf-8")
-    except OSError as e:
-        problems.append(Problem(f"cannot read ({e.strerror or e})", path=str(path)))
-    except UnicodeDecodeError as e:
-        problems.append(Problem(f"not UTF-8 ({e})", path=str(path)))
+        return read_text(path)  # a byte that is not UTF-8: said on its own line
+    except InputError as e:
+        problems.extend(e.problems)
     return None
 
 
@@ -153,7 +152,7 @@ def _jsonl_topics(path: Path, problems: list[Problem]) -> list[tuple[str, str, i
 def _tsv_topics(text: str, where: str, problems: list[Problem]) -> list[tuple[str, str, int | None]]:
     out = []
     first = True
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         qid, tab, question = line.partition("\t")
@@ -200,7 +199,7 @@ def read_qrels(path: Path, problems: list[Problem]) -> dict[str, dict[str, float
     if text is None:
         return out
     first = True
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(text.split("\n"), start=1):
         cols = line.split()
         if not cols:
             continue

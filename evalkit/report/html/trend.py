@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 from evalkit.compare.conditions import CONFIG_DIFF_IGNORED, config_diff
 from evalkit.errors import InputError
+from evalkit.jsonio import MAX_WRITTEN_DEPTH, read_json
 from evalkit.metrics.registry import by_key, label_of
 from evalkit.store.runs import CONFIG_FILE, METRICS_FILE, list_runs
 
@@ -108,9 +109,7 @@ def _eval_set_label(version: str, config: Mapping[str, Any]) -> str:
 
 
 def _read(path: Path) -> Any:
-    import orjson
-
-    return orjson.loads(path.read_bytes())
+    return read_json(path, max_depth=MAX_WRITTEN_DEPTH)  # issue 29: bounded, said at its line
 
 
 def _created_at(config: Mapping[str, Any], folder: Path) -> str:
@@ -165,7 +164,7 @@ def trend_view(results_dir: str | Path, *, output_dir: str | Path | None = None)
             continue
         try:
             config, metrics = _read(folder / CONFIG_FILE), _read(folder / METRICS_FILE)
-        except (OSError, ValueError) as e:  # orjson's JSONDecodeError is a ValueError
+        except InputError as e:  # unreadable, not JSON, not UTF-8 or too deep: the file and the line say which
             skipped.append({"run_id": run_id, "reason": f"unreadable config.json or metrics.json: {e}"})
             continue
         if not isinstance(config, Mapping) or not isinstance(metrics, Mapping):
