@@ -10,9 +10,10 @@ user gave again, so `--resume RUN_ID` alone reruns exactly the same configuratio
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
@@ -23,6 +24,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from evalkit.compare.gate import Thresholds
@@ -31,10 +33,19 @@ from evalkit.project import read_project_config
 from evalkit.schema import FolderMode
 from evalkit.store.runs import run_id_problem
 
-# What of a case's scope (its `vaults` / `folders`) goes into the request. A case's scope
-# describes the question (for labeling, slicing and scope-miss analysis); sending it
-# would hand the chatbot the answer's location, so nothing is sent unless asked.
-SendScope = Literal["none", "vaults", "folders", "both"]
+# What of a case's scope (its `vaults` / `folders`, seed 002's `collection`) goes into the
+# request. A case's scope describes the question (for labeling, slicing and scope-miss
+# analysis); sending it would hand the chatbot the answer's location, so nothing is sent
+# unless asked. Stored as none | vaults | folders | both, "+collection" when the collection
+# goes too: the values stored before `collection` existed keep their config_hash.
+SCOPE_PARTS = ("vaults", "folders", "collection")
+
+# Seed 000 §10, "Which evaluators to run": retrieval is scored from every answer (it costs
+# nothing beyond the ask); the others are judges: groundedness, correctness, the abstention
+# classifier (for answers whose target gives no `abstained`), the conflict judge of
+# acknowledge_both cases, and seed 002's answer quality (opt-in).
+EVALUATORS: tuple[str, ...] = ("retrieval", "groundedness", "correctness", "abstention", "conflict", "answer_quality")
+DEFAULT_EVALUATORS: tuple[str, ...] = EVALUATORS[:-1]
 
 DEFAULT_EVAL_SET = "eval_set.jsonl"
 DEFAULT_VAULT = "sample_vault"
@@ -90,10 +101,14 @@ class RunSettings(BaseModel):
     vault_id: str | None = None
     k: list[int] = Field(default_factory=lambda: [5], min_length=1)
     folder_mode: FolderMode = "off"
-    send_scope: SendScope = "none"
+    send_scope: str = "none"
     rerank_vector_weight: float = Field(0.7, ge=0)
     rerank_lexical_weight: float = Field(0.3, ge=0)
     retrieval_only: bool = False
+    # Issue 30: `--evaluators a,b,...`, a subset of EVALUATORS (retrieval is always scored);
+    # None = DEFAULT_EVALUATORS. `--evaluators retrieval` is stored as retrieval_only. Hashed
+    # only when set, so runs without it keep their config_hash.
+    evaluators: list[str] | None = None
     judge_model: str | None = None
     judge_provider: str | None = None
     judge_base_url: str | None = None
@@ -113,6 +128,9 @@ class RunSettings(BaseModel):
     ids: list[str] | None = None
     tag: list[str] = Field(default_factory=list)
     category: list[str] = Field(default_factory=list)
+    # Issue 30: categories the eval set may use beyond the built-in ones and evalkit.toml's
+    # (`--categories installation,usage`); they decide what is valid, not a number: not hashed.
+    categories: list[str] = Field(default_factory=list)
     run_id: str | None = None
     resume: str | None = None
     retry_errors: bool = False
@@ -126,12 +144,21 @@ class RunSettings(BaseModel):
     regression_threshold_abstention: float = Field(_GATE_DEFAULTS.abstention, ge=0)
     regression_threshold_hallucination: float = Field(_GATE_DEFAULTS.hallucination, ge=0)
     regression_threshold_false_abstention: float = Field(_GATE_DEFAULTS.false_abstention, ge=0)
+    # Issue 30: any other metric's threshold, `--regression-threshold NAME=VALUE` ({gate name:
+    # largest worsening}; a gated metric's name sets its built-in one); the gate also within
+    # each slice of `--gate-by` groupings whose n reaches --gate-min-n. Not hashed.
+    regression_threshold: dict[str, float] = Field(default_factory=dict)
+    gate_by: list[str] = Field(default_factory=list)
+    gate_min_n: int = Field(_GATE_DEFAULTS.min_slice_n, ge=1)
     # Issue 13: absolute floors on this run's metrics ({"*": bare value, name: value});
     # like the regression thresholds they judge the numbers, never change them: not hashed.
     thresholds: dict[str, float] = Field(default_factory=dict)
     # Issue 13: latency budget per case (a case's constraints.latency_budget_ms wins); hashed
     # only when set, so runs without one keep their config_hash.
     latency_budget_ms: float | None = Field(None, gt=0)
+    # Issue 30: budgets on the target's own phases (`debug.timings_ms`, e.g. rerank), from
+    # `--latency-budget PHASE=MS`; hashed only when set.
+    phase_budgets_ms: dict[str, float] = Field(default_factory=dict)
     # Issue 13: ask every case N times (Evalite's trialCount); each answer is a record with
     # its `trial`. Hashed only when > 1, so single-trial runs keep their config_hash.
     trials: int = Field(1, ge=1, le=100)
@@ -160,6 +187,112 @@ class RunSettings(BaseModel):
     # (issue 28; runs stored before hold a 0-based "I/N" here, so readers use config.json's `shard`).
     # Not hashed: every shard of one run shares its config_hash, which `evalkit merge` checks.
     shard: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _evaluator_flags(cls, data: Any) -> Any:
+        # `--evaluators retrieval` is `--retrieval-only` (one stored form, one config_hash);
+        # answer_quality listed is `--answer-quality`.
+        if not isinstance(data, dict) or data.get("evaluators") is None:
+            return data
+        try:
+            names = parse_evaluators(data["evaluators"])
+        except ValueError:
+            return data  # the field validator says what is wrong, naming --evaluators
+        data = dict(data)
+        judges = [n for n in names if n != "retrieval"]
+        if not judges:
+            data["retrieval_only"], data["evaluators"] = True, None
+        elif data.get("retrieval_only"):
+            raise ValueError(
+                f"--retrieval-only runs no judge but --evaluators names {', '.join(judges)}; give one of them"
+            )
+        elif "answer_quality" in judges:
+            data["answer_quality"] = True
+        return data
+
+    @field_validator("send_scope", mode="before")
+    @classmethod
+    def _send_scope(cls, v: Any) -> Any:
+        # "folders,collection", "both+collection", ["vaults", "collection"] -> one stored form.
+        if v is None:
+            return v
+        items = [v] if isinstance(v, str) else v
+        if not isinstance(items, list | tuple):
+            return v
+        parts: set[str] = set()
+        for word in (w.strip().lower() for item in items for w in re.split(r"[,+]", str(item)) if w.strip()):
+            if word == "both":
+                parts |= {"vaults", "folders"}
+            elif word in SCOPE_PARTS:
+                parts.add(word)
+            elif word != "none":
+                raise ValueError(
+                    f"unknown scope {word!r}; expected none, vaults, folders, both, collection, or parts joined "
+                    "by commas (folders,collection)"
+                )
+        if not parts:
+            return "none"
+        head = "both" if {"vaults", "folders"} <= parts else next((p for p in ("vaults", "folders") if p in parts), "")
+        return "+".join(x for x in (head, "collection" if "collection" in parts else "") if x)
+
+    @property
+    def scope_sent(self) -> frozenset[str]:
+        """What `send_scope` sends of a case: a subset of SCOPE_PARTS."""
+        parts = set(self.send_scope.split("+")) - {"none"}
+        if "both" in parts:
+            parts = (parts - {"both"}) | {"vaults", "folders"}
+        return frozenset(parts)
+
+    @field_validator("phase_budgets_ms", mode="before")
+    @classmethod
+    def _phase_budgets(cls, v: Any) -> Any:
+        # `--latency-budget rerank=200` (repeatable) or a dict from Python.
+        from evalkit.metrics.latency import phase_budget_problem
+
+        if v is None:
+            return {}
+        items = [v] if isinstance(v, str) else v
+        pairs: list[tuple[Any, Any]] = []
+        if isinstance(items, Mapping):
+            pairs = list(items.items())
+        elif isinstance(items, list | tuple):
+            for item in items:
+                phase, sep, ms = str(item).partition("=")
+                if not sep:
+                    raise ValueError(f"expected PHASE=MS, e.g. rerank=200, got {item!r}")
+                pairs.append((phase, ms))
+        else:
+            return v
+        out: dict[str, float] = {}
+        for phase, ms in pairs:
+            phase = str(phase).strip().lower()
+            problem = phase_budget_problem(phase)
+            if problem is not None:
+                raise ValueError(f"{phase}: {problem}")
+            try:
+                value = float(str(ms).strip().removesuffix("ms")) if isinstance(ms, str) else float(ms)
+            except (TypeError, ValueError):
+                raise ValueError(f"{phase}: expected a number of ms, got {ms!r}") from None
+            if not value > 0 or value == float("inf"):
+                raise ValueError(f"{phase}: a budget must be a positive number of ms, got {ms!r}")
+            out[phase] = value
+        return out
+
+    @field_validator("evaluators", mode="before")
+    @classmethod
+    def _evaluators(cls, v: Any) -> Any:
+        return None if v is None else parse_evaluators(v)
+
+    @property
+    def judge_evaluators(self) -> tuple[str, ...]:
+        """The judge evaluators this run runs, in EVALUATORS order; () when retrieval-only."""
+        if self.retrieval_only:
+            return ()
+        on = set(DEFAULT_EVALUATORS if self.evaluators is None else self.evaluators)
+        if self.answer_quality:
+            on.add("answer_quality")
+        return tuple(n for n in EVALUATORS[1:] if n in on)
 
     @field_validator("require_fields", mode="before")
     @classmethod
@@ -215,6 +348,30 @@ class RunSettings(BaseModel):
             raise ValueError(problem)
         return v
 
+    @field_validator("regression_threshold", mode="before")
+    @classmethod
+    def _regression_threshold(cls, v: Any) -> Any:
+        # `--regression-threshold recall_frac=0.05` (repeatable), or a dict from Python.
+        from evalkit.compare.gate import parse_regression_thresholds
+
+        return parse_regression_thresholds(v)
+
+    @field_validator("gate_by", mode="before")
+    @classmethod
+    def _gate_by(cls, v: Any) -> Any:
+        from evalkit.compare.gate import parse_gate_by
+
+        return parse_gate_by(v)
+
+    @field_validator("categories", mode="before")
+    @classmethod
+    def _categories(cls, v: Any) -> Any:
+        # `--categories installation,usage` (repeatable) or a list from Python.
+        items = [v] if isinstance(v, str) else v
+        if isinstance(items, list | tuple):
+            return list(dict.fromkeys(p.strip() for item in items for p in str(item).split(",") if p.strip()))
+        return v
+
     @field_validator("thresholds", mode="before")
     @classmethod
     def _thresholds(cls, v: Any, info: ValidationInfo) -> Any:
@@ -256,6 +413,10 @@ class RunSettings(BaseModel):
                 out["vault_id"] = self.vault_id
         if self.latency_budget_ms is not None:  # changes each record's latency_budget score
             out["latency_budget_ms"] = self.latency_budget_ms
+        if self.phase_budgets_ms:  # each record's phase_budgets
+            out["phase_budgets_ms"] = dict(self.phase_budgets_ms)
+        if self.evaluators is not None:  # which verdicts each record holds
+            out["evaluators"] = list(self.evaluators)
         if self.trials > 1:  # N answers per case: another run
             out["trials"] = self.trials
         validity = response_validity_identity(self)
@@ -271,6 +432,27 @@ class RunSettings(BaseModel):
             if out.get(key):
                 out[key] = redact_url(out[key])
         return out
+
+
+def parse_evaluators(value: Any, allowed: Sequence[str] = EVALUATORS) -> list[str]:
+    """`--evaluators` as a list: "retrieval,groundedness" (repeatable) or a list from Python;
+    names are case-insensitive, returned once each in EVALUATORS order, with retrieval
+    always in (it is scored from every answer).
+
+    Raises:
+        ValueError: an unknown name (the message lists the allowed ones), or none at all.
+    """
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise ValueError(f"expected names separated by commas, got {value!r}")
+    names = [part.strip().lower().replace("-", "_") for item in items for part in str(item).split(",") if part.strip()]
+    unknown = [n for n in names if n not in allowed]
+    if unknown:
+        raise ValueError(f"unknown evaluator {unknown[0]!r}; expected some of {', '.join(allowed)}")
+    if not names:
+        raise ValueError(f"names no evaluator; expected some of {', '.join(allowed)}")
+    chosen = set(names) | ({"retrieval"} if "retrieval" in allowed else set())
+    return [n for n in allowed if n in chosen]
 
 
 def response_validity_identity(s: RunSettings) -> dict[str, Any] | None:
@@ -370,7 +552,8 @@ def project_run_defaults(start: Path | None = None) -> dict[str, Any]:
 
 # The run_eval flags not named after their field (`--` + the field, `_` -> `-`): the one
 # list of them, for messages here and for the CLI's parameter -> field mapping.
-FLAG_OF_FIELD = {"json_output": "--json", "thresholds": "--threshold", "params": "--param"}
+FLAG_OF_FIELD = {"json_output": "--json", "thresholds": "--threshold", "params": "--param",
+                 "phase_budgets_ms": "--latency-budget"}
 
 
 def flag_of(field: str) -> str:

@@ -235,11 +235,13 @@ def selection_options(panel: str, *, ids_help: str = "Comma-separated case ids t
     }
 
 
-def k_option(note: str = "", panel: str | None = None) -> Any:
-    """`--k`, the metrics' cut-offs (run_eval, score_retrieval); `note` adds the script's limits."""
+def k_option(note: str = "", panel: str | None = None, *, rescore: bool = False) -> Any:
+    """`--k`, the metrics' cut-offs (run_eval, score_retrieval); `note` adds the script's limits.
+    A re-scoring's --k only adds cut-offs: its primary K stays the run's (`--primary-k`)."""
+    first = "never changes the run's primary K (see --primary-k)" if rescore else "the first is the primary K"
     return typer.Option(
         None, "--k", metavar="K", rich_help_panel=panel,
-        help="Cut-off K; repeatable, the first is the primary K." + (f" {note}" if note else ""),
+        help=f"Cut-off K; repeatable, {first}." + (f" {note}" if note else ""),
     )
 
 
@@ -294,9 +296,11 @@ def _threshold_help() -> dict[str, str]:
     """{gate threshold name: its help}, from the registry: the metric each one watches, by its label."""
     from evalkit.metrics.registry import METRICS, label_of
 
+    # Recall@K (any) is the hit rate; seed 001's "recall" is another metric (issue 30).
+    notes = {"recall": " The hit rate; seed 001's recall is --regression-threshold recall_frac=0.05."}
     return {
         m.gated: f"Max {'drop' if m.direction == 'higher' else 'rise'} of {label_of(m.key)}"
-        f"{', in points' if m.scale != 1.0 else ' (absolute)'}."
+        f"{', in points' if m.scale != 1.0 else ' (absolute)'}.{notes.get(m.gated, '')}"
         for m in METRICS
         if m.gated
     }
@@ -329,6 +333,8 @@ def allow_missing_metrics_option(panel: str) -> Any:
 def gate_options(panel: str) -> dict[str, Any]:
     """The regression gate's flags, defined once for its two doors (run_eval --baseline and
     compare_runs): {parameter name: typer.Option}, each None when not given."""
+    from evalkit.compare.gate import DEFAULT_MIN_SLICE_N
+
     options = {
         "allow_regressions": typer.Option(
             None, "--allow-regressions", rich_help_panel=panel,
@@ -343,7 +349,37 @@ def gate_options(panel: str) -> dict[str, Any]:
     }
     for name in THRESHOLD_NAMES:
         options[f"regression_threshold_{name}"] = regression_threshold_option(name, panel)
+    options["regression_threshold"] = typer.Option(
+        None, "--regression-threshold", metavar="NAME=VALUE", rich_help_panel=panel,
+        help="Gate any metric: the largest allowed worsening of NAME, absolute, on the metric's own scale "
+        "(direction from the metric registry); repeatable. NAME: a metrics.json key (recall_frac_avg, error_rate), "
+        "an @K metric (recall_frac: at the gate's K; recall_frac@10) or ir_measures' (R@10); a gated one's name "
+        "sets its --regression-threshold-* (and wins over it). VALUE: 0.05 or 5% (= 0.05 absolute: seed 001's "
+        "'Recall drop > 5%' is --regression-threshold recall_frac=5%, 5 points of its recall; the relative reading "
+        "exists for MRR as compare_runs' --regression-threshold-mrr-relative).",
+    )
+    options["gate_by"] = typer.Option(
+        None, "--gate-by", metavar="GROUPING", rich_help_panel=panel,
+        help="Apply every threshold within each slice of GROUPING too (domain, category, tag, difficulty, "
+        "answerable, language, scenario), over slices both runs have; a regression names its slice "
+        "(recall_frac_avg in domain:install). Repeatable.",
+    )
+    options["gate_min_n"] = typer.Option(
+        None, "--gate-min-n", min=1, metavar="N", rich_help_panel=panel,
+        help="With --gate-by: a slice whose n for a metric is below N is not gated on it, and listed as skipped "
+        f"(a one-case slice is a flip: --fail-on-flip). (default: {DEFAULT_MIN_SLICE_N})",
+    )
     return options
+
+
+def categories_option(panel: str | None = None) -> Any:
+    """`--categories`: categories an eval set may use beyond the built-in ones (validate, run_eval)."""
+    return typer.Option(
+        None, "--categories", metavar="A,B", rich_help_panel=panel,
+        help="Categories the eval set may use beyond the built-in ones (e.g. seed 001's installation,configuration,"
+        "usage,troubleshooting,api); repeatable. Also declared by [eval_set] categories in evalkit.toml, in the "
+        "working directory or beside the eval set file.",
+    )
 
 
 def judge_options(panel: str) -> dict[str, Any]:
@@ -377,6 +413,14 @@ def judge_options(panel: str) -> dict[str, Any]:
             False, "--answer-quality", rich_help_panel=panel,
             help="Also run seed 002's answer-quality judge on answered answerable cases: relevance, groundedness and "
             "completeness vs the case's expected_topics, 0-1 each; answer_quality_avg is their mean.",
+        ),
+        # evalkit.config.EVALUATORS, named here for a fast --help (a test holds them equal).
+        "evaluators": typer.Option(
+            None, "--evaluators", metavar="NAMES", rich_help_panel=panel,
+            help="Which evaluators run, comma-separated (repeatable): retrieval, groundedness, correctness, abstention "
+            "(the classifier, for answers whose target gives no `abstained`), conflict (acknowledge_both cases), "
+            "answer_quality. Retrieval is always scored; `--evaluators retrieval` is --retrieval-only. "
+            "(default: all but answer_quality)",
         ),
         "no_cache": typer.Option(False, "--no-cache", help="Do not read or write the judge cache.", rich_help_panel=panel),
         "refresh_cache": typer.Option(

@@ -105,13 +105,21 @@ def main(
         "leaves one out. Repeatable.",
     ),
     fail_on_flip: bool = typer.Option(False, "--fail-on-flip", help="Fail the gate when any case goes pass -> fail.", rich_help_panel=_G),
+    gate_preset: Optional[str] = typer.Option(
+        None, "--gate-preset", metavar="NAME", rich_help_panel=_G,
+        help="A named gate; flags given beside it win. bob (alias seed001): seed 001's 'Flag regressions' = "
+        "--regression-threshold recall_frac=0.05 --regression-threshold-mrr-relative 0.10 --fail-on-flip --gate-by domain.",
+    ),
+    regression_threshold: Optional[list[str]] = _GATE["regression_threshold"],
+    gate_by: Optional[list[str]] = _GATE["gate_by"],
+    gate_min_n: Optional[int] = _GATE["gate_min_n"],
     allow_regressions: Optional[bool] = _GATE["allow_regressions"],
     ignore_invariants: Optional[bool] = _GATE["ignore_invariants"],
     allow_missing_metrics: Optional[bool] = _GATE["allow_missing_metrics"],
     regression_threshold_recall: Optional[float] = _GATE["regression_threshold_recall"],
     regression_threshold_mrr: Optional[float] = _GATE["regression_threshold_mrr"],
-    regression_threshold_mrr_relative: float = typer.Option(
-        0.10, "--regression-threshold-mrr-relative", min=0.0, metavar="FLOAT", help="Max MRR drop as a share of the baseline's MRR (seed 001's 'MRR drop > 10%').", rich_help_panel=_G
+    regression_threshold_mrr_relative: Optional[float] = typer.Option(
+        None, "--regression-threshold-mrr-relative", min=0.0, metavar="FLOAT", help="Max MRR drop as a share of the baseline's MRR (seed 001's 'MRR drop > 10%'). (default: 0.1)", rich_help_panel=_G
     ),
     regression_threshold_scope_miss: Optional[float] = _GATE["regression_threshold_scope_miss"],
     regression_threshold_groundedness: Optional[float] = _GATE["regression_threshold_groundedness"],
@@ -126,7 +134,6 @@ def main(
     with exit_on_known_errors():
         from evalkit.compare import compare_runs, open_source
         from evalkit.compare import save_baseline as write_baseline
-        from evalkit.compare.gate import Thresholds
         from evalkit.errors import GateFailed, InputError, Problem
 
         if output_format not in ("rich", "markdown", "json"):
@@ -142,12 +149,13 @@ def main(
             path = write_baseline(source, save_baseline)
             print(f"saved baseline of {source.run_id} to {path}", file=sys.stderr)
             return
-        # The gate's own default for every --regression-threshold-* not given.
-        thresholds = {name: given[f"regression_threshold_{name}"] for name in THRESHOLD_NAMES}
+        # The gate's own default for every --regression-threshold-* not given; a preset's values
+        # under the flags given beside it.
+        thresholds, mrr_relative, fail_on_flip = _gate_thresholds(given)
         result = compare_runs(
             a, b, results_dir=results_dir, seed=seed, resamples=resamples, alpha=alpha, correction="bh" if fdr else "holm",
-            ignore_invariants=bool(ignore_invariants), thresholds=Thresholds(**{n: v for n, v in thresholds.items() if v is not None}),
-            mrr_relative_threshold=regression_threshold_mrr_relative, gate=gate, margins=margins, fail_on_flip=fail_on_flip,  # type: ignore[arg-type]
+            ignore_invariants=bool(ignore_invariants), thresholds=thresholds,
+            mrr_relative_threshold=mrr_relative, gate=gate, margins=margins, fail_on_flip=fail_on_flip,  # type: ignore[arg-type]
             allow_regressions=bool(allow_regressions), show_drift=show_drift, allow_missing_metrics=bool(allow_missing_metrics),
         )
 
@@ -172,6 +180,48 @@ def main(
             print(f"saved baseline of {result.run_id_2} to {path}", file=sys.stderr)
         if not result.gate.passed and not allow_regressions:
             raise GateFailed(result.gate.failures)
+
+
+def _gate_thresholds(given: dict) -> tuple[Thresholds, float, bool]:
+    """(thresholds, relative MRR drop, fail on flip) from the gate flags and --gate-preset:
+    a flag given wins over the preset, the preset over the gate's default.
+
+    Raises:
+        InputError: an unknown preset, metric name or grouping, or a value off its scale (exit 2).
+    """
+    from dataclasses import replace
+
+    from evalkit.compare.gate import Thresholds, gate_preset, parse_gate_by, parse_regression_thresholds
+    from evalkit.errors import InputError, Problem
+
+    try:
+        preset = gate_preset(given["gate_preset"]) if given["gate_preset"] is not None else None
+    except ValueError as e:
+        raise InputError(Problem(str(e), field="--gate-preset")) from None
+    problems = []
+    try:
+        named = parse_regression_thresholds(given["regression_threshold"] or [])
+    except ValueError as e:
+        problems.append(Problem(str(e), field="--regression-threshold"))
+    try:
+        by = parse_gate_by(given["gate_by"] or [])
+    except ValueError as e:
+        problems.append(Problem(str(e), field="--gate-by"))
+    if problems:
+        raise InputError(problems)
+    builtin = {name: given[f"regression_threshold_{name}"] for name in THRESHOLD_NAMES}
+    thresholds = Thresholds(**{n: v for n, v in builtin.items() if v is not None})
+    if preset is not None:
+        thresholds = replace(thresholds.with_named(dict(preset.thresholds)), by=preset.by, preset=preset.name)
+    thresholds = thresholds.with_named(named)
+    if by:
+        thresholds = replace(thresholds, by=tuple(by))
+    if given["gate_min_n"] is not None:
+        thresholds = replace(thresholds, min_slice_n=int(given["gate_min_n"]))
+    relative = given["regression_threshold_mrr_relative"]
+    if relative is None:
+        relative = preset.mrr_relative if preset is not None else 0.10
+    return thresholds, float(relative), bool(given["fail_on_flip"] or (preset is not None and preset.fail_on_flip))
 
 
 plain_metavars(app)

@@ -74,6 +74,7 @@ def main(
     allow_unpinned: bool = _JUDGE["allow_unpinned"],
     claim_level: bool = typer.Option(False, "--claim-level", help="Judge groundedness claim by claim (score = 5 × supported / claims).", rich_help_panel=_J),
     answer_quality: bool = _JUDGE["answer_quality"],
+    evaluators: Optional[list[str]] = _JUDGE["evaluators"],
     judge_trials: int = typer.Option(1, "--judge-trials", min=1, help="Judge each answer N times; report per-case spread and the mean's SE.", rich_help_panel=_J),
     concurrency: int = concurrency_option("Requests", _C),
     rps: Optional[float] = rps_option(_C),
@@ -121,6 +122,7 @@ def main(
     with exit_on_known_errors(resume_hint=hint):
         from evalkit.derive import open_run
         from evalkit.judges import JudgeSettings
+        from evalkit.judges.runner import parse_judge_evaluators
         from evalkit.rescore.answers import SpotCheck, judge_run
 
         run = open_run(results_dir, run_id)
@@ -138,6 +140,7 @@ def main(
             price_file=price_file,
             claim_level=claim_level,
             answer_quality=answer_quality,
+            evaluators=parse_judge_evaluators(evaluators),
             trials=judge_trials,
             concurrency=concurrency,
             rps=rps,

@@ -26,6 +26,7 @@ from evalkit.cli.common import (
     PANEL_SELECTION,
     PANEL_TARGET,
     PanelledCommand,
+    categories_option,
     concurrency_option,
     eval_set_option,
     exit_on_known_errors,
@@ -86,7 +87,8 @@ def main(
         None,
         "--send-scope",
         metavar="SCOPE",
-        help="none | vaults | folders | both: which of a case's vaults/folders to send as a search filter. "
+        help="none | vaults | folders | both | collection, or parts joined by commas (folders,collection): which of "
+        "a case's vaults/folders to send as a search filter, and its collection (seed 002's, as options.collection). "
         "They are written from the gold labels, so sending them tells the chatbot where the answer is; "
         "use only when your chatbot's users pick a scope themselves.",
         rich_help_panel=_T,
@@ -150,6 +152,7 @@ def main(
     ids: Optional[str] = _SELECT["ids"],
     tag: Optional[list[str]] = _SELECT["tag"],
     category: Optional[list[str]] = _SELECT["category"],
+    categories: Optional[list[str]] = categories_option(_S),
     shard: Optional[str] = typer.Option(
         None,
         "--shard",
@@ -183,6 +186,15 @@ def main(
         "latency_budget_score_avg and within_budget_rate in metrics.json.",
         rich_help_panel=_C,
     ),
+    latency_budget: Optional[list[str]] = typer.Option(
+        None,
+        "--latency-budget",
+        metavar="PHASE=MS",
+        help="Budget on one phase the target reports in debug.timings_ms (retrieval, generation, or its own such "
+        "as rerank), scored like --latency-budget-ms on that phase's time; repeatable. Per case: phase_budgets; in "
+        "metrics.json: latency.phases.<phase>.budget (score_avg, within_rate, n).",
+        rich_help_panel=_C,
+    ),
     response_schema: Optional[Path] = typer.Option(
         None, "--response-schema", metavar="PATH", help="JSON Schema file each response (or --response-field of it) is validated against: response_validity per case, response_valid_rate in metrics.json.", rich_help_panel=_C
     ),
@@ -201,8 +213,10 @@ def main(
         rich_help_panel=_C,
     ),
     retrieval_only: Optional[bool] = typer.Option(
-        None, "--retrieval-only", help="Retrieval (and target-reported abstention) metrics only: no judge calls.", rich_help_panel=_J
+        None, "--retrieval-only", help="Retrieval (and target-reported abstention) metrics only: no judge calls "
+        "(= --evaluators retrieval).", rich_help_panel=_J
     ),
+    evaluators: Optional[list[str]] = _JUDGE["evaluators"],
     judge_provider: Optional[str] = _JUDGE["judge_provider"],
     judge_model: Optional[str] = _JUDGE["judge_model"],
     judge_base_url: Optional[str] = _JUDGE["judge_base_url"],
@@ -220,6 +234,9 @@ def main(
     regression_threshold_abstention: Optional[float] = _GATE["regression_threshold_abstention"],
     regression_threshold_hallucination: Optional[float] = _GATE["regression_threshold_hallucination"],
     regression_threshold_false_abstention: Optional[float] = _GATE["regression_threshold_false_abstention"],
+    regression_threshold: Optional[list[str]] = _GATE["regression_threshold"],
+    gate_by: Optional[list[str]] = _GATE["gate_by"],
+    gate_min_n: Optional[int] = _GATE["gate_min_n"],
     allow_regressions: Optional[bool] = _GATE["allow_regressions"],
     ignore_invariants: Optional[bool] = _GATE["ignore_invariants"],
     allow_missing_metrics: Optional[bool] = _GATE["allow_missing_metrics"],
@@ -322,8 +339,9 @@ def main(
         if not quiet:
             print_run_summary(result.metrics, result.run_dir, judge=result.judge, gate=result.gate, console=console)
         for w in result.warnings:
-            # target errors are said below with the exit code they cause; stale anchors were said before the run
-            if w.get("kind") not in ("target_errors", "stale_anchors"):
+            # target errors are said below with the exit code they cause; stale anchors and
+            # unchecked rules were said before the run
+            if w.get("kind") not in ("target_errors", "stale_anchors", "unchecked_rules", "stopped_early"):
                 level = {"info": "note", "error": "error"}.get(w.get("severity"), "warning")
                 print(f"evalkit: {level}: {w['message']}", file=sys.stderr)
         if json_output:
@@ -349,6 +367,9 @@ def main(
                 file=sys.stderr,
             )
             raise typer.Exit(2)
+        if result.stopped is not None:  # the target failed every request: one line, what to check
+            print(f"evalkit: incomplete run: {result.stopped['message']}", file=sys.stderr)
+            raise typer.Exit(EXIT_INCOMPLETE)
         if result.incomplete:
             allowed = result.max_error_rate
             print(

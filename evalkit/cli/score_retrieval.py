@@ -2,7 +2,8 @@
 
 Reads results/<run_id>/results.jsonl once (streamed), scores each case's stored chunks
 and references against the eval set config.json names (or --eval-set), and merges the
-retrieval numbers into metrics.json. The target is never called. Exit 0 ok; 2 bad input
+retrieval numbers into metrics.json. The target is never called. --k adds cut-offs; the
+run's primary K stays unless --primary-k names another. Exit 0 ok; 2 bad input
 (unknown run, K larger than the run asked for, an eval set that changed since the run
 without --eval-set, snippets on cut text without --allow-truncated-text).
 """
@@ -40,7 +41,11 @@ _RESCORE = rescore_options()
 def main(
     run_id: str = RUN_ID,
     results_dir: Path = RESULTS_DIR,
-    k: Optional[list[int]] = k_option("At most the largest K the run asked for. (default: the run's)"),
+    k: Optional[list[int]] = k_option("At most the largest K the run asked for. (default: the run's)", rescore=True),
+    primary_k: Optional[int] = typer.Option(
+        None, "--primary-k", metavar="K", help="Make K the primary K: the one the headline metrics, slices, gate and "
+        "compare_runs use. (default: the run's primary K, kept)",
+    ),
     require_snippets: Optional[bool] = _RESCORE["require_snippets"],
     eval_set: Optional[list[Path]] = _RESCORE["eval_set"],
     allow_truncated_text: bool = _RESCORE["allow_truncated_text"],
@@ -58,7 +63,7 @@ def main(
         from evalkit.rescore.scoring import score_retrieval
 
         result = score_retrieval(
-            run_id, ks=k or None, require_snippets=require_snippets, eval_set=eval_set or None,
+            run_id, ks=k or None, primary_k=primary_k, require_snippets=require_snippets, eval_set=eval_set or None,
             results_dir=results_dir, allow_truncated_text=allow_truncated_text, workers=workers,
         )
     emit_scoring(result, "print_retrieval_scoring", quiet=quiet, json_output=json_output)

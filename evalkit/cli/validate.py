@@ -17,6 +17,7 @@ import typer
 from evalkit.cli.common import (
     EXIT_INPUT,
     api_url_option,
+    categories_option,
     eval_set_option,
     exit_on_known_errors,
     load_dotenv_once,
@@ -42,6 +43,7 @@ def main(
     ),
     api_url: Optional[str] = api_url_option(": check anchors' files against the `files` list of GET /api/v1/index/stats."),
     timeout: float = typer.Option(30.0, "--timeout", min=1.0, help="Seconds for the --api-url stats request."),
+    categories: Optional[list[str]] = categories_option(),
 ) -> None:
     """Validate EVAL_SET and, with --vault or --api-url, check its gold anchors against the corpus."""
     load_dotenv_once()
@@ -67,10 +69,17 @@ def main(
                     if stats is None
                     else f"anchors not checked: {source} does not list its files (no `files` in /api/v1/index/stats)"
                 )
-        result = validate_eval_set(eval_set or [Path(p) for p in settings_default("eval_set")], corpus)
+        from evalkit.evalset.load import configured_categories
+
+        extra = [p.strip() for c in categories or [] for p in c.split(",") if p.strip()]
+        result = validate_eval_set(
+            eval_set or [Path(p) for p in settings_default("eval_set")], corpus,
+            extra_categories=[*configured_categories(), *extra] if extra else None,
+        )
 
     order = {f["path"]: i for i, f in enumerate(result.eval_set.files)}
-    for problem in sorted(result.problems + result.anchor_problems, key=lambda p: (order.get(p.path, -1), p.line or 0)):
+    listed = result.problems + result.anchor_problems + result.warnings
+    for problem in sorted(listed, key=lambda p: (order.get(p.path, -1), p.line or 0)):
         print(problem)
     n_cases = len(result.eval_set.cases)
     if result.problems:
@@ -82,6 +91,8 @@ def main(
         print(f"evalkit: {checked}{scope}: " + (_n(found, "problem") if found else "all found"))
     else:
         print(f"evalkit: {note}")
+    if result.warnings:
+        print(f"evalkit: {_n(len(result.warnings), 'warning')}: rules that scoring cannot check as written")
     if not result.problems and not result.anchor_problems:
         print(f"evalkit: {_n(n_cases, 'case')} OK")
     if result.problems:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.compare.models import ChunkRef, DriftCase, Flip, RunUnscoreable
+from evalkit.compare.models import ChunkRef, DriftCase, Flip, RunUnscoreable, StageCell, StageTransitions
 from evalkit.compare.sources import RunSource, ranked_chunks
 
 # The aggregate's per-record reduction: reusing it keeps one definition of which cases
@@ -33,6 +33,7 @@ from evalkit.metrics.aggregate import language_key
 from evalkit.metrics.keys import metric_key
 from evalkit.metrics.registry import METRICS
 from evalkit.metrics.retrieval import AT_K_METRICS
+from evalkit.metrics.stages import STAGES, case_stage
 
 __all__ = [
     "AT_K_METRICS",
@@ -43,6 +44,7 @@ __all__ = [
     "drift_case",
     "find_flips",
     "scope_name",
+    "stage_transitions",
     "unscoreable_from_metrics",
     "word_diff",
 ]
@@ -109,6 +111,9 @@ class CaseTable:
         self._error_kinds: list[str | None] = []
         self._judge_errors: list[tuple[str, ...]] = []
         self._empty: list[bool] = []
+        # Each case's failure stage as its code (an index into metrics.stages.STAGES), at the
+        # first K of `ks` (compare's primary K): one byte per case, not a string.
+        self.stages = array("b")
         # One shared tuple per distinct value: the labels repeat across cases (a few dozen
         # distinct scope tuples in a 100,000-case run), and a fresh tuple of fresh strings per
         # case was about 0.3 KB of it.
@@ -165,6 +170,7 @@ class CaseTable:
             self._error_kinds.append(None)
             self._judge_errors.append(())
             self._empty.append(False)
+            self.stages.append(0)
         elif type(record.get("trial")) is not int:
             self.duplicates.append(cid)
         if type(record.get("trial")) is int:
@@ -179,6 +185,7 @@ class CaseTable:
         self._error_kinds[row] = kind
         self._judge_errors[row] = self._intern(tuple(sorted(set(x["judge_errors"]))))
         self._empty[row] = bool(x["empty"])
+        self.stages[row] = self._stage(row, x)
 
     def _add_trial(
         self, row: int, values: dict[str, float | None], target_error: bool, kind: str | None, record: Mapping, x: dict
@@ -199,6 +206,22 @@ class CaseTable:
         self._error_kinds[row] = kind if self._target_errors[row] else None
         self._judge_errors[row] = self._intern(tuple(sorted(set(self._judge_errors[row]) | set(x["judge_errors"]))))
         self._empty[row] = self._empty[row] or bool(x["empty"])
+        self.stages[row] = self._stage(row, x)
+
+    def _stage(self, row: int, x: Mapping[str, Any]) -> int:
+        """The row's stage code from its stored values (a trial case's means over its trials)."""
+        cols = self.cols
+        recall = cols[f"recall_any@{self._ks[0]}"][row] if self._ks else math.nan
+        return case_stage(
+            error=cols["error_rate"][row],
+            answerable=x["answerable"],
+            labeled=not x["unlabeled"],
+            abstained=cols["false_abstention_rate" if x["answerable"] else "abstention_accuracy"][row],
+            recall_hit=recall,
+            cited=cols["attribution_hit_rate"][row],
+            groundedness=cols["groundedness_avg"][row],
+            correctness=cols["correctness_avg"][row],
+        )
 
     def _intern(self, value: tuple[str, ...]) -> tuple[str, ...]:
         return self._interned.setdefault(value, value)
@@ -308,6 +331,28 @@ def find_flips(
             key = (-size, -drr, order[name], ids[i])
             (regressions if d[i] < 0 else improvements).append((key, flip))
     return [f for _, f in sorted(regressions, key=lambda t: t[0])], [f for _, f in sorted(improvements, key=lambda t: t[0])]
+
+
+def stage_transitions(ta: CaseTable, tb: CaseTable, ia: np.ndarray, ib: np.ndarray, ids: Sequence[str], k: int | None) -> StageTransitions:
+    """The failure-stage transition matrix over the paired cases (`ids`, rows `ia` in a and
+    `ib` in b, in id order): one cell per (stage in a, stage in b) with the ids behind it.
+    Every paired case is in exactly one cell, so the cells' n sum to len(ids)."""
+    codes_a = np.frombuffer(ta.stages, dtype=np.int8)[ia] if len(ta.stages) else np.empty(0, np.int8)
+    codes_b = np.frombuffer(tb.stages, dtype=np.int8)[ib] if len(tb.stages) else np.empty(0, np.int8)
+    cell = codes_a.astype(np.int64) * len(STAGES) + codes_b
+    cells = []
+    for code in np.unique(cell).tolist():  # sorted: row-major in STAGES order
+        members = np.flatnonzero(cell == code).tolist()
+        cells.append(StageCell(a=STAGES[code // len(STAGES)], b=STAGES[code % len(STAGES)], n=len(members),
+                               ids=[ids[i] for i in members]))
+    count_a = np.bincount(codes_a, minlength=len(STAGES)).tolist()
+    count_b = np.bincount(codes_b, minlength=len(STAGES)).tolist()
+    return StageTransitions(
+        available=True, k=k, order=list(STAGES), n=len(ids),
+        a={s: n for s, n in zip(STAGES, count_a, strict=True) if n},
+        b={s: n for s, n in zip(STAGES, count_b, strict=True) if n},
+        cells=cells,
+    )
 
 
 # ---------------------------------------------------------------- details (second pass)

@@ -11,7 +11,8 @@ Steps, each over data already on disk:
    Holm or Benjamini-Hochberg over the family;
 5. the merge verdict: each metric with a margin, its adjusted paired interval against it
    (`evalkit.compare.verdict`);
-6. flips, answer drift (a second pass for the few cases that need text), latency, config diff;
+6. flips, the failure-stage transitions (`cases.stage_transitions`), answer drift (a second
+   pass for the few cases that need text), latency, config diff;
 7. the gate: `evalkit.compare.gate.gate_result` plus a relative MRR drop and, on request, flips;
    or the verdict (`--gate non-inferior`).
 """
@@ -35,6 +36,7 @@ from evalkit.compare.cases import (
     drift_case,
     find_flips,
     scope_name,
+    stage_transitions,
     unscoreable_from_metrics,
 )
 from evalkit.compare.conditions import config_diff, corpus_change, corpus_of, latency_report
@@ -57,6 +59,7 @@ from evalkit.compare.models import (
     NotComparable,
     RunUnscoreable,
     SourceInfo,
+    StageTransitions,
     StatsSettings,
 )
 from evalkit.compare.regressions import gate_report
@@ -612,6 +615,7 @@ def compare_runs(
         family_size = _test_rows(rows, ta, tb, pairing, seed=seed, resamples=resamples, confidence=confidence,
                                  alpha=alpha, correction=correction)
         flips, drift, unscoreable = _cases(sa, sb, ta, tb, pairing, primary, show_drift=show_drift, top_chunks=top_chunks)
+        stages = stage_transitions(ta, tb, pairing.ia, pairing.ib, pairing.ids, primary)
         skipped = {s["metric"]: s["reason"] for s in skipped_metrics(
             sa.metrics, sb.metrics, allow_mixed_judges=allow_mixed_judges, not_comparable=partial)}
         merge = _verdict(rows, ta, tb, pairing, resolved, skipped, gate_k, alpha)
@@ -619,6 +623,7 @@ def compare_runs(
         merge = MergeVerdict(available=False, summary="one side has no per-case results (a bare metrics.json)",
                              alpha=alpha, confidence=1.0 - alpha)
         flips, drift = Flips(available=False, k=primary), DriftReport(available=False)
+        stages = StageTransitions(available=False, k=primary)
         unscoreable = {
             "a": ta.unscoreable() if ta is not None else unscoreable_from_metrics(sa.metrics),
             "b": tb.unscoreable() if tb is not None else unscoreable_from_metrics(sb.metrics),
@@ -631,7 +636,7 @@ def compare_runs(
         mode=gate, thresholds=thresholds or Thresholds(), mrr_relative_threshold=float(mrr_relative_threshold),
         fail_on_flip=fail_on_flip, allow_regressions=allow_regressions, allow_mixed_judges=allow_mixed_judges,
         ignore_invariants=ignore_invariants, correction=correction, allow_missing_metrics=allow_missing_metrics,
-        verdict=merge,
+        verdict=merge, slices=(agg_a, agg_b),
     )
     n_a = len(ta) if ta is not None else int(sa.metrics.get("total_tests") or 0)
     n_b = len(tb) if tb is not None else int(sb.metrics.get("total_tests") or 0)
@@ -663,6 +668,7 @@ def compare_runs(
         ) if sa.config is not None and sb.config is not None else {},
         config_diff_available=sa.config is not None and sb.config is not None,
         drift=drift,
+        stages=stages,
         gate=verdict,
         notes=notes,
     )

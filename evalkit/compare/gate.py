@@ -38,16 +38,25 @@ same debug payload fields (a field one target leaves out blinds a metric the oth
 A broken invariant fails the gate unless `ignore_invariants`.
 Changes are compared with a 1e-9 tolerance so that 0.85 -> 0.80 with threshold 0.05 is
 not a regression because of float rounding.
+
+Beyond the nine, any metric the registry lists can be gated (issue 30: seed 001's "Recall
+drop > 5%" is its fractional recall, `recall_frac`, which none of the nine watches):
+`Thresholds.metrics` holds {gate name: largest worsening} (`--regression-threshold
+recall_frac=0.05`; names resolved by `gate_metric`), with the registry's direction, and a
+skipped one fails like Recall@K. `Thresholds.by` (`--gate-by domain`) applies every
+threshold within each slice of those groupings too, over slices both runs have and whose
+n reaches `min_slice_n`; a slice regression names its slice (`recall_frac_avg in
+domain:install dropped ...`). `GATE_PRESETS` holds seed 001's gate as one name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
 
 from evalkit.metrics.keys import HEADLINE_AT_K, canonical_key
-from evalkit.metrics.registry import ANSWER_SIDE_KEYS, METRICS, OPERATIONAL_KEYS
+from evalkit.metrics.registry import ANSWER_SIDE_KEYS, METRICS, OPERATIONAL_KEYS, Metric, by_key
 from evalkit.metrics.retrieval import AT_K_METRICS
 
 _EPS = 1e-9
@@ -58,10 +67,20 @@ _EPS = 1e-9
 _DEFAULT = {m.gated: float(m.margin) for m in METRICS if m.gated is not None and m.margin is not None}
 
 
+# The nine built-in thresholds (Thresholds' float fields, one --regression-threshold-<name> each).
+BUILTIN_THRESHOLDS: tuple[str, ...] = tuple(m.gated for m in METRICS if m.gated is not None)
+# What `--gate-by` may name: metrics.aggregate.GROUPINGS without "by_" (not imported here:
+# aggregate loads numpy, and config imports this module; a test keeps the two equal).
+GATE_BY: tuple[str, ...] = ("tag", "category", "difficulty", "domain", "answerable", "language", "scenario")
+# A slice whose n for a metric is below this is not gated on it (a slice of one case is a
+# flip: --fail-on-flip covers it).
+DEFAULT_MIN_SLICE_N = 2
+
+
 @dataclass(frozen=True)
 class Thresholds:
     """Largest allowed absolute worsening per metric (see the module table; the defaults are
-    the registry's `margin`)."""
+    the registry's `margin`), any other metric's (`metrics`), and where they apply (`by`)."""
 
     recall: float = _DEFAULT["recall"]
     mrr: float = _DEFAULT["mrr"]
@@ -72,11 +91,53 @@ class Thresholds:
     abstention: float = _DEFAULT["abstention"]
     hallucination: float = _DEFAULT["hallucination"]
     false_abstention: float = _DEFAULT["false_abstention"]
+    # Any other registry metric: (gate name, largest worsening) pairs, the gate name as
+    # `gate_metric` gives it (`recall_frac_avg` at the gate's K, `recall_frac@10` at K=10).
+    metrics: tuple[tuple[str, float], ...] = ()
+    # --gate-by: groupings (GATE_BY) within whose every slice each threshold applies too.
+    by: tuple[str, ...] = ()
+    # --gate-min-n: the smallest n of a metric in a slice that the slice is gated on.
+    min_slice_n: int = DEFAULT_MIN_SLICE_N
+    # --gate-preset: the preset these came from (reported in the gate, never read).
+    preset: str | None = None
+
+    def __post_init__(self) -> None:
+        bad = [g for g in self.by if g not in GATE_BY]
+        if bad:
+            raise ValueError(f"unknown grouping {bad[0]!r} for --gate-by; expected some of {', '.join(GATE_BY)}")
+        if self.min_slice_n < 1:
+            raise ValueError(f"--gate-min-n must be >= 1, got {self.min_slice_n}")
+        for name, _ in self.metrics:
+            gate_metric(name)  # raises ValueError on an unknown name
+
+    def as_dict(self) -> dict[str, float]:
+        """The thresholds as the gate reports them (`gate.thresholds`): the nine by their
+        name, then each other gated metric by its gate name."""
+        nine = [f.name for f in fields(self) if f.name in BUILTIN_THRESHOLDS]  # in the module table's order
+        return {**{name: float(getattr(self, name)) for name in nine}, **dict(self.metrics)}
+
+    def with_named(self, named: Mapping[str, float]) -> Thresholds:
+        """These thresholds with `named` ({metric name: largest worsening}, as
+        `parse_regression_thresholds` gives them) set: a gated metric's name (`mrr_avg`,
+        `mrr`) sets its built-in threshold, any other adds (or replaces) an entry of `metrics`.
+
+        Raises:
+            ValueError: an unknown name.
+        """
+        builtin: dict[str, float] = {}
+        extra = dict(self.metrics)
+        for name, value in named.items():
+            gname, entry, k = gate_metric(name)
+            if k is None and entry.gated is not None:
+                builtin[entry.gated] = float(value)
+            else:
+                extra[gname] = float(value)
+        return replace(self, **builtin, metrics=tuple(extra.items()))
 
 
 @dataclass(frozen=True)
 class Regression:
-    """One metric that got worse by more than its threshold."""
+    """One metric that got worse by more than its threshold, overall or in one slice."""
 
     metric: str
     baseline: float
@@ -84,13 +145,17 @@ class Regression:
     delta: float
     threshold: float
     direction: Literal["higher_is_better", "lower_is_better"]
+    scope: str = "overall"  # or a slice: `domain:install` (--gate-by)
+    n: int | None = None  # the slice's n for the metric (the smaller of the two runs')
 
     @property
     def message(self) -> str:
         worse = "dropped" if self.direction == "higher_is_better" else "rose"
+        where = "" if self.scope == "overall" else f" in {self.scope}"
+        n = "" if self.n is None else f"; n = {self.n}"
         return (
-            f"{self.metric} {worse} by {abs(self.delta):.4g} "
-            f"({self.baseline:.4g} -> {self.new:.4g}; allowed {self.threshold:.4g})"
+            f"{self.metric}{where} {worse} by {abs(self.delta):.4g} "
+            f"({self.baseline:.4g} -> {self.new:.4g}; allowed {self.threshold:.4g}{n})"
         )
 
     def __str__(self) -> str:
@@ -117,8 +182,212 @@ ANSWER_METRICS: tuple[str, ...] = (*ANSWER_SIDE_KEYS, "latency")
 
 
 def gated_metrics() -> list[str]:
-    """The metric keys the gate looks at, in report order."""
+    """The metric keys the gate looks at by default (the nine), in report order."""
     return [key for key, *_ in _GATED]
+
+
+# ---------------------------------------------------------------- any metric (issue 30 item 3)
+
+_BY_AT_K: dict[str, Metric] = {m.at_k: m for m in METRICS if m.at_k is not None}
+_BY_GATED: dict[str, Metric] = {m.gated: m for m in METRICS if m.gated is not None}
+# "recall" names two metrics: evalkit's Recall@K (any), the hit rate the nine gate, and
+# seed 001's recall, |relevant ∩ retrieved| / |relevant| (recall_frac). It is refused, with both.
+_AMBIGUOUS = {
+    "recall": "'recall' names two metrics: recall_at_k_avg (Recall@K (any): did any gold chunk come back, the "
+    "hit rate; --regression-threshold-recall) or recall_frac (the share of gold chunks that came back: "
+    "seed 001's recall, |relevant ∩ retrieved| / |relevant|); say which",
+}
+
+
+def gate_metric_names() -> list[str]:
+    """Every name `gate_metric` takes, for messages (an @K metric as `name@K`)."""
+    return [*(m.key for m in METRICS), *(f"{name}@K" for name in _BY_AT_K)]
+
+
+def gate_metric(name: str) -> tuple[str, Metric, str | None]:
+    """(the name the gate reports, the registry entry, the K it fixes or None) of a metric
+    name given to the gate.
+
+    Accepted: a metrics.json key (`recall_frac_avg`, `error_rate`), an @K metric without K
+    (`recall_frac`: its headline key, at the gate's K), an @K key (`recall_frac@10`, at K = 10),
+    ir_measures' names (`R@10`, `nDCG@5`), and the nine thresholds' own names (`mrr`,
+    `scope_miss`, ...). `recall` is refused: it names two metrics (`_AMBIGUOUS`).
+
+    Raises:
+        ValueError: an unknown or ambiguous name, with a suggestion.
+    """
+    import difflib
+
+    given = str(name).strip()
+    canonical = canonical_key(given)
+    base, sep, k = canonical.partition("@")
+    if sep:
+        entry = _BY_AT_K.get(base)
+        if entry is not None and k.isdigit() and int(k) >= 1:
+            return f"{base}@{int(k)}", entry, str(int(k))
+        if entry is not None:
+            raise ValueError(f"{given!r}: K must be a whole number >= 1 (e.g. {base}@5)")
+        headline = by_key(base)
+        if headline is not None and headline.at_k is not None:
+            raise ValueError(f"unknown metric {given!r}; did you mean '{headline.at_k}@{k}'?")
+    else:
+        if canonical in _AMBIGUOUS:
+            raise ValueError(_AMBIGUOUS[canonical])
+        entry = by_key(canonical) or _BY_AT_K.get(canonical) or _BY_GATED.get(canonical)
+        if entry is not None:
+            return entry.key, entry, None
+    names = [n for n in gate_metric_names() if not n.endswith("@K")] + list(_BY_AT_K) + list(_BY_GATED)
+    close = difflib.get_close_matches(base, names, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0] + (sep + k if sep and close[0] in _BY_AT_K else '')!r}?" if close else ""
+    raise ValueError(
+        f"unknown metric {given!r}{hint} (a metrics.json key such as recall_frac_avg or error_rate, an @K key such "
+        "as recall_frac@5, or ir_measures' R@5)"
+    )
+
+
+def parse_regression_thresholds(value: Any) -> dict[str, float]:
+    """`--regression-threshold NAME=VALUE` (repeatable; later wins) -> {gate name: VALUE}.
+
+    NAME: anything `gate_metric` takes. VALUE: the largest allowed worsening, absolute, on
+    the metric's own scale: a number or `N%` = N/100 (`5%` is 0.05: seed 001's "Recall
+    drop > 5%" read as 5 points; its relative reading exists for MRR only, compare_runs'
+    --regression-threshold-mrr-relative). A value must lie in [0, the metric's scale].
+    A dict {name: value} is taken as well.
+
+    Raises:
+        ValueError: one message naming every bad entry.
+    """
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        items = [(str(k), v) for k, v in value.items()]
+    else:
+        entries = [value] if isinstance(value, str) else list(value)
+        items = []
+        problems = []
+        for entry in entries:
+            name, sep, raw = str(entry).partition("=")
+            if not sep or not name.strip():
+                problems.append(f"expected NAME=VALUE (e.g. recall_frac=0.05 or recall_frac=5%), got {entry!r}")
+                continue
+            items.append((name.strip(), raw.strip()))
+        if problems:
+            raise ValueError("; ".join(problems))
+    out: dict[str, float] = {}
+    problems = []
+    for name, raw in items:
+        try:
+            gname, entry, _ = gate_metric(name)
+        except ValueError as e:
+            problems.append(str(e))
+            continue
+        try:
+            v = _parse_threshold_value(raw)
+        except (TypeError, ValueError):
+            problems.append(f"{name}: not a number: {raw!r} (e.g. 0.05 or 5%)")
+            continue
+        if v != v or not 0.0 <= v <= entry.scale:
+            problems.append(f"{name}: {raw!r} is off the metric's scale: the largest worsening must be in "
+                            f"[0, {entry.scale:g}] (absolute; 5% = 0.05)")
+            continue
+        out[gname] = v
+    if problems:
+        raise ValueError("; ".join(problems))
+    return out
+
+
+def parse_gate_by(value: Any) -> list[str]:
+    """`--gate-by domain` (repeatable, or `domain,category`; `by_domain` too) -> groupings.
+
+    Raises:
+        ValueError: an unknown grouping (the message lists GATE_BY).
+    """
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else list(value)
+    out: list[str] = []
+    for item in items:
+        for part in str(item).split(","):
+            name = part.strip().lower().removeprefix("by_")
+            if not name:
+                continue
+            if name not in GATE_BY:
+                raise ValueError(f"unknown grouping {part.strip()!r}; expected some of {', '.join(GATE_BY)}")
+            if name not in out:
+                out.append(name)
+    return out
+
+
+@dataclass(frozen=True)
+class GatePreset:
+    """A named gate (`--gate-preset NAME`): thresholds, groupings and compare_runs' own checks."""
+
+    name: str
+    summary: str
+    thresholds: tuple[tuple[str, float], ...]  # as --regression-threshold NAME=VALUE
+    by: tuple[str, ...]  # as --gate-by
+    mrr_relative: float  # compare_runs' --regression-threshold-mrr-relative
+    fail_on_flip: bool  # compare_runs' --fail-on-flip
+
+
+# Seed 001's "Flag regressions": Recall drop > 5% (its recall is recall_frac; 5 points), MRR
+# drop > 10% (relative to the baseline's MRR; the absolute 0.10 stays the built-in), any
+# individual query from pass to fail, and its per-domain deltas as a gate per domain.
+GATE_PRESETS: dict[str, GatePreset] = {
+    "bob": GatePreset(
+        name="bob",
+        summary="seed 001 (B.O.B): recall_frac drop > 0.05, MRR drop > 10% of the baseline's, any case pass -> fail, "
+        "per domain",
+        thresholds=(("recall_frac_avg", 0.05),),
+        by=("domain",),
+        mrr_relative=0.10,
+        fail_on_flip=True,
+    ),
+}
+_PRESET_ALIASES = {"seed001": "bob", "seed-001": "bob", "b.o.b": "bob"}
+
+
+def gate_preset(name: str) -> GatePreset:
+    """The preset called `name` (`bob`, alias `seed001`).
+
+    Raises:
+        ValueError: an unknown name (the message lists the presets).
+    """
+    key = str(name).strip().lower()
+    preset = GATE_PRESETS.get(_PRESET_ALIASES.get(key, key))
+    if preset is None:
+        known = ", ".join(f"{p.name} ({p.summary})" for p in GATE_PRESETS.values())
+        raise ValueError(f"unknown gate preset {name!r}; expected one of: {known}")
+    return preset
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """One metric the gate checks: the name it reports, where its value is, its threshold."""
+
+    name: str  # recall_at_k_avg, recall_frac_avg, recall_frac@10
+    key: str  # the registry key (recall_frac_avg)
+    at_k: str | None  # the @K metric's name when the value is read at a K
+    k: str | None  # the K the name fixes (recall_frac@10), else None: the gate's K
+    threshold: float
+    direction: str  # higher_is_better | lower_is_better
+    named: bool  # given beyond the nine: a skip fails the gate, as a skipped Recall@K does
+
+
+def _specs(thresholds: Thresholds) -> list[_Spec]:
+    """The nine, then each metric of `thresholds.metrics` (one naming a built-in replaces it)."""
+    out: dict[str, _Spec] = {
+        key: _Spec(key, key, at_k, None, float(getattr(thresholds, attr)), direction, False)
+        for key, at_k, attr, direction in _GATED
+    }
+    for name, value in thresholds.metrics:
+        gname, entry, k = gate_metric(name)
+        builtin = out.get(gname)
+        out[gname] = _Spec(
+            gname, entry.key, entry.at_k, k, float(value), f"{entry.direction}_is_better",
+            named=builtin is None or builtin.named,
+        )
+    return list(out.values())
 
 
 def _aggregate(metrics: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -146,6 +415,8 @@ def _value(agg: Mapping[str, Any], key: str, at_k_key: str | None, k: str | None
     None when the run did not measure K, so Recall@5 is never set against Recall@20.
     """
     if at_k_key is None or k is None:
+        if key not in agg and key in _OPERATIONAL:  # a full cell holds these in its operational_metrics
+            return _number((agg.get("operational_metrics") or {}).get(key))
         return _number(agg.get(key))
     cell = (agg.get("at_k") or {}).get(k)
     if isinstance(cell, Mapping) and at_k_key in cell:
@@ -219,6 +490,8 @@ def _skip_reason(
         mixed = [name for name, agg in (("baseline", base), ("new run", new)) if _judge_is_mixed(agg)]
         if mixed:
             return f"the {' and the '.join(mixed)}'s answers were judged by several judges (a partial re-judge)"
+    if at_k_key is not None and k is not None and k not in _measured_ks(new):
+        return f"the new run did not measure K={k} (its K: {', '.join(_measured_ks(new)) or '?'})"
     if _value(new, key, at_k_key, k) is None:
         return "not computed in the new run"
     if _value(base, key, at_k_key, k) is None:
@@ -301,6 +574,134 @@ def _judge_violations(jb: Any, jn: Any) -> list[str]:
     return out
 
 
+def _regression(spec: _Spec, b: float, n: float, scope: str = "overall", count: int | None = None) -> Regression | None:
+    """A Regression when `spec`'s metric got worse from b to n by more than its threshold."""
+    delta = n - b
+    worse = -delta if spec.direction == "higher_is_better" else delta
+    if worse > spec.threshold + _EPS:
+        return Regression(spec.name, b, n, delta, spec.threshold, spec.direction, scope, count)  # type: ignore[arg-type]
+    return None
+
+
+def _slice_value(cell: Any, spec: _Spec, k: str | None, primary: str | None) -> tuple[float | None, int]:
+    """(value, n) of a gated metric in a slice cell; (None, 0) when the cell does not hold it.
+
+    An @K metric comes from the cell's `at_k[K]` (compare's slices hold every K), else from
+    its headline key when K is the run's primary K: metrics.json's slices hold the registry's
+    sliced metrics at the primary K only, each with its n."""
+    if not isinstance(cell, Mapping):
+        return None, 0
+    ns = cell.get("n") if isinstance(cell.get("n"), Mapping) else {}
+    if spec.at_k is not None:
+        block = (cell.get("at_k") or {}).get(k) if k is not None else None
+        if isinstance(block, Mapping) and spec.at_k in block:
+            n = (block.get("n_by_metric") or {}).get(spec.at_k, block.get("n"))
+            return _number(block[spec.at_k]), int(n) if isinstance(n, int | float) else 0
+        if k is None or primary != k:
+            return None, 0
+    if spec.key in cell:
+        n = ns.get(spec.key)
+        return _number(cell.get(spec.key)), int(n) if isinstance(n, int | float) else 0
+    op = cell.get("operational_metrics")
+    if spec.key in _OPERATIONAL and isinstance(op, Mapping) and spec.key in op:
+        n = op.get("n")
+        return _number(op[spec.key]), int(n) if isinstance(n, int | float) else 0
+    return None, 0
+
+
+@dataclass
+class _Outcome:
+    """What the gate found: overall regressions and skips, then (with --gate-by) per slice."""
+
+    regressions: list[Regression]
+    skipped: list[dict[str, str]]  # overall: [{metric, reason}]
+    compared: list[str]
+    failing_skips: list[dict[str, str]]  # skipped metrics whose skip fails the gate (named ones)
+    slice_skipped: list[dict[str, str]]  # [{metric, scope, reason}]
+    slices: dict[str, Any] | None
+
+
+def _check_slices(
+    baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any], slices: tuple[Mapping[str, Any], Mapping[str, Any]] | None,
+    specs: list[tuple[_Spec, str | None]], thresholds: Thresholds,
+) -> tuple[list[Regression], list[dict[str, str]], dict[str, Any]]:
+    """--gate-by: each compared metric within each slice of each grouping that both runs have,
+    with the slice's own n (the smaller run's), skipping (and listing) n < min_slice_n."""
+    body_a, body_b = slices if slices is not None else (baseline_metrics, new_metrics)
+    pa, pb = _primary_k(_aggregate(baseline_metrics)), _primary_k(_aggregate(new_metrics))
+    min_n = thresholds.min_slice_n
+    regressions: list[Regression] = []
+    skipped: list[dict[str, str]] = []
+    compared: dict[str, list[str]] = {}
+    for grouping in thresholds.by:
+        ga, gb = body_a.get(f"by_{grouping}"), body_b.get(f"by_{grouping}")
+        if not isinstance(ga, Mapping) or not isinstance(gb, Mapping) or not ga or not gb:
+            which = [w for w, g in (("the baseline", ga), ("the new run", gb)) if not isinstance(g, Mapping) or not g]
+            skipped.append({"metric": "*", "scope": f"{grouping}:*",
+                            "reason": f"{' and '.join(which)} {'have' if len(which) > 1 else 'has'} no {grouping} slices"})
+            continue
+        held: set[str] = set()
+        for key in sorted(set(ga) | set(gb)):
+            scope = f"{grouping}:{key}"
+            if key not in ga or key not in gb:
+                only = "the new run" if key in gb else "the baseline"
+                skipped.append({"metric": "*", "scope": scope, "reason": f"the slice is in {only} only"})
+                continue
+            for spec, k in specs:
+                va, na = _slice_value(ga[key], spec, k, pa)
+                vb, nb = _slice_value(gb[key], spec, k, pb)
+                if va is None or vb is None or not na or not nb:
+                    continue  # not in this slice (no unanswerable case in it, ...)
+                held.add(spec.name)
+                n = min(na, nb)
+                if n < min_n:
+                    skipped.append({"metric": spec.name, "scope": scope, "reason": f"n = {n} is below --gate-min-n {min_n}"})
+                    continue
+                compared.setdefault(scope, []).append(spec.name)
+                reg = _regression(spec, va, vb, scope, n)
+                if reg is not None:
+                    regressions.append(reg)
+        for spec, k in specs:
+            if spec.name in held:
+                continue
+            if spec.at_k is not None and (pa != k or pb != k):
+                why = f"the {grouping} slices hold each run's primary K ({pa}, {pb}), not K={k}"
+            else:
+                why = f"no {grouping} slice of both runs holds it"
+            skipped.append({"metric": spec.name, "scope": f"{grouping}:*", "reason": why})
+    return regressions, skipped, {"by": list(thresholds.by), "min_n": min_n, "compared": compared}
+
+
+def _evaluate(
+    baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any], thresholds: Thresholds, *,
+    allow_mixed_judges: bool, not_comparable: str | None, slices: tuple[Mapping[str, Any], Mapping[str, Any]] | None,
+) -> _Outcome:
+    base, new = _aggregate(baseline_metrics), _aggregate(new_metrics)
+    k = comparison_k(baseline_metrics, new_metrics)
+    out = _Outcome([], [], [], [], [], None)
+    checked: list[tuple[_Spec, str | None]] = []
+    for spec in _specs(thresholds):
+        at = spec.k if spec.k is not None else k
+        reason = _skip_reason(base, new, spec.key, spec.at_k, at, allow_mixed_judges, not_comparable)
+        if reason is not None:
+            out.skipped.append({"metric": spec.name, "reason": reason})
+            if spec.named:
+                out.failing_skips.append(out.skipped[-1])
+            continue
+        b, n = _value(base, spec.key, spec.at_k, at), _value(new, spec.key, spec.at_k, at)
+        if b is None or n is None:  # pragma: no cover - _skip_reason said comparable
+            continue
+        out.compared.append(spec.name)
+        checked.append((spec, at))
+        reg = _regression(spec, b, n)
+        if reg is not None:
+            out.regressions.append(reg)
+    if thresholds.by:
+        regs, out.slice_skipped, out.slices = _check_slices(baseline_metrics, new_metrics, slices, checked, thresholds)
+        out.regressions += regs
+    return out
+
+
 def check_regressions(
     baseline_metrics: Mapping[str, Any],
     new_metrics: Mapping[str, Any],
@@ -308,51 +709,39 @@ def check_regressions(
     *,
     allow_mixed_judges: bool = False,
     not_comparable: str | None = None,
+    slices: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None,
 ) -> list[Regression]:
-    """Compare two runs' headline metrics (Recall@K and MRR@K at `comparison_k`).
+    """Compare two runs' gated metrics (Recall@K and MRR@K at `comparison_k`).
 
     Args:
         baseline_metrics: metrics.json of the baseline run (or its aggregate_metrics).
         new_metrics: metrics.json of the new run (or its aggregate_metrics).
-        thresholds: allowed absolute worsening per metric; defaults as in the module table.
+        thresholds: allowed absolute worsening per metric; defaults as in the module table;
+            `thresholds.metrics` adds metrics, `thresholds.by` checks each slice too.
         allow_mixed_judges: compare groundedness even when one run's judge was the heuristic.
         not_comparable: why the answer metrics are not comparable (asked K differs), or None.
+        slices: (baseline, new) bodies holding the `by_*` slices, when not the metrics.json
+            bodies themselves (compare_runs: slices recomputed from the records, every K).
 
     Returns:
-        The regressions, in the order recall, MRR, scope miss, groundedness. Empty = passed.
+        The regressions: overall in the module table's order, then any other gated metric,
+        then per slice (grouping, slice, metric). Empty = passed.
     """
-    thresholds = thresholds or Thresholds()
-    base, new = _aggregate(baseline_metrics), _aggregate(new_metrics)
-    k = comparison_k(baseline_metrics, new_metrics)
-    out: list[Regression] = []
-    for key, at_k_key, attr, direction in _GATED:
-        if _skip_reason(base, new, key, at_k_key, k, allow_mixed_judges, not_comparable) is not None:
-            continue
-        b = _value(base, key, at_k_key, k)
-        n = _value(new, key, at_k_key, k)
-        if b is None or n is None:  # pragma: no cover - _skip_reason said comparable
-            continue
-        limit = float(getattr(thresholds, attr))
-        delta = n - b
-        worse = -delta if direction == "higher_is_better" else delta
-        if worse > limit + _EPS:
-            out.append(Regression(key, b, n, delta, limit, direction))  # type: ignore[arg-type]
-    return out
+    return _evaluate(
+        baseline_metrics, new_metrics, thresholds or Thresholds(), allow_mixed_judges=allow_mixed_judges,
+        not_comparable=not_comparable, slices=slices,
+    ).regressions
 
 
 def skipped_metrics(
     baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any], *, allow_mixed_judges: bool = False,
-    not_comparable: str | None = None,
+    not_comparable: str | None = None, thresholds: Thresholds | None = None,
 ) -> list[dict[str, str]]:
-    """Gated metrics the gate could not check: [{"metric", "reason"}]."""
-    base, new = _aggregate(baseline_metrics), _aggregate(new_metrics)
-    k = comparison_k(baseline_metrics, new_metrics)
-    out = []
-    for key, at_k_key, _, _ in _GATED:
-        reason = _skip_reason(base, new, key, at_k_key, k, allow_mixed_judges, not_comparable)
-        if reason is not None:
-            out.append({"metric": key, "reason": reason})
-    return out
+    """Gated metrics the gate could not check overall: [{"metric", "reason"}]."""
+    return _evaluate(
+        baseline_metrics, new_metrics, replace(thresholds or Thresholds(), by=()), allow_mixed_judges=allow_mixed_judges,
+        not_comparable=not_comparable, slices=None,
+    ).skipped
 
 
 def gate_result(
@@ -366,41 +755,45 @@ def gate_result(
     ignore_invariants: bool = False,
     allow_missing_metrics: bool = False,
     asked_k: tuple[int | None, int | None] | None = None,
+    slices: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The `gate` object written to metrics.json and printed by `--json`; run_eval's
     `--baseline` gate and compare_runs' gate are this function on the same pair.
 
     Recall@K and MRR@K are compared at `comparison_k`; a gate that could not compare one of
-    them fails unless `allow_missing_metrics`. Runs that asked their target for different K
-    (`asked_k`: baseline, new; default `asked_k_of` each) are compared on retrieval at a K
-    both measured, and their answer metrics (ANSWER_METRICS) are skipped with the reason.
+    them, or a metric named in `thresholds.metrics`, fails unless `allow_missing_metrics`.
+    Runs that asked their target for different K (`asked_k`: baseline, new; default
+    `asked_k_of` each) are compared on retrieval at a K both measured, and their answer
+    metrics (ANSWER_METRICS) are skipped with the reason. With `thresholds.by`, every
+    compared metric is checked in each slice too (`slices`: see check_regressions).
 
     Returns:
         {"passed", "allowed", "nothing_compared", "baseline_run_id", "k", "thresholds",
-        "invariants": {"ok", "violations", "ignored"}, "regressions": [{metric, baseline,
-        new, delta, threshold, direction, message}], "compared": [metric], "skipped":
-        [{metric, reason}], "failures": [str]}. `passed` is False when there is a
-        regression, when nothing could be compared, or when an invariant is broken and not
-        ignored; `failures` says why in one line each. `allowed` records --allow-regressions.
+        "preset", "invariants": {"ok", "violations", "ignored"}, "regressions": [{metric,
+        baseline, new, delta, threshold, direction, scope, n, message}], "compared":
+        [metric], "skipped": [{metric, reason} overall, then {metric, scope, reason} per
+        slice], "slices": {by, min_n, compared: {scope: [metric]}} or None, "failures":
+        [str]}. `passed` is False when there is a regression, when nothing could be
+        compared, or when an invariant is broken and not ignored; `failures` says why in one
+        line each. `allowed` records --allow-regressions.
     """
     thresholds = thresholds or Thresholds()
     asked = asked_k if asked_k is not None else (asked_k_of(baseline_metrics), asked_k_of(new_metrics))
     partial = asked_k_difference(*asked)
-    regressions = check_regressions(
-        baseline_metrics, new_metrics, thresholds, allow_mixed_judges=allow_mixed_judges, not_comparable=partial
+    found = _evaluate(
+        baseline_metrics, new_metrics, thresholds, allow_mixed_judges=allow_mixed_judges, not_comparable=partial,
+        slices=slices,
     )
     violations = check_invariants(baseline_metrics, new_metrics)
-    skipped = skipped_metrics(baseline_metrics, new_metrics, allow_mixed_judges=allow_mixed_judges, not_comparable=partial)
-    skipped_keys = {s["metric"] for s in skipped}
-    compared = [key for key in gated_metrics() if key not in skipped_keys]
-    failures = [r.message for r in regressions]
+    compared = found.compared
+    failures = [r.message for r in found.regressions]
     if not compared:
-        reasons = "; ".join(f"{s['metric']}: {s['reason']}" for s in skipped)
+        reasons = "; ".join(f"{s['metric']}: {s['reason']}" for s in found.skipped)
         failures.append(f"nothing comparable — {reasons}")
     elif not allow_missing_metrics:
         failures += [
             f"{s['metric']} not compared: {s['reason']} (--allow-missing-metrics gates without it)"
-            for s in skipped if s["metric"] in HEADLINE_GATED
+            for s in found.skipped if s["metric"] in HEADLINE_GATED or s in found.failing_skips
         ]
     if violations and not ignore_invariants:
         failures += [f"invariant broken: {v}" for v in violations]
@@ -414,11 +807,13 @@ def gate_result(
         "not_comparable": (
             [{"reason": partial, "metrics": [m for m in gated_metrics() if m in ANSWER_METRICS]}] if partial else []
         ),
-        "thresholds": asdict(thresholds),
+        "thresholds": thresholds.as_dict(),
+        "preset": thresholds.preset,
         "invariants": {"ok": not violations, "violations": violations, "ignored": bool(ignore_invariants and violations)},
-        "regressions": [r.to_dict() for r in regressions],
+        "regressions": [r.to_dict() for r in found.regressions],
         "compared": compared,
-        "skipped": skipped,
+        "skipped": [*found.skipped, *found.slice_skipped],
+        "slices": found.slices,
         "failures": failures,
     }
 

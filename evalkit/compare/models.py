@@ -29,6 +29,8 @@ __all__ = [
     "NotComparable",
     "RunUnscoreable",
     "SourceInfo",
+    "StageCell",
+    "StageTransitions",
     "StatsSettings",
 ]
 
@@ -138,6 +140,31 @@ class Flips(BaseModel):
     regressions: list[Flip] = Field(default_factory=list)
     improvements: list[Flip] = Field(default_factory=list)
     counts: dict[str, dict[str, int]] = Field(default_factory=dict, description="{metric: {regressions, improvements}}")
+
+
+class StageCell(BaseModel):
+    """One cell of the stage transition matrix: the paired cases at stage `a` in run a and
+    stage `b` in run b."""
+
+    a: str = Field(description="the cases' failure stage in run a (the baseline); one of `order`")
+    b: str = Field(description="their failure stage in run b")
+    n: int = Field(description="paired cases in this cell (len(ids))")
+    ids: list[str] = Field(description="every case in this cell, by test_case_id")
+
+
+class StageTransitions(BaseModel):
+    """Per-case failure stage, baseline -> candidate (EVAL.md, "Failure stages"): where each
+    paired case went wrong in each run. The cells' n sum to the paired case count."""
+
+    available: bool = Field(True, description="false when a side has no per-case records (a metrics.json baseline)")
+    k: int | None = Field(None, description="the K of the retrieval check (the comparison's primary K); null: no shared K, check skipped")
+    order: list[str] = Field(default_factory=list, description="every stage, in report order (the matrix's rows and columns)")
+    n: int = Field(0, description="paired cases: the sum of the cells' n")
+    a: dict[str, int] = Field(default_factory=dict, description="{stage: paired cases} in run a (the matrix's row totals)")
+    b: dict[str, int] = Field(default_factory=dict, description="{stage: paired cases} in run b (the column totals)")
+    cells: list[StageCell] = Field(
+        default_factory=list, description="the non-empty cells, by run a's stage then run b's, each in `order`"
+    )
 
 
 class RunUnscoreable(BaseModel):
@@ -271,6 +298,8 @@ class GateReport(BaseModel):
     failures: list[str] = Field(default_factory=list, description="why passed is false, one line each")
     thresholds: dict[str, float] = Field(default_factory=dict)
     k: str | None = None
+    slices: dict[str, Any] | None = Field(None, description="--gate-by: {by, min_n, compared: {scope: [metric]}}")
+    preset: str | None = Field(None, description="--gate-preset: the named gate the thresholds came from")
 
 
 class SourceInfo(BaseModel):
@@ -301,6 +330,10 @@ class Comparison(BaseModel):
     config_diff: dict[str, list[Any]] = Field(description="{dotted.key: [a, b]} for every differing config.json key")
     config_diff_available: bool = True
     drift: DriftReport
+    stages: StageTransitions = Field(
+        default_factory=lambda: StageTransitions(available=False),
+        description="failure stage per paired case, run a -> run b, with the cases behind each cell"
+    )
     gate: GateReport
     notes: list[str] = Field(default_factory=list)
 

@@ -6,6 +6,9 @@ metric of the merge verdict is shown no worse than its margin."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from evalkit.compare.cases import AT_K_METRICS
 from evalkit.compare.gate import Thresholds, gate_result
 from evalkit.compare.models import DeltaRow, GateReport, MergeVerdict, MetricVerdict
@@ -34,6 +37,7 @@ def gate_report(
     correction: str,
     allow_missing_metrics: bool = False,
     verdict: MergeVerdict | None = None,
+    slices: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None,
 ) -> GateReport:
     """The comparison's gate verdict.
 
@@ -53,6 +57,8 @@ def gate_report(
         allow_regressions, allow_mixed_judges, ignore_invariants, allow_missing_metrics: as in gate_result.
         correction: "holm" | "bh", named in the messages.
         verdict: the merge verdict (its margins, and the non-inferior gate's labels).
+        slices: (a, b) bodies with the `by_*` slices for `thresholds.by` (compare's cells,
+            recomputed from the records at every K); None: the metrics.json bodies'.
 
     Returns:
         GateReport; `passed` is False exactly when `failures` is non-empty.
@@ -60,7 +66,7 @@ def gate_report(
     g = gate_result(
         a.metrics, b.metrics, thresholds, baseline_run_id=a.run_id, allow_regressions=allow_regressions,
         allow_mixed_judges=allow_mixed_judges, ignore_invariants=ignore_invariants,
-        allow_missing_metrics=allow_missing_metrics, asked_k=(asked_k(a), asked_k(b)),
+        allow_missing_metrics=allow_missing_metrics, asked_k=(asked_k(a), asked_k(b)), slices=slices,
     )
     k = int(g["k"]) if g.get("k") is not None else None
     details = [dict(r) for r in g["regressions"]]
@@ -98,8 +104,8 @@ def gate_report(
         kept = []
         for r in details:
             name = r["metric"]
-            metric = "mrr" if name == "mrr_relative_drop" else HEADLINE_AT_K.get(name, name)
-            row = rows.get((metric, "overall", k if metric in AT_K_METRICS else None))
+            metric, at = ("mrr", k) if name == "mrr_relative_drop" else _row_key(name, k)
+            row = rows.get((metric, r.get("scope") or "overall", at if metric in AT_K_METRICS else None))
             if row is not None and row.significant and row.change == "worse":
                 kept.append(r)
             else:
@@ -140,7 +146,18 @@ def gate_report(
         failures=failures,
         thresholds={**g["thresholds"], "mrr_relative": mrr_relative_threshold},
         k=g.get("k"),
+        slices=g.get("slices"),
+        preset=g.get("preset"),
     )
+
+
+def _row_key(name: str, k: int | None) -> tuple[str, int | None]:
+    """The delta row of a gated metric's name: `recall_frac_avg` -> (recall_frac, the gate's K),
+    `recall_frac@10` -> (recall_frac, 10), `error_rate` -> (error_rate, None)."""
+    base, sep, at = name.partition("@")
+    if sep and at.isdigit():
+        return base, int(at)
+    return HEADLINE_AT_K.get(name, name), k
 
 
 def _margin(verdict: MergeVerdict | None, metric: str) -> float:
@@ -186,4 +203,6 @@ def _non_inferior(
         failures=failures,
         thresholds={**g["thresholds"], "mrr_relative": mrr_relative_threshold},
         k=g.get("k"),
+        slices=g.get("slices"),
+        preset=g.get("preset"),
     )

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from evalkit.compare.gate import Thresholds, gate_result, threshold_check
+from evalkit.compare.gate import BUILTIN_THRESHOLDS, Thresholds, gate_result, threshold_check
 from evalkit.config import RunSettings, judge_identity
 from evalkit.derive.summary import open_run, write_derived
 from evalkit.schema import SCHEMA_VERSION
@@ -55,9 +55,12 @@ def now_utc() -> str:
 
 
 def thresholds_from(s: RunSettings) -> Thresholds:
-    """The gate's thresholds from the --regression-threshold-* settings: one setting per
-    Thresholds field, named after it, so a new gated metric needs no edit here."""
-    return Thresholds(**{f.name: getattr(s, f"regression_threshold_{f.name}") for f in fields(Thresholds)})
+    """The gate's thresholds from the --regression-threshold-* settings (one setting per
+    built-in threshold, named after it, so a new gated metric needs no edit here), then
+    `--regression-threshold NAME=VALUE` (which wins for a gated metric it names), `--gate-by`
+    and `--gate-min-n`."""
+    builtin = Thresholds(**{name: getattr(s, f"regression_threshold_{name}") for name in BUILTIN_THRESHOLDS})
+    return replace(builtin.with_named(s.regression_threshold), by=tuple(s.gate_by), min_slice_n=s.gate_min_n)
 
 
 def run_invariants(

@@ -475,6 +475,8 @@ class Validation:
         anchor_problems: anchors that cannot match anything in the corpus.
         corpus: what anchors were checked against; None when no corpus was given.
         n_anchors: gold supports with a rel_path that were checked.
+        warnings: what valid cases ask that scoring cannot check (`case_warnings`); the set
+            still runs.
     """
 
     eval_set: EvalSet
@@ -482,6 +484,7 @@ class Validation:
     anchor_problems: list[Problem]
     corpus: Corpus | None
     n_anchors: int
+    warnings: list[Problem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -522,7 +525,8 @@ def validate_eval_set(
         n_anchors += sum(1 for s in case.gold_supports if normalize_rel_path(s.rel_path))
 
     eval_set, problems = read_eval_set(paths, extra_categories, visit=check if corpus is not None else None)
-    return Validation(eval_set, problems, anchor_problems, corpus, n_anchors)
+    warnings = [w for _, w in eval_set.warnings]
+    return Validation(eval_set, problems, anchor_problems, corpus, n_anchors, warnings)
 
 
 def _get(obj: Mapping[str, Any] | Any, key: str) -> Any:

@@ -22,11 +22,13 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
+import os
 import subprocess
 import zlib
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple, overload
 
@@ -205,6 +207,10 @@ class EvalSet:
         files: per file: path, sha256, git_commit, git_dirty.
         version: sha256 of the set (see `_version`).
         commit_hash: the newest commit touching the set's files; None when untracked.
+        warnings: (case index, Problem) for what a valid case asks that scoring cannot
+            check (`case_warnings`); said before a run, never a reason not to run.
+        recency_rules: case index -> recency_conflict_rule, for the cases with one; empty
+            for a set built in code (callers then look at the cases).
         locations: per case (parallel to `cases`), the (file path, 1-based line) it was
             read from; empty for a set built in code. Kept out of EvalCase because
             records dump the case.
@@ -215,6 +221,11 @@ class EvalSet:
     version: str = ""
     commit_hash: str | None = None
     locations: Sequence[tuple[str, int]] = field(default_factory=list)
+    # (index of the case, warning): what a case asks that scoring cannot check (`case_warnings`).
+    warnings: list[tuple[int, Problem]] = field(default_factory=list)
+    # index of the case -> its recency_conflict_rule, for the cases that have one (which
+    # judges a run needs is known without rebuilding every case).
+    recency_rules: dict[int, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.cases)
@@ -249,6 +260,19 @@ def configured_categories(start: Path | None = None) -> list[str]:
     if not isinstance(cats, list) or not all(isinstance(c, str) for c in cats):
         raise BadEvalSet(Problem("expected a list of strings", path=str(path), field="eval_set.categories"))
     return cats
+
+
+def sidecar_categories(eval_set_file: Path) -> list[str]:
+    """The categories an eval set file declares: `[eval_set] categories` of the evalkit.toml
+    in the file's own folder (none when that folder is the working directory: that file is
+    the project's, read by `configured_categories`)."""
+    folder = eval_set_file.parent
+    try:
+        if folder.resolve() == Path.cwd().resolve():
+            return []
+    except OSError:
+        return []
+    return configured_categories(folder)
 
 
 def resolve_eval_set_paths(paths: Sequence[str | Path]) -> list[tuple[Path, bool]]:
@@ -330,12 +354,16 @@ def read_eval_set(
     cases = StoredCases()
     locations = _Locations()
     seen: dict[str, int] = {}  # id -> index of the case that has it first
+    warnings: list[tuple[int, Problem]] = []
+    recency_rules: dict[int, str] = {}
     file_infos: list[dict[str, Any]] = []
 
     for path, from_folder in files:
         digest = hashlib.sha256()
         file_problems = len(problems)
         file_no = cases._add_file(path.stem if from_folder else None)
+        # Issue 30: a file may declare its categories in an evalkit.toml beside it.
+        file_allowed = allowed | set(sidecar_categories(path))
         locations.paths.append(str(path))
         with open(path, "rb") as f:
             for lineno, raw in _file_lines(f, digest):
@@ -361,7 +389,10 @@ def read_eval_set(
                     problems.extend(typos)
                     continue
                 problems.extend(typos)
-                problems.extend(case_problems(case, allowed, where))
+                problems.extend(case_problems(case, file_allowed, where))
+                warnings.extend((len(cases), w) for w in case_warnings(case, where))
+                if case.recency_conflict_rule is not None:
+                    recency_rules[len(cases)] = case.recency_conflict_rule
                 first = seen.get(case.id)
                 if first is not None:
                     at_path, at_line = locations[first]
@@ -387,6 +418,8 @@ def read_eval_set(
         version=_version(file_infos),
         commit_hash=_set_commit(files),
         locations=locations,
+        warnings=warnings,
+        recency_rules=recency_rules,
     )
     return eval_set, problems
 
@@ -513,7 +546,8 @@ def case_problems(case: EvalCase, allowed: set[str], where: dict[str, Any]) -> l
         problems.append(
             Problem(
                 f"unknown category {case.category!r}; expected one of {', '.join(sorted(allowed))} "
-                f"(add more under [eval_set] categories in {PROJECT_CONFIG})",
+                f"(declare more with --categories, or under [eval_set] categories in {PROJECT_CONFIG}, in the working "
+                "directory or beside the eval set file)",
                 field="category",
                 **where,
             )
@@ -552,6 +586,12 @@ def case_problems(case: EvalCase, allowed: set[str], where: dict[str, Any]) -> l
                             **where,
                         )
                     )
+    collection = (case.model_extra or {}).get("collection")
+    if collection is not None and not (isinstance(collection, str) and collection.strip()):
+        # seed 002's collection: sent as options.collection under --send-scope collection
+        problems.append(
+            Problem(f"expected a collection name (a non-empty string), got {_short(collection)}", field="collection", **where)
+        )
     graded = [i for i, s in enumerate(case.gold_supports) if s.graded_only]
     if graded and case.recency_conflict_rule is not None:
         problems.append(
@@ -563,6 +603,55 @@ def case_problems(case: EvalCase, allowed: set[str], where: dict[str, Any]) -> l
             )
         )
     return problems
+
+
+def case_warnings(case: EvalCase, where: dict[str, Any]) -> list[Problem]:
+    """What a valid case asks that scoring cannot check (the run still measures the rest).
+
+    - `cite_newer` needs a `date` on each gold support: with none, `recency.pass` is null
+      (never checked); an undated support is neither newer nor older; with one date shared
+      by every support none is older, so citing any of them passes.
+
+    Each warning names the case by its id and says what to add.
+    """
+    if case.recency_conflict_rule != "cite_newer" or not case.gold_supports:
+        return []
+    undated = [i for i, s in enumerate(case.gold_supports) if s.date is None]
+    add = 'add "date": "YYYY-MM-DD" (ISO 8601, the date the note was written or last updated) to '
+    at = {**where, "field": "gold_supports"}
+    if len(undated) == len(case.gold_supports):
+        return [Problem(
+            f"warning: case {case.id!r}: recency_conflict_rule cite_newer needs a date on each gold support and "
+            f"none has one, so recency.pass stays null (the rule is never checked); {add}"
+            + _listed(f"gold_supports[{i}]" for i in undated), **at,
+        )]
+    if undated:
+        return [Problem(
+            f"warning: case {case.id!r}: recency_conflict_rule cite_newer: "
+            + _listed(f"gold_supports[{i}]" for i in undated)
+            + f" {'has' if len(undated) == 1 else 'have'} no date, so cite_newer counts "
+            f"{'it' if len(undated) == 1 else 'them'} as neither newer nor older; {add}"
+            + ("it" if len(undated) == 1 else "each"), **at,
+        )]
+    dates = {_instant(s.date) for s in case.gold_supports if s.date}
+    if len(case.gold_supports) > 1 and len(dates) == 1:
+        return [Problem(
+            f"warning: case {case.id!r}: recency_conflict_rule cite_newer: every gold support has the date "
+            f"{case.gold_supports[0].date}, so none is older and citing any of them passes; give each note its own date",
+            **at,
+        )]
+    return []
+
+
+def _instant(value: str) -> datetime:
+    # As the recency rule compares dates: a date-time as UTC, a plain date as midnight.
+    d = datetime.fromisoformat(value.strip())
+    return d.astimezone(timezone.utc).replace(tzinfo=None) if d.tzinfo is not None else d
+
+
+def _listed(items: Iterator[str] | Sequence[str]) -> str:
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _pydantic_problems(err: ValidationError, obj: dict[str, Any], where: dict[str, Any]) -> list[Problem]:
@@ -609,7 +698,8 @@ def _short(value: Any, limit: int = 60) -> str:
 def _git(args: list[str], cwd: Path) -> str | None:
     try:
         out = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},  # never refresh the user's .git/index (as runner's)
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evalkit.errors import redact
 
-JudgeKind = Literal["groundedness", "correctness", "claims", "abstention", "answer_quality"]
-JUDGE_KINDS: tuple[str, ...] = ("groundedness", "correctness", "claims", "abstention", "answer_quality")
+JudgeKind = Literal["groundedness", "correctness", "claims", "abstention", "answer_quality", "conflict"]
+JUDGE_KINDS: tuple[str, ...] = ("groundedness", "correctness", "claims", "abstention", "answer_quality", "conflict")
 
 
 # --------------------------------------------------------------------------- verdict models
@@ -91,12 +91,24 @@ class AnswerQualityOutput(_Verdict):
     topics_missing: list[str] | None = Field(None, description="Expected topics the answer does not cover, copied verbatim.")
 
 
+class ConflictOutput(_Verdict):
+    """The conflict judge's answer: does the answer acknowledge that its sources disagree
+    (a case with `recency_conflict_rule: acknowledge_both`)?"""
+
+    reasoning: str = Field(description="Short justification, quoting where the answer acknowledges the conflict, if it does.")
+    acknowledged: bool = Field(
+        description="True only if the answer says the sources disagree (or that one supersedes the other) "
+        "and states what each side says."
+    )
+
+
 OUTPUT_MODELS: dict[str, type[_Verdict]] = {
     "groundedness": GroundednessOutput,
     "correctness": CorrectnessOutput,
     "claims": ClaimsOutput,
     "abstention": AbstentionOutput,
     "answer_quality": AnswerQualityOutput,
+    "conflict": ConflictOutput,
 }
 
 
@@ -119,6 +131,8 @@ class JudgeItem:
     expected_topics: tuple[str, ...] = ()  # the answer-quality judge's completeness (seed 002)
     answerable: bool = True
     n_references: int = 0
+    # The conflict judge's: the notes the eval set says disagree ("path > heading (dated D)").
+    conflict_notes: tuple[str, ...] = ()
 
 
 @dataclass

@@ -342,8 +342,8 @@ async def judge_in_batches(
             holding the run.
     """
     check_batch_settings(settings)
-    # At most four prompts per case and trial (abstention, groundedness, correctness, quality).
-    n_prompts = 4 * max(1, settings.trials) * max(1, len(selected))
+    # At most five prompts per case and trial (abstention, groundedness, correctness, quality, conflict).
+    n_prompts = 5 * max(1, settings.trials) * max(1, len(selected))
     # The judge used to collect, submit and fill: no refresh (the collector applies it) and
     # a download cap that grows with the batch (one reply per request).
     llm = build_judge(replace(settings, refresh_cache=False,

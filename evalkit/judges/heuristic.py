@@ -21,6 +21,10 @@ EVAL.md, section "Judges", states the formulas below.
   words the answer uses.
 - abstention: a refusal phrase (REFUSAL_PATTERNS) in the first sentence, or anywhere in an
   answer of at most 40 words.
+- conflict (acknowledge_both cases): acknowledged when the answer holds a conflict phrase
+  (CONFLICT_PATTERNS: "conflict", "contradict", "the older note says", "depends", ...) and
+  draws on at least two different notes of the context (a claim cites [n] or is supported
+  by a chunk of each).
 """
 
 from __future__ import annotations
@@ -60,6 +64,15 @@ REFUSAL_PATTERNS: tuple[str, ...] = (
     r"\bnot (?:in|covered by|part of) (?:the|my) (?:notes|context|documents|vault|sources)\b",
 )
 _REFUSAL = re.compile("|".join(REFUSAL_PATTERNS), re.I)
+CONFLICT_PATTERNS: tuple[str, ...] = (
+    r"\b(?:conflict\w*|contradict\w*|disagree\w*|inconsisten\w*|discrepan\w*)\b",
+    r"\b(?:notes?|sources?|documents?|versions?) (?:differ|disagree|say different|do not agree|don't agree)\b",
+    r"\b(?:older|earlier|previous|outdated|old|superseded|newer|later|latest|updated|current|new) "
+    r"(?:note|version|document|source|page)s? (?:says?|said|states?|stated|mentions?|recommends?|replaces?|supersedes?)\b",
+    r"\b(?:superseded|supersedes|replaced by|no longer (?:valid|current|applies))\b",
+    r"\b(?:on the other hand|it depends|depends on which)\b",
+)
+_CONFLICT = re.compile("|".join(CONFLICT_PATTERNS), re.I)
 _TOKEN = re.compile(r"[^\W_]+", re.U)
 # At most 6 digits: a marker is a passage number, and int() of a 5,000-digit run raises.
 _MARKER = re.compile(r"\[(\d{1,6}(?:\s*,\s*\d{1,6})*)\]")
@@ -174,6 +187,30 @@ def detect_refusal(answer: str) -> dict[str, Any]:
     return {"abstained": False, "confidence": 0.7, "phrase": None}
 
 
+def conflict_check(answer: str, context: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The conflict heuristic: {"acknowledged", "phrase", "notes", "reasoning"}.
+
+    acknowledged = a CONFLICT_PATTERNS phrase is in the answer AND the answer draws on at
+    least two distinct notes (`rel_path`) of the context: a claim cites chunk [n] of one, or
+    is supported by one (SUPPORT_THRESHOLD overlap). `notes` counts those notes.
+    """
+    m = _CONFLICT.search(" ".join(answer.split()))
+    used: set[str] = set()
+    paths = [str(c.get("rel_path") or c.get("chunk_id") or n) for n, c in enumerate(context, start=1)]
+    markers = {n for c in split_claims(answer) for n in c["markers"]}
+    used.update(paths[n - 1] for n in markers if 1 <= n <= len(paths))
+    used.update(paths[n - 1] for c in judge_claims(answer, context) for n in c["evidence"])
+    acknowledged = m is not None and len(used) >= 2
+    phrase = m.group(0) if m else None
+    return {
+        "acknowledged": acknowledged,
+        "phrase": phrase,
+        "notes": len(used),
+        "reasoning": f"heuristic: {'conflict phrase ' + repr(phrase) if phrase else 'no conflict phrase'}; "
+        f"the answer draws on {len(used)} note{'' if len(used) == 1 else 's'} of the context (2 needed)",
+    }
+
+
 class HeuristicJudge:
     """The Judge protocol without a model: lexical overlap, citation markers, refusal phrases."""
 
@@ -214,6 +251,8 @@ class HeuristicJudge:
         elif kind == "abstention":
             r = detect_refusal(item.answer)
             verdict = {"abstained": r["abstained"], "confidence": r["confidence"], "phrase": r["phrase"]}
+        elif kind == "conflict":
+            verdict = conflict_check(item.answer, item.context)
         else:
             raise ValueError(f"unknown judge kind {kind!r}")
         return JudgeOutcome(

@@ -200,6 +200,8 @@ class LLMJudge:
             extra = {"expected_key_facts": list(item.expected_key_facts), "expected_answer": item.expected_answer}
         elif kind == "answer_quality":
             extra = {"expected_topics": list(item.expected_topics)}
+        elif kind == "conflict":
+            extra = {"conflict_notes": list(item.conflict_notes)}
         key = cache_key(
             kind=kind,
             question=item.question,

@@ -90,6 +90,26 @@ Answer: {answer}
 
 Does this answer indicate the system cannot answer the question? Return JSON: {{"abstained": true/false, "confidence": 0-1}}"""
 
+# Seed 000's recency/conflict rule "acknowledge_both" ("must acknowledge conflict and cite
+# both"; the category "expects 'depends / latest says...'"): the seed gives no prompt.
+_CONFLICT_V1 = """The notes behind this question disagree with each other. The eval set marks the case
+"acknowledge_both": a good answer acknowledges the conflict and presents both sides.
+
+Question: {question}
+Notes that disagree (from the eval set):
+{conflict_notes}
+Answer: {answer}
+Retrieved Context:
+{context_chunks}
+
+Does the answer acknowledge that the sources disagree (or that one supersedes the other, e.g.
+"depends" or "the latest note says ...") AND state what each side says?
+- An answer that gives only one side does not acknowledge the conflict.
+- An answer that blends both sides into one claim without noting they differ does not either.
+- Judge only the answer's text; whether it is correct is judged elsewhere.
+
+Return JSON: {{"reasoning": "...", "acknowledged": true/false}}"""
+
 # Seed 002's answer-quality prompt (GNO's evals/scorers/answer-quality.ts), with the sources
 # numbered as in the other prompts and the two topic lists added to the reply.
 _ANSWER_QUALITY_V1 = """You are evaluating an AI-generated answer for quality.
@@ -165,6 +185,26 @@ Reply given: {answer}
 
 Is this reply a refusal, i.e. does it say the answer cannot be found or given? Return JSON: {{"abstained": true/false, "confidence": 0-1}}"""
 
+_CONFLICT_ALT = """You are checking whether an assistant noticed that its sources contradict each other.
+
+The eval set says these notes disagree:
+{conflict_notes}
+
+User's question:
+{question}
+
+Assistant's reply:
+{answer}
+
+Material the assistant retrieved:
+{context_chunks}
+
+Say acknowledged = true only if the reply tells the user the sources differ (or that a newer
+note replaces an older one) and says what each of them holds. One side only, or both merged
+as if they agreed, is false. Do not grade correctness.
+
+Reply as JSON with keys reasoning and acknowledged."""
+
 PROMPT_SETS: dict[str, dict[str, str]] = {
     "v1": {
         "groundedness": _GROUNDEDNESS_V1,
@@ -172,6 +212,7 @@ PROMPT_SETS: dict[str, dict[str, str]] = {
         "claims": _CLAIMS_V1,
         "abstention": _ABSTENTION_V1,
         "answer_quality": _ANSWER_QUALITY_V1,
+        "conflict": _CONFLICT_V1,
     },
     "v1-alt": {
         "groundedness": _GROUNDEDNESS_ALT,
@@ -179,10 +220,11 @@ PROMPT_SETS: dict[str, dict[str, str]] = {
         "claims": _CLAIMS_V1,
         "abstention": _ABSTENTION_ALT,
         "answer_quality": _ANSWER_QUALITY_V1,
+        "conflict": _CONFLICT_ALT,
     },
 }
 
-_MAX_TOKENS = {"groundedness": 1024, "correctness": 1024, "claims": 2048, "abstention": 128, "answer_quality": 1024}
+_MAX_TOKENS = {"groundedness": 1024, "correctness": 1024, "claims": 2048, "abstention": 128, "answer_quality": 1024, "conflict": 512}
 
 
 def prompt_version(kind: str, prompt_set: str = DEFAULT_PROMPT_SET) -> str:
@@ -225,6 +267,7 @@ def render_prompt(kind: str, item: JudgeItem, *, prompt_set: str = DEFAULT_PROMP
         context_chunks=render_context(item.context),
         expected=_render_expected(item),
         topics=", ".join(item.expected_topics) or "N/A",
+        conflict_notes="\n".join(f"- {n}" for n in item.conflict_notes) or "(not given)",
     )
     messages = [{"role": "user", "content": text}]
     digest = hashlib.sha256(json.dumps([SYSTEM, messages], sort_keys=True).encode()).hexdigest()

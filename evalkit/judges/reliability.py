@@ -64,34 +64,55 @@ def sample_indices(n_items: int, n: int, seed: int) -> list[int]:
     return sorted(int(i) for i in rng.choice(n_items, size=size, replace=False))
 
 
-def reliability_summary(pairs: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
+def reliability_summary(
+    pairs: dict[str, list[tuple[float, float]]], binary: dict[str, list[tuple[bool, bool]]] | None = None
+) -> dict[str, Any]:
     """Agreement of the main and the second judge, per judge kind and pooled.
+
+    Seed 000: a pair disagrees on a "score difference > 1 point or different binary
+    classification". Score pairs disagree when |a - b| > DISAGREEMENT_GAP; binary pairs
+    (the abstention classifier's `abstained`, the conflict judge's `acknowledged`) when
+    a != b.
 
     Args:
         pairs: kind -> [(main score, second score)] over spot-checked cases both judged.
+        binary: kind -> [(main decision, second decision)] likewise.
 
     Returns:
-        {"disagreement_rate", "weighted_kappa", "n_pairs", "by_judge": {kind: {...}}}: pooled
-        values use every pair of every kind; kappa is on integer grades (to_grade).
+        {"disagreement_rate", "weighted_kappa", "n_pairs", "n_disagreements", "by_judge":
+        {kind: {...}}}: the pooled rate and counts use every pair of every kind, score and
+        binary; kappa is on the score pairs' integer grades (to_grade) only.
     """
-    by_judge = {}
+    by_judge: dict[str, Any] = {}
     all_a: list[float] = []
     all_b: list[float] = []
+    n_disagree = 0
     for kind, ps in pairs.items():
         a = [p[0] for p in ps]
         b = [p[1] for p in ps]
         all_a += a
         all_b += b
+        differ = sum(1 for x, y in ps if abs(x - y) > DISAGREEMENT_GAP)
+        n_disagree += differ
         by_judge[kind] = {
             "disagreement_rate": disagreement_rate(a, b),
             "weighted_kappa": quadratic_weighted_kappa([to_grade(x) for x in a], [to_grade(x) for x in b]),
             "mean_abs_diff": (sum(abs(x - y) for x, y in ps) / len(ps)) if ps else None,
             "n": len(ps),
+            "n_disagree": differ,
         }
+    n_binary = 0
+    for kind, bs in (binary or {}).items():
+        differ = sum(1 for x, y in bs if bool(x) != bool(y))
+        n_binary += len(bs)
+        n_disagree += differ
+        by_judge[kind] = {"disagreement_rate": differ / len(bs) if bs else None, "n": len(bs), "n_disagree": differ}
+    n_pairs = len(all_a) + n_binary
     return {
-        "disagreement_rate": disagreement_rate(all_a, all_b),
+        "disagreement_rate": n_disagree / n_pairs if n_pairs else None,
         "weighted_kappa": quadratic_weighted_kappa([to_grade(x) for x in all_a], [to_grade(x) for x in all_b]),
-        "n_pairs": len(all_a),
+        "n_pairs": n_pairs,
+        "n_disagreements": n_disagree,
         "by_judge": by_judge,
     }
 

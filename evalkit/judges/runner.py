@@ -13,6 +13,13 @@ a stored run). The rules, in order:
 6. An answer to an unanswerable case gets correctness 0 (method "rule"); groundedness is judged.
 7. Anything else is judged on both; a judge failure is recorded in `judge_errors`, the
    score stays null and the run goes on.
+8. A case with `recency_conflict_rule: acknowledge_both` also gets the conflict judge
+   (`conflict.acknowledged`); a target error, an abstention or an empty answer is
+   `acknowledged: false` (method "rule"). The verdict completes the case's
+   `retrieval_metrics.recency` (pass = all_retrieved and acknowledged).
+
+Only the judge evaluators `JudgeSettings.evaluators` selects run (`--evaluators`); a verdict
+of one that does not run stays null.
 """
 
 from __future__ import annotations
@@ -28,7 +35,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from evalkit.config import CLAIM_STORE_CHARS, LIST_STORE_ITEMS, stored_answer
+from evalkit.config import (
+    CLAIM_STORE_CHARS,
+    DEFAULT_EVALUATORS,
+    EVALUATORS,
+    LIST_STORE_ITEMS,
+    parse_evaluators,
+    stored_answer,
+)
 from evalkit.errors import JudgeConfigError, Problem
 from evalkit.judges.base import Judge, JudgeFailure, JudgeItem, JudgeOutcome
 from evalkit.judges.cache import DEFAULT_CACHE_PATH, JudgeCache, context_hash
@@ -39,8 +53,13 @@ from evalkit.judges.prompts import DEFAULT_PROMPT_SET, PROMPT_SETS, prompt_versi
 from evalkit.judges.registry import PROVIDERS, load_backend_class
 from evalkit.judges.reliability import case_trial_stats, run_trial_stats
 from evalkit.metrics.abstention import score_case_abstention
+from evalkit.metrics.retrieval import with_acknowledgement
 
 TRUNCATE_CHARS = 200
+# The judge evaluators `--evaluators` picks from (retrieval is the run's, never a judge's);
+# answer_quality is opt-in (--answer-quality), the others run by default.
+JUDGE_EVALUATORS = tuple(n for n in EVALUATORS if n != "retrieval")
+DEFAULT_JUDGE_EVALUATORS = tuple(n for n in DEFAULT_EVALUATORS if n != "retrieval")
 
 DEFAULT_MODELS = {"openai": "gpt-4o-2024-08-06", "anthropic": "claude-sonnet-4-5-20250929"}
 KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "openai-compatible": "OPENAI_COMPAT_API_KEY"}
@@ -69,6 +88,12 @@ class JudgeSettings:
     # Seed 002's answer-quality judge (relevance / groundedness / completeness vs the
     # case's expected_topics), an optional third verdict on answered answerable cases.
     answer_quality: bool = False
+    # Which judge evaluators run (`--evaluators`): a subset of JUDGE_EVALUATORS; None = the
+    # default set (DEFAULT_JUDGE_EVALUATORS, plus answer_quality when `answer_quality`).
+    evaluators: tuple[str, ...] | None = None
+    # Whether the cases to judge hold an acknowledge_both case: the conflict judge's prompt
+    # version is then part of the judge's description (and identity). Set by the caller.
+    conflict_cases: bool = False
     trials: int = 1
     concurrency: int = 4
     rps: float | None = None
@@ -214,6 +239,11 @@ def build_judge_runner(settings: JudgeSettings) -> JudgeRunner:
     """
     if settings.trials < 1:
         raise JudgeConfigError(Problem(f"--judge-trials must be >= 1, got {settings.trials}", field="--judge-trials"))
+    unknown = [n for n in settings.evaluators or () if n not in JUDGE_EVALUATORS]
+    if unknown:
+        raise JudgeConfigError(
+            Problem(f"unknown judge evaluator {unknown[0]!r}; expected some of {', '.join(JUDGE_EVALUATORS)}", field="--evaluators")
+        )
     return JudgeRunner(build_judge(settings), settings)
 
 
@@ -266,6 +296,64 @@ def _quality_rule(reasoning: str, *, completeness: bool) -> dict[str, Any]:
     # needs expected_topics), so its mean stays over the cases it applies to.
     return {"score": 0.0, "relevance": 0.0, "groundedness": 0.0, "completeness": 0.0 if completeness else None,
             "reasoning": reasoning, "method": "rule"}
+
+
+def _conflict_rule(reasoning: str) -> dict[str, Any]:
+    # No answer to acknowledge anything with: the rule fails, as correctness is 0.
+    return {"acknowledged": False, "score": 0.0, "reasoning": reasoning, "method": "rule"}
+
+
+def _set_conflict(rec: dict[str, Any], verdict: dict[str, Any] | None) -> None:
+    """Store the conflict verdict (None: the judge failed) and apply it to the record's
+    acknowledge_both `recency` (pass = all_retrieved and acknowledged)."""
+    rec["conflict"] = verdict
+    rm = rec.get("retrieval_metrics")
+    if isinstance(rm, dict) and isinstance(rm.get("recency"), dict):
+        acknowledged = verdict.get("acknowledged") if verdict is not None else None
+        rec["retrieval_metrics"] = {**rm, "recency": with_acknowledgement(rm["recency"], acknowledged)}
+
+
+def conflict_notes(case: Mapping[str, Any]) -> tuple[str, ...]:
+    """The gold supports of a conflict case as the conflict judge is shown them:
+    "path > heading (dated D)"."""
+    out = []
+    for s in case.get("gold_supports") or []:
+        if not isinstance(s, Mapping):
+            continue
+        where = " > ".join(str(x) for x in (s.get("rel_path") or s.get("chunk_id"), s.get("heading_path")) if x)
+        out.append(where + (f" (dated {s['date']})" if s.get("date") else ""))
+    return tuple(out)
+
+
+def parse_judge_evaluators(value: Any) -> tuple[str, ...] | None:
+    """judge_answers' `--evaluators` as JudgeSettings.evaluators (None when not given):
+    the judge evaluators named; `retrieval` may be listed and is score_retrieval's job.
+
+    Raises:
+        JudgeConfigError: an unknown name (listing the known ones), or no judge named.
+    """
+    if value is None:
+        return None
+    try:
+        names = parse_evaluators(value)
+    except ValueError as e:
+        raise JudgeConfigError(Problem(str(e), field="--evaluators")) from None
+    judges = tuple(n for n in names if n != "retrieval")
+    if not judges:
+        raise JudgeConfigError(Problem(
+            f"names no judge; expected some of {', '.join(JUDGE_EVALUATORS)} (retrieval is score_retrieval's)",
+            field="--evaluators",
+        ))
+    return judges
+
+
+def judge_evaluators(settings: JudgeSettings) -> frozenset[str]:
+    """The judge evaluators `settings` run: `evaluators` (DEFAULT_JUDGE_EVALUATORS when
+    None), plus answer_quality when `answer_quality` is set."""
+    on = set(DEFAULT_JUDGE_EVALUATORS if settings.evaluators is None else settings.evaluators)
+    if settings.answer_quality:
+        on.add("answer_quality")
+    return frozenset(on)
 
 
 def _claims_as_groundedness(verdict: dict[str, Any]) -> dict[str, Any]:
@@ -403,16 +491,26 @@ class JudgeRunner:
     def groundedness_kind(self) -> str:
         return "claims" if self.settings.claim_level else "groundedness"
 
+    @property
+    def evaluators(self) -> frozenset[str]:
+        """The judge evaluators this runner runs (JudgeSettings.evaluators, resolved)."""
+        return judge_evaluators(self.settings)
+
     def describe(self) -> dict[str, Any]:
         """config.json's "judge": provider, model, prompt versions, temperature, heuristic, version."""
         d = self.judge.describe()
         r = self._resolved
         prompt_set = self.settings.prompt_set
-        kinds = ("correctness", "abstention", *(("answer_quality",) if self.settings.answer_quality else ()))
+        on = self.evaluators
+        # The conflict judge only when there is a conflict to judge: a run without an
+        # acknowledge_both case keeps the identity it had before the judge existed.
+        kinds = [k for k in ("correctness", "abstention", "answer_quality") if k in on]
+        kinds += ["conflict"] if "conflict" in on and self.settings.conflict_cases else []
         if self.heuristic:
-            versions = {k: HEURISTIC_VERSION for k in ("groundedness", *kinds)}
+            versions = {k: HEURISTIC_VERSION for k in (["groundedness"] if "groundedness" in on else []) + kinds}
         else:
-            versions = {k: prompt_version(k, prompt_set) for k in (self.groundedness_kind, *kinds)}
+            g = [self.groundedness_kind] if "groundedness" in on else []
+            versions = {k: prompt_version(k, prompt_set) for k in g + kinds}
         return {
             **d,
             "provider": r.provider,
@@ -426,7 +524,8 @@ class JudgeRunner:
             "pinned": True if self.heuristic else is_pinned(r.provider, r.model),
             "allow_unpinned": self.settings.allow_unpinned,
             "claim_level": self.settings.claim_level,
-            "answer_quality": self.settings.answer_quality,
+            "answer_quality": "answer_quality" in on,
+            "evaluators": [k for k in JUDGE_EVALUATORS if k in on],
             "trials": self.trials,
             "cache": None
             if self.heuristic
@@ -512,7 +611,13 @@ class JudgeRunner:
         rec["judge_errors"] = []
         rec["groundedness"] = None
         rec["correctness"] = None
-        quality = self.settings.answer_quality
+        on = self.evaluators
+        quality = "answer_quality" in on
+        # acknowledge_both: the answer must acknowledge the conflict (the conflict judge).
+        conflict = "conflict" in on and answerable and case.get("recency_conflict_rule") == "acknowledge_both"
+        if not conflict and "conflict" in rec:  # re-judged without it: no stale verdict stays applied
+            _set_conflict(rec, None)
+            del rec["conflict"]
         # Only a run judged for answer quality has the key: re-judging without it drops a stale one.
         rec.pop("answer_quality", None)
         if quality:
@@ -523,6 +628,8 @@ class JudgeRunner:
         error = rec.get("error")
         if error and error.get("kind") != "empty_answer":
             self._counters.not_judged_target_error += 1
+            if conflict:  # a system failure fails its rule, as it scores 0 on retrieval
+                _set_conflict(rec, _conflict_rule("the target failed the case"))
             return self._finish(rec, cost, t0, judged=False)
 
         item = JudgeItem(
@@ -535,10 +642,15 @@ class JudgeRunner:
             answerable=answerable,
             # references beyond the stored ones still count for citation markers [n]
             n_references=len(rec.get("references") or []) + int(rec.get("references_dropped") or 0),
+            conflict_notes=conflict_notes(case) if conflict else (),
         )
         abst = dict(rec.get("abstention") or {})
         # Re-judging re-decides what an earlier classifier decided; the target's own field stays.
-        if answer.strip() and (abst.get("abstained") is None or abst.get("method") in ("judge", "heuristic")):
+        classify = "abstention" in on
+        if not classify and abst.get("method") in ("judge", "heuristic"):
+            # An earlier classifier's decision is not this judge's: without the evaluator it is dropped.
+            abst.update(abstained=None, hallucinated=None, false_abstention=None, method=None, reason=None, confidence=None)
+        if classify and answer.strip() and (abst.get("abstained") is None or abst.get("method") in ("judge", "heuristic")):
             if abst.get("method") in ("judge", "heuristic"):
                 abst.update(reason=None, confidence=None)
             abst.update(abstained=None, hallucinated=None, false_abstention=None, method=None)
@@ -550,36 +662,48 @@ class JudgeRunner:
             self._counters.not_judged_correct_abstention += 1
             return self._finish(rec, cost, t0, judged=False)
         if abstained is True:
-            rec["correctness"] = _rule(0, "abstained on an answerable question")
+            if "correctness" in on:
+                rec["correctness"] = _rule(0, "abstained on an answerable question")
             if quality:
                 rec["answer_quality"] = _quality_rule("abstained on an answerable question", completeness=self._completes(item))
+            if conflict:
+                _set_conflict(rec, _conflict_rule("abstained on an answerable question"))
             self._counters.rule_scored += 1
             return self._finish(rec, cost, t0, judged=True)
         if not answer.strip():
-            rec["groundedness"] = _rule(0, "empty answer")
-            rec["correctness"] = _rule(0, "empty answer")
+            if "groundedness" in on:
+                rec["groundedness"] = _rule(0, "empty answer")
+            if "correctness" in on:
+                rec["correctness"] = _rule(0, "empty answer")
             if quality and answerable:
                 rec["answer_quality"] = _quality_rule("empty answer", completeness=self._completes(item))
+            if conflict:
+                _set_conflict(rec, _conflict_rule("empty answer"))
             self._counters.rule_scored += 1
             return self._finish(rec, cost, t0, judged=True)
 
-        tasks = [self._judge_kind(self.groundedness_kind, item, rec, cost)]
-        if answerable:
-            tasks.append(self._judge_kind("correctness", item, rec, cost))
-        else:
+        # (name, kind) of the verdicts to ask for, in this order.
+        asked: list[tuple[str, str]] = []
+        if "groundedness" in on:
+            asked.append(("groundedness", self.groundedness_kind))
+        if "correctness" in on and answerable:
+            asked.append(("correctness", "correctness"))
+        elif "correctness" in on:
             rec["correctness"] = _rule(0, "answered a question the eval set marks unanswerable")
             self._counters.rule_scored += 1
         if quality and answerable:
-            tasks.append(self._judge_kind("answer_quality", item, rec, cost))
-        results = await asyncio.gather(*tasks)
-        rec["groundedness"] = results[0]
+            asked.append(("answer_quality", "answer_quality"))
+        if conflict:
+            asked.append(("conflict", "conflict"))
+        results = await asyncio.gather(*(self._judge_kind(kind, item, rec, cost) for _, kind in asked))
+        for (name, _), verdict in zip(asked, results, strict=True):
+            if name == "conflict":
+                _set_conflict(rec, verdict)
+            else:
+                rec[name] = verdict
         if rec["groundedness"] is not None:
             rec["groundedness"]["citations"] = citation_check(answer, len(ctx), item.n_references)
-        if answerable:
-            rec["correctness"] = results[1]
-            if quality:
-                rec["answer_quality"] = results[2]
-        return self._finish(rec, cost, t0, judged=True)
+        return self._finish(rec, cost, t0, judged=bool(asked) or rec["correctness"] is not None)
 
     def _completes(self, item: JudgeItem) -> bool:
         """Whether the answer-quality judge measures completeness here (an LLM always does)."""
@@ -604,7 +728,7 @@ class JudgeRunner:
         rec["latency"] = latency
         if judged:
             self._counters.judged += 1
-        for kind in ("groundedness", "correctness", "answer_quality"):
+        for kind in ("groundedness", "correctness", "answer_quality", "conflict"):
             v = rec.get(kind)
             if isinstance(v, dict) and v.get("score") is not None:
                 self._counters.scores.setdefault(kind, []).append(float(v["score"]))
@@ -646,6 +770,8 @@ class JudgeRunner:
             v = _claims_as_groundedness(o.verdict) if (kind == "claims" and o.method == "llm") else dict(o.verdict)
             if kind == "answer_quality" and o.method == "llm":
                 v["score"] = _quality_score(v)
+            if kind == "conflict":  # 1 acknowledged, 0 not: trials average it like a score
+                v["score"] = 1.0 if v.get("acknowledged") else 0.0
             verdicts.append(v)
         self._counters.judgments_ok += 1
         verdict = {**verdicts[0], **ok[0].meta(), "judge_identity": self.identity()}
@@ -655,6 +781,8 @@ class JudgeRunner:
             scores = [float(v["score"]) for v in verdicts if v.get("score") is not None]
             stats = case_trial_stats(scores)
             verdict["score"] = stats["mean"]
+            if kind == "conflict":  # a majority of the trials (a tie is not acknowledged)
+                verdict["acknowledged"] = stats["mean"] is not None and stats["mean"] > 0.5
             verdict["trials"] = {**stats, "n_failed": len(failures), "cached": sum(1 for o in ok if o.cached)}
             if scores:
                 self._counters.trial_scores.setdefault(name, []).append(scores)

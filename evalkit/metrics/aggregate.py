@@ -54,6 +54,7 @@ MEAN_METRICS = tuple(m.key for m in METRICS if m.mean)
 # bounded by |gold| / K, across slices it compares their labels more than the retriever.
 SLICE_METRICS = tuple(m.key for m in METRICS if m.sliced)
 LATENCY_PHASES = ("folder_selection", "retrieval", "generation", "judge")
+_KNOWN_LATENCY_KEYS = frozenset({"total_ms", *(f"{p}_ms" for p in LATENCY_PHASES)})
 _JUDGES = ("groundedness", "correctness", "answer_quality")
 _QUALITY_DIMENSIONS = ("relevance", "groundedness", "completeness")
 GROUPINGS = ("by_tag", "by_category", "by_difficulty", "by_domain", "by_answerable", "by_language", "by_scenario")
@@ -246,6 +247,10 @@ def extract_case(record: Mapping, ks: list[int]) -> dict:
     empty = kind == "empty_answer" or (kind is None and isinstance(answer, str) and not answer.strip())
     latency = record.get("latency") or {}
     cost = record.get("cost") or {}
+    # The target's other phases (`<phase>_ms` beyond the known ones, e.g. rerank_ms).
+    extra = {k[:-3]: v for k, v in latency.items() if k not in _KNOWN_LATENCY_KEYS and k.endswith("_ms")}
+    extra = {p: v for p, v in ((p, _num(v)) for p, v in extra.items()) if v is not None}
+    budgets = record.get("phase_budgets")
     return {
         "answerable": answerable,
         "unlabeled": answerable and not case.get("gold_supports"),
@@ -259,6 +264,13 @@ def extract_case(record: Mapping, ks: list[int]) -> dict:
         "latency": {
             "total": _num(latency.get("total_ms")),
             **{p: _num(latency.get(f"{p}_ms")) for p in LATENCY_PHASES},
+        },
+        "latency_extra": extra,
+        # phase -> (budget_ms, score, within) where the phase was measured
+        "phase_budgets": {
+            p: (float(b["budget_ms"]), float(b["score"]), float(bool(b["within"])))
+            for p, b in (budgets.items() if isinstance(budgets, Mapping) else ())
+            if isinstance(b, Mapping) and _num(b.get("score")) is not None and _num(b.get("budget_ms")) is not None
         },
         "cost_usd": _num(cost.get("judge_cost_usd")) or 0.0,
         "cost_tokens": int(_num(cost.get("judge_tokens")) or 0),
@@ -314,6 +326,12 @@ class RecordTable:
         self.tokens = array("q")
         self.error_kinds: list[tuple[int, str]] = []
         self.judge_errors: list[tuple[int, str]] = []
+        # The target's other phases and the phase budgets, beside the table (few records have
+        # them, and their names are the target's): phase -> (rows, values) / (rows, score, within),
+        # with each phase's budget_ms.
+        self.extra_latency: dict[str, tuple[array, array]] = {}
+        self.phase_budget: dict[str, tuple[array, array, array]] = {}
+        self.phase_budget_ms: dict[str, float] = {}
         self._at_k = [(str(k), m) for k in ks for m in AT_K_METRICS]
         self._latency = ("total", *LATENCY_PHASES)
         # Row numbers as 8-byte machine ints, not Python ints (36 bytes each in a list).
@@ -350,8 +368,30 @@ class RecordTable:
             self.error_kinds.append((row, x["error_kind"]))
         for judge in x["judge_errors"]:
             self.judge_errors.append((row, judge))
+        for phase, v in (x.get("latency_extra") or {}).items():
+            rows, vals = self._extra(phase)
+            rows.append(row)
+            vals.append(v)
+        for phase, (budget, score, within) in (x.get("phase_budgets") or {}).items():
+            rows, scores, withins = self._budget(phase, budget)
+            rows.append(row)
+            scores.append(score)
+            withins.append(within)
         self.n += 1
         return row
+
+    def _extra(self, phase: str) -> tuple[array, array]:
+        got = self.extra_latency.get(phase)
+        if got is None:
+            got = self.extra_latency[phase] = (array("q"), array("d"))
+        return got
+
+    def _budget(self, phase: str, budget_ms: float) -> tuple[array, array, array]:
+        got = self.phase_budget.get(phase)
+        if got is None:
+            got = self.phase_budget[phase] = (array("q"), array("d"), array("d"))
+            self.phase_budget_ms[phase] = budget_ms
+        return got
 
     def add_record(self, record: Mapping) -> None:
         """Reduce one record (`extract_case`) and file its row under every group it is in."""
@@ -481,6 +521,15 @@ class RecordTable:
         self.tokens.extend(other.tokens)
         self.error_kinds += [(base + row, kind) for row, kind in other.error_kinds]
         self.judge_errors += [(base + row, judge) for row, judge in other.judge_errors]
+        for phase, (rows, vals) in other.extra_latency.items():
+            mine_rows, mine_vals = self._extra(phase)
+            mine_rows.extend(base + row for row in rows)
+            mine_vals.extend(vals)
+        for phase, (rows, scores, withins) in other.phase_budget.items():
+            mine_rows, mine_scores, mine_withins = self._budget(phase, other.phase_budget_ms[phase])
+            mine_rows.extend(base + row for row in rows)
+            mine_scores.extend(scores)
+            mine_withins.extend(withins)
         for grouping, cells in other.groups.items():
             mine = self.groups[grouping]
             for key, rows in cells.items():
@@ -573,6 +622,34 @@ class _View:
         member[rows] = True
         return member
 
+    @staticmethod
+    def _picked(rows: array, member: np.ndarray | None, *columns: array) -> list[list[float]]:
+        """The values of `columns` at the side-store `rows` that are in the cell."""
+        if member is None:
+            return [list(c) for c in columns]
+        keep = member[np.frombuffer(rows, dtype=np.int64)] if len(rows) else np.zeros(0, bool)
+        return [np.frombuffer(c, dtype=np.float64)[keep].tolist() if len(c) else [] for c in columns]
+
+    def _phases(self, rows: np.ndarray | None, member: np.ndarray | None) -> dict:
+        """`latency.phases`: the known phases, then the target's others (sorted by name);
+        a budgeted phase's block also holds `budget` {budget_ms, score_avg, within_rate, n}."""
+        t = self.t
+        phases = {p: _latency_block(self._values(rows, f"latency:{p}")) for p in LATENCY_PHASES}
+        for phase in sorted(t.extra_latency):
+            (values,) = self._picked(t.extra_latency[phase][0], member, t.extra_latency[phase][1])
+            phases[phase] = _latency_block(values)
+        for phase in sorted(t.phase_budget):
+            prow, scores, withins = t.phase_budget[phase]
+            score_l, within_l = self._picked(prow, member, scores, withins)
+            block = phases.setdefault(phase, _latency_block([]))
+            block["budget"] = {
+                "budget_ms": t.phase_budget_ms[phase],
+                "score_avg": _mean(score_l),
+                "within_rate": _mean(within_l),
+                "n": len(score_l),
+            }
+        return phases
+
     def cell(self, rows: np.ndarray | None) -> dict:
         """The full cell layout over `rows` (None: every row)."""
         t = self.t
@@ -594,7 +671,7 @@ class _View:
         out["judge_errors_by_judge"] = {j: judge_errors[j] for j in sorted(judge_errors)}
         out["n_unlabeled"] = int(np.count_nonzero(self.unlabeled if rows is None else self.unlabeled[rows]))
         total = _latency_block(self._values(rows, "latency:total"))
-        out["latency"] = {**total, "phases": {p: _latency_block(self._values(rows, f"latency:{p}")) for p in LATENCY_PHASES}}
+        out["latency"] = {**total, "phases": self._phases(rows, member)}
         cost = self.data[:, t.col["cost_usd"]]
         out["cost"] = {
             "judge_total_usd": math.fsum((cost if rows is None else cost[rows]).tolist()),

@@ -1,4 +1,5 @@
-"""Latency budgets (issue 13 item 2): seed 002's `latencyBudget` soft gate, per case.
+"""Latency budgets (issue 13 item 2): seed 002's `latencyBudget` soft gate, per case; and
+the target's own phases (`debug.timings_ms`) as the record keeps them (issue 30 item 5).
 
 Pure functions over plain values; no I/O.
 """
@@ -6,10 +7,28 @@ Pure functions over plain values; no I/O.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["case_latency_budget", "latency_budget_score"]
+__all__ = [
+    "KNOWN_SERVER_PHASES",
+    "MAX_EXTRA_PHASES",
+    "case_latency_budget",
+    "case_phase_budgets",
+    "extra_phases_ms",
+    "latency_budget_score",
+    "phase_budget_problem",
+]
+
+# The contract's named phases of `debug.timings_ms` (docs/api-contract.md); the record keeps
+# them as `<phase>_ms` beside `total_ms` and `judge_ms`, which the harness measures itself.
+KNOWN_SERVER_PHASES = ("folder_selection", "retrieval", "generation")
+_OWN_PHASES = ("total", "judge")
+# Any other phase a target reports (e.g. `rerank`) is kept under the same form, at most this
+# many per answer (a target cannot grow every record without bound).
+MAX_EXTRA_PHASES = 16
+_PHASE_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
 def latency_budget_score(t_ms: float, budget_ms: float) -> float:
@@ -63,3 +82,63 @@ def case_latency_budget(
         "score": score,
         "within": float(total_ms) <= float(budget),
     }
+
+
+def extra_phases_ms(timings: Mapping[str, Any]) -> dict[str, float]:
+    """The phases of a target's `debug.timings_ms` beyond KNOWN_SERVER_PHASES, as record
+    `latency` keys: {"rerank_ms": 12.5}.
+
+    A name is kept lower-cased when it is 1-40 of `a-z 0-9 _` starting with a letter (others
+    are dropped), with a finite number >= 0 (others dropped); `total` and `judge`, which the
+    harness measures itself, become `server_total` / `server_judge`. At most
+    MAX_EXTRA_PHASES, in the target's order.
+    """
+    out: dict[str, float] = {}
+    for raw, value in timings.items():
+        name = str(raw).strip().lower()
+        if name in KNOWN_SERVER_PHASES or not _PHASE_NAME.fullmatch(name):
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+            continue
+        if name in _OWN_PHASES:
+            name = f"server_{name}"
+        out[f"{name}_ms"] = float(value)
+        if len(out) == MAX_EXTRA_PHASES:
+            break
+    return out
+
+
+def phase_budget_problem(phase: str) -> str | None:
+    """Why `phase` cannot carry a `--latency-budget PHASE=MS`, or None when it can: any phase
+    a target reports (`folder_selection`, `retrieval`, `generation`, or another such as
+    `rerank`), not the request as a whole (`--latency-budget-ms`) nor the judge (ours)."""
+    if phase == "total":
+        return "the whole request's budget is --latency-budget-ms MS"
+    if phase == "judge":
+        return "the judge's time is the harness's, not the target's; budgets are on the target's phases"
+    if not _PHASE_NAME.fullmatch(phase):
+        return f"not a phase name: {phase!r} (1-40 of a-z 0-9 _, starting with a letter, as in debug.timings_ms)"
+    return None
+
+
+def case_phase_budgets(latency: Mapping[str, Any], budgets: Mapping[str, float], *, failed: bool = False) -> dict[str, Any] | None:
+    """The record's `phase_budgets`: per budgeted phase {budget_ms, latency_ms, score, within},
+    scored as `latency_budget_score` on the phase's time (`latency.<phase>_ms`).
+
+    A phase the answer did not report has latency_ms, score and within null (excluded from
+    the means, as a target that omits timings_ms loses its phase latencies). None when no
+    phase budget is set or the target failed the case.
+    """
+    if not budgets or failed:
+        return None
+    out: dict[str, Any] = {}
+    for phase, budget in budgets.items():
+        t = latency.get(f"{phase}_ms")
+        known = isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t)
+        out[phase] = {
+            "budget_ms": float(budget),
+            "latency_ms": float(t) if known else None,
+            "score": latency_budget_score(t, budget) if known else None,
+            "within": float(t) <= float(budget) if known else None,
+        }
+    return out

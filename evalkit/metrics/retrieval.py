@@ -34,6 +34,8 @@ __all__ = [
     "recall_any",
     "recall_frac",
     "recency_check",
+    "recorded_acknowledgement",
+    "with_acknowledgement",
     "scope_miss",
     "score_case_retrieval",
     "validate_ks",
@@ -304,8 +306,10 @@ def recency_check(
     *,
     case_sensitive: bool = True,
     index: GoldIndex | None = None,
+    acknowledged: bool | None = None,
 ) -> dict | None:
-    """Retrieval/citation part of a recency/conflict rule; the answer wording is the judges' job.
+    """A recency/conflict rule's pass, from the retrieval and citations (and, for
+    acknowledge_both, the conflict judge's verdict on the answer's wording).
 
     Sets: N = supports with the newest `date`; O = dated supports older than that
     (undated supports are in neither). A reference "cites" a support when it matches it.
@@ -313,14 +317,17 @@ def recency_check(
       only supports in O (relying on superseded notes). Needs at least one date.
     - cite_both: pass = every gold support is cited by some reference.
     - acknowledge_both: pass = every gold support is hit in the top-K chunks (the
-      answerer saw both sides; acknowledging the conflict is judged on the answer).
+      answerer saw both sides) AND the conflict judge found the conflict acknowledged
+      (`acknowledged`, see `with_acknowledgement`); None until a judge has said.
 
     `index`: the supports' GoldIndex when the caller has it (same result, built once).
+    `acknowledged`: the record's conflict verdict (`recorded_acknowledgement`), None when
+    not judged; read by acknowledge_both only.
 
     Returns:
-        {"rule", "pass", "newest_cited", "older_cited", "all_cited", "all_retrieved"},
-        with pass None when cite_newer has no dated support; None when there is no rule
-        or no gold support.
+        {"rule", "pass", "newest_cited", "older_cited", "all_cited", "all_retrieved"}, plus
+        "acknowledged" for acknowledge_both; pass None when cite_newer has no dated support
+        or acknowledge_both is not judged; None when there is no rule or no gold support.
 
     Raises:
         InputError: an unparseable `date` on a support, or a graded-only support (the
@@ -358,10 +365,10 @@ def recency_check(
     elif rule == "cite_both":
         passed = all_cited
     elif rule == "acknowledge_both":
-        passed = all_retrieved
+        passed = None  # set by with_acknowledgement below
     else:
         raise InputError(Problem(f"unknown recency_conflict_rule {rule!r}", field="recency_conflict_rule"))
-    return {
+    out = {
         "rule": rule,
         "pass": passed,
         "newest_cited": newest_cited if known else None,
@@ -369,6 +376,29 @@ def recency_check(
         "all_cited": all_cited,
         "all_retrieved": all_retrieved,
     }
+    return with_acknowledgement(out, acknowledged) if rule == "acknowledge_both" else out
+
+
+def with_acknowledgement(recency: Mapping, acknowledged: bool | None) -> dict:
+    """An acknowledge_both `recency` with the conflict judge's verdict applied.
+
+    pass = all_retrieved AND acknowledged; None while `acknowledged` is None (no judge ran,
+    so the rule is not checked). A recency dict of another rule is returned unchanged.
+    """
+    out = dict(recency)
+    if out.get("rule") != "acknowledge_both":
+        return out
+    out["acknowledged"] = acknowledged
+    out["pass"] = None if acknowledged is None else bool(out.get("all_retrieved")) and acknowledged
+    return out
+
+
+def recorded_acknowledgement(record: Mapping) -> bool | None:
+    """The conflict judge's verdict a results.jsonl record holds (`conflict.acknowledged`),
+    or None when the record has none."""
+    verdict = record.get("conflict")
+    value = verdict.get("acknowledged") if isinstance(verdict, Mapping) else None
+    return value if isinstance(value, bool) else None
 
 
 def as_dict(obj: Any) -> Mapping:
@@ -433,6 +463,7 @@ def score_case_retrieval(
     *,
     require_snippets: bool = False,
     case_sensitive: bool = True,
+    acknowledged: bool | None = None,
 ) -> dict:
     """The `retrieval_metrics` dict of one results.jsonl record.
 
@@ -461,6 +492,8 @@ def score_case_retrieval(
         ks: cut-offs; the first is the primary K. Duplicates are dropped.
         require_snippets: enforce gold snippets on retrieved chunks.
         case_sensitive: compare paths and headings case-sensitively (default).
+        acknowledged: the record's conflict verdict (`recorded_acknowledgement`), for an
+            acknowledge_both rule; None before (or without) the conflict judge.
 
     Raises:
         InputError: a K < 1, an out-of-range support group index or a bad date.
@@ -506,7 +539,7 @@ def score_case_retrieval(
         ),
         "attribution_hit": _attribution(index, ref_dicts) if scored and len(index.graded_only) < index.n else None,
         "recency": (
-            recency_check(rule, supports, table, primary, ref_dicts, case_sensitive=cs, index=index)
+            recency_check(rule, supports, table, primary, ref_dicts, case_sensitive=cs, index=index, acknowledged=acknowledged)
             if scored and (rule := case.get("recency_conflict_rule"))
             else None
         ),

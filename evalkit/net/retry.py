@@ -101,6 +101,8 @@ class RetryPolicy:
         max_retry_after: cap on a server-requested Retry-After wait, seconds.
         wait: a tenacity wait strategy replacing the backoff (Retry-After still wins).
         sleep: the async sleep used between tries (tests inject a recorder).
+        breaker: an `evalkit.net.breaker.CircuitBreaker`; once it is open no further try is
+            made (the last error is raised). The caller reports each try's outcome to it.
     """
 
     attempts: int = 4
@@ -113,6 +115,7 @@ class RetryPolicy:
     # Told before every wait (seconds, "Retry-After" or "backoff"), so a progress line can
     # say that the run is waiting rather than stuck.
     on_wait: Callable[[float, str], None] | None = None
+    breaker: Any = None
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
@@ -166,9 +169,13 @@ class RetryPolicy:
                 on_wait(seconds, why["reason"])
                 await _base(seconds)
 
+        stop: Any = tenacity.stop_after_attempt(self.attempts)
+        if self.breaker is not None:
+            breaker = self.breaker
+            stop = stop | (lambda _state: breaker.open)
         return tenacity.AsyncRetrying(
             sleep=sleep,
-            stop=tenacity.stop_after_attempt(self.attempts),
+            stop=stop,
             wait=wait,
             retry=tenacity.retry_if_exception(retry_on),
             reraise=True,

@@ -17,16 +17,19 @@ from rich.table import Table
 from rich.text import Text
 
 from evalkit.compare.cases import FLIP_COLUMNS
-from evalkit.compare.models import ChunkRef, Comparison, DeltaRow, Flip, MetricVerdict
+from evalkit.compare.models import ChunkRef, Comparison, DeltaRow, Flip, MetricVerdict, StageCell, StageTransitions
 from evalkit.compare.verdict import format_change
 from evalkit.metrics.keys import parse_metric_key
 from evalkit.metrics.registry import label_of
+from evalkit.metrics.stages import JUDGE_PASS, STAGE_LABELS
 
 __all__ = ["append_step_summary", "print_comparison", "render_markdown", "verdict_line"]
 
 _FLIPS_SHOWN = 10
 # A PR comment must stay well under GitHub's 65,536 characters.
 _SLICE_ROWS_SHOWN = 60
+# Case ids shown per cell of the stage matrix in the terminal and markdown (json: all; HTML: all, folded).
+STAGE_IDS_SHOWN = 5
 
 
 # ---------------------------------------------------------------- shared wording
@@ -107,9 +110,10 @@ def chunk_text(c: ChunkRef) -> str:
 
 def headline(c: Comparison) -> str:
     g = c.gate
+    mode = f"{g.mode}, --gate-preset {g.preset}" if g.preset else g.mode
     if g.passed:
-        return f"gate passed ({g.mode})"
-    return f"gate failed ({g.mode}){', allowed by --allow-regressions' if g.allowed else ''}"
+        return f"gate passed ({mode})"
+    return f"gate failed ({mode}){', allowed by --allow-regressions' if g.allowed else ''}"
 
 
 def verdict_line(c: Comparison) -> str:
@@ -256,6 +260,46 @@ def flip_change(f: Flip) -> str:
     return f"{flip_label(f.metric)} {flip_value(f, f.a)} → {flip_value(f, f.b)}"
 
 
+def stage_label(stage: str) -> str:
+    """A failure stage (`StageCell.a`, `.b`) as the reports name it ("retrieval miss")."""
+    return STAGE_LABELS.get(stage, stage)
+
+
+def stage_grid(st: StageTransitions) -> tuple[list[str], dict[tuple[str, str], StageCell]]:
+    """The square matrix every format draws: the stages either run has (rows and columns, in
+    `order`) and the cells by (stage in a, stage in b); a missing pair is an empty cell."""
+    present = [s for s in st.order if st.a.get(s) or st.b.get(s)]
+    return present, {(x.a, x.b): x for x in st.cells}
+
+
+def stage_moves(st: StageTransitions) -> tuple[list[StageCell], list[StageCell]]:
+    """(cells whose cases moved to another stage, cells whose cases stayed), each in `order`."""
+    return [x for x in st.cells if x.a != x.b], [x for x in st.cells if x.a == x.b]
+
+
+def stage_ids(cell: StageCell, limit: int = STAGE_IDS_SHOWN) -> str:
+    """The first `limit` ids of a cell, and how many more there are."""
+    shown = ", ".join(cell.ids[:limit])
+    return shown + (f" … and {cell.n - limit} more" if cell.n > limit else "")
+
+
+def stage_heading(st: StageTransitions) -> str:
+    moved = sum(x.n for x in st.cells if x.a != x.b)
+    return f"Failure stages, a → b: {moved} of {st.n} paired case(s) changed stage"
+
+
+# The matrix's corner cell: rows are run a's stages, columns run b's.
+STAGE_CORNER = "a ↓ · b →"
+STAGE_LEGEND = (
+    "Rows: each paired case's failure stage in run a; columns: in run b; the diagonal kept its stage. The first "
+    "check that fails names the stage: target error; an unanswerable case answered (abstained: pass) or its "
+    "abstention unknown; an answerable case abstained; unlabeled (no gold); retrieval miss (no gold support in the "
+    "top K); retrieved, not cited (no reference cites a gold support); cited, unsupported (groundedness below "
+    f"{JUDGE_PASS:g} of 5); supported, incorrect (correctness below {JUDGE_PASS:g}); else pass. A check a run did not "
+    "measure is skipped."
+)
+
+
 # ---------------------------------------------------------------- markdown
 
 
@@ -298,6 +342,28 @@ def _md_flips(flips: list[Flip], side: str, limit: int) -> list[str]:
     return _md_table(header, body)
 
 
+def _md_stages(st: StageTransitions) -> list[str]:
+    """The stage transition matrix (counts, with totals), the moved cells' first ids, and the
+    unchanged cells' ids folded."""
+    out = ["", f"#### {stage_heading(st)} (K = {st.k if st.k is not None else '—'})", ""]
+    present, grid = stage_grid(st)
+    body = []
+    for sa in present:
+        counts = [grid[(sa, sb)].n if (sa, sb) in grid else 0 for sb in present]
+        body.append([f"**{stage_label(sa)}**", *(str(n) if n else "·" for n in counts), str(sum(counts))])
+    body.append(["**total**", *(str(st.b.get(sb, 0)) for sb in present), str(st.n)])
+    out += _md_table([STAGE_CORNER, *(stage_label(s) for s in present), "total"], body, "-" + "r" * (len(present) + 1))
+    out += ["", _md(STAGE_LEGEND)]
+    moved, stayed = stage_moves(st)
+    if moved:
+        out += [""] + _md_table(["a → b", "cases", "ids"], (
+            [f"{stage_label(x.a)} → {stage_label(x.b)}", str(x.n), _md(stage_ids(x))] for x in moved), "-r-")
+    if stayed:
+        out += _details(f"Cases that kept their stage ({sum(x.n for x in stayed)})", _md_table(
+            ["stage", "cases", "ids"], ([stage_label(x.a), str(x.n), _md(stage_ids(x))] for x in stayed), "-r-"))
+    return out
+
+
 def _fence(text: str) -> str:
     longest = run = 0
     for ch in text:
@@ -311,7 +377,7 @@ def _details(summary: str, body: list[str]) -> list[str]:
 
 
 def render_markdown(c: Comparison) -> str:
-    """A compact PR comment: verdict, then significant changes, then flips, then details.
+    """A compact PR comment: verdict, then significant changes, then flips and failure stages, then details.
 
     Deterministic (no clock, no paths), so it can be snapshot-tested.
     """
@@ -362,6 +428,8 @@ def render_markdown(c: Comparison) -> str:
             out += _details(f"Improvements: {len(by_case(f.improvements))} case(s)", body)
         if not f.regressions and not f.improvements:
             out.append("No case changed between pass and fail.")
+    if c.stages.available:
+        out += _md_stages(c.stages)
 
     overall = [r for r in c.deltas if r.scope == "overall"]
     out += _details(f"All overall deltas ({len(overall)})", _md_delta_rows(overall, scope=False))
@@ -477,6 +545,29 @@ def _print_flips(console: Console, title: str, flips: list[Flip], side: str, lim
         console.print(Text(f"  … {len(groups) - limit} more case(s) (--max-flips N, or --format json)", style="dim"))
 
 
+def _print_stages(console: Console, st: StageTransitions) -> None:
+    """The stage transition matrix with totals, then each cell's first ids (moved cells first)."""
+    present, grid = stage_grid(st)
+    table = Table(title=f"{stage_heading(st)} (K = {st.k if st.k is not None else '—'})", title_justify="left",
+                  show_edge=False, pad_edge=False)
+    table.add_column(STAGE_CORNER)
+    for sb in present:
+        table.add_column(stage_label(sb), justify="right")
+    table.add_column("total", justify="right")
+    for sa in present:
+        counts = [grid[(sa, sb)].n if (sa, sb) in grid else 0 for sb in present]
+        cells = [Text(str(n), style="bold" if sa != sb else "") if n else Text("·", style="dim") for n, sb in zip(counts, present, strict=True)]
+        table.add_row(Text(stage_label(sa)), *cells, str(sum(counts)))
+    table.add_row(Text("total", style="bold"), *(str(st.b.get(sb, 0)) for sb in present), str(st.n))
+    console.print(table)
+    console.print(Text(STAGE_LEGEND, style="dim"))
+    moved, stayed = stage_moves(st)
+    for x in [*moved, *stayed]:
+        line = Text(f"  {stage_label(x.a)} → {stage_label(x.b)}: {x.n}  ", style="bold" if x.a != x.b else "")
+        line.append(stage_ids(x), style="dim")
+        console.print(line)
+
+
 def _diff_text(diff: str) -> Text:
     """`[-removed-]` in red strike-through, `{+added+}` in green; everything else literal."""
     text = Text()
@@ -500,7 +591,7 @@ def _diff_text(diff: str) -> Text:
 
 
 def print_comparison(c: Comparison, console: Console | None = None, *, max_flips: int = 20) -> None:
-    """The terminal report: verdict, significant changes, deltas, flips, drift, config, latency."""
+    """The terminal report: verdict, significant changes, deltas, flips, failure stages, drift, config, latency."""
     console = console or Console()
     ok = c.gate.passed
     console.print(Text(f"compare {c.run_id_1} (a) → {c.run_id_2} (b): {headline(c)}", style="bold green" if ok else "bold red"))
@@ -570,6 +661,10 @@ def print_comparison(c: Comparison, console: Console | None = None, *, max_flips
             _print_flips(console, "Flips pass → fail", f.regressions, "b", max_flips)
         if f.improvements:
             _print_flips(console, "Flips fail → pass", f.improvements, "a", max_flips)
+
+    if c.stages.available:
+        console.print()
+        _print_stages(console, c.stages)
 
     console.print()
     table = Table(title="Cases a run could not score (excluded pairwise, never 0)", title_justify="left", show_edge=False)

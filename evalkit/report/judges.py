@@ -108,7 +108,12 @@ def judge_summary_rows(result: Any) -> list[tuple[str, str, str]]:
         who = second.get("model") if second.get("model") else second.get("provider")
         if second.get("prompt_set"):
             who = f"{who} prompts {second['prompt_set']}"
-        rows.append((f"Spot-check vs {who}: disagreement (>1 point)", _fmt(rel.get("disagreement_rate")), _fmt(rel.get("n_pairs"))))
+        rows.append((f"Spot-check vs {who}: disagreement (>1 point or other yes/no)", _fmt(rel.get("disagreement_rate")),
+                     _fmt(rel.get("n_pairs"))))
+        binary = [k for k in ("abstention", "conflict") if (rel.get("by_judge") or {}).get(k)]
+        for kind in binary:
+            b = rel["by_judge"][kind]
+            rows.append((f"  {kind} decided otherwise", f"{b.get('n_disagree')} of {b.get('n')}", _fmt(b.get("n"))))
         rows.append(("Spot-check quadratic-weighted kappa", _fmt(rel.get("weighted_kappa")), _fmt(rel.get("spot_check_n"))))
     agree = agg.get("judge_agreement")
     if agree:

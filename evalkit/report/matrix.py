@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from evalkit.metrics.keys import canonical_key, parse_metric_key
@@ -39,21 +41,92 @@ def metric_label(metric: str, k: int | None) -> str:
     return label_of(name, at if at is not None else k)
 
 
-def print_matrix(result: MatrixResult, console: Console | None = None) -> None:
-    """Print the matrix table and the expect-order verdict."""
-    console = console or Console()
-    k = result.k
-    ordered_by = metric_label(result.metric, k)
+def short_mark(vs: dict | None) -> str:
+    """`mark` in a few characters: ▲/▼ significant, ≈ not distinguishable, then the delta."""
+    if not vs or vs.get("delta") is None:
+        return "–"
+    delta = vs["delta"]
+    sign = ("▲" if delta > 0 else "▼") if vs.get("significant") else "≈"
+    return f"{sign} {delta:+.3f}"
+
+
+def _heads(k: int) -> list[str]:
+    return [short_label_of(key, k) for key in ("recall_at_k_avg", "mrr_avg", "ndcg_at_k_avg")]  # MatrixRow's three
+
+
+def _full_table(result: MatrixResult, ordered_by: str) -> Table:
+    """Every column: what a wide terminal shows."""
     table = Table(title=f"config matrix {result.matrix_id}", title_justify="left")
-    heads = [short_label_of(key, k) for key in ("recall_at_k_avg", "mrr_avg", "ndcg_at_k_avg")]  # MatrixRow's three
-    for name in ("preset", "run id", "n", *heads, "p50 ms", "p95 ms", "cost $", f"{ordered_by} vs prev."):
+    for name in ("preset", "run id", "n", *_heads(result.k), "p50 ms", "p95 ms", "cost $", f"{ordered_by} vs prev."):
         table.add_column(name, justify="right" if name not in ("preset", "run id", f"{ordered_by} vs prev.") else "left")
     for row in result.rows:
         table.add_row(
             row.preset, row.run_id, str(row.n), _f(row.recall_at_k), _f(row.mrr), _f(row.ndcg_at_k),
             _f(row.latency_p50_ms, "{:.1f}"), _f(row.latency_p95_ms, "{:.1f}"), _f(row.cost_usd, "{:.4f}"), mark(row.vs_previous),
         )
-    console.print(table)
+    return table
+
+
+def _has_cost(result: MatrixResult) -> bool:
+    return any(row.cost_usd for row in result.rows)
+
+
+def _compact_table(result: MatrixResult) -> Table:
+    """The same numbers in about 70 columns: no run id column (said above the table), one
+    latency column, the cost only when a run cost something, the mark as ▲/▼/≈ and Δ."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    table.add_column("preset", overflow="fold", max_width=16)  # a longer name wraps
+    names = ["n", *_heads(result.k), "p50/p95 ms", *(["cost $"] if _has_cost(result) else [])]
+    for name in names:
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("vs prev.", no_wrap=True)
+    for row in result.rows:
+        cost = [_f(row.cost_usd, "{:.4f}")] if _has_cost(result) else []
+        table.add_row(
+            row.preset, str(row.n), _f(row.recall_at_k), _f(row.mrr), _f(row.ndcg_at_k),
+            f"{_f(row.latency_p50_ms, '{:.1f}')}/{_f(row.latency_p95_ms, '{:.1f}')}", *cost, short_mark(row.vs_previous),
+        )
+    return table
+
+
+def _blocks(result: MatrixResult, console: Console, ordered_by: str) -> None:
+    """One block per preset, for a console too narrow for any table."""
+    heads = _heads(result.k)
+    for row in result.rows:
+        console.print(f"{row.preset}: n {row.n}")
+        values = (row.recall_at_k, row.mrr, row.ndcg_at_k)
+        console.print("  " + ", ".join(f"{h} {_f(v)}" for h, v in zip(heads, values, strict=True)))
+        cost = f", cost ${_f(row.cost_usd, '{:.4f}')}" if _has_cost(result) else ""
+        console.print(f"  p50 {_f(row.latency_p50_ms, '{:.1f}')} ms, p95 {_f(row.latency_p95_ms, '{:.1f}')} ms{cost}")
+        if row.vs_previous:
+            console.print(f"  {ordered_by} vs prev.: {mark(row.vs_previous)}")
+
+
+def _fits(table: Table, console: Console) -> bool:
+    # Measured without the console's limit: within it, rich reports at most its width (by cutting cells).
+    return Measurement.get(console, console.options.update_width(1 << 16), table).maximum <= console.width
+
+
+def print_matrix(result: MatrixResult, console: Console | None = None) -> None:
+    """Print the matrix table and the expect-order verdict.
+
+    The table fits the console: every column when it is wide enough; else (80 columns, or
+    output piped, where rich assumes 80) a compact table with the run ids said once above
+    it; else one block per preset. No number is cut to `…` in any of them.
+    """
+    console = console or Console()
+    ordered_by = metric_label(result.metric, result.k)
+    full = _full_table(result, ordered_by)
+    if _fits(full, console):
+        console.print(full)
+    else:
+        console.print(f"config matrix {result.matrix_id}: runs {result.matrix_id}-<preset>", highlight=False)
+        compact = _compact_table(result)
+        if _fits(compact, console):
+            console.print(compact)
+            console.print(f"vs prev.: {ordered_by} minus the row above; ▲/▼ significant, ≈ not distinguishable")
+        else:
+            _blocks(result, console, ordered_by)
     if result.order is not None:
         order = result.order
         head = "holds" if order["passed"] else "VIOLATED"

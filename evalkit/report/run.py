@@ -179,6 +179,12 @@ def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = N
             rows.append(
                 (f"  {phase} p50 / p95", f"{_ms(block.get('p50_ms'))} / {_ms(block.get('p95_ms'))}", str(block["n"]))
             )
+        budget = (block or {}).get("budget")
+        if budget:
+            rows.append((
+                f"  {phase} within {_ms(budget.get('budget_ms'))} / budget score",
+                f"{_fmt(budget.get('within_rate'))} / {_fmt(budget.get('score_avg'))}", str(budget.get("n", "—")),
+            ))
     # Two times a user mixed up: the suite's wall time, and the sum of the cases' times
     # (larger than the suite's under concurrency).
     rows.append(("Suite wall time", _ms(lat.get("total_ms")), ""))
@@ -256,16 +262,25 @@ def print_gate(gate: Mapping[str, Any], console: Console) -> None:
         verdict = "allowed" if gate.get("allowed") else "failed"
         console.print(f"[red]gate: nothing comparable[/red] against {base} ({verdict}) — {escape(reasons)}")
         return
+    slices = gate.get("slices") if isinstance(gate.get("slices"), Mapping) else None
     if gate.get("passed"):
         what = f" ({len(compared)} metrics: {', '.join(compared)})" if compared else ""
+        if slices is not None:  # --gate-by
+            what += f", and within {len(slices.get('compared') or {})} slice(s) of {', '.join(slices.get('by') or [])}"
         console.print(f"[green]gate passed[/green] against {base}{escape(what)}")
     else:
         head = "[yellow]gate failed, allowed[/yellow]" if gate.get("allowed") else "[red]gate failed[/red]"
         console.print(f"{head} against {base}:")
         for line in gate.get("failures") or [r.get("message", r) for r in gate.get("regressions") or []]:
             console.print(f"  - {escape(str(line))}")
+    by_slice: dict[tuple[str, str], list[str]] = {}  # --gate-by: one line per slice and reason
     for s in gate.get("skipped") or []:
-        console.print(f"  [dim]not compared: {escape(s['metric'])} ({escape(s['reason'])})[/dim]")
+        if s.get("scope"):
+            by_slice.setdefault((s["scope"], s["reason"]), []).append("every metric" if s["metric"] == "*" else s["metric"])
+        else:
+            console.print(f"  [dim]not compared: {escape(s['metric'])} ({escape(s['reason'])})[/dim]")
+    for (scope, reason), names in by_slice.items():
+        console.print(f"  [dim]not compared in {escape(scope)}: {escape(', '.join(names))} ({escape(reason)})[/dim]")
 
 
 def print_trials(block: Mapping[str, Any], console: Console, *, k: int | None = None) -> None:

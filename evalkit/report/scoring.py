@@ -87,6 +87,19 @@ def _warnings(console: Console, warnings: list[str]) -> None:
         console.print(f"[yellow]warning:[/yellow] {escape(w)}")
 
 
+def primary_k_line(result: Any) -> str:
+    """Which K is primary (the headline names, slices, gate, compare_runs) and whether it moved."""
+    primary, others = result.ks[0], ", ".join(str(k) for k in result.ks[1:])
+    was = getattr(result, "previous_primary_k", None)
+    if getattr(result, "primary_k_chosen", False):
+        why = f"changed from {was} by --primary-k" if was is not None and was != primary else "set by --primary-k"
+    elif was is not None and was != primary:
+        why = f"the run's; metrics.json had {was}, from the first --k of an older score_retrieval"
+    else:
+        why = "the run's, kept; --primary-k K makes another K primary"
+    return f"primary K: [bold]{primary}[/bold] ({why})" + (f"; other K: {others}" if others else "")
+
+
 def print_retrieval_scoring(result: Any, console: Console | None = None) -> None:
     """Headline table (every K), scope/attribution/recency, the table by category, and where
     the labels came from."""
@@ -105,6 +118,7 @@ def print_retrieval_scoring(result: Any, console: Console | None = None) -> None
     console.print(
         f"[dim]{label}; {result.n_records} cases{procs}; {snippets if result.require_snippets else 'snippets not required'}[/dim]"
     )
+    console.print(primary_k_line(result))
     _warnings(console, result.warnings)
     if getattr(result, "results_rewritten", False):
         console.print(

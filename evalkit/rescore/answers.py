@@ -36,12 +36,13 @@ from evalkit.judges.provenance import (
     summarize_judges,
     verdict_identity,
 )
-from evalkit.judges.reliability import reliability_summary, sample_indices
+from evalkit.judges.reliability import DISAGREEMENT_GAP, reliability_summary, sample_indices
 from evalkit.judges.runner import (
     JudgeRunner,
     JudgeSettings,
     build_judge,
     build_judge_runner,
+    conflict_notes,
     context_from_record,
     resolve_judge,
     spot_check_settings,
@@ -240,6 +241,19 @@ def _failure_line(records: list[dict[str, Any]], selected: list[int], stats: Map
     return line
 
 
+# Which `method`s mark a binary decision a judge made (and so one to spot-check): the
+# abstention classifier's (not the target's own `abstained`), the conflict judge's (not a rule).
+_CLASSIFIED = {"abstention": ("judge", "heuristic"), "conflict": ("llm", "heuristic")}
+
+
+def _spot_checkable(r: Mapping[str, Any]) -> bool:
+    """A record with a judge-made score, or a judge-made binary decision, to re-judge."""
+    if any(isinstance(r.get(k), dict) and r[k].get("method") in ("llm", "heuristic") and r[k].get("score") is not None
+           for k in ("groundedness", "correctness")):
+        return True
+    return any(isinstance(r.get(name), dict) and r[name].get("method") in methods for name, methods in _CLASSIFIED.items())
+
+
 async def _spot_check(
     records: list[dict[str, Any]],
     judged: list[int],
@@ -248,17 +262,22 @@ async def _spot_check(
     spot: SpotCheck,
     settings: JudgeSettings,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Re-judge a seeded subset with the second judge; (judge_reliability, second judge stats)."""
+    """Re-judge a seeded subset with the second judge; (judge_reliability, second judge stats).
+
+    Score pairs: groundedness and correctness made by a judge (not a rule). Binary pairs
+    (seed 000's "or different binary classification"): the abstention classifier's
+    `abstained` where a classifier decided it (not the target), and the conflict judge's
+    `acknowledged`. A case is eligible when it holds at least one of them.
+    """
     second_settings = spot_check_settings(settings, model=spot.model, provider=spot.provider, prompt_set=spot.prompt_set)
     second = build_judge(second_settings)
     g_kind = main.groundedness_kind
-    eligible = []
-    for i in judged:
-        r = records[i]
-        if any(isinstance(r.get(k), dict) and r[k].get("method") in ("llm", "heuristic") and r[k].get("score") is not None for k in ("groundedness", "correctness")):
-            eligible.append(i)
+    eligible = [i for i in judged if _spot_checkable(records[i])]
     chosen = [eligible[j] for j in sample_indices(len(eligible), spot.n, spot.seed)]
     pairs: dict[str, list[tuple[float, float]]] = {"groundedness": [], "correctness": []}
+    binary: dict[str, list[tuple[bool, bool]]] = {"abstention": [], "conflict": []}
+    disagreeing: set[int] = set()
+
     async def one(i: int) -> None:
         r = records[i]
         case = r.get("case") or {}
@@ -271,7 +290,17 @@ async def _spot_check(
             expected_answer=case.get("expected_answer"),
             answerable=bool(case.get("answerable", True)),
             n_references=len(r.get("references") or []),
+            conflict_notes=conflict_notes(case),
         )
+        for name, key in (("abstention", "abstained"), ("conflict", "acknowledged")):
+            mine = r.get(name)
+            if not (isinstance(mine, dict) and mine.get("method") in _CLASSIFIED[name] and isinstance(mine.get(key), bool)):
+                continue
+            out = await second.judge(name, item)
+            if isinstance(out, JudgeOutcome) and isinstance(out.verdict.get(key), bool):
+                binary[name].append((mine[key], out.verdict[key]))
+                if mine[key] != out.verdict[key]:
+                    disagreeing.add(i)
         for name, kind in (("groundedness", g_kind), ("correctness", "correctness")):
             mine = r.get(name)
             if not (isinstance(mine, dict) and mine.get("method") in ("llm", "heuristic") and mine.get("score") is not None):
@@ -287,6 +316,8 @@ async def _spot_check(
                 score = v.get("score")
             if score is not None:
                 pairs[name].append((float(mine["score"]), float(score)))
+                if abs(float(mine["score"]) - float(score)) > DISAGREEMENT_GAP:
+                    disagreeing.add(i)
 
     try:
         await asyncio.gather(*(one(i) for i in chosen))
@@ -295,13 +326,16 @@ async def _spot_check(
     finally:
         await second.aclose()
     r = resolve_judge(second_settings)
-    summary = reliability_summary(pairs)
+    summary = reliability_summary(pairs, {k: v for k, v in binary.items() if v})
     reliability = {
         "disagreement_rate": summary["disagreement_rate"],
         "spot_check_n": len(chosen),
         "weighted_kappa": summary["weighted_kappa"],
         "n_pairs": summary["n_pairs"],
+        "n_disagreements": summary["n_disagreements"],
         "by_judge": summary["by_judge"],
+        # cases with a pair that disagrees: a score gap > 1 or another binary decision
+        "disagreeing_case_ids": [records[i].get("test_case_id") for i in chosen if i in disagreeing],
         "seed": spot.seed,
         "second_judge": {
             "provider": r.provider,
@@ -369,6 +403,9 @@ async def judge_run_async(
         if not records:
             raise InputError(Problem("results.jsonl has no records to judge", path=str(run.results_path)))
         selected = _select(records, ids, run.results_path)
+        if any((records[i].get("case") or {}).get("recency_conflict_rule") == "acknowledge_both" for i in selected):
+            # the conflict judge then judges too: its prompt version is part of the judge's description
+            runner.settings = replace(runner.settings, conflict_cases=True)
         contexts, context, why = _recover_contexts(records, selected, cfg, vault)
         n_cut = context["cases_judged_on_cut_text"]
         if n_cut and not allow_truncated_context:

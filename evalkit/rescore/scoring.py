@@ -52,7 +52,7 @@ from evalkit.metrics.aggregate import (
 from evalkit.metrics.batch import MRR_COLUMN, RECALL_ANY_COLUMN, RetrievalBatch
 from evalkit.metrics.keys import ir_measures_values
 from evalkit.metrics.registry import METRICS
-from evalkit.metrics.retrieval import score_case_retrieval, validate_ks
+from evalkit.metrics.retrieval import recorded_acknowledgement, score_case_retrieval, validate_ks
 from evalkit.report.summary_md import WorstCases, retrieval_badness
 from evalkit.store.runs import RunDir, merge_metrics
 
@@ -374,6 +374,9 @@ class RetrievalScoring:
     Attributes:
         run_id / run_dir: the run.
         ks: the cut-offs scored (ks[0] is the primary K).
+        previous_primary_k: metrics.json's primary K before this scoring.
+        primary_k_chosen: ks[0] is a `primary_k` asked for (now or by an earlier scoring),
+            not the run's own.
         require_snippets: whether snippets were enforced.
         eval_set: where the gold labels came from.
         n_records: records scored.
@@ -395,6 +398,8 @@ class RetrievalScoring:
     require_snippets: bool
     eval_set: EvalSetSource
     n_records: int
+    previous_primary_k: int | None = None
+    primary_k_chosen: bool = False
     n_regrouped: int = 0
     snippets_on_cut_text: bool = False
     n_cut_chunks: int = 0
@@ -415,6 +420,7 @@ class RetrievalScoring:
         return {
             "scored_at": _now(),
             "ks": list(self.ks),
+            "primary_k_from": "--primary-k" if self.primary_k_chosen else "config.json",
             "require_snippets": self.require_snippets,
             "case_sensitive": self.case_sensitive,
             "snippets_on_cut_text": self.snippets_on_cut_text,
@@ -477,7 +483,7 @@ def run_settings(run: RunDir, cfg: Mapping[str, Any]) -> dict[str, Any]:
     return dict(settings)
 
 
-def check_ks(ks: Sequence[int] | None, run_ks: Sequence[int]) -> list[int]:
+def check_ks(ks: Sequence[int] | None, run_ks: Sequence[int], flag: str = "--k") -> list[int]:
     asked = max(run_ks)
     ks = validate_ks(list(ks) if ks else list(run_ks))
     too_large = [k for k in ks if k > asked]
@@ -485,12 +491,50 @@ def check_ks(ks: Sequence[int] | None, run_ks: Sequence[int]) -> list[int]:
         raise BadConfig(
             Problem(
                 f"K={too_large[0]} is larger than the K={asked} the run asked its target for (config.json settings.k = "
-                f"{list(run_ks)}): positions past {asked} were never retrieved; use --k {asked} or less, or run again "
+                f"{list(run_ks)}): positions past {asked} were never retrieved; use {flag} {asked} or less, or run again "
                 f"with --k {too_large[0]}",
-                field="--k",
+                field=flag,
             )
         )
     return ks
+
+
+def current_primary_k(metrics: Mapping[str, Any] | None, run_ks: Sequence[int]) -> int:
+    """The run's primary K: the first K run_eval was given (config.json settings.k), unless a
+    re-scoring was asked for another (`primary_k`, recorded in metrics.json's
+    retrieval_scoring.primary_k_from), which then stays. A primary K that an earlier
+    evalkit changed silently (the first --k of score_retrieval) is not kept."""
+    ks = (metrics or {}).get("ks")
+    first = ks[0] if isinstance(ks, list) and ks else None
+    chosen = ((metrics or {}).get("retrieval_scoring") or {}).get("primary_k_from") == "--primary-k"
+    if chosen and isinstance(first, int) and not isinstance(first, bool) and 1 <= first <= max(run_ks):
+        return first
+    return int(run_ks[0])
+
+
+def _stored_primary_k(metrics: Mapping[str, Any] | None) -> int | None:
+    """metrics.json's primary K before a re-scoring (`ks[0]`), None without one."""
+    ks = (metrics or {}).get("ks")
+    first = ks[0] if isinstance(ks, list) and ks else None
+    return first if isinstance(first, int) and not isinstance(first, bool) else None
+
+
+def plan_ks(
+    ks: Sequence[int] | None, primary_k: int | None, run_ks: Sequence[int], metrics: Mapping[str, Any] | None
+) -> list[int]:
+    """The cut-offs a re-scoring computes, primary K first.
+
+    The primary K (the one behind the headline names, the slices, the gate and compare_runs'
+    pairing) is `primary_k` when given, else the run's current one: `ks` only adds
+    cut-offs, so `--k 1 --k 10` never moves a run's comparisons off its K.
+
+    Raises:
+        InputError: a K (or `primary_k`) below 1 or larger than the run asked its target for.
+    """
+    if primary_k is not None:
+        check_ks([primary_k], run_ks, flag="--primary-k")
+    primary = current_primary_k(metrics, run_ks) if primary_k is None else primary_k
+    return check_ks([primary, *(ks or run_ks)], run_ks)
 
 
 @dataclass
@@ -567,6 +611,7 @@ def _rescore_part(job: _RescoreJob, start: int = 0, end: int | None = None) -> _
             job.ks,
             require_snippets=snippets,
             case_sensitive=job.case_sensitive,
+            acknowledged=recorded_acknowledgement(rec),
         )
         rec["case"] = case
         rec["retrieval_metrics"] = rm
@@ -785,6 +830,7 @@ def score_retrieval(
     run_id: str | RunDir,
     *,
     ks: Sequence[int] | None = None,
+    primary_k: int | None = None,
     require_snippets: bool | None = None,
     eval_set: str | Path | Sequence[str | Path] | None = None,
     results_dir: str | Path = "results",
@@ -807,8 +853,11 @@ def score_retrieval(
 
     Args:
         run_id: the run (a folder name under `results_dir`), or an open RunDir.
-        ks: cut-offs, the first being the primary K (default: the run's). None may exceed
-            the K the run asked its target for.
+        ks: cut-offs to score besides the primary K (default: the run's, config.json
+            settings.k). None may exceed the K the run asked its target for.
+        primary_k: make this K the primary one (the headline names, slices, gate and
+            compare_runs' shared K). Default: the run's current primary K (metrics.json
+            `ks[0]`, else the first settings.k), which `ks` never changes.
         require_snippets: enforce gold snippets (default: the run's setting).
         eval_set: label source given explicitly (files or folders); used even when it
             differs from the run's. Default: the paths in config.json, which must still
@@ -829,14 +878,15 @@ def score_retrieval(
         RetrievalScoring, with the updated metrics.json in `.metrics`.
 
     Raises:
-        InputError: unknown run (RunNotFound); a K < 1 or larger than the run's; the eval
+        InputError: unknown run (RunNotFound); a K (or primary_k) < 1 or larger than the run's; the eval
             set changed (both hashes) or is missing; a run case missing from the eval set
             given; snippets required on cut text without allow_truncated_text.
     """
     run = run_id if isinstance(run_id, RunDir) else RunDir.open(Path(results_dir), run_id)
     cfg = run.read_config()
     settings = run_settings(run, cfg)
-    ks = check_ks(ks, settings["k"])
+    old = run.read_metrics()
+    ks = plan_ks(ks, primary_k, settings["k"], old)
     snippets = bool(settings.get("require_snippets")) if require_snippets is None else bool(require_snippets)
     cut_text = snippets and not settings.get("store_full_text")
     if cut_text and not allow_truncated_text:
@@ -849,7 +899,6 @@ def score_retrieval(
                 field="--require-snippets",
             )
         )
-    old = run.read_metrics()
     source, given_cases = _labels(run, cfg, eval_set, _stored_per_case(old, cfg, settings).get("dataset_version"))
     folder_mode = settings.get("folder_mode")
     counts = {"records": 0, "cut_chunks": 0, "refs_dropped": 0}
@@ -879,6 +928,8 @@ def score_retrieval(
         require_snippets=snippets,
         eval_set=source,
         n_records=counts["records"],
+        previous_primary_k=_stored_primary_k(old),
+        primary_k_chosen=ks[0] != settings["k"][0],
         n_regrouped=part.regrouped,
         snippets_on_cut_text=cut_text,
         n_cut_chunks=counts["cut_chunks"],
@@ -943,6 +994,7 @@ def _rescored_records(job: _RescoreJob) -> Iterator[dict[str, Any]]:
             job.ks,
             require_snippets=job.snippets,
             case_sensitive=job.case_sensitive,
+            acknowledged=recorded_acknowledgement(rec),
         )
         yield rec
 
@@ -1117,6 +1169,7 @@ def score_abstention(
                 rec["retrieval_metrics"] = score_case_retrieval(
                     case, rec.get("retrieved_chunks") or [], rec.get("references") or [], rec.get("folder_selection"),
                     settings.get("folder_mode"), ks, require_snippets=snippets, case_sensitive=case_sensitive,
+                    acknowledged=recorded_acknowledgement(rec),
                 )
             answerable = case.get("answerable", True) is not False
             abst = rec.get("abstention")

@@ -182,15 +182,25 @@ def _sum_stats(stats: list[Any]) -> Any:
 
 
 def _pre_run_warnings(shards: list[_ShardRun]) -> list[dict[str, Any]]:
-    """The shards' stale-anchor warnings as one (counts summed), as one run would say it."""
+    """The shards' pre-run warnings (stale anchors, unchecked rules), each kind as one
+    (counts summed), as one run would say it."""
+    out = []
     stale = [w for s in shards for w in s.metrics.get("warnings") or [] if w.get("kind") == "stale_anchors"]
-    if not stale:
-        return []
-    n, of = sum(int(w.get("n", 0)) for w in stale), sum(int(w.get("of", 0)) for w in stale)
-    problems = [p for w in stale for p in w.get("problems") or []][:20]
-    return [{**stale[0], "n": n, "of": of, "problems": problems,
-             "message": f"{n} of {of} gold anchors do not exist in the corpus; they can only score 0 "
-                        "(evalkit validate --eval-set ... --vault ... lists every one)"}]
+    if stale:
+        n, of = sum(int(w.get("n", 0)) for w in stale), sum(int(w.get("of", 0)) for w in stale)
+        problems = [p for w in stale for p in w.get("problems") or []][:20]
+        out.append({**stale[0], "n": n, "of": of, "problems": problems,
+                    "message": f"{n} of {of} gold anchors do not exist in the corpus; they can only score 0 "
+                               "(evalkit validate --eval-set ... --vault ... lists every one)"})
+    rules = [w for s in shards for w in s.metrics.get("warnings") or [] if w.get("kind") == "unchecked_rules"]
+    if rules:
+        n, of = sum(int(w.get("n", 0)) for w in rules), sum(int(w.get("of", 0)) for w in rules)
+        ids = [i for w in rules for i in w.get("ids") or []][:20]
+        problems = [p for w in rules for p in w.get("problems") or []][:20]
+        out.append({**rules[0], "n": n, "of": of, "ids": ids, "problems": problems,
+                    "message": f"{n} of {of} cases ask for a rule that scoring cannot check as written "
+                               "(evalkit validate lists each one with what to add)"})
+    return out
 
 
 def merge_runs(run_ids: Sequence[str], *, run_id: str, results_dir: str | Path = "results") -> MergeResult:

@@ -137,21 +137,35 @@ def select_cases(
 def build_request(case: EvalCase, settings: RunSettings) -> AskRequest:
     """The /api/v1/ask request for one case (K = the largest --k).
 
-    The case's `vaults` / `folders` are sent only as `--send-scope` says (default none):
-    they are written from the gold labels, so a filter built from them tells the chatbot
-    where the answer is.
+    The case's `vaults` / `folders` / `collection` are sent only as `--send-scope` says
+    (default none): they are written from the gold labels, so a filter built from them
+    tells the chatbot where the answer is. The collection (seed 002's, kept by the GNO
+    importer) goes as `options.collection`, the contract's free options, as GNO's search
+    takes it; a case without one sends none.
     """
-    scope = settings.send_scope
+    scope = settings.scope_sent
+    options = dict(settings.params)
+    if "collection" in scope:
+        collection = case_collection(case)
+        if collection is not None:
+            options["collection"] = collection
     return AskRequest(
         question=case.question,
         k=settings.request_k,
         folder_mode=settings.folder_mode,
-        vaults=list(case.vaults) if scope in ("vaults", "both") else [],
-        folders=list(case.folders) if scope in ("folders", "both") else [],
+        vaults=list(case.vaults) if "vaults" in scope else [],
+        folders=list(case.folders) if "folders" in scope else [],
         rerank_weights=RerankWeights(vector=settings.rerank_vector_weight, lexical=settings.rerank_lexical_weight),
-        options=dict(settings.params),
+        options=options,
         debug=True,
     )
+
+
+def case_collection(case: EvalCase) -> str | None:
+    """The case's `collection` (an eval-set field kept as given, e.g. by the GNO importer),
+    or None when it has none."""
+    value = (case.model_extra or {}).get("collection")
+    return value.strip() if isinstance(value, str) and value.strip() else None
 
 
 def dump_model(obj: Any) -> Any:
@@ -352,6 +366,8 @@ def error_record(
     record["attempts"] = error.attempts
     record["latency"]["total_ms"] = round(total_ms, 3)
     # latency_budget stays None: a failed case has no answer's latency to judge (excluded, in n_errors).
+    if settings.phase_budgets_ms:
+        record["phase_budgets"] = None
     record["retrieval_metrics"] = score_case_retrieval(
         record["case"], [], [], None, settings.folder_mode, settings.k, require_snippets=settings.require_snippets
     )
@@ -417,6 +433,11 @@ def build_record(
         retrieval_ms=timings.get("retrieval"),
         generation_ms=timings.get("generation"),
     )
+    if not timings.keys() <= {"folder_selection", "retrieval", "generation"}:
+        # the target's other phases (e.g. rerank): kept as `<phase>_ms`, aggregated per phase
+        from evalkit.metrics.latency import extra_phases_ms
+
+        record["latency"].update(extra_phases_ms(timings))
     record["retrieval_metrics"] = score_case_retrieval(
         record["case"],
         chunks,
@@ -438,4 +459,8 @@ def build_record(
         record["error"] = {"kind": "empty_answer", "status": None, "detail": "the target returned an empty answer"}
     # An empty answer is the system's own answer, with a latency: it is judged against its budget.
     record["latency_budget"] = _latency_budget(record, settings)
+    if settings.phase_budgets_ms:
+        from evalkit.metrics.latency import case_phase_budgets
+
+        record["phase_budgets"] = case_phase_budgets(record["latency"], settings.phase_budgets_ms)
     return record, chunks

@@ -488,7 +488,7 @@ def repro_stored(
         InputError, RunInterrupted: as `evalkit.run.runner`.
     """
     from evalkit.config import build_settings, diff_hashed
-    from evalkit.evalset.load import load_eval_set
+    from evalkit.evalset.load import configured_categories, load_eval_set
     from evalkit.evalset.shard import stored_shard
     from evalkit.run.runner import run
 
@@ -510,7 +510,7 @@ def repro_stored(
         raise BadConfig(Problem(f"EVAL_API_URL is set, but run {stored_run.run_id} ran the in-process reference "
                                 "chatbot; unset it to re-run that", field="--run-id"))
     settings = build_settings(values)
-    eval_set = load_eval_set(settings.eval_set)
+    eval_set = load_eval_set(settings.eval_set, [*configured_categories(), *settings.categories] if settings.categories else None)
     recorded = config.get("dataset_version")
     if recorded != eval_set.version:
         raise BadConfig(

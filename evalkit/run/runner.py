@@ -30,8 +30,9 @@ from evalkit.config import (
 from evalkit.derive import RecordPass, RunFacts, derive_run, now_utc
 from evalkit.derive.health import UNMEASURABLE
 from evalkit.errors import BadConfig, EvalkitError, Problem
-from evalkit.evalset.load import EvalSet, load_eval_set
+from evalkit.evalset.load import EvalSet, configured_categories, load_eval_set
 from evalkit.metrics.keys import ir_measures_values
+from evalkit.net.breaker import CircuitBreaker
 from evalkit.run.probe import probe_target
 from evalkit.run.records import Selection, WorkList, select_indices, versions_tuple
 from evalkit.run.session import Prepared, ProgressSink, Session
@@ -75,9 +76,11 @@ class RunResult:
         run_id: the run folder's name.
         run_dir: path of `results/<run_id>/`.
         metrics: the whole metrics.json body.
-        data: `aggregate_metrics` plus B.O.B's convenience keys (seed 001):
-            `recall_at_k` (fractional recall |gold hit in top K| / |gold|, B.O.B's formula),
-            `precision_at_k`, `mrr` and `k` (all at the primary K).
+        data: seed 001's result dict, at the primary K: `recall_at_k` (B.O.B's recall,
+            |gold hit in top K| / |gold|: evalkit's recall_frac, metrics.json `recall_frac_avg`),
+            `precision_at_k` (`precision_at_k_avg`), `mrr` (`mrr_avg`), `k`; and `recall_frac`
+            (= recall_at_k) and `recall_any` (the hit rate, `recall_at_k_avg`) by evalkit's
+            names. Every other aggregate is in `metrics["aggregate_metrics"]`.
         gate: the gate object ({passed, allowed, regressions, ...}) or None without --baseline.
         success: False when the gate failed (without --allow-regressions), or the run is
             incomplete: the target failed on more than `max_error_rate` of the cases.
@@ -92,6 +95,9 @@ class RunResult:
         judge: the judge's describe() ({"provider": None} for retrieval-only).
         trials: metrics.json's `trials` (per-trial values, mean, std, flake rates) with
             `trials=N` > 1, else None. n_cases then counts records (cases x trials).
+        stopped: when the target failed every request and the run stopped asking
+            (`evalkit.net.breaker`): {"after_failures", "last", "n_not_asked", "message"};
+            the run is then incomplete and resumable. None otherwise.
     """
 
     run_id: str
@@ -111,6 +117,7 @@ class RunResult:
     thresholds: dict[str, Any] | None = None  # metrics.json "thresholds" (issue 13), None without --threshold
     allow_format_mismatch: bool = False
     trials: dict[str, Any] | None = None  # metrics.json "trials" (issue 13), None without --trials N > 1
+    stopped: dict[str, Any] | None = None  # the circuit breaker stopped the run (issue 28), else None
 
     @property
     def error_rate(self) -> float:
@@ -119,8 +126,9 @@ class RunResult:
     @property
     def incomplete(self) -> bool:
         """True when the target failed on more cases than --max-error-rate allows: the
-        metrics score those cases as misses, so they do not describe the chatbot."""
-        return self.error_rate > self.max_error_rate + 1e-12
+        metrics score those cases as misses, so they do not describe the chatbot. Also True
+        when the run stopped asking a target that failed every request (`stopped`)."""
+        return self.stopped is not None or self.error_rate > self.max_error_rate + 1e-12
 
     @property
     def unmeasurable(self) -> bool:
@@ -171,7 +179,10 @@ class RunResult:
 def _git_revision(cwd: Path) -> dict[str, Any] | None:
     def git(*args: str) -> str | None:
         try:
-            out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False)
+            # GIT_OPTIONAL_LOCKS=0: `git status` may otherwise refresh the user's .git/index, a
+            # write outside the run's folders (tests/integration/test_reliability_loop.py).
+            out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False,
+                                 env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
         except (OSError, subprocess.TimeoutExpired):
             return None
         return out.stdout.strip() if out.returncode == 0 else None
@@ -255,6 +266,16 @@ def _build_config(
 _OBSERVED_KEYS = ("dataset_version", "judge")
 
 
+def _only_retrieval(evaluators: Any) -> bool:
+    """Whether an --evaluators value names retrieval alone (a retrieval-only run)."""
+    from evalkit.config import parse_evaluators
+
+    try:
+        return evaluators is not None and parse_evaluators(evaluators) == ["retrieval"]
+    except ValueError:
+        return False  # RunSettings says what is wrong with it
+
+
 def _prepare_inputs(values: Mapping[str, Any]) -> Prepared:
     """Everything that can be checked without the target or the judge. Writes nothing."""
     stored: dict[str, Any] | None = None
@@ -266,7 +287,7 @@ def _prepare_inputs(values: Mapping[str, Any]) -> Prepared:
     resume = values.get("resume")
     if values.get("retry_errors") and not resume:
         raise BadConfig(Problem("goes with --resume RUN_ID (it redoes the failed cases of that run)", field="--retry-errors"))
-    if values.get("answer_quality") and values.get("retrieval_only"):
+    if values.get("answer_quality") and (values.get("retrieval_only") or _only_retrieval(values.get("evaluators"))):
         # It would measure nothing, silently: no judge runs in a retrieval-only run.
         raise BadConfig(Problem("needs a judge; --retrieval-only runs none (judge later with judge_answers.py "
                                 "--answer-quality)", field="--answer-quality"))
@@ -315,7 +336,8 @@ def _prepare_inputs(values: Mapping[str, Any]) -> Prepared:
 
     # --response-schema is read and checked against its meta-schema before anything runs.
     response_validator = _response_validator(settings)
-    eval_set = load_eval_set(settings.eval_set)
+    # --categories adds to evalkit.toml's [eval_set] categories (issue 30: seed 001's installation).
+    eval_set = load_eval_set(settings.eval_set, [*configured_categories(), *settings.categories] if settings.categories else None)
     if stored is not None and stored.get("dataset_version") != eval_set.version:
         raise BadConfig(
             Problem(
@@ -452,8 +474,51 @@ async def _anchor_check(p: Prepared, target: Any, vault_given: bool) -> dict[str
     }
 
 
-def _build_judge(settings: RunSettings) -> Any:
-    if settings.retrieval_only:
+def _unchecked_rules(p: Prepared) -> dict[str, Any] | None:
+    """The selected cases' rules that this run cannot check as written, as metrics.json's
+    `unchecked_rules` warning: a cite_newer case without dates (`case_warnings`, found
+    when the eval set was read), and an acknowledge_both case in a run without the conflict
+    judge (--retrieval-only, or --evaluators without conflict). None when there are none."""
+    found: list[tuple[int, Any]] = []
+    if p.eval_set.warnings:
+        selected = {index for index, _ in p.selected}
+        found = [(i, w) for i, w in p.eval_set.warnings if i in selected]
+    if "conflict" not in p.settings.judge_evaluators and _conflict_cases(p):
+        why = "--retrieval-only" if p.settings.retrieval_only else "--evaluators without conflict"
+        for index, _ in p.selected:
+            if p.eval_set.recency_rules.get(index) == "acknowledge_both":
+                path, line = p.eval_set.location(index)
+                found.append((index, Problem(
+                    f"warning: case {p.eval_set.ids[index]!r}: recency_conflict_rule acknowledge_both needs the conflict "
+                    f"judge, which this run does not run ({why}), so recency.pass stays null; judge the run with "
+                    "judge_answers.py to check it", path=path, line=line, field="recency_conflict_rule",
+                )))
+    if not found:
+        return None
+    ids = list(dict.fromkeys(p.eval_set.ids[i] for i, _ in found))
+    return {
+        "kind": "unchecked_rules",
+        "severity": "warning",
+        "n": len(ids),
+        "of": len(p.selected),
+        "ids": ids[:20],
+        "problems": [str(w) for _, w in found[:20]],
+        "message": f"{len(ids)} case{'s ask' if len(ids) != 1 else ' asks'} for a rule that scoring cannot check as "
+        f"written ({', '.join(ids[:5])}{', …' if len(ids) > 5 else ''}): its recency.pass stays null or says less "
+        "than the rule (evalkit validate lists each one with what to add)",
+    }
+
+
+def _conflict_cases(p: Prepared) -> bool:
+    """Whether a selected case has `recency_conflict_rule: acknowledge_both` (the conflict judge's)."""
+    rules = p.eval_set.recency_rules
+    if not any(rule == "acknowledge_both" for rule in rules.values()):
+        return False
+    return any(rules.get(index) == "acknowledge_both" for index, _ in p.selected)
+
+
+def _build_judge(settings: RunSettings, *, conflict_cases: bool = False) -> Any:
+    if not settings.judge_evaluators:
         return None
     from evalkit.judges import JudgeSettings, build_judge_runner
 
@@ -466,19 +531,23 @@ def _build_judge(settings: RunSettings) -> Any:
             allow_unpinned=settings.allow_unpinned,
             use_cache=not settings.no_cache,
             answer_quality=settings.answer_quality,
+            evaluators=settings.judge_evaluators,
+            conflict_cases=conflict_cases,
             concurrency=settings.concurrency,
             retry_policy=_retry_policy(3, settings.max_retry_wait),
         )
     )
 
 
-def _retry_policy(retries: int, max_retry_wait: float, progress: Any = None) -> Any:
+def _retry_policy(retries: int, max_retry_wait: float, progress: Any = None, breaker: Any = None) -> Any:
     """Bounded backoff whose server-requested Retry-After waits are capped at --max-retry-wait;
-    each wait is told to the progress sink when it can show one."""
+    each wait is told to the progress sink when it can show one. With a circuit breaker,
+    retries stop once it opens."""
     from evalkit.net.retry import RetryPolicy
 
     on_wait = getattr(progress, "waiting", None)
-    return RetryPolicy.from_retries(retries, max_retry_after=max_retry_wait, on_wait=on_wait if callable(on_wait) else None)
+    return RetryPolicy.from_retries(retries, max_retry_after=max_retry_wait, on_wait=on_wait if callable(on_wait) else None,
+                                    breaker=breaker)
 
 
 def reference_vault_id(settings: RunSettings, cases: Iterable[Any]) -> str | None:
@@ -488,13 +557,13 @@ def reference_vault_id(settings: RunSettings, cases: Iterable[Any]) -> str | Non
     ./obsidian-tasks; else None (the folder's name)."""
     if settings.vault_id is not None or not settings.in_process:
         return settings.vault_id
-    if settings.send_scope not in ("vaults", "both"):
+    if "vaults" not in settings.scope_sent:
         return None
     named = {v for c in cases for v in (getattr(c, "vaults", None) or [])}
     return named.pop() if len(named) == 1 else None
 
 
-def _build_target(settings: RunSettings, progress: Any = None, vault_id: str | None = None) -> Any:
+def _build_target(settings: RunSettings, progress: Any = None, vault_id: str | None = None, breaker: Any = None) -> Any:
     from evalkit.targets import build_target
 
     return build_target(
@@ -506,9 +575,48 @@ def _build_target(settings: RunSettings, progress: Any = None, vault_id: str | N
         retries=settings.retries,
         rps=settings.rps,
         params=dict(settings.params),
-        retry_policy=_retry_policy(settings.retries, settings.max_retry_wait, progress),
+        retry_policy=_retry_policy(settings.retries, settings.max_retry_wait, progress, breaker),
         max_response_bytes=settings.max_response_bytes,
     )
+
+
+def _count_probe(breaker: Any, probe: Mapping[str, Any] | None) -> None:
+    """The probe's 5xx (or broken exchange) is the target's first failed request."""
+    error = (probe or {}).get("error") or {}
+    if probe and probe.get("ok") is False and error.get("kind") == "http_error":
+        status = error.get("status")
+        breaker.failure(f"HTTP {status}" if status else "connection error")
+
+
+def _stopped(breaker: Any, target: Any, n_not_asked: int, n_pending: int, run_id: str) -> dict[str, Any] | None:
+    """What config.json, metrics.json's warnings and the CLI say when the circuit breaker
+    stopped the run (the target failed every request and answered none); None when it did not."""
+    if not breaker.open:
+        return None
+    desc = target.describe()
+    where = f"the target at {desc['api_url']}" if desc.get("api_url") else f"the target {desc.get('target') or desc.get('kind')}"
+    last = breaker.last or "an error"
+    if last.startswith("HTTP"):
+        check = f"check the server's log for the error behind {last}"
+    elif last == "timeout":
+        check = f"check that it answers within --timeout {desc.get('timeout_s') or 0:g}s (load, warm-up)"
+    else:
+        check = "check that it is running at that address"
+    left = f"{n_not_asked} of {n_pending} cases were not asked" if n_not_asked else "its retries were cut short"
+    message = (
+        f"stopped asking {where}: it failed every request ({breaker.failures} in a row, the last {last}) and "
+        f"answered none; {left}. {check[0].upper() + check[1:]}, then finish the run with: "
+        f"--resume {shlex.quote(run_id)} --retry-errors"
+    )
+    return {"after_failures": breaker.failures, "last": last, "n_not_asked": n_not_asked, "message": message}
+
+
+def _stopped_warning(stopped: Mapping[str, Any] | None, n_pending: int) -> dict[str, Any] | None:
+    """metrics.json's `stopped_early` warning (cases not asked, of those the session had to ask)."""
+    if stopped is None:
+        return None
+    return {"kind": "stopped_early", "severity": "error", "n": stopped["n_not_asked"], "of": n_pending, "ids": [],
+            "message": stopped["message"]}
 
 
 def _create_run_dir(results_dir: Path, run_id: str | None, chash: str, suffix: str = "") -> RunDir:
@@ -575,17 +683,27 @@ def _finalize_order(run: RunDir, selected: Sequence[tuple[int, str]], trials: in
 
 
 def _data(metrics: Mapping[str, Any], k: int) -> dict[str, Any]:
-    agg = dict(metrics.get("aggregate_metrics") or {})
+    """`RunResult.data`: seed 001's result dict, its names with its meanings, at the primary K
+    (issue 30: it held aggregate_metrics too, so `recall_at_k` (B.O.B's recall) sat beside
+    `recall_at_k_avg` (the hit rate), two meanings of one name). Each value is the metrics.json
+    `aggregate_metrics.at_k[K]` entry named in the comment; the whole metrics.json is `.metrics`.
+    """
+    agg = metrics.get("aggregate_metrics") or {}
     cell = (agg.get("at_k") or {}).get(str(k)) or {}
 
-    def value(v: Any) -> Any:
+    def value(name: str, headline: str) -> Any:
+        v = cell.get(name) if name in cell else agg.get(headline)
         return v.get("value", v.get("mean")) if isinstance(v, Mapping) else v
 
-    agg.setdefault("recall_at_k", value(cell.get("recall_frac")))
-    agg.setdefault("precision_at_k", value(cell.get("precision")))
-    agg.setdefault("mrr", value(cell.get("mrr")) if cell else value(agg.get("mrr_avg")))
-    agg.setdefault("k", k)
-    return agg
+    recall = value("recall_frac", "recall_frac_avg")
+    return {
+        "recall_at_k": recall,  # seed 001's Recall@k, |relevant ∩ retrieved@k| / |relevant|: recall_frac (recall_frac_avg)
+        "precision_at_k": value("precision", "precision_at_k_avg"),  # |relevant ∩ retrieved@k| / k: precision_at_k_avg
+        "mrr": value("mrr", "mrr_avg"),  # mrr_avg
+        "k": k,  # aggregate_metrics.k, the primary K
+        "recall_frac": recall,  # the same value under evalkit's name
+        "recall_any": value("recall_any", "recall_at_k_avg"),  # evalkit's Recall@K (any), the hit rate: recall_at_k_avg
+    }
 
 
 def _note(progress: Any, message: str, details: Sequence[str] = ()) -> None:
@@ -635,10 +753,12 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
     git = None if values.get("resume") else loop.run_in_executor(None, _git_revision, Path.cwd())
     p = _prepare_inputs(values)
     s = p.settings
-    judge = _build_judge(s)
+    judge = _build_judge(s, conflict_cases=_conflict_cases(p))
     target = None
     try:
-        target = _build_target(s, progress, reference_vault_id(s, (p.eval_set.cases[i] for i, _ in p.selected)))
+        # Shared by the target's retries and the session: a target failing every request stops the run.
+        breaker = CircuitBreaker()
+        target = _build_target(s, progress, reference_vault_id(s, (p.eval_set.cases[i] for i, _ in p.selected)), breaker)
         judge_desc = judge.describe() if judge is not None else {"provider": None}
         resumed = p.run is not None and p.stored_config is not None
         probe = None
@@ -680,8 +800,14 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         if resumed and pending:
             # A resume probes with a case it is about to ask anyway: finished cases are not re-asked.
             probe = await probe_target(s, target, p.eval_set.cases[pending[0][0]])
-        if probe and probe.get("ignored_options"):
-            _note(progress, f"the target ignores --param {', '.join(probe['ignored_options'])}: it says it does not "
+        _count_probe(breaker, probe)
+        ignored = list(probe.get("ignored_options") or []) if probe else []
+        if "collection" in ignored and "collection" in s.scope_sent and "collection" not in s.params:
+            ignored.remove("collection")
+            _note(progress, "the target ignores the case's collection (options.collection, --send-scope collection): it "
+                  "says it does not know it (debug.ignored_options), so this run searches everything")
+        if ignored:
+            _note(progress, f"the target ignores --param {', '.join(ignored)}: it says it does not "
                   "know them (debug.ignored_options), so this run measures its defaults for them")
         if probe and probe.get("contract"):
             from evalkit.targets.contract import probe_notes
@@ -691,6 +817,9 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         stale = await _anchor_check(p, target, vault_given=values.get("vault") is not None)
         if stale is not None:
             _note(progress, stale["message"], stale["problems"])
+        unchecked = _unchecked_rules(p)
+        if unchecked is not None:
+            _note(progress, unchecked["message"], unchecked["problems"])
         p.config.setdefault("sessions", []).append(
             {
                 "started_at": now_utc(),
@@ -706,7 +835,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         # A fresh run's metrics are taken from its records as they are written: results.jsonl
         # (1.2 GB at 100,000 cases and K = 20) is then not read back when it is in run order.
         derived = RecordPass(s) if not resumed else None
-        session = Session(p, target, judge, judge_desc, progress, derived=derived)
+        session = Session(p, target, judge, judge_desc, progress, derived=derived, breaker=breaker)
         if progress is not None:
             progress.start(
                 run_id=run.run_id, run_dir=run.path, total=n_work, done=n_work - len(pending),
@@ -722,6 +851,9 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         wall = time.perf_counter() - t0
         # The suite's wall time is the sum of its sessions' (a killed session's is lost).
         p.config["sessions"][-1]["wall_s"] = round(wall, 3)
+        stopped = _stopped(breaker, target, len(pending) - session.n_asked, len(pending), run.run_id)
+        if stopped is not None:
+            p.config["sessions"][-1]["stopped"] = stopped
         run.write_config(p.config)
 
         if not resumed and session.in_order and session.n_written == n_work:
@@ -732,7 +864,8 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         metrics, gate = derive_run(run, RunFacts(
             settings=s, config=p.config, eval_set_commit_hash=p.eval_set.commit_hash,
             dataset_version=p.eval_set.version, judge_stats=judge.stats() if judge is not None else None,
-            baseline=p.baseline, pre_run_warnings=[stale] if stale else [], session_wall_s=wall,
+            baseline=p.baseline, session_wall_s=wall,
+            pre_run_warnings=[w for w in (stale, unchecked, _stopped_warning(stopped, len(pending))) if w],
         ), derived)
         point_latest(Path(s.results_dir), run.run_id)  # the run finished last, resumed ones too
         kinds = metrics["aggregate_metrics"]["operational_metrics"].get("error_kinds") or {}
@@ -756,6 +889,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
             max_error_rate=s.max_error_rate,
             warnings=list(metrics.get("warnings") or []),
             allow_format_mismatch=s.allow_format_mismatch,
+            stopped=stopped,
         )
         # One rule for the CLI and the API: a run whose target failed too often is not a success.
         result.success = result.success and not result.incomplete

@@ -89,8 +89,13 @@ class Session:
         judge_desc: dict,
         progress: ProgressSink | None,
         derived: RecordPass | None = None,
+        breaker: Any = None,
     ):
         self.p = p
+        # evalkit.net.breaker.CircuitBreaker shared with the target's retry policy: once it is
+        # open (the target failed every request), no further case is asked.
+        self.breaker = breaker
+        self.n_asked = 0
         # Fed every record as it is written, in file order (see `_writer`); None on resume.
         self.derived = derived
         self.s = p.settings
@@ -257,8 +262,13 @@ class Session:
         writer = asyncio.create_task(self._writer(queue))
         todo = iter(enumerate(pending))
 
+        breaker = self.breaker
+
         async def worker() -> None:
             for pos, (case_index, _, trial) in todo:  # shared iterator: each case is taken once
+                if breaker is not None and breaker.open:
+                    return  # not asked: no record, so a resume asks it
+                self.n_asked += 1
                 if self.judge is None:
                     # The record is built by the writer. Workers run in step (their answers
                     # arrive together), so CPU spent here before the next ask delays every

@@ -195,7 +195,7 @@ class HttpTarget:
                 # Most asks succeed at once: the first try skips tenacity's set-up (about
                 # 0.07 ms per ask); a failure replays into the policy as its first attempt,
                 # so waits, Retry-After and the bound are the policy's own.
-                response, elapsed_ms = await self._try(content)
+                response, elapsed_ms = await self._watched_try(content)
             except Exception as first:
                 attempts = 0
                 async for attempt in self._policy.retrying():
@@ -203,7 +203,7 @@ class HttpTarget:
                         attempts += 1
                         if attempts == 1:
                             raise first
-                        response, elapsed_ms = await self._try(content)
+                        response, elapsed_ms = await self._watched_try(content)
         except httpx.HTTPStatusError as e:
             raise _status_error(e.response, attempts) from None
         except ResponseTooLarge as e:
@@ -233,6 +233,20 @@ class HttpTarget:
         result.attempts = attempts
         result.elapsed_ms = elapsed_ms
         return result
+
+    async def _watched_try(self, content: bytes) -> tuple[httpx.Response, float]:
+        """`_try`, with its outcome told to the retry policy's circuit breaker, if it has one
+        (`evalkit.net.breaker`: a target failing every request stops being retried)."""
+        breaker = self._policy.breaker
+        if breaker is None:
+            return await self._try(content)
+        try:
+            out = await self._try(content)
+        except Exception as e:
+            breaker.observe(e)
+            raise
+        breaker.success()
+        return out
 
     async def _try(self, content: bytes) -> tuple[httpx.Response, float]:
         """One try: rate limit, send; a retryable status raises HTTPStatusError. Returns the

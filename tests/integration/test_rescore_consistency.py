@@ -102,7 +102,7 @@ def test_moved_labels_give_one_recall_in_every_output(two_runs: Path, tmp_path: 
 
 
 def test_a_rescoring_at_another_k_survives_a_later_judging(two_runs: Path) -> None:
-    scoring = score_retrieval("B", ks=[3], results_dir=two_runs)
+    scoring = score_retrieval("B", ks=[3], primary_k=3, results_dir=two_runs)
     assert scoring.results_rewritten
     at3 = _per_case(two_runs / "B", 3)
     assert all(v is None for v in _per_case(two_runs / "B", 5).values())  # the records hold K=3 only now
@@ -128,8 +128,8 @@ def test_a_rescoring_that_changes_nothing_leaves_results_jsonl_alone(two_runs: P
     assert not scoring.results_rewritten
     assert (two_runs / "B" / "results.jsonl").read_bytes() == before
     # back and forth: K 3, then the run's own K again, gives the run's per-case values back
-    score_retrieval("B", ks=[3], results_dir=two_runs)
-    assert score_retrieval("B", ks=[5], results_dir=two_runs).results_rewritten
+    score_retrieval("B", ks=[3], primary_k=3, results_dir=two_runs)
+    assert score_retrieval("B", ks=[5], primary_k=5, results_dir=two_runs).results_rewritten
     assert _per_case(two_runs / "B", 5) == _per_case(two_runs / "A", 5)
 
 

@@ -118,7 +118,7 @@ def test_headline_values_by_hand(run) -> None:
 
 def test_new_k_up_to_the_run_k(run) -> None:
     results_dir, run_id, _ = run
-    res = score_retrieval(run_id, ks=[1, 3], results_dir=results_dir)
+    res = score_retrieval(run_id, ks=[3], primary_k=1, results_dir=results_dir)
     m = res.metrics
     assert m["ks"] == [1, 3] and m["aggregate_metrics"]["k"] == 1
     at1 = m["aggregate_metrics"]["at_k"]["1"]
@@ -234,7 +234,7 @@ def test_merge_keeps_what_others_own(run) -> None:
     m["by_category"]["factual"]["n"]["groundedness_avg"] = 2
     m["compare_note"] = "kept"
     path.write_bytes(orjson.dumps(m))
-    res = score_retrieval(run_id, ks=[1], results_dir=results_dir)
+    res = score_retrieval(run_id, primary_k=1, ks=[1], results_dir=results_dir)
     agg = res.metrics["aggregate_metrics"]
     assert agg["judge_reliability"] == {"weighted_kappa": 0.5} and agg["groundedness_avg"] == 4.25
     assert agg["n"]["groundedness_avg"] == 7 and res.metrics["compare_note"] == "kept"

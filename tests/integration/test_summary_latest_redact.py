@@ -123,7 +123,7 @@ def test_summary_md_follows_every_rewrite_of_metrics_json(env) -> None:
     results, kwargs = env
     run_eval(**kwargs, run_id="r1")
     assert "| Recall@3 (any) |" in _summary(results, "r1")
-    score_retrieval("r1", results_dir=results, ks=[2])
+    score_retrieval("r1", results_dir=results, ks=[2], primary_k=2)
     text = _summary(results, "r1")
     assert "| Recall@2 (any) |" in text and "| Recall@3 (any) |" not in text
     (results / "r1" / "summary.md").unlink()
@@ -150,7 +150,7 @@ def test_a_failed_summary_write_warns_and_leaves_the_run_alone(env, monkeypatch,
 
     monkeypatch.setattr(RunDir, "write_summary", refuse)
     with caplog.at_level(logging.WARNING, logger="evalkit"):
-        res = score_retrieval("r1", results_dir=results, ks=[2])
+        res = score_retrieval("r1", results_dir=results, ks=[2], primary_k=2)
     assert res.metrics["ks"] == [2] and _json(results / "r1" / "metrics.json")["ks"] == [2]
     assert "summary.md not written" in caplog.text and "No space left" in caplog.text
     assert (results / "r1" / "summary.md").read_bytes() == before  # old one kept whole
@@ -192,7 +192,7 @@ def test_run_id_latest_through_the_score_compare_and_judge_clis(env) -> None:
     results, kwargs = env
     run_eval(**kwargs, run_id="r1")
     run_eval(**kwargs, run_id="r2")
-    out = CliRunner().invoke(score_app, ["--run-id", "latest", "--results-dir", str(results), "--k", "2", "--quiet", "--json"])
+    out = CliRunner().invoke(score_app, ["--run-id", "latest", "--results-dir", str(results), "--k", "2", "--primary-k", "2", "--quiet", "--json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.stdout.strip().splitlines()[-1])["run_id"] == "r2"
     assert _json(results / "r2" / "metrics.json")["ks"] == [2] and _json(results / "r1" / "metrics.json")["ks"] == [3, 2]

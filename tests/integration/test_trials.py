@@ -182,7 +182,7 @@ def test_rescoring_scripts_recompute_the_trials_block(tmp_path: Path) -> None:
     before = json.loads((result.run_dir / "metrics.json").read_text())["trials"]
     assert "recall_any@1" in before["metrics"] and "recall_any@2" in before["metrics"]
     # Re-scored at K = 1 only: the per-trial values are recomputed, @2 is gone, not left stale.
-    score_retrieval("rs", ks=[1], results_dir=str(tmp_path / "results"))
+    score_retrieval("rs", ks=[1], primary_k=1, results_dir=str(tmp_path / "results"))
     after = json.loads((result.run_dir / "metrics.json").read_text())["trials"]
     assert "recall_any@2" not in after["metrics"]
     assert after["metrics"]["recall_any@1"]["per_trial"] == before["metrics"]["recall_any@1"]["per_trial"] == [0.75, 0.25, 0.75]

@@ -192,15 +192,31 @@ REF_OLD = {"rel_path": "docs/v1.md", "heading_path": "# Overview"}
         pytest.param("cite_newer", [], [], False, id="nothing-cited"),
         pytest.param("cite_both", [REF_NEW, REF_OLD], [], True, id="both-cited"),
         pytest.param("cite_both", [REF_NEW], [], False, id="one-cited"),
-        pytest.param("acknowledge_both", [], [{0}, {1}], True, id="both-retrieved"),
-        pytest.param("acknowledge_both", [REF_NEW, REF_OLD], [{0}], False, id="one-retrieved"),
+        # acknowledge_both: retrieval AND the conflict judge's verdict (issue 30 item 5)
+        pytest.param("acknowledge_both", [], [{0}, {1}], True, id="both-retrieved-acknowledged"),
+        pytest.param("acknowledge_both", [REF_NEW, REF_OLD], [{0}], False, id="one-retrieved-acknowledged"),
     ],
 )
 def test_recency_rules(rule, refs, retrieved, expected):
     supports = [NEW, OLD]
-    out = recency_check(rule, supports, table(retrieved, n=2), 5, refs)
+    out = recency_check(rule, supports, table(retrieved, n=2), 5, refs, acknowledged=True)
     assert out["pass"] is expected
     assert out["rule"] == rule
+
+
+@pytest.mark.parametrize(
+    ("retrieved", "acknowledged", "expected"),
+    [
+        pytest.param([{0}, {1}], None, None, id="both-retrieved-not-judged"),  # regression: issue 30 item 5 (was True)
+        pytest.param([{0}, {1}], False, False, id="both-retrieved-not-acknowledged"),
+        pytest.param([{0}], None, None, id="one-retrieved-not-judged"),
+        pytest.param([{0}], False, False, id="one-retrieved-not-acknowledged"),
+    ],
+)
+def test_acknowledge_both_needs_the_conflict_judge(retrieved, acknowledged, expected):
+    out = recency_check("acknowledge_both", [NEW, OLD], table(retrieved, n=2), 5, [], acknowledged=acknowledged)
+    assert out["pass"] is expected and out["acknowledged"] is acknowledged
+    assert out["all_retrieved"] is (len(retrieved) == 2)
 
 
 def test_recency_dates_compare_as_dates_not_strings():

@@ -27,6 +27,8 @@ from evalkit.metrics.registry import short_label_of
 from evalkit.report.compare import (
     DELTA_LEGEND,
     GATE_ADVICE,
+    STAGE_CORNER,
+    STAGE_LEGEND,
     VERDICT_HEADER,
     affected_metrics,
     by_case,
@@ -44,6 +46,9 @@ from evalkit.report.compare import (
     repeats_note,
     row_label,
     short_verdict,
+    stage_grid,
+    stage_heading,
+    stage_label,
     verdict,
     verdict_cells,
     verdict_line,
@@ -54,13 +59,14 @@ __all__ = ["COMPARE_NAV", "compare_charts", "compare_view", "default_compare_out
 
 # The per-domain table (seed 001's drift view): these metrics (compare's row names: an @K
 # metric by its name, at the primary K), where both runs have them.
-_DOMAIN_METRICS = (
-    "recall_any", "mrr", "ndcg", "attribution_hit_rate", "groundedness_avg", "correctness_avg",
+_DOMAIN_METRICS = (  # recall_frac: seed 001's recall, whose per-domain drift it shows (issue 30)
+    "recall_any", "recall_frac", "mrr", "ndcg", "attribution_hit_rate", "groundedness_avg", "correctness_avg",
     "abstention_accuracy", "false_abstention_rate",
 )
 # Section anchors of the page, in order (base.html.j2 draws them as the page's nav).
 COMPARE_NAV = (
-    ("verdict", "Verdict"), ("significant", "Significant changes"), ("flips", "Flips"), ("domains", "Per domain"),
+    ("verdict", "Verdict"), ("significant", "Significant changes"), ("flips", "Flips"), ("stages", "Failure stages"),
+    ("domains", "Per domain"),
     ("deltas", "All deltas"), ("unscoreable", "Unscored cases"), ("latency", "Latency and cost"),
     ("config", "Config diff"), ("drift", "Answer drift"),
 )
@@ -161,6 +167,23 @@ def _flip_case(group: list[Flip]) -> dict[str, Any]:
     }
 
 
+def _stages(c: Comparison) -> dict[str, Any]:
+    """The stage transition matrix: a row per run-a stage, a cell per run-b stage with every
+    id behind it (the template folds them), and the column totals."""
+    st = c.stages
+    present, grid = stage_grid(st)
+    rows = []
+    for sa in present:
+        cells = [{"b": sb, "n": grid[(sa, sb)].n if (sa, sb) in grid else 0,
+                  "ids": grid[(sa, sb)].ids if (sa, sb) in grid else [], "moved": sa != sb} for sb in present]
+        rows.append({"stage": sa, "label": stage_label(sa), "cells": cells, "total": sum(x["n"] for x in cells)})
+    return {
+        "available": st.available, "k": st.k, "n": st.n, "heading": stage_heading(st), "corner": STAGE_CORNER,
+        "legend": STAGE_LEGEND, "columns": [stage_label(s) for s in present], "rows": rows,
+        "totals": [st.b.get(s, 0) for s in present],
+    }
+
+
 def _domains(c: Comparison) -> dict[str, Any]:
     """Per-domain deltas: one row per domain, one cell per headline metric (at the primary K)."""
     primary = c.ks.get("primary")
@@ -236,7 +259,7 @@ def compare_view(comparison: Comparison, *, refused: bool = False, output_dir: P
             "mode": c.gate.mode,
             "failures": list(c.gate.failures),
             "not_significant": list(c.gate.not_significant),
-            "skipped": [f"{s.get('metric')}: {s.get('reason')}" for s in c.gate.skipped],
+            "skipped": [f"{s.get('metric')}{' in ' + s['scope'] if s.get('scope') else ''}: {s.get('reason')}" for s in c.gate.skipped],
         },
         "merge": {
             "available": c.verdict.available,
@@ -271,6 +294,7 @@ def compare_view(comparison: Comparison, *, refused: bool = False, output_dir: P
         "confidence": c.stats.confidence,
         "deltas": {"rows": [_row(r) for r in c.deltas], "groupings": by_grouping, "n_overall": len(overall)},
         "domains": _domains(c),
+        "stages": _stages(c),
         "flips": {
             "available": f.available,
             "k": f.k,
