@@ -413,7 +413,11 @@ class ReviewSession:
         return b"".join(out), appended, duplicates
 
     def write(self) -> tuple[Path | None, list[dict[str, Any]], list[str]]:
-        """Write the new version: `into` + every accepted case not already in it.
+        """Write the new version: `into` + every accepted case of the log not already in it.
+
+        The log is read again under its folder's lock, and the new version written under
+        it: two reviewers of one candidates file each end by writing it, and the one who
+        writes last keeps the other's accepted cases too.
 
         Returns:
             (the file written, or None when no case is to be added; the cases appended;
@@ -421,23 +425,48 @@ class ReviewSession:
             left as it is (and returned).
 
         Raises:
-            BadConfig: the destination became frozen / locked or taken meanwhile.
-            BadEvalSet: the written file does not load (a bug; reported with its problems).
+            BadConfig: the destination became frozen / locked or taken meanwhile; the log
+                broke meanwhile; an accepted case the eval set loader refuses (named at its
+                log line; the destination is then left as it was).
+            BadEvalSet: the new version does not load for another reason (a bug).
         """
-        from evalkit.authoring import labeling
+        from contextlib import nullcontext
+
+        from evalkit.store.atomic import folder_lock, write_atomic
+
+        with folder_lock(self.log.parent) if self.log.parent.is_dir() else nullcontext():
+            self.decisions = read_log(self.log)
+            payload, appended, duplicates = self.render()
+            if not appended:
+                return None, appended, duplicates
+            self.check_dest()
+            self.changed = not (self.dest.exists() and self.dest.read_bytes() == payload)
+            if self.changed:
+                write_atomic(self.dest, payload, check=lambda tmp: self._check_version(tmp, appended))
+            else:
+                self._check_version(self.dest, appended)
+        return self.dest, appended, duplicates
+
+    def _check_version(self, path: Path, appended: list[dict[str, Any]]) -> None:
+        """Load the new version at `path` as every command will; a problem on an appended
+        case is the log's (a hand-edited or damaged line that case_problems passes, such as
+        an unknown field), named at that case's log line."""
         from evalkit.evalset.load import read_eval_set
 
-        payload, appended, duplicates = self.render()
-        if not appended:
-            return None, appended, duplicates
-        self.check_dest()
-        self.changed = not (self.dest.exists() and self.dest.read_bytes() == payload)
-        if self.changed:
-            labeling.write_bytes_atomic(self.dest, payload)
-        _, problems = read_eval_set([self.dest])
-        if problems:
-            raise BadEvalSet(problems)
-        return self.dest, appended, duplicates
+        _, problems = read_eval_set([path])
+        if not problems:
+            return
+        first = self._base().count(b"\n") + 1  # the line of the first appended case
+        blamed = []
+        for p in problems:
+            i = (p.line or 0) - first
+            if 0 <= i < len(appended):
+                d = self.decisions[appended[i]["id"]]
+                what = f"{p.field}: {p.message}" if p.field else p.message
+                blamed.append(Problem(f"accepted case {d.id!r} does not validate: {what}", path=str(self.log), line=d.line))
+        if not blamed:
+            raise BadEvalSet([Problem(p.message, path=str(self.dest), line=p.line, field=p.field) for p in problems])
+        raise BadConfig([*blamed, Problem("fix or delete the review log's lines named above, then rerun")])
 
 
 @dataclass(frozen=True)

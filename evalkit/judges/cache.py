@@ -51,9 +51,31 @@ _FIX = "or use --no-cache"
 log = logging.getLogger("evalkit")
 
 
-def _is_damage(error: sqlite3.Error) -> bool:
+# A header whose schema format or file version bytes were changed is a plain SQLITE_ERROR
+# with this message; it is damage all the same (tests/integration/test_reliability_loop.py).
+_DAMAGE_MESSAGES = frozenset({"unsupported file format"})
+# What reading a file can raise. SQLite's message about a damaged schema quotes the file's
+# bytes, and Python raises a UnicodeDecodeError instead when those are not UTF-8.
+_READ_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
+
+
+def _is_damage(error: BaseException) -> bool:
+    if isinstance(error, UnicodeDecodeError):
+        return True
     code = getattr(error, "sqlite_errorcode", None)
-    return code is not None and code & 0xFF in _DAMAGE_CODES
+    return (code is not None and code & 0xFF in _DAMAGE_CODES) or str(error) in _DAMAGE_MESSAGES
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, UnicodeDecodeError):
+        return "SQLite reports damage in bytes that are not text"
+    return str(error)
+
+
+def _text(raw: bytes) -> str:
+    # Damage can reach text SQLite returns (a column name, quick_check's report of a bad
+    # row): undecodable bytes are shown, not raised as a UnicodeDecodeError.
+    return raw.decode("utf-8", "replace")
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -70,9 +92,11 @@ def _check_read_only(path: Path, *, table_required: bool = False) -> str | None:
     """`_damage` of the file at `path`, opened read-only: nothing written, not even its WAL.
 
     Raises:
-        sqlite3.DatabaseError: the file could not be opened or read (damage or not).
+        sqlite3.DatabaseError, UnicodeDecodeError (`_READ_ERRORS`): the file could not be
+            opened or read (damage or not).
     """
     conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_MS / 1000)
+    conn.text_factory = _text
     try:
         return _damage(conn, table_required=table_required)
     finally:
@@ -84,7 +108,7 @@ def _damage(conn: sqlite3.Connection, *, table_required: bool) -> str | None:
     judgments table's columns (absent is fine in a new file, not in one in use).
 
     Raises:
-        sqlite3.DatabaseError: the file could not be read.
+        sqlite3.DatabaseError, UnicodeDecodeError (`_READ_ERRORS`): the file could not be read.
     """
     found = [str(r[0]) for r in conn.execute("PRAGMA quick_check(3)")]
     if found != ["ok"]:
@@ -210,9 +234,9 @@ class JudgeCache:
             # would fold or delete a damaged file's WAL, which goes aside as it was found.
             try:
                 problem = _check_read_only(self.path)
-            except sqlite3.DatabaseError as e:
+            except _READ_ERRORS as e:
                 # Anything but damage (a journal only a writer may roll back): the writer decides.
-                problem = str(e) if _is_damage(e) else None
+                problem = _reason(e) if _is_damage(e) else None
             if problem is not None:
                 return problem
         conn: sqlite3.Connection | None = None
@@ -221,16 +245,17 @@ class JudgeCache:
             conn = sqlite3.connect(
                 str(self.path), timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
             )
+            conn.text_factory = _text
             conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
             self._retry_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"))
             conn.execute("PRAGMA synchronous=NORMAL")
             self._retry_locked(lambda: conn.execute(_SCHEMA))
-        except sqlite3.DatabaseError as e:
+        except _READ_ERRORS as e:
             if conn is not None:
                 conn.close()
             if not _is_damage(e):
                 raise BadConfig(self._problem(f"cannot be opened ({e}); check its permissions and the disk, {_FIX}")) from None
-            return str(e)
+            return _reason(e)
         self._ident = self._ident or _identity(self.path)
         self._conn = conn
         return None
@@ -294,20 +319,20 @@ class JudgeCache:
                 return op(conn)
             except sqlite3.ProgrammingError:
                 raise  # our bug (a closed cache, bad SQL), not the file's
-            except sqlite3.DatabaseError as e:
+            except _READ_ERRORS as e:
                 if attempt or not self._recover(conn, e, doing):
                     return None
         return None  # pragma: no cover
 
-    def _recover(self, conn: sqlite3.Connection, error: sqlite3.DatabaseError, doing: str) -> bool:
+    def _recover(self, conn: sqlite3.Connection, error: BaseException, doing: str) -> bool:
         """After `error` on `conn`: True when the file was damaged and a sound cache is open again."""
         if _is_damage(error):
-            problem: str | None = str(error)
+            problem: str | None = _reason(error)
         else:
             try:
                 problem = _damage(conn, table_required=True)
-            except sqlite3.DatabaseError as e:
-                problem = str(e) if _is_damage(e) else None
+            except _READ_ERRORS as e:
+                problem = _reason(e) if _is_damage(e) else None
         if problem is None:
             self._warn_once(f"the judge cache {self.path} could not {doing} ({error}); the run goes on, and a "
                             "judgment not cached will be made again next time")
@@ -389,8 +414,8 @@ def source_problem(path: Path) -> str | None:
         return "no such file"
     try:
         problem = _check_read_only(path, table_required=True)
-    except sqlite3.DatabaseError as e:
-        return f"not a judge cache ({e})"
+    except _READ_ERRORS as e:
+        return f"not a judge cache ({_reason(e)})"
     return None if problem is None else f"not a judge cache ({problem})"
 
 
@@ -429,9 +454,9 @@ def merge_caches(target: str | Path, sources: Sequence[str | Path]) -> CacheMerg
             for path in paths:
                 try:
                     added, same, conflicts = _merge_one(conn, path)
-                except sqlite3.DatabaseError as e:
+                except _READ_ERRORS as e:
                     # Damage the quick check missed (it compares no index with its table), or the disk.
-                    why = f"not a judge cache ({e})" if _is_damage(e) else f"could not be merged into {target} ({e})"
+                    why = f"not a judge cache ({_reason(e)})" if _is_damage(e) else f"could not be merged into {target} ({e})"
                     raise BadConfig(Problem(f"{why}; nothing of it was merged", path=str(path))) from None
                 result.added += added
                 result.same += same

@@ -270,6 +270,11 @@ class RunDir:
         """
         check_run_id(run_id)
         path = Path(results_dir) / run_id
+        with _os_errors("cannot create the run folder", path):
+            leftover = path.is_dir()
+        if leftover:
+            # A run_eval killed while writing its first file left only that temp file: no run.
+            cls(path).recover()
         _refuse_taken(path, run_id)
         with _os_errors("cannot create the run folder", path):
             path.mkdir(parents=True, exist_ok=True)
@@ -811,9 +816,9 @@ def latest_run_id(results_dir: Path) -> str | None:
 
 
 def clear_latest(results_dir: Path) -> None:
-    """Make `latest` name no run (best effort, as point_latest)."""
+    """Make `latest` name no run (best effort, as point_latest; under the same lock)."""
     root = Path(results_dir)
-    with suppress(OSError):
+    with suppress(OSError), folder_lock(root):
         if (root / LATEST).is_symlink():
             (root / LATEST).unlink()
         (root / LATEST_FILE).unlink(missing_ok=True)
@@ -821,8 +826,13 @@ def clear_latest(results_dir: Path) -> None:
 
 def point_latest(results_dir: Path, run_id: str) -> Path | None:
     """Point `results/latest` at `run_id`, best effort: a relative symlink `latest -> <run_id>`,
-    swapped in atomically; where the OS makes no symlinks, `results/latest.json` holding
-    `{"run_id": ...}` (and a stale symlink is removed, so the two never disagree).
+    made under a temp name and renamed over `latest`; where the OS makes no symlinks,
+    `results/latest.json` holding `{"run_id": ...}` (and a stale symlink is removed, so the
+    two never disagree).
+
+    Runs finishing at once each point it under the results folder's lock (`folder_lock`),
+    so `latest` always names a whole run and a reader never finds it missing or dangling;
+    the temp link of a process killed mid-way is removed by the next pointer.
 
     run_eval calls it at the end of every run, a resumed one included: "latest" is the run
     a run_eval finished last, not the newest `created_at`. The pointer is a convenience, so
@@ -835,14 +845,28 @@ def point_latest(results_dir: Path, run_id: str) -> Path | None:
     import logging
 
     root = Path(results_dir)
-    link, pointer = root / LATEST, root / LATEST_FILE
+    link = root / LATEST
     log = logging.getLogger("evalkit")
-    if link.is_dir() and not link.is_symlink():
-        log.warning("evalkit: warning: %s is a run folder, so it cannot point at the newest run", link)
+    try:
+        with folder_lock(root):
+            if link.is_dir() and not link.is_symlink():
+                log.warning("evalkit: warning: %s is a run folder, so it cannot point at the newest run", link)
+                return None
+            return _point_latest_locked(root, run_id)
+    except (OSError, RunFolderError) as e:
+        log.warning("evalkit: warning: cannot point %s at run %s: %s", link, run_id, e)
         return None
+
+
+def _point_latest_locked(root: Path, run_id: str) -> Path:
+    """point_latest's work, under the results folder's lock: no other pointer's temp file
+    is live, so every `.latest.*.tmp` found is a killed one's."""
+    link, pointer = root / LATEST, root / LATEST_FILE
+    for stale in root.glob(f".{LATEST}.*.tmp"):
+        with suppress(OSError):
+            stale.unlink()
     tmp = root / f".{LATEST}.{os.getpid()}.tmp"
     try:
-        tmp.unlink(missing_ok=True)
         os.symlink(run_id, tmp, target_is_directory=True)
         os.replace(tmp, link)
         pointer.unlink(missing_ok=True)
@@ -850,11 +874,7 @@ def point_latest(results_dir: Path, run_id: str) -> Path | None:
     except OSError:
         with suppress(OSError):
             tmp.unlink(missing_ok=True)
-    try:
-        if link.is_symlink():
-            link.unlink()
-        write_json_atomic(pointer, {"run_id": run_id})
-        return pointer
-    except (OSError, RunFolderError) as e:
-        log.warning("evalkit: warning: cannot point %s at run %s: %s", link, run_id, e)
-        return None
+    if link.is_symlink():
+        link.unlink()
+    write_json_atomic(pointer, {"run_id": run_id})
+    return pointer
