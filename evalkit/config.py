@@ -172,6 +172,8 @@ class RunSettings(BaseModel):
     ignore_invariants: bool = False
     # Issue 25: a --baseline gate that could not compare Recall@K or MRR@K fails unless this.
     allow_missing_metrics: bool = False
+    # Issue 30: the --baseline gate refuses a baseline whose notes or index differ (index stats).
+    same_corpus: bool = False
     # Issue 26: a run in which no retrieved chunk matched any gold support exits 2 unless this.
     allow_format_mismatch: bool = False
     require_snippets: bool = False

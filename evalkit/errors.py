@@ -51,23 +51,28 @@ def _secrets() -> list[str]:
 
 @functools.lru_cache(maxsize=64)
 def _encodings(value: str) -> tuple[str, ...]:
-    """The forms a key takes when a server echoes it encoded: percent-encoded (a query string),
-    base64 and URL-safe base64 (padding dropped: a Basic header or a token blob)."""
+    """The forms a key takes when a server echoes it encoded: percent-encoded (a query string
+    or a form), and base64 and URL-safe base64 (padding dropped), alone and inside a longer
+    blob. Inside one (a Basic header encodes `user:key`) the key starts at any of three byte
+    offsets, and each encodes it differently: for each, the characters that only the key's
+    bytes decide (the 4-character groups at either end also hold a neighbour's bits)."""
     import base64  # here: only a run with a configured key pays for them
     import urllib.parse
 
     raw = value.encode("utf-8")
-    forms = {
-        urllib.parse.quote(value, safe=""),
-        base64.b64encode(raw).decode().rstrip("="),
-        base64.urlsafe_b64encode(raw).decode().rstrip("="),
-    }
-    return tuple(f for f in forms if f != value)
+    forms = {urllib.parse.quote(value, safe=""), urllib.parse.quote(value), urllib.parse.quote_plus(value)}
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        forms.add(encode(raw).decode().rstrip("="))
+        for shift in range(3):
+            whole = (shift + len(raw)) // 3  # 3-byte groups that end within the key
+            forms.add(encode(b"\0" * shift + raw).decode()[4 if shift else 0 : 4 * whole])
+    return tuple(f for f in forms if f != value and len(f) >= _MIN_ANYWHERE)
 
 
 def _spaced(value: str) -> re.Pattern[str]:
-    """The key with whitespace between its characters (a reply that spelled it out)."""
-    return re.compile(r"\s*".join(re.escape(ch) for ch in value))
+    """The key spaced out: whitespace or dashes between its characters (a reply that spelled
+    it out, wrapped it over lines, or wrote it in groups such as `abcd-efgh` or `abcd efgh`)."""
+    return re.compile(r"[\s-]*".join(re.escape(ch) for ch in value))
 
 
 def _scrub(text: str, secrets: list[str]) -> str:
@@ -92,8 +97,8 @@ def _scrub(text: str, secrets: list[str]) -> str:
             i = k
         text = "".join(out) + text[i:]
     for value in secrets:
-        # a long key spelled out with spaces between its characters
-        if len(value) >= _MIN_PARTIAL and value[0] in text and any(c.isspace() for c in text):
+        # a long key spaced out (whitespace or dashes between its characters)
+        if len(value) >= _MIN_PARTIAL and value[0] in text and ("-" in text or any(c.isspace() for c in text)):
             text = _spaced(value).sub("***", text)
     return _SECRET_SHAPES.sub(lambda m: (m.group(1) or m.group(3) or m.group(4) or "") + "***", text)
 
@@ -106,8 +111,9 @@ def redact(text: str) -> str:
     before it was scrubbed); values under 8 characters only as a whole token and under 4
     not at all, nor placeholders such as "ollama"; and key shapes: `Bearer ...`, `sk-...`,
     `"api_key": ...`, `x-api-key: ...`, a URL's password; and a key of 8+ characters also
-    percent-encoded, in base64 or URL-safe base64, and (16+) spelled out with whitespace
-    between its characters. Every EvalkitError, every Problem
+    percent-encoded, in base64 or URL-safe base64 (also inside a longer base64 blob, such as
+    a Basic header), and (16+) spaced out with whitespace or dashes between its characters.
+    Every EvalkitError, every Problem
     and `format_error` pass through here, so no error message can carry a key out.
     """
     return _scrub(text, _secrets())

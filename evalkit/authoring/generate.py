@@ -6,10 +6,14 @@ chunks spell them) and turns four shapes of text into candidate cases:
 
 - `heading_question`: a heading phrased as a question (it ends in `?`, or opens with an
   interrogative and an auxiliary: "How do I rotate keys"). Question = the heading text;
-  evidence = the section's own body; snippet = its first sentence.
+  evidence = the section's own body; snippet = its first sentence (not an HTML-only line
+  when there is another). A question with at most 3 content words, none in the note's
+  title, gets the title in front ("Deploy process (v2): who to ask?"); a heading that
+  repeats in its note gets its parent heading instead ("HarborIndexLag: what to do?").
 - `qa_pair` / `faq`: inside a section, a `Q:` line answered by the next `A:` line, or a
   bold (`**How ...?**`) or list (`- How ...?`) question whose answer is the text that
-  follows it (the rest of the line, else the next non-blank line).
+  follows it (the rest of the line, else the next non-blank line, but not the next item of
+  the same list, and not an "answer" that ends in `?`: a list of open questions).
 - `definition`: `**Term**: definition`, `- Term: definition` (a term of at most six words
   with a letter in it, not a callout word such as Note or Tip), and definition lists
   (`Term` then `: definition`). Question = "What is Term?".
@@ -18,23 +22,35 @@ chunks spell them) and turns four shapes of text into candidate cases:
   answer no "what is" question (yes / no / ticks / dashes: a feature matrix) and first
   cells or headers with `<br>` or `[[links]]` are skipped.
 
+Anchors: the section's heading path. A candidate from a note's top section (the intro under
+`# Title`, or text before any heading) in a note with deeper sections also carries that
+section's line span: `# Title` alone would match every chunk of the note by the prefix rule
+(issue 28 item 7). A question that is the top heading itself asks about the whole note and
+keeps the bare heading.
+
 Lines inside code blocks (fenced or indented, as CommonMark reads them) and lines wholly
 inside an Obsidian `%%comment%%` (hidden in Obsidian) are never read, nor are heading lines
 but the section's own (`## Q?` setext or ATX). Every candidate has one gold support, the
 anchor (rel_path + heading_path) of the section the text is in, with a snippet copied from
 that section, so it validates against the vault by construction (anchorcheck).
 
-Category guess: "reasoning" for questions opening with how/why, else "factual".
+Category guess: "reasoning" for questions opening with how/why (after a "Title: " in
+front), else "factual".
 Difficulty guess (with the retrieval check): the reference retriever's rank of the first
 chunk matching the gold anchor, 1 -> easy, 2-10 -> medium, lower or missed -> hard.
 
 Filters, in order, each counted in the report with its reason:
 
-0. `table_cap`: at most `per_table` (3) table_cell candidates per table, spread over its
+0. Template screens (evalkit.authoring.screening, offline only): `name` ("What is Alex?"),
+   `not_a_definition` (the text after the term does not say what it is), `table_header`,
+   `table_key`, `table_value` (a table that is not rows of things with attributes).
+   `table_cap`: at most `per_table` (3) table_cell candidates per table, spread over its
    rows (cap_tables).
 1. `no_content_words`: the question has no search term left (tokens.terms) - nothing to ask.
+   `bare_term`: "What is X?" about a day, a month or a quantity (is_bare_term).
    `vague`: a pronoun (it, this, they...) and at most 2 content words ("Is it already
-   known?"): it leans on a context the reader of the question does not have.
+   known?"), an auxiliary whose subject is a pronoun ("Is it really a problem?") or an
+   opening conjunction: it leans on a context the reader of the question does not have.
 2. `overlap`: share of the question's distinct content words (tokens.terms: lowercased,
    stopwords out, plural fold) found in the candidate's *evidence* (the text that answers
    it: section body, answer, definition or cell; never the heading or line the question
@@ -42,7 +58,8 @@ Filters, in order, each counted in the report with its reason:
 3. `duplicate`: normalised question text (casefolded, runs of non-word characters as one
    space) whose difflib ratio to an earlier kept question is >= `duplicate_ratio` -> the
    later one is dropped.
-4. `limit`: with `limit`, a seeded random sample of that many (file order kept).
+4. `mix` / `limit`: with `mix`, per-category target counts of `limit` (else of all kept),
+   each a seeded sample (apply_mix); without, a seeded sample of `limit` (file order kept).
 5. `unretrievable` (flag, never a drop): the reference chatbot over the same vault,
    lexical only, does not retrieve a chunk matching the gold anchor in its top `k` (50):
    the case gets the tag "unretrievable" for the reviewer.
@@ -61,6 +78,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.authoring.labeling import GENERATED
+from evalkit.authoring.screening import FLAG_CELLS, MAX_TERM_WORDS, VaultWords, screen_reason, vault_words
 from evalkit.errors import BadConfig, Problem
 from evalkit.evalset.anchorcheck import Chain, NoteOutline, outline_note
 from evalkit.notes.markdown import read_note
@@ -72,6 +90,7 @@ __all__ = [
     "PATTERNS",
     "Candidate",
     "GenerationResult",
+    "apply_mix",
     "candidate_id",
     "extract_candidates",
     "filter_candidates",
@@ -81,6 +100,7 @@ __all__ = [
     "mix_report",
     "overlap",
     "parse_mix",
+    "screen_templates",
 ]
 
 PATTERNS = ("heading_question", "qa_pair", "faq", "definition", "table_cell")
@@ -94,7 +114,6 @@ DEFAULT_K = 50
 # A table gives one question per cell; a long table would flood the candidates with one template.
 DEFAULT_PER_TABLE = 3
 _SNIPPET_CHARS = 120
-_MAX_TERM_WORDS = 6
 
 _INTERROGATIVE = re.compile(
     r"^(how|what|why|when|where|which|who|whom|whose)\s+(do|does|did|is|are|was|were|can|could|should|would|will|to|much|many|long|often)\b",
@@ -131,6 +150,9 @@ class Candidate:
     evidence: str
     line: int = 0
     group: str = ""  # table_cell: "<rel_path>:<header line>", so a table's rows can be capped
+    # The template's slots, for the offline screens (screen_templates): definition ->
+    # term, definition, section; table_cell -> key, header, value, first_header.
+    parts: dict[str, str] = field(default_factory=dict)
 
     @property
     def rel_path(self) -> str:
@@ -161,8 +183,9 @@ def candidate_id(rel_path: str, heading_path: str, question: str) -> str:
 
 
 def category_guess(question: str) -> str:
-    """ "reasoning" for how/why questions, "factual" otherwise (a guess for the reviewer)."""
-    return "reasoning" if re.match(r"\s*(how|why)\b", question, re.IGNORECASE) else "factual"
+    """ "reasoning" for how/why questions ("Title: how ...?" too), "factual" otherwise (a guess
+    for the reviewer)."""
+    return "reasoning" if re.match(r"\s*(?:[^?]*:\s+)?(how|why)\b", question, re.IGNORECASE) else "factual"
 
 
 def _snippet(text: str) -> str:
@@ -176,20 +199,26 @@ def _snippet(text: str) -> str:
     return s.strip()
 
 
-def _make(rel_path: str, chain: Chain, question: str, snippet: str, evidence: str, pattern: str, line: int, group: str = "") -> Candidate:
+def _make(
+    rel_path: str, chain: Chain, question: str, snippet: str, evidence: str, pattern: str, line: int, group: str = "",
+    *, span: tuple[int, int] | None = None, parts: dict[str, str] | None = None,
+) -> Candidate:
     heading_path = " > ".join(chain)
     question = " ".join(question.split())
+    support: dict[str, Any] = {"rel_path": rel_path, "heading_path": heading_path, "snippets": [snippet]}
+    if span is not None:
+        support.update(start_line=span[0], end_line=span[1])
     case = {
         "id": candidate_id(rel_path, heading_path, question),
         "question": question,
         "answerable": True,
-        "gold_supports": [{"rel_path": rel_path, "heading_path": heading_path, "snippets": [snippet]}],
+        "gold_supports": [support],
         "category": category_guess(question),
         "tags": [GENERATED],
         "notes": f"generated by pattern {pattern} from {rel_path} line {line}",
         "label_source": GENERATED,
     }
-    return Candidate(case, pattern, evidence, line, group)
+    return Candidate(case, pattern, evidence, line, group, dict(parts or {}))
 
 
 def own_lines(outline: NoteOutline, chain: Chain) -> list[tuple[int, str]]:
@@ -240,6 +269,16 @@ def _prose(text: str) -> str:
     return text.strip()
 
 
+# Words a heading question may open with, lowercased when the note's title goes in front.
+_OPENERS = frozenset("how what why when where which who whom whose is are was were do does did can could should would will".split())
+# A line that is only HTML markup (`<span class="related-pages">#css</span>`): no snippet.
+_MARKUP_LINE = re.compile(r"^\s*<[^>]+>.*</[^>]+>\s*$|^\s*<[^>]+/?>\s*$")
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
 def _is_question_heading(title: str) -> bool:
     return title.endswith("?") or bool(_INTERROGATIVE.match(title))
 
@@ -251,17 +290,13 @@ def _cells(row: str) -> list[str]:
     return [c.strip() for c in re.split(r"(?<!\\)\|", row)]
 
 
-# Cells that answer no "what is" question: ticks, yes/no, dashes (a feature matrix).
-_FLAG_CELLS = frozenset("yes no y n true false x - -- — – n/a na none ✅ ❌ ✔ ✔️ ✓ ✗ ✘ ☑ ☐ 🚫".split())
-
-
 def _table_key(key: str) -> bool:
     """A first cell or header that names a thing: a letter in it, no line break or link markup."""
     return bool(re.search(r"[^\W\d_]", key)) and "<br" not in key.casefold() and "[[" not in key
 
 
 def _table_value(cell: str) -> bool:
-    return bool(cell) and cell.strip("*_` ").casefold() not in _FLAG_CELLS
+    return bool(cell) and cell.strip("*_` ").casefold() not in FLAG_CELLS
 
 
 def _possessive(key: str) -> str:
@@ -273,14 +308,59 @@ def _header_phrase(header: str) -> str:
     return h[0].lower() + h[1:] if len(h) > 1 and not h[1].isupper() else h
 
 
+def _note_title(rel_path: str, outline: NoteOutline) -> str:
+    """The note's title: its first `# ` heading, else its file name without the suffix."""
+    note = outline.note
+    if note is not None:
+        top = next((h for h in note.headings if h.level == 1), None)
+        if top is not None and top.text.strip():
+            return top.text.strip()
+    return Path(rel_path).stem
+
+
+def _with_context(question: str, title: str) -> str:
+    """A heading question with at most 3 content words, none of them in the note's title
+    ("Who to ask?", "What did not work?"), leans on the note it sits in: it gets the title
+    in front ("Deploy process (v2): who to ask?"). Others are returned as they are."""
+    words = set(terms(question))
+    if len(words) > 3 or words & set(terms(title)) or not title:
+        return question
+    first, _, rest = question.partition(" ")
+    if re.sub(r"['’]s$", "", first.casefold()) in _OPENERS:
+        question = first.lower() + (" " + rest if rest else "")
+    return f"{title}: {question}"
+
+
+def _top_span(outline: NoteOutline, chain: Chain) -> tuple[int, int] | None:
+    """The line span of a note's top section's own text (the intro under `# Title`, or the
+    text before the first heading) when the note has deeper sections, else None.
+
+    Such a section's heading path matches every chunk of the note by the prefix rule
+    (issue 28 item 7): the span keeps the anchor to the lines the evidence is in.
+    """
+    top = not chain or (len(chain) == 1 and chain[0].startswith("# "))
+    if not top or not any(len(c) > len(chain) and c[: len(chain)] == chain for c, _, _ in outline.pieces):
+        return None
+    own = [(s, e) for c, s, e in outline.pieces if c == chain]
+    return (min(s for s, _ in own), max(e for _, e in own)) if own else None
+
+
 def _section_candidates(rel_path: str, outline: NoteOutline, chain: Chain) -> Iterable[Candidate]:
     heading, body = _readable(outline, chain)
     body_text = "\n".join(t for _, t in body)
+    span = _top_span(outline, chain)
     if heading is not None:
         title = chain[-1].lstrip("#").strip()
-        first = next((_prose(t) for _, t in body if _prose(t) and not _TABLE_SEP.match(t) and not t.lstrip().startswith("|")), "")
+        prose = [_prose(t) for _, t in body if _prose(t) and not _TABLE_SEP.match(t) and not t.lstrip().startswith("|")]
+        first = next((p for p in prose if not _MARKUP_LINE.match(p)), prose[0] if prose else "")
         if _is_question_heading(title) and first:
             q = title if title.endswith("?") else title + "?"
+            # A heading that repeats in its note ("#### What to do" under each alert) is told
+            # apart by its parent heading; any other by the note's title.
+            repeats = sum(1 for h in (outline.note.headings if outline.note else ()) if h.text.strip() == title) > 1
+            context = chain[-2].lstrip("#").strip() if repeats and len(chain) > 1 else _note_title(rel_path, outline)
+            q = _with_context(q, context)
+            # The note's own top heading as a question asks about the whole note: no span.
             yield _make(rel_path, chain, q, _snippet(first), body_text, "heading_question", heading[0])
     i = 0
     while i < len(body):
@@ -289,31 +369,37 @@ def _section_candidates(rel_path: str, outline: NoteOutline, chain: Chain) -> It
         m = _Q_LINE.match(text)
         if m and nxt and _A_LINE.match(nxt[1]):
             answer = _A_LINE.match(nxt[1]).group("text")
-            yield _make(rel_path, chain, m.group("text").strip("*_ "), _snippet(answer), answer, "qa_pair", n)
+            yield _make(rel_path, chain, m.group("text").strip("*_ "), _snippet(answer), answer, "qa_pair", n, span=span)
             i += 1
             continue
         m = _BOLD_Q.match(text) or _LIST_Q.match(text)
         if m and not _Q_LINE.match(text):
             rest = (m.groupdict().get("rest") or "").strip()
-            answer = rest or (_prose(nxt[1]) if nxt and not _BOLD_Q.match(nxt[1]) and not _LIST_Q.match(nxt[1]) else "")
-            if answer and not answer.startswith("#") and not answer.startswith("|"):
-                yield _make(rel_path, chain, m.group("q").strip(), _snippet(answer), answer, "faq", n)
+            # The next list item of a list of questions is the next point, not the answer.
+            sibling = nxt is not None and bool(_LIST.match(text)) and bool(_LIST.match(nxt[1])) \
+                and _indent(nxt[1]) == _indent(text)
+            answer = rest or (_prose(nxt[1]) if nxt and not sibling and not _BOLD_Q.match(nxt[1]) and not _LIST_Q.match(nxt[1]) else "")
+            # An "answer" that is itself a question (a list of open questions) answers nothing.
+            if answer and not answer.startswith(("#", "|")) and not answer.rstrip("*_ ").endswith("?"):
+                yield _make(rel_path, chain, m.group("q").strip(), _snippet(answer), answer, "faq", n, span=span)
                 i += 1
                 continue
         m = _BOLD_DEF.match(text) or _LIST_DEF.match(text)
         if m and not _A_LINE.match(text) and not _Q_LINE.match(text):
             term = m.group("term").strip()
-            if 0 < len(term.split()) <= _MAX_TERM_WORDS and not term.endswith("?") and re.search(r"[^\W\d_]", term) \
+            if 0 < len(term.split()) <= MAX_TERM_WORDS and not term.endswith("?") and re.search(r"[^\W\d_]", term) \
                     and term.casefold() not in _NOT_TERMS:
                 d = m.group("def")
-                yield _make(rel_path, chain, f"What is {term}?", _snippet(d), d, "definition", n)
+                yield _make(rel_path, chain, f"What is {term}?", _snippet(d), d, "definition", n, span=span,
+                            parts={"term": term, "definition": d, "section": body_text})
                 i += 1
                 continue
         if nxt and nxt[0] == n + 1 and _DL_DEF.match(nxt[1]) and text.strip() and not _LIST.match(text):
             term = text.strip()
-            if len(term.split()) <= _MAX_TERM_WORDS and not term.startswith(("#", "|", ":")):
+            if len(term.split()) <= MAX_TERM_WORDS and not term.startswith(("#", "|", ":")):
                 d = _DL_DEF.match(nxt[1]).group("def")
-                yield _make(rel_path, chain, f"What is {term}?", _snippet(d), d, "definition", n)
+                yield _make(rel_path, chain, f"What is {term}?", _snippet(d), d, "definition", n, span=span,
+                            parts={"term": term, "definition": d, "section": body_text})
                 i += 2
                 continue
         if text.lstrip().startswith("|") and nxt and nxt[0] == n + 1 and _TABLE_SEP.match(nxt[1]):
@@ -326,7 +412,8 @@ def _section_candidates(rel_path: str, outline: NoteOutline, chain: Chain) -> It
                 for col in range(1, min(len(headers), len(row))):
                     if _table_key(key) and _table_key(headers[col].strip("*_ ")) and _table_value(row[col]):
                         q = f"What is {key}{_possessive(key)} {_header_phrase(headers[col])}?"
-                        yield _make(rel_path, chain, q, row[col], row[col], "table_cell", body[j][0], table)
+                        parts = {"key": key, "header": headers[col].strip("*_ "), "value": row[col], "first_header": headers[0]}
+                        yield _make(rel_path, chain, q, row[col], row[col], "table_cell", body[j][0], table, span=span, parts=parts)
                 j += 1
             i = j
             continue
@@ -368,29 +455,63 @@ def overlap(question: str, evidence: str) -> float | None:
 _PRONOUNS = frozenset("it its this that these those they them he she him her".split())
 
 
+_AUX = frozenset("is are was were do does did can could should would will has have".split())
+_CONJUNCTIONS = frozenset("but and so or then also".split())
+
+
 def is_vague(question: str) -> bool:
-    """A question that leans on a context the reader does not have: a pronoun ("Is it
-    already known?", "What does this do?") and at most 2 content words (tokens.terms)."""
+    """A question that leans on a context the reader does not have: a pronoun and at most 2
+    content words (tokens.terms: "Is it already known?", "What does this do?"), an auxiliary
+    whose subject is a pronoun ("Is it really a problem with Tasks?": what is "it"?), or an
+    opening conjunction ("But even if I do that, ...": the rest of a conversation)."""
     words = re.findall(r"[^\W\d_]+", question.casefold())
+    if not words:
+        return False
+    if words[0] in _CONJUNCTIONS:
+        return True
+    if len(words) > 1 and words[0] in _AUX and words[1] in _PRONOUNS - {"that"}:
+        return True
     return any(w in _PRONOUNS for w in words) and len(set(terms(question))) <= 2
 
 
 _WHAT_IS = re.compile(r"^What is (.+?)\?$")
-_DAYS = frozenset("monday tuesday wednesday thursday friday saturday sunday today tomorrow yesterday".split())
+_DAYS = frozenset(
+    "monday tuesday wednesday thursday friday saturday sunday today tomorrow yesterday "
+    "january february march april may june july august september october november december".split()
+)
 
 
 def is_bare_term(question: str) -> bool:
-    """"What is X?" where X is a day ("What is Friday?", from a schedule's `Friday: ...` line) or
-    starts with a number ("What is 1 cup flour's metric?", from a table of quantities): the
+    """"What is X?" where X is a day or month ("What is Friday?", from a schedule's `Friday: ...`
+    line) or starts with a number ("What is 1 cup flour's metric?", from a table of quantities): the
     definition and table patterns make these from lines that are not definitions, and a
-    reviewer rejects them (issue 28). A one-word name ("What is Alex?", a speaker's line) cannot
-    be told from a glossary term ("What is Crema?") by its spelling, so it is kept."""
+    reviewer rejects them (issue 28). A one-word name ("What is Alex?") cannot be told from a
+    glossary term ("What is Crema?") by its spelling alone: the offline `name` screen decides
+    it from how the vault writes the word (screening.VaultWords)."""
     m = _WHAT_IS.match(question.strip())
     if m is None:
         return False
     term = m.group(1).strip()
     words = term.split()
     return term[:1].isdigit() or bool(words and words[0].casefold().rstrip("'s") in _DAYS)
+
+
+def screen_templates(candidates: Sequence[Candidate], words: VaultWords) -> tuple[list[Candidate], list[dict[str, Any]]]:
+    """Drop the template questions a reviewer would reject (screen_reason), counted per reason.
+
+    Returns:
+        (kept candidates in input order, one record per dropped one: id, question, pattern,
+        reason, detail).
+    """
+    kept: list[Candidate] = []
+    dropped: list[dict[str, Any]] = []
+    for c in candidates:
+        why = screen_reason(c.pattern, c.parts, words)
+        if why is None:
+            kept.append(c)
+        else:
+            dropped.append({"id": c.case["id"], "question": c.case["question"], "pattern": c.pattern, "reason": why[0], "detail": why[1]})
+    return kept, dropped
 
 
 def cap_tables(candidates: Sequence[Candidate], per_table: int) -> tuple[list[Candidate], list[dict[str, Any]]]:
@@ -447,10 +568,11 @@ def filter_candidates(
             drop(c, "no_content_words", "the question has no content word")
             continue
         if is_bare_term(c.case["question"]):
-            drop(c, "bare_term", "'What is X?' about a name, a day or a quantity: nothing a reader would ask")
+            drop(c, "bare_term", "'What is X?' about a day, a month or a quantity: nothing a reader would ask")
             continue
         if is_vague(c.case["question"]):
-            drop(c, "vague", "a pronoun with nothing to refer to and at most 2 content words")
+            drop(c, "vague", "leans on a context it does not give (a pronoun subject, an opening conjunction, "
+                             "or a pronoun and at most 2 content words)")
             continue
         if share > max_overlap:
             drop(c, "overlap", f"{share:.2f} of its content words are in the evidence (> {max_overlap})")
@@ -539,11 +661,13 @@ DIFFICULTIES = ("easy", "medium", "hard")
 
 
 def mix_report(
-    categories: Mapping[str, int], target: Mapping[str, float], difficulties: Mapping[str, int] | None = None
+    categories: Mapping[str, int], target: Mapping[str, float], difficulties: Mapping[str, int] | None = None,
+    wanted: Mapping[str, int] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per name of `target` (and per category found): the target share, the actual share
     and n. easy / medium / hard are difficulties, shares of the candidates that have one;
-    every other name is a category, a share of all candidates."""
+    every other name is a category, a share of all candidates. With `wanted` (apply_mix's
+    target counts), each named category also has `n_target`, the count the mix asked for."""
     diffs = difficulties or {}
     out: dict[str, dict[str, Any]] = {}
     names = list(target) + [c for c in sorted(categories) if c not in target]
@@ -556,52 +680,65 @@ def mix_report(
             "actual": round(counts.get(name, 0) / total, 4) if total else 0.0,
             "n": int(counts.get(name, 0)),
         }
+        if wanted and name in target and name not in DIFFICULTIES:
+            out[name]["n_target"] = int(wanted.get(name, 0))
+    return out
+
+
+def _apportion(shares: Mapping[str, float], total: int, room: Mapping[str, int]) -> dict[str, int]:
+    """`total` split by `shares` (largest remainder: floors first, then one more each to the
+    largest fractions), never more than a group's `room`."""
+    exact = {g: s * total for g, s in shares.items()}
+    out = {g: min(room[g], int(x)) for g, x in exact.items()}
+    for g in sorted(exact, key=lambda g: (-(exact[g] - int(exact[g])), g)):
+        if sum(out.values()) >= total:
+            break
+        if out[g] < room[g]:
+            out[g] += 1
     return out
 
 
 def apply_mix(
-    kept: list[Candidate], mix: Mapping[str, float], seed: int
-) -> tuple[list[Candidate], list[dict[str, Any]], list[str]]:
-    """The largest subset of `kept` whose category shares are `mix`'s category targets.
+    kept: list[Candidate], mix: Mapping[str, float], seed: int, limit: int | None = None
+) -> tuple[list[Candidate], list[dict[str, Any]], list[str], dict[str, int]]:
+    """A seeded sample of `kept` per category, toward the counts `mix`'s shares ask for.
 
-    Categories `mix` does not name share what its named shares leave (1 - their sum) as one
-    group. A group's target count is its share x T, T the largest total every group with
-    candidates can fill; each group is a seeded sample (file order kept). A named category
-    with no candidate cannot be met: it is listed (the offline generator writes factual
-    questions from a note's structure; `--llm` writes the others) and the rest is applied
-    among the groups that have candidates. Difficulty shares are reported, not applied
-    (difficulty is guessed after sampling, from retrieval).
+    N = `limit`, else len(kept). Categories `mix` does not name share what its named shares
+    leave (1 - their sum) as one group (""); the shares (as given, not rescaled) are turned
+    into target counts of N by largest remainder. Each group keeps min(its candidates, its
+    target), a seeded sample in file order. A group short of its target stays short: no
+    other group fills the gap, so no category goes over its share of N. A named category
+    with no candidate at all is listed as unmet (the offline generator writes factual and
+    how/why questions; an LLM writes the others). Difficulty shares are reported, not
+    applied (difficulty is guessed after sampling, from retrieval).
 
     Returns:
-        (the candidates kept, the dropped ones as report records, the unmet categories).
+        (the candidates kept, the dropped ones as report records (reason "mix"), the unmet
+        categories, the target count per group).
     """
-    named = {k: float(v) for k, v in mix.items() if k not in DIFFICULTIES and v > 0}
-    if not named:
-        return kept, [], []
-    rest = max(0.0, 1.0 - sum(named.values()))
+    named = {k: float(v) for k, v in mix.items() if k not in DIFFICULTIES}
+    if not any(named.values()):
+        return kept, [], [], {}
     groups: dict[str, list[int]] = {}
     for i, c in enumerate(kept):
         cat = c.case.get("category")
         groups.setdefault(cat if cat in named else "", []).append(i)
+    rest = max(0.0, 1.0 - sum(named.values()))
     shares = dict(named, **({"": rest} if rest > 1e-9 else {}))
-    missing = [k for k in named if not groups.get(k)]
-    live = {g: s for g, s in shares.items() if groups.get(g)}
-    if not live:
-        return kept, [], missing
-    total = sum(live.values())
-    live = {g: s / total for g, s in live.items()}
-    scale = min(len(groups[g]) / s for g, s in live.items())
+    n = len(kept) if limit is None else limit
+    wanted = _apportion(shares, n, {g: n for g in shares})
     rng = random.Random(seed)
     keep: set[int] = set()
-    for g, s in live.items():
-        want = min(len(groups[g]), round(s * scale))
-        keep.update(rng.sample(groups[g], want))
+    for g, want in wanted.items():
+        pool = groups.get(g, [])
+        keep.update(rng.sample(pool, min(want, len(pool))))
     dropped = [
         {"id": c.case["id"], "question": c.case["question"], "pattern": c.pattern, "reason": "mix",
-         "detail": f"over --mix's share for {c.case.get('category')!r}"}
+         "detail": f"over --mix's count for {c.case.get('category')!r} ({wanted.get(c.case.get('category'), wanted.get('', 0))})"}
         for i, c in enumerate(kept) if i not in keep
     ]
-    return [c for i, c in enumerate(kept) if i in keep], dropped, missing
+    missing = [k for k, v in named.items() if v > 0 and not groups.get(k)]
+    return [c for i, c in enumerate(kept) if i in keep], dropped, missing, wanted
 
 
 # --------------------------------------------------------------------------- entry point
@@ -625,8 +762,11 @@ def finish_candidates(
     """
     seed, limit = config["seed"], config["limit"]
     mix_missing: list[str] = []
+    wanted: dict[str, int] = {}
     if mix:
-        kept, mix_dropped, mix_missing = apply_mix(kept, mix, seed)
+        # --limit is applied inside the mix (per-category counts), not by a sample after it
+        # that would blur the shares.
+        kept, mix_dropped, mix_missing, wanted = apply_mix(kept, mix, seed, limit)
         dropped = [*dropped, *mix_dropped]
     sampled_out = 0
     if limit is not None and len(kept) > limit:
@@ -653,7 +793,7 @@ def finish_candidates(
         "difficulties": dict(sorted(difficulties.items())),
     }
     if mix:
-        report["mix"] = mix_report(categories, mix, difficulties)
+        report["mix"] = mix_report(categories, mix, difficulties, wanted)
         report["mix_unmet"] = mix_missing
     return kept, report
 
@@ -670,7 +810,7 @@ def generate_candidates(
     mix: Mapping[str, float] | None = None,
     per_table: int = DEFAULT_PER_TABLE,
 ) -> GenerationResult:
-    """Offline candidates from the vault's note structure, filtered, sampled and flagged.
+    """Offline candidates from the vault's note structure, screened, filtered, sampled and flagged.
 
     Args:
         vault: the notes folder.
@@ -681,8 +821,8 @@ def generate_candidates(
         duplicate_ratio: drop a question this similar (difflib ratio) to an earlier one.
         k: retrieval depth of the retrievability check.
         check_retrieval: run the reference retriever and flag unretrievable candidates.
-        mix: target category (and difficulty) shares, compared with the candidates' mix
-            in the report.
+        mix: target category shares, applied with `limit` (apply_mix), and difficulty
+            shares; both compared with the candidates' mix in the report.
         per_table: keep at most this many table_cell candidates per table (cap_tables).
 
     Returns:
@@ -698,7 +838,9 @@ def generate_candidates(
     if per_table < 1:
         raise BadConfig(Problem(f"expected a positive number, got {per_table}", field="--per-table"))
     raw = extract_candidates(vault)
-    capped, dropped = cap_tables(raw, per_table)
+    screened, dropped = screen_templates(raw, vault_words(vault))
+    capped, capped_out = cap_tables(screened, per_table)
+    dropped += capped_out
     kept, filtered = filter_candidates(capped, max_overlap=max_overlap, duplicate_ratio=duplicate_ratio)
     dropped += filtered
     config = {

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.authoring.labeling import REVIEW_SOURCES, EvalSetFile, check_writable
+from evalkit.authoring.labeling import REVIEW_SOURCES, EvalSetFile, check_writable, open_version
 from evalkit.errors import BadConfig, Problem, TargetError
 from evalkit.evalset.anchors import heading_components, normalize_heading_path, normalize_rel_path
 from evalkit.notes.markdown import read_note
@@ -96,12 +96,15 @@ class LabelSession:
         case_ids: the cases to walk, in order.
         output: where saves go (default: the file itself); the first save adopts it.
         corpus: an anchorcheck Corpus for the whole-section view (`o`); None = chunk text only.
+        replace: the first save may replace an existing `output` (`--force`; the old file
+            is copied to a `.bak` first, named in `backed_up`).
     """
 
     doc: EvalSetFile
     case_ids: list[str]
     output: Path | None = None
     corpus: Any = None
+    replace: bool = False
     index: int = 0
     cursor: int = 0
     _states: dict[str, CaseState] = field(default_factory=dict)
@@ -297,11 +300,16 @@ class LabelSession:
             return None
         for s in changed:
             self.doc.replace(s.case_id, s.obj)
-        dest = self.doc.write(self.output, adopt=True)
-        self.output = None  # adopted: later saves go to the same file
+        dest = self.doc.write(self.output, adopt=True, replace=self.replace)
+        self.output, self.replace = None, False  # adopted: later saves go to the same file
         for s in changed:
             s.changed = False
         return dest
+
+    @property
+    def backed_up(self) -> Path | None:
+        """The `.bak` copy of the --output a `replace` save wrote over, if any."""
+        return self.doc.backed_up
 
     def _touch(self) -> None:
         # A person edited the case: an accept_top label or a generated candidate is reviewed now.
@@ -365,22 +373,29 @@ def open_session(
     output: str | Path | None = None,
     results_dir: str | Path = "results",
     corpus: Any = None,
+    force: bool = False,
     **choose: Any,
 ) -> LabelSession:
     """Check the file may be written (the freeze rule), choose the cases, build the session.
 
+    With `output`, saves go to that new version. When it exists and is a version of `path`
+    (an earlier session of the same command saved it), the session goes on in it: the
+    cases are chosen from it and saves edit it in place, so rerunning the same command
+    continues and never replaces what was saved (`labeling.open_version`). With `force`
+    the session starts again from `path`, and the first save replaces `output` after
+    copying it to a `.bak`.
+
     Raises:
         BadConfig: the file to write is frozen (the message suggests --output), `output`
-            already exists, no case to label.
+            exists and is not a version of `path` (without `force`), no case to label.
         BadEvalSet: the file is invalid.
     """
     source = Path(path)
     dest = Path(output) if output is not None else source
-    if output is not None and dest.exists() and dest.resolve() != source.resolve():
-        raise BadConfig(Problem(f"already exists; to go on labeling it, pass --eval-set {dest} (without --output)", path=str(dest), field="--output"))
     check_writable(dest, results_dir, source=source)
-    ids = choose_cases(source, **choose)
-    return LabelSession(EvalSetFile(source), ids, output=Path(output) if output is not None else None, corpus=corpus)
+    doc, write_to = open_version(source, output, force=force)
+    ids = choose_cases(doc.path, **choose)
+    return LabelSession(doc, ids, output=write_to, corpus=corpus, replace=force and write_to is not None)
 
 
 async def retrieve(session: LabelSession, target: Any, k: int) -> None:

@@ -51,13 +51,16 @@ __all__ = [
     "LabelIssue",
     "LabelValidation",
     "accept_top",
+    "allowed_categories",
     "anchors_from_chunks",
     "avalidate_labels",
     "apply_fixes",
     "auto_labeled",
+    "backup",
     "check_writable",
     "frozen_by",
     "next_version_path",
+    "open_version",
     "plan_fixes",
     "validate_labels",
 ]
@@ -101,6 +104,7 @@ class EvalSetFile:
                 self._index[case_id] = i
         self._sha = hashlib.sha256(data).hexdigest()  # what is on disk, to detect edits behind our back
         self.dirty = False
+        self.backed_up: Path | None = None  # the `.bak` copy a `write(replace=True)` made
 
     @property
     def ids(self) -> list[str]:
@@ -156,15 +160,19 @@ class EvalSetFile:
         """The file's bytes as they would be written."""
         return b"".join(self._lines)
 
-    def write(self, output: str | Path | None = None, *, adopt: bool = False) -> Path:
+    def write(self, output: str | Path | None = None, *, adopt: bool = False, replace: bool = False) -> Path:
         """Write atomically to `output` (default: the file itself) and return the path written.
 
         Writing back over the file refuses when it changed on disk since it was read (or
         last written), so a labeling session never overwrites someone else's edit.
+        Writing to another file refuses when that file exists, unless `replace`: then the
+        old file is first copied to a free `<name>.bak` (`.bak.1`, ...; see `backup`), and
+        `backed_up` names the copy. No labels are ever lost to a write.
         With `adopt`, `output` becomes this document's file: later writes go there.
 
         Raises:
             InputError: the file changed on disk meanwhile.
+            BadConfig: `output` is another file that exists, and `replace` is not set.
             OSError: the OS refused.
         """
         dest = Path(output) if output is not None else self.path
@@ -177,6 +185,11 @@ class EvalSetFile:
             self._sha = hashlib.sha256(payload).hexdigest()
             self.dirty = False
         else:
+            if dest.exists() or dest.is_symlink():
+                if not replace:
+                    raise BadConfig(Problem(f"already exists; nothing written: pass --force to replace it (the old file is kept as "
+                                            f"{dest.name}.bak)", path=str(dest), field="--output"))
+                self.backed_up = backup(dest)
             write_bytes_atomic(dest, payload)
             if adopt:
                 self.path, self._sha, self.dirty = dest, hashlib.sha256(payload).hexdigest(), False
@@ -223,6 +236,88 @@ def write_bytes_atomic(path: Path, payload: bytes) -> None:
             os.close(dfd)
     except OSError:
         pass
+
+
+def backup(path: str | Path) -> Path:
+    """Copy `path` to the first free name of `<name>.bak`, `<name>.bak.1`, `<name>.bak.2`, ...
+    beside it, and return that name.
+
+    Each name is created exclusively (O_EXCL, never through a symlink), so an older backup is
+    never overwritten, not even by a writer racing this one. The copy keeps the file's
+    permission bits and is fsynced before the caller replaces the original.
+
+    Raises:
+        OSError: `path` cannot be read, or no backup can be created.
+    """
+    from evalkit.store.atomic import fsync_dir
+
+    src = Path(path)
+    data = src.read_bytes()
+    mode = src.stat().st_mode & 0o7777
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    n = 0
+    while True:
+        dest = src.with_name(f"{src.name}.bak" + (f".{n}" if n else ""))
+        try:
+            fd = os.open(dest, flags, mode)
+        except FileExistsError:
+            n += 1
+            continue
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            dest.unlink(missing_ok=True)
+            raise
+        fsync_dir(src.parent)
+        return dest
+
+
+def allowed_categories(path: str | Path | None = None) -> list[str]:
+    """The categories a case of the eval set file `path` may have, as the loader allows them:
+    the built-in ones, the project's (`evalkit.toml` in the working directory) and the file's
+    own (`evalkit.toml` beside it)."""
+    from evalkit.evalset.load import configured_categories, sidecar_categories
+    from evalkit.schema import BUILTIN_CATEGORIES
+
+    extra = [*configured_categories(), *(sidecar_categories(Path(path)) if path is not None else [])]
+    return list(dict.fromkeys([*BUILTIN_CATEGORIES, *extra]))
+
+
+def open_version(source: str | Path, output: str | Path | None, *, force: bool = False) -> tuple[EvalSetFile, Path | None]:
+    """The file an interactive session (the labeler, `--new`) edits, and where its first write goes.
+
+    - No `output`, or `output` is `source`: `source`, written in place.
+    - `output` does not exist: `source`; the first write creates `output` (then edits it).
+    - `output` exists and holds every case id of `source`: it is a version of `source` an
+      earlier session of the same command wrote, so the session goes on in it, in place:
+      what was saved is edited and appended to, never replaced.
+    - `output` exists and is something else: refused, unless `force`: then `source`, and
+      the first write replaces `output` after copying it to a `.bak` (EvalSetFile.write).
+
+    Returns:
+        (the document, where its first write goes: `output`, or None for in place).
+
+    Raises:
+        BadConfig: `output` exists, is not a version of `source`, and `force` is not set.
+    """
+    src = Path(source)
+    if output is None or _same_file(Path(output), src):
+        return EvalSetFile(src), None
+    dest = Path(output)
+    if not dest.exists() or force:
+        return EvalSetFile(src), dest
+    doc, base = EvalSetFile(dest), EvalSetFile(src)
+    missing = [i for i in base.ids if i not in set(doc.ids)]
+    if missing:
+        raise BadConfig(Problem(
+            f"already exists and is not a version of {src}: it lacks {len(missing)} of its case ids (e.g. {missing[0]!r}); "
+            f"nothing written: give another --output, pass --eval-set {dest} (without --output) to edit it, or --force to "
+            f"start it again from {src} (the old file is kept as {dest.name}.bak)",
+            path=str(dest), field="--output"))
+    return doc, None
 
 
 def next_version_path(path: str | Path) -> Path:
@@ -556,15 +651,21 @@ def plan_fixes(validation: LabelValidation) -> tuple[list[Fix], list[LabelIssue]
     return fixes, left
 
 
-def apply_fixes(fixes: Sequence[Fix], outputs: dict[str, Path]) -> list[Path]:
+def apply_fixes(fixes: Sequence[Fix], outputs: dict[str, Path], *, force: bool = False, on_backup: Any = None) -> list[Path]:
     """Write each file's fixes into its new version.
 
     Args:
         fixes: from plan_fixes.
         outputs: source file path (as in Fix.path) -> the new file to write.
+        force: replace a new version that exists (copied to a `.bak` first); without it,
+            an existing one is refused.
+        on_backup: called with (the new version, its `.bak` copy) for each one replaced.
 
     Returns:
         The files written.
+
+    Raises:
+        BadConfig: a new version exists and `force` is not set.
     """
     written = []
     by_file: dict[str, list[Fix]] = {}
@@ -578,7 +679,9 @@ def apply_fixes(fixes: Sequence[Fix], outputs: dict[str, Path]) -> list[Path]:
                 if f.case_id == case_id:
                     obj["gold_supports"][f.support][f.field] = f.new
             doc.replace(case_id, obj)
-        written.append(doc.write(outputs[path]))
+        written.append(doc.write(outputs[path], replace=force))
+        if doc.backed_up is not None and on_backup is not None:
+            on_backup(written[-1], doc.backed_up)
     return written
 
 
@@ -618,6 +721,7 @@ class AcceptTopResult:
     """What accept_top did: labeled ids, skipped (id, reason), and target failures (id, error)."""
 
     written: Path | None = None
+    backed_up: Path | None = None  # the `.bak` copy of the --output that `force` replaced
     labeled: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
@@ -633,6 +737,7 @@ async def accept_top(
     results_dir: str | Path = "results",
     k: int | None = None,
     on_case: Any = None,
+    force: bool = False,
 ) -> AcceptTopResult:
     """Label cases with the target's top `n` chunks, marked `"label_source": "auto"`.
 
@@ -646,23 +751,25 @@ async def accept_top(
         target: the Target to ask.
         n: chunks to take per case (anchors are de-duplicated, so a case may get fewer).
         ids: case ids to (re)label instead of the unlabeled ones.
-        output: write here instead of over `path` (it must not exist yet).
+        output: write here instead of over `path` (it must not exist yet, unless `force`).
         results_dir: where stored runs are (the freeze check).
         k: K to ask for (default n).
         on_case: called with (case_id, anchors) after each case is written (progress).
+        force: replace an existing `output`, copied to a `.bak` first (at the first write).
 
     Returns:
         The AcceptTopResult.
 
     Raises:
         BadEvalSet: the eval set is invalid.
-        BadConfig: the file to write is frozen, `output` already exists, an unknown id.
+        BadConfig: the file to write is frozen, `output` already exists (without `force`), an unknown id.
     """
     source = Path(path)
     eval_set = load_eval_set([source])
     dest = Path(output) if output is not None else source
-    if output is not None and dest.exists() and not _same_file(dest, source):
-        raise BadConfig(Problem(f"already exists; to go on labeling it, pass --eval-set {dest} (without --output)", path=str(dest), field="--output"))
+    if output is not None and dest.exists() and not _same_file(dest, source) and not force:
+        raise BadConfig(Problem(f"already exists; nothing written: to go on labeling it, pass --eval-set {dest} (without --output); "
+                                f"--force replaces it (the old file is kept as {dest.name}.bak)", path=str(dest), field="--output"))
     check_writable(dest, results_dir, source=source)
     doc = EvalSetFile(source)
     if ids:
@@ -697,7 +804,9 @@ async def accept_top(
         obj["gold_supports"] = anchors
         obj["label_source"] = AUTO
         doc.replace(case.id, obj)
-        doc.write(dest, adopt=True)  # from the first case on, the new version is the file edited
+        doc.write(dest, adopt=True, replace=force)  # from the first case on, the new version is the file edited
+        if doc.backed_up is not None and result.backed_up is None:
+            result.backed_up = doc.backed_up
         result.labeled.append(case.id)
         result.written = dest
         if on_case is not None:
@@ -760,14 +869,20 @@ def new_case(
     tags: Sequence[str] = (),
     output: str | Path | None = None,
     results_dir: str | Path = "results",
+    force: bool = False,
+    on_backup: Any = None,
 ) -> tuple[str, Path]:
     """Append a new, unlabeled case with a fresh id; returns (id, file written).
 
     The case is validated as an eval set line before anything is written, and the frozen
-    guard applies (write a new version with `output`).
+    guard applies (write a new version with `output`). An `output` that exists is gone on
+    with (`open_version`): it holds the cases added (and labeled) before, and the new case
+    goes after them; with `force` it is started again from `path` (the old file kept as a
+    `.bak`; `on_backup` is called with (output, the `.bak`)).
 
     Raises:
-        BadConfig / BadEvalSet: a frozen file, or a case that does not validate.
+        BadConfig / BadEvalSet: a frozen file, an `output` that is not a version of `path`
+            (without `force`), or a case that does not validate.
     """
     from pydantic import ValidationError
 
@@ -775,18 +890,12 @@ def new_case(
     from evalkit.schema import EvalCase
 
     dest = Path(output) if output is not None else Path(path)
-    # An --output that exists holds cases added (and labeled) before: the new case goes after
-    # them. Starting again from `path` would write over that work ("rerun the same command to
-    # go on" must go on, not start over).
-    doc = EvalSetFile(dest if output is not None and dest.exists() else path)
+    doc, write_to = open_version(path, output, force=force)
     check_writable(dest, results_dir, source=path)
     case: dict[str, Any] = {"id": fresh_id(doc.ids), "question": question.strip(), "answerable": answerable,
                             "gold_supports": [], "tags": [t for t in tags if t]}
     if category:
-        from evalkit.evalset.load import configured_categories
-        from evalkit.schema import BUILTIN_CATEGORIES
-
-        allowed = [*BUILTIN_CATEGORIES, *configured_categories()]
+        allowed = allowed_categories(dest)
         if category not in allowed:
             raise BadEvalSet(Problem(f"unknown category {category!r}; expected one of {', '.join(allowed)}", field="category"))
         case["category"] = category
@@ -797,5 +906,7 @@ def new_case(
     except ValidationError as e:
         raise BadEvalSet([Problem(f"{'.'.join(map(str, err['loc']))}: {err['msg']}", field="--new") for err in e.errors()]) from None
     doc.append(case)
-    written = doc.write(output, adopt=True)
+    written = doc.write(write_to, adopt=True, replace=force)
+    if doc.backed_up is not None and on_backup is not None:
+        on_backup(written, doc.backed_up)
     return case["id"], written

@@ -21,8 +21,12 @@ This module is the logic, with no terminal I/O (the line prompts are in
   provenance). An id already in `into` is not appended (a duplicate). `into` itself is
   never written; the destination passes `labeling.check_writable` (frozen or locked
   files are refused) and is written atomically. A destination left by an earlier
-  session of the same review is rebuilt from `into` + every accepted case, so later
-  sessions extend the same new version.
+  session of the same review (its bytes start with `into`'s) is appended to: its lines
+  stay byte for byte (a case labeled or edited there since keeps its edits), and the
+  accepted cases it does not hold yet go after them, so later sessions extend the same
+  new version and never replace what was saved. Any other existing destination is
+  refused, unless `force`: then it is copied to a `.bak` (`labeling.backup`) and written
+  again from `into`.
 """
 
 from __future__ import annotations
@@ -255,11 +259,14 @@ class ReviewSession:
         results_dir: stored runs (the freeze check).
         reviewer: recorded with each decision.
         log: the review log (default `log_path(candidates)`).
+        force: write the destination again from `into` + the accepted cases even when it
+            exists (copied to a `.bak` first, named in `backed_up`).
 
     Raises:
         BadEvalSet: a file that does not load.
         BadConfig: the destination is `into` or the candidates, is frozen or locked, or
-            exists with content that does not start with `into`'s; a broken review log.
+            exists with content that does not start with `into`'s (without `force`); a
+            broken review log.
     """
 
     def __init__(
@@ -271,6 +278,7 @@ class ReviewSession:
         results_dir: str | Path = "results",
         reviewer: str | None = None,
         log: str | Path | None = None,
+        force: bool = False,
     ):
         from evalkit.authoring import labeling
         from evalkit.evalset.load import load_eval_set
@@ -281,6 +289,8 @@ class ReviewSession:
         self.results_dir = Path(results_dir)
         self.reviewer = reviewer or None
         self.log = Path(log) if log is not None else log_path(self.candidates)
+        self.force = force
+        self.backed_up: Path | None = None  # the `.bak` copy a `force` write made
         for other, what in ((self.into, "--into"), (self.candidates, "--eval-set (the candidates)")):
             if self.dest.resolve() == other.resolve():
                 raise BadConfig(Problem(f"the new version must be another file than {what}; {self.into} is never written "
@@ -378,14 +388,15 @@ class ReviewSession:
                 raise
             hint = Problem(f"to add more reviewed candidates after its cases, review into it: --into {self.dest}", path=str(self.dest))
             raise BadConfig([*e.problems, hint]) from None
-        if self.dest.exists():
+        if self.dest.exists() and not self.force:
             current = self.dest.read_bytes()
             if not current.startswith(self._base()):
                 from evalkit.evalset.lock import next_version_name
 
                 raise BadConfig(Problem(
                     f"already exists and does not start with the lines of {self.into}, so it is not a review of it; "
-                    f"nothing written: give another --output (e.g. {self.dest.with_name(next_version_name(self.dest))})",
+                    f"nothing written: give another --output (e.g. {self.dest.with_name(next_version_name(self.dest))}), "
+                    f"or --force to replace it (the old file is kept as {self.dest.name}.bak)",
                     path=str(self.dest), field="--output"))
 
     def _base(self) -> bytes:
@@ -394,28 +405,53 @@ class ReviewSession:
             base += b"\n"
         return base
 
-    def render(self) -> tuple[bytes, list[dict[str, Any]], list[str]]:
-        """(the new version's bytes, the cases appended, the duplicate ids left out)."""
-        out = [self._base()]
+    def _start(self) -> bytes:
+        """What the new version starts from: the destination as an earlier session left it
+        (it starts with `into`'s bytes: `check_dest`), else `into`'s bytes."""
+        if self.force or not self.dest.exists():
+            return self._base()
+        current = self.dest.read_bytes()
+        if current and not current.endswith((b"\n", b"\r")):
+            current += b"\n"
+        return current
+
+    def render(self) -> tuple[bytes, list[dict[str, Any]], list[str], list[dict[str, Any]]]:
+        """(the new version's bytes, the accepted cases it holds after `into`'s lines, the
+        duplicate ids left out, the cases among them that are new lines at its end).
+
+        An accepted case the destination already holds (an earlier session's) keeps its
+        line as it is there, edits made since included; the others are appended."""
+        from evalkit.authoring import labeling
+
+        start = self._start()
+        there = set(labeling.EvalSetFile(self.dest, start).ids)
+        out = [start]
         appended: list[dict[str, Any]] = []
         duplicates: list[str] = []
+        fresh: list[dict[str, Any]] = []
         for case in self.accepted():
             if case["id"] in self._into_ids:
                 duplicates.append(case["id"])
                 continue
             case.pop("label_source", None)
+            if case["id"] in there:
+                appended.append(case)
+                continue
             problems = case_problems(case)
             if problems:
                 line = self.decisions[case["id"]].line
                 raise BadConfig([Problem(f"accepted case {case['id']!r} does not validate: {p}", path=str(self.log), line=line) for p in problems])
             appended.append(case)
+            fresh.append(case)
             out.append(_dumps(case) + b"\n")
-        return b"".join(out), appended, duplicates
+        return b"".join(out), appended, duplicates, fresh
 
     def write(self) -> tuple[Path | None, list[dict[str, Any]], list[str]]:
         """Write the new version: `into` + every accepted case of the log not already in it.
 
-        The log is read again under its folder's lock, and the new version written under
+        A destination an earlier session wrote is appended to (its lines are kept as they
+        are, edits made there since included); with `force` an existing destination is
+        copied to a `.bak` and written again from `into`. The log is read again under its folder's lock, and the new version written under
         it: two reviewers of one candidates file each end by writing it, and the one who
         writes last keeps the other's accepted cases too.
 
@@ -436,32 +472,38 @@ class ReviewSession:
 
         with folder_lock(self.log.parent) if self.log.parent.is_dir() else nullcontext():
             self.decisions = read_log(self.log)
-            payload, appended, duplicates = self.render()
+            payload, appended, duplicates, fresh = self.render()
             if not appended:
                 return None, appended, duplicates
             self.check_dest()
             self.changed = not (self.dest.exists() and self.dest.read_bytes() == payload)
+            first = payload.count(b"\n") - len(fresh) + 1  # the line of the first case appended now
             if self.changed:
-                write_atomic(self.dest, payload, check=lambda tmp: self._check_version(tmp, appended))
+                if self.force and self.dest.exists() and self.backed_up is None:
+                    from evalkit.authoring import labeling
+
+                    self.backed_up = labeling.backup(self.dest)
+                write_atomic(self.dest, payload, check=lambda tmp: self._check_version(tmp, fresh, first))
+                self.force = False  # replaced once: from now on the same review goes on in it
             else:
-                self._check_version(self.dest, appended)
+                self._check_version(self.dest, fresh, first)
         return self.dest, appended, duplicates
 
-    def _check_version(self, path: Path, appended: list[dict[str, Any]]) -> None:
-        """Load the new version at `path` as every command will; a problem on an appended
-        case is the log's (a hand-edited or damaged line that case_problems passes, such as
-        an unknown field), named at that case's log line."""
+    def _check_version(self, path: Path, fresh: list[dict[str, Any]], first: int) -> None:
+        """Load the new version at `path` as every command will; a problem on a case
+        appended now (`fresh`, from line `first` on) is the log's (a hand-edited or damaged
+        line that case_problems passes, such as an unknown field), named at that case's log
+        line."""
         from evalkit.evalset.load import read_eval_set
 
         _, problems = read_eval_set([path])
         if not problems:
             return
-        first = self._base().count(b"\n") + 1  # the line of the first appended case
         blamed = []
         for p in problems:
             i = (p.line or 0) - first
-            if 0 <= i < len(appended):
-                d = self.decisions[appended[i]["id"]]
+            if 0 <= i < len(fresh):
+                d = self.decisions[fresh[i]["id"]]
                 what = f"{p.field}: {p.message}" if p.field else p.message
                 blamed.append(Problem(f"accepted case {d.id!r} does not validate: {what}", path=str(self.log), line=d.line))
         if not blamed:

@@ -27,6 +27,7 @@ from evalkit.config import (
 )
 from evalkit.errors import BadConfig, Problem
 from evalkit.project import PROJECT_CONFIG
+from evalkit.store.atomic import SYMLINK_REFUSED, open_no_follow
 
 # One case of each kind the bundled set holds: single note, reasoning, multi-hop with support
 # groups, a recency rule, and two unanswerable ones (in-domain and general knowledge).
@@ -97,9 +98,17 @@ def init_project(folder: Path, config_text: str) -> InitResult:
             [Problem("exists already; evalkit init writes only into a folder without it", path=str(folder / name))
              for name in existing]
         )
+    if (folder / ".gitignore").is_symlink():  # appended to below: never through a link
+        raise BadConfig(Problem(SYMLINK_REFUSED, path=str(folder / ".gitignore")))
     root = bundled_root()
     result = InitResult(folder=folder)
-    shutil.copytree(root / DEFAULT_VAULT, folder / DEFAULT_VAULT)
+    vault = root / DEFAULT_VAULT
+    for src in [vault, *sorted(vault.rglob("*"))]:  # the umask's modes, not the installation's (copytree kept those)
+        dest = folder / DEFAULT_VAULT / src.relative_to(vault)
+        if src.is_dir():
+            dest.mkdir()
+        else:
+            shutil.copyfile(src, dest)
     result.written.append(DEFAULT_VAULT + "/")
     (folder / DEFAULT_EVAL_SET).write_text("\n".join(starter_cases(root)) + "\n", encoding="utf-8")
     result.written.append(DEFAULT_EVAL_SET)
@@ -121,6 +130,6 @@ def _extend_gitignore(path: Path) -> list[str]:
         text = ("\n" if have[-1].strip() else "") + text
         if not old.endswith("\n"):
             text = "\n" + text
-    with path.open("a", encoding="utf-8") as f:
+    with os.fdopen(open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a", encoding="utf-8") as f:
         f.write(text)
     return missing

@@ -346,6 +346,12 @@ def gate_options(panel: str) -> dict[str, Any]:
             "judge), refused by default; the report marks what is not comparable.",
         ),
         "allow_missing_metrics": allow_missing_metrics_option(panel),
+        "same_corpus": typer.Option(
+            None, "--same-corpus", rich_help_panel=panel,
+            help="The runs must have searched the same notes and index: a changed index version, document or "
+            "chunk count or coverage (the targets' index stats) is a broken invariant (exit 2 unless "
+            "--ignore-invariants), not only a warning; a target without index stats breaks it too.",
+        ),
     }
     for name in THRESHOLD_NAMES:
         options[f"regression_threshold_{name}"] = regression_threshold_option(name, panel)

@@ -81,8 +81,9 @@ def main(
         help="Drop a candidate when more than this share of its question's content words occur in the text that answers it.",
     ),
     mix: Optional[str] = typer.Option(
-        None, "--mix", metavar="CAT=SHARE,...", help="Target category mix, applied (the largest subset with these shares) and reported, e.g. "
-        "factual=0.6,reasoning=0.4; difficulty shares (easy=0.3) are reported only.",
+        None, "--mix", metavar="CAT=SHARE,...", help="Target category mix, applied (each category sampled to its share of --limit, else of all "
+        "candidates; a short one is not filled by others) and reported, e.g. factual=0.6,reasoning=0.4; "
+        "difficulty shares (easy=0.3) are reported only.",
         rich_help_panel=_C,
     ),
     no_retrieval: bool = typer.Option(
@@ -170,9 +171,14 @@ def main(
         cats += "; " + ", ".join(f"{k} {v}" for k, v in report["difficulties"].items())
     typer.echo(printable(f"evalkit: {report['generated']} candidates from {vault} ({by_pattern})"))
     typer.echo(f"evalkit: filtered: {filtered}; sampled out: {report['sampled_out']}")
-    if report.get("mix_unmet"):
-        typer.echo(printable(f"evalkit: warning: --mix asks for {', '.join(report['mix_unmet'])}, and no candidate is of "
-                             "that category: the rest of the mix was applied (--llm writes other categories)"), err=True)
+    mix_rows = [(k, m) for k, m in report.get("mix", {}).items() if "n_target" in m]
+    if mix_rows:
+        typer.echo(printable("evalkit: mix (written of asked, share vs target): " + ", ".join(
+            f"{k} {m['n']} of {m['n_target']} ({m['actual']:.2f} vs {m['target']:.2f})" for k, m in mix_rows)))
+    short = [f"{k} {m['n']} of {m['n_target']}" for k, m in mix_rows if m["n"] < m["n_target"]]
+    if short:
+        typer.echo(printable(f"evalkit: warning: --mix asks for more than the candidates hold: {', '.join(short)}; no other "
+                             "category fills the gap (offline writes factual and how/why questions; --model writes others)"), err=True)
     typer.echo(
         printable(f"evalkit: wrote {report['written']} candidates to {output} ({cats}); "
                   f"{report['flagged']['unretrievable']} flagged unretrievable; report: {report_path(output)}")

@@ -74,25 +74,31 @@ class SnippetScreen(ModalScreen[str | None]):
 
 
 class LabelApp(App[None]):
-    """Draws `session`; asks `target` for each case's top `k` chunks when first shown."""
+    """Draws `session`; asks `target` for each case's top `k` chunks when first shown.
 
+    It fits an 80x24 terminal: the case pane takes at most a third of the height, the chunk
+    list twice the room of the chunk text (at least 3 chunks), and the footer (compact, no
+    command palette) names only the keys that fit in 80 columns; `?` lists them all.
+    """
+
+    ENABLE_COMMAND_PALETTE = False  # its ctrl+p entry would cut the footer, and it has nothing to offer here
     CSS = """
-    #case { height: auto; max-height: 12; border: round $accent; }
-    #chunks { height: 1fr; border: round $primary; }
-    #detail { height: 1fr; border: round $secondary; }
+    #case { height: auto; max-height: 33%; border: round $accent; }
+    #chunks { height: 2fr; min-height: 5; border: round $primary; }
+    #detail { height: 1fr; min-height: 3; border: round $secondary; }
     #status { height: 1; }
     """
     BINDINGS = [
         Binding("up", "move(-1)", "up", show=False),
         Binding("down", "move(1)", "down", show=False),
         Binding("space", "toggle", "select"),
-        Binding("d", "shallower", "shallower"),
+        Binding("d", "shallower", "depth"),
         Binding("s", "snippet", "snippet"),
-        Binding("o", "section", "section"),
+        Binding("o", "section", "section", show=False),
         Binding("u", "unanswerable", "unanswerable"),
-        Binding("g", "group", "group"),
+        Binding("g", "group", "group", show=False),
         Binding("n", "next", "next"),
-        Binding("p", "prev", "prev"),
+        Binding("p", "prev", "prev", show=False),
         Binding("w", "save", "save"),
         Binding("q", "quit_saving", "save+quit"),
         Binding("question_mark", "help", "help"),
@@ -111,7 +117,9 @@ class LabelApp(App[None]):
         with _Pane(id="detail"):
             yield Static(id="chunk-text")
         yield Static(id="status")
-        yield Footer()
+        footer = Footer(show_command_palette=False)
+        footer.compact = True  # a reactive (not an argument) in textual 0.80
+        yield footer
 
     async def on_mount(self) -> None:
         await self._load()
@@ -154,7 +162,11 @@ class LabelApp(App[None]):
         self.query_one("#case", Static).update(head)
 
         # One line per chunk (long paths end in …), so line n is chunk n and the pane can
-        # keep the cursor in view.
+        # keep the cursor in view. Rows are cut to the pane's width here: newer textual
+        # wraps a Static's Text whatever its no_wrap says, and at 80 columns a wrapped row
+        # pushed the next chunks out of the pane.
+        pane = self.query_one("#chunks", _Pane)
+        width = pane.scrollable_content_region.width
         listing = Text(no_wrap=True, overflow="ellipsis")
         if st.chunks is None:
             listing.append("retrieving...", style="dim")
@@ -164,9 +176,14 @@ class LabelApp(App[None]):
             score = c.get("score_final")
             lines = f"{c.get('start_line')}-{c.get('end_line')}" if c.get("start_line") else "-"
             row = f"{cur}[{mark}] {c['rank']:>2} {c.get('rel_path')}  {c.get('heading_path') or ''}  L{lines}  " + (f"{score:.3f}" if isinstance(score, (int, float)) else "")
-            listing.append(row + "\n", style="reverse" if pos == s.cursor else "")
+            line = Text(row)
+            if width > 1:
+                line.truncate(width, overflow="ellipsis")
+            line.stylize("reverse" if pos == s.cursor else "")
+            if pos:
+                listing.append("\n")
+            listing.append_text(line)
         self.query_one("#chunk-list", Static).update(listing)
-        pane = self.query_one("#chunks", _Pane)
         visible = max(1, pane.scrollable_content_region.height)
         if not pane.scroll_y <= s.cursor < pane.scroll_y + visible:
             pane.scroll_to(y=max(0, s.cursor - visible // 2), animate=False)
@@ -178,6 +195,9 @@ class LabelApp(App[None]):
             body.highlight_words(words, style="bold magenta", case_sensitive=False)
         self.query_one("#chunk-text", Static).update(body)
         self.query_one("#status", Static).update(Text(self.status))
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.refresh_view)  # rows are cut to the new width once laid out
 
     def _after(self, status: str = "") -> None:
         self.status = status

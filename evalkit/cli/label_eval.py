@@ -16,6 +16,11 @@
 
 (no mode)      the full-screen interactive labeler (evalkit/authoring/labeler.py, cli/label_app.py)
 
+No command destroys labels: an existing --output is refused unless --force, which first copies
+it to <file>.bak (.bak.1, ... when taken); the labeler and --new go on in an --output an
+earlier session of the same command wrote (rerun = resume), and --review-auto --into appends
+to its new version. Every prompt asks a bad answer again.
+
 Exit 0 ok, 1 stale labels (or fixes declined), 2 bad input (or no terminal for the
 labeler), 3 the target failed on some cases (--accept-top).
 """
@@ -38,6 +43,7 @@ from evalkit.cli.common import (
     PanelledCommand,
     eval_set_option,
     exit_on_known_errors,
+    force_option,
     load_dotenv_once,
     plain_metavars,
     printable,
@@ -56,8 +62,8 @@ app = typer.Typer(
     help="Maintain gold labels: --validate (stale anchors), --fix (new version with the suggested "
     "paths), --accept-top N (auto-label from the target's top chunks), --review-auto (walk or list auto / generated labels; "
     "with --into EVAL_SET: accept / edit / reject generated candidates into a new version of EVAL_SET), "
-    "--grade-answers --run-id ID (grade a run's answers 0-5 for judge_answers' agreement); "
-    "without a mode: the full-screen interactive labeler. "
+    "--grade-answers --run-id ID (grade a run's answers 0-5 for judge_answers' agreement), --new (add a case); "
+    "no mode flag opens the full-screen interactive labeler (a terminal is needed). "
     "Exit 0 ok, 1 stale labels, 2 bad input, 3 target failures.",
 )
 
@@ -89,8 +95,15 @@ def main(
     ),
     grade_answers: bool = typer.Option(False, "--grade-answers", help="Grade a seeded sample of --run-id's answers for groundedness and correctness 0-5 (plain prompts; grades go to the run's human_grades.jsonl).", rich_help_panel=_MODE),
     eval_set: Optional[list[Path]] = eval_set_option("Eval set file (or folder for --validate / --review-auto); repeatable.", _F),
-    output: Optional[Path] = typer.Option(None, "--output", help="Write here instead (--fix default: <stem>.v2.jsonl; --accept-top default: in place; --review-auto --into: the new version, default <into stem>.v<N+1>.jsonl).", rich_help_panel=_F),
+    output: Optional[Path] = typer.Option(
+        None, "--output", rich_help_panel=_F,
+        help="Write here instead (--fix default: <stem>.v2.jsonl; --accept-top default: in place; --review-auto --into: the new "
+        "version, default <into stem>.v<N+1>.jsonl). One that exists is refused unless --force, except that rerunning the same "
+        "command goes on in it: the labeler and --new edit and append to it (when it holds every id of --eval-set), "
+        "--review-auto --into appends to it.",
+    ),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before writing --fix's new version.", rich_help_panel=_F),
+    force: bool = force_option(" (the old file is first copied to <file>.bak, or .bak.1, ... when taken: never lost)", _F),
     into: Optional[Path] = typer.Option(
         None, "--into", rich_help_panel=_F,
         help="--review-auto: the eval set the accepted candidates of --eval-set are added to; they go to a new version of it "
@@ -115,9 +128,15 @@ def main(
     seed: int = typer.Option(0, "--seed", help="--grade-answers: the sample's seed (same seed = same sample, so a rerun resumes it).", rich_help_panel=_G),
     grader: Optional[str] = typer.Option(None, "--grader", help="--grade-answers: your name, stored with each grade.", rich_help_panel=_G),
 ) -> None:
-    """Label the gold supports of EVAL_SET. Without a mode flag, opens the full-screen
-    interactive labeler (in a terminal) on its unlabeled answerable cases; a mode flag below
-    runs that job instead.
+    """Label the gold supports of EVAL_SET. No mode flag opens the full-screen interactive
+    labeler (it needs a terminal) on its unlabeled answerable cases; a mode flag below runs
+    that job instead: --validate, --fix, --accept-top and --review-auto (piped) print or
+    write without asking; --fix asks y/N; --new, --review-auto --into and --grade-answers
+    ask at line prompts; --new and --review-auto (in a terminal) then open the labeler.
+
+    Nothing replaces a file of labels: an existing --output is refused unless --force (the
+    old file is kept as <file>.bak); rerunning the same labeler or --new command goes on in
+    its --output. Every prompt asks a bad answer again.
 
     Exit 0 ok, 1 stale labels (--validate), 2 bad input, 3 target failures.
     """
@@ -125,6 +144,12 @@ def main(
     with exit_on_known_errors():
         timeout, retries = _request_settings(timeout, retries)
     modes = [name for name, on in (("--validate", validate), ("--fix", fix), ("--accept-top", accept_top is not None), ("--review-auto", review_auto), ("--grade-answers", grade_answers), ("--new", new)) if on]
+    if force and (modes == ["--validate"] or grade_answers):
+        with exit_on_known_errors():
+            from evalkit.errors import BadConfig, Problem
+
+            raise BadConfig(Problem(f"--force replaces an existing --output; {modes[0] if modes == ['--validate'] else '--grade-answers'} "
+                                    "writes none", field="--force"))
     if into is not None or reviewer is not None:
         if not review_auto or len(modes) > 1:
             with exit_on_known_errors():
@@ -138,7 +163,7 @@ def main(
                 from evalkit.errors import BadConfig, Problem
 
                 raise BadConfig(Problem("--reviewer goes with --review-auto --into EVAL_SET", field="--reviewer"))
-        _review_candidates(eval_set or [], into, output=output, results_dir=results_dir, vault=vault, reviewer=reviewer)
+        _review_candidates(eval_set or [], into, output=output, results_dir=results_dir, vault=vault, reviewer=reviewer, force=force)
         return
     if grade_answers:
         _grade_answers(modes, run_id, results_dir, sample, seed, grader)
@@ -150,7 +175,7 @@ def main(
                 from evalkit.errors import BadConfig, Problem
 
                 raise BadConfig(Problem(f"give one mode, got {', '.join(modes)}", field="--new"))
-        added = _new_case(paths, output=output, results_dir=results_dir)
+        added = _new_case(paths, output=output, results_dir=results_dir, force=force)
         if sys.stdin.isatty() and sys.stdout.isatty():
             _label_interactively([output or paths[0]], output=None, results_dir=results_dir, ids=[added], all_cases=False,
                                  category=None, tag=None, k=k or 20,
@@ -163,17 +188,22 @@ def main(
         # removes its auto mark. Piped, the list below is printed instead.
         with exit_on_known_errors():
             from evalkit.authoring import labeling
-            auto = [case["id"] for _, _, case in labeling.auto_labeled(paths)]
+
+            # With an --output an earlier review saved, the cases still marked are read from it.
+            marked = [labeling.open_version(paths[0], output, force=force)[0].path] if len(paths) == 1 and output is not None else paths
+            auto = [case["id"] for _, _, case in labeling.auto_labeled(marked)]
         if not auto:
             print("evalkit: no case is marked label_source: auto")
             return
         _label_interactively(paths, output=output, results_dir=results_dir, ids=auto, all_cases=False, category=None, tag=None,
-                             k=k or 20, make_target=lambda: build_target_from(target, api_url, vault, timeout, retries, param), vault=vault)
+                             k=k or 20, make_target=lambda: build_target_from(target, api_url, vault, timeout, retries, param), vault=vault,
+                             force=force)
         return
     if not modes:
         wanted = [i.strip() for item in ids or [] for i in item.split(",") if i.strip()]
         _label_interactively(paths, output=output, results_dir=results_dir, ids=wanted, all_cases=all_cases, category=category, tag=tag,
-                             k=k or 20, make_target=lambda: build_target_from(target, api_url, vault, timeout, retries, param), vault=vault)
+                             k=k or 20, make_target=lambda: build_target_from(target, api_url, vault, timeout, retries, param), vault=vault,
+                             force=force)
         return
     with exit_on_known_errors():
         from evalkit.authoring import labeling
@@ -197,7 +227,7 @@ def main(
             result = _with_target(
                 make_target,
                 lambda t: labeling.accept_top(
-                    paths[0], t, accept_top, ids=wanted or None, output=output, results_dir=results_dir,
+                    paths[0], t, accept_top, ids=wanted or None, output=output, results_dir=results_dir, force=force,
                     on_case=lambda cid, anchors: print(f"labeled {cid}: " + "; ".join(f"{a['rel_path']} > {a['heading_path']}" for a in anchors)),
                 ),
             )
@@ -224,14 +254,17 @@ def main(
         if not fixes:
             print("evalkit: nothing --fix can change" + ("; the stale labels above need a person" if left else ""))
             raise typer.Exit(EXIT_STALE if left else 0)
-        outputs = _fix_outputs({f.path for f in fixes}, output, results_dir)
+        outputs = _fix_outputs({f.path for f in fixes}, output, results_dir, force=force)
         for f in fixes:
             print(printable(f"fix: {f}"))
         targets = ", ".join(str(p) for p in outputs.values())
+        replaced = [p for p in outputs.values() if p.exists()]
+        if replaced:
+            print(printable("evalkit: --force: replacing " + ", ".join(map(str, replaced)) + " (each is copied to a .bak first)"))
         if not yes and not _confirm(f"Write {len(fixes)} fix(es) to {targets}? [y/N] "):
             print("evalkit: nothing written")
             raise typer.Exit(EXIT_STALE)
-        for written in labeling.apply_fixes(fixes, outputs):
+        for written in labeling.apply_fixes(fixes, outputs, force=force, on_backup=_said_backup):
             print(f"evalkit: wrote {written}; check it with: label_eval.py --validate --eval-set {written}")
     if left:
         for issue in left:
@@ -301,40 +334,59 @@ def _ask(prompt: str) -> str:
     return line.strip()
 
 
-def _new_case(paths: list[Path], *, output: Path | None, results_dir: Path) -> str:
-    """--new: ask for the case, append it with a fresh id, say which. Returns the id."""
+def _ask_until(prompt: str, check: Callable[[str], str | None]) -> str:
+    """Ask until `check(answer)` finds nothing wrong (it returns why an answer is refused)."""
+    while True:
+        answer = _ask(prompt)
+        why = check(answer)
+        if why is None:
+            return answer
+        print(printable(f"evalkit: {why}; asked again"))
+
+
+def _yes_no(answer: str, default: str | None = None) -> bool | None:
+    """y / yes / n / no (any case; blank = `default`) as a bool; None for anything else."""
+    a = answer.strip().lower() or (default or "")
+    return True if a in ("y", "yes") else False if a in ("n", "no") else None
+
+
+DIFFICULTIES = ("easy", "medium", "hard")
+
+
+def _new_case(paths: list[Path], *, output: Path | None, results_dir: Path, force: bool = False) -> str:
+    """--new: ask for the case (each answer checked at its prompt and asked again when bad),
+    append it with a fresh id, say which. Returns the id."""
     with exit_on_known_errors():
         from evalkit.authoring import labeling
         from evalkit.errors import BadConfig, Problem
-        from evalkit.schema import BUILTIN_CATEGORIES
 
         if len(paths) != 1:
             raise BadConfig(Problem("--new adds to one eval set file; give one --eval-set", field="--eval-set"))
-        question = ""
-        while not question:
-            question = _ask("question: ")
-        answer = ""
-        while answer not in ("y", "n"):
-            answer = (_ask("answerable (do the notes hold the answer)? [Y/n]: ") or "y").lower()[:1]
-        from evalkit.evalset.load import configured_categories
-
-        allowed = [*BUILTIN_CATEGORIES, *configured_categories()]
-        category = None
-        while True:  # a bad answer is asked again, never a lost case
-            category = _ask(f"category ({', '.join(allowed)}; blank = none): ") or None
-            if category is None or category in allowed:
-                break
-            print(f"evalkit: unknown category {category!r}; one of {', '.join(allowed)}, or blank")
-        difficulty = None
-        while difficulty not in ("", "easy", "medium", "hard"):
-            difficulty = _ask("difficulty (easy, medium, hard; blank = none): ").lower()
-        tags = [t.strip() for t in _ask("tags (comma-separated): ").split(",") if t.strip()]
+        # Before any question: an --output that cannot be written (frozen, or not a version
+        # of --eval-set) is refused now, not after the answers are typed.
+        dest = output or paths[0]
+        labeling.check_writable(dest, results_dir, source=paths[0])
+        labeling.open_version(paths[0], output, force=force)
+        allowed = labeling.allowed_categories(dest)
+        question = _ask_until("question: ", lambda a: None if a else "the question must not be blank")
+        answerable = _yes_no(_ask_until("answerable (do the notes hold the answer)? [Y/n]: ",
+                                        lambda a: None if _yes_no(a, "y") is not None else f"answer y or n, got {a!r}"), "y")
+        category = _ask_until(f"category ({', '.join(allowed)}; blank = none): ",
+                              lambda a: None if not a or a in allowed else f"unknown category {a!r}; one of {', '.join(allowed)}, or blank") or None
+        difficulty = _ask_until("difficulty (easy, medium, hard; blank = none): ",
+                                lambda a: None if a.lower() in ("", *DIFFICULTIES) else f"unknown difficulty {a!r}; easy, medium, hard or blank").lower()
+        tags = [t.strip() for t in _ask("tags (comma-separated; blank = none): ").split(",") if t.strip()]
         case_id, written = labeling.new_case(
-            paths[0], question=question, answerable=answer == "y", category=category, difficulty=difficulty or None,
-            tags=tags, output=output, results_dir=results_dir,
+            paths[0], question=question, answerable=bool(answerable), category=category, difficulty=difficulty or None,
+            tags=tags, output=output, results_dir=results_dir, force=force, on_backup=_said_backup,
         )
     print(f"evalkit: added {case_id} to {written}")
     return case_id
+
+
+def _said_backup(path: Path, bak: Path | None) -> None:
+    if bak is not None:
+        print(printable(f"evalkit: --force: the old {path} is kept as {bak}"))
 
 
 def _read(prompt: str) -> str | None:
@@ -344,7 +396,8 @@ def _read(prompt: str) -> str | None:
     return line.strip() if line else None
 
 
-def _review_candidates(paths: list[Path], into: Path, *, output: Path | None, results_dir: Path, vault: Path | None, reviewer: str | None) -> None:
+def _review_candidates(paths: list[Path], into: Path, *, output: Path | None, results_dir: Path, vault: Path | None, reviewer: str | None,
+                       force: bool = False) -> None:
     """--review-auto --into: line prompts over the undecided candidates, then the new version (evalkit/authoring/review.py)."""
     with exit_on_known_errors():
         from evalkit.authoring import review
@@ -352,7 +405,7 @@ def _review_candidates(paths: list[Path], into: Path, *, output: Path | None, re
 
         if len(paths) != 1:
             raise BadConfig(Problem("--review-auto --into reviews one candidates file; give one --eval-set", field="--eval-set"))
-        session = review.ReviewSession(paths[0], into, output=output, results_dir=results_dir, reviewer=reviewer)
+        session = review.ReviewSession(paths[0], into, output=output, results_dir=results_dir, reviewer=reviewer, force=force)
         corpus = None
         if vault is not None:
             from evalkit.evalset.anchorcheck import corpus_from_vault
@@ -374,11 +427,12 @@ def _review_candidates(paths: list[Path], into: Path, *, output: Path | None, re
                 if key in ("a", "r", "s", "q"):
                     return review.Choice({"a": "accept", "r": "reject", "s": "skip", "q": "quit"}[key])  # type: ignore[arg-type]
                 if key == "e":
-                    edited = _edit_candidate(candidate)
+                    edited = _edit_candidate(candidate, session.into)
                     return None if edited is None else review.Choice("accept", edited)
-                print("answer a, e, r, s or q")
+                print(printable(f"answer a, e, r, s or q, got {answer!r}; asked again"))
 
         summary = review.run_review(session, choose)
+    _said_backup(session.dest, session.backed_up)
     _print_review_summary(summary, session)
 
 
@@ -415,11 +469,25 @@ def _show_candidate(case: dict[str, Any], n: int, total: int, session: Any, corp
         p(f"  note:        {session.into} already has id {case['id']}: accepting it adds nothing (duplicate)")
 
 
-def _edit_candidate(candidate: dict[str, Any]) -> dict[str, Any] | None:
-    """Ask field by field (Enter keeps the value shown) until the case validates; None at the end of input."""
-    from evalkit.authoring import review
-    from evalkit.schema import BUILTIN_CATEGORIES
+def _read_until(prompt: str, check: Callable[[str], str | None]) -> str | None:
+    """Ask until `check(answer)` finds nothing wrong (it returns why an answer is refused);
+    None at the end of input."""
+    while True:
+        answer = _read(printable(prompt))
+        if answer is None:
+            return None
+        why = check(answer)
+        if why is None:
+            return answer
+        print(printable(f"  {why}; asked again"))
 
+
+def _edit_candidate(candidate: dict[str, Any], into: Path | None = None) -> dict[str, Any] | None:
+    """Ask field by field (Enter keeps the value shown; a bad answer is asked again at its
+    prompt) until the case validates; None at the end of input."""
+    from evalkit.authoring import labeling, review
+
+    allowed = labeling.allowed_categories(into)
     case = dict(candidate)
     print("edit (Enter keeps the value in [brackets]; '-' clears a field):")
     while True:
@@ -430,10 +498,12 @@ def _edit_candidate(candidate: dict[str, Any]) -> dict[str, Any] | None:
         facts = _read(printable(f"  expected key facts (';'-separated) [{'; '.join(map(str, facts_now))}]: "))
         if facts is None:
             return None
-        category = _read(printable(f"  category ({', '.join(BUILTIN_CATEGORIES)}) [{case.get('category') or ''}]: "))
+        category = _read_until(f"  category ({', '.join(allowed)}; '-' = none) [{case.get('category') or ''}]: ",
+                               lambda a: None if a in ("", "-", *allowed) else f"unknown category {a!r}; one of {', '.join(allowed)}, '-' or Enter")
         if category is None:
             return None
-        difficulty = _read(printable(f"  difficulty (easy, medium, hard; '-' = none) [{case.get('difficulty') or ''}]: "))
+        difficulty = _read_until(f"  difficulty (easy, medium, hard; '-' = none) [{case.get('difficulty') or ''}]: ",
+                                 lambda a: None if a.lower() in ("", "-", *DIFFICULTIES) else f"unknown difficulty {a!r}; easy, medium, hard, '-' or Enter")
         if difficulty is None:
             return None
         answerable = None
@@ -444,7 +514,7 @@ def _edit_candidate(candidate: dict[str, Any]) -> dict[str, Any] | None:
             a = a.lower()[:1]
             answerable = case.get("answerable") if a == "" else {"y": True, "n": False}.get(a)
             if answerable is None:
-                print("  answer y or n")
+                print("  answer y or n; asked again")
         if not answerable and case.get("gold_supports"):
             print(f"  note: an unanswerable case has no gold supports: its {len(case['gold_supports'])} support(s) are dropped")
         case = review.apply_edits(
@@ -482,7 +552,8 @@ def _print_review_summary(summary: Any, session: Any) -> None:
 
 
 def _label_interactively(paths: list[Path], *, output: Path | None, results_dir: Path, ids: list[str], all_cases: bool,
-                         category: list[str] | None, tag: list[str] | None, k: int, make_target: Callable[[], Any], vault: Path | None) -> None:
+                         category: list[str] | None, tag: list[str] | None, k: int, make_target: Callable[[], Any], vault: Path | None,
+                         force: bool = False) -> None:
     """Open the session (freeze check, case choice) before any UI, then run the Textual app."""
     import os
 
@@ -492,7 +563,10 @@ def _label_interactively(paths: list[Path], *, output: Path | None, results_dir:
 
         if len(paths) != 1:
             raise BadConfig(Problem("the labeler edits one eval set file; give one --eval-set", field="--eval-set"))
-        session = open_session(paths[0], output=output, results_dir=results_dir, ids=ids or None, all_cases=all_cases, category=category, tag=tag)
+        session = open_session(paths[0], output=output, results_dir=results_dir, ids=ids or None, all_cases=all_cases, category=category, tag=tag,
+                               force=force)
+        if output is not None and session.doc.path.resolve() == output.resolve() and output.resolve() != paths[0].resolve():
+            print(printable(f"evalkit: going on in {output} (an earlier session's new version of {paths[0]}); --force starts it again"))
         if not (sys.stdin.isatty() and sys.stdout.isatty()) or os.environ.get("TERM") == "dumb":
             raise BadConfig(Problem("the interactive labeler needs a terminal (stdin and stdout a tty); for scripts use --validate, --fix or --accept-top", field="--eval-set"))
         try:
@@ -510,8 +584,10 @@ def _label_interactively(paths: list[Path], *, output: Path | None, results_dir:
             session.corpus = corpus_from_vault(vault)
         app_ = LabelApp(session, t, k)
         app_.run()
+    _said_backup(app_.saved_to, session.backed_up)
     if app_.saved_to is not None:
-        print(f"evalkit: saved {app_.saved_to}; rerun the same command to go on")
+        again = "rerun it without --force to go on" if force and output is not None else "rerun the same command to go on"
+        print(printable(f"evalkit: saved {app_.saved_to}; {again}"))
     elif session.dirty:
         print("evalkit: quit without saving", file=sys.stderr)
 
@@ -529,25 +605,36 @@ def _with_target(make_target: Callable[[], Any], work: Callable[[Any], Awaitable
     return asyncio.run(go())
 
 
-def _fix_outputs(sources: set[str], output: Path | None, results_dir: Path) -> dict[str, Path]:
-    """Where each fixed file goes: --output, else <stem>.v2.jsonl next to it; refused when frozen or taken."""
+def _fix_outputs(sources: set[str], output: Path | None, results_dir: Path, *, force: bool = False) -> dict[str, Path]:
+    """Where each fixed file goes: --output, else <stem>.v2.jsonl next to it; refused when
+    frozen, or taken (unless `force`: then it is replaced, after a copy to a .bak)."""
     from evalkit.authoring import labeling
     from evalkit.errors import BadConfig, Problem
 
     outputs = {}
     for src in sorted(sources):
         dest = output if output is not None else labeling.next_version_path(src)
-        if dest.exists() and dest.resolve() != Path(src).resolve():
-            raise BadConfig(Problem(f"already exists; give another --output (e.g. {labeling.next_version_path(dest)})", path=str(dest), field="--output"))
+        if dest.exists() and dest.resolve() != Path(src).resolve() and not force:
+            raise BadConfig(Problem(f"already exists; nothing written: give another --output (e.g. {labeling.next_version_path(dest)}), "
+                                    f"or --force to replace it (the old file is kept as {dest.name}.bak)", path=str(dest), field="--output"))
         labeling.check_writable(dest, results_dir, source=src)
         outputs[src] = dest
     return outputs
 
 
 def _confirm(question: str) -> bool:
-    print(question, end="", flush=True)
-    answer = sys.stdin.readline()
-    return answer.strip().lower() in ("y", "yes")
+    """A y/N question: y or yes is True; n, no, blank or the end of input is False; anything
+    else is asked again."""
+    while True:
+        print(question, end="", flush=True)
+        line = sys.stdin.readline()
+        if not line:
+            print()
+            return False
+        answer = _yes_no(line, "n")
+        if answer is not None:
+            return answer
+        print(printable(f"evalkit: answer y or n, got {line.strip()!r}; asked again"))
 
 
 def _print_validation(v: Any) -> None:
@@ -570,6 +657,7 @@ def _print_accept(result: Any) -> None:
     for cid, why in result.failed:
         print(printable(f"failed {cid}: {why}"), file=sys.stderr)
     if result.written is not None:
+        _said_backup(result.written, result.backed_up)
         print(f"evalkit: {len(result.labeled)} cases auto-labeled in {result.written}; review them with --review-auto")
     else:
         print("evalkit: no case to label (every answerable case has gold supports; use --ids to relabel)")

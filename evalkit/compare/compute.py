@@ -39,18 +39,22 @@ from evalkit.compare.cases import (
     stage_transitions,
     unscoreable_from_metrics,
 )
-from evalkit.compare.conditions import config_diff, corpus_change, corpus_of, latency_report
+from evalkit.compare.conditions import config_diff, latency_report
 from evalkit.compare.gate import (
     ANSWER_METRICS,
     Thresholds,
     asked_k_difference,
     check_invariants,
     comparison_k,
+    corpus_changes,
+    corpus_of,
+    invariant_warnings,
     skipped_metrics,
     trial_count,
 )
 from evalkit.compare.models import (
     Comparison,
+    CorpusReport,
     DeltaRow,
     DriftReport,
     Flips,
@@ -124,12 +128,13 @@ class IncomparableRuns(InputError):
 # ---------------------------------------------------------------- invariants
 
 
-def _invariants(a: RunSource, b: RunSource) -> list[str]:
-    """`gate.check_invariants` (eval set, case count, judge, debug fields): the gate's own.
+def _invariants(a: RunSource, b: RunSource, same_corpus: bool = False) -> list[str]:
+    """`gate.check_invariants` (eval set, case count, judge, debug fields, scorer; the corpus
+    with `same_corpus`): the gate's own.
 
     A different K asked of the target is not among them (as in run_eval's gate): retrieval
     stays comparable at a K both measured, and `_not_comparable` marks the answer metrics."""
-    return check_invariants(a.metrics, b.metrics)
+    return check_invariants(a.metrics, b.metrics, same_corpus=same_corpus)
 
 
 def _debug_affected(fields: set[str]) -> list[str]:
@@ -522,6 +527,7 @@ def compare_runs(
     allow_regressions: bool = False,
     allow_mixed_judges: bool = False,
     allow_missing_metrics: bool = False,
+    same_corpus: bool = False,
     show_drift: int = 5,
     top_chunks: int = 3,
 ) -> Comparison:
@@ -553,6 +559,8 @@ def compare_runs(
         allow_mixed_judges: compare judge scores of a heuristic-judged and an LLM-judged run.
         allow_missing_metrics: pass a gate that could not compare Recall@K or MRR@K (no K
             both runs measured, or a run without them); by default it fails.
+        same_corpus: the runs must have searched the same notes and index (their index
+            stats agree): a change is an invariant violation, not a warning.
         show_drift: how many changed answers to diff.
         top_chunks: retrieved chunks listed per flip.
 
@@ -567,7 +575,7 @@ def compare_runs(
     _check_settings(alpha, correction, gate, show_drift, mrr_relative_threshold, confidence)
     sa = a if isinstance(a, RunSource) else open_source(a, results_dir, flag="--run-id-1")
     sb = b if isinstance(b, RunSource) else open_source(b, results_dir, flag="--run-id-2")
-    violations = _invariants(sa, sb)
+    violations = _invariants(sa, sb, same_corpus)
     if violations and not ignore_invariants:
         raise IncomparableRuns(sa.run_id, sb.run_id, violations)
     per_case = sa.has_records and sb.has_records
@@ -598,9 +606,6 @@ def compare_runs(
     if trials_a != trials_b:
         notes.append(f"run a asked each case {trials_a} time(s), run b {trials_b}: cases are paired on their per-case "
                      "mean over trials, so a case's value is comparable whatever the trial count")
-    corpus = corpus_change(sa.metrics, sb.metrics)
-    if corpus is not None:
-        notes.append(corpus)
     pairing = _pair(ta, tb) if ta is not None and tb is not None else _Pairing([], np.empty(0, np.int64), np.empty(0, np.int64), {})
 
     cells_a, cells_b = _cells(agg_a), _cells(agg_b)
@@ -636,11 +641,12 @@ def compare_runs(
         mode=gate, thresholds=thresholds or Thresholds(), mrr_relative_threshold=float(mrr_relative_threshold),
         fail_on_flip=fail_on_flip, allow_regressions=allow_regressions, allow_mixed_judges=allow_mixed_judges,
         ignore_invariants=ignore_invariants, correction=correction, allow_missing_metrics=allow_missing_metrics,
-        verdict=merge, slices=(agg_a, agg_b),
+        verdict=merge, slices=(agg_a, agg_b), same_corpus=same_corpus,
     )
     n_a = len(ta) if ta is not None else int(sa.metrics.get("total_tests") or 0)
     n_b = len(tb) if tb is not None else int(sb.metrics.get("total_tests") or 0)
     n_paired = len(pairing.ids)
+    corpus_a, corpus_b = corpus_of(sa.metrics), corpus_of(sb.metrics)
     return Comparison(
         run_id_1=sa.run_id,
         run_id_2=sb.run_id,
@@ -658,7 +664,8 @@ def compare_runs(
             n_significant=sum(1 for r in rows if r.significant),
         ),
         invariants=InvariantReport(ok=not violations, violations=violations, ignored=bool(violations and ignore_invariants),
-                                   not_comparable=not_comparable),
+                                   not_comparable=not_comparable,
+                                   warnings=invariant_warnings(sa.metrics, sb.metrics, same_corpus=same_corpus)),
         deltas=rows,
         flips=flips,
         unscoreable=unscoreable,
@@ -667,6 +674,8 @@ def compare_runs(
             {**sa.config, "index": corpus_of(sa.metrics)}, {**sb.config, "index": corpus_of(sb.metrics)}
         ) if sa.config is not None and sb.config is not None else {},
         config_diff_available=sa.config is not None and sb.config is not None,
+        corpus=CorpusReport(available=bool(corpus_a or corpus_b), a=corpus_a, b=corpus_b,
+                            changed=list(corpus_changes(sa.metrics, sb.metrics)), same_corpus=same_corpus),
         drift=drift,
         stages=stages,
         gate=verdict,

@@ -1,5 +1,6 @@
-"""The conditions two runs were made under: what their config.json files say differently, and
-whether their latency numbers can be compared (concurrency, target kind, hardware)."""
+"""The conditions two runs were made under: what their config.json files say differently (with
+their index stats, `corpus_of`, as `index.*` keys), and whether their latency numbers can be
+compared (concurrency, target kind, hardware)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import fnmatch
 from collections.abc import Mapping
 from typing import Any
 
+from evalkit.compare.gate import corpus_of  # the index stats compare's config diff shows as `index.*`
 from evalkit.compare.models import LatencyReport, LatencyRow
 from evalkit.compare.sources import RunSource
 
-__all__ = ["CONFIG_DIFF_IGNORED", "config_diff", "corpus_change", "corpus_of", "flatten_config", "latency_report"]
+__all__ = ["CONFIG_DIFF_IGNORED", "config_diff", "corpus_of", "flatten_config", "latency_report"]
 
 # config.json keys that differ between any two runs and say nothing about the system.
 CONFIG_DIFF_IGNORED = (
@@ -52,32 +54,6 @@ def config_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, list[An
         if va != vb or (key in fa) != (key in fb):
             out[key] = [va, vb]
     return out
-
-
-# What a run's index stats say about the notes it searched (metrics.json indexing_coverage).
-_CORPUS_KEYS = ("index_version", "chunker_version", "docs_processed", "docs_with_0_chunks", "chunks_attempted",
-                "chunks_skipped")
-
-
-def corpus_of(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The notes and index a run searched, from its index stats: {} when the target served none."""
-    cov = ((metrics or {}).get("aggregate_metrics") or {}).get("indexing_coverage")
-    if not isinstance(cov, Mapping):
-        return {}
-    return {k: cov.get(k) for k in _CORPUS_KEYS if k in cov}
-
-
-def corpus_change(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> str | None:
-    """A note when the two runs searched different notes or indexes (seed 000 tracks index
-    coverage over runs): a retrieval difference may then be the corpus, not the chatbot."""
-    ca, cb = corpus_of(a), corpus_of(b)
-    if not ca or not cb:
-        return None
-    changed = [f"{k} {ca.get(k)} -> {cb.get(k)}" for k in _CORPUS_KEYS if ca.get(k) != cb.get(k)]
-    if not changed:
-        return None
-    return ("the notes or the index changed between the runs (" + "; ".join(changed) + "): a difference in "
-            "retrieval may come from the corpus, not from the chatbot")
 
 
 def _concurrency(config: Mapping[str, Any]) -> list[Any]:

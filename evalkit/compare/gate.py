@@ -33,9 +33,13 @@ against a K=5 baseline is a visible outcome, not a green one.
 
 Before any metric is compared, `check_invariants` says whether the two runs may be compared
 at all (seed 000 §10.1): same eval set (dataset version) and number of cases, same judge
-model, judge prompt version and judge temperature (when both runs were judged), and the
-same debug payload fields (a field one target leaves out blinds a metric the other has).
-A broken invariant fails the gate unless `ignore_invariants`.
+model, judge prompt version and judge temperature (when both runs were judged), the
+same debug payload fields (a field one target leaves out blinds a metric the other has),
+the same scorer (the metric registry hash: seed 004's "metric definitions are
+contract"; two evalkit versions with the same definitions only get a warning) and, with `same_corpus`, the same notes and index (the index stats' version,
+document and chunk counts and coverage). A broken invariant fails the gate unless
+`ignore_invariants`. `invariant_warnings` says what may explain a difference without
+refusing the pair: a changed corpus (without `same_corpus`), a scorer only one run recorded.
 Changes are compared with a 1e-9 tolerance so that 0.85 -> 0.80 with threshold 0.05 is
 not a regression because of float rounding.
 
@@ -56,7 +60,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
 
 from evalkit.metrics.keys import HEADLINE_AT_K, canonical_key
-from evalkit.metrics.registry import ANSWER_SIDE_KEYS, METRICS, OPERATIONAL_KEYS, Metric, by_key
+from evalkit.metrics.registry import ANSWER_SIDE_KEYS, METRICS, OPERATIONAL_KEYS, Metric, by_key, registry_hash
 from evalkit.metrics.retrieval import AT_K_METRICS
 
 _EPS = 1e-9
@@ -517,14 +521,92 @@ def trial_count(metrics: Mapping[str, Any]) -> int:
     return n if isinstance(n, int) and n > 0 else 1
 
 
-def check_invariants(baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any]) -> list[str]:
+# ---------------------------------------------------------------- scorer and corpus (issue 30)
+
+
+def scorer_identity() -> dict[str, str]:
+    """What computes a run's metrics: evalkit's version and the metric registry's hash
+    (`registry_hash`). run_eval records it in config.json `scorer`, metrics.json carries it
+    in `invariants.scorer`, and score_retrieval stamps its own when it re-scores a run."""
+    from evalkit import __version__
+
+    return {"evalkit_version": __version__, "registry_hash": registry_hash()}
+
+
+def scorer_of(metrics: Mapping[str, Any]) -> dict[str, Any] | None:
+    """metrics.json's `invariants.scorer`; None for a run made before evalkit recorded it."""
+    inv = metrics.get("invariants") if isinstance(metrics.get("invariants"), Mapping) else {}
+    scorer = inv.get("scorer")
+    return dict(scorer) if isinstance(scorer, Mapping) else None
+
+
+def scorer_text(scorer: Mapping[str, Any]) -> str:
+    """`evalkit 0.1.0, registry 5ed7b6d5051d`: a scorer as messages name it."""
+    return f"evalkit {scorer.get('evalkit_version')}, registry {str(scorer.get('registry_hash'))[:12]}"
+
+
+# What a run's index stats say about the notes it searched (metrics.json
+# `aggregate_metrics.indexing_coverage`, summarize_indexing_coverage's shape): the index's
+# version, its document and chunk counts and its coverage rates (seed 000's
+# "Indexing Coverage Stats").
+CORPUS_KEYS = ("index_version", "chunker_version", "docs_processed", "docs_with_0_chunks", "no_chunks_generated_rate",
+               "chunks_attempted", "chunks_embedded", "chunks_skipped", "chunks_skipped_rate")
+
+
+def corpus_of(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The notes and index a run searched, from its index stats ({key: value} over
+    CORPUS_KEYS it has): {} when its target served none."""
+    cov = ((metrics or {}).get("aggregate_metrics") or {}).get("indexing_coverage")
+    if not isinstance(cov, Mapping):
+        return {}
+    return {k: cov.get(k) for k in CORPUS_KEYS if k in cov}
+
+
+def corpus_changes(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[str, list[Any]]:
+    """{key: [a, b]} of the index stats that differ between two runs' metrics.json; {} when
+    they agree or when either target served no index stats."""
+    ca, cb = corpus_of(a), corpus_of(b)
+    if not ca or not cb:
+        return {}
+    return {k: [ca.get(k), cb.get(k)] for k in CORPUS_KEYS if (k in ca or k in cb) and ca.get(k) != cb.get(k)}
+
+
+def _changes_text(changes: Mapping[str, list[Any]]) -> str:
+    def fmt(v: Any) -> str:  # rates to 4 significant digits: 2 of 62 -> 2 of 63 is 0.03226 -> 0.03175
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+    return "; ".join(f"{k} {fmt(va)} -> {fmt(vb)}" for k, (va, vb) in changes.items())
+
+
+def _scorer_violation(baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any]) -> str | None:
+    sb, sn = scorer_of(baseline_metrics), scorer_of(new_metrics)
+    # The definitions are the contract, not the release: the same registry hash under two
+    # evalkit versions computes the same numbers (`invariant_warnings` names the versions),
+    # so a committed baseline file does not break on every upgrade.
+    keys = ("registry_hash",)
+    if sb is None or sn is None or all(sb.get(k) == sn.get(k) for k in keys):
+        return None
+    current = scorer_identity()
+    stale = [m for m, s in ((baseline_metrics, sb), (new_metrics, sn)) if any(s.get(k) != current[k] for k in keys)]
+    ids = " and ".join(f"score_retrieval.py --run-id {m.get('run_id') or 'RUN_ID'}" for m in stale)
+    return (f"scorers differ ({scorer_text(sb)} vs {scorer_text(sn)}): the metrics were computed by different "
+            f"definitions; re-score the run(s) made with another scorer than this evalkit's ({scorer_text(current)}): "
+            f"{ids or 'score_retrieval.py --run-id RUN_ID'}, then compare again")
+
+
+def check_invariants(
+    baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any], *, same_corpus: bool = False
+) -> list[str]:
     """Why two runs must not be compared (seed 000 §10.1); empty when they may be.
 
     Reads each metrics.json's `dataset_version`, `total_tests` and `invariants` block
     ({"judge": {provider, model, prompt_version(s), temperature} | [those] | None,
-    "debug_fields_missing": [paths]}); a run without a value (an older metrics.json, a
-    retrieval-only run's judge) is not held against the other. One line per broken
-    invariant, baseline first.
+    "debug_fields_missing": [paths], "scorer": {evalkit_version, registry_hash}}); a run
+    without a value (an older metrics.json, a retrieval-only run's judge) is not held
+    against the other (`invariant_warnings` says so for the scorer). With `same_corpus`
+    (`--same-corpus`), the index stats (CORPUS_KEYS) must agree, and a run whose target
+    served none breaks it too: the corpus cannot be checked. One line per broken invariant,
+    baseline first.
     """
     out: list[str] = []
     vb, vn = baseline_metrics.get("dataset_version"), new_metrics.get("dataset_version")
@@ -545,6 +627,43 @@ def check_invariants(baseline_metrics: Mapping[str, Any], new_metrics: Mapping[s
         if only_n:
             parts.append(f"the baseline's target left out {', '.join(only_n)}")
         out.append(f"debug payload fields differ: {'; '.join(parts)}")
+    scorer = _scorer_violation(baseline_metrics, new_metrics)
+    if scorer is not None:
+        out.append(scorer)
+    if same_corpus:
+        changes = corpus_changes(baseline_metrics, new_metrics)
+        blind = [name for name, m in (("the baseline's", baseline_metrics), ("the new run's", new_metrics)) if not corpus_of(m)]
+        if changes:
+            out.append(f"the notes or the index differ (--same-corpus): {_changes_text(changes)}")
+        elif blind:
+            out.append(f"the corpus cannot be checked (--same-corpus): {' and '.join(blind)} target served no index "
+                       "stats (GET /api/v1/index/stats, or a Python target's index_stats())")
+    return out
+
+
+def invariant_warnings(
+    baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any], *, same_corpus: bool = False
+) -> list[str]:
+    """What may explain a difference between two runs without refusing the pair: the notes
+    or the index changed (unless `same_corpus`, which makes it an invariant), or only one run
+    recorded the scorer that computed its metrics (a run made before evalkit recorded it).
+    One line each, baseline first."""
+    out: list[str] = []
+    changes = {} if same_corpus else corpus_changes(baseline_metrics, new_metrics)
+    if changes:
+        out.append(f"the notes or the index changed between the runs ({_changes_text(changes)}): a difference in "
+                   "retrieval may come from the corpus, not from the chatbot (--same-corpus refuses such a pair)")
+    sb, sn = scorer_of(baseline_metrics), scorer_of(new_metrics)
+    if (sb is not None and sn is not None and sb.get("registry_hash") == sn.get("registry_hash")
+            and sb.get("evalkit_version") != sn.get("evalkit_version")):
+        out.append(f"the runs were scored by evalkit {sb.get('evalkit_version')} and {sn.get('evalkit_version')}, with "
+                   "the same metric definitions (registry hash): their numbers are comparable")
+    sides = (("the baseline", "the new run", sn, baseline_metrics), ("the new run", "the baseline", sb, new_metrics))
+    for missing, other, known, m in sides:
+        if known is not None and (sb is None) != (sn is None):
+            out.append(f"{missing} recorded no scorer (made before evalkit recorded one); {other} was scored by "
+                       f"{scorer_text(known)}: if evalkit's metrics changed in between, the numbers differ for that "
+                       f"reason too; re-score {missing} to be sure: score_retrieval.py --run-id {m.get('run_id') or 'RUN_ID'}")
     return out
 
 
@@ -756,6 +875,7 @@ def gate_result(
     allow_missing_metrics: bool = False,
     asked_k: tuple[int | None, int | None] | None = None,
     slices: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None,
+    same_corpus: bool = False,
 ) -> dict[str, Any]:
     """The `gate` object written to metrics.json and printed by `--json`; run_eval's
     `--baseline` gate and compare_runs' gate are this function on the same pair.
@@ -766,10 +886,11 @@ def gate_result(
     `asked_k_of` each) are compared on retrieval at a K both measured, and their answer
     metrics (ANSWER_METRICS) are skipped with the reason. With `thresholds.by`, every
     compared metric is checked in each slice too (`slices`: see check_regressions).
+    `same_corpus` (`--same-corpus`) makes a changed corpus an invariant (check_invariants).
 
     Returns:
         {"passed", "allowed", "nothing_compared", "baseline_run_id", "k", "thresholds",
-        "preset", "invariants": {"ok", "violations", "ignored"}, "regressions": [{metric,
+        "preset", "invariants": {"ok", "violations", "ignored", "warnings"}, "regressions": [{metric,
         baseline, new, delta, threshold, direction, scope, n, message}], "compared":
         [metric], "skipped": [{metric, reason} overall, then {metric, scope, reason} per
         slice], "slices": {by, min_n, compared: {scope: [metric]}} or None, "failures":
@@ -784,7 +905,7 @@ def gate_result(
         baseline_metrics, new_metrics, thresholds, allow_mixed_judges=allow_mixed_judges, not_comparable=partial,
         slices=slices,
     )
-    violations = check_invariants(baseline_metrics, new_metrics)
+    violations = check_invariants(baseline_metrics, new_metrics, same_corpus=same_corpus)
     compared = found.compared
     failures = [r.message for r in found.regressions]
     if not compared:
@@ -809,7 +930,10 @@ def gate_result(
         ),
         "thresholds": thresholds.as_dict(),
         "preset": thresholds.preset,
-        "invariants": {"ok": not violations, "violations": violations, "ignored": bool(ignore_invariants and violations)},
+        "invariants": {
+            "ok": not violations, "violations": violations, "ignored": bool(ignore_invariants and violations),
+            "warnings": invariant_warnings(baseline_metrics, new_metrics, same_corpus=same_corpus),
+        },
         "regressions": [r.to_dict() for r in found.regressions],
         "compared": compared,
         "skipped": [*found.skipped, *found.slice_skipped],

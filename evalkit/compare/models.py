@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 __all__ = [
     "ChunkRef",
     "Comparison",
+    "CorpusReport",
     "DeltaRow",
     "DriftCase",
     "DriftReport",
@@ -52,6 +53,23 @@ class InvariantReport(BaseModel):
     violations: list[str] = Field(default_factory=list, description="one line per broken invariant, run a first")
     ignored: bool = Field(False, description="--ignore-invariants let a broken invariant through")
     not_comparable: list[NotComparable] = Field(default_factory=list, description="what each violation makes incomparable")
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="what may explain a difference without refusing the pair: the notes or index changed (an invariant "
+        "with --same-corpus), a scorer only one run recorded",
+    )
+
+
+class CorpusReport(BaseModel):
+    """The notes and index each run searched, from its target's index stats (seed 000's
+    indexing coverage): `evalkit.compare.gate.CORPUS_KEYS` of metrics.json's
+    `aggregate_metrics.indexing_coverage`."""
+
+    available: bool = Field(False, description="at least one run's target served index stats")
+    a: dict[str, Any] = Field(default_factory=dict, description="run a's index stats ({} when its target served none)")
+    b: dict[str, Any] = Field(default_factory=dict)
+    changed: list[str] = Field(default_factory=list, description="keys whose values differ (both runs have stats)")
+    same_corpus: bool = Field(False, description="--same-corpus: a change is an invariant violation, not a warning")
 
 
 class StatsSettings(BaseModel):
@@ -329,6 +347,9 @@ class Comparison(BaseModel):
     latency: LatencyReport
     config_diff: dict[str, list[Any]] = Field(description="{dotted.key: [a, b]} for every differing config.json key")
     config_diff_available: bool = True
+    corpus: CorpusReport = Field(
+        default_factory=CorpusReport, description="each run's index version, document and chunk counts and coverage"
+    )
     drift: DriftReport
     stages: StageTransitions = Field(
         default_factory=lambda: StageTransitions(available=False),

@@ -64,18 +64,23 @@ def thresholds_from(s: RunSettings) -> Thresholds:
 
 
 def run_invariants(
-    missing_fields: Iterable[str], judge: Mapping[str, Any] | None, asked_k: int | None = None
+    missing_fields: Iterable[str], judge: Mapping[str, Any] | None, asked_k: int | None = None,
+    scorer: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """metrics.json's `invariants`: what seed 000 §10.1 compares beyond the dataset version.
 
     `debug_fields_missing` is every contract field some record's response left out (the
     union of records' `missing_fields`), over the cases the target answered. `asked_k` is
     how many chunks the target was asked for (the largest K): what its answers saw
-    (`gate.asked_k_of`; a later re-score to smaller K does not change it).
+    (`gate.asked_k_of`; a later re-score to smaller K does not change it). `scorer` is
+    config.json's (`gate.scorer_identity()` of the run_eval that scored the records); a
+    run made before evalkit recorded one has none.
     """
     out = {"judge": dict(judge) if judge else None, "debug_fields_missing": sorted(set(missing_fields))}
     if asked_k is not None:
         out["asked_k"] = int(asked_k)
+    if isinstance(scorer, Mapping):
+        out["scorer"] = dict(scorer)
     return out
 
 
@@ -149,7 +154,8 @@ def derive_run(run: RunDir, facts: RunFacts, records: RecordPass | None = None) 
         metrics["trials"] = trials.result()
     # JudgeRunner.stats(): cache hits/misses, calls, tokens, cost (this session's calls).
     metrics["aggregate_metrics"]["judge"] = dict(facts.judge_stats) if facts.judge_stats is not None else None
-    metrics["invariants"] = run_invariants(missing, judge_identity(facts.config.get("judge")), s.request_k)
+    metrics["invariants"] = run_invariants(missing, judge_identity(facts.config.get("judge")), s.request_k,
+                                           facts.config.get("scorer"))
     metrics["warnings"] = [*facts.pre_run_warnings, *health.warnings()]
     gate = verdicts(metrics, s, facts.baseline)
     committed = run.update_metrics(metrics)
@@ -171,6 +177,7 @@ def verdicts(metrics: dict[str, Any], s: RunSettings, baseline: Mapping[str, Any
             allow_regressions=s.allow_regressions,
             ignore_invariants=s.ignore_invariants,
             allow_missing_metrics=s.allow_missing_metrics,
+            same_corpus=s.same_corpus,
         )
         metrics["gate"] = gate
     if s.thresholds:  # issue 13: absolute floors, beside the baseline gate

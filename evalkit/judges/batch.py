@@ -47,6 +47,7 @@ from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
 from evalkit.judges.base import BatchReply, BatchStatus, JudgeFailure, JudgeItem, JudgeOutcome
 from evalkit.judges.runner import JudgeRunner, JudgeSettings, build_judge, resolve_judge
 from evalkit.net.retry import RetryPolicy
+from evalkit.store.atomic import open_no_follow
 from evalkit.store.runs import JUDGE_BATCH_FILE, RunDir
 
 try:
@@ -168,7 +169,7 @@ def _locked(run_path: Path) -> Iterator[None]:
         yield
         return
     path = Path(run_path) / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = open_no_follow(path, os.O_RDWR | os.O_CREAT)  # a planted link would create a file outside the run
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

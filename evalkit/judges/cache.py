@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from evalkit.errors import BadConfig, Problem, redact_data
+from evalkit.store.atomic import SYMLINK_REFUSED
 
 DEFAULT_CACHE_PATH = Path("cache/judge_cache.sqlite")
 _BUSY_TIMEOUT_MS = 30_000
@@ -225,6 +226,10 @@ class JudgeCache:
         Raises:
             BadConfig: the path cannot be opened at all (a folder, permissions, the disk).
         """
+        # SQLite follows a link (and keeps its -wal beside the target): a file outside the folder.
+        links = [p for p in (Path(f"{self.path}{s}") for s in ("", "-wal", "-shm", "-journal")) if p.is_symlink()]
+        if links:
+            raise BadConfig(Problem(f"{SYMLINK_REFUSED}, {_FIX}", path=str(links[0])))
         if self.path.exists() and not self.path.is_file():
             what = "a folder, not a file" if self.path.is_dir() else "not a regular file"
             raise BadConfig(self._problem(f"is {what}; move it away, {_FIX}"))

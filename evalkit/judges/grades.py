@@ -26,6 +26,7 @@ import orjson
 from evalkit.errors import InputError, Problem
 from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
 from evalkit.judges.reliability import SCALE, quadratic_weighted_kappa, sample_indices, to_grade
+from evalkit.store.atomic import open_no_follow
 from evalkit.store.runs import RunDir, RunFolderError
 
 __all__ = [
@@ -102,7 +103,8 @@ def append_grade(run: RunDir, grade: Mapping[str, Any]) -> dict[str, Any]:
     }
     path = grades_path(run)
     try:
-        with open(path, "ab+") as f:
+        # Appended and cut in place: never through a symbolic link (a file outside the run folder).
+        with os.fdopen(open_no_follow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT), "ab+") as f:
             # A torn last line (killed mid-write) would glue onto this one: cut it first.
             f.seek(0, os.SEEK_END)
             if f.tell():

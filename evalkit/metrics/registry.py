@@ -44,6 +44,8 @@ its headline key, so `label_of("recall_any", 5) == label_of("recall_at_k_avg", 5
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Literal
 
@@ -61,6 +63,7 @@ __all__ = [
     "Metric",
     "by_key",
     "label_of",
+    "registry_hash",
     "short_label_of",
 ]
 
@@ -315,6 +318,22 @@ SUMMARY_KEYS = (*HEADLINE_KEYS, *(m.key for m in METRICS if m.compared and m.at_
 OPERATIONAL_KEYS = tuple(m.key for m in METRICS if m.block == "operational_metrics")
 # What depends on the chunks the answerer was given (not comparable across an asked K).
 ANSWER_SIDE_KEYS = tuple(m.key for m in METRICS if m.answer_side)
+
+
+# The fields of an entry that say what its number means (issue 30, seed 004's "metric
+# definitions are contract"): not its label, table header, summary listing, gate threshold
+# or margin, which change how a number is shown or judged, never the number.
+DEFINITION_FIELDS = ("key", "direction", "stage", "scale", "at_k", "seed_name", "ir_measure", "mean", "per_case",
+                     "block", "answer_side")
+
+
+def registry_hash(metrics: tuple[Metric, ...] = METRICS) -> str:
+    """sha256 (hex) of every metric's DEFINITION_FIELDS, in registry order: a run records it
+    (with evalkit's version) as the scorer its numbers were computed by, and compare_runs
+    refuses two runs scored by different ones. Adding, removing or redefining a metric
+    changes it; relabelling one or moving a threshold does not."""
+    rows = [[getattr(m, f) for f in DEFINITION_FIELDS] for m in metrics]
+    return hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
 
 
 def by_key(key: str) -> Metric | None:

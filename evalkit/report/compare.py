@@ -260,6 +260,42 @@ def flip_change(f: Flip) -> str:
     return f"{flip_label(f.metric)} {flip_value(f, f.a)} → {flip_value(f, f.b)}"
 
 
+# The index stats as a comparison's "Index and coverage" table names them (seed 000's words).
+CORPUS_LABELS = {
+    "index_version": "index version",
+    "chunker_version": "chunker version",
+    "docs_processed": "notes indexed",
+    "docs_with_0_chunks": "notes with no chunks",
+    "no_chunks_generated_rate": "no chunks generated rate",
+    "chunks_attempted": "chunks attempted",
+    "chunks_embedded": "chunks embedded",
+    "chunks_skipped": "chunks skipped",
+    "chunks_skipped_rate": "chunks skipped rate",
+}
+
+
+def corpus_rows(c: Comparison) -> list[tuple[str, str, str, bool]]:
+    """(label, a, b, changed) per index stat either run has, in CORPUS_LABELS order; "—"
+    where a run's target served none."""
+    def text(v: object) -> str:
+        return "—" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
+
+    keys = [k for k in CORPUS_LABELS if k in c.corpus.a or k in c.corpus.b]
+    return [(CORPUS_LABELS[k], text(c.corpus.a.get(k)), text(c.corpus.b.get(k)), k in c.corpus.changed) for k in keys]
+
+
+def corpus_note(c: Comparison) -> str:
+    """What the index table says, under it."""
+    if not c.corpus.a or not c.corpus.b:
+        side = "a" if not c.corpus.a else "b"
+        return f"run {side}'s target served no index stats: whether the notes changed is unknown"
+    if not c.corpus.changed:
+        return "both runs searched the same notes and index (as far as the index stats tell)"
+    if c.corpus.same_corpus:
+        return "changed (✱): --same-corpus makes this a broken invariant"
+    return "changed (✱): a difference in retrieval may come from the notes, not the chatbot (--same-corpus refuses such a pair)"
+
+
 def stage_label(stage: str) -> str:
     """A failure stage (`StageCell.a`, `.b`) as the reports name it ("retrieval miss")."""
     return STAGE_LABELS.get(stage, stage)
@@ -397,6 +433,8 @@ def render_markdown(c: Comparison) -> str:
         for nc in c.invariants.not_comparable:
             which = affected_metrics(nc.metrics)
             out.append(f"- {_md(nc.reason)}: {_md(which)}")
+    if c.invariants.warnings:
+        out += ["", "**⚠️ Warnings**", ""] + [f"- {_md(w)}" for w in c.invariants.warnings]
 
     if c.verdict.metrics:
         out += ["", f"#### Verdict per metric ({_level(c.verdict.confidence)} intervals)", ""]
@@ -465,6 +503,12 @@ def render_markdown(c: Comparison) -> str:
         out += _details(
             f"Config diff ({len(c.config_diff)} key(s))", _md_table(["key", "a", "b"], diff) if diff else ["The configs do not differ."]
         )
+    if c.corpus.available:
+        rows = [[_md(label) + (" ✱" if changed else ""), _md(va), _md(vb)] for label, va, vb, changed in corpus_rows(c)]
+        out += _details(
+            "Index and coverage" + (f" ({len(c.corpus.changed)} changed)" if c.corpus.changed else ""),
+            [*_md_table(["index stat", "a", "b"], rows, "-rr"), "", _md(corpus_note(c))],
+        )
     d = c.drift
     if d.available:
         body: list[str] = []
@@ -495,8 +539,10 @@ def append_step_summary(markdown: str, environ: dict[str, str] | None = None) ->
     target = (environ if environ is not None else os.environ).get("GITHUB_STEP_SUMMARY")
     if not target:
         return None
+    from evalkit.store.atomic import open_no_follow
+
     path = Path(target)
-    with path.open("a", encoding="utf-8") as f:
+    with os.fdopen(open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a", encoding="utf-8") as f:
         f.write(markdown if markdown.endswith("\n") else markdown + "\n")
     return path
 
@@ -606,6 +652,8 @@ def print_comparison(c: Comparison, console: Console | None = None, *, max_flips
         for nc in c.invariants.not_comparable:
             which = affected_metrics(nc.metrics)
             console.print(Text(f"  {nc.reason}: {which}", style="yellow"))
+    for w in c.invariants.warnings:
+        console.print(Text(f"warning: {w}", style="yellow"))
     for note in c.notes:
         console.print(Text(f"note: {note}", style="dim"))
     if c.gate.mode != "non-inferior" and c.verdict.available:
@@ -698,6 +746,16 @@ def print_comparison(c: Comparison, console: Console | None = None, *, max_flips
             console.print(table)
         else:
             console.print(Text("Config diff: the configs do not differ"))
+    if c.corpus.available:
+        console.print()
+        table = Table(title="Index and coverage", title_justify="left", show_edge=False)
+        for name in ("index stat", "a", "b"):
+            table.add_column(name, justify="left" if name == "index stat" else "right")
+        for label, va, vb, changed in corpus_rows(c):
+            style = "yellow" if changed else ""
+            table.add_row(Text(label + (" ✱" if changed else ""), style=style), Text(va, style=style), Text(vb, style=style))
+        console.print(table)
+        console.print(Text(corpus_note(c), style="dim"))
 
     d = c.drift
     if d.available:

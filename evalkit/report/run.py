@@ -22,7 +22,7 @@ from rich.text import Text
 
 from evalkit.metrics.registry import HEADLINE_KEYS, OPERATIONAL_KEYS, SUMMARY_KEYS, by_key, label_of
 
-__all__ = ["RunProgress", "metric_value", "print_run_summary", "summary_keys", "summary_rows"]
+__all__ = ["RunProgress", "coverage_rows", "metric_value", "print_run_summary", "summary_keys", "summary_rows"]
 
 
 class _RateColumn(ProgressColumn):
@@ -194,6 +194,7 @@ def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = N
     for key in OPERATIONAL_KEYS:
         if key in keys:
             row(key, detail if key == "error_rate" else "")
+    rows += coverage_rows(agg.get("indexing_coverage"))
     cost = agg.get("cost") or {}
     rows.append(
         (
@@ -205,6 +206,28 @@ def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = N
     if agg.get("n_judge_errors"):
         rows.append(("Judge errors (excluded)", str(agg["n_judge_errors"]), str(agg.get("n_cases", "—"))))
     return rows
+
+
+def coverage_rows(cov: Any) -> list[tuple[str, str, str]]:
+    """The index's coverage (seed 000's indexing coverage, from the target's index stats:
+    metrics.json `aggregate_metrics.indexing_coverage`) as summary rows; none when the
+    target served no index stats.
+
+    - Notes with no chunks (index): no_chunks_generated_rate (docs_with_0_chunks of docs_processed), n = notes
+    - Chunks skipped (index): chunks_skipped_rate (chunks_skipped of chunks_attempted), n = chunks,
+      with the share skipped for the context window when some were skipped
+    """
+    if not isinstance(cov, Mapping):
+        return []
+    docs, attempted, skipped = cov.get("docs_processed"), cov.get("chunks_attempted"), cov.get("chunks_skipped")
+    context = cov.get("chunks_skipped_due_to_context_rate")
+    why = f"; context {_fmt(context)}" if skipped and context is not None else ""
+    return [
+        ("Notes with no chunks (index)", f"{_fmt(cov.get('no_chunks_generated_rate'))} ({_fmt(cov.get('docs_with_0_chunks'))} of "
+         f"{_fmt(docs)})", _fmt(docs)),
+        ("Chunks skipped (index)", f"{_fmt(cov.get('chunks_skipped_rate'))} ({_fmt(skipped)} of {_fmt(attempted)}{why})",
+         _fmt(attempted)),
+    ]
 
 
 def print_run_summary(
@@ -281,6 +304,9 @@ def print_gate(gate: Mapping[str, Any], console: Console) -> None:
             console.print(f"  [dim]not compared: {escape(s['metric'])} ({escape(s['reason'])})[/dim]")
     for (scope, reason), names in by_slice.items():
         console.print(f"  [dim]not compared in {escape(scope)}: {escape(', '.join(names))} ({escape(reason)})[/dim]")
+    invariants = gate.get("invariants") if isinstance(gate.get("invariants"), Mapping) else {}
+    for w in invariants.get("warnings") or []:
+        console.print(f"  [yellow]warning: {escape(str(w))}[/yellow]")
 
 
 def print_trials(block: Mapping[str, Any], console: Console, *, k: int | None = None) -> None:

@@ -63,6 +63,15 @@ def _fmt(v: Any) -> str:
     return "—" if x is None else f"{x:.3f}"
 
 
+def _index(cov: Any) -> str | None:
+    """The index the run searched, from the target's index stats: `md-heading-v2+…+45db4570288b
+    (62 notes, 389 chunks)`; None when the target served none."""
+    if not isinstance(cov, Mapping):
+        return None
+    counts = f"{cov.get('docs_processed', '—')} notes, {cov.get('chunks_attempted', '—')} chunks"
+    return f"{cov['index_version']} ({counts})" if cov.get("index_version") else counts
+
+
 def primary_k(metrics: Mapping[str, Any]) -> int | None:
     ks = metrics.get("ks")
     if isinstance(ks, list) and ks and isinstance(ks[0], int):
@@ -237,6 +246,7 @@ def render_summary(
         ("config hash", str(metrics.get("config_hash") or "")[:12] or None),
         ("K", ", ".join(str(x) for x in metrics.get("ks") or []) or k),
         ("target", _target(config)),
+        ("index", _index(agg.get("indexing_coverage"))),
         ("judge", _judge(judge)),
     ]
     out += [f"- **{name}**: {cell(value)}" for name, value in facts if value not in (None, "")]
@@ -283,6 +293,8 @@ def render_summary(
         verdict = "passed" if gate.get("passed") else ("failed, allowed" if gate.get("allowed") else "failed")
         out += ["", "## Gate", "", f"- against **{cell(gate.get('baseline_run_id'))}**: {verdict}"]
         out += [f"  - {cell(line)}" for line in gate.get("failures") or []]
+        invariants = gate.get("invariants") if isinstance(gate.get("invariants"), Mapping) else {}
+        out += [f"  - warning: {cell(w)}" for w in invariants.get("warnings") or []]
 
     thresholds = metrics.get("thresholds")
     if isinstance(thresholds, Mapping):  # --threshold (issue 13)

@@ -36,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from evalkit.compare.gate import scorer_identity
 from evalkit.compare.trials import TrialStats
 from evalkit.derive import recheck_verdicts
 from evalkit.derive.summary import write_derived
@@ -413,7 +414,7 @@ class RetrievalScoring:
     def per_case(self) -> dict[str, Any]:
         """What the per-case `retrieval_metrics` in results.jsonl are now computed with."""
         return per_case_identity(self.ks, self.require_snippets, self.case_sensitive, self.eval_set.version,
-                                 self.snippets_on_cut_text)
+                                 self.snippets_on_cut_text, scorer_identity())
 
     def provenance(self) -> dict[str, Any]:
         """metrics.json's `retrieval_scoring`: what the retrieval numbers were computed with."""
@@ -441,15 +442,19 @@ class RetrievalScoring:
 
 
 def per_case_identity(
-    ks: Sequence[int], require_snippets: bool, case_sensitive: bool, dataset_version: str | None, cut_text: bool
+    ks: Sequence[int], require_snippets: bool, case_sensitive: bool, dataset_version: str | None, cut_text: bool,
+    scorer: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Everything a record's `retrieval_metrics` depends on besides the record itself."""
+    """Everything a record's `retrieval_metrics` depends on besides the record itself: the
+    scoring settings and the scorer (`gate.scorer_identity()`; None: a run made before evalkit
+    recorded it, so a re-score rewrites its per-case values)."""
     return {
         "ks": [int(k) for k in ks],
         "require_snippets": bool(require_snippets),
         "case_sensitive": bool(case_sensitive),
         "dataset_version": dataset_version,
         "snippets_on_cut_text": bool(cut_text),
+        "scorer": dict(scorer) if isinstance(scorer, Mapping) else None,
     }
 
 
@@ -459,7 +464,8 @@ def _stored_per_case(old: Mapping[str, Any] | None, cfg: Mapping[str, Any], sett
     last = ((old or {}).get("retrieval_scoring") or {}).get("per_case")
     if isinstance(last, Mapping):
         return dict(last)
-    return per_case_identity(settings["k"], bool(settings.get("require_snippets")), True, cfg.get("dataset_version"), False)
+    return per_case_identity(settings["k"], bool(settings.get("require_snippets")), True, cfg.get("dataset_version"), False,
+                             cfg.get("scorer"))
 
 
 def _scoring_json(result: Any, provenance: str, keys: Sequence[str]) -> dict[str, Any]:
@@ -962,6 +968,9 @@ def score_retrieval(
     # results.jsonl is rewritten with them, together with metrics.json.
     result.results_rewritten = result.per_case() != _stored_per_case(old, cfg, settings)
     patch["retrieval_scoring"] = {**result.provenance(), "warnings": list(result.warnings)}
+    # The per-case values are now this evalkit's (rewritten above when they were another's):
+    # compare_runs reads the scorer here (merge_metrics keeps the other invariants).
+    patch["invariants"] = {"scorer": scorer_identity()}
     def recheck(metrics: dict[str, Any]) -> dict[str, Any]:
         return recheck_verdicts(run, metrics, settings)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit import __version__
-from evalkit.compare.gate import check_invariants
+from evalkit.compare.gate import check_invariants, scorer_identity
 from evalkit.config import (
     RunSettings,
     build_settings,
@@ -254,6 +254,8 @@ def _build_config(
         "versions_observed": False,
         "hardware": hardware_info(),
         "evalkit_version": __version__,
+        # What scores this run's records (issue 30): derive_run copies it into metrics.json's invariants.
+        "scorer": scorer_identity(),
         "python": platform.python_version(),
         "git": git,
         "sessions": [],
@@ -362,7 +364,8 @@ def _prepare_inputs(values: Mapping[str, Any]) -> Prepared:
                 Problem(f"baseline run {settings.baseline} has no metrics.json (did it finish?)", field="--baseline")
             )
         # Seed 000 §10.1: refuse, before running anything, a baseline that is not comparable.
-        violations = check_invariants(baseline, {"dataset_version": eval_set.version, "total_tests": len(selected)})
+        violations = check_invariants(baseline, {"dataset_version": eval_set.version, "total_tests": len(selected),
+                                                 "invariants": {"scorer": scorer_identity()}})
         if violations and not settings.ignore_invariants:
             raise BadConfig(
                 [Problem(f"cannot gate against {settings.baseline}: {v}", field="--baseline") for v in violations]
@@ -423,6 +426,21 @@ def _check_baseline_judge(baseline: Mapping[str, Any], judge_desc: Mapping[str, 
     if violations:
         raise BadConfig(
             [Problem(f"cannot gate against {baseline_id}: {v}", field="--baseline") for v in violations]
+            + [Problem("pass --ignore-invariants to compare anyway", field="--baseline")]
+        )
+
+
+async def _check_baseline_corpus(baseline: Mapping[str, Any], target: Any, baseline_id: str | None) -> None:
+    """--same-corpus before the first case: the target's index stats now against the
+    baseline's (`gate.check_invariants`); a changed index or a target without stats stops
+    the run (exit 2), as the other invariants do."""
+    from evalkit.metrics.aggregate import summarize_indexing_coverage
+
+    now = {"aggregate_metrics": {"indexing_coverage": summarize_indexing_coverage(await target.index_stats())}}
+    violations = check_invariants({"aggregate_metrics": baseline.get("aggregate_metrics")}, now, same_corpus=True)
+    if violations:
+        raise BadConfig(
+            [Problem(f"cannot gate against {baseline_id}: {v}", field="--same-corpus") for v in violations]
             + [Problem("pass --ignore-invariants to compare anyway", field="--baseline")]
         )
 
@@ -776,6 +794,8 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         else:
             if p.baseline is not None and not s.ignore_invariants:
                 _check_baseline_judge(p.baseline, judge_desc, s.baseline)
+                if s.same_corpus:
+                    await _check_baseline_corpus(p.baseline, target, s.baseline)
             # Before anything is written: a dead or foreign target stops here with one line.
             # An empty shard asks nothing, so it probes nothing.
             probe = await probe_target(s, target, p.eval_set.cases[p.selected[0][0]]) if p.selected else None

@@ -6,12 +6,17 @@ fsynced, optionally checked, renamed over the target, and the folder fsynced. A 
 the old file or the new one, never half of one; a crash leaves at most a `.name.*.tmp`
 beside it, and an error removes it. Eight hand-kept copies of this had drifted (one never
 fsynced and left TREC files 0600); this module has no evalkit import, so any layer can use it.
+
+No file is written through a symbolic link evalkit did not make: the rename replaces a link
+at the target (its target is left as it was), and a file appended to or changed in place is
+opened with `open_no_follow`, which refuses a link.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -22,7 +27,11 @@ try:
 except ImportError:  # Windows: no flock; writers proceed unlocked there
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["default_mode", "folder_lock", "fsync_dir", "write_atomic"]
+__all__ = ["default_mode", "folder_lock", "fsync_dir", "open_no_follow", "write_atomic"]
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation under os.fdopen(fd, "ab")
+SYMLINK_REFUSED = "is a symbolic link; evalkit never writes through one (remove it, or name the real file)"
 
 
 def default_mode() -> int:
@@ -30,6 +39,24 @@ def default_mode() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return 0o666 & ~mask
+
+
+def open_no_follow(path: str | Path, flags: int) -> int:
+    """`os.open(path, flags)` for a file appended to or changed in place, never through a
+    symbolic link: one planted there would make evalkit write outside its folder. A file it
+    creates gets what a plain open() gives (0666 minus the umask). Returns the descriptor.
+
+    Raises:
+        OSError: ELOOP with SYMLINK_REFUSED when `path` is a symbolic link; else the OS's.
+    """
+    if not _NOFOLLOW and os.path.islink(path):  # no O_NOFOLLOW (Windows): check, then open
+        raise OSError(errno.ELOOP, SYMLINK_REFUSED, os.fspath(path))
+    try:
+        return os.open(path, flags | _NOFOLLOW | _BINARY, 0o666)
+    except OSError:
+        if os.path.islink(path):
+            raise OSError(errno.ELOOP, SYMLINK_REFUSED, os.fspath(path)) from None
+        raise
 
 
 def fsync_dir(path: Path) -> None:
@@ -52,7 +79,8 @@ def write_atomic(
     """Replace `path` with `payload` (bytes; str as UTF-8; or pieces of bytes, streamed).
 
     Args:
-        mode: permission bits; default the existing file's, else `default_mode()`.
+        mode: permission bits; default the existing file's, else `default_mode()` (also
+            when `path` is a symbolic link: the link is replaced, its target left untouched).
         check: called with the finished temp file before it replaces `path` (e.g. validate
             what was written); whatever it raises leaves `path` untouched.
 
@@ -65,10 +93,12 @@ def write_atomic(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if mode is None:
+        # lstat: a symbolic link at `path` is replaced, not followed, so its target's mode is not ours.
         try:
-            mode = path.stat().st_mode & 0o7777
+            st = path.lstat()
         except FileNotFoundError:
-            mode = default_mode()
+            st = None
+        mode = st.st_mode & 0o7777 if st is not None and stat.S_ISREG(st.st_mode) else default_mode()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:

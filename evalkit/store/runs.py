@@ -37,13 +37,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
 from evalkit.errors import BadConfig, InputError, Problem, RunNotFound
 from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
-from evalkit.store.atomic import default_mode, folder_lock, fsync_dir, write_atomic
+from evalkit.store.atomic import SYMLINK_REFUSED, default_mode, folder_lock, fsync_dir, open_no_follow, write_atomic
 
 RESULTS_FILE = "results.jsonl"
 METRICS_FILE = "metrics.json"
@@ -235,6 +235,13 @@ def merge_metrics(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str
     return out
 
 
+def _create_fresh(path: Path) -> BinaryIO:
+    """`path` (a temp name only evalkit writes) opened as a new file: whatever is there is
+    removed first, a symbolic link included, so nothing is written through one."""
+    path.unlink(missing_ok=True)
+    return os.fdopen(open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb")
+
+
 def _read_json(path: Path) -> Any:
     with _os_errors(f"cannot read {path.name}", path):
         raw = path.read_bytes()
@@ -266,11 +273,13 @@ class RunDir:
 
         Raises:
             BadConfig: a run with that id exists, or the id breaks RUN_ID_RULE.
-            RunFolderError: the OS refused to make the folder.
+            RunFolderError: the OS refused to make the folder, or a symbolic link is in its place.
         """
         check_run_id(run_id)
         path = Path(results_dir) / run_id
         with _os_errors("cannot create the run folder", path):
+            if path.is_symlink():  # a new run is never written through a link left in its place
+                raise OSError(errno.ELOOP, SYMLINK_REFUSED, str(path))
             leftover = path.is_dir()
         if leftover:
             # A run_eval killed while writing its first file left only that temp file: no run.
@@ -388,7 +397,7 @@ class RunDir:
             try:
                 for name in names:
                     staged = self._staged(name)
-                    with open(staged, "wb") as f:  # the umask's mode, like the file it replaces
+                    with _create_fresh(staged) as f:  # the umask's mode, like the file it replaces
                         if name == RESULTS_FILE:
                             for record in payloads[name]:
                                 f.write(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
@@ -400,7 +409,7 @@ class RunDir:
                         f.flush()
                         os.fsync(f.fileno())
                 tmp = self.path / f"{COMMIT_MARKER}.tmp"
-                with open(tmp, "wb") as f:
+                with _create_fresh(tmp) as f:
                     f.write(orjson.dumps({"files": names}))
                     f.flush()
                     os.fsync(f.fileno())
@@ -525,7 +534,10 @@ class RunDir:
         """Truncate a partial last line left by a killed run. Returns True if it cut anything."""
         if not self.results_path.exists():
             return False
-        with _os_errors(f"cannot repair {RESULTS_FILE}", self.results_path), open(self.results_path, "rb+") as f:
+        with (
+            _os_errors(f"cannot repair {RESULTS_FILE}", self.results_path),
+            os.fdopen(open_no_follow(self.results_path, os.O_RDWR), "rb+") as f,  # in place: never through a link
+        ):
             data = f.read()
             if not data or data.endswith(b"\n"):
                 return False
@@ -624,7 +636,8 @@ class ResultsWriter:
     def __init__(self, path: Path, fsync_interval: float = 1.0):
         self._path = Path(path)
         with _os_errors(f"cannot open {self._path.name}", self._path):
-            self._f = open(path, "ab")  # noqa: SIM115 - closed by close()
+            # Never through a symbolic link: it would append to a file outside the run folder.
+            self._f = os.fdopen(open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab")
         self._interval = fsync_interval
         self._last_sync = time.monotonic()
 

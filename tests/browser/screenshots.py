@@ -5,7 +5,7 @@
 
 Runs the bundled eval set (eval_set.jsonl) against the in-process reference chatbot over
 sample_vault/ with the offline heuristic judge (the default run, no network), into a temp
-folder; writes its report; opens it in headless system chromium 1280 px wide; saves the top
+folder; writes its report; opens it in headless system chromium 1400 px wide; saves the top
 of the page as a PNG. Needs Debian's chromium and the dev extra (playwright).
 """
 
@@ -33,7 +33,7 @@ def make_run_report(workdir: Path) -> Path:
     return write_run_report(result.run_id, results_dir=workdir / "results")
 
 
-def screenshot(html: Path, out: Path, *, width: int = 1280, height: int = 1500) -> Path:
+def screenshot(html: Path, out: Path, *, width: int = 1400, height: int = 1500) -> Path:
     """A PNG of the top `height` px of `html` at `width` px."""
     from playwright.sync_api import sync_playwright
 
@@ -52,7 +52,7 @@ def screenshot(html: Path, out: Path, *, width: int = 1280, height: int = 1500) 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "report-run.png")
-    parser.add_argument("--width", type=int, default=1280)
+    parser.add_argument("--width", type=int, default=1400)
     parser.add_argument("--height", type=int, default=1500)
     args = parser.parse_args(argv)
     why = chromium.missing()

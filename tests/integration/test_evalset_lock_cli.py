@@ -167,10 +167,10 @@ def test_the_labeler_and_the_importer_refuse_a_locked_file(v1: Path, tmp_path: P
                      "--results-dir", tmp_path / "results")
     assert label.exit_code == 2, label.output
     assert f"evalkit: {v1}: baselined (" in label.stderr and f"--output {tmp_path / 'eval_set.v2.jsonl'}" in label.stderr
-    # --new asks its questions first (question, answerable, category, difficulty, tags), then refuses.
+    # --new refuses before its first question, so no answer is typed in vain (issue 28 item 1).
     new = _evalkit("label", "--new", "--eval-set", v1, "--results-dir", tmp_path / "results",
                    input="How long do I proof the loaf?\ny\n\n\n\n")
-    assert new.exit_code == 2 and "baselined" in new.stderr
+    assert new.exit_code == 2 and "baselined" in new.stderr and "question:" not in new.stdout
 
     fixture = tmp_path / "queries.json"
     fixture.write_text(json.dumps([{"id": "q1", "query": "Where is the starter?", "expected": []}]))

@@ -264,3 +264,35 @@ def test_new_asks_a_bad_category_again_and_never_overwrites_its_output(tmp_path)
     assert [c["question"] for c in cases[3:]] == ["First question?", "Second question?"]
     assert cases[3]["category"] == "multi_hop" and cases[3]["gold_supports"][0]["snippets"] == ["kept"]
     assert path.read_bytes() == b"".join(src)  # the source is never written
+
+
+def test_accept_top_refuses_an_existing_output_and_force_keeps_a_backup(tmp_path: Path) -> None:
+    # issue 28 item 1: no writer replaces a file of labels unless told, and then keeps a copy.
+    es = _tiny(tmp_path)
+    v2 = tmp_path / "tiny.v2.jsonl"
+    v2.write_bytes(b'{"id": "mine", "question": "Labeled by hand?", "answerable": false}\n')
+    common = ("--accept-top", "1", "--eval-set", es, "--vault", SAMPLE_VAULT, "--output", v2, "--results-dir", tmp_path / "results")
+    refused = _invoke(*common)
+    assert refused.exit_code == 2 and "already exists" in refused.stderr and "--force replaces it" in refused.stderr
+    assert v2.read_bytes() == b'{"id": "mine", "question": "Labeled by hand?", "answerable": false}\n'
+
+    forced = _invoke(*common, "--force")
+    assert forced.exit_code == 0, forced.output
+    assert f"the old {v2} is kept as {tmp_path / 'tiny.v2.jsonl.bak'}" in forced.stdout
+    assert (tmp_path / "tiny.v2.jsonl.bak").read_bytes() == b'{"id": "mine", "question": "Labeled by hand?", "answerable": false}\n'
+    assert [json.loads(x)["id"] for x in v2.read_text(encoding="utf-8").splitlines()] == ["t1", "t2", "t3"]
+
+
+def test_force_where_nothing_is_replaced_is_refused(tmp_path: Path) -> None:
+    es = _tiny(tmp_path)
+    out = _invoke("--validate", "--force", "--eval-set", es, "--vault", SAMPLE_VAULT, "--no-retrieval")
+    assert out.exit_code == 2 and "--force replaces an existing --output; --validate writes none" in out.stderr
+
+
+def test_help_says_what_opens_the_labeler_and_how_files_are_kept() -> None:
+    out = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0
+    text = " ".join(out.stdout.split())
+    assert "No mode flag opens the full-screen interactive labeler (it needs a terminal)" in text
+    assert "--new and --review-auto (in a terminal) then open the labeler" in text
+    assert "--force" in text and "<file>.bak" in text and "rerunning the same command goes on in it" in text

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,3 +99,37 @@ def test_the_chunk_list_follows_the_cursor_in_a_small_terminal(eval_file: tuple[
     cursor, top, visible = asyncio.run(go())
     assert cursor == 15  # the reference chatbot returns more than 16 chunks for this question
     assert top <= cursor < top + visible  # the highlighted chunk is on screen
+
+
+def test_at_80x24_three_chunks_and_the_whole_footer_are_on_screen(tmp_path: Path) -> None:
+    # issue 28 item 10: at 80x24 the labeler showed about 1.5 chunks (long rows wrapped) and
+    # cut the footer (its keys ran to column 119). sv-044 has three supports: a tall case pane.
+    lines = [ln for ln in (ROOT / "eval_set.jsonl").read_bytes().splitlines(keepends=True) if b'"sv-044"' in ln]
+    path = tmp_path / "set.jsonl"
+    path.write_bytes(b"".join(lines))
+
+    async def go() -> tuple[Any, ...]:
+        from textual.widgets import Footer
+        from textual.widgets._footer import FooterKey
+
+        session = open_session(path, results_dir=tmp_path / "results", all_cases=True)
+        app = LabelApp(session, ReferenceTarget(ROOT / "sample_vault"), k=20)
+        async with app.run_test(size=(80, 24)) as pilot:
+            for _ in range(200):
+                if app.loaded:
+                    break
+                await pilot.pause(0.02)
+            await pilot.pause()
+            screen = app.screen.region
+            footer = app.query_one(Footer)
+            keys = [k.region for k in app.query(FooterKey)]
+            pane = app.query_one("#chunks")
+            return (screen, footer.region, keys, pane.scrollable_content_region, len(session.case.chunks or []),
+                    app.query_one("#chunk-list").region.height, {b.key for b in app.BINDINGS if b.show})
+
+    screen, footer, keys, chunk_rows, n_chunks, list_height, shown = asyncio.run(go())
+    assert screen.contains_region(footer) and footer.height == 1
+    assert len(keys) == len(shown) == 8  # every key the footer names, none behind the palette
+    assert all(screen.contains_region(k) for k in keys)  # the whole footer: no key past column 80
+    assert n_chunks >= 3 and list_height == n_chunks  # one line per chunk: no row wraps
+    assert screen.contains_region(chunk_rows) and chunk_rows.height >= 3  # at least 3 chunks visible

@@ -124,12 +124,18 @@ def test_skip_leaves_undecided_and_nothing_accepted_writes_nothing(files) -> Non
 
 
 def test_invalid_edit_is_asked_again(files) -> None:
+    # A bad category or difficulty is asked again at its own prompt (issue 28 item 2), the
+    # answers before it are kept: question, facts, then category "no-such-category" (asked
+    # again) "factual", difficulty "hardest" (asked again) "hard", answerable kept; then q.
     cand, into, cases = files
-    res = _review(cand, into, "e\n\n\nno-such-category\n\n\n" + "\n\nfactual\nhard\n\nq\n")
+    res = _review(cand, into, "e\nEdited question?\n\nno-such-category\nfactual\nhardest\nhard\n\nq\n")
     assert res.exit_code == 0, res.output
-    assert "invalid: category: unknown category 'no-such-category'" in res.stdout
+    assert "unknown category 'no-such-category'; one of factual, " in res.stdout
+    assert "unknown difficulty 'hardest'" in res.stdout
+    assert res.stdout.count("  question [") == 1  # not the whole form again
     [added] = _appended(into.parent / "eval_set.v2.jsonl", into)
-    assert added["category"] == "factual" and added["difficulty"] == "hard"
+    assert (added["question"], added["category"], added["difficulty"]) == ("Edited question?", "factual", "hard")
+    assert "no-such-category" not in (into.parent / "eval_set.v2.jsonl").read_text(encoding="utf-8")
 
 
 def test_locked_into_is_kept_and_a_locked_dest_is_refused(files) -> None:

@@ -72,7 +72,7 @@ def test_json_output_is_one_object_with_the_contract_keys(runs):
     body = json.loads(out.stdout)
     assert (body["run_id_1"], body["run_id_2"]) == ("base", "drop")
     assert body["gate"]["passed"] is False and body["gate"]["regressions"][0].startswith("recall_at_k_avg dropped by 0.1")
-    assert body["invariants"] == {"ok": True, "violations": [], "ignored": False, "not_comparable": []}
+    assert body["invariants"] == {"ok": True, "violations": [], "ignored": False, "not_comparable": [], "warnings": []}
     assert [f["id"] for f in body["flips"]["regressions"]] == ["q00", "q01", "q02"]
     assert "regression gate failed" in out.stderr
 

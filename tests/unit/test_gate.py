@@ -180,7 +180,7 @@ def test_heuristic_and_llm_groundedness_are_not_compared_unless_allowed():
 def test_invariants_name_a_different_eval_set_or_case_count():
     base = {**BASE, "dataset_version": "a" * 64, "total_tests": 59}
     same = gate_result(base, {**BASE, "dataset_version": "a" * 64, "total_tests": 59})
-    assert same["invariants"] == {"ok": True, "violations": [], "ignored": False}
+    assert same["invariants"] == {"ok": True, "violations": [], "ignored": False, "warnings": []}
     other = gate_result(base, {**BASE, "dataset_version": "b" * 64, "total_tests": 9})
     assert other["invariants"]["ok"] is False
     assert other["invariants"]["violations"] == [

@@ -82,7 +82,8 @@ def test_each_pattern_gives_its_exact_candidate(vault: Path) -> None:
     got = [_short(c) for c in extract_candidates(vault)]
     h = "# Espresso machine"
     assert got == [
-        ("heading_question", "How do I descale the boiler?", f"{h} > ## How do I descale the boiler?",
+        # 2 content words (descale, boiler), none in the title: the title goes in front (issue 28 item 7)
+        ("heading_question", "Espresso machine: how do I descale the boiler?", f"{h} > ## How do I descale the boiler?",
          ["Run citric acid through the group head every two months."], "reasoning"),
         ("qa_pair", "Which grinder setting suits a dark roast?", f"{h} > ## Questions", ["Setting 12 on the burr dial."], "factual"),
         ("faq", "Who services the pump?", f"{h} > ## Questions", ["Bellini repairs in the old town."], "factual"),
@@ -159,19 +160,20 @@ def test_unretrievable_is_flagged_not_dropped(vault: Path) -> None:
 def test_report_counts_and_limit(vault: Path) -> None:
     r = generate_candidates(vault, mix={"factual": 0.5, "multi_hop": 0.5})
     rep = r.report
-    # --mix is applied (issue 28): no multi_hop candidate exists, so the rest of the mix is
-    # applied among the groups that have some: factual is the only named one, and unnamed
-    # categories share 1 - 0.5 - 0.5 = 0, so the one reasoning candidate goes. By hand: 4 left.
-    assert rep["generated"] == 5 and rep["written"] == 4 and rep["mix_unmet"] == ["multi_hop"]
+    # --mix is applied (issue 28): N = 5 candidates; by hand, 0.5 x 5 = 2.5 each -> floors 2 + 2,
+    # the one left over to the first of the tied remainders by name (factual): factual 3,
+    # multi_hop 2. No multi_hop candidate exists (unmet, and nobody fills its 2); unnamed
+    # categories share 1 - 0.5 - 0.5 = 0, so the one reasoning candidate goes: 3 written.
+    assert rep["generated"] == 5 and rep["written"] == 3 and rep["mix_unmet"] == ["multi_hop"]
     assert rep["generated_by_pattern"] == {"heading_question": 1, "qa_pair": 1, "faq": 1, "definition": 1, "table_cell": 1}
-    assert rep["filtered"] == {"mix": 1} and rep["flagged"] == {"unretrievable": 0}
-    assert rep["categories"] == {"factual": 4}
+    assert rep["filtered"] == {"mix": 2} and rep["flagged"] == {"unretrievable": 0}
+    assert rep["categories"] == {"factual": 3}
     assert rep["mix"] == {
-        "factual": {"dimension": "category", "target": 0.5, "actual": 1.0, "n": 4},
-        "multi_hop": {"dimension": "category", "target": 0.5, "actual": 0.0, "n": 0},
+        "factual": {"dimension": "category", "target": 0.5, "actual": 1.0, "n": 3, "n_target": 3},
+        "multi_hop": {"dimension": "category", "target": 0.5, "actual": 0.0, "n": 0, "n_target": 2},
     }
     # Every candidate was retrieved (none flagged), so each has a rank-based difficulty.
-    assert sum(rep["difficulties"].values()) == 4 and set(rep["difficulties"]) <= {"easy", "medium", "hard"}
+    assert sum(rep["difficulties"].values()) == 3 and set(rep["difficulties"]) <= {"easy", "medium", "hard"}
     # a mix the candidates can meet: factual 0.8 / reasoning 0.2 keeps all five
     assert generate_candidates(vault, mix={"factual": 0.8, "reasoning": 0.2}, check_retrieval=False).report["written"] == 5
     a = generate_candidates(vault, limit=2, seed=1, check_retrieval=False)
@@ -209,12 +211,16 @@ def test_cli_writes_candidates_and_report(vault: Path, tmp_path: Path) -> None:
     out = tmp_path / "cand.jsonl"
     res = CliRunner().invoke(app, ["generate", "--vault", str(vault), "--output", str(out), "--mix", "factual=1"])
     assert res.exit_code == 0, res.output
-    # --mix factual=1 is applied: the one reasoning candidate goes (by hand: 4 of 5 are factual)
+    # --mix factual=1 is applied: the one reasoning candidate goes; factual asks for 1 x 5 and
+    # 4 exist (by hand: 4 of 5 are factual), so the summary says 4 of 5 and warns.
     assert "wrote 4 candidates" in res.stdout and "--review-auto" in res.stdout
+    assert "mix (written of asked, share vs target): factual 4 of 5 (1.00 vs 1.00)" in res.stdout
+    assert "warning: --mix asks for more than the candidates hold: factual 4 of 5" in res.output
     cases = load_eval_set([out]).cases
     assert [c.model_extra["label_source"] for c in cases] == ["generated"] * 4
     report = json.loads((tmp_path / "cand.report.json").read_text())
-    assert report["written"] == 4 and report["mix"]["factual"] == {"dimension": "category", "target": 1.0, "actual": 1.0, "n": 4}
+    assert report["written"] == 4
+    assert report["mix"]["factual"] == {"dimension": "category", "target": 1.0, "actual": 1.0, "n": 4, "n_target": 5}
 
     again = CliRunner().invoke(app, ["generate", "--vault", str(vault), "--output", str(out)])
     assert again.exit_code == 2 and "already exists" in again.output
@@ -290,7 +296,13 @@ def test_vague_questions() -> None:
     assert is_vague("Is it already known?")
     assert is_vague("What does this do?")
     assert not is_vague("What still works when JavaScript is disabled?")  # no pronoun
-    assert not is_vague("Does it sync notes between the desktop and mobile apps?")  # 4 content words
+    assert not is_vague("Which notes does Obsidian sync between the desktop and mobile apps?")  # no pronoun subject
+    assert not is_vague("What does the sync do with notes that are deleted on mobile?")  # "that" relative, 5 words
+    # issue 28 item 7: a pronoun subject after an auxiliary, or an opening conjunction, leans on
+    # a context the question does not give, however many content words follow
+    assert is_vague("Does it sync notes between the desktop and mobile apps?")
+    assert is_vague("Is it really a problem with Tasks?")
+    assert is_vague("But even if I do that, for people who have previously cloned the repo, will it still be a problem?")
     kept, dropped = filter_candidates([_cand("Is it already known?", "Nothing relevant here.", "v")])
     assert kept == [] and dropped[0]["reason"] == "vague"
 

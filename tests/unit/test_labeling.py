@@ -154,3 +154,51 @@ def test_a_top_heading_anchor_keeps_its_line_span_so_it_does_not_match_the_whole
     ]
     # by hand: the intro anchor matches the intro chunk, not the Ports section below it
     assert match_support(anchors[0], chunks[0]) and not match_support(anchors[0], chunks[1])
+
+
+def test_backup_takes_the_first_free_name_and_never_overwrites(tmp_path: Path) -> None:
+    from evalkit.authoring.labeling import backup
+
+    path = tmp_path / "es.v2.jsonl"
+    path.write_bytes(b"one\n")
+    os.chmod(path, 0o640)
+    assert backup(path) == tmp_path / "es.v2.jsonl.bak"
+    path.write_bytes(b"two\n")
+    (tmp_path / "es.v2.jsonl.bak.1").symlink_to(tmp_path / "elsewhere")  # taken, even as a dangling link
+    assert backup(path) == tmp_path / "es.v2.jsonl.bak.2"
+    assert (tmp_path / "es.v2.jsonl.bak").read_bytes() == b"one\n" and (tmp_path / "es.v2.jsonl.bak.2").read_bytes() == b"two\n"
+    assert not (tmp_path / "elsewhere").exists()
+    assert (tmp_path / "es.v2.jsonl.bak.2").stat().st_mode & 0o777 == 0o640
+
+
+def test_a_write_to_another_existing_file_is_refused_unless_replace(tmp_path: Path) -> None:
+    src, out = tmp_path / "es.jsonl", tmp_path / "es.v2.jsonl"
+    src.write_bytes(ODD)
+    out.write_bytes(b'{"id": "labeled", "question": "Mine?", "answerable": false}\n')
+    doc = EvalSetFile(src)
+    with pytest.raises(BadConfig, match="pass --force to replace it"):
+        doc.write(out)
+    assert out.read_bytes() == b'{"id": "labeled", "question": "Mine?", "answerable": false}\n'
+    assert doc.write(out, replace=True) == out and out.read_bytes() == ODD
+    assert doc.backed_up == tmp_path / "es.v2.jsonl.bak"
+    assert doc.backed_up.read_bytes() == b'{"id": "labeled", "question": "Mine?", "answerable": false}\n'
+
+
+def test_open_version_goes_on_in_a_version_and_refuses_anything_else(tmp_path: Path) -> None:
+    from evalkit.authoring.labeling import open_version
+
+    src = tmp_path / "es.jsonl"
+    src.write_bytes(ODD)
+    out = tmp_path / "es.v2.jsonl"
+    doc, write_to = open_version(src, out)  # no output yet: start from the source
+    assert (doc.path, write_to) == (src, out)
+    out.write_bytes(ODD + b'\n{"id": "d", "question": "Added?", "answerable": false}\n')
+    doc, write_to = open_version(src, out)  # a version of the source: go on in it, in place
+    assert (doc.path, write_to, doc.ids) == (out, None, ["a", "b", "c", "d"])
+    assert open_version(src, src)[1] is None
+    out.write_bytes(b'{"id": "zz", "question": "Other?", "answerable": false}\n')
+    with pytest.raises(BadConfig, match="is not a version of") as e:
+        open_version(src, out)
+    assert "--force" in str(e.value)
+    doc, write_to = open_version(src, out, force=True)  # start again from the source (the write keeps a .bak)
+    assert (doc.path, write_to) == (src, out)

@@ -144,3 +144,42 @@ def test_the_review_log_is_never_written_through_a_symlink(paths, tmp_path: Path
     with pytest.raises(BadConfig, match="symbolic link"):
         _session(paths)
     assert outside.read_bytes() == b"someone else's file\n"
+
+
+def test_a_later_session_appends_to_the_new_version_and_keeps_edits_made_in_it(paths) -> None:
+    # issue 28 item 1: a later session rebuilt the new version from `into` + the log, so a
+    # case labeled in it between the sessions lost its labels.
+    cand, _ = paths
+    s = _session(paths)
+    c1, c2, _ = s.pending()
+    s.accept(c1)
+    dest = s.write()[0]
+    assert dest is not None
+    labeled = dest.read_bytes().replace(b'"question": "What is 1?"', b'"question": "What is 1?", "notes": "relabeled"')
+    dest.write_bytes(labeled + b'{"id": "hand", "question": "Added by hand?", "answerable": false}\n')
+    kept = dest.read_bytes()
+
+    s2 = _session(paths)
+    s2.accept(c2)
+    assert s2.write()[0] == dest
+    data = dest.read_bytes()
+    assert data.startswith(kept)  # every saved byte, the edit and the hand-added case included
+    assert [json.loads(x)["id"] for x in data[len(kept):].splitlines()] == ["gen-2"]
+    assert review.run_review(_session(paths), lambda *a: review.Choice("quit")).changed is False  # nothing new: not rewritten
+    assert dest.read_bytes() == data
+
+
+def test_force_replaces_a_foreign_destination_after_a_backup(paths) -> None:
+    cand, _ = paths
+    dest = cand.parent / "set.v2.jsonl"
+    dest.write_bytes(b'{"id": "x", "question": "Other?", "answerable": false}\n')
+    (cand.parent / "set.v2.jsonl.bak").write_bytes(b"an older backup\n")
+    with pytest.raises(BadConfig, match="--force to replace it"):
+        _session(paths)
+    s = _session(paths, force=True)
+    s.accept(s.pending()[0])
+    assert s.write()[0] == dest
+    assert s.backed_up == cand.parent / "set.v2.jsonl.bak.1"  # .bak was taken: never overwritten
+    assert s.backed_up.read_bytes() == b'{"id": "x", "question": "Other?", "answerable": false}\n'
+    assert (cand.parent / "set.v2.jsonl.bak").read_bytes() == b"an older backup\n"
+    assert dest.read_bytes().startswith(INTO + b"\n") and b"gen-1" in dest.read_bytes()

@@ -7,9 +7,10 @@ never drawn as 0. Empty input gives a small chart that says "no data".
 
     bar(value, lo=0, hi=1)                 one bar for a table cell ("tables with bars")
     bar_chart(labels, {series: values})    horizontal bar rows, one or more series
-    line_chart(x_labels, {series: values}, markers=[(x_index, label)], join_gaps=False)
-                                           points joined by lines over an ordered x axis;
-                                           marker labels that would overlap go on rows
+    line_chart(x_labels, {series: values}, markers=[(x_index, label)], set_apart=[(x_index, kind, note)],
+               join_gaps=False)            points joined by lines over an ordered x axis;
+                                           marker labels never overlap (rows, then merged or
+                                           cut); runs set apart sit in a strip under the plot
     interval_chart([Interval(label, estimate, low, high)])
                                            estimates with CI whiskers around a zero line
 """
@@ -189,28 +190,80 @@ def bar_chart(
     return _svg(width, height, title, body)
 
 
-_MARKER_CHARS = 26
+# Advance widths (em) of DejaVu Sans, a wide font (Debian's default sans): a label laid out
+# with them also fits in the narrower fonts of other systems. Other characters count 1 em.
+_EM_GROUPS = (
+    (0.32, " 'ijlIJ,.:;/\\|"), (0.4, "-()[]tfr!"), (0.53, '"*_`sz?'), (0.6, "cLFkvxyPT"),
+    (0.64, "Yaoeébdghnpqu$0123456789{}ES"), (0.71, "KVΔBRXZCA"), (0.8, "UHNDG&OQw"),
+)
+_EM = {ch: w for w, chars in _EM_GROUPS for ch in chars}
 _MARKER_ROW_H = 13
+_MARKER_ROWS = 3
+_MARKER_MERGE_PX = 36  # markers closer than this share one label ("3 changes")
+_MARKER_MIN_PX = 30  # a label cut shorter than this is left out (its lines' tooltip says it)
+_MARKER_SEP = 10  # px between two labels of a row, so that they do not read as one
 
 
-def _label_w(text: str) -> float:
-    return len(text) * _CHAR_W * 0.92  # 11px labels
+def _text_w(text: str, size: float = 11) -> float:
+    """The width of `text` at `size` px, estimated from above (`_EM`)."""
+    return size * sum(_EM.get(ch, 1.0) for ch in text)
 
 
-def _marker_rows(spans: list[tuple[float, float]]) -> list[int]:
-    """A label row per marker span (x ascending): the first row where it overlaps no label."""
-    ends: list[float] = []
-    rows = []
-    for start, end in spans:
-        for r, last in enumerate(ends):
-            if start > last + 4:
-                ends[r] = end
-                rows.append(r)
-                break
-        else:
-            ends.append(end)
-            rows.append(len(ends) - 1)
-    return rows
+def _fit(text: str, room: float, size: float = 11, *, middle: bool = False) -> str:
+    """`text`, cut with "…" to fit `room` px (in the middle: run ids differ at their end);
+    "" when not even one character fits."""
+    if _text_w(text, size) <= room:
+        return text
+    for keep in range(len(text) - 1, 0, -1):
+        head = text[: (keep + 1) // 2] if middle else text[:keep]
+        tail = text[len(text) - keep // 2:] if middle else ""
+        if _text_w(head + "…" + tail, size) <= room:
+            return head + "…" + tail
+    return ""
+
+
+def _room(spans: list[tuple[float, float]], p: float, end: bool, width: float) -> float:
+    """Free px in a row of label spans from `p` rightwards (or leftwards when `end`)."""
+    if end:
+        before = [b for a, b in spans if a - _MARKER_SEP < p]
+        if any(b + _MARKER_SEP > p for b in before):
+            return 0.0
+        return p - max([2.0, *(b + _MARKER_SEP for b in before)])
+    after = [a for a, b in spans if b + _MARKER_SEP > p]
+    if any(a - _MARKER_SEP < p for a in after):
+        return 0.0
+    return min([width - 2, *(a - _MARKER_SEP for a in after)]) - p
+
+
+def _layout_markers(groups: Sequence[tuple[float, float, str]], width: float) -> list[tuple[int, str, float, str] | None]:
+    """(row, anchor, text x, shown text) of each marker group's label, from (first x, last x,
+    text), left to right. A label starts at its first line (a group's may slide right above
+    its bracket, up to its last line), or ends at its last line when there is more room on
+    the left; it goes on the first of `_MARKER_ROWS` rows where it overlaps no label; when
+    none has room, it is cut ("…") to the most room found, or left out (None)."""
+    rows: list[list[tuple[float, float]]] = [[] for _ in range(_MARKER_ROWS)]
+    out: list[tuple[int, str, float, str] | None] = []
+    for first, last, text in groups:
+        w = _text_w(text)
+        end = w > width - 2 - (first + 3) and (last - 5) > width - 2 - (first + 3)
+        slots = []  # (room, row, text x)
+        for r, spans in enumerate(rows):
+            if end:
+                slots.append((_room(spans, last - 3, True, width), r, last - 3))
+                continue
+            lo, hi = first + 3, max(first + 3, last - 3 - w)
+            for x in sorted({lo, *(b + _MARKER_SEP for _, b in spans if lo < b + _MARKER_SEP <= hi)}):
+                slots.append((_room(spans, x, False, width), r, x))
+        fits = [slot for slot in slots if slot[0] >= w]
+        room, row, x = min(fits, key=lambda t: (t[1], t[2])) if fits else max(slots, key=lambda t: (t[0], -t[1]))
+        shown = _fit(text, room) if room >= _MARKER_MIN_PX else ""
+        if not shown:
+            out.append(None)
+            continue
+        sw = _text_w(shown)
+        rows[row].append((x - sw, x) if end else (x, x + sw))
+        out.append((row, "end" if end else "start", x, shown))
+    return out
 
 
 def line_chart(
@@ -219,6 +272,7 @@ def line_chart(
     *,
     title: str,
     markers: Sequence[tuple[int, str]] = (),
+    set_apart: Sequence[tuple[int, str, str]] = (),
     y_min: float | None = None,
     y_max: float | None = None,
     width: int = 760,
@@ -228,69 +282,114 @@ def line_chart(
 ) -> Markup:
     """Points joined by lines over an ordered x axis (e.g. runs in time order).
 
+    Every text stays inside the picture: y tick labels widen the left margin, x labels are
+    cut to their spacing and kept off the edges, marker labels never overlap.
+
     Args:
         x_labels: one label per x position (a run id), left to right.
         series: name -> one value per x position; None where the series has no point: a
             gap in its line, or with `join_gaps` the line goes on to its next point (the
             trend page: runs of another eval set version sit between a series' runs).
         title: the chart's accessible title.
-        markers: (x index, label): a dashed vertical line, its label above the plot; labels
-            that would overlap go on further rows. The full label is the tooltip.
+        markers: (x index, label): a dashed vertical line, its label above the plot on up
+            to 3 rows; markers closer than 36 px share one label ("3 changes"); a label
+            with no room is cut ("…"). The full labels are the tooltip.
+        set_apart: (x index, kind, note): runs drawn apart from the lines, in a strip under
+            the plot (kind "failed": a red ×, any other kind: a hollow circle), the note as
+            tooltip, each kind said in the legend. Their values in `series` are not drawn.
         y_min, y_max: fix the y range (0 and 1 for rates); default: the data's.
-        width, height: size in px (the marker rows are added to the height).
+        width, height: size in px (marker rows, the strip and legend lines are added).
         fmt: formats y tick labels and point tooltips.
         join_gaps: draw each series as one line through its points, across None.
     """
     n = len(x_labels)
     names = list(series)
-    points = {name: [_finite(v) for v in list(series[name])[:n]] for name in names}
+    apart = {i: (str(kind), str(note)) for i, kind, note in set_apart if isinstance(i, int) and 0 <= i < n}
+    points = {name: [None if i in apart else _finite(v) for i, v in enumerate(list(series[name])[:n])] for name in names}
     present = [v for vs in points.values() for v in vs if v is not None]
-    if n == 0 or not present:
+    if n == 0 or not (present or apart):
         return _no_data(title, width)
-    lo, hi = _nice_range(present, y_min, y_max)
-    left, right, bottom, legend_h = 58, 56, 40, 22
+    lo, hi = _nice_range(present or [y_min or 0.0, 1.0 if y_max is None else y_max], y_min, y_max)
+    ticks = [lo + (hi - lo) * t / 4 for t in range(5)]
+    left = max(58.0, math.ceil(max(_text_w(fmt(v)) for v in ticks) + 12))
+    right, bottom = 56, 40
     plot_w = width - left - right
 
     def px(i: int) -> float:
         return left + (plot_w / 2 if n == 1 else i * plot_w / (n - 1))
 
     shown = sorted((i, str(label)) for i, label in markers if isinstance(i, int) and 0 <= i < n)
-    # a label starts at its line, or ends there in the right quarter (so it stays inside)
-    right_side = [px(i) > left + plot_w * 0.75 for i, _ in shown]
-    spans = []
-    for (i, label), end_anchored in zip(shown, right_side):
-        w = _label_w(_short(label, _MARKER_CHARS))
-        spans.append((px(i) - 3 - w, px(i) - 3) if end_anchored else (px(i) + 3, px(i) + 3 + w))
-    rows = _marker_rows(sorted(spans)) if spans else []
-    order = sorted(range(len(spans)), key=lambda j: spans[j])
-    rows = [rows[order.index(j)] for j in range(len(spans))]
-    top_pad = 14 + (_MARKER_ROW_H * (max(rows) + 1) if rows else 0)
-    height += top_pad - 14
-    plot_h = height - top_pad - bottom - legend_h
+    groups: list[list[tuple[int, str]]] = []
+    for i, label in shown:
+        if groups and px(i) - px(groups[-1][-1][0]) < _MARKER_MERGE_PX:
+            groups[-1].append((i, label))
+        else:
+            groups.append([(i, label)])
+    texts = [g[0][1] if len(g) == 1 else f"{len(g)} changes" for g in groups]
+    placed = _layout_markers([(px(g[0][0]), px(g[-1][0]), t) for g, t in zip(groups, texts)], width)
+    n_rows = max((p[0] + 1 for p in placed if p), default=0)
+    top_pad = 14 + _MARKER_ROW_H * n_rows
+    # the legend: series, then each kind of run set apart; wrapped to the width
+    legend = [(PALETTE[s % len(PALETTE)], _short(str(name), 40)) for s, name in enumerate(names)]
+    legend += [(kind, f"{kind} run (not on the lines)") for kind in dict.fromkeys(k for k, _ in apart.values())]
+    legend_at, lx, line = [], left, 0
+    for swatch, label in legend:
+        item_w = 14 + _text_w(label, 12)
+        if lx > left and lx + item_w > width - 2:
+            lx, line = left, line + 1
+        legend_at.append((swatch, label, lx, line))
+        lx += item_w + 16
+    legend_h = 22 + 16 * line
+    strip_h = 26 if apart else 0
+    plot_h = height - 14 - bottom - 22
+    height = top_pad + plot_h + strip_h + bottom + legend_h
+    plot_bottom = top_pad + plot_h
 
     def py(v: float) -> float:
         return top_pad + plot_h - (min(max(v, lo), hi) - lo) / (hi - lo) * plot_h
 
     body: list[str] = []
-    for t in range(5):
-        v = lo + (hi - lo) * t / 4
+    for v in ticks:
         body.append(_el("line", x1=_c(left), x2=_c(left + plot_w), y1=_c(py(v)), y2=_c(py(v)), stroke=_GRID))
         body.append(_el("text", fmt(v), x=_c(left - 6), y=_c(py(v) + 4), text_anchor="end", fill=_MUTED, font_size="11"))
     step = max(1, math.ceil(n / max(1, plot_w // 70)))
     spacing = plot_w if n == 1 else step * plot_w / (n - 1)
-    chars = max(6, min(18, int(spacing / (_CHAR_W * 0.92)) - 1))
     for i in range(0, n, step):
-        body.append(_el("text", _short(str(x_labels[i]), chars), x=_c(px(i)), y=_c(top_pad + plot_h + 16), text_anchor="middle",
-                        fill=_MUTED, font_size="11"))
-    for (i, label), row, end_anchored in zip(shown, rows, right_side):
-        x = px(i)
-        y_text = 12 + row * _MARKER_ROW_H
-        body.append(f'<g class="marker">{_el("title", label)}')
-        body.append(_el("line", x1=_c(x), x2=_c(x), y1=_c(y_text + 3), y2=_c(top_pad + plot_h), stroke=_MUTED, stroke_dasharray="4 3"))
-        anchor = "end" if end_anchored else "start"
-        body.append(_el("text", _short(label, _MARKER_CHARS), x=_c(x - 3 if anchor == "end" else x + 3), y=_c(y_text),
-                        text_anchor=anchor, fill=_TEXT, font_size="11"))
+        # half the spacing each side, less near an edge: the first and last labels stay whole
+        # and, shifted inwards, clear of their neighbours
+        side = max(spacing - 8, 30) / 2
+        text = _fit(str(x_labels[i]), min(side, px(i) - 2) + min(side, width - 2 - px(i)), middle=True)
+        half = _text_w(text) / 2
+        x = min(max(px(i), 2 + half), width - 2 - half)
+        body.append(_el("text", text, class_="x-label", x=_c(x), y=_c(plot_bottom + strip_h + 16), text_anchor="middle", fill=_MUTED,
+                        font_size="11"))
+    labels: list[str] = []
+    for group, spot in zip(groups, placed):
+        tip = group[0][1] if len(group) == 1 else "\n".join(f"{x_labels[i]}: {label}" for i, label in group)
+        y_text = 12 + spot[0] * _MARKER_ROW_H if spot else 0
+        y_top = y_text + 3 if spot else top_pad - 4
+        body.append(f'<g class="marker">{_el("title", tip)}')
+        for i, _ in group:
+            body.append(_el("line", x1=_c(px(i)), x2=_c(px(i)), y1=_c(y_top), y2=_c(plot_bottom), stroke=_MUTED, stroke_dasharray="4 3"))
+        if spot and len(group) > 1:
+            body.append(_el("line", x1=_c(px(group[0][0])), x2=_c(px(group[-1][0])), y1=_c(y_top), y2=_c(y_top), stroke=_MUTED))
         body.append("</g>")
+        if spot:  # drawn after every line, on white: other markers' lines pass behind it
+            _, anchor, x, label = spot
+            w = _text_w(label)
+            labels.append(f'<g class="marker-text">{_el("title", tip)}'
+                          + _el("rect", x=_c(x - w if anchor == "end" else x), y=_c(y_text - 10), width=_c(w), height="13", fill="#fff")
+                          + _el("text", label, class_="marker-label", x=_c(x), y=_c(y_text), text_anchor=anchor, fill=_TEXT, font_size="11")
+                          + "</g>")
+    body += labels
+    if apart:
+        y = plot_bottom + 14
+        body.append(_el("line", x1=_c(left), x2=_c(left + plot_w), y1=_c(y), y2=_c(y), stroke=_TRACK))
+        body.append(_el("text", "apart", x=_c(left - 6), y=_c(y + 4), text_anchor="end", fill=_MUTED, font_size="10", font_style="italic"))
+        for i, (kind, note) in sorted(apart.items()):
+            body.append(f'<g class="apart" data-kind="{escape(kind)}">{_el("title", f"{x_labels[i]}: {note}")}')
+            body.append(_apart_mark(kind, px(i), y))
+            body.append("</g>")
     for s, name in enumerate(names):
         color = PALETTE[s % len(PALETTE)]
         coords = [(i, v) for i, v in enumerate(points[name]) if v is not None]
@@ -309,13 +408,22 @@ def line_chart(
             body.append(f'<circle cx="{_c(px(i))}" cy="{_c(py(v))}" r="3.5" fill="{color}">'
                         f"{_el('title', f'{name} · {x_labels[i]}: {fmt(v)}')}</circle>")
         body.append("</g>")
-    x, ly = float(left), height - 8
-    for s, name in enumerate(names):
-        label = _short(str(name), 40)
-        body.append(_el("rect", x=_c(x), y=_c(ly - 9), width="10", height="10", fill=PALETTE[s % len(PALETTE)]))
+    for swatch, label, x, line in legend_at:
+        ly = height - legend_h + 14 + 16 * line
+        if swatch.startswith("#"):
+            body.append(_el("rect", x=_c(x), y=_c(ly - 9), width="10", height="10", fill=swatch))
+        else:
+            body.append(_apart_mark(swatch, x + 5, ly - 4))
         body.append(_el("text", label, x=_c(x + 14), y=_c(ly), fill=_TEXT))
-        x += 14 + len(label) * _CHAR_W + 16
     return _svg(width, height, title, body)
+
+
+def _apart_mark(kind: str, x: float, y: float) -> str:
+    """A run drawn apart: a red × when it failed, else a hollow circle."""
+    if kind == "failed":
+        return "".join(_el("line", x1=_c(x - 4), x2=_c(x + 4), y1=_c(y - 4 * s), y2=_c(y + 4 * s), stroke=_BAD, stroke_width="2")
+                       for s in (1, -1))
+    return _el("circle", cx=_c(x), cy=_c(y), r="4", fill="#fff", stroke=_MUTED, stroke_width="1.5")
 
 
 def interval_chart(

@@ -33,6 +33,8 @@ from evalkit.report.compare import (
     affected_metrics,
     by_case,
     chunk_text,
+    corpus_note,
+    corpus_rows,
     distinct_rows,
     flip_change,
     flip_label,
@@ -281,6 +283,7 @@ def compare_view(comparison: Comparison, *, refused: bool = False, output_dir: P
             "ignored": c.invariants.ignored,
             "violations": list(c.invariants.violations),
             "not_comparable": _not_comparable(c),
+            "warnings": list(c.invariants.warnings),
         },
         "notes": list(c.notes),
         "significant": {
@@ -326,6 +329,11 @@ def compare_view(comparison: Comparison, *, refused: bool = False, output_dir: P
         "config_diff": {
             "available": c.config_diff_available,
             "rows": [{"key": k, "a": json_text(v[0]), "b": json_text(v[1])} for k, v in c.config_diff.items()],
+        },
+        "corpus": {
+            "available": c.corpus.available,
+            "rows": [{"label": label, "a": va, "b": vb, "changed": changed} for label, va, vb, changed in corpus_rows(c)],
+            "note": corpus_note(c) if c.corpus.available else None,
         },
         "drift": {
             "available": d.available,

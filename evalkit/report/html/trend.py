@@ -5,8 +5,12 @@ over hundreds of runs. Runs are ordered by config.json's `created_at` (`store.li
 order, oldest first). Runs on different eval set versions (config.json `dataset_version`)
 go on separate series: their numbers measure different questions. Between consecutive
 runs of one series, the flattened configs are diffed (`compare.config_diff`, which already
-drops run ids and timestamps) and also without the keys of `TREND_CONFIG_IGNORED`; a run
-whose config differs from its predecessor's gets a marker labelled with the changed keys.
+drops run ids and timestamps) and also without the keys of `TREND_CONFIG_IGNORED`, with the
+index stats as `index.*` keys as compare_runs shows them (`compare.conditions.corpus_of`:
+an edited or added note changes the index version and counts); a run whose config or
+index differs from its predecessor's gets a marker labelled with the changed keys. The
+index's coverage (seed 000: `no_chunks_generated_rate`, tracked over runs, "trending toward
+~0") is charted with the metrics.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from evalkit.compare.conditions import CONFIG_DIFF_IGNORED, config_diff
+from evalkit.compare.conditions import CONFIG_DIFF_IGNORED, config_diff, corpus_of
 from evalkit.errors import InputError
 from evalkit.jsonio import MAX_WRITTEN_DEPTH, read_json
 from evalkit.metrics.registry import by_key, label_of
@@ -48,6 +52,7 @@ TREND_METRICS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     *((name, label_of(key), (key,), "rate" if by_key(key).scale == 1.0 else "score") for name, key in _TREND_REGISTRY),  # type: ignore[union-attr]
     ("latency_p95", "Latency p95", ("latency", "p95_ms"), "ms"),
     ("cost", "Judge cost", ("cost", "judge_total_usd"), "usd"),
+    ("no_chunks", "Notes with no chunks (index)", ("indexing_coverage", "no_chunks_generated_rate"), "rate"),
 )
 # Section anchors of the page (base.html.j2's nav).
 TREND_NAV = (("charts", "Charts"), ("runs", "Runs"), ("series", "Eval set versions"), ("about", "How to read"))
@@ -126,6 +131,25 @@ def _commit(config: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _run_status(config: Mapping[str, Any], metrics: Mapping[str, Any], agg: Mapping[str, Any]) -> tuple[str, str | None]:
+    """("ok" | "partial" | "failed", why). Failed: the target failed every case, or no charted
+    metric has a value; partial: fewer cases than the eval set (--limit, a selection). Both
+    are drawn apart from the lines: their numbers are not the system's on the eval set."""
+    ops = agg.get("operational_metrics") if isinstance(agg.get("operational_metrics"), Mapping) else {}
+    total = metrics.get("total_tests") if isinstance(metrics.get("total_tests"), int) else agg.get("n_cases")
+    n_errors = ops.get("n_errors")
+    if isinstance(total, int) and isinstance(n_errors, int) and total > 0 and n_errors >= total:
+        return "failed", f"the target failed every case ({n_errors} of {total})"
+    if all(_dig(agg, path) is None for _, _, path, _ in TREND_METRICS):
+        return "failed", "no metric has a value"
+    eval_set = config.get("eval_set") if isinstance(config.get("eval_set"), Mapping) else {}
+    size = eval_set.get("n_cases")
+    if isinstance(total, int) and isinstance(size, int) and total < size:
+        limit = (config.get("settings") or {}).get("limit") if isinstance(config.get("settings"), Mapping) else None
+        return "partial", f"{total} of {size} cases" + (f" (--limit {limit})" if isinstance(limit, int) else "")
+    return "ok", None
+
+
 def _href(folder: Path, out_dir: Path | None) -> str | None:
     page = folder / "report.html"
     if not page.is_file():
@@ -145,7 +169,8 @@ def trend_view(results_dir: str | Path, *, output_dir: str | Path | None = None)
     Returns:
         {"runs": [...] oldest first, "series": [...] in order of first run, "metrics": the
         chart list, "skipped": [{run_id, reason}], "results_dir"}. Each run has its values,
-        its series, the config keys that changed since the previous run of its series and
+        its series, its `status` ("ok", "partial" or "failed", see `_run_status`) and
+        `status_note`, the config keys that changed since the previous run of its series and
         the marker label, and `href` (None when the run has no report.html).
     """
     root = Path(results_dir)
@@ -179,8 +204,10 @@ def trend_view(results_dir: str | Path, *, output_dir: str | Path | None = None)
         s = series[version]
         agg = metrics.get("aggregate_metrics") if isinstance(metrics.get("aggregate_metrics"), Mapping) else {}
         prev = s["run_ids"][-1] if s["run_ids"] else None
-        diff = _trend_diff(last_config[version], config) if prev is not None else {}
+        seen = {**config, "index": corpus_of(metrics)}  # the config and the index it searched
+        diff = _trend_diff(last_config[version], seen) if prev is not None else {}
         keys = list(diff)
+        status, status_note = _run_status(config, metrics, agg)
         runs.append({
             "run_id": run_id,
             "x": len(runs),
@@ -192,6 +219,8 @@ def trend_view(results_dir: str | Path, *, output_dir: str | Path | None = None)
             "commit": _commit(config),
             "values": {key: _dig(agg, path) for key, _, path, _ in TREND_METRICS},
             "href": _href(folder, out_dir),
+            "status": status,  # "ok" runs are on the lines; "partial" and "failed" are drawn apart
+            "status_note": status_note,
             "previous": prev,
             "changes": [{"key": k, "a": v[0], "b": v[1]} for k, v in diff.items()],
             "changed_keys": condense_keys(keys),
@@ -200,7 +229,7 @@ def trend_view(results_dir: str | Path, *, output_dir: str | Path | None = None)
             "new_eval_set": prev is None and len(runs) > 0,
         })
         s["run_ids"].append(run_id)
-        last_config[version] = config
+        last_config[version] = seen
     return {
         "results_dir": str(root),
         "runs": runs,
@@ -234,7 +263,9 @@ def trend_markers(view: dict[str, Any]) -> list[tuple[int, str]]:
 def trend_charts(view: dict[str, Any]) -> dict[str, Any]:
     """One inline SVG line chart per metric of `TREND_METRICS`, from a `trend_view`: one
     series per eval set version (its line joins its own runs, skipping runs on other
-    versions) and the markers of `trend_markers`. None for a metric no run has."""
+    versions) and the markers of `trend_markers`. Partial and failed runs are not on the
+    lines: they sit in a strip under the plot, their value in the tooltip. None for a
+    metric no run has."""
     from evalkit.report.html.charts import line_chart
 
     runs = view["runs"]
@@ -252,8 +283,14 @@ def trend_charts(view: dict[str, Any]) -> dict[str, Any]:
             charts[key] = None
             continue
         lo, hi = ranges[unit]
-        charts[key] = line_chart(x_labels, series, title=metric["title"], markers=markers, y_min=lo, y_max=hi,
-                                 fmt=_unit_fmt(unit), join_gaps=True)
+        fmt = _unit_fmt(unit)
+        apart = [
+            (r["x"], r["status"], f"{r['status']} run, {r['status_note']}; {metric['title']}: "
+             + (fmt(r["values"][key]) if r["values"][key] is not None else "—"))
+            for r in runs if r["status"] != "ok"
+        ]
+        charts[key] = line_chart(x_labels, series, title=metric["title"], markers=markers, set_apart=apart, y_min=lo, y_max=hi,
+                                 width=640, fmt=fmt, join_gaps=True)
     return charts
 
 

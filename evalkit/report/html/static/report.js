@@ -12,6 +12,9 @@
  *   every <details> of the table's visible rows.
  * A <table data-virtual> (the run report's case table) draws, sorts and filters its own
  *   rows (cases.js); the filters and expanders here leave it alone.
+ * Scroll hints: a .table-wrap or .case-scroll whose table is wider than the box gets the
+ *   class "scrolls" (report.css then shades the side that has more), kept up to date on
+ *   resize and when a <details> opens or closes.
  */
 (function () {
   "use strict";
@@ -137,10 +140,21 @@
     });
   }
 
+  function initScrollHints() {
+    var boxes = document.querySelectorAll(".table-wrap, .case-scroll");
+    function mark() {
+      boxes.forEach(function (box) { box.classList.toggle("scrolls", box.scrollWidth > box.clientWidth + 1); });
+    }
+    mark();
+    window.addEventListener("resize", mark);
+    document.addEventListener("toggle", mark, true);
+  }
+
   function init() {
     document.querySelectorAll("table.sortable").forEach(initSortable);
     initFilters();
     initExpanders();
+    initScrollHints();
     document.documentElement.classList.add("js");
   }
 
