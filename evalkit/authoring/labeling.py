@@ -34,6 +34,7 @@ from evalkit.errors import BadConfig, InputError, Problem, TargetError
 from evalkit.evalset.anchorcheck import Corpus, check_support, corpus_from_index_stats, corpus_from_vault
 from evalkit.evalset.anchors import match_support, normalize_heading_path, normalize_rel_path
 from evalkit.evalset.load import EvalSet, load_eval_set
+from evalkit.store.atomic import backup
 from evalkit.schema import (  # the label sources: in schema, read by the runner too
     AUTO,
     GENERATED,
@@ -236,43 +237,6 @@ def write_bytes_atomic(path: Path, payload: bytes) -> None:
             os.close(dfd)
     except OSError:
         pass
-
-
-def backup(path: str | Path) -> Path:
-    """Copy `path` to the first free name of `<name>.bak`, `<name>.bak.1`, `<name>.bak.2`, ...
-    beside it, and return that name.
-
-    Each name is created exclusively (O_EXCL, never through a symlink), so an older backup is
-    never overwritten, not even by a writer racing this one. The copy keeps the file's
-    permission bits and is fsynced before the caller replaces the original.
-
-    Raises:
-        OSError: `path` cannot be read, or no backup can be created.
-    """
-    from evalkit.store.atomic import fsync_dir
-
-    src = Path(path)
-    data = src.read_bytes()
-    mode = src.stat().st_mode & 0o7777
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    n = 0
-    while True:
-        dest = src.with_name(f"{src.name}.bak" + (f".{n}" if n else ""))
-        try:
-            fd = os.open(dest, flags, mode)
-        except FileExistsError:
-            n += 1
-            continue
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-        except BaseException:
-            dest.unlink(missing_ok=True)
-            raise
-        fsync_dir(src.parent)
-        return dest
 
 
 def allowed_categories(path: str | Path | None = None) -> list[str]:

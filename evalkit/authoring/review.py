@@ -25,7 +25,7 @@ This module is the logic, with no terminal I/O (the line prompts are in
   stay byte for byte (a case labeled or edited there since keeps its edits), and the
   accepted cases it does not hold yet go after them, so later sessions extend the same
   new version and never replace what was saved. Any other existing destination is
-  refused, unless `force`: then it is copied to a `.bak` (`labeling.backup`) and written
+  refused, unless `force`: then it is copied to a `.bak` (`store.atomic.backup`) and written
   again from `into`.
 """
 
@@ -468,7 +468,7 @@ class ReviewSession:
         """
         from contextlib import nullcontext
 
-        from evalkit.store.atomic import folder_lock, write_atomic
+        from evalkit.store.atomic import backup, folder_lock, write_atomic
 
         with folder_lock(self.log.parent) if self.log.parent.is_dir() else nullcontext():
             self.decisions = read_log(self.log)
@@ -480,9 +480,7 @@ class ReviewSession:
             first = payload.count(b"\n") - len(fresh) + 1  # the line of the first case appended now
             if self.changed:
                 if self.force and self.dest.exists() and self.backed_up is None:
-                    from evalkit.authoring import labeling
-
-                    self.backed_up = labeling.backup(self.dest)
+                    self.backed_up = backup(self.dest)
                 write_atomic(self.dest, payload, check=lambda tmp: self._check_version(tmp, fresh, first))
                 self.force = False  # replaced once: from now on the same review goes on in it
             else:

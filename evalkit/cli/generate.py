@@ -155,7 +155,9 @@ def main(
                 path=str(vault), field="--vault",
             ))
         cases = [ImportedCase(c.case, c.rel_path or str(vault), i, c.line) for i, c in enumerate(result.candidates)]
-        write_eval_set(cases, output, force=force)
+        kept = write_eval_set(cases, output, force=force)
+        if kept is not None:
+            typer.echo(printable(f"evalkit: kept the file --force replaced as {kept}"), err=True)
         report = dict(result.report, output=str(output))
         _write_json(report_path(output), report)
         config = getattr(result, "config", None)

@@ -85,13 +85,15 @@ def main(
         created = vault_out is not None and not vault_out.exists()
         n_notes = write_vault(cases, vault_out, force=force) if vault_out is not None else 0
         try:
-            write_eval_set(cases, output, force=force)
+            kept = write_eval_set(cases, output, force=force)
         except BaseException:
             if created:
                 import shutil
 
                 shutil.rmtree(vault_out, ignore_errors=True)
             raise
+    if kept is not None:
+        print(printable(f"evalkit: kept the file --force replaced as {kept}"), file=sys.stderr)
     for c in cases:
         for w in c.warnings:
             print(printable(f"evalkit: warning: {w}"), file=sys.stderr)

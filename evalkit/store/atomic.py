@@ -27,7 +27,7 @@ try:
 except ImportError:  # Windows: no flock; writers proceed unlocked there
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["default_mode", "folder_lock", "fsync_dir", "open_no_follow", "write_atomic"]
+__all__ = ["backup", "default_mode", "folder_lock", "fsync_dir", "open_no_follow", "write_atomic"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation under os.fdopen(fd, "ab")
@@ -147,3 +147,38 @@ def folder_lock(path: Path, *, wait: bool = True) -> Iterator[bool]:
         yield locked
     finally:
         os.close(fd)  # releases the lock
+
+
+def backup(path: str | Path) -> Path:
+    """Copy `path` to the first free name of `<name>.bak`, `<name>.bak.1`, `<name>.bak.2`, ...
+    beside it, and return that name.
+
+    Each name is created exclusively (O_EXCL, never through a symlink), so an older backup is
+    never overwritten, not even by a writer racing this one. The copy keeps the file's
+    permission bits and is fsynced before the caller replaces the original.
+
+    Raises:
+        OSError: `path` cannot be read, or no backup can be created.
+    """
+    src = Path(path)
+    data = src.read_bytes()
+    mode = src.stat().st_mode & 0o7777
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    n = 0
+    while True:
+        dest = src.with_name(f"{src.name}.bak" + (f".{n}" if n else ""))
+        try:
+            fd = os.open(dest, flags, mode)
+        except FileExistsError:
+            n += 1
+            continue
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            dest.unlink(missing_ok=True)
+            raise
+        fsync_dir(src.parent)
+        return dest

@@ -228,6 +228,12 @@ def test_cli_writes_candidates_and_report(vault: Path, tmp_path: Path) -> None:
     assert forced.exit_code == 0, forced.output
     assert json.loads(forced.stdout)["written"] == 1
     assert len(out.read_text().splitlines()) == 1
+    # --force never destroys what it replaces (issue 28): the 4 candidates are in cand.jsonl.bak
+    bak = out.with_name(out.name + ".bak")
+    assert len(bak.read_text().splitlines()) == 4 and f"kept the file --force replaced as {bak}" in forced.stderr
+    again = CliRunner().invoke(app, ["generate", "--vault", str(vault), "--output", str(out), "--force", "--json", "--limit", "2"])
+    assert again.exit_code == 0 and len(bak.read_text().splitlines()) == 4  # an older backup is never overwritten
+    assert len(out.with_name(out.name + ".bak.1").read_text().splitlines()) == 1
 
 
 def test_cli_generated_cases_are_listed_by_review_auto(vault: Path, tmp_path: Path) -> None:

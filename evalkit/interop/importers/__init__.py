@@ -28,7 +28,7 @@ from typing import Any
 
 from evalkit.errors import BadConfig, BadEvalSet, InputError, Problem
 from evalkit.jsonio import iter_jsonl, read_json
-from evalkit.store.atomic import write_atomic
+from evalkit.store.atomic import backup, write_atomic
 
 __all__ = [
     "FORMATS",
@@ -190,7 +190,7 @@ def write_eval_set(
     *,
     force: bool = False,
     extra_categories: Sequence[str] | None = None,
-) -> None:
+) -> Path | None:
     """Validate `cases` with `dataset.read_eval_set`, then write them to `output` atomically.
 
     The JSONL is written to a temporary file beside `output`, loaded with evalkit's own
@@ -200,8 +200,12 @@ def write_eval_set(
     Args:
         cases: from `import_cases`.
         output: the eval set to write.
-        force: overwrite an existing `output`.
+        force: overwrite an existing `output`, after copying it to a `.bak` (`store.atomic.backup`:
+            `.bak`, `.bak.1`, ..., never an older one overwritten), so no command destroys labels.
         extra_categories: categories allowed beyond the built-in ones; None reads evalkit.toml.
+
+    Returns:
+        The backup of the file `output` replaced, or None.
 
     Raises:
         BadConfig: `output` exists and `force` is not set, or the `eval_sets.lock` beside
@@ -222,7 +226,17 @@ def write_eval_set(
         if problems:
             raise BadEvalSet([_locate(p, cases) for p in problems])
 
-    write_atomic(output, dumps_cases(cases), check=validated)
+    payload = dumps_cases(cases)
+    kept = None
+    if output.exists():
+        kept = backup(output)  # removed again below if the new cases are refused
+    try:
+        write_atomic(output, payload, check=validated)
+    except BaseException:
+        if kept is not None:
+            kept.unlink(missing_ok=True)  # nothing was replaced: the backup would only confuse
+        raise
+    return kept
 
 
 def _locate(problem: Problem, cases: Sequence[ImportedCase]) -> Problem:
