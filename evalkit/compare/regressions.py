@@ -131,7 +131,21 @@ def gate_report(
                                 "on cases the baseline answered"),
                 })
 
-    failures = [r["message"] for r in details] + other_failures
+    return _report(
+        g, mode, [r["message"] for r in details], details, other_failures, regressions_flipped,
+        fail_on_flip=fail_on_flip, allow_regressions=allow_regressions, mrr_relative_threshold=mrr_relative_threshold,
+        skipped=skipped, compared=compared, not_significant=not_significant,
+    )
+
+
+def _report(
+    g: dict, mode: str, regressions: list[str], details: list[dict[str, Any]], other_failures: list[str],
+    regressions_flipped: list[str], *, fail_on_flip: bool, allow_regressions: bool, mrr_relative_threshold: float,
+    skipped: list, compared: list[str], not_significant: list[str] | None = None,
+) -> GateReport:
+    """The GateReport of any gate mode: its regressions, then gate_result's own failures, then
+    the flips (with --fail-on-flip)."""
+    failures = regressions + other_failures
     if fail_on_flip and regressions_flipped:
         shown = ", ".join(regressions_flipped[:10]) + (" …" if len(regressions_flipped) > 10 else "")
         failures.append(f"{len(regressions_flipped)} case flip(s) pass -> fail (--fail-on-flip): {shown}")
@@ -139,9 +153,9 @@ def gate_report(
         mode=mode,  # type: ignore[arg-type]
         passed=not failures,
         allowed=bool(allow_regressions),
-        regressions=[r["message"] for r in details],
+        regressions=regressions,
         regression_details=details,
-        not_significant=not_significant,
+        not_significant=not_significant or [],
         flip_regressions=list(regressions_flipped) if fail_on_flip else [],
         skipped=skipped,
         compared=compared,
@@ -189,23 +203,9 @@ def _non_inferior(
     if not verdict.metrics:
         lines.append("no metric with a margin could be compared: " + (
             "; ".join(f"{x['metric']}: {x['reason']}" for x in verdict.not_compared) or "none has per-case values"))
-    failures = lines + other_failures
-    if fail_on_flip and regressions_flipped:
-        shown = ", ".join(regressions_flipped[:10]) + (" …" if len(regressions_flipped) > 10 else "")
-        failures.append(f"{len(regressions_flipped)} case flip(s) pass -> fail (--fail-on-flip): {shown}")
-    return GateReport(
-        mode="non-inferior",
-        passed=not failures,
-        allowed=bool(allow_regressions),
-        regressions=lines,
-        regression_details=[v.model_dump(mode="json") for v in verdict.metrics if v.verdict not in PASSING],
-        flip_regressions=list(regressions_flipped) if fail_on_flip else [],
-        skipped=list(g["skipped"]),
+    return _report(
+        g, "non-inferior", lines, [v.model_dump(mode="json") for v in verdict.metrics if v.verdict not in PASSING],
+        other_failures, regressions_flipped, fail_on_flip=fail_on_flip, allow_regressions=allow_regressions,
+        mrr_relative_threshold=mrr_relative_threshold, skipped=list(g["skipped"]),
         compared=[f"{v.metric}@{v.k}" if v.k is not None else v.metric for v in verdict.metrics],
-        nothing_compared=bool(g["nothing_compared"]),
-        failures=failures,
-        thresholds={**g["thresholds"], "mrr_relative": mrr_relative_threshold},
-        k=g.get("k"),
-        slices=g.get("slices"),
-        preset=g.get("preset"),
     )

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import re
 import os
+import re
 import subprocess
 import zlib
 from array import array
@@ -695,11 +695,17 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _git(args: list[str], cwd: Path) -> str | None:
+def git_output(args: Sequence[str], cwd: Path) -> str | None:
+    """`git ARGS` in `cwd`: its stripped stdout, or None when git is missing, fails or hangs.
+
+    The one way evalkit asks git (the eval set's commit here, the checkout's for config.json).
+    GIT_OPTIONAL_LOCKS=0: `git status` would otherwise refresh the user's .git/index when its
+    stat data is stale, a write outside the run's folders (tests/integration/test_reliability_loop.py).
+    """
     try:
         out = subprocess.run(
             ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False,
-            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},  # never refresh the user's .git/index (as runner's)
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -709,10 +715,10 @@ def _git(args: list[str], cwd: Path) -> str | None:
 def _git_info(path: Path) -> dict[str, Any]:
     """The last commit that touched the file, and whether the working copy differs from it."""
     folder = path.resolve().parent
-    commit = _git(["log", "-1", "--format=%H", "--", path.resolve().name], folder)
+    commit = git_output(["log", "-1", "--format=%H", "--", path.resolve().name], folder)
     if not commit:
         return {"git_commit": None, "git_dirty": None}
-    status = _git(["status", "--porcelain", "--", path.resolve().name], folder)
+    status = git_output(["status", "--porcelain", "--", path.resolve().name], folder)
     return {"git_commit": commit, "git_dirty": bool(status)}
 
 
@@ -723,6 +729,6 @@ def _set_commit(files: list[tuple[Path, bool]]) -> str | None:
     folder = files[0][0].resolve().parent
     names = [str(p.resolve()) for p, _ in files]
     for name in names:
-        if not _git(["log", "-1", "--format=%H", "--", name], folder):
+        if not git_output(["log", "-1", "--format=%H", "--", name], folder):
             return None
-    return _git(["log", "-1", "--format=%H", "--", *names], folder)
+    return git_output(["log", "-1", "--format=%H", "--", *names], folder)

@@ -10,7 +10,6 @@ import asyncio
 import os
 import platform
 import shlex
-import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from evalkit.config import (
 from evalkit.derive import RecordPass, RunFacts, derive_run, now_utc
 from evalkit.derive.health import UNMEASURABLE
 from evalkit.errors import BadConfig, EvalkitError, Problem
-from evalkit.evalset.load import EvalSet, configured_categories, load_eval_set
+from evalkit.evalset.load import EvalSet, configured_categories, git_output, load_eval_set
 from evalkit.metrics.keys import ir_measures_values
 from evalkit.net.breaker import CircuitBreaker
 from evalkit.run.probe import probe_target
@@ -177,20 +176,10 @@ class RunResult:
 
 
 def _git_revision(cwd: Path) -> dict[str, Any] | None:
-    def git(*args: str) -> str | None:
-        try:
-            # GIT_OPTIONAL_LOCKS=0: `git status` may otherwise refresh the user's .git/index, a
-            # write outside the run's folders (tests/integration/test_reliability_loop.py).
-            out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False,
-                                 env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return out.stdout.strip() if out.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
+    commit = git_output(["rev-parse", "HEAD"], cwd)
     if not commit:
         return None
-    status = git("status", "--porcelain", "--untracked-files=no")
+    status = git_output(["status", "--porcelain", "--untracked-files=no"], cwd)
     return {"commit": commit, "dirty": bool(status)}
 
 
