@@ -253,15 +253,15 @@ def child(args: argparse.Namespace) -> None:
 def floor(args: argparse.Namespace) -> None:
     """The same number of calls through one bare AsyncOpenAI client, no judge around it:
     `sdk` = the SDK's own HTTP client and chat.completions.create (what a judge built the
-    obvious way does); `stack` = the judges' HTTP client (judges/connections.py) and the
+    obvious way does); `stack` = the judges' HTTP client (`evalkit.net.limits.bounded_client`) and the
     raw post the judge backends make. The floor the judge sits on, and what it was."""
     import httpx
     import openai
 
-    from evalkit.judges.connections import judge_http_client
+    from evalkit.net.limits import bounded_client
 
     async def go() -> tuple[float, float]:
-        http = judge_http_client(timeout=60, max_bytes=32 << 20) if args.floor_kind == "stack" else None
+        http = bounded_client(timeout=60, max_bytes=32 << 20) if args.floor_kind == "stack" else None
         client = openai.AsyncOpenAI(api_key="none", base_url=args.url + "/v1", max_retries=0, http_client=http)
         body = {"model": "bench-judge", "messages": [{"role": "system", "content": "judge " * 300},
                                                      {"role": "user", "content": "answer " * 300}],

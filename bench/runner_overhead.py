@@ -49,7 +49,6 @@ def _eval_set(path: Path, n: int) -> None:
                 "id": f"b{i:05d}",
                 "question": f"benchmark question {i}",
                 "answerable": True,
-                "answerable": True,
                 "gold_supports": [{"rel_path": f"notes/note-{i % 5}.md", "heading_path": f"# Note {i % 5}"}],
                 "tags": ["bench"],
             }
@@ -110,7 +109,7 @@ def child(args: argparse.Namespace) -> None:
         t_warm = time.perf_counter()
         run_eval(
             eval_set=str(es), api_url=args.url, concurrency=args.c, retrieval_only=not args.judge,
-            results_dir=str(Path(tmp) / "warmup"), retries=0, timeout=30, limit=WARMUP_CASES,
+            results_dir=str(Path(tmp) / "warmup"), retries=0, timeout=30, limit=WARMUP_CASES, no_probe=args.no_probe,
         )
         warmup_s = time.perf_counter() - t_warm
         before = resource.getrusage(resource.RUSAGE_SELF)
@@ -120,6 +119,7 @@ def child(args: argparse.Namespace) -> None:
             api_url=args.url,
             concurrency=args.c,
             retrieval_only=not args.judge,
+            no_probe=args.no_probe,
             results_dir=str(Path(tmp) / "results"),
             retries=0,
             timeout=30,
@@ -168,6 +168,8 @@ def main() -> None:
     parser.add_argument("--delay-ms", type=float, default=50.0, help="stub answer delay L (default 50)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16, 64], help="values of C")
     parser.add_argument("--judge", action="store_true", help="judge with the offline heuristic (default: retrieval-only)")
+    parser.add_argument("--no-probe", action="store_true",
+                        help="skip the run's one probe ask before the loop (one L per run, whatever N and C)")
     parser.add_argument("--results-dir", default=None, help="where run folders go (default: a temp dir)")
     parser.add_argument("--floor", action="store_true", help="also time the HTTP target alone (no runner)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per C (fresh process each); summary of the spread")
@@ -202,6 +204,8 @@ def main() -> None:
                 cmd = [sys.executable, __file__, "--child", "--url", url, "--c", str(c), "--n", str(args.n)]
                 if args.judge:
                     cmd.append("--judge")
+                if args.no_probe:
+                    cmd.append("--no-probe")
                 if args.results_dir:
                     cmd += ["--results-dir", args.results_dir]
                 out = subprocess.run(cmd, capture_output=True, text=True, check=True)
@@ -214,9 +218,10 @@ def main() -> None:
     if args.json is not None:
         with open(args.json, "a") as f:
             for r in rows:
-                f.write(json.dumps({**r, "efficiency": r["n"] * L / r["c"] / r["wall_s"]}) + "\n")
+                f.write(json.dumps({**r, "efficiency": r["n"] * L / r["c"] / r["wall_s"], "probe": not args.no_probe}) + "\n")
     print(f"machine: {_machine()}")
-    print(f"N={args.n}, L={args.delay_ms:g} ms, {'heuristic judge' if args.judge else 'retrieval-only'}")
+    print(f"N={args.n}, L={args.delay_ms:g} ms, {'heuristic judge' if args.judge else 'retrieval-only'}"
+          f"{', no probe' if args.no_probe else ''}")
     print(
         f"{'C':>4} {'ideal s':>8} {'wall s':>8} {'loop s':>8} {'efficiency':>10} {'cpu/case ms':>11} "
         f"{'peak RSS MB':>11} {'import s':>8} {'warm-up s':>9} {'errors':>6}"

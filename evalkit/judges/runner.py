@@ -222,13 +222,14 @@ def build_judge(settings: JudgeSettings) -> Judge:
 def _bounded_client(settings: JudgeSettings) -> Any:
     """The SDKs' HTTP client: every reply body capped at max_response_bytes (a judge server
     streaming without end, or a gzip bomb, must not take the run's memory), one kept-alive
-    connection per call in flight (judges/connections.py). With a proxy in the environment
-    the SDK's own client is kept, since it is what resolves the proxy."""
-    if any(os.environ.get(v) for v in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")):
-        return None
-    from evalkit.judges.connections import judge_http_client
+    connection per call in flight (`evalkit.net.limits.bounded_client`). With a proxy in the
+    environment the SDK's own client is kept, since it is what resolves the proxy."""
+    from evalkit.net.limits import bounded_client
+    from evalkit.net.transport import env_proxy_set
 
-    return judge_http_client(timeout=settings.timeout, max_bytes=settings.max_response_bytes)
+    if env_proxy_set():
+        return None
+    return bounded_client(timeout=settings.timeout, max_bytes=settings.max_response_bytes)
 
 
 def build_judge_runner(settings: JudgeSettings) -> JudgeRunner:

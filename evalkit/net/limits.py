@@ -145,8 +145,13 @@ class BoundedTransport(httpx.AsyncBaseTransport):
 
 
 def bounded_client(*, timeout: float, max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> httpx.AsyncClient:
-    """An httpx.AsyncClient whose responses are capped at `max_bytes` (for the LLM SDKs)."""
-    return httpx.AsyncClient(transport=BoundedTransport(max_bytes=max_bytes), timeout=timeout, follow_redirects=True)
+    """The httpx client the LLM SDKs are given: every response capped at `max_bytes`, one
+    kept-alive connection per call in flight (`evalkit.net.transport.ConnectionStack`),
+    redirects followed as the SDKs' own client does."""
+    from evalkit.net.transport import ConnectionStack
+
+    transport = BoundedTransport(ConnectionStack(), max_bytes=max_bytes)
+    return httpx.AsyncClient(transport=transport, timeout=timeout, follow_redirects=True)
 
 
 def too_large_in(exc: BaseException | None) -> ResponseTooLarge | None:

@@ -1,11 +1,11 @@
 """HttpTarget: a chatbot behind the /api/v1/ask contract (DESIGN.md §5), over httpx.
 
-One HTTP stack: httpx's transport (httpcore, h11), one single-connection transport per
-request in flight, wrapped in `BoundedTransport` for the byte cap; an httpx client only when
-the caller injects one or a proxy is set in the environment (the client resolves
-HTTP(S)_PROXY / NO_PROXY). A hand-written HTTP/1.1 client that once sat here saved about
-0.8 ms of CPU per ask against a 50 ms stub; against a chatbot that answers in seconds that is
-noise, and a hand-written response parser is attack surface (bench/README.md, "One HTTP stack").
+One HTTP stack: an httpx transport (`evalkit.net.transport.ConnectionStack`: httpcore's
+HTTP/1.1 and h11's parser, one kept-alive connection per request in flight, asyncio
+underneath) wrapped in `BoundedTransport` for the byte cap and the whole-try deadline; an
+httpx client only when the caller injects one or a proxy is set in the environment (the
+client resolves HTTP(S)_PROXY / NO_PROXY). No HTTP is parsed here: a hand-written HTTP/1.1
+client that once sat here was attack surface (bench/README.md, "One HTTP stack").
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import ssl
 import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -25,6 +24,7 @@ from pydantic import ValidationError
 from evalkit.errors import BadConfig, Problem, TargetError
 from evalkit.net.limits import DEFAULT_MAX_RESPONSE_BYTES, BoundedTransport, ResponseTooLarge
 from evalkit.net.ratelimit import RateLimiter
+from evalkit.net.transport import ConnectionStack, env_proxy_set
 from evalkit.net.retry import RetryPolicy, retryable_status
 from evalkit.schema import AskRequest, IndexingCoverage
 from evalkit.targets.base import AskResult, parse_ask_response, request_body
@@ -78,8 +78,8 @@ class HttpTarget:
         api_url: base URL of the chatbot API, with or without a trailing slash.
         client: an httpx.AsyncClient to use (not closed by `aclose`); default: our own
             connections, one per request in flight, opened on first use in the running
-            event loop and kept alive for reuse: single-connection httpx transports, httpx
-            clients when a proxy is set in the environment. Cookies are not kept.
+            event loop and kept alive for reuse (an httpx client when a proxy is set in the
+            environment). Cookies are not kept.
         timeout: seconds per try (connect, read, write and pool each).
         retries: retries after the first try.
         rps: at most this many requests per second (tries included); None/0 = no limit.
@@ -113,58 +113,50 @@ class HttpTarget:
         self._policy = retry_policy or RetryPolicy.from_retries(self.retries)
         self._limiter = RateLimiter(rps) if rps else None
         self._client = client
-        self._owned: list[_Conn] = []
-        self._free: list[_Conn] = []
-        self._ssl: Any = None
+        self._conn: _Conn | None = None
         key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._post_headers = {**self._headers, "Content-Type": "application/json"}
         # Built once, not per ask (bench/README.md).
         self._ask_url = httpx.URL(self.api_url + ASK_PATH, params={"debug": "true"})
         self._stats_url = httpx.URL(self.api_url + STATS_PATH)
+        host = [(b"Host", self._ask_url.netloc)]
+        self._get_head = host + [(k.encode(), v.encode()) for k, v in self._headers.items()]
+        self._post_head = host + [(k.encode(), v.encode()) for k, v in self._post_headers.items()]
         self._extensions = {"timeout": httpx.Timeout(self.timeout).as_dict()}
 
     def _checkout(self) -> _Conn:
+        """What sends the requests: the injected client; under a proxy set in the
+        environment, an httpx client (it resolves HTTP(S)_PROXY / NO_PROXY); otherwise our
+        transport, made once in the running event loop."""
         if self._client is not None:
             return self._client
-        if self._free:
-            return self._free.pop()
-        # One connection per request in flight: httpcore's pool rescans every connection
-        # on each request, which costs milliseconds per request at 64 connections.
-        conn: _Conn
-        if self._ssl is None:
-            # An http:// API never negotiates TLS (redirects are not followed), so loading
-            # the CA bundle (about 20 ms per run) buys nothing there; this bare context
-            # verifies against no CA, so it would fail closed if it were ever used.
-            https = self.api_url.startswith("https:")
-            self._ssl = httpx.create_ssl_context() if https else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-        if _env_proxy_set():
-            # A client resolves HTTP(S)_PROXY / NO_PROXY from the environment for us.
-            conn = httpx.AsyncClient(timeout=self.timeout, verify=self._ssl, limits=limits)
-        else:
-            # We need none of a client's features (cookies, redirects, auth flows, event
-            # hooks), so we talk to the transport, httpx's public lower layer: about 0.3 ms
-            # less CPU per ask, the difference between 0.84 and 0.9 efficiency at C=16.
-            # --timeout bounds the whole try (connect, send, every byte of the answer) inside
-            # the transport: a server trickling a byte a second must not hold a case for minutes.
-            conn = BoundedTransport(
-                httpx.AsyncHTTPTransport(verify=self._ssl, limits=limits), max_bytes=self.max_response_bytes,
-                deadline=self.timeout,
-            )
-        self._owned.append(conn)
-        return conn
-
-    def _checkin(self, conn: _Conn) -> None:
-        if conn is not self._client:
-            self._free.append(conn)
+        if self._conn is None:
+            if env_proxy_set():
+                # No pool limit: the runner's workers bound the requests in flight.
+                limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+                self._conn = httpx.AsyncClient(timeout=self.timeout, limits=limits)
+            else:
+                # We need none of a client's features (cookies, redirects, auth flows, event
+                # hooks), so we talk to a transport, httpx's public lower layer: one kept-alive
+                # connection per request in flight (net/transport.py). --timeout bounds the
+                # whole try (connect, send, every byte of the answer) inside it: a server
+                # trickling a byte a second must not hold a case for minutes.
+                self._conn = BoundedTransport(ConnectionStack(), max_bytes=self.max_response_bytes, deadline=self.timeout)
+        return self._conn
 
     async def _send(self, conn: _Conn, method: str, url: httpx.URL, content: bytes | None = None) -> httpx.Response:
         """Send one request on a client or a bare transport; the body is read before returning."""
-        headers = self._post_headers if content is not None else self._headers
         if isinstance(conn, httpx.AsyncClient):
+            headers = self._post_headers if content is not None else self._headers
             return await conn.request(method, url, content=content, headers=headers, timeout=self.timeout)
-        request = httpx.Request(method, url, content=content, headers=headers, extensions=self._extensions)
+        if content is None:
+            request = httpx.Request(method, url, headers=self._get_head, extensions=self._extensions)
+        else:
+            # With the body as a stream and the head written out, httpx skips working out
+            # Host and Content-Length (about 5 us of the ask's CPU, bench/README.md).
+            head = [*self._post_head, (b"Content-Length", str(len(content)).encode())]
+            request = httpx.Request(method, url, headers=head, stream=httpx.ByteStream(content), extensions=self._extensions)
         response = await conn.handle_async_request(request)
         response.request = request
         try:
@@ -174,7 +166,7 @@ class HttpTarget:
         return response
 
     async def _bounded_send(self, conn: _Conn, method: str, url: httpx.URL, content: bytes | None = None) -> httpx.Response:
-        """`_send` within --timeout for the whole try: our transports bound it themselves
+        """`_send` within --timeout for the whole try: our transport bounds it itself
         (BoundedTransport's deadline); an httpx client (injected, or under a proxy) is bounded here."""
         if isinstance(conn, httpx.AsyncClient):
             async with asyncio.timeout(self.timeout):
@@ -259,8 +251,6 @@ class HttpTarget:
             response = await self._bounded_send(conn, "POST", self._ask_url, content)
         except TimeoutError:
             raise httpx.ReadTimeout(f"no complete answer within {self.timeout:g}s") from None
-        finally:
-            self._checkin(conn)
         elapsed_ms = (time.perf_counter() - start) * 1000
         if retryable_status(response.status_code):
             raise httpx.HTTPStatusError(f"HTTP {response.status_code}", request=response.request, response=response)
@@ -279,8 +269,6 @@ class HttpTarget:
         except httpx.HTTPError as e:
             log.info("index stats unavailable: %s", type(e).__name__)
             return None
-        finally:
-            self._checkin(conn)
         if response.status_code != 200:
             if response.status_code != 404:
                 log.info("index stats unavailable: HTTP %s", response.status_code)
@@ -303,17 +291,13 @@ class HttpTarget:
         }
 
     async def aclose(self) -> None:
-        """Close the connections we created (an injected client is the caller's to close)."""
-        owned, self._owned, self._free = self._owned, [], []
-        for conn in owned:
+        """Close the connections we opened (an injected client is the caller's to close)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
             await conn.aclose()
 
 
 _Conn = httpx.AsyncClient | httpx.AsyncBaseTransport
-
-
-def _env_proxy_set() -> bool:
-    return any(os.environ.get(v) for v in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"))
 
 
 def _tries(attempts: int) -> str:

@@ -128,7 +128,7 @@ def test_many_concurrent_requests_reuse_connections(fault_server: Any) -> None:
                 return await t.ask(AskRequest(question=q))
 
         out = await asyncio.gather(*(one(q) for q in questions))
-        n_clients = len(t._owned)
+        n_clients = t._checkout()._inner.n_connections
         await t.aclose()
         return out, n_clients
 

@@ -1,0 +1,311 @@
+"""evalkit.net.transport: one kept-alive HTTP/1.1 connection per request in flight, on asyncio.
+
+A raw loopback server (threads, sockets) answers exactly as each test scripts it, and
+counts the TCP connections it accepted, so reuse and re-opening are seen from the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from evalkit.net.limits import BoundedTransport, ResponseTooLarge
+from evalkit.net.transport import ConnectionStack, ConnectionTransport
+
+Handler = Callable[[socket.socket, bytes, int], bool]  # (conn, request, n) -> keep the connection open?
+
+
+def _response(body: bytes, *, status: str = "200 OK", close: bool = False) -> bytes:
+    head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    if close:
+        head += "Connection: close\r\n"
+    return head.encode() + b"\r\n" + body
+
+
+def _read_request(conn: socket.socket, buf: bytearray) -> bytes | None:
+    """One whole request (head and Content-Length body) from `buf` + the socket; None at EOF."""
+    while b"\r\n\r\n" not in buf:
+        data = conn.recv(65536)
+        if not data:
+            return None
+        buf += data
+    head, _, rest = bytes(buf).partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(rest) < length:
+        data = conn.recv(65536)
+        if not data:
+            return None
+        rest += data
+    buf[:] = rest[length:]
+    return head + b"\r\n\r\n" + rest[:length]
+
+
+class Server:
+    def __init__(self, handler: Handler, tls: ssl.SSLContext | None = None):
+        self.handler = handler
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self._tls = tls
+        self.port = self._sock.getsockname()[1]
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        self._stop = False
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while not self._stop:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        try:
+            if self._tls is not None:
+                conn = self._tls.wrap_socket(conn, server_side=True)
+            buf = bytearray()
+            while True:
+                request = _read_request(conn, buf)
+                if request is None:
+                    return
+                self.requests.append(request)
+                if not self.handler(conn, request, len(self.requests)):
+                    return
+        except OSError:
+            return
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self._stop = True
+        self._sock.close()
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., Server]]:
+    made: list[Server] = []
+
+    def make(handler: Handler, tls: ssl.SSLContext | None = None) -> Server:
+        made.append(Server(handler, tls))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def _ok(body: bytes = b'{"ok": true}') -> Handler:
+    def handler(conn: socket.socket, request: bytes, n: int) -> bool:
+        conn.sendall(_response(body))
+        return True
+
+    return handler
+
+
+async def _get(transport: httpx.AsyncBaseTransport, url: str, **kw: Any) -> httpx.Response:
+    async with httpx.AsyncClient(transport=transport) as client:
+        return await client.get(url, **kw)
+
+
+def test_sequential_requests_reuse_one_connection(serve: Callable[..., Server]) -> None:
+    srv = serve(_ok())
+
+    async def go() -> list[bytes]:
+        t = ConnectionTransport()
+        async with httpx.AsyncClient(transport=t) as client:
+            out = [(await client.post(srv.url + "/x", content=b"{}")).content for _ in range(5)]
+        return out
+
+    assert asyncio.run(go()) == [b'{"ok": true}'] * 5
+    assert srv.connections == 1  # kept alive
+    head = srv.requests[0].split(b"\r\n")
+    assert head[0] == b"POST /x HTTP/1.1"
+    assert b"Content-Length: 2" in srv.requests[0] and srv.requests[0].endswith(b"\r\n\r\n{}")
+
+
+def test_a_closed_connection_is_reopened(serve: Callable[..., Server]) -> None:
+    def handler(conn: socket.socket, request: bytes, n: int) -> bool:
+        conn.sendall(_response(b"{}", close=True))
+        return False  # the server hangs up after every answer
+
+    srv = serve(handler)
+
+    async def go() -> list[int]:
+        async with httpx.AsyncClient(transport=ConnectionTransport()) as client:
+            return [(await client.get(srv.url)).status_code for _ in range(3)]
+
+    assert asyncio.run(go()) == [200, 200, 200]
+    assert srv.connections == 3
+
+
+def test_a_connection_the_server_dropped_while_idle_is_not_reused(serve: Callable[..., Server]) -> None:
+    # No "Connection: close": the server just closes the socket after answering. The
+    # transport sees the hang-up while the connection is idle and opens a new one.
+    def handler(conn: socket.socket, request: bytes, n: int) -> bool:
+        conn.sendall(_response(b"{}"))
+        return False
+
+    srv = serve(handler)
+
+    async def go() -> list[int]:
+        async with httpx.AsyncClient(transport=ConnectionTransport()) as client:
+            out = []
+            for _ in range(3):
+                out.append((await client.get(srv.url)).status_code)
+                await asyncio.sleep(0.05)  # the FIN arrives while idle
+            return out
+
+    assert asyncio.run(go()) == [200, 200, 200]
+    assert srv.connections == 3
+
+
+def test_large_bodies_both_ways(serve: Callable[..., Server]) -> None:
+    # Past the read buffer's high-water mark (reading pauses and resumes) and past the
+    # size under which a request head waits for its body.
+    big = bytes(range(256)) * 12_000  # 3 MB
+
+    def handler(conn: socket.socket, request: bytes, n: int) -> bool:
+        body = request.partition(b"\r\n\r\n")[2]
+        conn.sendall(_response(body[::-1]))
+        return True
+
+    srv = serve(handler)
+
+    async def go() -> bytes:
+        async with httpx.AsyncClient(transport=ConnectionTransport()) as client:
+            return (await client.post(srv.url, content=big)).content
+
+    assert asyncio.run(go()) == big[::-1]
+
+
+def test_errors_are_httpx_errors(serve: Callable[..., Server]) -> None:
+    def silent(conn: socket.socket, request: bytes, n: int) -> bool:
+        time.sleep(2)
+        return False
+
+    def torn(conn: socket.socket, request: bytes, n: int) -> bool:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"half")
+        return False
+
+    def junk(conn: socket.socket, request: bytes, n: int) -> bool:
+        conn.sendall(b"SPDY/9 what\r\n\r\n")
+        return False
+
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    port = free.getsockname()[1]
+    free.close()  # nothing listens there now
+
+    with pytest.raises(httpx.ConnectError):
+        asyncio.run(_get(ConnectionTransport(), f"http://127.0.0.1:{port}"))
+    with pytest.raises(httpx.ReadTimeout):
+        asyncio.run(_get(ConnectionTransport(), serve(silent).url, timeout=0.2))
+    with pytest.raises(httpx.RemoteProtocolError):
+        asyncio.run(_get(ConnectionTransport(), serve(torn).url))
+    with pytest.raises(httpx.RemoteProtocolError):
+        asyncio.run(_get(ConnectionTransport(), serve(junk).url))
+
+
+def test_a_cancelled_request_leaves_the_transport_usable(serve: Callable[..., Server]) -> None:
+    def handler(conn: socket.socket, request: bytes, n: int) -> bool:
+        if n == 1:
+            time.sleep(0.5)  # the first answer comes after the caller gave up
+        conn.sendall(_response(b'{"n": %d}' % n))
+        return True
+
+    srv = serve(handler)
+
+    async def go() -> bytes:
+        async with httpx.AsyncClient(transport=ConnectionTransport()) as client:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.1):
+                    await client.get(srv.url)
+            return (await client.get(srv.url)).content
+
+    assert asyncio.run(go()) == b'{"n": 2}'
+    assert srv.connections == 2  # the cancelled exchange's connection was not reused
+
+
+def test_the_byte_cap_and_deadline_hold_over_it(serve: Callable[..., Server]) -> None:
+    def huge(conn: socket.socket, request: bytes, n: int) -> bool:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in range(100):
+            conn.sendall(b"4000\r\n" + b"x" * 0x4000 + b"\r\n")
+        return False
+
+    def trickle(conn: socket.socket, request: bytes, n: int) -> bool:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n")
+        for _ in range(50):
+            conn.sendall(b"x")
+            time.sleep(0.05)
+        return False
+
+    with pytest.raises(ResponseTooLarge):
+        asyncio.run(_get(BoundedTransport(ConnectionTransport(), max_bytes=100_000), serve(huge).url))
+    t0 = time.monotonic()
+    with pytest.raises(httpx.ReadTimeout):
+        asyncio.run(_get(BoundedTransport(ConnectionTransport(), deadline=0.3), serve(trickle).url))
+    assert time.monotonic() - t0 < 2  # each byte came within the read timeout; the deadline stopped it
+
+
+def test_the_stack_holds_one_connection_per_request_in_flight(serve: Callable[..., Server]) -> None:
+    def handler(conn: socket.socket, request: bytes, n: int) -> bool:
+        time.sleep(0.02)
+        conn.sendall(_response(b"{}"))
+        return True
+
+    srv = serve(handler)
+
+    async def go() -> int:
+        stack = ConnectionStack()
+        sem = asyncio.Semaphore(8)
+        async with httpx.AsyncClient(transport=stack) as client:
+
+            async def one() -> None:
+                async with sem:
+                    assert (await client.get(srv.url)).status_code == 200
+
+            await asyncio.gather(*(one() for _ in range(40)))
+            return stack.n_connections
+
+    n = asyncio.run(go())
+    assert n <= 8 and srv.connections == n  # reused, never more than were in flight
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a test certificate")
+def test_https_through_asyncio_tls(serve: Callable[..., Server], tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(cert, key)
+    srv = serve(_ok(), tls=server_ctx)
+
+    async def go(ctx: ssl.SSLContext) -> list[bytes]:
+        async with httpx.AsyncClient(transport=ConnectionTransport(ctx)) as client:
+            return [(await client.get(srv.url)).content for _ in range(2)]
+
+    trusting = ssl.create_default_context(cafile=str(cert))
+    assert asyncio.run(go(trusting)) == [b'{"ok": true}'] * 2
+    with pytest.raises(httpx.ConnectError, match="certificate"):
+        asyncio.run(go(ssl.create_default_context()))  # the system CAs do not know it
