@@ -16,10 +16,11 @@ then derives them (summary.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import IO, Any
 
 from evalkit.compare.gate import BUILTIN_THRESHOLDS, Thresholds, gate_result, threshold_check
 from evalkit.config import RunSettings, judge_identity
@@ -93,9 +94,14 @@ class RecordPass:
 
     derive_run feeds it from results.jsonl; run_eval feeds it each record as written
     (`Session`), so a fresh run written in order is never read back.
+
+    With `rows`, it also keeps results.json's case rows, encoded, in an anonymous
+    temporary file (gone with the process, even a killed one; never in memory: 20,000
+    rows at K = 20 are about 40 MB), so results.json needs no second pass either. Past
+    MAX_CASES records results.json has no rows, and none are kept.
     """
 
-    def __init__(self, s: RunSettings) -> None:
+    def __init__(self, s: RunSettings, *, rows: bool = False) -> None:
         from evalkit.compare.trials import TrialStats
         from evalkit.derive.health import RunHealth
         from evalkit.metrics.aggregate import RecordTable
@@ -107,8 +113,17 @@ class RecordPass:
         self.worst = WorstCases(s.k[0])
         self.trials = TrialStats(s.k) if s.trials > 1 else None
         self.n = 0
+        self._rows: IO[bytes] | None = tempfile.TemporaryFile() if rows else None
 
     def add(self, rec: dict[str, Any]) -> None:
+        if self._rows is not None:
+            from evalkit.report.results_json import MAX_CASES, encode_row
+
+            if self.n < MAX_CASES:
+                self._rows.write(encode_row(rec) + b"\n")
+            else:  # results.json leaves the rows of a bigger run out
+                self._rows.close()
+                self._rows = None
         self.table.add_record(rec)
         self.health.add(rec)
         self.missing.update(rec.get("missing_fields") or [])
@@ -116,6 +131,23 @@ class RecordPass:
         if self.trials is not None:
             self.trials.add(rec)
         self.n += 1
+
+    def rows(self) -> Iterator[bytes] | None:
+        """results.json's case rows of the records added, in order; None if not kept."""
+        if self._rows is None:
+            return None
+        return self._read_rows(self._rows)
+
+    @staticmethod
+    def _read_rows(f: IO[bytes]) -> Iterator[bytes]:
+        f.flush()
+        f.seek(0)
+        for line in f:
+            yield line.rstrip(b"\n")
+
+    def close(self) -> None:
+        if self._rows is not None:
+            self._rows.close()
 
 
 def derive_run(run: RunDir, facts: RunFacts, records: RecordPass | None = None) -> tuple[dict, dict | None]:
@@ -130,9 +162,18 @@ def derive_run(run: RunDir, facts: RunFacts, records: RecordPass | None = None) 
     walls = [x.get("wall_s") for x in facts.config.get("sessions") or []]
     suite_s = math.fsum(w for w in walls if isinstance(w, int | float))
     if records is None:
-        records = RecordPass(s)
+        # One pass over results.jsonl for everything, results.json's rows included.
+        records = RecordPass(s, rows=True)
         for rec in run.iter_results():
             records.add(rec)
+    try:
+        return _derive(run, facts, records, suite_s)
+    finally:
+        records.close()
+
+
+def _derive(run: RunDir, facts: RunFacts, records: RecordPass, suite_s: float) -> tuple[dict, dict | None]:
+    s, timing = facts.settings, facts.timing
     body = records.table.result(suite_ms=None if timing is not None else suite_s * 1000)
     health, missing, worst, trials = records.health, records.missing, records.worst, records.trials
     metrics: dict[str, Any] = {
@@ -159,7 +200,7 @@ def derive_run(run: RunDir, facts: RunFacts, records: RecordPass | None = None) 
     metrics["warnings"] = [*facts.pre_run_warnings, *health.warnings()]
     gate = verdicts(metrics, s, facts.baseline)
     committed = run.update_metrics(metrics)
-    committed = dict(write_derived(run, committed, worst) or committed)
+    committed = dict(write_derived(run, committed, worst, records.rows()) or committed)
     return committed, gate
 
 

@@ -17,7 +17,7 @@ and the mark stays, so the next `open_run` tries again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,13 +97,20 @@ def _suite(run: RunDir, metrics: Mapping[str, Any], config: Mapping[str, Any] | 
     return run.update_metrics({"suite": block})
 
 
-def write_results_json(run: RunDir, metrics: Mapping[str, Any], config: Mapping[str, Any] | None) -> Path:
-    """(Re)write `run`'s results.json (report/results_json.py), streaming results.jsonl."""
-    from evalkit.report.results_json import MAX_CASES, render_results_json
+def write_results_json(
+    run: RunDir, metrics: Mapping[str, Any], config: Mapping[str, Any] | None, rows: Iterable[bytes] | None = None
+) -> Path:
+    """(Re)write `run`'s results.json (report/results_json.py): its case rows are `rows`
+    when the caller made them from every record in file order (`RecordPass`), else
+    streamed from results.jsonl."""
+    from evalkit.report.results_json import MAX_CASES, encode_row, render_results_json
 
     n = int(metrics.get("total_tests") or 0)
-    records = run.iter_results() if run.results_path.exists() and n <= MAX_CASES else None
-    run.write_derived(RESULTS_JSON, render_results_json(config, metrics, records, n))
+    if n > MAX_CASES:
+        rows = None
+    elif rows is None and run.results_path.exists():
+        rows = map(encode_row, run.iter_results())
+    run.write_derived(RESULTS_JSON, render_results_json(config, metrics, rows, n))
     return run.path / RESULTS_JSON
 
 
@@ -118,10 +125,15 @@ def write_report(run: RunDir) -> Path | None:
 
 
 def write_derived(
-    run: RunDir, metrics: Mapping[str, Any] | None = None, worst: WorstCases | None = None
+    run: RunDir,
+    metrics: Mapping[str, Any] | None = None,
+    worst: WorstCases | None = None,
+    rows: Iterable[bytes] | None = None,
 ) -> Mapping[str, Any] | None:
     """After a script committed metrics.json: its `suite` block, summary.md, results.json
     and report.html (when the run has one); then the run's `.derive-pending` mark goes.
+    `worst` and `rows` (results.json's case rows), when given, were taken from the records
+    in file order, which are then not read again.
 
     Best effort, like `write_summary`: a failure is a warning, never the command's, and
     it leaves the mark for the next `open_run`.
@@ -151,7 +163,7 @@ def write_derived(
         return None
     ok = write_summary(run, metrics, worst, config) is not None and ok  # config.json read once for all
     try:
-        write_results_json(run, metrics, config)
+        write_results_json(run, metrics, config, rows)
     except Exception as e:  # noqa: BLE001 - as above
         log.warning("evalkit: warning: %s not written: %s", run.path / RESULTS_JSON, e)
         ok = False

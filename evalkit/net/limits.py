@@ -110,10 +110,14 @@ class BoundedTransport(httpx.AsyncBaseTransport):
         try:
             async with asyncio.timeout(self.deadline):
                 response = await self._bounded(request)
+                stream = response.stream
                 try:
-                    body = await response.aread()
+                    # The body is read here, off the capped stream itself: httpx's own read
+                    # (aread, aiter_bytes, aiter_raw) would add three generator layers per
+                    # chunk and decode nothing (identity was asked for; gzip is inflated below).
+                    body = b"".join([chunk async for chunk in stream])  # type: ignore[union-attr]
                 finally:
-                    await response.aclose()
+                    await stream.aclose()  # type: ignore[union-attr]
         except TimeoutError:
             raise httpx.ReadTimeout(f"no complete answer within {self.deadline:g}s", request=request) from None
         return httpx.Response(response.status_code, headers=response.headers, content=body, extensions=response.extensions)

@@ -265,8 +265,12 @@ def _as_httpx(error: Exception) -> Exception:
 
 
 class _ResponseStream(httpx.AsyncByteStream):
-    def __init__(self, inner: Any):
+    """httpcore's response body as httpx's: its errors mapped; once closed (read or not),
+    `release` gives the connection back (ConnectionStack)."""
+
+    def __init__(self, inner: Any, release: Callable[[], None] | None = None):
         self._inner = inner
+        self._release = release
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
@@ -279,7 +283,12 @@ class _ResponseStream(httpx.AsyncByteStream):
             raise mapped from e
 
     async def aclose(self) -> None:
-        await self._inner.aclose()
+        try:
+            await self._inner.aclose()
+        finally:
+            release, self._release = self._release, None
+            if release is not None:
+                release()
 
 
 class ConnectionTransport(httpx.AsyncBaseTransport):
@@ -301,6 +310,19 @@ class ConnectionTransport(httpx.AsyncBaseTransport):
         self._connection: httpcore.AsyncHTTPConnection | None = None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self.send(request)
+
+    async def send(self, request: httpx.Request, release: Callable[[], None] | None = None) -> httpx.Response:
+        """`handle_async_request`, calling `release` once the response is closed (or at once
+        when there is no response: the exchange failed, and httpcore closed the connection)."""
+        try:
+            return await self._send(request, release)
+        except BaseException:
+            if release is not None:
+                release()
+            raise
+
+    async def _send(self, request: httpx.Request, release: Callable[[], None] | None) -> httpx.Response:
         url = request.url
         core_request = httpcore.Request(
             method=request.method,
@@ -324,7 +346,7 @@ class ConnectionTransport(httpx.AsyncBaseTransport):
         return httpx.Response(
             status_code=response.status,
             headers=response.headers,
-            stream=_ResponseStream(response.stream),
+            stream=_ResponseStream(response.stream, release),
             extensions=response.extensions,
         )
 
@@ -359,28 +381,6 @@ def env_proxy_set() -> bool:
     """A proxy is set in the environment: then an httpx client, which resolves
     HTTP(S)_PROXY / NO_PROXY, must send the requests, not these transports."""
     return any(os.environ.get(v) for v in _PROXY_VARIABLES)
-
-
-class _ReturnOnClose(httpx.AsyncByteStream):
-    """A response body that gives its connection back once it is closed (read or not)."""
-
-    def __init__(self, inner: Any, release: Callable[[], None]):
-        self._inner = inner
-        self._release: Callable[[], None] | None = release
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._inner:
-            yield chunk
-
-    async def aclose(self) -> None:
-        try:
-            close = getattr(self._inner, "aclose", None)
-            if close is not None:
-                await close()
-        finally:
-            release, self._release = self._release, None
-            if release is not None:
-                release()
 
 
 class ConnectionStack(httpx.AsyncBaseTransport):
@@ -440,15 +440,9 @@ class ConnectionStack(httpx.AsyncBaseTransport):
         url = request.url
         origin = (url.raw_scheme, url.raw_host, url.port)
         conn = self._checkout(origin)
-        try:
-            response = await conn.handle_async_request(request)
-        except BaseException:
-            # httpcore has already closed a connection that failed mid-request, so the
-            # transport is fit for the next request.
-            self._checkin(origin, conn)
-            raise
-        response.stream = _ReturnOnClose(response.stream, lambda: self._checkin(origin, conn))
-        return response
+        # Back on the stack when its response is closed, or at once if the exchange failed
+        # (httpcore has then closed the connection, and the transport opens a new one).
+        return await conn.send(request, lambda: self._checkin(origin, conn))
 
     async def aclose(self) -> None:
         self._closed = True

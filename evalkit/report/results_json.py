@@ -29,10 +29,11 @@ import orjson
 from evalkit.schema import SCHEMA_VERSION
 from evalkit.store.runs import RESULTS_JSON
 
-__all__ = ["MAX_CASES", "RESULTS_JSON", "case_row", "render_results_json"]
+__all__ = ["MAX_CASES", "RESULTS_JSON", "case_row", "encode_row", "render_results_json"]
 
 MAX_CASES = 20_000
 _JUDGES = ("groundedness", "correctness")
+_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 
 def _chunk_ref(chunk: Any) -> dict[str, Any] | None:
@@ -80,18 +81,24 @@ def case_row(record: Mapping[str, Any]) -> dict[str, Any]:
     return row
 
 
+def encode_row(record: Mapping[str, Any]) -> bytes:
+    """One record's row, as results.json holds it (JSON, no trailing newline)."""
+    return orjson.dumps(case_row(record), option=_OPTS)
+
+
 def render_results_json(
     config: Mapping[str, Any] | None,
     metrics: Mapping[str, Any],
-    records: Iterable[Mapping[str, Any]] | None,
+    rows: Iterable[bytes] | None,
     n_records: int,
 ) -> Iterable[bytes]:
-    """results.json's bytes, in pieces (the case rows streamed from `records`).
+    """results.json's bytes, in pieces (the case rows streamed from `rows`).
 
     Args:
         config: config.json (None when missing).
         metrics: metrics.json as committed.
-        records: results.jsonl's records in run order; None leaves the rows out.
+        rows: results.jsonl's records in run order, each `encode_row`d; None leaves the
+            rows out.
         n_records: how many records the run has (written as `n_records`).
     """
     head = {
@@ -100,19 +107,18 @@ def render_results_json(
         "run_id": metrics.get("run_id"),
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "n_records": n_records,
-        "cases_omitted": records is None,
+        "cases_omitted": rows is None,
         "config": config,
         "metrics": metrics,
     }
-    opts = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
     # The head, its closing brace swapped for the `cases` member that follows.
-    yield orjson.dumps(head, option=opts)[:-1] + b',"cases":'
-    if records is None:
+    yield orjson.dumps(head, option=_OPTS)[:-1] + b',"cases":'
+    if rows is None:
         yield b"null}\n"
         return
     yield b"["
     first = True
-    for record in records:
-        yield (b"\n" if first else b",\n") + orjson.dumps(case_row(record), option=opts)
+    for row in rows:
+        yield (b"\n" if first else b",\n") + row
         first = False
     yield b"\n]}\n"

@@ -843,7 +843,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
 
         # A fresh run's metrics are taken from its records as they are written: results.jsonl
         # (1.2 GB at 100,000 cases and K = 20) is then not read back when it is in run order.
-        derived = RecordPass(s) if not resumed else None
+        derived = RecordPass(s, rows=True) if not resumed else None
         session = Session(p, target, judge, judge_desc, progress, derived=derived, breaker=breaker)
         if progress is not None:
             progress.start(
@@ -869,6 +869,8 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
             n = session.n_written  # written in run order, one per (case, trial): nothing to fix
         else:
             n = _finalize_order(run, p.selected, s.trials)
+            if derived is not None:
+                derived.close()
             derived = None  # the file is not what was written, in that order: derive reads it
         metrics, gate = derive_run(run, RunFacts(
             settings=s, config=p.config, eval_set_commit_hash=p.eval_set.commit_hash,

@@ -14,6 +14,7 @@ import pytest
 from evalkit.config import build_settings
 from evalkit.derive import RecordPass, RunFacts, derive_run
 from evalkit.derive.health import RunHealth
+from evalkit.derive.summary import write_results_json
 from evalkit.store.runs import RunDir
 
 # Answers of every kind a retrieval-only run records: the target failing, an empty answer,
@@ -106,9 +107,30 @@ def test_the_pass_made_while_writing_equals_reading_the_file(tmp_path: Path, tri
     assert strip_time((copy / "summary.md").read_text()) == strip_time((run.path / "summary.md").read_text())
     body = orjson.loads((copy / "results.json").read_bytes())
     body_run = orjson.loads((run.path / "results.json").read_bytes())
-    for b in (body, body_run):
+    # results.json's rows came from the pass (spooled); streamed from results.jsonl they are the same.
+    write_results_json(again, again.read_metrics(), config)
+    body_file = orjson.loads((copy / "results.json").read_bytes())
+    for b in (body, body_run, body_file):
         b.pop("generated_at"), b["metrics"].pop("timestamp")
-    assert body == body_run
+    assert body == body_run == body_file
+    assert len(body["cases"]) == 120 * trials
+
+
+def test_results_json_rows_are_kept_up_to_max_cases_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    import evalkit.report.results_json as results_json
+
+    monkeypatch.setattr(results_json, "MAX_CASES", 3)
+    s = build_settings({"k": [3]}, {})
+    records = [{"test_case_id": f"c{i}", "case": {"id": f"c{i}"}, "retrieved_chunks": []} for i in range(4)]
+    small, big = RecordPass(s, rows=True), RecordPass(s, rows=True)
+    for rec in records[:3]:
+        small.add(rec)
+    for rec in records:
+        big.add(rec)
+    rows = small.rows()
+    assert rows is not None and [orjson.loads(r)["test_case_id"] for r in rows] == ["c0", "c1", "c2"]
+    assert big.rows() is None  # results.json leaves a bigger run's rows out: none were kept
+    small.close(), big.close()
 
 
 def test_a_record_pass_equals_one_record_at_a_time(tmp_path: Path) -> None:
