@@ -158,7 +158,7 @@ def derive_run(run: RunDir, facts: RunFacts, records: RecordPass | None = None) 
     `records`: the pass over the records when the caller already made it over exactly
     the records results.jsonl holds, in its order (run_eval as it wrote them); else
     results.jsonl is read here, once."""
-    s, timing = facts.settings, facts.timing
+    s = facts.settings
     walls = [x.get("wall_s") for x in facts.config.get("sessions") or []]
     suite_s = math.fsum(w for w in walls if isinstance(w, int | float))
     if records is None:
