@@ -27,7 +27,7 @@ import asyncio
 import os
 import socket
 import ssl
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 import httpcore
@@ -195,8 +195,20 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         return self._transport.get_extra_info(key) if key else None
 
 
+async def _connected(opening: Awaitable[tuple[Any, Any]], where: str, timeout: float | None) -> tuple[Any, _Protocol]:
+    """The (transport, protocol) `opening` connects, within `timeout`; httpcore's errors."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await opening
+    except TimeoutError:
+        raise httpcore.ConnectTimeout(f"no connection to {where} within {timeout}s") from None
+    except OSError as e:
+        raise httpcore.ConnectError(str(e) or type(e).__name__) from None
+
+
 class AsyncioBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's network backend on asyncio transports and protocols (no anyio)."""
+    """httpcore's network backend on asyncio transports and protocols (no anyio). TCP
+    only: nothing here connects over a Unix socket (httpcore's base class refuses one)."""
 
     async def connect_tcp(
         self,
@@ -208,30 +220,12 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
     ) -> httpcore.AsyncNetworkStream:
         loop = asyncio.get_running_loop()
         local = (local_address, 0) if local_address else None
-        try:
-            async with asyncio.timeout(timeout):
-                transport, protocol = await loop.create_connection(_Protocol, host, port, local_addr=local)
-        except TimeoutError:
-            raise httpcore.ConnectTimeout(f"no connection to {host}:{port} within {timeout}s") from None
-        except OSError as e:
-            raise httpcore.ConnectError(str(e) or type(e).__name__) from None
+        opening = loop.create_connection(_Protocol, host, port, local_addr=local)
+        transport, protocol = await _connected(opening, f"{host}:{port}", timeout)
         sock: socket.socket = transport.get_extra_info("socket")
         for option in socket_options or ():
             sock.setsockopt(*option)
         return AsyncioStream(transport, protocol)  # asyncio already set TCP_NODELAY
-
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.AsyncNetworkStream:
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout):
-                transport, protocol = await loop.create_unix_connection(_Protocol, path)
-        except TimeoutError:
-            raise httpcore.ConnectTimeout(f"no connection to {path} within {timeout}s") from None
-        except OSError as e:
-            raise httpcore.ConnectError(str(e) or type(e).__name__) from None
-        return AsyncioStream(transport, protocol)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
