@@ -120,6 +120,9 @@ class RunSettings(BaseModel):
     results_dir: str = DEFAULT_RESULTS_DIR
     store_full_text: bool = False
     concurrency: int = Field(4, ge=1)
+    # Issue 27: a sync python: target's calls in N worker processes (CPU-bound functions);
+    # how calls are made, not what is asked: not hashed.
+    target_processes: int | None = Field(None, ge=1)
     timeout: float = Field(60.0, gt=0)
     retries: int = Field(3, ge=0)
     rps: float | None = Field(None, gt=0)

@@ -102,6 +102,13 @@ def main(
     timeout: Optional[float] = _TARGET["timeout"],
     retries: Optional[int] = _TARGET["retries"],
     concurrency: Optional[int] = run_setting(concurrency_option("Cases", _T)),
+    target_processes: Optional[int] = run_setting(typer.Option(
+        None, "--target-processes", min=1, metavar="N",
+        help="Run a sync python: target's function in N worker processes instead of threads, for a function "
+        "that computes rather than waits (threads share one core); each process imports its module once. "
+        "Calls in flight stay at most --concurrency.",
+        rich_help_panel=_T,
+    )),
     rps: Optional[float] = run_setting(rps_option(_T)),
     max_response_bytes: Optional[int] = run_setting(
         typer.Option(

@@ -584,6 +584,7 @@ def _build_target(settings: RunSettings, progress: Any = None, vault_id: str | N
         params=dict(settings.params),
         retry_policy=_retry_policy(settings.retries, settings.max_retry_wait, progress, breaker),
         max_response_bytes=settings.max_response_bytes,
+        processes=settings.target_processes,
     )
 
 

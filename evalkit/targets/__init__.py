@@ -59,6 +59,7 @@ def build_target(
     retry_policy: Any = None,
     max_response_bytes: int | None = None,
     concurrency: int | None = None,
+    processes: int | None = None,
 ) -> Target:
     """The target the run_eval flags name.
 
@@ -78,6 +79,8 @@ def build_target(
         retry_policy: an evalkit.net.retry.RetryPolicy overriding `retries` (tests).
         max_response_bytes: cap on an HTTP answer's (decoded) body; default 32 MiB.
         concurrency: calls at once (--concurrency): a sync python target's thread pool.
+        processes: --target-processes: a sync python target's calls in that many worker
+            processes instead of threads (CPU-bound functions).
 
     Raises:
         InputError: a malformed spec, both --target and --api-url, a missing replay
@@ -87,6 +90,11 @@ def build_target(
         raise BadConfig(
             Problem(f"give either --target or --api-url, not both (got {target!r} and {api_url!r})", field="--target")
         )
+    if processes is not None and not (target or "").strip().startswith("python:"):
+        raise BadConfig(Problem(
+            f"--target-processes runs a python: target's function in worker processes; this target is "
+            f"{(target or api_url or 'the reference chatbot')!r}", field="--target-processes",
+        ))
     http_kwargs = dict(timeout=timeout, retries=retries, rps=rps, params=params, retry_policy=retry_policy)
     if max_response_bytes is not None:
         http_kwargs["max_response_bytes"] = max_response_bytes
@@ -98,7 +106,9 @@ def build_target(
         if not sep or not rest.strip():
             raise BadConfig(Problem(f"{_SPEC_HELP}, got {target!r}", field="--target"))
         if kind == "python":
-            return CallableTarget.from_spec(rest.strip(), timeout=timeout, rps=rps, params=params, concurrency=concurrency)
+            return CallableTarget.from_spec(
+                rest.strip(), timeout=timeout, rps=rps, params=params, concurrency=concurrency, processes=processes
+            )
         if kind == "replay":
             return ReplayTarget(Path(rest.strip()).expanduser())
         raise BadConfig(Problem(f"unknown target kind {kind!r}: {_SPEC_HELP}", field="--target"))

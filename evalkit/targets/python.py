@@ -11,7 +11,7 @@ import inspect
 import sys
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +103,12 @@ class CallableTarget:
     functions are awaited. If the function raises, that case is recorded as a
     TargetError of kind "exception" (the system failed on it) and the run goes on.
 
+    Threads share one core for Python code (the GIL), so a function that computes rather
+    than waits (a local retriever in pure Python) gains nothing from more of them. With
+    `processes=N` (`--target-processes N`) a sync function runs in N worker processes
+    instead, each importing its module once (spawned: nothing of the run's own process is
+    inherited); the request goes to them and the answer comes back pickled.
+
     Args:
         fn: the chatbot function.
         name: how the target is named in results (default: the function's qualname).
@@ -113,6 +119,9 @@ class CallableTarget:
         index_stats_fn: optional zero-argument function returning the indexing_coverage dict.
         concurrency: the most calls of a sync function at once (the run's --concurrency);
             None: up to MAX_THREADS. Threads start as calls need them.
+        processes: run a sync function in this many worker processes instead of threads;
+            needs `spec` (what each process imports). None: threads.
+        spec: `pkg.module:function` or `path.py:function`, as `from_spec` was given it.
     """
 
     MAX_THREADS = 256
@@ -127,10 +136,23 @@ class CallableTarget:
         params: dict[str, Any] | None = None,
         index_stats_fn: Callable[[], Any] | None = None,
         concurrency: int | None = None,
+        processes: int | None = None,
+        spec: str | None = None,
     ):
+        if processes is not None:
+            if spec is None:
+                raise ValueError("processes needs the spec each worker process imports")
+            if _is_async(fn):
+                raise InputError(Problem(
+                    f"--target-processes runs a sync function in worker processes; python:{spec} is async "
+                    "(its calls already overlap in the run's event loop): leave --target-processes out",
+                    field="--target-processes",
+                ))
         self.fn = fn
         self.concurrency = concurrency
-        self._pool: ThreadPoolExecutor | None = None
+        self.processes = processes
+        self._spec = spec
+        self._pool: Executor | None = None
         self.name = name or f"python:{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
         self.timeout = timeout
         self.rps = rps or None
@@ -148,11 +170,20 @@ class CallableTarget:
         fn, module = load_callable(spec)
         stats = getattr(module, "index_stats", None)
         kwargs.setdefault("index_stats_fn", stats if callable(stats) and stats is not fn else None)
-        return cls(fn, name=f"python:{spec}", **kwargs)
+        return cls(fn, name=f"python:{spec}", spec=spec, **kwargs)
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         if _is_async(fn):
             result = await fn(*args)
+        elif self.processes is not None and fn is self.fn:
+            if self._pool is None:
+                import multiprocessing
+
+                self._pool = ProcessPoolExecutor(
+                    self.processes, mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_process_init, initargs=(self._spec, list(sys.path)),
+                )
+            result = await asyncio.get_running_loop().run_in_executor(self._pool, _process_call, *args)
         else:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.concurrency or self.MAX_THREADS, thread_name_prefix="evalkit-target")
@@ -202,20 +233,39 @@ class CallableTarget:
 
     def describe(self) -> dict:
         """Target settings for config.json."""
-        return {
+        out = {
             "kind": "python",
             "target": self.name,
             "timeout_s": self.timeout,
             "rps": self.rps,
             "params": dict(self.params),
         }
+        if self.processes is not None:
+            out["processes"] = self.processes
+        return out
 
     async def aclose(self) -> None:
-        """Release the worker threads (a call that overran its timeout may still be running in
-        one: it is not waited for). A user's `aclose`/`close` is theirs to call."""
+        """Release the worker threads or processes (a call that overran its timeout may still
+        be running in one: it is not waited for). A user's `aclose`/`close` is theirs to call."""
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+
+
+# In a worker process (`processes=`): the function, imported once by `_process_init`.
+_PROCESS_FN: Callable[..., Any] | None = None
+
+
+def _process_init(spec: str, path: list[str]) -> None:
+    global _PROCESS_FN
+    sys.path[:] = path  # the run's: `pkg.module` resolves from the same folders
+    _PROCESS_FN, _ = load_callable(spec)
+
+
+def _process_call(payload: dict[str, Any]) -> Any:
+    """One call in a worker process; the answer as plain data (it travels back pickled)."""
+    assert _PROCESS_FN is not None, "worker process not initialised"
+    return _to_dict(_PROCESS_FN(payload))
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:

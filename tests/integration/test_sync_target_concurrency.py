@@ -44,3 +44,66 @@ def test_a_sync_callable_at_concurrency_32_has_32_calls_in_flight(tmp_path: Path
                       retrieval_only=True, no_probe=True, quiet=True)
     answers = [json.loads(line)["answer"] for line in (result.run_dir / "results.jsonl").read_text().splitlines()]
     assert max(int(a.split()[1]) for a in answers) == 32
+
+
+# --target-processes: a function that computes (holds the GIL) gains nothing from threads; in
+# worker processes it runs side by side. The bot answers with its process id, so the records
+# show which process ran each call. Each call waits until the other worker is busy too (or a
+# second passes), so both of the 2 workers take calls whatever the scheduler does.
+PROCESS_BOT = '''
+import os, time
+from pathlib import Path
+
+def ask(request):
+    here = Path(__file__).with_name("busy")
+    here.mkdir(exist_ok=True)
+    (here / str(os.getpid())).touch()
+    deadline = time.monotonic() + 1.0
+    while len(list(here.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if request["question"] == "q5":
+        raise ValueError("this one fails")
+    return {"answer": f"pid {os.getpid()}", "abstained": False,
+            "debug": {"retrieved_chunks": [{"rel_path": "a.md", "heading_path": "# A", "rank": 1}]}}
+
+async def ask_async(request):
+    return ask(request)
+'''
+
+
+def _process_run(tmp_path: Path, **kw: object) -> object:
+    bot = tmp_path / "pid_bot.py"
+    bot.write_text(PROCESS_BOT)
+    es = tmp_path / "es.jsonl"
+    es.write_text("".join(json.dumps({"id": f"c{i}", "question": f"q{i}", "answerable": True,
+                                      "gold_supports": [{"rel_path": "a.md", "heading_path": "# A"}]}) + "\n"
+                          for i in range(8)))
+    return run_eval(str(es), concurrency=2, results_dir=str(tmp_path / "r"), retrieval_only=True, no_probe=True,
+                    quiet=True, max_error_rate=0.5, **kw)
+
+
+def test_target_processes_runs_the_calls_in_worker_processes(tmp_path: Path) -> None:
+    import os
+
+    result = _process_run(tmp_path, target=f"python:{tmp_path / 'pid_bot.py'}:ask", target_processes=2)
+    records = [json.loads(line) for line in (result.run_dir / "results.jsonl").read_text().splitlines()]
+    pids = {int(r["answer"].split()[1]) for r in records if not r.get("error")}
+    assert len(pids) == 2 and os.getpid() not in pids  # two workers, neither of them this process
+    failed = [r for r in records if r.get("error")]
+    # A function that raises in a worker is that case's error; the run goes on.
+    assert [r["test_case_id"] for r in failed] == ["c5"]
+    assert failed[0]["error"]["kind"] == "exception" and "this one fails" in failed[0]["error"]["detail"]
+    config = json.loads((result.run_dir / "config.json").read_text())
+    assert config["target"]["processes"] == 2 and config["settings"]["target_processes"] == 2
+
+
+def test_target_processes_refuses_what_it_cannot_run(tmp_path: Path) -> None:
+    import pytest
+
+    from evalkit.errors import InputError
+
+    with pytest.raises(InputError, match="is async"):
+        _process_run(tmp_path, target=f"python:{tmp_path / 'pid_bot.py'}:ask_async", target_processes=2)
+    with pytest.raises(InputError, match="python: target"):
+        _process_run(tmp_path, api_url="http://127.0.0.1:9", target_processes=2)
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())  # nothing written
