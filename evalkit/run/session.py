@@ -225,13 +225,12 @@ class Session:
             items = self._release(flush_all=stop)
             if items:
                 # Page-cache writes are microseconds: done inline; only fsync goes to a thread.
-                records = [record for record, _ in items]
-                self.out.write(records)
+                lines = self.out.write(record for record, _ in items)
                 if self.derived is not None:
-                    for i, record in enumerate(records, 1):
+                    for i, line in enumerate(lines, 1):
                         # The record as results.jsonl now holds it (JSON has no tuple, inf or numpy
                         # number), so the metrics are those of reading the file back.
-                        self.derived.add(orjson.loads(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY)))
+                        self.derived.add(orjson.loads(line))
                         if i % _YIELD_EVERY == 0:
                             # Let workers whose answers came in send their next ask: at C = 64 a
                             # batch is ~20 ms of this work, which otherwise delays every wake-up

@@ -641,11 +641,15 @@ class ResultsWriter:
         self._interval = fsync_interval
         self._last_sync = time.monotonic()
 
-    def write(self, records: Iterable[Mapping[str, Any]]) -> None:
-        payload = b"".join(orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n" for r in records)
+    def write(self, records: Iterable[Mapping[str, Any]]) -> list[bytes]:
+        """Append `records`, one JSON line each; returns the lines as written (without their
+        newline), so a caller that reads them back as the file holds them need not encode twice."""
+        lines = [orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY) for r in records]
+        payload = b"\n".join(lines) + b"\n" if lines else b""
         with _os_errors(f"cannot write {self._path.name}", self._path):
             self._f.write(payload)
             self._f.flush()
+        return lines
 
     def sync_due(self) -> bool:
         return time.monotonic() - self._last_sync >= self._interval
