@@ -372,9 +372,23 @@ _PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "htt
 
 
 def env_proxy_set() -> bool:
-    """A proxy is set in the environment: then an httpx client, which resolves
-    HTTP(S)_PROXY / NO_PROXY, must send the requests, not these transports."""
+    """A proxy is set in the environment (HTTP_PROXY, HTTPS_PROXY or ALL_PROXY, any case)."""
     return any(os.environ.get(v) for v in _PROXY_VARIABLES)
+
+
+def env_proxy_for(url: str) -> str | None:
+    """The proxy the environment names for `url`, as httpx's `trust_env` reads it:
+    HTTP_PROXY / HTTPS_PROXY by scheme, else ALL_PROXY; None when none is set or NO_PROXY
+    names the host. (The standard library's reading of those variables, not the system
+    settings some platforms also have.)"""
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    proxies = urllib.request.getproxies_environment()
+    parts = urlsplit(url)
+    if not proxies or urllib.request.proxy_bypass_environment(parts.hostname or "", proxies):
+        return None
+    return proxies.get(parts.scheme) or proxies.get("all") or None
 
 
 class ConnectionStack(httpx.AsyncBaseTransport):

@@ -2,10 +2,10 @@
 
 One HTTP stack: an httpx transport (`evalkit.net.transport.ConnectionStack`: httpcore's
 HTTP/1.1 and h11's parser, one kept-alive connection per request in flight, asyncio
-underneath) wrapped in `BoundedTransport` for the byte cap and the whole-try deadline; an
-httpx client only when the caller injects one or a proxy is set in the environment (the
-client resolves HTTP(S)_PROXY / NO_PROXY). No HTTP is parsed here: a hand-written HTTP/1.1
-client that once sat here was attack surface (bench/README.md, "One HTTP stack").
+underneath; httpx's own transport through a proxy the environment names) wrapped in
+`BoundedTransport` for the byte cap and the whole-try deadline; an httpx client only when
+the caller injects one. No HTTP is parsed here: a hand-written HTTP/1.1 client that once sat
+here was attack surface (bench/README.md, "One HTTP stack").
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from evalkit.errors import BadConfig, Problem, TargetError
 from evalkit.net.limits import DEFAULT_MAX_RESPONSE_BYTES, BoundedTransport, ResponseTooLarge
 from evalkit.net.ratelimit import RateLimiter
-from evalkit.net.transport import ConnectionStack, env_proxy_set
+from evalkit.net.transport import ConnectionStack, env_proxy_for
 from evalkit.net.retry import RetryPolicy, retryable_status
 from evalkit.schema import AskRequest, IndexingCoverage
 from evalkit.targets.base import AskResult, parse_ask_response, request_body
@@ -78,8 +78,8 @@ class HttpTarget:
         api_url: base URL of the chatbot API, with or without a trailing slash.
         client: an httpx.AsyncClient to use (not closed by `aclose`); default: our own
             connections, one per request in flight, opened on first use in the running
-            event loop and kept alive for reuse (an httpx client when a proxy is set in the
-            environment). Cookies are not kept.
+            event loop and kept alive for reuse; through HTTP(S)_PROXY / ALL_PROXY when the
+            environment names one for the URL (NO_PROXY honoured). Cookies are not kept.
         timeout: seconds per try (connect, read, write and pool each).
         retries: retries after the first try.
         rps: at most this many requests per second (tries included); None/0 = no limit.
@@ -126,23 +126,26 @@ class HttpTarget:
         self._extensions = {"timeout": httpx.Timeout(self.timeout).as_dict()}
 
     def _checkout(self) -> _Conn:
-        """What sends the requests: the injected client; under a proxy set in the
-        environment, an httpx client (it resolves HTTP(S)_PROXY / NO_PROXY); otherwise our
-        transport, made once in the running event loop."""
+        """What sends the requests: the injected client, else our transport (made once, in
+        the running event loop), capped and bounded by BoundedTransport either way."""
         if self._client is not None:
             return self._client
         if self._conn is None:
-            if env_proxy_set():
-                # No pool limit: the runner's workers bound the requests in flight.
-                limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-                self._conn = httpx.AsyncClient(timeout=self.timeout, limits=limits)
+            # We need none of a client's features (cookies, redirects, auth flows, event
+            # hooks), so we talk to a transport, httpx's public lower layer: one kept-alive
+            # connection per request in flight (net/transport.py). --timeout bounds the whole
+            # try (connect, send, every byte of the answer) inside it: a server trickling a
+            # byte a second must not hold a case for minutes.
+            proxy = env_proxy_for(self.api_url)
+            inner: httpx.AsyncBaseTransport
+            if proxy is None:
+                inner = ConnectionStack()
             else:
-                # We need none of a client's features (cookies, redirects, auth flows, event
-                # hooks), so we talk to a transport, httpx's public lower layer: one kept-alive
-                # connection per request in flight (net/transport.py). --timeout bounds the
-                # whole try (connect, send, every byte of the answer) inside it: a server
-                # trickling a byte a second must not hold a case for minutes.
-                self._conn = BoundedTransport(ConnectionStack(), max_bytes=self.max_response_bytes, deadline=self.timeout)
+                # Through the proxy the environment names (HTTP(S)_PROXY, ALL_PROXY; not for
+                # a NO_PROXY host), with httpx's own pool: still capped, still bounded.
+                limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+                inner = httpx.AsyncHTTPTransport(proxy=proxy, limits=limits)
+            self._conn = BoundedTransport(inner, max_bytes=self.max_response_bytes, deadline=self.timeout)
         return self._conn
 
     async def _send(self, conn: _Conn, method: str, url: httpx.URL, content: bytes | None = None) -> httpx.Response:
@@ -167,7 +170,7 @@ class HttpTarget:
 
     async def _bounded_send(self, conn: _Conn, method: str, url: httpx.URL, content: bytes | None = None) -> httpx.Response:
         """`_send` within --timeout for the whole try: our transport bounds it itself
-        (BoundedTransport's deadline); an httpx client (injected, or under a proxy) is bounded here."""
+        (BoundedTransport's deadline); an injected httpx client is bounded here."""
         if isinstance(conn, httpx.AsyncClient):
             async with asyncio.timeout(self.timeout):
                 return await self._send(conn, method, url, content)

@@ -255,7 +255,8 @@ def test_index_stats_is_a_get_without_a_body() -> None:
 
 
 def test_every_path_is_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
-    # One HTTP stack (issue 25 item 7): a byte-capped httpx transport, or an httpx client under a proxy.
+    # One HTTP stack (issue 25 item 7): a byte-capped httpx transport on every path; only an
+    # injected client is the caller's own.
     def conn(url: str, **kw: Any) -> Any:
         t = HttpTarget(url, **kw)
         return t._checkout()
@@ -263,4 +264,35 @@ def test_every_path_is_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
     assert isinstance(conn("http://127.0.0.1:9"), BoundedTransport)
     assert isinstance(conn("https://127.0.0.1:9"), BoundedTransport)
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
-    assert isinstance(conn("http://127.0.0.1:9"), httpx.AsyncClient)
+    proxied = conn("http://example.org:9")
+    assert isinstance(proxied, BoundedTransport) and isinstance(proxied._inner, httpx.AsyncHTTPTransport)
+    monkeypatch.setenv("NO_PROXY", "example.org")
+    assert not isinstance(conn("http://example.org:9")._inner, httpx.AsyncHTTPTransport)
+    client = httpx.AsyncClient()
+    assert conn("http://127.0.0.1:9", client=client) is client
+
+
+def test_a_proxy_in_the_environment_carries_the_asks_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The script server plays a forward proxy: an HTTP proxy gets the absolute URL in the
+    # request line. The answer through it is capped and parsed as any other.
+    async def go() -> tuple[list[Any], ScriptServer]:
+        async with ScriptServer([answer(), answer(b"x" * 5000)]) as proxy:
+            monkeypatch.setenv("HTTP_PROXY", proxy.url)
+            monkeypatch.delenv("NO_PROXY", raising=False)
+            monkeypatch.delenv("no_proxy", raising=False)
+            t = target("http://chatbot.example:8080", max_response_bytes=1000)
+            out: list[Any] = []
+            try:
+                for q in ("q0", "q1"):
+                    try:
+                        out.append(await t.ask(AskRequest(question=q)))
+                    except TargetError as e:
+                        out.append(e)
+            finally:
+                await t.aclose()
+            return out, proxy
+
+    (ok, big), proxy = asyncio.run(go())
+    assert ok.response.answer == "Alpha comes first."
+    assert proxy.requests[0].split(b"\r\n")[0] == b"POST http://chatbot.example:8080/api/v1/ask?debug=true HTTP/1.1"
+    assert isinstance(big, TargetError) and big.kind == "response_too_large"
