@@ -33,13 +33,18 @@ def ask(request):
 '''
 
 
-def test_a_sync_callable_at_concurrency_32_has_32_calls_in_flight(tmp_path: Path) -> None:
-    bot = tmp_path / "counting_bot.py"
-    bot.write_text(BOT)
+def _eval_set(tmp_path: Path, n: int) -> Path:
     es = tmp_path / "es.jsonl"
     es.write_text("".join(json.dumps({"id": f"c{i}", "question": f"q{i}", "answerable": True,
                                       "gold_supports": [{"rel_path": "a.md", "heading_path": "# A"}]}) + "\n"
-                          for i in range(64)))
+                          for i in range(n)))
+    return es
+
+
+def test_a_sync_callable_at_concurrency_32_has_32_calls_in_flight(tmp_path: Path) -> None:
+    bot = tmp_path / "counting_bot.py"
+    bot.write_text(BOT)
+    es = _eval_set(tmp_path, 64)
     result = run_eval(str(es), target=f"python:{bot}:ask", concurrency=32, results_dir=str(tmp_path / "r"),
                       retrieval_only=True, no_probe=True, quiet=True)
     answers = [json.loads(line)["answer"] for line in (result.run_dir / "results.jsonl").read_text().splitlines()]
@@ -74,10 +79,7 @@ async def ask_async(request):
 def _process_run(tmp_path: Path, **kw: object) -> object:
     bot = tmp_path / "pid_bot.py"
     bot.write_text(PROCESS_BOT)
-    es = tmp_path / "es.jsonl"
-    es.write_text("".join(json.dumps({"id": f"c{i}", "question": f"q{i}", "answerable": True,
-                                      "gold_supports": [{"rel_path": "a.md", "heading_path": "# A"}]}) + "\n"
-                          for i in range(8)))
+    es = _eval_set(tmp_path, 8)
     return run_eval(str(es), concurrency=2, results_dir=str(tmp_path / "r"), retrieval_only=True, no_probe=True,
                     quiet=True, max_error_rate=0.5, **kw)
 
