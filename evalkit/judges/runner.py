@@ -222,13 +222,10 @@ def build_judge(settings: JudgeSettings) -> Judge:
 def _bounded_client(settings: JudgeSettings) -> Any:
     """The SDKs' HTTP client: every reply body capped at max_response_bytes (a judge server
     streaming without end, or a gzip bomb, must not take the run's memory), one kept-alive
-    connection per call in flight (`evalkit.net.limits.bounded_client`). With a proxy in the
-    environment the SDK's own client is kept, since it is what resolves the proxy."""
+    connection per call in flight, through the environment's proxy when it names one
+    (`evalkit.net.limits.bounded_client`)."""
     from evalkit.net.limits import bounded_client
-    from evalkit.net.transport import env_proxy_set
 
-    if env_proxy_set():
-        return None
     return bounded_client(timeout=settings.timeout, max_bytes=settings.max_response_bytes)
 
 

@@ -151,11 +151,14 @@ class BoundedTransport(httpx.AsyncBaseTransport):
 def bounded_client(*, timeout: float, max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> httpx.AsyncClient:
     """The httpx client the LLM SDKs are given: every response capped at `max_bytes`, one
     kept-alive connection per call in flight (`evalkit.net.transport.ConnectionStack`),
-    redirects followed as the SDKs' own client does."""
+    through the environment's proxy when it names one, redirects followed as the SDKs' own
+    client does."""
     from evalkit.net.transport import ConnectionStack
 
     transport = BoundedTransport(ConnectionStack(), max_bytes=max_bytes)
-    return httpx.AsyncClient(transport=transport, timeout=timeout, follow_redirects=True)
+    # trust_env=False: the stack routes through the environment's proxies itself, under the
+    # cap; a client that resolved them would mount httpx transports that bypass it.
+    return httpx.AsyncClient(transport=transport, timeout=timeout, follow_redirects=True, trust_env=False)
 
 
 def too_large_in(exc: BaseException | None) -> ResponseTooLarge | None:

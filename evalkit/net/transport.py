@@ -24,7 +24,6 @@ not handled here: with a proxy set in the environment the HTTP target uses an ht
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -368,12 +367,6 @@ class ConnectionTransport(httpx.AsyncBaseTransport):
 
 
 _Origin = tuple[bytes, bytes, int | None]
-_PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
-
-
-def env_proxy_set() -> bool:
-    """A proxy is set in the environment (HTTP_PROXY, HTTPS_PROXY or ALL_PROXY, any case)."""
-    return any(os.environ.get(v) for v in _PROXY_VARIABLES)
 
 
 def env_proxy_for(url: str) -> str | None:
@@ -404,6 +397,12 @@ class ConnectionStack(httpx.AsyncBaseTransport):
     once, which the caller's concurrency bounds. One TLS context serves them all: building
     one loads the CA bundle (about 20 ms), which must not happen per connection.
 
+    An origin for which the environment names a proxy (`env_proxy_for`: HTTP(S)_PROXY,
+    ALL_PROXY, not a NO_PROXY host) is sent through it instead, by httpx's own transport
+    (one per proxy, its pool unbounded: the caller bounds what is in flight). Whatever wraps
+    this transport (BoundedTransport's cap and deadline) holds on both paths; a client above
+    it must not resolve proxies itself (`trust_env=False`), or its own mounts bypass it.
+
     The HTTP target and the judge SDKs' client both send through it.
 
     Args:
@@ -416,6 +415,18 @@ class ConnectionStack(httpx.AsyncBaseTransport):
         self._all: list[ConnectionTransport] = []
         self._tls: ssl.SSLContext | None = None
         self._closed = False
+        self._routes: dict[_Origin, httpx.AsyncHTTPTransport | None] = {}  # None: direct
+        self._proxies: dict[str, httpx.AsyncHTTPTransport] = {}
+
+    def _route(self, origin: _Origin, url: httpx.URL) -> httpx.AsyncHTTPTransport | None:
+        """The proxy transport for `origin`, or None to connect directly (decided once per origin)."""
+        if origin not in self._routes:
+            proxy = env_proxy_for(str(url))
+            if proxy is not None and proxy not in self._proxies:
+                limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+                self._proxies[proxy] = httpx.AsyncHTTPTransport(proxy=proxy, limits=limits)
+            self._routes[origin] = self._proxies[proxy] if proxy is not None else None
+        return self._routes[origin]
 
     def _context(self, scheme: bytes) -> ssl.SSLContext:
         if scheme != b"https":
@@ -447,6 +458,9 @@ class ConnectionStack(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
         origin = (url.raw_scheme, url.raw_host, url.port)
+        proxied = self._route(origin, url)
+        if proxied is not None:
+            return await proxied.handle_async_request(request)
         conn = self._checkout(origin)
         # Back on the stack when its response is closed, or at once if the exchange failed
         # (httpcore has then closed the connection, and the transport opens a new one).
@@ -455,5 +469,6 @@ class ConnectionStack(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         self._closed = True
         conns, self._all, self._free = self._all, [], {}
-        for conn in conns:
+        proxies, self._proxies, self._routes = list(self._proxies.values()), {}, {}
+        for conn in [*conns, *proxies]:
             await conn.aclose()

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from evalkit.errors import BadConfig, Problem, TargetError
 from evalkit.net.limits import DEFAULT_MAX_RESPONSE_BYTES, BoundedTransport, ResponseTooLarge
 from evalkit.net.ratelimit import RateLimiter
-from evalkit.net.transport import ConnectionStack, env_proxy_for
+from evalkit.net.transport import ConnectionStack
 from evalkit.net.retry import RetryPolicy, retryable_status
 from evalkit.schema import AskRequest, IndexingCoverage
 from evalkit.targets.base import AskResult, parse_ask_response, request_body
@@ -136,16 +136,8 @@ class HttpTarget:
             # connection per request in flight (net/transport.py). --timeout bounds the whole
             # try (connect, send, every byte of the answer) inside it: a server trickling a
             # byte a second must not hold a case for minutes.
-            proxy = env_proxy_for(self.api_url)
-            inner: httpx.AsyncBaseTransport
-            if proxy is None:
-                inner = ConnectionStack()
-            else:
-                # Through the proxy the environment names (HTTP(S)_PROXY, ALL_PROXY; not for
-                # a NO_PROXY host), with httpx's own pool: still capped, still bounded.
-                limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-                inner = httpx.AsyncHTTPTransport(proxy=proxy, limits=limits)
-            self._conn = BoundedTransport(inner, max_bytes=self.max_response_bytes, deadline=self.timeout)
+            # Through the proxy the environment names for the URL, if any (ConnectionStack).
+            self._conn = BoundedTransport(ConnectionStack(), max_bytes=self.max_response_bytes, deadline=self.timeout)
         return self._conn
 
     async def _send(self, conn: _Conn, method: str, url: httpx.URL, content: bytes | None = None) -> httpx.Response:

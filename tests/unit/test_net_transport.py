@@ -111,6 +111,15 @@ def serve() -> Iterator[Callable[..., Server]]:
         s.close()
 
 
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    port = free.getsockname()[1]
+    free.close()
+    return port
+
+
 def _ok(body: bytes = b'{"ok": true}') -> Handler:
     def handler(conn: socket.socket, request: bytes, n: int) -> bool:
         conn.sendall(_response(body))
@@ -208,10 +217,7 @@ def test_errors_are_httpx_errors(serve: Callable[..., Server]) -> None:
         conn.sendall(b"SPDY/9 what\r\n\r\n")
         return False
 
-    free = socket.socket()
-    free.bind(("127.0.0.1", 0))
-    port = free.getsockname()[1]
-    free.close()  # nothing listens there now
+    port = _closed_port()
 
     with pytest.raises(httpx.ConnectError):
         asyncio.run(_get(ConnectionTransport(), f"http://127.0.0.1:{port}"))
@@ -309,3 +315,40 @@ def test_https_through_asyncio_tls(serve: Callable[..., Server], tmp_path: Path)
     assert asyncio.run(go(trusting)) == [b'{"ok": true}'] * 2
     with pytest.raises(httpx.ConnectError, match="certificate"):
         asyncio.run(go(ssl.create_default_context()))  # the system CAs do not know it
+
+
+def test_the_capped_client_goes_through_the_environments_proxy(
+    serve: Callable[..., Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The judge SDKs' client (bounded_client): the server plays a forward proxy, which gets
+    # the absolute URL in the request line; the cap holds on that path too.
+    from evalkit.net.limits import bounded_client
+
+    def proxy(conn: socket.socket, request: bytes, n: int) -> bool:
+        conn.sendall(_response(b'{"ok": true}' if n == 1 else b"x" * 5000))
+        return True
+
+    srv = serve(proxy)
+    monkeypatch.setenv("HTTP_PROXY", srv.url)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+    async def go() -> bytes:
+        async with bounded_client(timeout=5, max_bytes=1000) as client:
+            first = (await client.post("http://judge.example/v1/chat/completions", content=b"{}")).content
+            with pytest.raises(ResponseTooLarge):
+                await client.post("http://judge.example/v1/chat/completions", content=b"{}")
+            return first
+
+    assert asyncio.run(go()) == b'{"ok": true}'
+    assert srv.requests[0].split(b"\r\n")[0] == b"POST http://judge.example/v1/chat/completions HTTP/1.1"
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    port = _closed_port()
+
+    async def direct() -> None:
+        async with bounded_client(timeout=5, max_bytes=1000) as client:
+            with pytest.raises(httpx.ConnectError):  # refused: it went there, not to the proxy
+                await client.get(f"http://127.0.0.1:{port}/")
+
+    asyncio.run(direct())
+    assert len(srv.requests) == 2

@@ -263,11 +263,16 @@ def test_every_path_is_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
 
     assert isinstance(conn("http://127.0.0.1:9"), BoundedTransport)
     assert isinstance(conn("https://127.0.0.1:9"), BoundedTransport)
+
+    def route(url: str) -> Any:  # what the capped stack sends an origin's requests through
+        u = httpx.URL(url)
+        return conn(url)._inner._route((u.raw_scheme, u.raw_host, u.port), u)
+
+    assert route("http://example.org:9") is None  # directly
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
-    proxied = conn("http://example.org:9")
-    assert isinstance(proxied, BoundedTransport) and isinstance(proxied._inner, httpx.AsyncHTTPTransport)
+    assert isinstance(route("http://example.org:9"), httpx.AsyncHTTPTransport)
     monkeypatch.setenv("NO_PROXY", "example.org")
-    assert not isinstance(conn("http://example.org:9")._inner, httpx.AsyncHTTPTransport)
+    assert route("http://example.org:9") is None
     client = httpx.AsyncClient()
     assert conn("http://127.0.0.1:9", client=client) is client
 
