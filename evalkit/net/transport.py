@@ -17,8 +17,9 @@ general parts for specific ones, through the extension points both libraries doc
 - `AsyncioBackend`, an `httpcore.AsyncNetworkBackend` on asyncio's own transports and
   protocols: a read is one future and one timer, `is_readable` a flag, not a `select()`.
 
-Together about 0.15 ms less CPU per request on this machine (bench/README.md). Proxies are
-not handled here: with a proxy set in the environment the HTTP target uses an httpx client.
+Together about 0.15 ms less CPU per request on this machine (bench/README.md).
+`ConnectionStack` holds one such transport per request in flight, and sends an origin the
+environment's proxy covers through httpx's own transport instead (`env_proxy_for`).
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ import httpx
 
 # Reading pauses when this much is buffered unread, and resumes below a quarter of it.
 _HIGH_WATER = 256 * 1024
-_KEEPALIVE_EXPIRY_S = 5.0
+_KEEPALIVE_EXPIRY_S = 5.0  # httpx's default (httpx.Limits)
 # A write shorter than this (a request head) waits for what follows it in the same step.
-_COALESCE_BELOW = 16 * 1024  # httpx's default (httpx.Limits)
+_COALESCE_BELOW = 16 * 1024
 
 
 class _Protocol(asyncio.Protocol):
