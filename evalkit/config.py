@@ -222,11 +222,11 @@ class RunSettings(BaseModel):
         # "folders,collection", "both+collection", ["vaults", "collection"] -> one stored form.
         if v is None:
             return v
-        items = [v] if isinstance(v, str) else v
-        if not isinstance(items, list | tuple):
+        words = _comma_items(v, r"[,+]")
+        if words is None:
             return v
         parts: set[str] = set()
-        for word in (w.strip().lower() for item in items for w in re.split(r"[,+]", str(item)) if w.strip()):
+        for word in (w.lower() for w in words):
             if word == "both":
                 parts |= {"vaults", "folders"}
             elif word in SCOPE_PARTS:
@@ -303,11 +303,8 @@ class RunSettings(BaseModel):
     @classmethod
     def _field_list(cls, v: Any) -> Any:
         # `--require-fields a,b` (repeatable) or a list from Python.
-        if isinstance(v, str):
-            v = [v]
-        if isinstance(v, list | tuple):
-            return [part.strip() for item in v for part in str(item).split(",") if part.strip()]
-        return v
+        parts = _comma_items(v)
+        return v if parts is None else parts
 
     @field_validator("shard", mode="before")
     @classmethod
@@ -372,10 +369,8 @@ class RunSettings(BaseModel):
     @classmethod
     def _categories(cls, v: Any) -> Any:
         # `--categories installation,usage` (repeatable) or a list from Python.
-        items = [v] if isinstance(v, str) else v
-        if isinstance(items, list | tuple):
-            return list(dict.fromkeys(p.strip() for item in items for p in str(item).split(",") if p.strip()))
-        return v
+        parts = _comma_items(v)
+        return v if parts is None else list(dict.fromkeys(parts))
 
     @field_validator("thresholds", mode="before")
     @classmethod
@@ -439,6 +434,16 @@ class RunSettings(BaseModel):
         return out
 
 
+def _comma_items(value: Any, sep: str = ",") -> list[str] | None:
+    """A list flag's words: "a,b" (the flag given once, or repeated: a list of such) or a
+    list from Python, split on `sep` (a regular expression), stripped, empty ones dropped;
+    None when `value` is neither a string nor a list."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        return None
+    return [part.strip() for item in items for part in re.split(sep, str(item)) if part.strip()]
+
+
 def parse_evaluators(value: Any, allowed: Sequence[str] = EVALUATORS) -> list[str]:
     """`--evaluators` as a list: "retrieval,groundedness" (repeatable) or a list from Python;
     names are case-insensitive, returned once each in EVALUATORS order, with retrieval
@@ -447,10 +452,10 @@ def parse_evaluators(value: Any, allowed: Sequence[str] = EVALUATORS) -> list[st
     Raises:
         ValueError: an unknown name (the message lists the allowed ones), or none at all.
     """
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, list | tuple):
+    parts = _comma_items(value)
+    if parts is None:
         raise ValueError(f"expected names separated by commas, got {value!r}")
-    names = [part.strip().lower().replace("-", "_") for item in items for part in str(item).split(",") if part.strip()]
+    names = [part.lower().replace("-", "_") for part in parts]
     unknown = [n for n in names if n not in allowed]
     if unknown:
         raise ValueError(f"unknown evaluator {unknown[0]!r}; expected some of {', '.join(allowed)}")
