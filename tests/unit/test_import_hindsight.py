@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import orjson
 import pytest
 from typer.testing import CliRunner
 
@@ -28,6 +27,7 @@ from evalkit.interop.importers import (
     write_vault,
 )
 from evalkit.interop.importers.hindsight import fact_note, folder_slug
+from tests.jsonio_words import orjson_msg
 
 FIXTURE = Path(__file__).parents[1] / "data" / "hindsight" / "assistant-baseline.v1.jsonl"
 
@@ -38,15 +38,6 @@ SEED_LINE = (
 )
 
 
-
-def _orjson_msg(data: bytes) -> str:
-    """orjson's own words for `data`'s syntax error, which jsonio quotes: they differ between
-    orjson versions (3.9: "unexpected character"; 3.10+: "..., expected a string key")."""
-    try:
-        orjson.loads(data)
-    except orjson.JSONDecodeError as e:
-        return e.msg
-    raise AssertionError("valid JSON")
 
 def _write(path: Path, *lines: object) -> Path:
     path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines), encoding="utf-8")
@@ -175,7 +166,7 @@ def test_every_problem_names_file_line_and_field(tmp_path: Path) -> None:
     with pytest.raises(InputError) as e:
         import_cases("hindsight", [good, p])
     assert [str(x) for x in e.value.problems] == [
-        f"{p}:3: not valid JSON ({_orjson_msg(b'{not json')}, column 2)",  # orjson's words (jsonio)
+        f"{p}:3: not valid JSON ({orjson_msg(b'{not json')}, column 2)",  # orjson's words (jsonio)
         f"{p}:4: expected a JSON object (one case per line), got list",
         f"{p}:5: id: expected a non-empty string, got '  '",
         f"{p}:5: query: expected a non-empty string, got None",

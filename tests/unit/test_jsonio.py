@@ -16,6 +16,7 @@ import pytest
 from evalkit import jsonio
 from evalkit.errors import BadConfig, InputError, JudgeConfigError, Problem
 from evalkit.jsonio import MAX_DEPTH, MAX_WRITTEN_DEPTH, iter_jsonl, iter_lines, loads, read_bytes, read_json, read_text
+from tests.jsonio_words import orjson_msg
 
 TOO_DEEP = "nested too deeply: more than 64 levels of arrays and objects"
 
@@ -23,15 +24,6 @@ TOO_DEEP = "nested too deeply: more than 64 levels of arrays and objects"
 
 NAN_DOC, NO_VALUE_DOC = b'{"a": NaN}', b'{"n": }'
 
-
-def _orjson_msg(data: bytes) -> str:
-    """orjson's own words for `data`'s syntax error, which jsonio quotes: they differ between
-    orjson versions (3.9: "unexpected character"; 3.10+: "..., expected a string key")."""
-    try:
-        orjson.loads(data)
-    except orjson.JSONDecodeError as e:
-        return e.msg
-    raise AssertionError("valid JSON")
 
 def _nest(depth: int) -> Any:
     """A list nested `depth` levels: [] is 1, [[]] is 2."""
@@ -99,10 +91,10 @@ def test_depth_at_the_limit_and_brackets_in_strings() -> None:
 def test_not_json_is_said_with_line_and_column() -> None:
     # a document: the line counted in it; one line of a JSONL file: the given line
     assert _problems(lambda: loads(b'{\n "a": 1,\n x}', path="d.json")) == [
-        f"d.json:3: not valid JSON ({_orjson_msg(b'{ x}')}, column 2)"
+        f"d.json:3: not valid JSON ({orjson_msg(b'{ x}')}, column 2)"
     ]
     assert _problems(lambda: loads(b'{"a": NaN}', path="f.jsonl", line=7)) == [
-        f"f.jsonl:7: not valid JSON ({_orjson_msg(NAN_DOC)}, column 7)"  # strict JSON
+        f"f.jsonl:7: not valid JSON ({orjson_msg(NAN_DOC)}, column 7)"  # strict JSON
     ]
 
 
@@ -147,7 +139,7 @@ def test_jsonl_line_numbers_are_exact(tmp_path: Path) -> None:
     assert list(iter_jsonl(p)) == [(1, {"n": 1}), (3, {"n": 3, "s": "a\u2028b"}), (5, {"n": 5})]
     # a syntax error's column is on its line, not past its CRLF
     p.write_bytes(b'{"n": 1}\r\n{"n": }\r\n')
-    assert _problems(lambda: list(iter_jsonl(p))) == [f"{p}:2: not valid JSON ({_orjson_msg(NO_VALUE_DOC)}, column 7)"]
+    assert _problems(lambda: list(iter_jsonl(p))) == [f"{p}:2: not valid JSON ({orjson_msg(NO_VALUE_DOC)}, column 7)"]
 
 
 def test_jsonl_bad_byte_on_line_2001_is_said_on_line_2001(tmp_path: Path) -> None:
