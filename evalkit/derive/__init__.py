@@ -113,14 +113,17 @@ class RecordPass:
         self.worst = WorstCases(s.k[0])
         self.trials = TrialStats(s.k) if s.trials > 1 else None
         self.n = 0
-        self._rows: IO[bytes] | None = tempfile.TemporaryFile() if rows else None
+        self._rows: IO[bytes] | None = None
+        if rows:
+            from evalkit.report.results_json import MAX_CASES, encode_row
+
+            # Looked up once, not per record: add() runs on the run's event loop.
+            self._rows, self._encode, self._max_rows = tempfile.TemporaryFile(), encode_row, MAX_CASES
 
     def add(self, rec: dict[str, Any]) -> None:
         if self._rows is not None:
-            from evalkit.report.results_json import MAX_CASES, encode_row
-
-            if self.n < MAX_CASES:
-                self._rows.write(encode_row(rec) + b"\n")
+            if self.n < self._max_rows:
+                self._rows.write(self._encode(rec) + b"\n")
             else:  # results.json leaves the rows of a bigger run out
                 self._rows.close()
                 self._rows = None
