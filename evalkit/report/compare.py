@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -22,6 +24,7 @@ from evalkit.compare.verdict import format_change
 from evalkit.metrics.keys import parse_metric_key
 from evalkit.metrics.registry import label_of
 from evalkit.metrics.stages import JUDGE_PASS, STAGE_LABELS
+from evalkit.report.stacked import Fit, Stacked
 
 __all__ = ["append_step_summary", "print_comparison", "render_markdown", "verdict_line"]
 
@@ -136,19 +139,26 @@ def verdict_method(c: Comparison) -> str:
     )
 
 
+# The verdict table's marks: after a gated metric's name, and after a margin --margin set.
+GATED_MARK = "*"
+MARGIN_MARK = "‡"
+
+
 def margin_bound(m: MetricVerdict) -> str:
     """The margin as the bound on the worse side: -0.05 (higher is better), +0.05 (lower is better)."""
-    return f"{'-' if m.direction == 'higher_is_better' else '+'}{m.margin:g}" + ("*" if m.margin_source == "--margin" else "")
+    return f"{'-' if m.direction == 'higher_is_better' else '+'}{m.margin:g}" + (MARGIN_MARK if m.margin_source == "--margin" else "")
 
 
 def verdict_cells(m: MetricVerdict) -> list[str]:
-    """[metric, n, Δ, interval, margin, verdict, detectable, to settle] as every format shows them."""
+    """[metric, n, Δ, interval, margin, verdict, detectable, to settle] as every format shows them;
+    a gated metric's name ends in GATED_MARK, a margin --margin set in MARGIN_MARK."""
     interval = "—" if m.ci is None else f"[{format_change(m.ci[0])}, {format_change(m.ci[1])}]"
     settle = "—"
     if m.verdict == "inconclusive":
         settle = "on the bound" if m.more_cases is None else f"+{m.more_cases:,}"
     return [
-        label_of(m.metric, m.k), str(m.n), format_change(m.delta), interval, margin_bound(m), m.verdict,
+        label_of(m.metric, m.k) + (f" {GATED_MARK}" if m.gated else ""), str(m.n), format_change(m.delta), interval,
+        margin_bound(m), m.verdict,
         ("—" if m.ci is None else "none") if m.mde is None else f"±{m.mde:.3f}", settle,
     ]
 
@@ -441,7 +451,7 @@ def render_markdown(c: Comparison) -> str:
         out += _md_table(VERDICT_HEADER, ([_md(x) for x in verdict_cells(m)] for m in c.verdict.metrics), "-rr-r-rr")
         out += ["", _md(verdict_method(c))]
         if any(m.margin_source == "--margin" for m in c.verdict.metrics):
-            out += ["", "\\* margin set by --margin"]
+            out += ["", f"{MARGIN_MARK} margin set by --margin"]
     if c.verdict.not_compared:
         out += ["", "Not in the verdict: " + _md("; ".join(f"{x['metric']} ({x['reason']})" for x in c.verdict.not_compared))]
 
@@ -552,25 +562,51 @@ def append_step_summary(markdown: str, environ: dict[str, str] | None = None) ->
 _VERDICT_STYLE = {"better": "green", "equivalent": "green", "non-inferior": "green", "worse": "red", "inconclusive": "yellow"}
 
 
-def _delta_table(title: str, rows: list[DeltaRow], *, scope: bool) -> Table:
-    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
-    table.add_column("metric" + (" · scope" if scope else ""), overflow="fold", min_width=16)
-    for name in ("a", "b", "Δ"):
-        table.add_column(name, justify="right", no_wrap=True)
-    table.add_column("95% CI (unadj.)", no_wrap=True)
-    table.add_column("p adj.", justify="right", no_wrap=True)
-    table.add_column("n a/b", justify="right", no_wrap=True)
-    table.add_column("significance", min_width=12)
+_DELTA_COLUMNS: list[tuple[str, Literal["left", "right"]]] = [
+    ("a", "right"), ("b", "right"), ("Δ", "right"), ("95% CI (unadj.)", "left"), ("p adj.", "right"), ("n a/b", "right"),
+]
+
+
+def _delta_table(title: str, rows: list[DeltaRow], *, scope: bool) -> Fit:
+    """A delta table: one line per row where every column fits, else each row's label and
+    significance on a line and its numbers under it."""
+    head = "metric" + (" · scope" if scope else "")
+    wide = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    wide.add_column(head, no_wrap=True)
+    for name, justify in _DELTA_COLUMNS:
+        wide.add_column(name, justify=justify, no_wrap=True)
+    wide.add_column("significance")
+    narrow = Stacked(title, f"{head}  significance", _DELTA_COLUMNS)
     for r in rows:
         style = "bold green" if r.significant and r.change == "better" else "bold red" if r.significant and r.change == "worse" else ""
         label = Text(row_label(r))
         if scope:
             label.append(f" · {r.scope}", style="dim")
-        table.add_row(
-            label, _num(r.a), _num(r.b), Text(_signed(r.reported_delta), style=style), _ci(r), format_p(r.p_adjusted), f"{r.n_a}/{r.n_b}",
-            Text(short_verdict(r), style=style or "dim"),
-        )
-    return table
+        cells: list[Text | str] = [_num(r.a), _num(r.b), Text(_signed(r.reported_delta), style=style), _ci(r), format_p(r.p_adjusted),
+                                   f"{r.n_a}/{r.n_b}"]
+        said = Text(short_verdict(r), style=style or "dim")
+        wide.add_row(label, *cells, said)
+        narrow.add_row(label, cells, note=said)
+    return Fit(wide, narrow)
+
+
+def _verdict_table(c: Comparison) -> Fit:
+    """The verdict per metric: one line per metric where every column fits, else each metric's
+    name and verdict on a line and its numbers under it."""
+    title = f"Verdict per metric ({_level(c.verdict.confidence)} intervals; {GATED_MARK} gated)"
+    right = ("n", "Δ", "detectable", "to settle")
+    at = VERDICT_HEADER.index("verdict")
+    wide = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for name in VERDICT_HEADER:
+        wide.add_column(name, justify="right" if name in right else "left", no_wrap=True)
+    narrow = Stacked(title, f"{VERDICT_HEADER[0]}  verdict",
+                     [(h, "right" if h in right else "left") for i, h in enumerate(VERDICT_HEADER) if i not in (0, at)])
+    for m in c.verdict.metrics:
+        cells: list[Text | str] = list(verdict_cells(m))
+        cells[at] = Text(str(cells[at]), style=_VERDICT_STYLE.get(m.verdict, ""))
+        wide.add_row(*cells)
+        narrow.add_row(cells[0], [x for i, x in enumerate(cells) if i not in (0, at)], note=cells[at])
+    return Fit(wide, narrow)
 
 
 def _print_flips(console: Console, title: str, flips: list[Flip], side: str, limit: int) -> None:
@@ -578,10 +614,21 @@ def _print_flips(console: Console, title: str, flips: list[Flip], side: str, lim
     console.print(Text(f"{title}: {len(groups)} case(s)", style="bold"))
     for group in groups[:limit]:
         f = group[0]
+        changes = [flip_change(x) for x in group]
+        hit = f"(first gold hit {format_rank(f.first_hit_rank_a)} → {format_rank(f.first_hit_rank_b)})"
         line = Text(f"  {f.id}  ", style="bold")
-        line.append(" · ".join(flip_change(x) for x in group))
-        line.append(f"  (first gold hit {format_rank(f.first_hit_rank_a)} → {format_rank(f.first_hit_rank_b)})", style="dim")
-        console.print(line)
+        line.append(" · ".join(changes))
+        line.append(f"  {hit}", style="dim")
+        if cell_len(line.plain) <= console.width:
+            console.print(line)
+        elif cell_len(line.plain) - cell_len(hit) - 2 <= console.width:
+            console.print(line[: len(line.plain) - len(hit) - 2])
+            console.print(Text(f"    {hit}", style="dim"))
+        else:  # one change a line, so that wrapping never splits a metric's name
+            console.print(Text(f"  {f.id}", style="bold"))
+            for change in changes:
+                console.print(Text(f"    {change}"))
+            console.print(Text(f"    {hit}", style="dim"))
         if f.question:
             console.print(Text(f"    {f.question}"))
         for i, chunk in enumerate(f.top_b if side == "b" else f.top_a):
@@ -594,18 +641,25 @@ def _print_flips(console: Console, title: str, flips: list[Flip], side: str, lim
 def _print_stages(console: Console, st: StageTransitions) -> None:
     """The stage transition matrix with totals, then each cell's first ids (moved cells first)."""
     present, grid = stage_grid(st)
-    table = Table(title=f"{stage_heading(st)} (K = {st.k if st.k is not None else '—'})", title_justify="left",
-                  show_edge=False, pad_edge=False)
-    table.add_column(STAGE_CORNER)
-    for sb in present:
-        table.add_column(stage_label(sb), justify="right")
-    table.add_column("total", justify="right")
-    for sa in present:
-        counts = [grid[(sa, sb)].n if (sa, sb) in grid else 0 for sb in present]
-        cells = [Text(str(n), style="bold" if sa != sb else "") if n else Text("·", style="dim") for n, sb in zip(counts, present, strict=True)]
-        table.add_row(Text(stage_label(sa)), *cells, str(sum(counts)))
-    table.add_row(Text("total", style="bold"), *(str(st.b.get(sb, 0)) for sb in present), str(st.n))
-    console.print(table)
+    title = f"{stage_heading(st)} (K = {st.k if st.k is not None else '—'})"
+
+    def matrix(numbered: bool) -> Table:
+        # numbered: the columns by the rows' numbers, for a console too narrow for the stages' names
+        table = Table(show_edge=False, pad_edge=False, caption_justify="left",
+                      caption="columns: run b's stages, numbered as the rows" if numbered else None)
+        table.add_column(STAGE_CORNER, no_wrap=True)
+        for i, sb in enumerate(present, 1):
+            table.add_column(str(i) if numbered else stage_label(sb), justify="right", no_wrap=True)
+        table.add_column("total", justify="right", no_wrap=True)
+        for i, sa in enumerate(present, 1):
+            counts = [grid[(sa, sb)].n if (sa, sb) in grid else 0 for sb in present]
+            cells = [Text(str(n), style="bold" if sa != sb else "") if n else Text("·", style="dim") for n, sb in zip(counts, present, strict=True)]
+            table.add_row(Text(f"{i} {stage_label(sa)}" if numbered else stage_label(sa)), *cells, str(sum(counts)))
+        table.add_row(Text("total", style="bold"), *(str(st.b.get(sb, 0)) for sb in present), str(st.n))
+        return table
+
+    console.print(Text(title, style="table.title"))
+    console.print(Fit(matrix(False), matrix(True), Text("(too narrow a console for the matrix; its cells are listed below)", style="dim")))
     console.print(Text(STAGE_LEGEND, style="dim"))
     moved, stayed = stage_moves(st)
     for x in [*moved, *stayed]:
@@ -660,16 +714,7 @@ def print_comparison(c: Comparison, console: Console | None = None, *, max_flips
         console.print(Text(GATE_ADVICE, style="bold yellow"))
     console.print()
     if c.verdict.metrics:
-        table = Table(title=f"Verdict per metric ({_level(c.verdict.confidence)} intervals)", title_justify="left",
-                      show_edge=False, pad_edge=False)
-        for name in VERDICT_HEADER:
-            table.add_column(name, justify="right" if name in ("n", "Δ", "detectable", "to settle") else "left",
-                             no_wrap=name != "metric")
-        for m in c.verdict.metrics:
-            cells = verdict_cells(m)
-            cells[5] = Text(cells[5], style=_VERDICT_STYLE.get(m.verdict, ""))  # type: ignore[call-overload]
-            table.add_row(*cells)
-        console.print(table)
+        console.print(_verdict_table(c))
         console.print(Text(verdict_method(c), style="dim"))
     for x in c.verdict.not_compared:
         console.print(Text(f"not in the verdict: {x['metric']} ({x['reason']})", style="dim"))

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
-from rich.measure import Measurement
 from rich.table import Table
 
 from evalkit.metrics.keys import canonical_key, parse_metric_key
 from evalkit.metrics.registry import label_of, short_label_of
+from evalkit.report.stacked import fits
 
 if TYPE_CHECKING:  # the type only: report/ does not import the stages it renders
     from evalkit.run.matrix import MatrixResult
@@ -102,11 +102,6 @@ def _blocks(result: MatrixResult, console: Console, ordered_by: str) -> None:
             console.print(f"  {ordered_by} vs prev.: {mark(row.vs_previous)}")
 
 
-def _fits(table: Table, console: Console) -> bool:
-    # Measured without the console's limit: within it, rich reports at most its width (by cutting cells).
-    return Measurement.get(console, console.options.update_width(1 << 16), table).maximum <= console.width
-
-
 def print_matrix(result: MatrixResult, console: Console | None = None) -> None:
     """Print the matrix table and the expect-order verdict.
 
@@ -117,12 +112,12 @@ def print_matrix(result: MatrixResult, console: Console | None = None) -> None:
     console = console or Console()
     ordered_by = metric_label(result.metric, result.k)
     full = _full_table(result, ordered_by)
-    if _fits(full, console):
+    if fits(full, console):
         console.print(full)
     else:
         console.print(f"config matrix {result.matrix_id}: runs {result.matrix_id}-<preset>", highlight=False)
         compact = _compact_table(result)
-        if _fits(compact, console):
+        if fits(compact, console):
             console.print(compact)
             console.print(f"vs prev.: {ordered_by} minus the row above; ▲/▼ significant, ≈ not distinguishable")
         else:
