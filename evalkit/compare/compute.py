@@ -397,6 +397,10 @@ def _test_rows(
         if result.n:
             lo, hi = result.ci
             row.paired_delta = None if result.delta is None else sign * result.delta + 0.0
+            # The row's own means over the n cases, not the test's: a shared test can be another
+            # row's data with the same differences (recall@5 and @10 moving on the same cases).
+            mean_a, mean_b = float(va[both].mean()), float(vb[both].mean())
+            row.paired_a, row.paired_b = (1.0 - mean_a, 1.0 - mean_b) if row.metric in _MIRRORED else (mean_a, mean_b)
             if row.paired_delta is not None:  # the change every report shows follows the Δ it shows
                 row.change = change_of(row.paired_delta, row.direction)
             row.ci95 = [lo, hi] if sign > 0 else [None if hi is None else -hi + 0.0, None if lo is None else -lo + 0.0]

@@ -173,11 +173,40 @@ GATE_ADVICE = (
 
 # What Δ is, in every format (terminal, markdown, HTML): one number, said once.
 DELTA_LEGEND = (
-    "Δ: the mean paired difference b − a over the cases both runs scored (what the 95% CI and p are about); "
-    "a and b: each run's metrics.json value. Without per-case results on both sides, Δ is b − a. "
+    "Δ: the mean paired difference b − a over the cases both runs scored (n; what the 95% CI and p are about); "
+    "a and b: each run's mean over those same cases, so Δ = b − a. Where a run's metrics.json value (its mean over "
+    "every case it scored) differs, it is shown too, marked † (all cases, with each run's n). Without per-case results "
+    "on both sides, a and b are the metrics.json values and n is each run's count. "
     "The 95% CI (bootstrap) and p are each row's own, unadjusted; p adj. is corrected over every test, so a 95% CI "
     "can exclude 0 while p adj. is above α. The verdict's intervals are adjusted."
 )
+# Marks a run's all-case value (metrics.json's) where it differs from the paired mean shown.
+ALL_CASE_MARK = "†"
+
+
+def shown_values(row: DeltaRow) -> tuple[float | None, float | None]:
+    """(a, b) as every delta table shows them beside Δ, so that Δ = b − a: each run's mean over
+    the paired cases where the row has a paired test, else the aggregates (metrics.json's)."""
+    if row.paired_delta is not None and row.paired_a is not None and row.paired_b is not None:
+        return row.paired_a, row.paired_b
+    return row.a, row.b
+
+
+def shown_n(row: DeltaRow) -> str:
+    """The cases behind the shown a, b and Δ: the paired n, else each run's own ("18/17")."""
+    return str(row.n) if row.paired_delta is not None else f"{row.n_a}/{row.n_b}"
+
+
+def all_case_differs(row: DeltaRow) -> bool:
+    """A run's all-case value (`row.a`, `row.b`) reads differently from the paired mean shown:
+    the tables then show it too, marked †. Equal at the shown precision is not a difference."""
+    a, b = shown_values(row)
+    return _num(a) != _num(row.a) or _num(b) != _num(row.b)
+
+
+def all_case_text(row: DeltaRow) -> str:
+    """The all-case values with their n, marked: "† 0.222 (18) · 0.833 (18)"."""
+    return f"{ALL_CASE_MARK} {_num(row.a)} ({row.n_a}) · {_num(row.b)} ({row.n_b})"
 
 
 def method_line(c: Comparison) -> str:
@@ -364,14 +393,19 @@ def _md_table(header: list[str], rows: Iterable[list[str]], align: str | None = 
 
 
 def _md_delta_rows(rows: list[DeltaRow], *, scope: bool) -> list[str]:
-    header = ["metric", *(["scope"] if scope else []), "a (n)", "b (n)", "Δ", "95% CI (unadj.)", "p", "p adj.", "significance"]
+    # The all-case column only in a table where some row has a value to put in it.
+    all_case = any(all_case_differs(r) for r in rows)
+    header = ["metric", *(["scope"] if scope else []), "a", "b", "Δ", "n", "95% CI (unadj.)", "p", "p adj.", "significance",
+              *([f"{ALL_CASE_MARK} all cases: a (n) · b (n)"] if all_case else [])]
     body = []
     for r in rows:
+        a, b = shown_values(r)
         body.append([
-            _md(row_label(r)), *([_md(r.scope)] if scope else []), f"{_num(r.a)} ({r.n_a})", f"{_num(r.b)} ({r.n_b})",
-            _signed(r.reported_delta), _ci(r), format_p(r.p_value), format_p(r.p_adjusted), _md(verdict(r)),
+            _md(row_label(r)), *([_md(r.scope)] if scope else []), _num(a), _num(b), _signed(r.reported_delta), shown_n(r),
+            _ci(r), format_p(r.p_value), format_p(r.p_adjusted), _md(verdict(r)),
+            *([all_case_text(r) if all_case_differs(r) else ""] if all_case else []),
         ])
-    return _md_table(header, body, "-" + ("-" if scope else "") + "rrr-rr-")
+    return _md_table(header, body, "-" + ("-" if scope else "") + "rrrr-rr-" + ("-" if all_case else ""))
 
 
 def _md_flips(flips: list[Flip], side: str, limit: int) -> list[str]:
@@ -563,13 +597,14 @@ _VERDICT_STYLE = {"better": "green", "equivalent": "green", "non-inferior": "gre
 
 
 _DELTA_COLUMNS: list[tuple[str, Literal["left", "right"]]] = [
-    ("a", "right"), ("b", "right"), ("Δ", "right"), ("95% CI (unadj.)", "left"), ("p adj.", "right"), ("n a/b", "right"),
+    ("a", "right"), ("b", "right"), ("Δ", "right"), ("95% CI (unadj.)", "left"), ("p adj.", "right"), ("n", "right"),
 ]
 
 
 def _delta_table(title: str, rows: list[DeltaRow], *, scope: bool) -> Fit:
     """A delta table: one line per row where every column fits, else each row's label and
-    significance on a line and its numbers under it."""
+    significance on a line and its numbers under it. A row whose all-case values differ from
+    the paired means shown is followed by a † line with them (`all_case_differs`)."""
     head = "metric" + (" · scope" if scope else "")
     wide = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
     wide.add_column(head, no_wrap=True)
@@ -582,11 +617,15 @@ def _delta_table(title: str, rows: list[DeltaRow], *, scope: bool) -> Fit:
         label = Text(row_label(r))
         if scope:
             label.append(f" · {r.scope}", style="dim")
-        cells: list[Text | str] = [_num(r.a), _num(r.b), Text(_signed(r.reported_delta), style=style), _ci(r), format_p(r.p_adjusted),
-                                   f"{r.n_a}/{r.n_b}"]
+        a, b = shown_values(r)
+        cells: list[Text | str] = [_num(a), _num(b), Text(_signed(r.reported_delta), style=style), _ci(r), format_p(r.p_adjusted), shown_n(r)]
         said = Text(short_verdict(r), style=style or "dim")
         wide.add_row(label, *cells, said)
         narrow.add_row(label, cells, note=said)
+        if all_case_differs(r):
+            a_all, b_all, n_all = (Text(x, style="dim") for x in (_num(r.a), _num(r.b), f"{r.n_a}/{r.n_b}"))
+            wide.add_row(Text(f"  {ALL_CASE_MARK} all cases", style="dim"), a_all, b_all, "", "", "", n_all, "")
+            narrow.add_row(None, [a_all, b_all, "", "", "", n_all], note=Text("all cases", style="dim"), lead=ALL_CASE_MARK)
     return Fit(wide, narrow)
 
 

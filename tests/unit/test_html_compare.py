@@ -11,7 +11,7 @@ import pytest
 
 from evalkit.compare import compare_runs
 from evalkit.metrics.registry import label_of
-from evalkit.report.compare import by_case, distinct_rows, headline, method_line
+from evalkit.report.compare import all_case_differs, by_case, distinct_rows, headline, method_line, shown_values
 from evalkit.report.html.compare import compare_view, default_compare_output, diff_segments, write_compare_report
 from tests.unit.test_compare import RUN_A, RUN_B, R, make_run, rec
 
@@ -36,7 +36,9 @@ def test_the_view_reads_every_number_off_the_comparison(ab):
     # every delta row, in the model's order, with its numbers untouched
     assert [(r["metric"], r["scope"], r["k"]) for r in view["deltas"]["rows"]] == [(r.metric, r.scope, r.k) for r in c.deltas]
     for shown, row in zip(view["deltas"]["rows"], c.deltas):
-        assert (shown["a"], shown["b"], shown["delta"], shown["p_adjusted"]) == (row.a, row.b, row.reported_delta, row.p_adjusted)
+        a, b = shown_values(row)  # the means Δ is the difference of; metrics.json's beside them
+        assert (shown["a"], shown["b"], shown["delta"], shown["p_adjusted"]) == (a, b, row.reported_delta, row.p_adjusted)
+        assert (shown["a_all"], shown["b_all"], shown["all_case"]) == (row.a, row.b, all_case_differs(row))
         assert [shown["ci_lo"], shown["ci_hi"]] == (row.ci95 or [None, None])
     sig, _ = distinct_rows(c.significant_deltas())
     assert [r["label"] for r in view["significant"]["rows"]] == [label_of(r.metric, r.k) for r in sig]  # the registry's

@@ -25,12 +25,14 @@ from evalkit.compare.compute import IncomparableRuns, compare_runs
 from evalkit.compare.models import ChunkRef, Comparison, DeltaRow, Flip
 from evalkit.metrics.registry import short_label_of
 from evalkit.report.compare import (
+    ALL_CASE_MARK,
     DELTA_LEGEND,
     GATE_ADVICE,
     STAGE_CORNER,
     STAGE_LEGEND,
     VERDICT_HEADER,
     affected_metrics,
+    all_case_differs,
     by_case,
     chunk_text,
     corpus_note,
@@ -48,6 +50,8 @@ from evalkit.report.compare import (
     repeats_note,
     row_label,
     short_verdict,
+    shown_n,
+    shown_values,
     stage_grid,
     stage_heading,
     stage_label,
@@ -107,16 +111,24 @@ def _grouping(scope: str) -> str:
 
 
 def _row(r: DeltaRow) -> dict[str, Any]:
-    """A delta row for a table: raw numbers (the template formats them) and the verdict words."""
+    """A delta row for a table: raw numbers (the template formats them) and the verdict words.
+
+    `a` and `b` are what `delta` is the difference of (`shown_values`: the paired means where
+    there is a paired test); `all_case` says whether metrics.json's `a_all`/`b_all` read differently."""
     lo, hi = (r.ci95 or [None, None])[:2] if r.ci95 else (None, None)
+    a, b = shown_values(r)
     return {
         "label": row_label(r),
         "metric": r.metric,
         "k": r.k,
         "scope": r.scope,
         "grouping": _grouping(r.scope),
-        "a": r.a,
-        "b": r.b,
+        "a": a,
+        "b": b,
+        "a_all": r.a,
+        "b_all": r.b,
+        "all_case": all_case_differs(r),
+        "n_text": shown_n(r),
         "delta": r.reported_delta,  # the Δ every format shows (DeltaRow.reported_delta)
         "paired_delta": r.paired_delta,
         "ci_lo": lo,
@@ -286,8 +298,10 @@ def compare_view(comparison: Comparison, *, refused: bool = False, output_dir: P
             "warnings": list(c.invariants.warnings),
         },
         "notes": list(c.notes),
+        "all_case_mark": ALL_CASE_MARK,
         "significant": {
             "rows": [_row(r) for r in sig],
+            "all_case": any(all_case_differs(r) for r in sig),
             "repeats_note": repeats_note(sig_repeated) if sig_repeated else None,
             "empty_text": None if sig else no_significance(c),
             "intervals": [i for i in (_interval(r, f"{row_label(r)} · {r.scope}") for r in sig) if i],
@@ -295,7 +309,8 @@ def compare_view(comparison: Comparison, *, refused: bool = False, output_dir: P
         "overall_intervals": [i for i in (_interval(r, row_label(r)) for r in overall_shown if r.n_changed) if i],
         "overall_unchanged": sum(1 for r in overall_shown if not r.n_changed),
         "confidence": c.stats.confidence,
-        "deltas": {"rows": [_row(r) for r in c.deltas], "groupings": by_grouping, "n_overall": len(overall)},
+        "deltas": {"rows": [_row(r) for r in c.deltas], "groupings": by_grouping, "n_overall": len(overall),
+                   "all_case": any(all_case_differs(r) for r in c.deltas)},
         "domains": _domains(c),
         "stages": _stages(c),
         "flips": {
