@@ -92,7 +92,8 @@ class JudgeSettings:
     # default set (DEFAULT_JUDGE_EVALUATORS, plus answer_quality when `answer_quality`).
     evaluators: tuple[str, ...] | None = None
     # Whether the cases to judge hold an acknowledge_both case: the conflict judge's prompt
-    # version is then part of the judge's description (and identity). Set by the caller.
+    # version is then part of the judge's description (and identity). Set by the caller;
+    # run_eval asks of the whole run's cases, so every shard of a run has one identity.
     conflict_cases: bool = False
     trials: int = 1
     concurrency: int = 4

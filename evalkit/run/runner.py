@@ -341,7 +341,7 @@ def _prepare_inputs(values: Mapping[str, Any]) -> Prepared:
         select_indices(eval_set.keys, ids=settings.ids, tags=settings.tag, categories=settings.category, limit=settings.limit),
         eval_set.ids,
     )
-    shard_info = None
+    unsharded, shard_info = selected, None
     if settings.shard:  # issue 15: this machine's slice of the selection (may be empty)
         selected, shard_info = _shard_selection(selected, settings.shard)
     baseline = None
@@ -360,7 +360,7 @@ def _prepare_inputs(values: Mapping[str, Any]) -> Prepared:
                 [Problem(f"cannot gate against {settings.baseline}: {v}", field="--baseline") for v in violations]
                 + [Problem("pass --ignore-invariants to compare anyway", field="--baseline")]
             )
-    prepared = Prepared(settings, eval_set, selected, baseline, stored_config=stored)
+    prepared = Prepared(settings, eval_set, selected, baseline, stored_config=stored, unsharded=unsharded)
     prepared.response_validator = response_validator
     prepared.shard_info = shard_info
     if values.get("suite"):  # given now; a resume without it keeps config.json's suite
@@ -490,7 +490,7 @@ def _unchecked_rules(p: Prepared) -> dict[str, Any] | None:
     if p.eval_set.warnings:
         selected = {index for index, _ in p.selected}
         found = [(i, w) for i, w in p.eval_set.warnings if i in selected]
-    if "conflict" not in p.settings.judge_evaluators and _conflict_cases(p):
+    if "conflict" not in p.settings.judge_evaluators and _holds_conflict_case(p, p.selected):
         why = "--retrieval-only" if p.settings.retrieval_only else "--evaluators without conflict"
         for index, _ in p.selected:
             if p.eval_set.recency_rules.get(index) == "acknowledge_both":
@@ -516,12 +516,29 @@ def _unchecked_rules(p: Prepared) -> dict[str, Any] | None:
     }
 
 
-def _conflict_cases(p: Prepared) -> bool:
-    """Whether a selected case has `recency_conflict_rule: acknowledge_both` (the conflict judge's)."""
+def _holds_conflict_case(p: Prepared, selection: Selection) -> bool:
+    """Whether a case of `selection` has `recency_conflict_rule: acknowledge_both` (the conflict judge's)."""
     rules = p.eval_set.recency_rules
     if not any(rule == "acknowledge_both" for rule in rules.values()):
         return False
-    return any(rules.get(index) == "acknowledge_both" for index, _ in p.selected)
+    return any(rules.get(index) == "acknowledge_both" for index, _ in selection)
+
+
+def _conflict_cases(p: Prepared) -> bool:
+    """JudgeSettings.conflict_cases: whether the judge's description (hashed) names the
+    conflict judge's prompt, which it does when the run's cases hold an acknowledge_both case.
+
+    The run's cases, not the shard's: the hashed config must be one for every shard of a run,
+    or `merge` refuses them (issue 36 item 9). A shard without such a case asks the conflict
+    judge nothing either way. A shard stored before then named the prompt only when its own
+    cases held one; resumed, it keeps the judge it recorded (merging it with newer shards
+    is still refused: re-run it)."""
+    if not _holds_conflict_case(p, p.run_cases):
+        return False
+    stored = ((p.stored_config or {}).get("hashed") or {}).get("judge")
+    older_shard = (isinstance(stored, dict) and "conflict" not in (stored.get("prompt_version") or {})
+                   and not _holds_conflict_case(p, p.selected))
+    return not older_shard
 
 
 def _build_judge(settings: RunSettings, *, conflict_cases: bool = False) -> Any:
@@ -766,7 +783,8 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
     try:
         # Shared by the target's retries and the session: a target failing every request stops the run.
         breaker = CircuitBreaker()
-        target = _build_target(s, progress, reference_vault_id(s, (p.eval_set.cases[i] for i, _ in p.selected)), breaker)
+        # The run's cases, not the shard's: the vault id goes into every chunk id.
+        target = _build_target(s, progress, reference_vault_id(s, (p.eval_set.cases[i] for i, _ in p.run_cases)), breaker)
         judge_desc = judge.describe() if judge is not None else {"provider": None}
         resumed = p.run is not None and p.stored_config is not None
         probe = None

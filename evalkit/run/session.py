@@ -55,6 +55,14 @@ class Prepared:
     response_validator: Any = None  # evalkit.metrics.validity.ResponseValidator, or None
     suite: Any = None  # evalkit.metrics.suite.Suite given with --suite (a resume keeps the stored one), or None
     shard_info: dict[str, Any] | None = None  # config.json's `shard` block with --shard (issue 15), else None
+    # The run's cases before --shard (`selected` itself without it). What the hashed config
+    # and the target are derived from, so that every shard of a run hashes alike (issue 36).
+    unsharded: Selection | None = None
+
+    @property
+    def run_cases(self) -> Selection:
+        """The whole run's selected cases, whichever shard of it this process runs."""
+        return self.selected if self.unsharded is None else self.unsharded
 
 
 # Hashed keys that are not settings: checked separately on resume.

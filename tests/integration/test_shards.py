@@ -372,3 +372,82 @@ def test_runs_stored_with_0_based_shards_resume_rerun_and_merge(setup: dict) -> 
     assert _comparable(merged.metrics) == _comparable(json.loads((whole.run_dir / "metrics.json").read_text()))
     cfg = json.loads((merged.run_dir / "config.json").read_text())
     assert [(x["index"], x["number"]) for x in cfg["shard_runs"]] == [(0, 1), (1, 2), (2, 3), (3, 4)]
+
+
+SHIPPED = ROOT / "eval_set.jsonl"
+
+
+def _shipped_run(results: Path, *extra: str):
+    """`evalkit run` of the shipped eval set against the in-process reference chatbot over
+    sample_vault/, judged by the offline heuristic judge."""
+    from typer.testing import CliRunner
+
+    from evalkit.cli.main import app
+
+    args = ["run", "--eval-set", str(SHIPPED), "--vault", str(ROOT / "sample_vault"), "--results-dir", str(results),
+            "--quiet", *extra]
+    return CliRunner().invoke(app, args)
+
+
+def _shipped_ids() -> tuple[list[str], list[str]]:
+    """The shipped eval set's case ids, and those of its acknowledge_both cases."""
+    cases = [json.loads(line) for line in SHIPPED.read_text().splitlines() if line.strip()]
+    return [c["id"] for c in cases], [c["id"] for c in cases if c.get("recency_conflict_rule") == "acknowledge_both"]
+
+
+def test_the_shipped_eval_set_in_three_shards_merges(tmp_path: Path) -> None:
+    # regression: issue 36 item 9. Only the shard holding the acknowledge_both case named the
+    # conflict judge's prompt version in its hashed config, so `merge` exited 2 ("the shards
+    # differ in config_hash").
+    from typer.testing import CliRunner
+
+    from evalkit.cli.main import app
+
+    ids, conflict_ids = _shipped_ids()
+    assert conflict_ids and len({shard_of(i, 3) for i in conflict_ids}) < 3  # a shard holds none: the bug's case
+    results = tmp_path / "results"
+    shards = [f"shipped-{i}" for i in (1, 2, 3)]
+    for i, run_id in enumerate(shards, 1):
+        out = _shipped_run(results, "--shard", f"{i}/3", "--run-id", run_id)
+        assert out.exit_code == 0, out.output
+    out = _shipped_run(results, "--run-id", "whole")
+    assert out.exit_code == 0, out.output
+    out = CliRunner().invoke(app, ["merge", *shards, "--run-id", "merged", "--results-dir", str(results)])
+    assert out.exit_code == 0, out.output
+
+    # Every case once, in eval-set order; one hashed config for the shards, the merge and the unsharded run.
+    assert [r["test_case_id"] for r in _records(results / "merged")] == ids
+    configs = {r: json.loads((results / r / "config.json").read_text()) for r in [*shards, "merged", "whole"]}
+    assert len({json.dumps(c["hashed"], sort_keys=True) for c in configs.values()}) == 1
+    assert len({c["config_hash"] for c in configs.values()}) == 1
+    assert "conflict" in configs["whole"]["hashed"]["judge"]["prompt_version"]
+    merged_m = json.loads((results / "merged" / "metrics.json").read_text())
+    whole_m = json.loads((results / "whole" / "metrics.json").read_text())
+    assert _comparable(merged_m) == _comparable(whole_m)
+
+
+def test_a_shard_stored_before_issue_36_resumes_with_the_judge_it_recorded(tmp_path: Path) -> None:
+    # A shard without an acknowledge_both case, run before issue 36, hashed a judge without
+    # the conflict prompt: it resumes as it was (merging it with newer shards is refused).
+    from evalkit.store.runs import config_hash
+
+    _, conflict_ids = _shipped_ids()
+    number = next(i for i in (1, 2, 3) if all(shard_of(c, 3) != i - 1 for c in conflict_ids))
+    results = tmp_path / "results"
+    out = _shipped_run(results, "--shard", f"{number}/3", "--run-id", "old")
+    assert out.exit_code == 0, out.output
+    run_dir = results / "old"
+    config = json.loads((run_dir / "config.json").read_text())
+    for judge in (config["hashed"]["judge"], config["judge"]):
+        del judge["prompt_version"]["conflict"]
+    config["config_hash"] = old_hash = config_hash(config["hashed"])
+    (run_dir / "config.json").write_text(json.dumps(config, indent=2))
+    lines = (run_dir / "results.jsonl").read_bytes().splitlines(keepends=True)
+    (run_dir / "results.jsonl").write_bytes(b"".join(lines[:-3]))  # killed part way
+    (run_dir / "metrics.json").unlink()
+
+    result = run_eval(resume="old", results_dir=str(results), quiet=True)
+    assert result.resumed and result.skipped == len(lines) - 3
+    assert len(_records(run_dir)) == len(lines)
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["config_hash"] == old_hash and "conflict" not in config["hashed"]["judge"]["prompt_version"]

@@ -42,3 +42,19 @@ def test_an_explicit_vault_id_wins_and_a_wrong_one_is_refused_before_the_run(tmp
     assert out.exit_code == 2
     assert "unknown vault 'notes'" in out.output and "'other'" in out.output
     assert _run(tmp_path, es, "--vault-id", "notes").exit_code == 0
+
+
+def test_a_shard_serves_the_vault_of_the_runs_cases_not_of_its_own(tmp_path: Path) -> None:
+    # regression: issue 36 item 9. The vault the reference chatbot serves (it goes into every
+    # chunk id) came from the shard's cases: a shard whose cases named one vault of the run's
+    # two served it, while the unsharded run served none. Now each shard does as the whole run.
+    from evalkit.evalset.shard import shard_of
+
+    cases = [json.loads(line) for line in (ROOT / "eval_set.jsonl").read_text().splitlines()[:8]]
+    for c in cases:
+        c["vaults"] = ["notes" if shard_of(c["id"], 2) == 0 else "other"]
+    es = tmp_path / "es.jsonl"
+    es.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    for extra in ((), ("--shard", "1/2"), ("--shard", "2/2")):
+        out = _run(tmp_path, es, *extra)
+        assert out.exit_code == 2 and "unknown vault" in out.output, (extra, out.output)
