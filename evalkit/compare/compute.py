@@ -40,6 +40,7 @@ from evalkit.compare.cases import (
     unscoreable_from_metrics,
 )
 from evalkit.compare.conditions import config_diff, latency_report
+from evalkit.compare.fields import field_gaps
 from evalkit.compare.gate import (
     ANSWER_METRICS,
     Thresholds,
@@ -106,7 +107,6 @@ _HIGHER_IS_BETTER = frozenset(_METRIC_ORDER) - _LOWER_IS_BETTER
 _GROUPING_ORDER = ("by_answerable", "by_category", "by_difficulty", "by_domain", "by_language", "by_scenario", "by_tag")
 # hallucination = 1 - abstention accuracy case by case: one test, shown on both rows.
 _MIRRORED = {"hallucination_rate_unanswerable": "abstention_accuracy"}
-_ABSTENTION_METRICS = [m.key for m in METRICS if m.stage == "abstention" and m.key in ANSWER_METRICS]
 # Judge scores: what a different judge (model, prompt, temperature) makes incomparable.
 _JUDGE_METRICS = [m.key for m in METRICS if m.stage == "judge"]
 # An @K metric's name -> its headline key (the gate's name for it at the gate's K).
@@ -129,7 +129,7 @@ class IncomparableRuns(InputError):
 
 
 def _invariants(a: RunSource, b: RunSource, same_corpus: bool = False) -> list[str]:
-    """`gate.check_invariants` (eval set, case count, judge, debug fields, scorer; the corpus
+    """`gate.check_invariants` (eval set, case count, judge, scorer; the corpus
     with `same_corpus`): the gate's own.
 
     A different K asked of the target is not among them (as in run_eval's gate): retrieval
@@ -137,39 +137,24 @@ def _invariants(a: RunSource, b: RunSource, same_corpus: bool = False) -> list[s
     return check_invariants(a.metrics, b.metrics, same_corpus=same_corpus)
 
 
-def _debug_affected(fields: set[str]) -> list[str]:
-    out: list[str] = []
-    for f in sorted(fields):
-        if f.startswith("debug.retrieved_chunks"):
-            out += [*AT_K_METRICS, "recency_pass_rate"]
-        elif f.startswith("debug.folder_selection"):
-            out.append("scope_miss_rate")
-        elif f.startswith("debug.timings_ms"):
-            out.append("latency")
-        elif f.startswith("references"):
-            out += ["attribution_hit_rate", "recency_pass_rate"]
-        elif f.startswith(("abstained", "abstain_reason")):
-            out += _ABSTENTION_METRICS
-    return sorted(set(out))
-
-
 def _not_comparable(violations: list[str], a: RunSource, b: RunSource) -> list[NotComparable]:
-    """Which metrics each violation makes meaningless (["*"]: all of them)."""
+    """Which metrics each violation makes meaningless (["*"]: all of them), then each contract
+    field one target leaves out, with the metrics that read it (`fields.field_gaps`: no
+    violation, the pair is compared)."""
     out = []
     for v in violations:
         if v.startswith(("eval sets differ", "case counts differ")):
             metrics = ["*"]
         elif v.startswith("judge "):
             metrics = list(_JUDGE_METRICS)
-        elif v.startswith("debug payload fields differ"):
-            fa = set(((a.metrics.get("invariants") or {}).get("debug_fields_missing")) or [])
-            fb = set(((b.metrics.get("invariants") or {}).get("debug_fields_missing")) or [])
-            metrics = _debug_affected(fa ^ fb)
         elif v.startswith("K differs"):
             metrics = list(ANSWER_METRICS)
         else:
             metrics = ["*"]
         out.append(NotComparable(reason=v, metrics=metrics))
+    for gap in field_gaps(a.metrics, b.metrics):
+        if gap.metrics:  # an @K metric by its row name (recall_any), as the rows are marked
+            out.append(NotComparable(reason=gap.reason, metrics=[HEADLINE_AT_K.get(m, m) for m in gap.metrics]))
     return out
 
 
@@ -290,7 +275,8 @@ def _pair(ta: CaseTable, tb: CaseTable) -> _Pairing:
 def _notes(
     sa: RunSource, sb: RunSource, ta: CaseTable | None, tb: CaseTable | None, only_a: list[int], only_b: list[int], ks: list[int]
 ) -> list[str]:
-    notes = []
+    # A field one target leaves out that no metric these runs measured reads blocks nothing.
+    notes = [gap.message for gap in field_gaps(sa.metrics, sb.metrics) if not gap.metrics]
     if only_a or only_b:
         notes.append(
             "K measured by one run only, not compared: "

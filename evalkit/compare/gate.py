@@ -34,12 +34,14 @@ against a K=5 baseline is a visible outcome, not a green one.
 Before any metric is compared, `check_invariants` says whether the two runs may be compared
 at all (seed 000 §10.1): same eval set (dataset version) and number of cases, same judge
 model, judge prompt version and judge temperature (when both runs were judged), the
-same debug payload fields (a field one target leaves out blinds a metric the other has),
-the same scorer (the metric registry hash: seed 004's "metric definitions are
+same scorer (the metric registry hash: seed 004's "metric definitions are
 contract"; two evalkit versions with the same definitions only get a warning) and, with `same_corpus`, the same notes and index (the index stats' version,
 document and chunk counts and coverage). A broken invariant fails the gate unless
 `ignore_invariants`. `invariant_warnings` says what may explain a difference without
-refusing the pair: a changed corpus (without `same_corpus`), a scorer only one run recorded.
+refusing the pair: a changed corpus (without `same_corpus`), a scorer only one run recorded,
+a contract field one target leaves out. Such a field refuses nothing (issue 36): the
+metrics that read it (`fields.field_gaps`) are skipped with the field and the side as the
+reason, and a field no metric reads (`score_vector`) blocks nothing.
 Changes are compared with a 1e-9 tolerance so that 0.85 -> 0.80 with threshold 0.05 is
 not a regression because of float rounding.
 
@@ -59,6 +61,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
 
+from evalkit.compare.fields import blinded, field_gaps
 from evalkit.metrics.keys import HEADLINE_AT_K, canonical_key
 from evalkit.metrics.registry import ANSWER_SIDE_KEYS, METRICS, OPERATIONAL_KEYS, Metric, by_key, registry_hash
 from evalkit.metrics.retrieval import AT_K_METRICS
@@ -478,11 +481,14 @@ def _judge_is_mixed(agg: Mapping[str, Any]) -> bool:
 
 def _skip_reason(
     base: Mapping[str, Any], new: Mapping[str, Any], key: str, at_k_key: str | None, k: str | None,
-    allow_mixed_judges: bool, not_comparable: str | None = None,
+    allow_mixed_judges: bool, not_comparable: str | None = None, blind: Mapping[str, str] | None = None,
 ) -> str | None:
-    """Why a gated metric cannot be compared, or None when it can."""
+    """Why a gated metric cannot be compared, or None when it can. `blind`: {metric: reason}
+    of the fields one target leaves out (`fields.blinded`)."""
     if not_comparable is not None and key in ANSWER_METRICS:
         return not_comparable
+    if blind and key in blind:
+        return blind[key]
     if at_k_key is not None and k is None:
         kb, kn = _measured_ks(base), _measured_ks(new)
         return (f"no K measured by both runs (baseline K={', '.join(kb) or '?'}, new run K={', '.join(kn) or '?'}); "
@@ -601,9 +607,11 @@ def check_invariants(
 
     Reads each metrics.json's `dataset_version`, `total_tests` and `invariants` block
     ({"judge": {provider, model, prompt_version(s), temperature} | [those] | None,
-    "debug_fields_missing": [paths], "scorer": {evalkit_version, registry_hash}}); a run
-    without a value (an older metrics.json, a retrieval-only run's judge) is not held
-    against the other (`invariant_warnings` says so for the scorer). With `same_corpus`
+    "scorer": {evalkit_version, registry_hash}}); a run without a value (an older
+    metrics.json, a retrieval-only run's judge) is not held against the other
+    (`invariant_warnings` says so for the scorer). Debug payload fields one target leaves
+    out are no invariant (issue 36): `fields.field_gaps` says which metrics they blind,
+    and the gate skips those. With `same_corpus`
     (`--same-corpus`), the index stats (CORPUS_KEYS) must agree, and a run whose target
     served none breaks it too: the corpus cannot be checked. One line per broken invariant,
     baseline first.
@@ -618,15 +626,6 @@ def check_invariants(
     ib = baseline_metrics.get("invariants") if isinstance(baseline_metrics.get("invariants"), Mapping) else {}
     inn = new_metrics.get("invariants") if isinstance(new_metrics.get("invariants"), Mapping) else {}
     out += _judge_violations(ib.get("judge"), inn.get("judge"))
-    db, dn = ib.get("debug_fields_missing"), inn.get("debug_fields_missing")
-    if isinstance(db, list) and isinstance(dn, list) and set(db) != set(dn):
-        only_b, only_n = sorted(set(dn) - set(db)), sorted(set(db) - set(dn))
-        parts = []
-        if only_b:
-            parts.append(f"the new run's target leaves out {', '.join(only_b)}")
-        if only_n:
-            parts.append(f"the baseline's target left out {', '.join(only_n)}")
-        out.append(f"debug payload fields differ: {'; '.join(parts)}")
     scorer = _scorer_violation(baseline_metrics, new_metrics)
     if scorer is not None:
         out.append(scorer)
@@ -664,6 +663,7 @@ def invariant_warnings(
             out.append(f"{missing} recorded no scorer (made before evalkit recorded one); {other} was scored by "
                        f"{scorer_text(known)}: if evalkit's metrics changed in between, the numbers differ for that "
                        f"reason too; re-score {missing} to be sure: score_retrieval.py --run-id {m.get('run_id') or 'RUN_ID'}")
+    out += [gap.message for gap in field_gaps(baseline_metrics, new_metrics) if gap.metrics]
     return out
 
 
@@ -799,9 +799,10 @@ def _evaluate(
     k = comparison_k(baseline_metrics, new_metrics)
     out = _Outcome([], [], [], [], [], None)
     checked: list[tuple[_Spec, str | None]] = []
+    blind = blinded(field_gaps(baseline_metrics, new_metrics))
     for spec in _specs(thresholds):
         at = spec.k if spec.k is not None else k
-        reason = _skip_reason(base, new, spec.key, spec.at_k, at, allow_mixed_judges, not_comparable)
+        reason = _skip_reason(base, new, spec.key, spec.at_k, at, allow_mixed_judges, not_comparable, blind)
         if reason is not None:
             out.skipped.append({"metric": spec.name, "reason": reason})
             if spec.named:
@@ -927,7 +928,8 @@ def gate_result(
         "k": k if k is not None else _primary_k(_aggregate(new_metrics)),
         "not_comparable": (
             [{"reason": partial, "metrics": [m for m in gated_metrics() if m in ANSWER_METRICS]}] if partial else []
-        ),
+        ) + [{"reason": gap.reason, "metrics": list(gap.metrics)} for gap in field_gaps(baseline_metrics, new_metrics)
+             if gap.metrics],
         "thresholds": thresholds.as_dict(),
         "preset": thresholds.preset,
         "invariants": {

@@ -87,6 +87,8 @@ def gate_report(
     mrr = rows.get(("mrr", "overall", k))
     if mrr is None or mrr.a is None or mrr.b is None:
         skipped.append({"metric": "mrr_relative_drop", "reason": "MRR at the gate's K is not in both runs"})
+    elif not mrr.comparable:  # a field one target leaves out blinds MRR (compare.fields), or an ignored invariant
+        skipped.append({"metric": "mrr_relative_drop", "reason": (mrr.note or "not comparable").removeprefix("not comparable: ")})
     elif mrr.a <= 0:
         skipped.append({"metric": "mrr_relative_drop", "reason": "the baseline's MRR is 0: a relative drop is undefined"})
     else:

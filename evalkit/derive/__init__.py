@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import IO, Any
 
+from evalkit.compare.fields import scored_forms
 from evalkit.compare.gate import BUILTIN_THRESHOLDS, Thresholds, gate_result, threshold_check
 from evalkit.config import RunSettings, judge_identity
 from evalkit.derive.summary import open_run, write_derived
@@ -66,7 +67,7 @@ def thresholds_from(s: RunSettings) -> Thresholds:
 
 def run_invariants(
     missing_fields: Iterable[str], judge: Mapping[str, Any] | None, asked_k: int | None = None,
-    scorer: Mapping[str, Any] | None = None,
+    scorer: Mapping[str, Any] | None = None, gold_forms: Iterable[str] | None = None,
 ) -> dict[str, Any]:
     """metrics.json's `invariants`: what seed 000 §10.1 compares beyond the dataset version.
 
@@ -75,13 +76,17 @@ def run_invariants(
     how many chunks the target was asked for (the largest K): what its answers saw
     (`gate.asked_k_of`; a later re-score to smaller K does not change it). `scorer` is
     config.json's (`gate.scorer_identity()` of the run_eval that scored the records); a
-    run made before evalkit recorded one has none.
+    run made before evalkit recorded one has none. `gold_forms` (`fields.scored_forms`):
+    the gold support forms the labels use, so a field one target leaves out blinds only
+    the metrics that read it (compare.fields); none for a run made before.
     """
     out = {"judge": dict(judge) if judge else None, "debug_fields_missing": sorted(set(missing_fields))}
     if asked_k is not None:
         out["asked_k"] = int(asked_k)
     if isinstance(scorer, Mapping):
         out["scorer"] = dict(scorer)
+    if gold_forms is not None:
+        out["gold_forms"] = list(gold_forms)
     return out
 
 
@@ -177,6 +182,7 @@ def derive_run(run: RunDir, facts: RunFacts, records: RecordPass | None = None) 
 
 def _derive(run: RunDir, facts: RunFacts, records: RecordPass, suite_s: float) -> tuple[dict, dict | None]:
     s, timing = facts.settings, facts.timing
+    eval_set = facts.config.get("eval_set") or {}
     body = records.table.result(suite_ms=None if timing is not None else suite_s * 1000)
     health, missing, worst, trials = records.health, records.missing, records.worst, records.trials
     metrics: dict[str, Any] = {
@@ -198,8 +204,10 @@ def _derive(run: RunDir, facts: RunFacts, records: RecordPass, suite_s: float) -
         metrics["trials"] = trials.result()
     # JudgeRunner.stats(): cache hits/misses, calls, tokens, cost (this session's calls).
     metrics["aggregate_metrics"]["judge"] = dict(facts.judge_stats) if facts.judge_stats is not None else None
+    forms = eval_set.get("gold_forms")
     metrics["invariants"] = run_invariants(missing, judge_identity(facts.config.get("judge")), s.request_k,
-                                           facts.config.get("scorer"))
+                                           facts.config.get("scorer"),
+                                           scored_forms(forms, s.require_snippets) if isinstance(forms, list) else None)
     metrics["warnings"] = [*facts.pre_run_warnings, *health.warnings()]
     gate = verdicts(metrics, s, facts.baseline)
     committed = run.update_metrics(metrics)

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 __all__ = [
     "HEADING_DELIMITER",
+    "SUPPORT_FORMS",
     "GoldIndex",
     "MatchTable",
     "SupportForm",
@@ -43,6 +44,7 @@ __all__ = [
     "order_chunks",
     "paths_of",
     "support_form",
+    "support_forms",
 ]
 
 HEADING_DELIMITER = " > "
@@ -285,6 +287,35 @@ def support_form(support: Mapping | Any, case_sensitive: bool) -> SupportForm:
         path_components(heading, case_sensitive),
         tuple(normalize_snippet_text(x) for x in snippets if x and str(x).strip()) if snippets else (),
     )
+
+
+SUPPORT_FORMS = ("anchor", "chunk_id", "snippets", "span")
+
+
+def support_forms(support: Mapping | Any) -> set[str]:
+    """The forms (SUPPORT_FORMS) by which `match_support` can match this gold support: which
+    fields of a retrieved chunk or reference its match reads.
+
+    - "chunk_id": it has a chunk id (the chunk's `chunk_id` is read);
+    - "span": a file and both line numbers (the chunk's `rel_path`, `start_line`, `end_line`);
+    - "anchor": a file, and a heading path or no span (`rel_path`, `heading_path`);
+    - "snippets": non-blank snippets on a span or anchor form (the chunk's `text`, when
+      snippets are required).
+    """
+    out: set[str] = set()
+    chunk_id = _get(support, "chunk_id")
+    if chunk_id is not None and str(chunk_id) != "":
+        out.add("chunk_id")
+    if not path_of(_get(support, "rel_path"), True):
+        return out
+    span = int_or_none(_get(support, "start_line")) is not None and int_or_none(_get(support, "end_line")) is not None
+    if span:
+        out.add("span")
+    if _get(support, "heading_path") is not None or not span:
+        out.add("anchor")
+    if any(x and str(x).strip() for x in _get(support, "snippets") or []):
+        out.add("snippets")
+    return out
 
 
 def form_matches(form: SupportForm, chunk: Mapping, require_snippets: bool, case_sensitive: bool) -> bool:

@@ -36,6 +36,7 @@ import orjson
 from pydantic import ValidationError
 
 from evalkit.errors import BadConfig, BadEvalSet, InputError, Problem
+from evalkit.evalset.anchors import support_forms
 from evalkit.evalset.lock import eval_set_problem
 from evalkit.jsonio import loads
 from evalkit.project import PROJECT_CONFIG, read_project_config
@@ -214,11 +215,17 @@ class EvalSet:
         locations: per case (parallel to `cases`), the (file path, 1-based line) it was
             read from; empty for a set built in code. Kept out of EvalCase because
             records dump the case.
+        cases_version: sha256 of the cases' ids and questions (`CaseIdentity`): two files
+            with the same cases and other gold labels share it, not their `version`.
+        gold_forms: the forms its gold supports use (`anchors.SUPPORT_FORMS`): which fields
+            of a retrieved chunk scoring these labels reads.
     """
 
     cases: Sequence[EvalCase]
     files: list[dict[str, Any]] = field(default_factory=list)
     version: str = ""
+    cases_version: str = ""
+    gold_forms: list[str] = field(default_factory=list)
     commit_hash: str | None = None
     locations: Sequence[tuple[str, int]] = field(default_factory=list)
     # (index of the case, warning): what a case asks that scoring cannot check (`case_warnings`).
@@ -245,6 +252,37 @@ class EvalSet:
     def keys(self) -> Sequence[CaseKey]:
         """Each case's id, tags and category, without rebuilding the cases of a stored set."""
         return self.cases.keys if isinstance(self.cases, StoredCases) else self.cases  # type: ignore[return-value]
+
+
+class CaseIdentity:
+    """The identity of a set's cases apart from their labels, fed one case at a time.
+
+    `cases_version` is the sha256 of the count and the sum (mod 2^256) of each case's sha256
+    over `[id, question]` as JSON: a sum holds whatever order the lines are in, in constant
+    memory. A relabelled copy of a set (other gold supports, answerable flags, expected
+    answers) keeps it while its file hash, the dataset_version, changes. `gold_forms` are the
+    gold supports' forms.
+    """
+
+    def __init__(self) -> None:
+        self._sum = 0
+        self._n = 0
+        self._forms: set[str] = set()
+
+    def add(self, case: EvalCase | Any) -> None:
+        digest = hashlib.sha256(orjson.dumps([str(case.id), case.question])).digest()
+        self._sum = (self._sum + int.from_bytes(digest, "big")) % (1 << 256)
+        self._n += 1
+        for support in case.gold_supports:
+            self._forms |= support_forms(support)
+
+    @property
+    def cases_version(self) -> str:
+        return hashlib.sha256(f"{self._n}:{self._sum:064x}".encode()).hexdigest()
+
+    @property
+    def gold_forms(self) -> list[str]:
+        return sorted(self._forms)
 
 
 def configured_categories(start: Path | None = None) -> list[str]:
@@ -357,6 +395,7 @@ def read_eval_set(
     warnings: list[tuple[int, Problem]] = []
     recency_rules: dict[int, str] = {}
     file_infos: list[dict[str, Any]] = []
+    identity = CaseIdentity()
 
     for path, from_folder in files:
         digest = hashlib.sha256()
@@ -401,6 +440,7 @@ def read_eval_set(
                     seen[case.id] = len(cases)
                 if visit is not None:
                     visit(len(cases), case, str(path), lineno)
+                identity.add(case)
                 cases._add(file_no, raw, case)
                 locations.file.append(file_no)
                 locations.line.append(lineno)
@@ -416,6 +456,8 @@ def read_eval_set(
         cases=cases,
         files=file_infos,
         version=_version(file_infos),
+        cases_version=identity.cases_version,
+        gold_forms=identity.gold_forms,
         commit_hash=_set_commit(files),
         locations=locations,
         warnings=warnings,

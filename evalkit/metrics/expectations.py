@@ -71,6 +71,7 @@ from typing import Any
 __all__ = [
     "EXPECTATION_METRICS",
     "LOWER_IS_BETTER_EXPECTATIONS",
+    "RETRIEVED_EXPECTATIONS",
     "expectation_values",
     "score_expectations",
 ]
@@ -106,6 +107,8 @@ _VALUE_SOURCES: dict[str, tuple[str, str, str]] = {
     "answer_must_exclude_violation_rate": ("answer", "exclude_violated", "flag"),
     "answer_ordering_accuracy": ("answer", "ordering_accuracy", "num"),
 }
+# The ones scored over the retrieved chunks (their `text`, and `token_count` for the budget).
+RETRIEVED_EXPECTATIONS: tuple[str, ...] = tuple(m for m, (block, _, _) in _VALUE_SOURCES.items() if block == "retrieved")
 
 _Pos = tuple[int, int]
 

@@ -230,6 +230,10 @@ def _build_config(
             "paths": list(settings.eval_set),
             "files": eval_set.files,
             "version": eval_set.version,
+            # The cases apart from their labels, and the labels' support forms: metrics.json's
+            # `cases_version` and `invariants.gold_forms` (compare tells a relabel from another set).
+            "cases_version": eval_set.cases_version,
+            "gold_forms": list(eval_set.gold_forms),
             "commit_hash": eval_set.commit_hash,
             "n_cases": len(eval_set.cases),
             "n_selected": len(selected),

@@ -223,7 +223,6 @@ def test_a_target_error_is_excluded_pairwise_and_counted(tmp_path):
         pytest.param({}, {"judge": {**JUDGE, "prompt_version": {"correctness": "v9"}}}, "judge prompt version differs",
                      ["groundedness_avg", "correctness_avg"], id="judge-prompt"),
         pytest.param({}, {"judge": {**JUDGE, "temperature": 0.7}}, "judge temperature differs", ["groundedness_avg", "correctness_avg"], id="judge-temperature"),
-        pytest.param({}, {"debug_missing": ("debug.folder_selection",)}, "debug payload fields differ", ["scope_miss_rate"], id="debug-fields"),
     ],
 )
 def test_each_broken_invariant_is_listed_and_refused(tmp_path, a_kw, b_kw, line, affected):
