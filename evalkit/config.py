@@ -177,6 +177,8 @@ class RunSettings(BaseModel):
     allow_missing_metrics: bool = False
     # Issue 30: the --baseline gate refuses a baseline whose notes or index differ (index stats).
     same_corpus: bool = False
+    # Issue 36: the --baseline gate accepts a baseline holding the same cases with other gold labels.
+    allow_label_change: bool = False
     # Issue 26: a run in which no retrieved chunk matched any gold support exits 2 unless this.
     allow_format_mismatch: bool = False
     require_snippets: bool = False

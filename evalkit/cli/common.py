@@ -346,6 +346,12 @@ def gate_options(panel: str) -> dict[str, Any]:
             "judge), refused by default; the report marks what is not comparable.",
         ),
         "allow_missing_metrics": allow_missing_metrics_option(panel),
+        "allow_label_change": typer.Option(
+            None, "--allow-label-change", rich_help_panel=panel,
+            help="Compare with a run that holds the same cases (ids and questions) scored with other gold labels "
+            "(a re-score with score_retrieval --eval-set relabelled.jsonl), refused by default; a warning then says "
+            "the deltas mix the label change with the chatbot's.",
+        ),
         "same_corpus": typer.Option(
             None, "--same-corpus", rich_help_panel=panel,
             help="The runs must have searched the same notes and index: a changed index version, document or "

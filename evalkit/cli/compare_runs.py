@@ -116,6 +116,7 @@ def main(
     allow_regressions: Optional[bool] = _GATE["allow_regressions"],
     ignore_invariants: Optional[bool] = _GATE["ignore_invariants"],
     allow_missing_metrics: Optional[bool] = _GATE["allow_missing_metrics"],
+    allow_label_change: Optional[bool] = _GATE["allow_label_change"],
     same_corpus: Optional[bool] = _GATE["same_corpus"],
     regression_threshold_recall: Optional[float] = _GATE["regression_threshold_recall"],
     regression_threshold_mrr: Optional[float] = _GATE["regression_threshold_mrr"],
@@ -158,7 +159,7 @@ def main(
             ignore_invariants=bool(ignore_invariants), thresholds=thresholds,
             mrr_relative_threshold=mrr_relative, gate=gate, margins=margins, fail_on_flip=fail_on_flip,  # type: ignore[arg-type]
             allow_regressions=bool(allow_regressions), show_drift=show_drift, allow_missing_metrics=bool(allow_missing_metrics),
-            same_corpus=bool(same_corpus),
+            same_corpus=bool(same_corpus), allow_label_change=bool(allow_label_change),
         )
 
         if metric:

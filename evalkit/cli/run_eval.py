@@ -247,6 +247,7 @@ def main(
     allow_regressions: Optional[bool] = _GATE["allow_regressions"],
     ignore_invariants: Optional[bool] = _GATE["ignore_invariants"],
     allow_missing_metrics: Optional[bool] = _GATE["allow_missing_metrics"],
+    allow_label_change: Optional[bool] = _GATE["allow_label_change"],
     same_corpus: Optional[bool] = _GATE["same_corpus"],
     threshold: Optional[list[str]] = typer.Option(
         None,

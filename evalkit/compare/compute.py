@@ -128,13 +128,13 @@ class IncomparableRuns(InputError):
 # ---------------------------------------------------------------- invariants
 
 
-def _invariants(a: RunSource, b: RunSource, same_corpus: bool = False) -> list[str]:
-    """`gate.check_invariants` (eval set, case count, judge, scorer; the corpus
+def _invariants(a: RunSource, b: RunSource, same_corpus: bool = False, allow_label_change: bool = False) -> list[str]:
+    """`gate.check_invariants` (eval set or its labels, case count, judge, scorer; the corpus
     with `same_corpus`): the gate's own.
 
     A different K asked of the target is not among them (as in run_eval's gate): retrieval
     stays comparable at a K both measured, and `_not_comparable` marks the answer metrics."""
-    return check_invariants(a.metrics, b.metrics, same_corpus=same_corpus)
+    return check_invariants(a.metrics, b.metrics, same_corpus=same_corpus, allow_label_change=allow_label_change)
 
 
 def _not_comparable(violations: list[str], a: RunSource, b: RunSource) -> list[NotComparable]:
@@ -518,6 +518,7 @@ def compare_runs(
     allow_mixed_judges: bool = False,
     allow_missing_metrics: bool = False,
     same_corpus: bool = False,
+    allow_label_change: bool = False,
     show_drift: int = 5,
     top_chunks: int = 3,
 ) -> Comparison:
@@ -551,6 +552,8 @@ def compare_runs(
             both runs measured, or a run without them); by default it fails.
         same_corpus: the runs must have searched the same notes and index (their index
             stats agree): a change is an invariant violation, not a warning.
+        allow_label_change: compare runs that hold the same cases scored with other gold
+            labels (`gate.label_change`); a warning then says the deltas mix the label change in.
         show_drift: how many changed answers to diff.
         top_chunks: retrieved chunks listed per flip.
 
@@ -565,7 +568,7 @@ def compare_runs(
     _check_settings(alpha, correction, gate, show_drift, mrr_relative_threshold, confidence)
     sa = a if isinstance(a, RunSource) else open_source(a, results_dir, flag="--run-id-1")
     sb = b if isinstance(b, RunSource) else open_source(b, results_dir, flag="--run-id-2")
-    violations = _invariants(sa, sb, same_corpus)
+    violations = _invariants(sa, sb, same_corpus, allow_label_change)
     if violations and not ignore_invariants:
         raise IncomparableRuns(sa.run_id, sb.run_id, violations)
     per_case = sa.has_records and sb.has_records
@@ -631,7 +634,7 @@ def compare_runs(
         mode=gate, thresholds=thresholds or Thresholds(), mrr_relative_threshold=float(mrr_relative_threshold),
         fail_on_flip=fail_on_flip, allow_regressions=allow_regressions, allow_mixed_judges=allow_mixed_judges,
         ignore_invariants=ignore_invariants, correction=correction, allow_missing_metrics=allow_missing_metrics,
-        verdict=merge, slices=(agg_a, agg_b), same_corpus=same_corpus,
+        verdict=merge, slices=(agg_a, agg_b), same_corpus=same_corpus, allow_label_change=allow_label_change,
     )
     n_a = len(ta) if ta is not None else int(sa.metrics.get("total_tests") or 0)
     n_b = len(tb) if tb is not None else int(sb.metrics.get("total_tests") or 0)
@@ -655,7 +658,8 @@ def compare_runs(
         ),
         invariants=InvariantReport(ok=not violations, violations=violations, ignored=bool(violations and ignore_invariants),
                                    not_comparable=not_comparable,
-                                   warnings=invariant_warnings(sa.metrics, sb.metrics, same_corpus=same_corpus)),
+                                   warnings=invariant_warnings(sa.metrics, sb.metrics, same_corpus=same_corpus,
+                                                               allow_label_change=allow_label_change)),
         deltas=rows,
         flips=flips,
         unscoreable=unscoreable,

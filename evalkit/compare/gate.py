@@ -32,7 +32,8 @@ A gate that compared nothing (every metric skipped) has not passed: `passed` is 
 against a K=5 baseline is a visible outcome, not a green one.
 
 Before any metric is compared, `check_invariants` says whether the two runs may be compared
-at all (seed 000 §10.1): same eval set (dataset version) and number of cases, same judge
+at all (seed 000 §10.1): same eval set (dataset version; the same cases with other gold labels
+are named apart, `gold labels differ`, and `allow_label_change` accepts them) and number of cases, same judge
 model, judge prompt version and judge temperature (when both runs were judged), the
 same scorer (the metric registry hash: seed 004's "metric definitions are
 contract"; two evalkit versions with the same definitions only get a warning) and, with `same_corpus`, the same notes and index (the index stats' version,
@@ -600,8 +601,37 @@ def _scorer_violation(baseline_metrics: Mapping[str, Any], new_metrics: Mapping[
             f"{ids or 'score_retrieval.py --run-id RUN_ID'}, then compare again")
 
 
+def label_change(baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any]) -> bool:
+    """Whether two runs hold the same cases with other gold labels: their `dataset_version`s
+    (the eval set whose labels scored each) differ while their `cases_version`s (the cases'
+    ids and questions, `evalset.load.CaseIdentity`) agree. False when either lacks one."""
+    vb, vn = baseline_metrics.get("dataset_version"), new_metrics.get("dataset_version")
+    cb, cn = baseline_metrics.get("cases_version"), new_metrics.get("cases_version")
+    return bool(vb and vn and vb != vn and cb and cn and cb == cn)
+
+
+def relabelled_from(metrics: Mapping[str, Any]) -> list[str] | None:
+    """The eval set file(s) whose labels a run was last re-scored with, when that is not the
+    eval set it ran with (its metrics.json `dataset_version` is then theirs); else None."""
+    for block in ("retrieval_scoring", "abstention_scoring"):
+        es = (metrics.get(block) or {}).get("eval_set") if isinstance(metrics.get(block), Mapping) else None
+        if isinstance(es, Mapping) and es.get("changed") and es.get("version") == metrics.get("dataset_version"):
+            return [str(p) for p in es.get("paths") or []]
+    return None
+
+
+def _label_change_text(baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any]) -> str:
+    vb, vn = str(baseline_metrics.get("dataset_version")), str(new_metrics.get("dataset_version"))
+    why = [f"{side} ({m.get('run_id') or '?'}) was re-scored with {', '.join(paths) or 'another eval set'}"
+           for side, m in (("the baseline", baseline_metrics), ("the new run", new_metrics))
+           if (paths := relabelled_from(m)) is not None]
+    return (f"gold labels differ (dataset_version {vb[:12]}… vs {vn[:12]}…): the runs hold the same cases (ids and "
+            f"questions) scored with other labels" + (f"; {'; '.join(why)}" if why else ""))
+
+
 def check_invariants(
-    baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any], *, same_corpus: bool = False
+    baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any], *, same_corpus: bool = False,
+    allow_label_change: bool = False,
 ) -> list[str]:
     """Why two runs must not be compared (seed 000 §10.1); empty when they may be.
 
@@ -615,10 +645,22 @@ def check_invariants(
     (`--same-corpus`), the index stats (CORPUS_KEYS) must agree, and a run whose target
     served none breaks it too: the corpus cannot be checked. One line per broken invariant,
     baseline first.
+
+    Runs whose `dataset_version`s differ but whose `cases_version`s agree hold the same
+    cases with other gold labels (a re-scoring with `--eval-set relabelled.jsonl`): that is
+    `gold labels differ`, naming both versions and the run re-scored, unless
+    `allow_label_change` (then `invariant_warnings` says the deltas mix the label change in);
+    other cases are `eval sets differ`.
     """
     out: list[str] = []
     vb, vn = baseline_metrics.get("dataset_version"), new_metrics.get("dataset_version")
-    if vb and vn and vb != vn:
+    if label_change(baseline_metrics, new_metrics):
+        # The same cases relabelled (issue 36): named apart from another eval set, and acceptable.
+        if not allow_label_change:
+            out.append(f"{_label_change_text(baseline_metrics, new_metrics)}: retrieval deltas would mix the label "
+                       "change with the chatbot's; re-score one run with the other's eval set (score_retrieval.py "
+                       "--run-id RUN --eval-set FILE), or pass --allow-label-change")
+    elif vb and vn and vb != vn:
         out.append(f"eval sets differ (dataset_version {vb[:12]}… vs {vn[:12]}…)")
     nb, nn = case_count(baseline_metrics), case_count(new_metrics)
     if isinstance(nb, int) and isinstance(nn, int) and nb != nn:
@@ -641,13 +683,19 @@ def check_invariants(
 
 
 def invariant_warnings(
-    baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any], *, same_corpus: bool = False
+    baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any], *, same_corpus: bool = False,
+    allow_label_change: bool = False,
 ) -> list[str]:
     """What may explain a difference between two runs without refusing the pair: the notes
     or the index changed (unless `same_corpus`, which makes it an invariant), or only one run
     recorded the scorer that computed its metrics (a run made before evalkit recorded it).
-    One line each, baseline first."""
+    One line each, baseline first; then each contract field one target leaves out that
+    blinds a metric (`fields.field_gaps`: the metrics not compared, and why). A label change
+    let through by `allow_label_change` comes first."""
     out: list[str] = []
+    if allow_label_change and label_change(baseline_metrics, new_metrics):
+        out.append(f"{_label_change_text(baseline_metrics, new_metrics)} (--allow-label-change): every delta that "
+                   "reads the labels (retrieval above all) mixes the label change with the chatbot's")
     changes = {} if same_corpus else corpus_changes(baseline_metrics, new_metrics)
     if changes:
         out.append(f"the notes or the index changed between the runs ({_changes_text(changes)}): a difference in "
@@ -877,6 +925,7 @@ def gate_result(
     asked_k: tuple[int | None, int | None] | None = None,
     slices: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None,
     same_corpus: bool = False,
+    allow_label_change: bool = False,
 ) -> dict[str, Any]:
     """The `gate` object written to metrics.json and printed by `--json`; run_eval's
     `--baseline` gate and compare_runs' gate are this function on the same pair.
@@ -887,7 +936,9 @@ def gate_result(
     `asked_k_of` each) are compared on retrieval at a K both measured, and their answer
     metrics (ANSWER_METRICS) are skipped with the reason. With `thresholds.by`, every
     compared metric is checked in each slice too (`slices`: see check_regressions).
-    `same_corpus` (`--same-corpus`) makes a changed corpus an invariant (check_invariants).
+    `same_corpus` (`--same-corpus`) makes a changed corpus an invariant (check_invariants);
+    `allow_label_change` (`--allow-label-change`) lets the same cases with other labels through,
+    with a warning.
 
     Returns:
         {"passed", "allowed", "nothing_compared", "baseline_run_id", "k", "thresholds",
@@ -906,7 +957,8 @@ def gate_result(
         baseline_metrics, new_metrics, thresholds, allow_mixed_judges=allow_mixed_judges, not_comparable=partial,
         slices=slices,
     )
-    violations = check_invariants(baseline_metrics, new_metrics, same_corpus=same_corpus)
+    violations = check_invariants(baseline_metrics, new_metrics, same_corpus=same_corpus,
+                                  allow_label_change=allow_label_change)
     compared = found.compared
     failures = [r.message for r in found.regressions]
     if not compared:
@@ -934,7 +986,8 @@ def gate_result(
         "preset": thresholds.preset,
         "invariants": {
             "ok": not violations, "violations": violations, "ignored": bool(ignore_invariants and violations),
-            "warnings": invariant_warnings(baseline_metrics, new_metrics, same_corpus=same_corpus),
+            "warnings": invariant_warnings(baseline_metrics, new_metrics, same_corpus=same_corpus,
+                                           allow_label_change=allow_label_change),
         },
         "regressions": [r.to_dict() for r in found.regressions],
         "compared": compared,

@@ -39,6 +39,7 @@ def gate_report(
     verdict: MergeVerdict | None = None,
     slices: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None,
     same_corpus: bool = False,
+    allow_label_change: bool = False,
 ) -> GateReport:
     """The comparison's gate verdict.
 
@@ -55,8 +56,8 @@ def gate_report(
         thresholds: the absolute thresholds; mrr_relative_threshold: largest allowed MRR
             drop as a share of the baseline's MRR (checked when that MRR is > 0).
         fail_on_flip: any pass -> fail flip fails the gate.
-        allow_regressions, allow_mixed_judges, ignore_invariants, allow_missing_metrics, same_corpus: as in
-            gate_result.
+        allow_regressions, allow_mixed_judges, ignore_invariants, allow_missing_metrics, same_corpus,
+            allow_label_change: as in gate_result.
         correction: "holm" | "bh", named in the messages.
         verdict: the merge verdict (its margins, and the non-inferior gate's labels).
         slices: (a, b) bodies with the `by_*` slices for `thresholds.by` (compare's cells,
@@ -69,7 +70,7 @@ def gate_report(
         a.metrics, b.metrics, thresholds, baseline_run_id=a.run_id, allow_regressions=allow_regressions,
         allow_mixed_judges=allow_mixed_judges, ignore_invariants=ignore_invariants,
         allow_missing_metrics=allow_missing_metrics, asked_k=(asked_k(a), asked_k(b)), slices=slices,
-        same_corpus=same_corpus,
+        same_corpus=same_corpus, allow_label_change=allow_label_change,
     )
     k = int(g["k"]) if g.get("k") is not None else None
     details = [dict(r) for r in g["regressions"]]

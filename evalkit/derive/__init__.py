@@ -192,6 +192,7 @@ def _derive(run: RunDir, facts: RunFacts, records: RecordPass, suite_s: float) -
         "config_hash": facts.config["config_hash"],
         "eval_set_commit_hash": facts.eval_set_commit_hash,
         "dataset_version": facts.dataset_version,
+        "cases_version": eval_set.get("cases_version"),
         "ks": list(s.k),
         "seed": s.seed,
         **body,
@@ -230,6 +231,7 @@ def verdicts(metrics: dict[str, Any], s: RunSettings, baseline: Mapping[str, Any
             ignore_invariants=s.ignore_invariants,
             allow_missing_metrics=s.allow_missing_metrics,
             same_corpus=s.same_corpus,
+            allow_label_change=s.allow_label_change,
         )
         metrics["gate"] = gate
     if s.thresholds:  # issue 13: absolute floors, beside the baseline gate

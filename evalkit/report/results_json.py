@@ -1,8 +1,8 @@
 """results.json: a run's whole report in one machine-readable file (seed 004's artifact).
 
-    {"schema_version": 1, "kind": "evalkit-results", "run_id", "generated_at",
-     "config": config.json, "metrics": metrics.json,
-     "cases": [one row per record, in run order] | null, "n_records", "cases_omitted"}
+    {"schema_version": 1, "kind": "evalkit-results", "run_id", "generated_at", "n_records",
+     "cases_omitted", "dataset_version" (metrics.json's), "config": config.json,
+     "metrics": metrics.json, "cases": [one row per record, in run order] | null}
 
 A case row holds what a reader of the report needs and nothing that is note text: the
 case's id, trial, scenario, category, tags and answerable flag; the target error kind;
@@ -108,6 +108,9 @@ def render_results_json(
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "n_records": n_records,
         "cases_omitted": rows is None,
+        # The labels the numbers are scored with (metrics.json's): config.json's is the eval
+        # set the run asked its questions from, older than a re-scoring with other labels.
+        "dataset_version": metrics.get("dataset_version"),
         "config": config,
         "metrics": metrics,
     }

@@ -14,7 +14,9 @@ the same, the cases the records carry are that file's cases (byte-identical inpu
 identical validation), so the file is hashed but not parsed again.
 
 What each function recomputes replaces the same keys in metrics.json; everything else
-(the judges' numbers, latency, the gate, run metadata) stays. If the eval set moved cases
+(the judges' numbers, latency, the gate, run metadata) stays, except that the top-level
+`dataset_version` (with `cases_version` and `invariants.gold_forms`) names the labels the
+per-case values are now scored with (`_label_identity`): labels are part of a run's identity. If the eval set moved cases
 to other groups (answerable, tags, category, difficulty, domain), the slices and every
 aggregate that depends on those fields change too: then the whole aggregate is rewritten
 from the re-scored records, and the result says so.
@@ -36,6 +38,7 @@ from typing import Any
 
 import orjson
 
+from evalkit.compare.fields import scored_forms
 from evalkit.compare.gate import scorer_identity
 from evalkit.compare.trials import TrialStats
 from evalkit.derive import recheck_verdicts
@@ -213,20 +216,25 @@ def _read_cases(paths: list[str]) -> tuple[str, _GivenCases]:
     from evalkit.evalset.load import load_eval_set
 
     loaded = load_eval_set(paths)
-    return loaded.version, _GivenCases(loaded.cases, loaded.ids)
+    return loaded.version, _GivenCases(loaded.cases, loaded.ids, loaded.cases_version, loaded.gold_forms)
 
 
 class _GivenCases:
-    """An eval set's cases by id, each as JSON made when a record asks for it.
+    """An eval set's cases by id, each as JSON made when a record asks for it, and the set's
+    label identity (`EvalSet.cases_version`, `EvalSet.gold_forms`).
 
     The loaded set keeps its cases as the lines they were read from, compressed (100,000
     cases: 5 MB, where JSON strings of every case took 66 MB and the models 470 MB); a case
     is rebuilt and dumped once, for the record that carries it.
     """
 
-    def __init__(self, cases: Sequence[Any], ids: Sequence[str]) -> None:
+    def __init__(
+        self, cases: Sequence[Any], ids: Sequence[str], cases_version: str | None = None, gold_forms: Sequence[str] = ()
+    ) -> None:
         self.cases = cases
         self.index = {case_id: i for i, case_id in enumerate(ids)}
+        self.cases_version = cases_version
+        self.gold_forms = list(gold_forms)
 
     def get(self, case_id: str) -> str | None:
         i = self.index.get(case_id)
@@ -259,6 +267,26 @@ class _Cases:
         if _grouping(old) != _grouping(case):
             self.regrouped += 1
         return case
+
+
+def _label_identity(
+    source: EvalSetSource, given_cases: _GivenCases | None, cfg: Mapping[str, Any], require_snippets: bool
+) -> dict[str, Any]:
+    """The metrics.json keys that name the labels the per-case values are scored with: the
+    top-level `dataset_version` (issue 36: re-scoring with other labels changes it wherever
+    it is shown) and `cases_version`, and `invariants.gold_forms` (`fields.scored_forms`).
+    config.json keeps the run's own: the eval set its questions were asked from."""
+    if given_cases is not None:
+        cases_version, forms = given_cases.cases_version, given_cases.gold_forms
+    else:  # the records' own labels: the eval set config.json names, unchanged
+        es = cfg.get("eval_set") or {}
+        cases_version, forms = es.get("cases_version"), es.get("gold_forms")
+    out: dict[str, Any] = {"dataset_version": source.version}
+    if cases_version:
+        out["cases_version"] = cases_version
+    if isinstance(forms, list):
+        out["invariants"] = {"gold_forms": scored_forms(forms, require_snippets)}
+    return out
 
 
 def _grouping(case: Mapping[str, Any]) -> tuple:
@@ -970,7 +998,9 @@ def score_retrieval(
     patch["retrieval_scoring"] = {**result.provenance(), "warnings": list(result.warnings)}
     # The per-case values are now this evalkit's (rewritten above when they were another's):
     # compare_runs reads the scorer here (merge_metrics keeps the other invariants).
-    patch["invariants"] = {"scorer": scorer_identity()}
+    identity = _label_identity(source, given_cases, cfg, snippets)
+    patch["invariants"] = {"scorer": scorer_identity(), **identity.pop("invariants", {})}
+    patch.update(identity)
     def recheck(metrics: dict[str, Any]) -> dict[str, Any]:
         return recheck_verdicts(run, metrics, settings)
 
@@ -1234,7 +1264,8 @@ def score_abstention(
         """The metrics.json patch, once every record went through."""
         if cases.missing:
             raise _missing_problem(cases.missing, source)
-        return _abstention_patch(result, body, old, ks, trials, tally, cases.regrouped, relabelled, per_case)
+        return _abstention_patch(result, body, old, ks, trials, tally, cases.regrouped, relabelled, per_case,
+                                 _label_identity(source, given_cases, cfg, snippets))
 
     if rewrite:
         table = RecordTable(ks)
@@ -1269,8 +1300,10 @@ def _abstention_patch(
     regrouped: int,
     relabelled: bool,
     per_case: Mapping[str, Any],
+    label_identity: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """score_abstention's metrics.json patch; fills `result` in (counts, warnings, provenance)."""
+    """score_abstention's metrics.json patch; fills `result` in (counts, warnings, provenance).
+    `label_identity` (`_label_identity`) is written when the labels changed."""
     classifier = result.classifier
     result.n_records = tally["records"]
     result.n_classified = tally["classified"]
@@ -1304,6 +1337,7 @@ def _abstention_patch(
         # What the per-case retrieval values are now scored with (score_retrieval reads it).
         last = dict((old or {}).get("retrieval_scoring") or {})
         patch["retrieval_scoring"] = {**last, "per_case": {**per_case, "dataset_version": result.eval_set.version}}
+        patch.update(label_identity)
     return patch
 
 

@@ -358,7 +358,9 @@ def _prepare_inputs(values: Mapping[str, Any]) -> Prepared:
             )
         # Seed 000 §10.1: refuse, before running anything, a baseline that is not comparable.
         violations = check_invariants(baseline, {"dataset_version": eval_set.version, "total_tests": len(selected),
-                                                 "invariants": {"scorer": scorer_identity()}})
+                                                 "cases_version": eval_set.cases_version,
+                                                 "invariants": {"scorer": scorer_identity()}},
+                                      allow_label_change=settings.allow_label_change)
         if violations and not settings.ignore_invariants:
             raise BadConfig(
                 [Problem(f"cannot gate against {settings.baseline}: {v}", field="--baseline") for v in violations]

@@ -82,8 +82,12 @@ def test_moved_labels_give_one_recall_in_every_output(two_runs: Path, tmp_path: 
     records = [json.loads(line) for line in (two_runs / "B" / "results.jsonl").read_text().splitlines()]
     assert all(s["rel_path"] == NOWHERE for r in records if r["test_case_id"] in moved_ids for s in r["case"]["gold_supports"])
 
-    # compare_runs: the delta row and the gate read one number
+    # compare_runs names the label change (issue 36 item 5) ...
     res = CliRunner().invoke(app, ["compare", "A", "B", "--results-dir", str(two_runs), "--format", "json"])
+    assert res.exit_code == 2 and "gold labels differ" in res.stderr, res.output
+    # ... and, the change accepted, the delta row and the gate read one number
+    res = CliRunner().invoke(app, ["compare", "A", "B", "--results-dir", str(two_runs), "--format", "json",
+                                   "--allow-label-change", "--gate", "threshold"])
     assert res.exit_code == 1, res.output
     out = json.loads(res.stdout)
     (row,) = [r for r in out["deltas"] if r["metric"] == "recall_any" and r["scope"] == "overall" and r["k"] == 5]
@@ -145,8 +149,9 @@ def test_score_abstention_with_new_labels_rewrites_what_it_rescored(two_runs: Pa
     assert metrics["aggregate_metrics"]["recall_at_k_avg"] == pytest.approx(_mean(per_case), abs=1e-12)
     assert metrics["retrieval_scoring"]["per_case"]["dataset_version"] == res.eval_set.version
     # compare pairs the same per-case values the gate reads from metrics.json
+    assert metrics["dataset_version"] == res.eval_set.version  # the labels scored (issue 36 item 5)
     out = json.loads(CliRunner().invoke(app, ["compare", "A", "B", "--results-dir", str(two_runs),
-                                              "--format", "json"]).stdout)
+                                              "--format", "json", "--allow-label-change"]).stdout)
     (row,) = [r for r in out["deltas"] if r["metric"] == "recall_any" and r["scope"] == "overall" and r["k"] == 5]
     assert row["b"] == pytest.approx(metrics["aggregate_metrics"]["recall_at_k_avg"], abs=1e-12)
     # scoring again with the run's own labels puts every per-case value back
@@ -173,8 +178,11 @@ def test_a_rescoring_judges_the_run_time_gate_and_floors_again(two_runs: Path, t
     assert recall < 0.5  # so the floor now fails, and so does the gate (a drop far past 0.05)
     assert after["thresholds"]["passed"] is False
     assert after["gate"]["passed"] is False
-    # the same verdict compare_runs gives on the pair
-    res = CliRunner().invoke(app, ["compare", "A", "C", "--results-dir", str(results), "--format", "json"])
+    # C now holds A's cases with other labels (issue 36 item 5): the stored gate names that too
+    assert any(f.startswith("invariant broken: gold labels differ") for f in after["gate"]["failures"])
+    # the same verdict compare_runs gives on the pair, the label change accepted
+    res = CliRunner().invoke(app, ["compare", "A", "C", "--results-dir", str(results), "--format", "json",
+                                   "--allow-label-change"])
     assert res.exit_code == 1, res.output
     assert json.loads(res.stdout)["gate"]["passed"] is False
     # summary.md, derived from metrics.json, says it too

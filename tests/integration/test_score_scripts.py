@@ -157,7 +157,9 @@ def test_changed_eval_set_is_refused_with_both_hashes(run) -> None:
     prov = res.metrics["retrieval_scoring"]["eval_set"]
     assert prov == {"paths": [str(es)], "version": new_version, "run_version": old_version, "origin": "--eval-set",
                     "changed": True}
-    assert res.n_regrouped == 0 and res.metrics["dataset_version"] == old_version  # what was run stays
+    # issue 36 item 5: labels are part of the run's identity; config.json keeps what was run
+    assert res.n_regrouped == 0 and res.metrics["dataset_version"] == new_version
+    assert json.loads((results_dir / run_id / "config.json").read_text())["dataset_version"] == old_version
 
 
 def test_eval_set_version_matches_the_loader(tmp_path: Path) -> None:

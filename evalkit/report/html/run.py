@@ -18,6 +18,7 @@ from evalkit.metrics.registry import HEADLINE_KEYS, by_key, label_of, short_labe
 from evalkit.report.html.cases import CaseRow, CaseTable, read_case_table
 from evalkit.report.html.charts import bar, bar_chart
 from evalkit.report.run import metric_value, summary_keys
+from evalkit.report.summary_md import dataset_version_text
 from evalkit.store.runs import REPORT_FILE, RunDir
 
 __all__ = ["RunView", "build_run_view", "render_run_report", "write_run_report"]
@@ -185,7 +186,7 @@ def _latency(agg: Mapping[str, Any]) -> tuple[list[tuple[str, dict[str, float | 
     return rows, chart, totals
 
 
-def _config_rows(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _config_rows(config: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     target = config.get("target") or {}
     rows.append(("target", " ".join(f"{k}={v}" for k, v in target.items() if v not in (None, {}, []))))
@@ -193,8 +194,9 @@ def _config_rows(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     paths = es.get("paths") or []
     if paths:
         rows.append(("eval set", ", ".join(map(str, paths)) + f" ({es.get('n_selected', '?')} of {es.get('n_cases', '?')} cases)"))
-    if config.get("dataset_version"):
-        rows.append(("dataset version", str(config["dataset_version"])[:16]))
+    version = dataset_version_text(metrics, config, 16)  # the labels scored: a re-scoring's, not the run's
+    if version:
+        rows.append(("dataset version", version))
     settings = config.get("settings") or {}
     if settings.get("k"):
         rows.append(("K", ", ".join(map(str, settings["k"]))))
@@ -255,7 +257,7 @@ def build_run_view(run: RunDir, table: CaseTable) -> RunView:
         judge={**{k_: judge_cfg.get(k_) for k_ in ("provider", "model", "heuristic", "note", "pinned", "temperature", "prompt_version")}, **judge_agg},
         reliability=agg.get("judge_reliability"),
         agreement=agg.get("judge_agreement"),
-        config_rows=_config_rows(config),
+        config_rows=_config_rows(config, metrics),
         warnings=warnings,
         cases=table.first,
         cases_total=table.total,

@@ -2,9 +2,9 @@
 
 Reads each run's config.json and metrics.json only (never results.jsonl), so it stays fast
 over hundreds of runs. Runs are ordered by config.json's `created_at` (`store.list_runs`'
-order, oldest first). Runs on different eval set versions (config.json `dataset_version`)
-go on separate series: their numbers measure different questions. Between consecutive
-runs of one series, the flattened configs are diffed (`compare.config_diff`, which already
+order, oldest first). Runs on different eval set versions (metrics.json `dataset_version`:
+the labels scored, which a re-scoring with other labels changes) go on separate series:
+their numbers measure different questions or labels. Between consecutive runs of one series, the flattened configs are diffed (`compare.config_diff`, which already
 drops run ids and timestamps) and also without the keys of `TREND_CONFIG_IGNORED`, with the
 index stats as `index.*` keys as compare_runs shows them (`compare.conditions.corpus_of`:
 an edited or added note changes the index version and counts); a run whose config or
@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 from evalkit.compare.conditions import CONFIG_DIFF_IGNORED, config_diff, corpus_of
+from evalkit.compare.gate import relabelled_from
 from evalkit.errors import InputError
 from evalkit.jsonio import MAX_WRITTEN_DEPTH, read_json
 from evalkit.metrics.registry import by_key, label_of
@@ -99,14 +100,17 @@ def _dig(obj: Any, path: tuple[str, ...]) -> float | None:
 
 
 def _eval_set_version(config: Mapping[str, Any], metrics: Mapping[str, Any]) -> str:
+    # metrics.json's first: the labels the numbers were scored with (a re-scoring with other
+    # labels changes it, and its run then measures something else than its series).
     eval_set = config.get("eval_set") if isinstance(config.get("eval_set"), Mapping) else {}
-    version = config.get("dataset_version") or eval_set.get("version") or metrics.get("dataset_version")
+    version = metrics.get("dataset_version") or config.get("dataset_version") or eval_set.get("version")
     return str(version) if version else "unknown"
 
 
-def _eval_set_label(version: str, config: Mapping[str, Any]) -> str:
+def _eval_set_label(version: str, config: Mapping[str, Any], metrics: Mapping[str, Any]) -> str:
     eval_set = config.get("eval_set") if isinstance(config.get("eval_set"), Mapping) else {}
-    names = [os.path.basename(str(p)) for p in eval_set.get("paths") or []]
+    paths = relabelled_from(metrics) or eval_set.get("paths") or []
+    names = [os.path.basename(str(p)) for p in paths]
     n = eval_set.get("n_cases")
     detail = ", ".join(x for x in (f"{n} cases" if isinstance(n, int) else "", " + ".join(names)) if x)
     short = version[:12] if version != "unknown" else "unknown version"
@@ -198,7 +202,7 @@ def trend_view(results_dir: str | Path, *, output_dir: str | Path | None = None)
         version = _eval_set_version(config, metrics)
         if version not in series:
             series[version] = {
-                "index": len(series), "version": version, "label": _eval_set_label(version, config),
+                "index": len(series), "version": version, "label": _eval_set_label(version, config, metrics),
                 "short_label": f"{len(series) + 1}: eval set {version[:8]}", "run_ids": [],
             }
         s = series[version]
