@@ -366,9 +366,9 @@ def gate_options(panel: str) -> dict[str, Any]:
         help="Gate any metric: the largest allowed worsening of NAME, absolute, on the metric's own scale "
         "(direction from the metric registry); repeatable. NAME: a metrics.json key (recall_frac_avg, error_rate), "
         "an @K metric (recall_frac: at the gate's K; recall_frac@10) or ir_measures' (R@10); a gated one's name "
-        "sets its --regression-threshold-* (and wins over it). VALUE: 0.05 or 5% (= 0.05 absolute: seed 001's "
-        "'Recall drop > 5%' is --regression-threshold recall_frac=5%, 5 points of its recall; the relative reading "
-        "exists for MRR as compare_runs' --regression-threshold-mrr-relative).",
+        "sets its --regression-threshold-* (and wins over it). VALUE: 0.05 or 5% (= 0.05 absolute, as seed 000 "
+        "reads its thresholds; seed 001's 'drop > X%' is a share of the baseline's value: compare_runs "
+        "--gate-preset bob).",
     )
     options["gate_by"] = typer.Option(
         None, "--gate-by", metavar="GROUPING", rich_help_panel=panel,

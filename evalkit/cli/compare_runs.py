@@ -107,8 +107,9 @@ def main(
     fail_on_flip: bool = typer.Option(False, "--fail-on-flip", help="Fail the gate when any case goes pass -> fail.", rich_help_panel=_G),
     gate_preset: Optional[str] = typer.Option(
         None, "--gate-preset", metavar="NAME", rich_help_panel=_G,
-        help="A named gate; flags given beside it win. bob (alias seed001): seed 001's 'Flag regressions' = "
-        "--regression-threshold recall_frac=0.05 --regression-threshold-mrr-relative 0.10 --fail-on-flip --gate-by domain.",
+        help="A named gate; flags given beside it win. bob (alias seed001): seed 001's 'Flag regressions', each "
+        "'drop > X%' a share of the baseline's value: recall_frac drop > 5% and MRR drop > 10% "
+        "(--regression-threshold-mrr-relative) of the baseline's, --fail-on-flip, --gate-by domain.",
     ),
     regression_threshold: Optional[list[str]] = _GATE["regression_threshold"],
     gate_by: Optional[list[str]] = _GATE["gate_by"],
@@ -215,7 +216,8 @@ def _gate_thresholds(given: dict) -> tuple[Thresholds, float, bool]:
     builtin = {name: given[f"regression_threshold_{name}"] for name in THRESHOLD_NAMES}
     thresholds = Thresholds(**{n: v for n, v in builtin.items() if v is not None})
     if preset is not None:
-        thresholds = replace(thresholds.with_named(dict(preset.thresholds)), by=preset.by, preset=preset.name)
+        thresholds = replace(thresholds.with_named(dict(preset.thresholds)).with_relative(dict(preset.relative)),
+                             by=preset.by, preset=preset.name)
     thresholds = thresholds.with_named(named)
     if by:
         thresholds = replace(thresholds, by=tuple(by))

@@ -3,7 +3,8 @@
 Shared by run_eval (`--baseline RUN_ID`) and compare_runs. Pure functions over two
 metrics.json bodies (or their `aggregate_metrics`); no I/O.
 
-Every threshold is an absolute change on the metric's own scale:
+Every threshold is an absolute change on the metric's own scale (seed 000: "Recall@K drops
+by >X% (e.g., >5% absolute)"), except the relative ones (`Thresholds.relative`, below):
 
 | metric (metrics.json key)        | regression when             | flag                                    | default |
 | -------------------------------- | --------------------------- | --------------------------------------- | ------- |
@@ -53,7 +54,11 @@ recall_frac=0.05`; names resolved by `gate_metric`), with the registry's directi
 skipped one fails like Recall@K. `Thresholds.by` (`--gate-by domain`) applies every
 threshold within each slice of those groupings too, over slices both runs have and whose
 n reaches `min_slice_n`; a slice regression names its slice (`recall_frac_avg in
-domain:install dropped ...`). `GATE_PRESETS` holds seed 001's gate as one name.
+domain:install dropped ...`). `Thresholds.relative` holds thresholds on a share of the
+baseline's value (`recall_frac_avg dropped by 33.3% of the baseline (1 -> 0.6667; allowed
+5%)`), overall and per slice, skipped where the baseline's value is 0. `GATE_PRESETS` holds
+seed 001's gate as one name: its "drop > X%" read once, as a share of the baseline's value,
+for recall and MRR alike.
 """
 
 from __future__ import annotations
@@ -108,6 +113,11 @@ class Thresholds:
     min_slice_n: int = DEFAULT_MIN_SLICE_N
     # --gate-preset: the preset these came from (reported in the gate, never read).
     preset: str | None = None
+    # Largest worsening as a share of the baseline's value, (gate name, share) pairs: seed
+    # 001's "Recall drop > 5%" / "MRR drop > 10%" (`--gate-preset bob`). A metric read so is
+    # not also read absolutely; checked overall and in every --gate-by slice, never on a
+    # baseline value of 0.
+    relative: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         bad = [g for g in self.by if g not in GATE_BY]
@@ -117,12 +127,33 @@ class Thresholds:
             raise ValueError(f"--gate-min-n must be >= 1, got {self.min_slice_n}")
         for name, _ in self.metrics:
             gate_metric(name)  # raises ValueError on an unknown name
+        for name, share in self.relative:
+            gate_metric(name)
+            if not 0.0 <= float(share):
+                raise ValueError(f"{name}: a relative threshold is a share of the baseline's value >= 0, got {share!r}")
 
     def as_dict(self) -> dict[str, float]:
         """The thresholds as the gate reports them (`gate.thresholds`): the nine by their
-        name, then each other gated metric by its gate name."""
+        name, then each other gated metric by its gate name, then each relative one as
+        `<gate name>_relative` (a share: 0.05 is 5% of the baseline's value), which replaces
+        the absolute one of its metric (so `mrr` is left out when `mrr_avg` is relative)."""
         nine = [f.name for f in fields(self) if f.name in BUILTIN_THRESHOLDS]  # in the module table's order
-        return {**{name: float(getattr(self, name)) for name in nine}, **dict(self.metrics)}
+        read_relatively = {gate_metric(name)[0] for name, _ in self.relative}
+        absolute = {**{name: float(getattr(self, name)) for name in nine}, **dict(self.metrics)}
+        return {**{name: v for name, v in absolute.items() if _gate_key(name) not in read_relatively},
+                **{f"{name}_relative": float(share) for name, share in self.relative}}
+
+    def with_relative(self, named: Mapping[str, float]) -> Thresholds:
+        """These thresholds with `named` ({metric name: largest worsening as a share of the
+        baseline's value}) set as relative thresholds, by gate name (`gate_metric`).
+
+        Raises:
+            ValueError: an unknown name.
+        """
+        out = dict(self.relative)
+        for name, share in named.items():
+            out[gate_metric(name)[0]] = float(share)
+        return replace(self, relative=tuple(out.items()))
 
     def with_named(self, named: Mapping[str, float]) -> Thresholds:
         """These thresholds with `named` ({metric name: largest worsening}, as
@@ -143,6 +174,13 @@ class Thresholds:
         return replace(self, **builtin, metrics=tuple(extra.items()))
 
 
+def _gate_key(name: str) -> str:
+    """The gate name a `Thresholds.as_dict` key stands for: a built-in threshold's name (`mrr`)
+    is its metric's key (`mrr_avg`); any other key already is one."""
+    entry = _BY_GATED.get(name)
+    return entry.key if entry is not None else name
+
+
 @dataclass(frozen=True)
 class Regression:
     """One metric that got worse by more than its threshold, overall or in one slice."""
@@ -155,12 +193,23 @@ class Regression:
     direction: Literal["higher_is_better", "lower_is_better"]
     scope: str = "overall"  # or a slice: `domain:install` (--gate-by)
     n: int | None = None  # the slice's n for the metric (the smaller of the two runs')
+    relative: bool = False  # `threshold` is a share of the baseline's value (Thresholds.relative)
+
+    @property
+    def relative_change(self) -> float | None:
+        """The worsening as a share of the baseline's value (relative thresholds only)."""
+        return abs(self.delta) / abs(self.baseline) if self.relative and self.baseline else None
 
     @property
     def message(self) -> str:
         worse = "dropped" if self.direction == "higher_is_better" else "rose"
         where = "" if self.scope == "overall" else f" in {self.scope}"
         n = "" if self.n is None else f"; n = {self.n}"
+        if self.relative:
+            return (
+                f"{self.metric}{where} {worse} by {self.relative_change:.1%} of the baseline "
+                f"({self.baseline:.4g} -> {self.new:.4g}; allowed {self.threshold * 100:.4g}%{n})"
+            )
         return (
             f"{self.metric}{where} {worse} by {abs(self.delta):.4g} "
             f"({self.baseline:.4g} -> {self.new:.4g}; allowed {self.threshold:.4g}{n})"
@@ -170,7 +219,10 @@ class Regression:
         return self.message
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "message": self.message}
+        out = {**asdict(self), "message": self.message}
+        if self.relative:
+            out["relative_change"] = self.relative_change
+        return out
 
 
 # (metrics.json key, at_k key, Thresholds attribute, direction): the registry's `gated`.
@@ -257,9 +309,9 @@ def parse_regression_thresholds(value: Any) -> dict[str, float]:
     """`--regression-threshold NAME=VALUE` (repeatable; later wins) -> {gate name: VALUE}.
 
     NAME: anything `gate_metric` takes. VALUE: the largest allowed worsening, absolute, on
-    the metric's own scale: a number or `N%` = N/100 (`5%` is 0.05: seed 001's "Recall
-    drop > 5%" read as 5 points; its relative reading exists for MRR only, compare_runs'
-    --regression-threshold-mrr-relative). A value must lie in [0, the metric's scale].
+    the metric's own scale: a number or `N%` = N/100 (`5%` is 0.05, as seed 000 reads "drops
+    by >X%"; seed 001's "drop > X%" is a share of the baseline's value: `Thresholds.relative`,
+    `--gate-preset bob`). A value must lie in [0, the metric's scale].
     A dict {name: value} is taken as well.
 
     Raises:
@@ -332,23 +384,31 @@ class GatePreset:
 
     name: str
     summary: str
-    thresholds: tuple[tuple[str, float], ...]  # as --regression-threshold NAME=VALUE
+    thresholds: tuple[tuple[str, float], ...]  # as --regression-threshold NAME=VALUE (absolute)
     by: tuple[str, ...]  # as --gate-by
-    mrr_relative: float  # compare_runs' --regression-threshold-mrr-relative
     fail_on_flip: bool  # compare_runs' --fail-on-flip
+    relative: tuple[tuple[str, float], ...] = ()  # Thresholds.relative: shares of the baseline's value
+
+    @property
+    def mrr_relative(self) -> float:
+        """compare_runs' --regression-threshold-mrr-relative under this preset: its relative MRR
+        threshold (compare_runs gates MRR through `relative`, so the flag beside it replaces it)."""
+        return dict(self.relative).get("mrr_avg", 0.10)
 
 
-# Seed 001's "Flag regressions": Recall drop > 5% (its recall is recall_frac; 5 points), MRR
-# drop > 10% (relative to the baseline's MRR; the absolute 0.10 stays the built-in), any
-# individual query from pass to fail, and its per-domain deltas as a gate per domain.
+# Seed 001's "Flag regressions", read once: "Recall drop > 5%" and "MRR drop > 10%" are both
+# drops relative to the baseline's value (seed 001 writes metric values as fractions of 1 and
+# "%" only for drops; MRR is no share of anything, so "10% of MRR" is 10% of the baseline's
+# MRR). Its recall is recall_frac. Any individual query from pass to fail is --fail-on-flip;
+# its per-domain deltas are the gate per domain (docs/comparing.md, "Seed 001's regression flags").
 GATE_PRESETS: dict[str, GatePreset] = {
     "bob": GatePreset(
         name="bob",
-        summary="seed 001 (B.O.B): recall_frac drop > 0.05, MRR drop > 10% of the baseline's, any case pass -> fail, "
-        "per domain",
-        thresholds=(("recall_frac_avg", 0.05),),
+        summary="seed 001 (B.O.B): recall_frac drop > 5% and MRR drop > 10% of the baseline's value, any case "
+        "pass -> fail, per domain",
+        thresholds=(),
+        relative=(("recall_frac_avg", 0.05), ("mrr_avg", 0.10)),
         by=("domain",),
-        mrr_relative=0.10,
         fail_on_flip=True,
     ),
 }
@@ -380,10 +440,17 @@ class _Spec:
     threshold: float
     direction: str  # higher_is_better | lower_is_better
     named: bool  # given beyond the nine: a skip fails the gate, as a skipped Recall@K does
+    relative: bool = False  # threshold is a share of the baseline's value
+
+    @property
+    def label(self) -> str:
+        """The name `compared` and `skipped` list it by: a relative one as `<name>_relative`."""
+        return f"{self.name}_relative" if self.relative else self.name
 
 
 def _specs(thresholds: Thresholds) -> list[_Spec]:
-    """The nine, then each metric of `thresholds.metrics` (one naming a built-in replaces it)."""
+    """The nine, then each metric of `thresholds.metrics` (one naming a built-in replaces it),
+    then each relative threshold (which replaces the absolute one of its metric)."""
     out: dict[str, _Spec] = {
         key: _Spec(key, key, at_k, None, float(getattr(thresholds, attr)), direction, False)
         for key, at_k, attr, direction in _GATED
@@ -395,6 +462,11 @@ def _specs(thresholds: Thresholds) -> list[_Spec]:
             gname, entry.key, entry.at_k, k, float(value), f"{entry.direction}_is_better",
             named=builtin is None or builtin.named,
         )
+    for name, share in thresholds.relative:
+        gname, entry, k = gate_metric(name)
+        spec = _Spec(gname, entry.key, entry.at_k, k, float(share), f"{entry.direction}_is_better", True, relative=True)
+        out.pop(gname, None)  # one reading per metric: a relative threshold replaces its absolute one
+        out[spec.label] = spec
     return list(out.values())
 
 
@@ -742,12 +814,19 @@ def _judge_violations(jb: Any, jn: Any) -> list[str]:
 
 
 def _regression(spec: _Spec, b: float, n: float, scope: str = "overall", count: int | None = None) -> Regression | None:
-    """A Regression when `spec`'s metric got worse from b to n by more than its threshold."""
+    """A Regression when `spec`'s metric got worse from b to n by more than its threshold: on
+    the metric's scale, or for a relative threshold as a share of b (the caller skips b = 0)."""
     delta = n - b
     worse = -delta if spec.direction == "higher_is_better" else delta
-    if worse > spec.threshold + _EPS:
-        return Regression(spec.name, b, n, delta, spec.threshold, spec.direction, scope, count)  # type: ignore[arg-type]
+    limit = spec.threshold * abs(b) if spec.relative else spec.threshold
+    if worse > limit + _EPS:
+        return Regression(spec.name, b, n, delta, spec.threshold, spec.direction, scope, count,  # type: ignore[arg-type]
+                          relative=spec.relative)
     return None
+
+
+# Why a relative threshold cannot judge a baseline value of 0 (any change is infinitely many of it).
+_ZERO_BASE = "the baseline's value is 0: a relative change is undefined"
 
 
 def _slice_value(cell: Any, spec: _Spec, k: str | None, primary: str | None) -> tuple[float | None, int]:
@@ -819,23 +898,26 @@ def _check_slices(
                 vb, nb = _slice_value(gb[key], spec, k, pb)
                 if va is None or vb is None or not na or not nb:
                     continue  # not in this slice (no unanswerable case in it, ...)
-                held.add(spec.name)
+                held.add(spec.label)
                 n = min(na, nb)
                 if n < min_n:
-                    skipped.append({"metric": spec.name, "scope": scope, "reason": f"n = {n} is below --gate-min-n {min_n}"})
+                    skipped.append({"metric": spec.label, "scope": scope, "reason": f"n = {n} is below --gate-min-n {min_n}"})
                     continue
-                compared.setdefault(scope, []).append(spec.name)
+                if spec.relative and va == 0:
+                    skipped.append({"metric": spec.label, "scope": scope, "reason": _ZERO_BASE})
+                    continue
+                compared.setdefault(scope, []).append(spec.label)
                 reg = _regression(spec, va, vb, scope, n)
                 if reg is not None:
                     regressions.append(reg)
         for spec, k in specs:
-            if spec.name in held:
+            if spec.label in held:
                 continue
             if spec.at_k is not None and (pa != k or pb != k):
                 why = f"the {grouping} slices hold each run's primary K ({pa}, {pb}), not K={k}"
             else:
                 why = f"no {grouping} slice of both runs holds it"
-            skipped.append({"metric": spec.name, "scope": f"{grouping}:*", "reason": why})
+            skipped.append({"metric": spec.label, "scope": f"{grouping}:*", "reason": why})
     return regressions, skipped, {"by": list(thresholds.by), "min_n": min_n, "compared": compared}
 
 
@@ -851,15 +933,17 @@ def _evaluate(
     for spec in _specs(thresholds):
         at = spec.k if spec.k is not None else k
         reason = _skip_reason(base, new, spec.key, spec.at_k, at, allow_mixed_judges, not_comparable, blind)
+        b, n = _value(base, spec.key, spec.at_k, at), _value(new, spec.key, spec.at_k, at)
+        if reason is None and spec.relative and b == 0:
+            reason = _ZERO_BASE
         if reason is not None:
-            out.skipped.append({"metric": spec.name, "reason": reason})
-            if spec.named:
+            out.skipped.append({"metric": spec.label, "reason": reason})
+            if spec.named and reason != _ZERO_BASE:  # a zero baseline cannot drop: nothing was missed
                 out.failing_skips.append(out.skipped[-1])
             continue
-        b, n = _value(base, spec.key, spec.at_k, at), _value(new, spec.key, spec.at_k, at)
         if b is None or n is None:  # pragma: no cover - _skip_reason said comparable
             continue
-        out.compared.append(spec.name)
+        out.compared.append(spec.label)
         checked.append((spec, at))
         reg = _regression(spec, b, n)
         if reg is not None:

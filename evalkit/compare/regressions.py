@@ -66,6 +66,11 @@ def gate_report(
     Returns:
         GateReport; `passed` is False exactly when `failures` is non-empty.
     """
+    # A relative MRR threshold in `thresholds` (--gate-preset bob) is this check, per slice too:
+    # it takes mrr_relative_threshold (the flag beside the preset wins) and the check below stands down.
+    gated_relative_mrr = "mrr_avg" in dict(thresholds.relative)
+    if gated_relative_mrr:
+        thresholds = thresholds.with_relative({"mrr_avg": mrr_relative_threshold})
     g = gate_result(
         a.metrics, b.metrics, thresholds, baseline_run_id=a.run_id, allow_regressions=allow_regressions,
         allow_mixed_judges=allow_mixed_judges, ignore_invariants=ignore_invariants,
@@ -86,7 +91,9 @@ def gate_report(
     # Seed 001's "MRR drop > 10%", read as relative to the baseline's MRR (the absolute
     # 0.10 is --regression-threshold-mrr).
     mrr = rows.get(("mrr", "overall", k))
-    if mrr is None or mrr.a is None or mrr.b is None:
+    if gated_relative_mrr:
+        pass  # gate_result checked it as mrr_avg_relative
+    elif mrr is None or mrr.a is None or mrr.b is None:
         skipped.append({"metric": "mrr_relative_drop", "reason": "MRR at the gate's K is not in both runs"})
     elif not mrr.comparable:  # a field one target leaves out blinds MRR (compare.fields), or an ignored invariant
         skipped.append({"metric": "mrr_relative_drop", "reason": (mrr.note or "not comparable").removeprefix("not comparable: ")})

@@ -202,9 +202,89 @@ def test_gate_by_names_the_aggregate_groupings():
 def test_the_seed_001_preset():
     bob = gate_preset("seed001")
     assert bob is gate_preset("bob")
-    # Recall drop > 5% (recall_frac, 5 points), MRR drop > 10% (relative), any query pass -> fail, per domain
-    assert (dict(bob.thresholds), bob.mrr_relative, bob.fail_on_flip, bob.by) == (
-        {"recall_frac_avg": 0.05}, 0.10, True, ("domain",),
+    # regression: issue 36 item 10, "Recall drop > 5%" was read as 5 points and "MRR drop > 10%" as
+    # 10% of the baseline's MRR. One reading now: both a share of the baseline's value. Any query
+    # pass -> fail (--fail-on-flip), per domain.
+    assert (dict(bob.thresholds), dict(bob.relative), bob.mrr_relative, bob.fail_on_flip, bob.by) == (
+        {}, {"recall_frac_avg": 0.05, "mrr_avg": 0.10}, 0.10, True, ("domain",),
     )
     with pytest.raises(ValueError, match="unknown gate preset 'bobb'; expected one of: bob"):
         gate_preset("bobb")
+
+
+def _mrr_run(mrr: float, install_mrr: float, frac: float = 1.0, install_frac: float = 1.0) -> dict:
+    run = _run(frac, install_frac)
+    run["aggregate_metrics"]["mrr_avg"] = mrr
+    run["aggregate_metrics"]["at_k"]["5"]["mrr"] = mrr
+    run["by_domain"]["install"]["mrr_avg"] = install_mrr
+    return run
+
+
+def _bob() -> Thresholds:
+    bob = gate_preset("bob")
+    return replace(Thresholds().with_relative(dict(bob.relative)), by=bob.by, preset=bob.name)
+
+
+@pytest.mark.parametrize(
+    ("base", "new", "failed"),
+    [
+        # by hand: recall_frac 0.80 -> 0.77 is 0.03 / 0.80 = 3.75% of the baseline: within 5%
+        pytest.param(0.80, 0.77, False, id="recall-3.75%"),
+        # by hand: 0.80 -> 0.75 is 0.05 / 0.80 = 6.25% > 5% (as 5 points it would have passed)
+        pytest.param(0.80, 0.75, True, id="recall-6.25%"),
+        # by hand: 0.40 -> 0.38 is 0.02 / 0.40 = 5%, exactly the threshold: allowed (strictly greater fails)
+        pytest.param(0.40, 0.38, False, id="recall-exactly-5%"),
+        # by hand: 0.40 -> 0.37 is 0.03 / 0.40 = 7.5% > 5%
+        pytest.param(0.40, 0.37, True, id="recall-7.5%"),
+    ],
+)
+def test_seed_001_recall_drop_is_a_share_of_the_baseline(base, new, failed):
+    g = gate_result(_run(base, base), _run(new, new), _bob())
+    overall = [r for r in g["regressions"] if r["scope"] == "overall"]
+    assert [r["metric"] for r in overall] == (["recall_frac_avg"] if failed else [])
+    assert "recall_frac_avg_relative" in g["compared"] and g["thresholds"]["recall_frac_avg_relative"] == 0.05
+    if failed:
+        (reg,) = overall
+        assert reg["relative"] is True and reg["relative_change"] == pytest.approx((base - new) / base)
+
+
+@pytest.mark.parametrize(
+    ("base", "new", "failed"),
+    [
+        # by hand: MRR 0.50 -> 0.46 is 0.04 / 0.50 = 8% of the baseline: within 10%
+        pytest.param(0.50, 0.46, False, id="mrr-8%"),
+        # by hand: 0.50 -> 0.44 is 0.06 / 0.50 = 12% > 10% (as 10 points it would have passed)
+        pytest.param(0.50, 0.44, True, id="mrr-12%"),
+        # by hand: 1.00 -> 0.90 is 0.10 / 1.00 = 10%, exactly the threshold: allowed
+        pytest.param(1.00, 0.90, False, id="mrr-exactly-10%"),
+    ],
+)
+def test_seed_001_mrr_drop_is_read_the_same_way(base, new, failed):
+    g = gate_result(_mrr_run(base, base), _mrr_run(new, new), _bob())
+    overall = [r["metric"] for r in g["regressions"] if r["scope"] == "overall"]
+    assert overall == (["mrr_avg"] if failed else [])
+
+
+def test_seed_001_relative_drops_per_domain_with_their_own_message():
+    # the issue's reproduction: recall_frac 1 -> 2/3 overall, the install domain 1 -> 0.5 (n = 2);
+    # and MRR in the install domain 0.8 -> 0.6
+    g = gate_result(_mrr_run(1.0, 0.8, 1.0, 1.0), _mrr_run(1.0, 0.6, 2 / 3, 0.5), _bob())
+    assert [r["message"] for r in g["regressions"]] == [
+        # by hand: (1 - 2/3) / 1 = 33.3%
+        "recall_frac_avg dropped by 33.3% of the baseline (1 -> 0.6667; allowed 5%)",
+        # by hand: (1 - 0.5) / 1 = 50%; (0.8 - 0.6) / 0.8 = 25%
+        "recall_frac_avg in domain:install dropped by 50.0% of the baseline (1 -> 0.5; allowed 5%; n = 2)",
+        "mrr_avg in domain:install dropped by 25.0% of the baseline (0.8 -> 0.6; allowed 10%; n = 2)",
+    ]
+    # one reading per metric: MRR is not also gated by the absolute 0.10 (0.8 -> 0.6 is 0.2 points)
+    assert "mrr" not in g["thresholds"] and g["thresholds"]["mrr_avg_relative"] == 0.10
+    assert "mrr_avg" not in g["compared"] and "mrr_avg_relative" in g["compared"]
+
+
+def test_a_relative_threshold_on_a_zero_baseline_is_skipped_not_failed():
+    g = gate_result(_run(0.0, 0.0), _run(0.0, 0.0), _bob())
+    reason = "the baseline's value is 0: a relative change is undefined"
+    assert {"metric": "recall_frac_avg_relative", "reason": reason} in g["skipped"]
+    assert g["passed"] is True
+    with pytest.raises(ValueError, match="unknown metric 'recal_frac'"):
+        Thresholds().with_relative({"recal_frac": 0.05})
