@@ -20,7 +20,6 @@ Steps, each over data already on disk:
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,11 +83,12 @@ from evalkit.metrics.keys import (
 from evalkit.metrics.registry import METRICS
 from evalkit.metrics.stats import (
     DEFAULT_RESAMPLES,
+    NORMAL_CI_FROM,
+    NORMAL_P_FROM,
     PairedComparison,
     adjust_pvalues,
     compare_paired,
     noise_sentence,
-    paired,
     significant,
 )
 from evalkit.store.runs import RunDir
@@ -210,20 +210,6 @@ def _metric_rank(name: str) -> int:
 
 
 # ---------------------------------------------------------------- paired tests
-
-
-def _compare(a: np.ndarray, b: np.ndarray, *, seed: int, key: str, resamples: int, confidence: float) -> PairedComparison:
-    """`stats.compare_paired`, short-cut when no paired case changed: the documented result
-    (delta 0, CI [0, 0], p = 1, exact) without drawing 2 × resamples × n random numbers."""
-    pv = paired(a, b)
-    if pv.n and not pv.diff.any():
-        mean = math.fsum(pv.a.tolist()) / pv.n
-        return PairedComparison(
-            n=pv.n, n_excluded_a=pv.n_excluded_a, n_excluded_b=pv.n_excluded_b, n_neither=pv.n_neither,
-            mean_a=mean, mean_b=math.fsum(pv.b.tolist()) / pv.n, delta=0.0, ci=(0.0, 0.0), confidence=confidence,
-            p_value=1.0, p_exact=True, resamples=resamples,
-        )
-    return compare_paired(a, b, seed=seed, key=key, resamples=resamples, confidence=confidence)
 
 
 def _min_p(n_changed: int, resamples: int) -> float:
@@ -355,13 +341,18 @@ def _test_rows(
     """
     tests: dict[bytes, tuple[PairedComparison, int, float, str]] = {}
     test_of: dict[int, bytes] = {}
+    # Per scope: its paired cases' positions and their rows in each table, made once for its ~40 rows.
+    at: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for row in rows:
         column = _MIRRORED.get(row.metric, row.metric)
         key = f"{column}@{row.k}" if row.k is not None else column
         if (row.metric not in AT_K_METRICS and column not in PER_CASE_METRICS) or key not in ta.cols:
             continue
-        pos = np.asarray(pairing.scope_pos.get(row.scope, []), dtype=np.int64)
-        va, vb = ta.column(key)[pairing.ia[pos]], tb.column(key)[pairing.ib[pos]]
+        if row.scope not in at:
+            pos = np.asarray(pairing.scope_pos.get(row.scope, []), dtype=np.int64)
+            at[row.scope] = (pos, pairing.ia[pos], pairing.ib[pos])
+        pos, rows_a, rows_b = at[row.scope]
+        va, vb = ta.column(key)[rows_a], tb.column(key)[rows_b]
         live = ~(np.isnan(va) & np.isnan(vb))
         va, vb, pos = va[live], vb[live], pos[live]
         both = ~(np.isnan(va) | np.isnan(vb))
@@ -374,7 +365,7 @@ def _test_rows(
                                 digest_size=32).digest()
         if ident not in tests:
             name = f"{key}|{row.scope}"
-            result = _compare(va, vb, seed=seed, key=name, resamples=resamples, confidence=confidence)
+            result = compare_paired(va, vb, seed=seed, key=name, resamples=resamples, confidence=confidence, alpha=alpha)
             tests[ident] = (result, int(nonzero.size), orient, name)
         test_of[id(row)] = ident
         result, changed, first_orient, row.test = tests[ident]
@@ -392,6 +383,8 @@ def _test_rows(
             row.ci95 = [lo, hi] if sign > 0 else [None if hi is None else -hi + 0.0, None if lo is None else -lo + 0.0]
             row.p_value = None if result.p_value is None else float(result.p_value)
             row.p_exact = result.p_exact
+            row.ci_method, row.p_method = result.ci_method, result.p_method
+            row.p_draws = result.p_draws if result.p_method == "monte_carlo" else None
             row.in_family = row.comparable and _min_p(changed, resamples) <= alpha
         if row.comparable and not row.in_family:
             if not result.n:
@@ -413,7 +406,23 @@ def _test_rows(
             row.p_adjusted = p_adj
             row.significant = significant(p_adj, alpha)
             row.note = None if row.significant else noise_sentence(row.n or 0)
+            if not row.significant and row.p_draws is not None and row.p_draws < resamples:
+                row.note += f"; p from {row.p_draws:,} sign patterns: drawing stopped once p > {alpha:g} was settled"
     return len(family)
+
+
+def _method_counts(rows: list[DeltaRow]) -> dict[str, dict[str, int]]:
+    """How many distinct paired tests got their interval and their p-value by each method."""
+    seen: dict[str, DeltaRow] = {}
+    for row in rows:
+        if row.test is not None and row.n:
+            seen.setdefault(row.test, row)
+    counts: dict[str, dict[str, int]] = {"ci": {}, "p": {}}
+    for row in seen.values():
+        for part, method in (("ci", row.ci_method), ("p", row.p_method)):
+            if method is not None:
+                counts[part][method] = counts[part].get(method, 0) + 1
+    return counts
 
 
 def _verdict(
@@ -654,7 +663,8 @@ def compare_runs(
         stats=StatsSettings(
             seed=seed, resamples=resamples, confidence=confidence, alpha=alpha, correction=correction,
             family_size=family_size, n_tested=sum(1 for r in rows if r.p_value is not None),
-            n_significant=sum(1 for r in rows if r.significant),
+            n_significant=sum(1 for r in rows if r.significant), normal_from={"ci": NORMAL_CI_FROM, "p": NORMAL_P_FROM},
+            methods=_method_counts(rows),
         ),
         invariants=InvariantReport(ok=not violations, violations=violations, ignored=bool(violations and ignore_invariants),
                                    not_comparable=not_comparable,

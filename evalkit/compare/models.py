@@ -83,6 +83,13 @@ class StatsSettings(BaseModel):
     family_size: int = Field(description="tests in the multiple-testing family (m)")
     n_tested: int = Field(description="delta rows with a paired test (in the family or not)")
     n_significant: int = Field(description="delta rows significant after correction")
+    normal_from: dict[str, float] = Field(
+        default_factory=dict, description='{"ci": 30, "p": 100}: the effective changed cases from which a test\'s '
+        'interval, and its p-value, come from normal theory instead of draws (EVAL.md, "Normal theory for many changed cases")'
+    )
+    methods: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description='distinct paired tests per method: {"ci": {method: count}, "p": {method: count}}'
+    )
 
 
 class DeltaRow(BaseModel):
@@ -104,9 +111,25 @@ class DeltaRow(BaseModel):
     n_excluded_b: int | None = Field(None, description="cases run b could not score while a did")
     n_changed: int | None = Field(None, description="of the n paired cases, those whose value differs between the runs")
     paired_delta: float | None = Field(None, description="mean paired difference over the n cases (what ci95 is about)")
-    ci95: list[float | None] | None = Field(None, description="bootstrap interval [lo, hi] of paired_delta")
-    p_value: float | None = Field(None, description="paired randomization (sign-flip) test, two-sided")
-    p_exact: bool | None = Field(None, description="p from enumerating every sign pattern, not from draws")
+    ci95: list[float | None] | None = Field(
+        None, description="interval [lo, hi] of paired_delta: the percentile bootstrap's, drawn or by normal theory (ci_method)"
+    )
+    p_value: float | None = Field(
+        None, description="paired randomization (sign-flip) test, two-sided: counted, drawn or by normal theory (p_method)"
+    )
+    p_exact: bool | None = Field(None, description="p from counting every sign pattern, not from draws or an approximation")
+    ci_method: Literal["exact", "bootstrap", "normal"] | None = Field(
+        None, description="exact (every paired difference the same: no spread) | bootstrap (--resamples resamples) | "
+        "normal (normal theory with the bootstrap's skewness, from stats.normal_from.ci effective changed cases on)"
+    )
+    p_method: Literal["exact", "monte_carlo", "normal"] | None = Field(
+        None, description="exact (every sign pattern counted) | monte_carlo (p_draws random sign patterns) | normal "
+        "(normal approximation of the sign-flip test, from stats.normal_from.p effective changed cases on)"
+    )
+    p_draws: int | None = Field(
+        None, description="monte_carlo only: the sign patterns drawn; fewer than --resamples when drawing stopped "
+        "once p > alpha was settled (the row cannot be significant)"
+    )
     p_adjusted: float | None = Field(None, description="p after Holm / Benjamini-Hochberg over the family; null if not in it")
     test: str | None = Field(None, description='the paired test shown ("metric@K|scope" of the first row with this data); rows with the same paired data share it')
     in_family: bool = Field(False, description="counted in the multiple-testing family")

@@ -13,7 +13,6 @@ import pytest
 
 from evalkit.compare import IncomparableRuns, compare_runs, config_diff, flatten_config, open_source, save_baseline
 from evalkit.compare.cases import word_diff
-from evalkit.compare.compute import _compare
 from evalkit.errors import InputError
 from evalkit.metrics.aggregate import aggregate_records
 from evalkit.metrics.stats import adjust_pvalues, compare_paired
@@ -341,10 +340,13 @@ def test_few_changed_cases_are_noise_and_left_out_of_the_family(tmp_path):
     assert recall.note == "not distinguishable from noise at n=30; only 3 case(s) changed, too few to reach p ≤ 0.05"
 
 
-def test_the_no_change_shortcut_is_what_compare_paired_returns():
+def test_no_paired_case_changed_is_known_without_drawing():
     a = np.array([1.0, 0.0, np.nan, 0.5, 1.0])
     b = np.array([1.0, 0.0, 1.0, 0.5, np.nan])
-    assert _compare(a, b, seed=3, key="k", resamples=500, confidence=0.95) == compare_paired(a, b, seed=3, key="k", resamples=500)
+    got = compare_paired(a, b, seed=3, key="k", resamples=500)
+    # by hand: 3 paired cases, every d_i = 0: Δ 0, every resample mean 0, every sign pattern ties
+    assert (got.n, got.delta, got.ci, got.p_value) == (3, 0.0, (0.0, 0.0), 1.0)
+    assert (got.ci_method, got.p_method, got.p_exact, got.p_draws) == ("exact", "exact", True, 0)
 
 
 def test_gate_threshold_mode_uses_run_evals_gate(tmp_path):

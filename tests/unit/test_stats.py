@@ -11,6 +11,7 @@ import itertools
 import math
 import subprocess
 import sys
+from collections import Counter
 from fractions import Fraction
 
 import numpy as np
@@ -43,17 +44,24 @@ def _type7(sorted_x: list[float], q: float) -> float:
 
 
 def _loop_bootstrap(d: list[float], resamples: int, confidence: float, seed: int) -> tuple[float, float]:
+    """The documented draws, resample by resample: v the one most common d_i (else 0), e the
+    other cases' d_i − v in case order; every resample's K_r first, then its K_r indices into e."""
     rng = np.random.default_rng(seed)
-    n, means = len(d), []
-    for _ in range(resamples):
-        idx = rng.integers(0, n, size=n)  # one resample: n case indices with replacement
-        means.append(sum(d[int(i)] for i in idx) / n)
+    n, counts = len(d), Counter(d)
+    modes = [x for x, c in counts.items() if c == max(counts.values())]
+    v = modes[0] if len(modes) == 1 else 0.0
+    e = [x - v for x in d if x != v]
+    means = []
+    for hits in rng.binomial(n, len(e) / n, size=resamples).tolist():
+        idx = rng.integers(0, len(e), size=hits)  # the draws of this resample that land on e
+        means.append(v + sum(e[int(i)] for i in idx) / n)
     means.sort()
     return _type7(means, (1 - confidence) / 2), _type7(means, (1 + confidence) / 2)
 
 
 def _loop_permutation(d: list[float], resamples: int, seed: int) -> float:
     rng = np.random.default_rng(seed)
+    d = [x for x in d if x != 0]  # a case that did not change is in no flipped sum
     observed, tol = abs(sum(d)), 1e-9 * sum(abs(x) for x in d)
     extreme = 0
     for _ in range(resamples):
@@ -133,9 +141,21 @@ def test_bootstrap_chunking_does_not_change_the_draws(monkeypatch: pytest.Monkey
 
 def test_bootstrap_is_deterministic_per_seed() -> None:
     # property: same seed, same numbers; another seed, (here) other numbers
-    first = bootstrap_ci(D8, rng=np.random.default_rng(42))
-    assert bootstrap_ci(D8, rng=np.random.default_rng(42)) == first
-    assert bootstrap_ci(D8, rng=np.random.default_rng(43)) != first
+    d = np.random.default_rng(11).normal(0.1, 0.3, size=15)
+    first = bootstrap_ci(d, rng=np.random.default_rng(42))
+    assert bootstrap_ci(d, rng=np.random.default_rng(42)) == first
+    assert bootstrap_ci(d, rng=np.random.default_rng(43)) != first
+
+
+def test_bootstrap_draws_only_the_cases_off_the_most_common_value() -> None:
+    # by hand: 9,990 cases at 0.5 and 10 at 1.5: v = 0.5, e = ten 1.0s; R binomials, then ΣK indices
+    d = [0.5] * 9_990 + [1.5] * 10
+    rng = np.random.default_rng(6)
+    bootstrap_ci(d, resamples=1_000, rng=rng)
+    ref = np.random.default_rng(6)
+    hits = ref.binomial(10_000, 10 / 10_000, size=1_000)
+    ref.integers(0, 10, size=int(hits.sum()))
+    assert rng.bit_generator.state == ref.bit_generator.state  # nothing else was drawn
 
 
 def test_bootstrap_edge_cases() -> None:
@@ -349,28 +369,33 @@ def test_bad_seed_is_an_input_error(seed) -> None:
         rng_for(seed, "k")
 
 
-def test_compare_paired_is_identical_across_calls_and_independent_of_order() -> None:
+@pytest.mark.parametrize("normal_from", [math.inf, None], ids=["resampled", "default"])
+def test_compare_paired_is_identical_across_calls_and_independent_of_order(normal_from) -> None:
     gen = np.random.default_rng(2)
     a = gen.uniform(0, 1, size=120).tolist()
     b = [x + 0.05 * y for x, y in zip(a, gen.normal(size=120), strict=True)]
     c = gen.uniform(0, 1, size=120).tolist()
-    first = compare_paired(a, b, seed=13, key="mrr@5|overall")
-    compare_paired(a, c, seed=13, key="ndcg@5|overall")  # another comparison in between
-    assert compare_paired(a, b, seed=13, key="mrr@5|overall") == first  # property: same numbers
-    other = compare_paired(a, b, seed=14, key="mrr@5|overall")
-    assert other.ci != first.ci and other.p_value != first.p_value
+    kw = {} if normal_from is None else {"normal_ci_from": normal_from, "normal_p_from": normal_from}
+    first = compare_paired(a, b, seed=13, key="mrr@5|overall", **kw)
+    compare_paired(a, c, seed=13, key="ndcg@5|overall", **kw)  # another comparison in between
+    assert compare_paired(a, b, seed=13, key="mrr@5|overall", **kw) == first  # property: same numbers
+    other = compare_paired(a, b, seed=14, key="mrr@5|overall", **kw)
     assert other.delta == first.delta  # the point estimate is not random
+    # 120 changed cases of many sizes: by default the interval is normal theory (no draw, the
+    # same for every seed) and p is drawn (effective changes below 100); resampled, both are drawn
+    assert (first.ci_method, first.p_method) == (("bootstrap", "monte_carlo") if kw else ("normal", "monte_carlo"))
+    assert (other.ci != first.ci) is bool(kw) and other.p_value != first.p_value
 
 
 def test_compare_paired_uses_child_0_for_bootstrap_and_child_1_for_the_test() -> None:
     a, b = D8, [0.0] * 8
     boot, test = np.random.SeedSequence(13, spawn_key=_key_words("x")).spawn(2)
-    got = compare_paired(a, b, seed=13, key="x", resamples=200)  # by hand: 2^8 = 256 > 200, Monte Carlo
+    got = compare_paired(a, b, seed=13, key="x", resamples=50)  # by hand: 6 changed cases, 2^6 = 64 > 50, Monte Carlo
     # reference: the documented seeding, composed by hand
     d = [y - x for x, y in zip(a, b, strict=True)]
-    assert got.ci == bootstrap_ci(d, resamples=200, rng=np.random.default_rng(boot))
-    assert got.p_value == permutation_test(d, resamples=200, rng=np.random.default_rng(test))
-    assert got.p_exact is False
+    assert got.ci == bootstrap_ci(d, resamples=50, rng=np.random.default_rng(boot))
+    assert got.p_value == permutation_test(d, resamples=50, rng=np.random.default_rng(test))
+    assert (got.p_exact, got.p_method, got.p_draws, got.ci_method) == (False, "monte_carlo", 50, "bootstrap")
 
 
 def _key_words(key: str) -> tuple[int, ...]:
