@@ -124,15 +124,16 @@ class CaseTable:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def add(self, record: Mapping[str, Any]) -> None:
-        """Reduce one record and store its row."""
+    def add(self, record: Mapping[str, Any], reduced: Mapping[str, Any] | None = None) -> None:
+        """Reduce one record and store its row; `reduced`: its `extract_case` at this run's
+        K already (`RecordTable.add_record` returns it), so that it is not made twice."""
         case = record.get("case") if isinstance(record.get("case"), Mapping) else {}
         cid = record.get("test_case_id", case.get("id"))
         if cid is None:
             self.missing_ids += 1
             return
         cid = str(cid)
-        x = _reduce_record(record, self.run_ks)
+        x = reduced if reduced is not None else _reduce_record(record, self.run_ks)
         kind = x["error_kind"]
         target_error = kind is not None and kind != "empty_answer"
         values: dict[str, float | None] = {}

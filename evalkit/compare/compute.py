@@ -70,7 +70,7 @@ from evalkit.compare.regressions import gate_report
 from evalkit.compare.sources import RunSource, asked_k, open_source
 from evalkit.compare.verdict import Member, build_verdict, resolve_margins
 from evalkit.errors import InputError, Problem, redact
-from evalkit.metrics.aggregate import aggregate_records, flatten_cell, recorded_suite_ms
+from evalkit.metrics.aggregate import RecordTable, flatten_cell, recorded_suite_ms
 from evalkit.metrics.keys import (
     HEADLINE_AT_K,
     LOWER_IS_BETTER,
@@ -162,18 +162,14 @@ def _not_comparable(violations: list[str], a: RunSource, b: RunSource) -> list[N
 
 
 def _scan(source: RunSource, ks: list[int]) -> tuple[CaseTable | None, dict[str, Any]]:
-    """The run's aggregate cells (every slice at every K) and its per-case table, in one pass."""
+    """The run's aggregate cells (every slice at every K, as `aggregate_records` makes them)
+    and its per-case table, in one pass that reduces each record once for both."""
     if not source.has_records:
         return None, source.metrics
-    table = CaseTable(source.ks, ks)
-
-    def records():
-        for record in source.iter_records():
-            table.add(record)
-            yield record
-
-    cells = aggregate_records(records(), ks=source.ks, suite_ms=recorded_suite_ms(source.metrics), full_slices=True)
-    return table, cells
+    table, cells = CaseTable(source.ks, ks), RecordTable(source.ks)
+    for record in source.iter_records():
+        table.add(record, cells.add_record(record))
+    return table, cells.result(suite_ms=recorded_suite_ms(source.metrics), full_slices=True)
 
 
 def _cells(agg: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:

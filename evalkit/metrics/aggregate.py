@@ -393,11 +393,14 @@ class RecordTable:
             self.phase_budget_ms[phase] = budget_ms
         return got
 
-    def add_record(self, record: Mapping) -> None:
-        """Reduce one record (`extract_case`) and file its row under every group it is in."""
-        self.add_extracted(extract_case(record, self.ks), record.get("case") or {})
+    def add_record(self, record: Mapping) -> dict:
+        """Reduce one record (`extract_case`) and file its row under every group it is in;
+        returns the reduction, for a caller that reads the same values (compare's CaseTable)."""
+        x = extract_case(record, self.ks)
+        self.add_extracted(x, record.get("case") or {})
         if self.coverage is None and record.get("indexing_coverage") is not None:
             self.coverage = record["indexing_coverage"]
+        return x
 
     def add_extracted(self, x: dict, case: Mapping) -> None:
         """`add_record` of a record already reduced to `x` (its case is `case`), coverage aside."""
