@@ -370,12 +370,13 @@ def _refs(items: Iterable[Any]) -> list[ChunkRef]:
 def case_details(source: RunSource, wanted: set[str], *, top_chunks: int = 3) -> dict[str, dict[str, Any]]:
     """Question, top chunks, gold anchors, answer and references of the `wanted` cases.
 
-    One pass over the run's records; only the wanted ids are kept.
+    One pass over the run's records; only the wanted ids are parsed (where their line says
+    its id unparsed) and kept.
     """
     out: dict[str, dict[str, Any]] = {}
     if not wanted:
         return out
-    for record in source.iter_records():
+    for record in source.iter_records(ids=wanted):
         case = record.get("case") if isinstance(record.get("case"), Mapping) else {}
         cid = record.get("test_case_id", case.get("id"))
         if cid is None or str(cid) not in wanted:

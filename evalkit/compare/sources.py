@@ -14,7 +14,7 @@ has them, its per-case records, streamed. Three kinds:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Container, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -60,10 +60,11 @@ class RunSource:
     def has_records(self) -> bool:
         return self.run is not None or self.records is not None
 
-    def iter_records(self) -> Iterator[dict[str, Any]]:
-        """Per-case records in file order (nothing for a bare metrics.json)."""
+    def iter_records(self, ids: Container[str] | None = None) -> Iterator[dict[str, Any]]:
+        """Per-case records in file order (nothing for a bare metrics.json); `ids`: a run
+        folder's lines of other cases may be skipped unparsed (`RunDir.iter_results`)."""
         if self.run is not None:
-            yield from self.run.iter_results()
+            yield from self.run.iter_results(ids=ids)
         elif self.records is not None:
             yield from self.records
 

@@ -33,7 +33,7 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
 from datetime import datetime, timezone
 from pathlib import Path
@@ -73,6 +73,9 @@ _STALE_TMP = re.compile(
 )
 # A run being built under `results/.<run_id>.<random>.run.tmp/<run_id>/` (staged_run).
 _STAGING_SUFFIX = ".run.tmp"
+# A record's id where ResultsWriter puts it (first, or after schema_version), unescaped: readable
+# without parsing the line.
+_LEADING_ID = re.compile(rb'\{(?:"schema_version":\d+,)?"test_case_id":"([^"\\]*)"')
 
 # A run id names a folder and is printed and pasted into shells: letters, digits, '.', '_'
 # and '-', starting with a letter or digit, at most 128 characters. Generated ids
@@ -465,12 +468,16 @@ class RunDir:
         """results.jsonl held open for appending batches (the runner's hot path)."""
         return ResultsWriter(self.results_path, fsync_interval=fsync_interval)
 
-    def iter_results(self, start: int = 0, end: int | None = None) -> Iterator[dict[str, Any]]:
+    def iter_results(
+        self, start: int = 0, end: int | None = None, *, ids: Container[str] | None = None
+    ) -> Iterator[dict[str, Any]]:
         """Stream records in file order. A partial last line (killed mid-write) is skipped.
 
         A malformed line anywhere else is corruption, not a crash artefact: InputError.
         `start`/`end` read only the lines in that byte range (offsets from `split_results`,
         which fall on line starts); line numbers in errors then count from the range's start.
+        `ids`: skip, unparsed and so unchecked, each line whose test_case_id can be read
+        where the writer puts it and is not in `ids`; every other record is yielded.
         """
         if not self.results_path.exists():
             return
@@ -488,6 +495,12 @@ class RunDir:
                 if end is not None and pos >= end:
                     break
                 pos += len(raw)
+                if ids is not None and (m := _LEADING_ID.match(raw)) is not None and m[1].decode(errors="replace") not in ids:
+                    if pending is not None:  # before the line count moves on: errors name their own line
+                        yield self._parse_line(pending, lineno)
+                        pending = None
+                    lineno += 1
+                    continue
                 if pending is not None:
                     yield self._parse_line(pending, lineno)
                 pending = raw

@@ -72,6 +72,25 @@ def test_corrupt_middle_line_is_an_input_error(tmp_path: Path) -> None:
         list(run.iter_results())
 
 
+def test_iter_results_by_id_skips_other_cases_unparsed(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path, "r")
+    run.results_path.write_bytes(
+        b'{"schema_version":1,"test_case_id":"a","case_index":0}\n'
+        b'{"test_case_id":"b","case_index":1,"broken":\n'  # another case's line: skipped, not parsed
+        b'{"case_index":2,"test_case_id":"c"}\n'  # its id not where the writer puts it: parsed, yielded
+        b'{"schema_version":1,"test_case_id":"d","case_index":3}\n'
+        b'not json\n'
+        b'{"test_case_id":"e","case_in'  # killed mid-write, another case's
+    )
+    got = run.iter_results(ids={"a", "d"})
+    assert [r["test_case_id"] for r in (next(got), next(got), next(got))] == ["a", "c", "d"]
+    with pytest.raises(Exception, match=r"results.jsonl:5: corrupt record"):  # a line without an id is parsed
+        next(got)
+    run.results_path.write_bytes(b'{"test_case_id":"a"}\nnot json\n{"test_case_id":"b"}\n')
+    with pytest.raises(Exception, match=r"results.jsonl:2: corrupt record"):  # its own line, after a skip
+        list(run.iter_results(ids={"x"}))
+
+
 def test_write_json_atomic_leaves_no_temp_and_keeps_old_on_failure(tmp_path: Path) -> None:
     target = tmp_path / "m.json"
     write_json_atomic(target, {"b": 1, "a": [1, 2]})
