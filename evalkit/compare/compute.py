@@ -67,7 +67,7 @@ from evalkit.compare.models import (
     StatsSettings,
 )
 from evalkit.compare.regressions import gate_report
-from evalkit.compare.sources import RunSource, asked_k, open_source
+from evalkit.compare.sources import RunSource, asked_k, each_run, open_source
 from evalkit.compare.verdict import Member, build_verdict, resolve_margins
 from evalkit.errors import InputError, Problem, redact
 from evalkit.metrics.aggregate import RecordTable, flatten_cell, recorded_suite_ms
@@ -462,8 +462,7 @@ def _cases(
     answered = [i for i, (x, y) in enumerate(zip(answers_a, answers_b, strict=True)) if x is not None and y is not None]
     changed = [pairing.ids[i] for i in answered if answers_a[i] != answers_b[i]]
     wanted = {f.id for f in regressions + improvements} | set(changed)
-    da = case_details(sa, wanted, top_chunks=top_chunks)
-    db = case_details(sb, wanted, top_chunks=top_chunks)
+    da, db = each_run(case_details, sa, sb, wanted, top_chunks=top_chunks)
     for flip in regressions + improvements:
         xa, xb = da.get(flip.id, {}), db.get(flip.id, {})
         flip.question = xb.get("question") or xa.get("question")
@@ -597,8 +596,7 @@ def compare_runs(
     gate_k = int(gate_k_text) if gate_k_text is not None else None
     # Bad margins are refused before any run is read.
     resolved = resolve_margins(margins or {}, ks=ks, gate_k=gate_k, testable=set(_TESTABLE), at_k=set(AT_K_METRICS))
-    ta, agg_a = _scan(sa, ks)
-    tb, agg_b = _scan(sb, ks)
+    (ta, agg_a), (tb, agg_b) = each_run(_scan, sa, sb, ks)
     notes = _notes(sa, sb, ta, tb, only_a, only_b, ks)
     trials_a, trials_b = trial_count(sa.metrics), trial_count(sb.metrics)
     if trials_a != trials_b:

@@ -14,11 +14,14 @@ has them, its per-case records, streamed. Three kinds:
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterator, Mapping
+import os
+import sys
+import threading
+from collections.abc import Callable, Container, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import orjson
 
@@ -34,7 +37,7 @@ from evalkit.store.runs import (
     run_id_problem,
 )
 
-__all__ = ["BASELINE_KIND", "RunSource", "open_source", "ranked_chunks", "save_baseline", "slim_record"]
+__all__ = ["BASELINE_KIND", "RunSource", "each_run", "open_source", "ranked_chunks", "save_baseline", "slim_record"]
 
 BASELINE_KIND = "evalkit-baseline"
 BASELINE_SCHEMA_VERSION = 1
@@ -42,6 +45,9 @@ BASELINE_SCHEMA_VERSION = 1
 _BASELINE_CHUNKS = 3
 # metrics.json keys a baseline file leaves out: slices are recomputed from its records.
 _BASELINE_METRICS_DROPPED = GROUPINGS
+# A run folder whose results.jsonl is smaller is read in this process: a fork costs more than it saves.
+_FORK_MIN_BYTES = 16 << 20
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -78,6 +84,35 @@ class RunSource:
         if isinstance(k, int) and not isinstance(k, bool):
             return [k]
         raise InputError(Problem("metrics.json names no K (neither `ks` nor `aggregate_metrics.k`)", path=str(self.path)))
+
+
+def each_run(fn: Callable[..., _T], a: RunSource, b: RunSource, *args: Any, **kwargs: Any) -> tuple[_T, _T]:
+    """(fn(a, ...), fn(b, ...)), run b's in a forked process while this one does run a's.
+
+    A pass over one run's records is Python-bound and independent of the other run's, so on
+    two cores the two take the time of one. This process does both, one after the other, when
+    a fork cannot help or is unsafe: one CPU, no fork (not Linux), another thread running
+    (forking it can deadlock), run b not a run folder of at least 16 MB; and when the forked
+    pass fails, this process redoes it and so raises its error itself.
+    """
+    size = 0
+    if b.run is not None and (os.cpu_count() or 1) > 1 and sys.platform == "linux" and threading.active_count() == 1:
+        try:
+            size = b.run.results_path.stat().st_size
+        except OSError:
+            pass
+    if size < _FORK_MIN_BYTES:
+        return fn(a, *args, **kwargs), fn(b, *args, **kwargs)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+        theirs = pool.submit(fn, b, *args, **kwargs)
+        ours = fn(a, *args, **kwargs)
+        try:
+            return ours, theirs.result()
+        except Exception:  # noqa: BLE001 - any failure of the fork: redo here, which reports it properly
+            return ours, fn(b, *args, **kwargs)
 
 
 def asked_k(source: RunSource) -> int:
