@@ -13,7 +13,7 @@ import difflib
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
@@ -172,6 +172,11 @@ class RunSettings(BaseModel):
     max_response_bytes: int = Field(32 * 1024 * 1024, ge=1024)
     no_probe: bool = False
     allow_regressions: bool = False
+    # Issue 36: what decides the --baseline gate: the verdict (None: the verdict, or the
+    # threshold gate when a threshold flag is set or the baseline has no per-case records),
+    # and what not enough evidence exits with. They judge the numbers: not hashed.
+    gate: Literal["verdict", "threshold"] | None = None
+    on_inconclusive: Literal["exit-4", "pass", "fail"] = "exit-4"
     ignore_invariants: bool = False
     # Issue 25: a --baseline gate that could not compare Recall@K or MRR@K fails unless this.
     allow_missing_metrics: bool = False

@@ -240,11 +240,13 @@ class JudgeError(EvalkitError):
 
 
 class GateFailed(EvalkitError):
-    """The regression gate found regressions: exit 1."""
+    """The regression gate found regressions: exit 1; or the merge decision found not enough
+    evidence: exit 4 (`exit_code`)."""
 
-    def __init__(self, regressions: list[str], *, title: str = "regression gate failed"):
+    def __init__(self, regressions: list[str], *, title: str = "regression gate failed", exit_code: int = 1):
         self.regressions = [redact(r) for r in regressions]
         self.title = title  # "threshold check failed" for --threshold (issue 13): same exit 1
+        self.exit_code = exit_code
         super().__init__("; ".join(regressions))
 
 

@@ -455,6 +455,9 @@ def judge_options(panel: str) -> dict[str, Any]:
 
 
 EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+# The merge decision could not decide: a gated metric is not settled (DESIGN.md §10;
+# --on-inconclusive pass|fail maps it to 0 or 1).
+EXIT_INCONCLUSIVE = 4
 # The run finished but the target failed on more cases than --max-error-rate allows.
 EXIT_INCOMPLETE = 3
 # An unexpected exception, i.e. a bug (sysexits' EX_SOFTWARE): not 1, which a CI job reads
@@ -477,7 +480,7 @@ def exit_on_known_errors(resume_hint: str | None = None) -> Iterator[None]:
 
     InputError -> one line per problem on stderr, exit 2.
     OSError (last resort; run folders raise InputErrors) -> one line with the path, exit 2.
-    GateFailed -> the regressions, exit 1.
+    GateFailed -> the regressions, exit 1 (4: the merge decision found not enough evidence).
     KeyboardInterrupt -> a resume hint, exit 130.
     Anything else (a bug) -> its traceback, redacted, exit 70.
     Every line is said through print_error, i.e. redacted (no key leaves in an error).
@@ -493,7 +496,7 @@ def exit_on_known_errors(resume_hint: str | None = None) -> Iterator[None]:
         raise typer.Exit(EXIT_INPUT) from None
     except GateFailed as e:
         print_error(e)
-        raise typer.Exit(EXIT_GATE) from None
+        raise typer.Exit(e.exit_code) from None
     except KeyboardInterrupt as e:
         print_error(e, resume_hint)
         raise typer.Exit(EXIT_INTERRUPTED) from None

@@ -4,8 +4,9 @@
     compare_runs.py --baseline docs/eval/baseline.json NEW     (a baseline.json or a metrics.json)
     compare_runs.py --save-baseline docs/eval/baseline.json RUN
 
-Exit 0 ok (or a failed gate with --allow-regressions), 1 the gate failed, 2 bad input (an
-unknown run, broken invariants without --ignore-invariants, bad flags).
+Exit 0 pass (or any outcome with --allow-regressions), 1 a regression shown (the gate failed),
+4 not enough evidence to decide (a gated metric not settled; --on-inconclusive pass|fail maps
+it), 2 bad input (an unknown run, broken invariants without --ignore-invariants, bad flags).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ app = typer.Typer(
     help="Compare run a (baseline) with run b: the merge verdict (better, equivalent, non-inferior, worse or "
     "inconclusive, per metric against its margin), invariants, deltas overall and per slice with paired bootstrap "
     "CIs and randomization tests (Holm or BH corrected), flips, answer drift, latency, config diff, and the "
-    "regression gate. Exit 0 ok, 1 gate failed, 2 bad input (unknown run, broken invariants).",
+    "merge decision. Exit 0 pass, 1 a regression shown, 4 not enough evidence (--on-inconclusive), 2 bad input "
+    "(unknown run, broken invariants).",
 )
 
 _RUNS = "Runs"
@@ -92,11 +94,16 @@ def main(
     resamples: int = typer.Option(10_000, "--resamples", min=1, metavar="N", help="Bootstrap resamples and random sign patterns per test.", rich_help_panel=_S),
     alpha: float = typer.Option(0.05, "--alpha", metavar="FLOAT", help="Significance level after correction.", rich_help_panel=_S),
     fdr: bool = typer.Option(False, "--fdr", help="Correct with Benjamini-Hochberg (false discovery rate) instead of Holm.", rich_help_panel=_S),
-    gate: str = typer.Option(
-        "threshold", "--gate", metavar="MODE", rich_help_panel=_G,
-        help="threshold: run_eval's gate. significant: a regression fails only if its paired test is significant after "
-        "correction (and a significant rise of error_rate fails). non-inferior, recommended for merges: fails unless every "
-        "metric of the verdict is shown no worse than its margin.",
+    gate: Optional[str] = typer.Option(
+        None, "--gate", metavar="MODE", rich_help_panel=_G,
+        help="verdict (the default; alias non-inferior): fails when any metric is shown worse than its margin allows, "
+        "exit 4 when a gated metric is not settled. threshold: run_eval's thresholds (the default with --gate-preset or "
+        "a bare metrics.json). significant: a threshold regression fails only if its paired test is significant after "
+        "correction.",
+    ),
+    on_inconclusive: str = typer.Option(
+        "exit-4", "--on-inconclusive", metavar="ACTION", rich_help_panel=_G,
+        help="What not enough evidence exits with: exit-4 (the default), pass (0) or fail (1).",
     ),
     margin: Optional[list[str]] = typer.Option(
         None, "--margin", metavar="NAME=VALUE", rich_help_panel=_G,
@@ -158,7 +165,8 @@ def main(
         result = compare_runs(
             a, b, results_dir=results_dir, seed=seed, resamples=resamples, alpha=alpha, correction="bh" if fdr else "holm",
             ignore_invariants=bool(ignore_invariants), thresholds=thresholds,
-            mrr_relative_threshold=mrr_relative, gate=gate, margins=margins, fail_on_flip=fail_on_flip,  # type: ignore[arg-type]
+            mrr_relative_threshold=mrr_relative, gate=_gate_of(gate, given), on_inconclusive=on_inconclusive,  # type: ignore[arg-type]
+            margins=margins, fail_on_flip=fail_on_flip,
             allow_regressions=bool(allow_regressions), show_drift=show_drift, allow_missing_metrics=bool(allow_missing_metrics),
             same_corpus=bool(same_corpus), allow_label_change=bool(allow_label_change),
         )
@@ -182,8 +190,21 @@ def main(
         if save_baseline is not None:
             path = write_baseline(open_source(b, results_dir, flag="--run-id-2"), save_baseline)
             print(f"saved baseline of {result.run_id_2} to {path}", file=sys.stderr)
-        if not result.gate.passed and not allow_regressions:
-            raise GateFailed(result.gate.failures)
+        decision = result.decision
+        if decision is not None and decision.exit_code != 0:
+            lines = result.gate.failures or result.gate.inconclusive
+            title = "regression gate failed" if decision.outcome == "fail" else "not enough evidence to decide the merge"
+            raise GateFailed(lines or [decision.headline], title=title, exit_code=decision.exit_code)
+
+
+def _gate_of(gate: str | None, given: dict) -> str | None:
+    """--gate as given; without it, a threshold flag or --gate-preset asks for the threshold
+    gate (their numbers decide nothing else), and otherwise None: the verdict."""
+    if gate is not None:
+        return gate
+    threshold_flags = ("gate_preset", "regression_threshold", "gate_by", "regression_threshold_mrr_relative",
+                       *(f"regression_threshold_{name}" for name in THRESHOLD_NAMES))
+    return "threshold" if any(given.get(name) not in (None, []) for name in threshold_flags) else None
 
 
 def _gate_thresholds(given: dict) -> tuple[Thresholds, float, bool]:

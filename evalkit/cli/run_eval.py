@@ -56,7 +56,7 @@ app = typer.Typer(
     "reference chatbot) and write results/<run_id>/{config.json,results.jsonl,metrics.json}. "
     "Exit 0 ok, 1 regression gate or --threshold failed, 2 bad input, unusable target, or a run that could not "
     "measure retrieval (--allow-format-mismatch), 3 incomplete run "
-    "(the target failed on more than --max-error-rate of the cases), 130 interrupted (resume with --resume).",
+    "(the target failed on more than --max-error-rate of the cases), 4 not enough evidence for the --baseline gate, 130 interrupted (resume with --resume).",
 )
 
 _T, _S, _C, _J, _G, _O = PANEL_TARGET, PANEL_SELECTION, PANEL_SCORING, PANEL_JUDGE, PANEL_GATE, PANEL_OUTPUT
@@ -231,7 +231,16 @@ def main(
     allow_unpinned: Optional[bool] = run_setting(_JUDGE["allow_unpinned"]),
     no_cache: Optional[bool] = run_setting(_JUDGE["no_cache"]),
     answer_quality: Optional[bool] = run_setting(_JUDGE["answer_quality"]),
-    baseline: Optional[str] = typer.Option(None, "--baseline", metavar="RUN_ID", help="Run id to gate against (its metrics.json).", rich_help_panel=_G),
+    baseline: Optional[str] = typer.Option(None, "--baseline", metavar="RUN_ID", help="Run id to gate against: the merge decision of compare_runs BASELINE RUN (exit 1 a regression shown, 4 not enough evidence).", rich_help_panel=_G),
+    gate: Optional[str] = run_setting(typer.Option(
+        None, "--gate", metavar="MODE", rich_help_panel=_G,
+        help="verdict: the merge decision (the default when the baseline run has per-case results and no threshold "
+        "flag is given); threshold: the --regression-threshold-* gate.",
+    )),
+    on_inconclusive: Optional[str] = run_setting(typer.Option(
+        None, "--on-inconclusive", metavar="ACTION", rich_help_panel=_G,
+        help="What not enough evidence exits with: exit-4, pass (0) or fail (1).",
+    )),
     regression_threshold_recall: Optional[float] = _GATE["regression_threshold_recall"],
     regression_threshold_mrr: Optional[float] = _GATE["regression_threshold_mrr"],
     regression_threshold_scope_miss: Optional[float] = _GATE["regression_threshold_scope_miss"],
@@ -307,7 +316,8 @@ def main(
 
     Exit 0 ok, 1 regression gate or --threshold failed, 2 bad input, an unusable target, or a run that
     could not measure retrieval (--allow-format-mismatch), 3 incomplete run (the target failed on more
-    than --max-error-rate of the cases), 130 interrupted (resume with --resume).
+    than --max-error-rate of the cases), 4 not enough evidence to decide the --baseline gate,
+    130 interrupted (resume with --resume).
     """
     given = dict(locals())  # first: every parameter, as parsed (None = not given)
     load_dotenv_once()
@@ -364,11 +374,18 @@ def main(
             if result.thresholds_failed and result.thresholds:
                 both = result.gate_failed
                 lines += [f"threshold: {line}" if both else str(line) for line in result.thresholds.get("failures") or []]
+            code = 1
+            if result.gate_failed and result.gate:
+                from evalkit.compare.run_gate import gate_exit_code
+
+                lines = lines or list(result.gate.get("inconclusive") or [])
+                code = gate_exit_code(result.gate) if not result.thresholds_failed else 1
             title = (
                 "regression gate and threshold check failed" if result.gate_failed and result.thresholds_failed
-                else "threshold check failed" if result.thresholds_failed else "regression gate failed"
+                else "threshold check failed" if result.thresholds_failed
+                else "not enough evidence to decide the merge" if code == 4 else "regression gate failed"
             )
-            raise GateFailed(lines, title=title)
+            raise GateFailed(lines, title=title, exit_code=code)
         if result.unmeasurable:
             print(
                 f"evalkit: retrieval was not measured (see the error above); the run is kept in {result.run_dir}. "

@@ -2,8 +2,9 @@
 
     from evalkit import compare_runs
 
-    result = compare_runs("baseline", "my-branch", gate="non-inferior")   # run ids under results/
-    print(result.verdict.verdict, result.verdict.summary)   # better | equivalent | non-inferior | worse | inconclusive
+    result = compare_runs("baseline", "my-branch")   # run ids under results/
+    print(result.decision.headline, result.decision.exit_code)   # PASS / FAIL / NOT ENOUGH EVIDENCE: 0 / 1 / 4
+    print(result.verdict.verdict, result.verdict.summary)   # identical | better | ... | worse | inconclusive
     for row in result.significant_deltas():
         print(row.metric, row.scope, row.delta, row.ci95, row.p_adjusted)
     print(result.gate.passed, result.flips.regressions[:3])

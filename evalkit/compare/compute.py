@@ -66,7 +66,7 @@ from evalkit.compare.models import (
     StageTransitions,
     StatsSettings,
 )
-from evalkit.compare.regressions import gate_report
+from evalkit.compare.regressions import decide, gate_mode, gate_report
 from evalkit.compare.sources import RunSource, asked_k, each_run, open_source
 from evalkit.compare.verdict import Member, build_verdict, resolve_margins
 from evalkit.errors import InputError, Problem, redact
@@ -113,6 +113,8 @@ _JUDGE_METRICS = [m.key for m in METRICS if m.stage == "judge"]
 _AT_K_HEADLINE = {at_k: key for key, at_k in HEADLINE_AT_K.items()}
 # What a margin may be set on: every row with a paired test.
 _TESTABLE = frozenset({*AT_K_METRICS, *PER_CASE_METRICS, *_MIRRORED})
+# The verdict's default gated set (the registry's `verdict_gated`), by row metric name.
+_VERDICT_GATED = {(m.at_k or m.key): m.verdict_gated for m in METRICS}
 
 
 class IncomparableRuns(InputError):
@@ -425,13 +427,17 @@ def _verdict(
     rows: list[DeltaRow], ta: CaseTable, tb: CaseTable, pairing: _Pairing,
     margins: dict[tuple[str, int | None], tuple[float | None, Any]], skipped: dict[str, str], gate_k: int | None, alpha: float,
 ) -> MergeVerdict:
-    """The merge verdict over the metrics with a margin (`verdict.resolve_margins`), each on its
-    overall row's paired data; a metric the gate skipped, or whose row is missing or not
-    comparable, is listed in `not_compared` with the reason."""
+    """The merge verdict over every metric both runs computed case by case (at the gate's K,
+    and any other K a `--margin` names), each on its overall row's paired data against its
+    margin (`verdict.resolve_margins`). Gated: the registry's gated set and every metric a
+    `--margin` names. A gated metric the gate skipped, or whose row is missing or not
+    comparable, is listed in `not_compared` with the reason; so is any metric whose row
+    exists but cannot be compared."""
     overall = {(r.metric, r.k): r for r in rows if r.scope == "overall"}
     members, not_compared = [], []
     for (metric, k), (margin, source) in margins.items():
         name = metric_key(metric, k)
+        gated = source == "--margin" or _VERDICT_GATED.get(metric, False)
         if margin is None:
             not_compared.append({"metric": name, "reason": f"left out by --margin {name}=off"})
             continue
@@ -439,15 +445,22 @@ def _verdict(
         reason = skipped.get(headline) if (k is None or k == gate_k) and headline else None
         row = overall.get((metric, k))
         if reason is None and row is None:
-            reason = "not measured by either run"
-        elif reason is None and row is not None and not row.comparable:
+            if gated:  # a metric outside the gated set that neither run measured is simply not there
+                not_compared.append({"metric": name, "reason": "not measured by both runs"})
+            continue
+        if reason is None and row is not None and not row.comparable:
             reason = row.note or "not comparable"
+        if reason is None and row is not None and row.n is None:
+            reason = "no per-case values to pair"
         if reason is not None or row is None:
             not_compared.append({"metric": name, "reason": reason or "no row"})
             continue
         members.append(Member(metric=metric, k=k, direction=row.direction or "higher_is_better", margin=margin,
                               source=source, diff=_paired_diff(row, ta, tb, pairing), test=row.test,
-                              family=metric_key(_MIRRORED.get(metric, metric), k)))
+                              family=metric_key(_MIRRORED.get(metric, metric), k), gated=gated))
+    # Report order: the gated set first, then the rest, each in the rows' order.
+    rank = {(r.metric, r.k): i for i, r in enumerate(rows) if r.scope == "overall"}
+    members.sort(key=lambda m: (not m.gated, rank.get((m.metric, m.k), len(rank))))
     return build_verdict(members, not_compared, alpha=alpha)
 
 
@@ -484,14 +497,19 @@ def _cases(
 # ---------------------------------------------------------------- compare_runs
 
 
-def _check_settings(alpha: float, correction: str, gate: str, show_drift: int, mrr_relative_threshold: float, confidence: float) -> None:
+def _check_settings(
+    alpha: float, correction: str, gate: str | None, show_drift: int, mrr_relative_threshold: float, confidence: float,
+    on_inconclusive: str,
+) -> None:
     problems = []
     if not (isinstance(alpha, int | float) and 0.0 < alpha < 1.0):
         problems.append(Problem(f"expected a number in (0, 1), got {alpha!r}", field="--alpha"))
     if correction not in ("holm", "bh"):
         problems.append(Problem(f"expected holm or bh, got {correction!r}", field="correction"))
-    if gate not in ("threshold", "significant", "non-inferior"):
-        problems.append(Problem(f"expected threshold, significant or non-inferior, got {gate!r}", field="--gate"))
+    if gate is not None and gate not in ("verdict", "threshold", "significant", "non-inferior"):
+        problems.append(Problem(f"expected verdict, threshold or significant, got {gate!r}", field="--gate"))
+    if on_inconclusive not in ("exit-4", "pass", "fail"):
+        problems.append(Problem(f"expected exit-4, pass or fail, got {on_inconclusive!r}", field="--on-inconclusive"))
     if not isinstance(show_drift, int) or show_drift < 0:
         problems.append(Problem(f"expected a non-negative integer, got {show_drift!r}", field="--show-drift"))
     if not (isinstance(mrr_relative_threshold, int | float) and mrr_relative_threshold >= 0):
@@ -515,7 +533,8 @@ def compare_runs(
     ignore_invariants: bool = False,
     thresholds: Thresholds | None = None,
     mrr_relative_threshold: float = 0.10,
-    gate: Literal["threshold", "significant", "non-inferior"] = "threshold",
+    gate: Literal["verdict", "threshold", "significant", "non-inferior"] | None = None,
+    on_inconclusive: Literal["exit-4", "pass", "fail"] = "exit-4",
     margins: Mapping[str, float | None] | None = None,
     fail_on_flip: bool = False,
     allow_regressions: bool = False,
@@ -542,13 +561,18 @@ def compare_runs(
             numbers that are not comparable.
         thresholds: the gate's absolute thresholds (evalkit.compare.gate.Thresholds defaults).
         mrr_relative_threshold: largest allowed MRR drop relative to the baseline's MRR.
-        gate: "threshold" (run_eval's gate), "significant" (only regressions whose paired
-            test is significant after correction fail, and a significant rise of error_rate
-            beyond its margin) or "non-inferior" (fails unless every metric of the verdict is
-            shown no worse than its margin: the recommended gate for merges).
-        margins: {metric: margin} replacing or adding to the registry's margins of the verdict
-            (`recall_frac@5`, `R@5`, `recall_at_k_avg`, `error_rate`; see
-            `evalkit.compare.verdict.resolve_margins`); None ("off") leaves a metric out.
+        gate: None (the default): the verdict, or the threshold gate when a side is a bare
+            metrics.json (a note says so). "verdict" (alias "non-inferior"): fails when any
+            metric is shown worse; not enough evidence when a gated metric is not settled.
+            "threshold": run_eval's thresholds. "significant": only threshold regressions
+            whose paired test is significant after correction fail, and a significant rise of
+            error_rate beyond its margin.
+        on_inconclusive: what `decision.exit_code` is for not enough evidence: "exit-4"
+            (4), "pass" (0) or "fail" (1).
+        margins: {metric: margin} replacing the registry's margins of the verdict (a metric
+            named here is also gated; `recall_frac@5`, `R@5`, `recall_at_k_avg`,
+            `error_rate`; see `evalkit.compare.verdict.resolve_margins`); None ("off")
+            leaves a metric out.
         fail_on_flip: any case going pass -> fail fails the gate.
         allow_regressions: record the gate as allowed (the CLI then exits 0).
         allow_mixed_judges: compare judge scores of a heuristic-judged and an LLM-judged run.
@@ -569,15 +593,16 @@ def compare_runs(
         InputError: an unknown run, an unreadable file, bad settings or margins, or a gate
             that needs per-case records a bare metrics.json does not have.
     """
-    _check_settings(alpha, correction, gate, show_drift, mrr_relative_threshold, confidence)
+    _check_settings(alpha, correction, gate, show_drift, mrr_relative_threshold, confidence, on_inconclusive)
     sa = a if isinstance(a, RunSource) else open_source(a, results_dir, flag="--run-id-1")
     sb = b if isinstance(b, RunSource) else open_source(b, results_dir, flag="--run-id-2")
     violations = _invariants(sa, sb, same_corpus, allow_label_change)
     if violations and not ignore_invariants:
         raise IncomparableRuns(sa.run_id, sb.run_id, violations)
     per_case = sa.has_records and sb.has_records
-    if not per_case and (gate in ("significant", "non-inferior") or fail_on_flip):
-        flag = f"--gate {gate}" if gate != "threshold" else "--fail-on-flip"
+    mode, mode_note = gate_mode(gate, per_case)
+    if not per_case and (mode in ("significant", "verdict") or fail_on_flip):
+        flag = f"--gate {gate}" if mode != "threshold" else "--fail-on-flip"
         bare = sa if not sa.has_records else sb
         raise InputError(
             Problem(f"{flag} needs per-case results on both sides; {bare.path} is a bare metrics.json "
@@ -598,6 +623,8 @@ def compare_runs(
     resolved = resolve_margins(margins or {}, ks=ks, gate_k=gate_k, testable=set(_TESTABLE), at_k=set(AT_K_METRICS))
     (ta, agg_a), (tb, agg_b) = each_run(_scan, sa, sb, ks)
     notes = _notes(sa, sb, ta, tb, only_a, only_b, ks)
+    if mode_note is not None:
+        notes.append(mode_note)
     trials_a, trials_b = trial_count(sa.metrics), trial_count(sb.metrics)
     if trials_a != trials_b:
         notes.append(f"run a asked each case {trials_a} time(s), run b {trials_b}: cases are paired on their per-case "
@@ -634,7 +661,7 @@ def compare_runs(
     latency = latency_report(cells_a.get("overall", {}), cells_b.get("overall", {}), sa, sb, extra)
     verdict = gate_report(
         sa, sb, {(row.metric, row.scope, row.k): row for row in rows}, [f"{f.id} ({f.metric})" for f in flips.regressions],
-        mode=gate, thresholds=thresholds or Thresholds(), mrr_relative_threshold=float(mrr_relative_threshold),
+        mode=mode, thresholds=thresholds or Thresholds(), mrr_relative_threshold=float(mrr_relative_threshold),
         fail_on_flip=fail_on_flip, allow_regressions=allow_regressions, allow_mixed_judges=allow_mixed_judges,
         ignore_invariants=ignore_invariants, correction=correction, allow_missing_metrics=allow_missing_metrics,
         verdict=merge, slices=(agg_a, agg_b), same_corpus=same_corpus, allow_label_change=allow_label_change,
@@ -677,6 +704,7 @@ def compare_runs(
         drift=drift,
         stages=stages,
         gate=verdict,
+        decision=decide(verdict, merge, on_inconclusive=on_inconclusive, allowed=bool(allow_regressions)),
         notes=notes,
     )
 

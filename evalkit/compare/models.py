@@ -16,6 +16,7 @@ __all__ = [
     "ChunkRef",
     "Comparison",
     "CorpusReport",
+    "Decision",
     "DeltaRow",
     "DriftCase",
     "DriftReport",
@@ -36,7 +37,10 @@ __all__ = [
 ]
 
 Direction = Literal["higher_is_better", "lower_is_better"]
-VerdictLabel = Literal["better", "equivalent", "non-inferior", "worse", "inconclusive"]
+VerdictLabel = Literal["identical", "better", "equivalent", "non-inferior", "worse", "inconclusive"]
+# What the merge decision is (EVAL.md, "The merge decision"): its exit code is 0, 1 or 4.
+Outcome = Literal["pass", "fail", "inconclusive"]
+GateMode = Literal["verdict", "threshold", "significant"]
 
 
 class NotComparable(BaseModel):
@@ -111,6 +115,8 @@ class DeltaRow(BaseModel):
     n_excluded_b: int | None = Field(None, description="cases run b could not score while a did")
     n_changed: int | None = Field(None, description="of the n paired cases, those whose value differs between the runs")
     paired_delta: float | None = Field(None, description="mean paired difference over the n cases (what ci95 is about)")
+    paired_a: float | None = Field(None, description="run a's mean over the n paired cases: paired_delta = paired_b − paired_a")
+    paired_b: float | None = Field(None, description="run b's mean over the n paired cases")
     ci95: list[float | None] | None = Field(
         None, description="interval [lo, hi] of paired_delta: the percentile bootstrap's, drawn or by normal theory (ci_method)"
     )
@@ -283,27 +289,40 @@ class MetricVerdict(BaseModel):
         "t-interval whose variance counts one more full-scale change; null below 2 paired cases"
     )
     sd: float | None = Field(description="s, the per-case standard deviation behind ci, mde and cases_needed")
-    verdict: VerdictLabel = Field(description="better | equivalent | non-inferior | worse | inconclusive")
+    verdict: VerdictLabel = Field(description="identical | better | equivalent | non-inferior | worse | inconclusive")
     reason: str = Field(description="one sentence: why this label")
+    gated: bool = Field(
+        False, description="in the gated set: the merge passes only if it is shown no worse than its margin (an "
+        "inconclusive gated metric is 'not enough evidence'); any metric shown worse fails the merge"
+    )
+    resolution: float | None = Field(
+        None, description="how far one case can move the metric at this n (scale / n): a margin below the interval's "
+        "smallest half-width cannot be judged by this set whatever the runs do"
+    )
+    judgeable: bool = Field(
+        True, description="false when even a run with no changed case could not be shown within the margin at this n"
+    )
     mde: float | None = Field(
-        description="the smallest true change this eval set shows as a change (ci excluding 0) with 80% power: "
-        "(t + z_0.8) · sd / √n; null when that exceeds the metric's scale (no change could be shown)"
+        description="the smallest true change this eval set shows as a change (ci excluding 0) with 80% power, the "
+        "spread counting the change itself (a change of size Δ made of cases that each move by the whole scale adds "
+        "Δ·(scale − Δ) to the variance); null when no change on the metric's scale could be shown"
     )
     cases_needed: int | None = Field(
-        description="inconclusive only: paired cases that would settle it with 80% power if the observed change "
-        "and sd held; null otherwise, or when the change sits on the bound"
+        description="inconclusive only: paired cases that would settle it either way (shown no worse than the margin, "
+        "or shown worse) with 80% power if the observed change and sd held; null otherwise"
     )
     more_cases: int | None = Field(description="cases_needed − n")
     test: str | None = Field(description="the delta row's paired test (rows sharing it share the interval)")
 
 
 class MergeVerdict(BaseModel):
-    """The merge verdict (issue 30): one label per metric and one for the merge."""
+    """The merge verdict: one label per metric and one for the merge (EVAL.md, "The verdict")."""
 
     available: bool = Field(description="false when a side has no per-case results (a metrics.json baseline)")
     verdict: VerdictLabel | None = Field(
-        None, description="worse if any metric is, else inconclusive if any, else better if any, else equivalent "
-        "if all, else non-inferior; null with no metric"
+        None, description="worse if any metric is; else inconclusive if a gated metric is; else identical if every "
+        "metric is; else better if any is; else equivalent if every gated metric is (or identical); else "
+        "non-inferior; null with no metric"
     )
     summary: str = Field(
         description='why, in one line, after the label: the deciding metric, its delta and interval, and its reason '
@@ -311,23 +330,39 @@ class MergeVerdict(BaseModel):
     )
     alpha: float = Field(description="family-wise level of the verdict (--alpha)")
     power: float = Field(0.8, description="the power mde and cases_needed are computed for")
-    family_size: int = Field(0, description="m: distinct paired tests among the metrics with an interval")
-    confidence: float = Field(description="of each interval: 1 − 2α/m (each bound one-sided at α/m)")
-    metrics: list[MetricVerdict] = Field(default_factory=list, description="the gated metrics, error_rate and any --margin metric")
-    not_compared: list[dict[str, str]] = Field(
-        default_factory=list, description="[{metric, reason}] metrics with a margin that could not enter the verdict"
+    family_size: int = Field(
+        0, description="m: distinct paired tests among the metrics with an interval and at least one changed case"
     )
+    confidence: float = Field(description="of each interval: 1 − 2α/m (each bound one-sided at α/m)")
+    metrics: list[MetricVerdict] = Field(default_factory=list, description="every metric both runs computed per case, at the gate's K")
+    gated: list[str] = Field(default_factory=list, description="the gated set's metric names (recall_any@5, error_rate, ...)")
+    not_compared: list[dict[str, str]] = Field(
+        default_factory=list, description="[{metric, reason}] metrics that could not enter the verdict, and why"
+    )
+
+
+class Decision(BaseModel):
+    """The merge decision: what the exit code says, and the one sentence every format leads with."""
+
+    gate: GateMode = Field(description="what decided: the verdict (default), or the threshold / significant gate")
+    outcome: Outcome = Field(description="pass | fail (a regression shown) | inconclusive (not enough evidence)")
+    exit_code: int = Field(description="0 pass, 1 fail, 4 not enough evidence (--on-inconclusive may map it to 0 or 1)")
+    on_inconclusive: Literal["exit-4", "pass", "fail"] = Field("exit-4", description="--on-inconclusive")
+    allowed: bool = Field(False, description="--allow-regressions: a failed gate still exits 0")
+    headline: str = Field(description="the decision and its reason in one sentence, the first line of every format")
 
 
 class GateReport(BaseModel):
     """The regression gate: evalkit.compare.gate.gate_result plus compare's own checks."""
 
-    mode: Literal["threshold", "significant", "non-inferior"] = Field(
-        description="threshold (run_eval's gate) | significant (threshold regressions whose paired test is "
-        "significant, and a significant rise of error_rate) | non-inferior (every verdict metric's interval "
-        "above −margin)"
+    mode: GateMode = Field(
+        description="verdict (the default: no metric shown worse, every gated metric shown no worse than its margin) | "
+        "threshold (run_eval's thresholds) | significant (threshold regressions whose paired test is significant, and "
+        "a significant rise of error_rate)"
     )
-    passed: bool
+    passed: bool = Field(description="outcome == pass")
+    outcome: Outcome = Field("pass", description="pass | fail | inconclusive (the verdict gate only: a gated metric not settled)")
+    inconclusive: list[str] = Field(default_factory=list, description="the verdict gate: one line per gated metric not settled")
     allowed: bool = Field(False, description="--allow-regressions: a failed gate still exits 0")
     regressions: list[str] = Field(default_factory=list, description="one line per regression that fails the gate")
     regression_details: list[dict[str, Any]] = Field(default_factory=list, description="gate_result's regression objects (+ mrr_relative_drop)")
@@ -358,6 +393,9 @@ class Comparison(BaseModel):
     schema_version: int = 1
     run_id_1: str = Field(description="run a, the baseline")
     run_id_2: str = Field(description="run b, the new run")
+    decision: Decision | None = Field(
+        None, description="the merge decision: outcome (pass | fail | inconclusive), exit code and the one-sentence headline"
+    )
     verdict: MergeVerdict = Field(description="the merge verdict: better, equivalent, non-inferior, worse or inconclusive")
     sources: dict[str, SourceInfo]
     n: dict[str, int] = Field(description="{a, b, paired, only_a, only_b}: cases per run and paired by test_case_id")

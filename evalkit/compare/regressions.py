@@ -1,8 +1,12 @@
-"""compare_runs' gate: run_eval's gate (`evalkit.compare.gate.gate_result`, one implementation) plus
-a relative MRR drop, `--fail-on-flip`, `--gate significant`, which lets through the
-regressions whose paired test is not significant after correction (and fails a significant
-rise of error_rate beyond its margin), and `--gate non-inferior`, which fails unless every
-metric of the merge verdict is shown no worse than its margin."""
+"""compare_runs' gate and the merge decision (EVAL.md, "The merge decision").
+
+`--gate verdict` (the default): fails when any metric of the merge verdict is shown worse,
+and is not enough evidence (exit 4) when a gated metric is not settled. `--gate threshold`:
+run_eval's gate (`evalkit.compare.gate.gate_result`, one implementation) plus a relative MRR
+drop. `--gate significant`: the threshold gate, letting through the regressions whose paired
+test is not significant after correction (and failing a significant rise of error_rate beyond
+its margin). `--fail-on-flip` adds to any of them. `decide` turns the gate into the outcome,
+the exit code and the one headline every format leads with."""
 
 from __future__ import annotations
 
@@ -11,12 +15,19 @@ from typing import Any
 
 from evalkit.compare.cases import AT_K_METRICS
 from evalkit.compare.gate import Thresholds, gate_result
-from evalkit.compare.models import DeltaRow, GateReport, MergeVerdict, MetricVerdict
+from evalkit.compare.models import Decision, DeltaRow, GateReport, MergeVerdict, MetricVerdict
 from evalkit.compare.sources import RunSource, asked_k
 from evalkit.compare.verdict import PASSING, default_margins, format_change
 from evalkit.metrics.keys import HEADLINE_AT_K
 
-__all__ = ["gate_report"]
+__all__ = ["EXIT_CODES", "decide", "gate_mode", "gate_report"]
+
+# The merge decision's exit codes (DESIGN.md §10): 2 bad input, 3 an incomplete run and 70 an
+# internal error are the CLI's own.
+EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 4}
+# `--gate non-inferior` (issue 30) is the verdict gate under its old name.
+_GATE_ALIASES = {"non-inferior": "verdict"}
+_OUTCOME_WORDS = {"pass": "PASS", "fail": "FAIL", "inconclusive": "NOT ENOUGH EVIDENCE"}
 
 _EPS = 1e-9
 
@@ -84,8 +95,8 @@ def gate_report(
     reg_messages = {r["message"] for r in details}
     other_failures = [f for f in g["failures"] if f not in reg_messages]
 
-    if mode == "non-inferior":
-        return _non_inferior(g, verdict, other_failures, regressions_flipped, fail_on_flip=fail_on_flip,
+    if mode == "verdict":
+        return _verdict_gate(g, verdict, other_failures, regressions_flipped, fail_on_flip=fail_on_flip,
                              allow_regressions=allow_regressions, mrr_relative_threshold=mrr_relative_threshold)
 
     # Seed 001's "MRR drop > 10%", read as relative to the baseline's MRR (the absolute
@@ -151,17 +162,22 @@ def gate_report(
 def _report(
     g: dict, mode: str, regressions: list[str], details: list[dict[str, Any]], other_failures: list[str],
     regressions_flipped: list[str], *, fail_on_flip: bool, allow_regressions: bool, mrr_relative_threshold: float,
-    skipped: list, compared: list[str], not_significant: list[str] | None = None,
+    skipped: list, compared: list[str], not_significant: list[str] | None = None, inconclusive: list[str] | None = None,
 ) -> GateReport:
     """The GateReport of any gate mode: its regressions, then gate_result's own failures, then
-    the flips (with --fail-on-flip)."""
+    the flips (with --fail-on-flip); inconclusive (the verdict gate) when nothing failed but a
+    gated metric is not settled."""
     failures = regressions + other_failures
     if fail_on_flip and regressions_flipped:
         shown = ", ".join(regressions_flipped[:10]) + (" …" if len(regressions_flipped) > 10 else "")
         failures.append(f"{len(regressions_flipped)} case flip(s) pass -> fail (--fail-on-flip): {shown}")
+    unsettled = list(inconclusive or [])
+    outcome = "fail" if failures else "inconclusive" if unsettled else "pass"
     return GateReport(
         mode=mode,  # type: ignore[arg-type]
-        passed=not failures,
+        passed=outcome == "pass",
+        outcome=outcome,  # type: ignore[arg-type]
+        inconclusive=unsettled,
         allowed=bool(allow_regressions),
         regressions=regressions,
         regression_details=details,
@@ -201,21 +217,82 @@ def _failure(v: MetricVerdict) -> str:
     return f"{v.label}: {v.verdict}, Δ {delta} {ci} (margin {v.margin:g}) — {v.reason}"
 
 
-def _non_inferior(
+def _verdict_gate(
     g: dict, verdict: MergeVerdict | None, other_failures: list[str], regressions_flipped: list[str], *,
     fail_on_flip: bool, allow_regressions: bool, mrr_relative_threshold: float,
 ) -> GateReport:
-    """`--gate non-inferior`: a failure per verdict metric not shown no worse than its margin,
-    plus gate_result's own failures (nothing comparable, Recall@K/MRR@K missing, invariants)."""
+    """`--gate verdict`: a failure per metric shown worse (gated or not), plus gate_result's own
+    failures (nothing comparable, Recall@K/MRR@K missing, invariants); an inconclusive line per
+    gated metric not settled (better, equivalent, non-inferior and identical settle)."""
     if verdict is None or not verdict.available:  # pragma: no cover - compare_runs refuses this first
-        raise ValueError("--gate non-inferior needs the merge verdict (per-case results on both sides)")
-    lines = [_failure(v) for v in verdict.metrics if v.verdict not in PASSING]
+        raise ValueError("--gate verdict needs the merge verdict (per-case results on both sides)")
+    worse = [v for v in verdict.metrics if v.verdict == "worse"]
+    unsettled = [_failure(v) for v in verdict.metrics if v.gated and v.verdict not in PASSING and v.verdict != "worse"]
     if not verdict.metrics:
-        lines.append("no metric with a margin could be compared: " + (
+        unsettled.append("no metric could be compared case by case: " + (
             "; ".join(f"{x['metric']}: {x['reason']}" for x in verdict.not_compared) or "none has per-case values"))
     return _report(
-        g, "non-inferior", lines, [v.model_dump(mode="json") for v in verdict.metrics if v.verdict not in PASSING],
+        g, "verdict", [_failure(v) for v in worse], [v.model_dump(mode="json") for v in worse],
         other_failures, regressions_flipped, fail_on_flip=fail_on_flip, allow_regressions=allow_regressions,
         mrr_relative_threshold=mrr_relative_threshold, skipped=list(g["skipped"]),
-        compared=[f"{v.metric}@{v.k}" if v.k is not None else v.metric for v in verdict.metrics],
+        compared=[f"{v.metric}@{v.k}" if v.k is not None else v.metric for v in verdict.metrics], inconclusive=unsettled,
     )
+
+
+def gate_mode(gate: str | None, per_case: bool) -> tuple[str, str | None]:
+    """(the gate that decides, a note or None): `--gate` as given (`non-inferior` is `verdict`),
+    or by default the verdict; with a bare metrics.json on a side, the default falls back to
+    the threshold gate (the note says so), where an explicit `--gate verdict` is refused."""
+    if gate is not None:
+        return _GATE_ALIASES.get(gate, gate), None
+    if per_case:
+        return "verdict", None
+    return "threshold", ("a side has no per-case results (a bare metrics.json): the threshold gate decided, not the "
+                         "verdict (save a full baseline with --save-baseline)")
+
+
+def decide(
+    gate: GateReport, verdict: MergeVerdict, *, on_inconclusive: str = "exit-4", allowed: bool = False
+) -> Decision:
+    """The outcome, its exit code and the one headline every format (terminal, markdown, HTML,
+    JSON) leads with: the decision and its reason in one sentence, from whichever gate decided.
+
+    Exit codes: 0 pass, 1 a regression shown, 4 not enough evidence; `on_inconclusive`
+    ("pass" or "fail") maps 4 to 0 or 1; `allowed` (--allow-regressions) makes any of them 0.
+    """
+    outcome = gate.outcome
+    code = EXIT_CODES[outcome]
+    if outcome == "inconclusive" and on_inconclusive in ("pass", "fail"):
+        code = EXIT_CODES[on_inconclusive]
+    if allowed:
+        code = 0
+    word = _OUTCOME_WORDS[outcome]
+    if gate.mode == "verdict":
+        decided_by_verdict = outcome != "fail" or any(v.verdict == "worse" for v in verdict.metrics)
+        if decided_by_verdict and verdict.verdict is not None:
+            reason = f"{verdict.verdict} — {verdict.summary}"
+        else:
+            reason = _first(gate.failures or gate.inconclusive)
+        extra = ""
+        if outcome == "fail" and decided_by_verdict and len(gate.failures) > sum(v.verdict == "worse" for v in verdict.metrics):
+            extra = f" (and {len(gate.failures) - sum(v.verdict == 'worse' for v in verdict.metrics)} more failure(s))"
+        headline = f"{word}: {reason}{extra}"
+    else:
+        shown = f"; the verdict, not deciding: {verdict.verdict}" if verdict.available and verdict.verdict else ""
+        which = f"{gate.mode} gate" + (f", --gate-preset {gate.preset}" if gate.preset else "")
+        if outcome == "fail":
+            headline = f"{word} ({which}): {_first(gate.failures)}{shown}"
+        else:
+            headline = f"{word} ({which}): no metric regressed past its threshold{shown}"
+    if outcome == "inconclusive" and on_inconclusive != "exit-4":
+        headline += f" (--on-inconclusive {on_inconclusive}: exit {code})"
+    if allowed and outcome != "pass":
+        headline += " (allowed by --allow-regressions: exit 0)"
+    return Decision(gate=gate.mode, outcome=outcome, exit_code=code, on_inconclusive=on_inconclusive,  # type: ignore[arg-type]
+                    allowed=allowed, headline=headline)
+
+
+def _first(lines: list[str]) -> str:
+    if not lines:
+        return "nothing to report"
+    return lines[0] + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else "")

@@ -1,30 +1,36 @@
-"""The merge verdict (issue 30): better, equivalent, non-inferior, worse or inconclusive, per
-metric and for the merge, from a paired interval against a margin (EVAL.md, "The verdict").
+"""The merge verdict (issues 30 and 36): identical, better, equivalent, non-inferior, worse or
+inconclusive, per metric and for the merge, from a paired interval against a margin (EVAL.md,
+"The verdict").
 
-The verdict family is the gated metrics at the gate's K, `error_rate`, and any metric given
-a `--margin`. For each, over the n cases both runs scored, d_i = b_i − a_i and
+The verdict family is every metric both runs computed case by case (at the gate's K), and any
+metric given a `--margin`; the gated set (the registry's `verdict_gated`, and every `--margin`
+metric) must be settled for a pass. For each, over the n cases both runs scored,
+d_i = b_i − a_i and
 
     d̄ = Σ d_i / n,   s² = (Σ (d_i − d̄)² + R²) / (n − 1),   [lo, hi] = d̄ ∓ t_{n−1}(1 − α/m) · s / √n
 
 clipped to [−R, R]. R is the metric's scale (1, or 5 for a 0-5 judge mean): the variance
 counts one more case that changed by the whole scale (Agresti and Min's (2005) half case each
-way), so a metric that changed on no case is not "equivalent" on three cases. m is the number
-of metrics with an interval, a mirrored pair once. Each bound is a one-sided test at level α/m
-(the interval is two-sided at 1 − 2α/m, as Schuirmann's two one-sided tests read a 90%
-interval at α = 0.05): by Bonferroni, the chance that any metric is wrongly called worse is at
-most α, and likewise better, so no label is a multiple-testing accident. Nothing is drawn: the
-verdict does not depend on `--seed` or `--resamples`. Labels, read in the better direction (a lower-is-better metric
-mirrored), with margin δ > 0:
+way), so a metric that changed on a few cases is not "equivalent" on three. m is the number
+of metrics with an interval on which some case changed, a mirrored pair once: a metric that
+changed on no case has d̄ = 0 exactly, cannot be called better or worse, and is `identical`
+(Tarone 1990: it spends nothing). Each bound is a one-sided test at level α/m (the interval is
+two-sided at 1 − 2α/m, as Schuirmann's two one-sided tests read a 90% interval at α = 0.05):
+by Bonferroni, the chance that any metric is wrongly called worse is at most α, and likewise
+better. Nothing is drawn: the verdict does not depend on `--seed` or `--resamples`. Labels,
+read in the better direction (a lower-is-better metric mirrored), with margin δ > 0:
 
+    identical     no paired case changed
     better        lo > 0                       a proven improvement
     worse         hi < 0 and lo ≤ −δ           a proven worsening not shown within the margin
     equivalent    −δ < lo and hi < δ           within the margin either way
     non-inferior  lo > −δ (otherwise)          no worse than the margin; a gain not settled
     inconclusive  otherwise (lo ≤ −δ, hi ≥ 0)
 
-The merge is worse if any metric is, else inconclusive if any is, else better if any is,
-else equivalent if all are, else non-inferior. `--gate non-inferior` passes exactly when
-every metric's lo > −δ: better, equivalent or non-inferior.
+The merge is worse if any metric is; else inconclusive if a gated one is; else identical if
+all are; else better if any is; else equivalent if every gated one is; else non-inferior.
+`evalkit.compare.regressions` turns it into the decision: fail (exit 1) on worse, not enough
+evidence (exit 4) on inconclusive, else pass.
 """
 
 from __future__ import annotations
@@ -54,17 +60,19 @@ __all__ = [
     "default_margins",
     "format_change",
     "merge_label",
+    "judgeable_from",
     "minimum_detectable",
     "paired_interval",
     "parse_margins",
     "resolve_margins",
     "t_quantile",
+    "unsettled_probability",
 ]
 
-Label = Literal["better", "equivalent", "non-inferior", "worse", "inconclusive"]
+Label = Literal["identical", "better", "equivalent", "non-inferior", "worse", "inconclusive"]
 DEFAULT_POWER = 0.8
 # What --gate non-inferior lets through: every metric's lower bound above −margin.
-PASSING: frozenset[str] = frozenset({"better", "equivalent", "non-inferior"})
+PASSING: frozenset[str] = frozenset({"identical", "better", "equivalent", "non-inferior"})
 # Beyond this, "more cases would settle it" is no advice: the change sits on the margin.
 _MAX_CASES = 1_000_000
 _AT_K_OF = {at_k: key for key, at_k in HEADLINE_AT_K.items()}
@@ -222,39 +230,86 @@ def classify(lo: float, hi: float, margin: float, direction: str) -> Label:
     return "inconclusive"
 
 
-def minimum_detectable(sd: float, n: int, confidence: float, power: float = DEFAULT_POWER) -> float:
-    """The smallest true change that the interval shows as a change (excludes 0 on its side)
-    with probability `power`: (t_{n−1}((1 + c)/2) + z_power) · s/√n."""
-    return (t_quantile((1.0 + confidence) / 2.0, n - 1) + _z(power)) * sd / math.sqrt(n)
+def _half_width(variance: float, scale: float, n: int, confidence: float) -> float:
+    """The interval's half-width at n cases: t_{n−1}((1 + c)/2) · s/√n, s² = variance + R²/(n − 1)."""
+    return t_quantile((1.0 + confidence) / 2.0, n - 1) * math.sqrt(variance + scale * scale / (n - 1)) / math.sqrt(n)
+
+
+def minimum_detectable(
+    variance: float, n: int, confidence: float, scale: float, power: float = DEFAULT_POWER
+) -> float | None:
+    """The smallest true change Δ that the interval shows as a change (excludes 0 on its side)
+    with probability `power`, counting the spread the change itself adds.
+
+    A change of Δ made of cases that each move by the whole scale R (a hit lost, a judge
+    grade from 5 to 0) moves a share Δ/R of the cases, which adds Δ·(R − Δ) to the variance of
+    the differences: the most spread a one-way change of that size can have. Δ solves
+
+        Δ = (t_{n−1}((1 + c)/2) + z_power) · √(v + Δ·(R − Δ) + R²/(n − 1)) / √n
+
+    (v the observed variance; the left side grows faster than the right, so bisection finds
+    the one root). Using v alone, the spread of a system that barely changed, promised power
+    it did not have (issue 36: 3-20% at the printed value). None when even Δ = R would not be
+    shown (no change on the metric's scale could be).
+    """
+    if n < 2:
+        return None
+    factor = (t_quantile((1.0 + confidence) / 2.0, n - 1) + _z(power)) / math.sqrt(n)
+
+    def shown(delta: float) -> bool:
+        return delta >= factor * math.sqrt(variance + delta * (scale - delta) + scale * scale / (n - 1))
+
+    if not shown(scale):
+        return None
+    lo, hi = 0.0, scale
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if shown(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def unsettled_probability(
+    good_mean: float, variance: float, scale: float, margin: float, total: int, confidence: float
+) -> float:
+    """P(the interval at `total` cases is still inconclusive: lo ≤ −δ and hi ≥ 0), read in the
+    better direction, if the true change were `good_mean` and the variance `variance`.
+
+    With se = s/√N and h = t · se, the mean lands in [−h, h − δ] exactly when lo ≤ −δ and
+    hi ≥ 0; under the normal approximation of the mean that is Φ((h − δ − μ)/se) − Φ((−h − μ)/se).
+    Both ways out count: shown no worse than the margin, or shown worse.
+    """
+    df = total - 1
+    se = math.sqrt(variance + scale * scale / df) / math.sqrt(total)
+    h = t_quantile((1.0 + confidence) / 2.0, df) * se
+    if h - margin < -h:
+        return 0.0
+    normal = NormalDist(good_mean, se)
+    return max(normal.cdf(h - margin) - normal.cdf(-h), 0.0)
 
 
 def cases_to_settle(
     good_mean: float, variance: float, scale: float, margin: float, n: int, confidence: float,
     power: float = DEFAULT_POWER,
 ) -> int | None:
-    """Paired cases that would settle an inconclusive verdict with probability `power`, if the
-    true change were the observed one and the observed variance held.
+    """Paired cases that would settle an inconclusive verdict, either way, with probability
+    `power`, if the true change were the observed one and the observed variance held.
 
-    The target is the bound the observed mean points to: lo > −δ (non-inferior or better) when
-    d̄ > −δ, else hi < 0 (worse), at distance Δ = d̄ + δ or −d̄. With N cases the interval's
-    s_N² = v + R²/(N − 1) (v the observed variance, R² the guard, which shrinks with N), and N
-    is the smallest count, at least n + 1, with (t_{N−1}((1 + c)/2) + z_power) · s_N / √N ≤ Δ
-    (the left side falls as N grows: found by bisection). None when Δ ≤ 0 or N would exceed
-    1,000,000 (the change sits on the bound).
+    Settled means shown no worse than the margin (lo > −δ) or shown worse (hi < 0): N is the
+    smallest count, at least n + 1, with `unsettled_probability` ≤ 1 − power. The variance at N
+    is v + R²/(N − 1) (the guard shrinks with N). Since the inconclusive region [−h, h − δ] is
+    empty once 2h < δ, N is always finite; None only beyond 1,000,000 cases.
     """
-    dist = good_mean + margin if good_mean > -margin else -good_mean
-    if not dist > 0.0:
-        return None
-    z = _z(power)
-
     def settles(total: int) -> bool:
-        df = total - 1
-        sd = math.sqrt(variance + scale * scale / df)
-        return (t_quantile((1.0 + confidence) / 2.0, df) + z) * sd / math.sqrt(total) <= dist
+        return unsettled_probability(good_mean, variance, scale, margin, total, confidence) <= 1.0 - power
 
-    lo, hi = n + 1, _MAX_CASES
-    if not settles(hi):
-        return None
+    lo, hi = n + 1, n + 1
+    while not settles(hi):  # doubling, then bisection: the unsettled share falls as N grows
+        if hi >= _MAX_CASES:
+            return None
+        lo, hi = hi + 1, min(2 * hi, _MAX_CASES)
     while lo < hi:
         mid = (lo + hi) // 2
         if settles(mid):
@@ -264,15 +319,42 @@ def cases_to_settle(
     return lo
 
 
-def merge_label(labels: Sequence[str]) -> Label | None:
-    """The merge: worse if any, else inconclusive if any, else better if any, else equivalent
-    if all, else non-inferior; None without a metric."""
+def judgeable_from(scale: float, margin: float, confidence: float) -> int:
+    """The fewest paired cases at which a metric whose cases did not change at all is shown
+    within its margin: the smallest N with t_{N−1}((1 + c)/2) · R/√(N(N − 1)) < δ. Below it the
+    set cannot judge the margin whatever the runs do."""
+    lo, hi = 2, 2
+    while _half_width(0.0, scale, hi, confidence) >= margin:
+        if hi >= _MAX_CASES:
+            return _MAX_CASES
+        lo, hi = hi + 1, min(2 * hi, _MAX_CASES)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _half_width(0.0, scale, mid, confidence) < margin:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def merge_label(labels: Sequence[str], gated: Sequence[bool] | None = None) -> Label | None:
+    """The merge: worse if any metric is; else inconclusive if a gated metric is (every metric
+    is gated when `gated` is None, or when none is); else identical if every metric is; else
+    better if any is; else equivalent if every gated metric is (or identical); else
+    non-inferior. None without a metric."""
     if not labels:
         return None
-    for label in ("worse", "inconclusive", "better"):
-        if label in labels:
-            return label  # type: ignore[return-value]
-    return "equivalent" if all(x == "equivalent" for x in labels) else "non-inferior"
+    flags = [True] * len(labels) if gated is None or not any(gated) else list(gated)
+    if "worse" in labels:
+        return "worse"
+    if any(label == "inconclusive" and g for label, g in zip(labels, flags, strict=True)):
+        return "inconclusive"
+    if all(label == "identical" for label in labels):
+        return "identical"
+    if "better" in labels:
+        return "better"
+    settled = [label for label, g in zip(labels, flags, strict=True) if g]
+    return "equivalent" if all(x in ("equivalent", "identical") for x in settled) else "non-inferior"
 
 
 # ---------------------------------------------------------------- margins
@@ -398,6 +480,7 @@ class Member:
     diff: np.ndarray
     test: str | None
     family: str  # members with the same family key are one test (hallucination = 1 − abstention accuracy)
+    gated: bool = True  # must be shown no worse than its margin for the merge to pass
 
 
 def _reason(label: str, direction: str, margin: float, ghi: float | None, more: int | None, n: int) -> str:
@@ -407,6 +490,8 @@ def _reason(label: str, direction: str, margin: float, ghi: float | None, more: 
     bound, good_bound = (f"-{margin:g}", f"+{margin:g}") if higher else (f"+{margin:g}", f"-{margin:g}")
     if n == 0:
         return "not settled: no case was scored by both runs"
+    if label == "identical":
+        return f"no paired case changed (n = {n:,})"
     if n < 2:
         return "not settled: one paired case gives no interval"
     if label == "better":
@@ -420,28 +505,45 @@ def _reason(label: str, direction: str, margin: float, ghi: float | None, more: 
     if label == "non-inferior":
         return f"no worse than the margin: the interval stays {good} {bound} (an improvement beyond {good_bound} is not ruled out)"
     if more is None:
-        return f"not settled: the interval reaches past {bound} and past 0, and the change sits on the bound"
-    return f"not settled: the interval reaches past {bound} and past 0; about {more:,} more paired cases would settle it"
+        return f"not settled: the interval reaches past {bound} and past 0, and over a million cases would not settle it"
+    return f"not settled: the interval reaches past {bound} and past 0; about {more:,} more paired cases would settle it either way"
+
+
+def _too_few_reason(scale: float, n: int, margin: float, floor: float, more: int | None) -> str:
+    """Issue 36: a margin finer than this many cases can show, said plainly: even a metric on
+    which no case changed would have an interval of ±floor here."""
+    add = f"add about {more:,} cases of this kind" if more is not None else "add cases of this kind"
+    return (f"one case moves it by {scale / n:.3g} and even an unchanged metric's interval is ±{floor:.3g} at n = {n:,}: "
+            f"this set cannot judge a {margin:g} margin; {add}")
 
 
 def _metric_verdict(m: Member, confidence: float, power: float) -> MetricVerdict:
-    iv = paired_interval(m.diff, scale=_scale(m.metric), confidence=confidence)
+    scale = _scale(m.metric)
+    iv = paired_interval(m.diff, scale=scale, confidence=confidence)
+    changed = int(np.count_nonzero(m.diff))
     label: Label = "inconclusive"
     mde = needed = ghi = None
+    judgeable = True
+    if iv.n and not changed:
+        label = "identical"
     if iv.lo is not None and iv.hi is not None and iv.sd is not None and iv.mean is not None:
-        label = classify(iv.lo, iv.hi, m.margin, m.direction)
+        if label != "identical":
+            label = classify(iv.lo, iv.hi, m.margin, m.direction)
         ghi = _good(iv.lo, iv.hi, m.direction)[1]
-        mde = minimum_detectable(iv.sd, iv.n, confidence, power)
-        mde = mde if mde <= _scale(m.metric) else None  # no change on the metric's scale could be shown
+        mde = minimum_detectable(iv.variance or 0.0, iv.n, confidence, scale, power)
+        judgeable = _half_width(0.0, scale, iv.n, confidence) < m.margin
         if label == "inconclusive":
             good_mean = iv.mean if m.direction == "higher_is_better" else -iv.mean
-            needed = cases_to_settle(good_mean, iv.variance or 0.0, _scale(m.metric), m.margin, iv.n, confidence, power)
+            needed = cases_to_settle(good_mean, iv.variance or 0.0, scale, m.margin, iv.n, confidence, power)
     more = None if needed is None else needed - iv.n
+    reason = _reason(label, m.direction, m.margin, ghi, more, iv.n)
+    if label == "inconclusive" and not judgeable and iv.n >= 2:
+        reason = _too_few_reason(scale, iv.n, m.margin, _half_width(0.0, scale, iv.n, confidence), more)
     return MetricVerdict(
         metric=m.metric, k=m.k, label=label_of(m.metric, m.k), direction=m.direction,  # type: ignore[arg-type]
-        margin=m.margin, margin_source=m.source, n=iv.n, n_changed=int(np.count_nonzero(m.diff)), delta=iv.mean,
-        ci=None if iv.lo is None else [iv.lo, iv.hi], sd=iv.sd, verdict=label,
-        reason=_reason(label, m.direction, m.margin, ghi, more, iv.n), mde=mde, cases_needed=needed,
+        margin=m.margin, margin_source=m.source, n=iv.n, n_changed=changed, delta=iv.mean,
+        ci=None if iv.lo is None else [iv.lo, iv.hi], sd=iv.sd, verdict=label, reason=reason, gated=m.gated,
+        resolution=scale / iv.n if iv.n else None, judgeable=judgeable, mde=mde, cases_needed=needed,
         more_cases=more, test=m.test,
     )
 
@@ -458,25 +560,43 @@ def _observed(v: MetricVerdict) -> float:
     return (delta if v.direction == "higher_is_better" else -delta) / v.margin
 
 
-def _summary(label: str | None, verdicts: list[MetricVerdict], confidence: float, m: int) -> str:
+def _shown(v: MetricVerdict) -> str:
+    """`Recall@5 (any) -0.500 [-0.563, -0.437]`: a metric, its change and interval."""
+    ci = "" if v.ci is None else f" [{format_change(v.ci[0])}, {format_change(v.ci[1])}]"
+    delta = "" if v.delta is None else f" {format_change(v.delta)}"
+    return f"{v.label}{delta}{ci}"
+
+
+def _summary(label: str | None, verdicts: list[MetricVerdict]) -> str:
+    """Why the merge has its label, in one sentence: the deciding metric(s) first."""
     if label is None:
-        return "no metric with a margin could be compared"
-    if label == "equivalent":
-        return f"every one of the {len(verdicts)} metric(s) lies within its margin"
-    chosen = [v for v in verdicts if v.verdict == label]
+        return "no metric could be compared case by case"
+    gated = [v for v in verdicts if v.gated] or verdicts
+    if label == "identical":
+        return f"no paired case changed on any of the {len(verdicts)} metric(s)"
     if label == "worse":
-        chosen.sort(key=_severity)
-    elif label == "inconclusive":
-        chosen.sort(key=_observed)
-    lead = chosen[0]
-    ci = "" if lead.ci is None else f" [{format_change(lead.ci[0])}, {format_change(lead.ci[1])}]"
-    delta = "" if lead.delta is None else f" {format_change(lead.delta)}"
-    more = f"; {len(chosen) - 1} more metric(s) {label}" if len(chosen) > 1 else ""
-    if label == "inconclusive" and len(chosen) > 1:
-        counts = [v.more_cases for v in chosen]
-        if all(x is not None for x in counts):
-            more += f" (settling all of them needs about {max(counts):,} more paired cases)"  # type: ignore[type-var]
-    return f"{lead.label}{delta}{ci}: {lead.reason}{more}"
+        chosen = sorted((v for v in verdicts if v.verdict == "worse"), key=lambda v: (not v.gated, _severity(v)))
+        lead = chosen[0]
+        others = [v.label for v in chosen[1:]]
+        more = f"; also shown worse: {', '.join(others)}" if others else ""
+        return f"{_shown(lead)}: {lead.reason}{more}"
+    if label == "inconclusive":
+        chosen = sorted((v for v in gated if v.verdict == "inconclusive"), key=_observed)
+        lead = chosen[0]
+        more = ""
+        if len(chosen) > 1:
+            more = f"; {len(chosen) - 1} more gated metric(s) not settled: {', '.join(v.label for v in chosen[1:])}"
+        return f"{_shown(lead)}: {lead.reason}{more}"
+    better = [v for v in verdicts if v.verdict == "better"]
+    gains = f"; shown better: {', '.join(_shown(v) for v in better[:3])}" + (" …" if len(better) > 3 else "") if better else ""
+    n_gated = sum(1 for v in gated if v.verdict != "identical")
+    if label == "equivalent":
+        head = f"every gated metric that changed ({n_gated}) lies within its margin either way"
+    elif label == "better":
+        head = f"nothing is shown worse and every gated metric ({len(gated)}) is shown no worse than its margin"
+    else:
+        head = f"every gated metric that changed ({n_gated}) is shown no worse than its margin"
+    return f"{head}; none is shown worse{gains}" if label != "better" else f"{head}{gains}"
 
 
 def format_change(x: float | None) -> str:
@@ -493,19 +613,21 @@ def format_change(x: float | None) -> str:
 def build_verdict(
     members: Sequence[Member], not_compared: Sequence[Mapping[str, str]], *, alpha: float, power: float = DEFAULT_POWER
 ) -> MergeVerdict:
-    """Each member's interval at 1 − 2α/m (each bound a one-sided test at α/m), its label, power and cases to settle, and the merge
-    label with its one-line summary.
+    """Each member's interval at 1 − 2α/m (each bound a one-sided test at α/m), its label, power
+    and cases to settle, and the merge label with its one-line summary.
 
-    m counts the members with an interval (n ≥ 2), a mirrored pair once (`Member.family`).
-    It is fixed by which metrics were compared, never by their outcome: two metrics that
-    happen to have the same differences still count twice."""
-    tests = {m.family for m in members if m.diff.size >= 2}
+    m counts the distinct tests (`Member.family`, a mirrored pair once) among the members with
+    an interval (n ≥ 2) and at least one changed case. A metric on which no case changed
+    cannot be called better or worse at any level (its mean difference is exactly 0), so
+    leaving it out of m spends nothing on it (Tarone 1990); conditional on which cases changed,
+    the Bonferroni bound over the rest holds as before."""
+    tests = {m.family for m in members if m.diff.size >= 2 and np.any(m.diff)}
     family = len(tests)
     confidence = 1.0 - 2.0 * alpha / max(family, 1)
     verdicts = [_metric_verdict(m, confidence, power) for m in members]
-    label = merge_label([v.verdict for v in verdicts])
+    label = merge_label([v.verdict for v in verdicts], [v.gated for v in verdicts])
     return MergeVerdict(
-        available=True, verdict=label, summary=_summary(label, verdicts, confidence, family), alpha=alpha,
+        available=True, verdict=label, summary=_summary(label, verdicts), alpha=alpha,
         power=power, family_size=family, confidence=confidence, metrics=verdicts,
-        not_compared=[dict(x) for x in not_compared],
+        gated=[metric_key(v.metric, v.k) for v in verdicts if v.gated], not_compared=[dict(x) for x in not_compared],
     )

@@ -31,7 +31,7 @@ from evalkit.store.runs import RunDir
 
 __all__ = [
     "RecordPass", "RunFacts", "derive_run", "now_utc", "open_run", "recheck_verdicts", "run_invariants", "thresholds_from",
-    "verdicts",
+    "gate_of", "verdicts",
 ]
 
 
@@ -210,33 +210,70 @@ def _derive(run: RunDir, facts: RunFacts, records: RecordPass, suite_s: float) -
                                            facts.config.get("scorer"),
                                            scored_forms(forms, s.require_snippets) if isinstance(forms, list) else None)
     metrics["warnings"] = [*facts.pre_run_warnings, *health.warnings()]
-    gate = verdicts(metrics, s, facts.baseline)
+    gate = verdicts(metrics, s, facts.baseline, run, facts.config)
     committed = run.update_metrics(metrics)
     committed = dict(write_derived(run, committed, worst, records.rows()) or committed)
     return committed, gate
 
 
-def verdicts(metrics: dict[str, Any], s: RunSettings, baseline: Mapping[str, Any] | None) -> dict | None:
-    """Judge `metrics` in place: `gate` against the --baseline run's metrics.json (when
-    given) and `thresholds` for the --threshold floors (when set). Returns the gate or None.
-    derive_run and `recheck_verdicts` both judge here, so a verdict has one source."""
+def verdicts(
+    metrics: dict[str, Any], s: RunSettings, baseline: Mapping[str, Any] | None, run: RunDir | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> dict | None:
+    """Judge `metrics` in place: `gate` against the --baseline run (when given) and
+    `thresholds` for the --threshold floors (when set). Returns the gate or None.
+    derive_run and `recheck_verdicts` both judge here, so a verdict has one source.
+
+    The gate is the merge decision (`evalkit.compare.run_gate`: compare_runs' verdict on the
+    run and its baseline run beside it) unless `--gate threshold`, a threshold flag, or a
+    baseline without per-case records asks for the threshold gate (`gate_result`)."""
     gate = None
     if baseline is not None:
-        gate = gate_result(
-            baseline,
-            metrics,
-            thresholds_from(s),
-            baseline_run_id=s.baseline,
-            allow_regressions=s.allow_regressions,
-            ignore_invariants=s.ignore_invariants,
-            allow_missing_metrics=s.allow_missing_metrics,
-            same_corpus=s.same_corpus,
-            allow_label_change=s.allow_label_change,
-        )
+        if run is not None and s.baseline and gate_of(s) == "verdict":
+            from evalkit.compare.compute import IncomparableRuns
+            from evalkit.compare.run_gate import verdict_gate
+
+            base = RunDir(run.path.parent / s.baseline)
+            if base.path.is_dir():
+                try:
+                    gate = verdict_gate(
+                        run, metrics, config, base, thresholds=thresholds_from(s), on_inconclusive=s.on_inconclusive,
+                        allow_regressions=s.allow_regressions, ignore_invariants=s.ignore_invariants,
+                        allow_missing_metrics=s.allow_missing_metrics, same_corpus=s.same_corpus,
+                        allow_label_change=s.allow_label_change,
+                    )
+                except IncomparableRuns:
+                    # The pair breaks an invariant now (a re-scoring with other labels): gate_result
+                    # fails the gate naming it, where the verdict would refuse to judge at all.
+                    gate = None
+        if gate is None:
+            gate = gate_result(
+                baseline,
+                metrics,
+                thresholds_from(s),
+                baseline_run_id=s.baseline,
+                allow_regressions=s.allow_regressions,
+                ignore_invariants=s.ignore_invariants,
+                allow_missing_metrics=s.allow_missing_metrics,
+                same_corpus=s.same_corpus,
+                allow_label_change=s.allow_label_change,
+            )
+            gate["mode"] = "threshold"
         metrics["gate"] = gate
     if s.thresholds:  # issue 13: absolute floors, beside the baseline gate
         metrics["thresholds"] = threshold_check(metrics, s.thresholds)
     return gate
+
+
+def gate_of(s: RunSettings) -> str:
+    """What decides run_eval's --baseline gate: --gate as given; otherwise the threshold gate
+    when a threshold flag moved a threshold from its default (their numbers decide nothing
+    else), else the verdict."""
+    if s.gate is not None:
+        return s.gate
+    defaults = RunSettings.model_fields
+    moved = any(getattr(s, name) != defaults[name].default for name in defaults if name.startswith("regression_threshold_"))
+    return "threshold" if moved or s.regression_threshold or s.gate_by else "verdict"
 
 
 def recheck_verdicts(run: RunDir, metrics: dict[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -267,5 +304,5 @@ def recheck_verdicts(run: RunDir, metrics: dict[str, Any], settings: Mapping[str
                     f"beside it to judge them again: the run-time gate was removed; use compare_runs",
                 },
             ]
-    verdicts(metrics, s, baseline)
+    verdicts(metrics, s, baseline, run)
     return metrics

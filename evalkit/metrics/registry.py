@@ -26,8 +26,12 @@ Field by field (`Metric`):
   None: no paired test (a ratio over a subset that moves between runs).
 - gated: the `Thresholds` attribute when the regression gate watches it.
 - margin: the largest worsening, on the metric's scale, that the merge verdict tolerates
-  (non-inferiority margin, compare_runs' `--margin`); a metric with a margin is in the
-  verdict. It is also the default of the metric's `--regression-threshold-*` (`Thresholds`).
+  (non-inferiority margin, compare_runs' `--margin`). Every metric with a paired test has one:
+  the verdict judges each of them. A gated metric's margin is also the default of its
+  `--regression-threshold-*` (`Thresholds`).
+- verdict_gated: in the verdict's default gated set (EVAL.md, "The merge decision"): the
+  merge passes only when the metric is shown no worse than its margin. Any metric shown worse
+  fails the merge, gated or not.
 - threshold: `--threshold` may name it (on `scale`; a ceiling when lower is better).
 - default_threshold: a bare `--threshold 0.7` applies to it.
 - summary: a run summary (terminal, summary.md, HTML) lists it "always" ("—" when not
@@ -87,6 +91,7 @@ class Metric:
     per_case: Literal["as_is", "derived"] | None = None
     gated: str | None = None
     margin: float | None = None
+    verdict_gated: bool = False
     threshold: bool = True
     default_threshold: bool = False
     short: str = ""  # a table column's header (summary.md and HTML by-slice tables); "" = label
@@ -133,6 +138,7 @@ def _expectation(name: str) -> Metric:
         "expectations",
         sliced=True,
         per_case="as_is",
+        margin=0.05,
     )
 
 
@@ -153,14 +159,24 @@ METRICS: tuple[Metric, ...] = (
         sliced=True,
         gated="recall",
         margin=0.05,
+        verdict_gated=True,
         default_threshold=True,
         short="Recall@{k}",
     ),
-    _at_k("mrr_avg", "mrr", "mrr", "RR", sliced=True, gated="mrr", margin=0.10, default_threshold=True, short="MRR@{k}"),
-    _at_k("precision_at_k_avg", "precision", "precision_at_k", "P", short="Precision@{k}"),
-    _at_k("ndcg_at_k_avg", "ndcg", "ndcg_at_k", "nDCG", sliced=True, default_threshold=True, short="nDCG@{k}"),
-    _at_k("recall_all_avg", "recall_all", "recall_all", None, sliced=True, short="Recall_all@{k}"),
-    _at_k("recall_frac_avg", "recall_frac", "recall_frac", "R", sliced=True, short="Recall_frac@{k}"),
+    _at_k(
+        "mrr_avg", "mrr", "mrr", "RR", sliced=True, gated="mrr", margin=0.10, verdict_gated=True, default_threshold=True,
+        short="MRR@{k}",
+    ),
+    _at_k("precision_at_k_avg", "precision", "precision_at_k", "P", margin=0.05, short="Precision@{k}"),
+    _at_k(
+        "ndcg_at_k_avg", "ndcg", "ndcg_at_k", "nDCG", sliced=True, margin=0.05, default_threshold=True, short="nDCG@{k}"
+    ),
+    _at_k("recall_all_avg", "recall_all", "recall_all", None, sliced=True, margin=0.05, short="Recall_all@{k}"),
+    # Seed 001's recall ("Recall drop > 5%"): gated beside the hit rate.
+    _at_k(
+        "recall_frac_avg", "recall_frac", "recall_frac", "R", sliced=True, margin=0.05, verdict_gated=True,
+        short="Recall_frac@{k}",
+    ),
     Metric(
         "scope_miss_rate",
         "Scope miss rate",
@@ -170,6 +186,7 @@ METRICS: tuple[Metric, ...] = (
         per_case="as_is",
         gated="scope_miss",
         margin=0.10,
+        verdict_gated=True,
         summary="always",
     ),
     Metric(
@@ -181,13 +198,15 @@ METRICS: tuple[Metric, ...] = (
         per_case="as_is",
         gated="attribution",
         margin=0.05,
+        verdict_gated=True,
         default_threshold=True,
         short="Attribution",
         summary="always",
         answer_side=True,
     ),
     Metric(
-        "recency_pass_rate", "Recency pass rate", "higher", "retrieval", sliced=True, per_case="as_is", summary="always"
+        "recency_pass_rate", "Recency pass rate", "higher", "retrieval", sliced=True, per_case="as_is", margin=0.05,
+        summary="always",
     ),
     Metric(
         "groundedness_avg",
@@ -199,6 +218,7 @@ METRICS: tuple[Metric, ...] = (
         per_case="as_is",
         gated="groundedness",
         margin=0.5,
+        verdict_gated=True,
         short="Groundedness",
         summary="always",
         answer_side=True,
@@ -213,6 +233,7 @@ METRICS: tuple[Metric, ...] = (
         per_case="as_is",
         gated="correctness",
         margin=0.5,
+        verdict_gated=True,
         short="Correctness",
         summary="always",
         answer_side=True,
@@ -224,6 +245,7 @@ METRICS: tuple[Metric, ...] = (
         "answer_quality",
         sliced=True,
         per_case="as_is",
+        margin=0.05,
         answer_side=True,
     ),
     Metric("answer_relevance_avg", "Answer relevance (0-1)", "higher", "answer_quality"),
@@ -281,21 +303,23 @@ METRICS: tuple[Metric, ...] = (
         "abstention",
         mean=False,
         per_case="derived",
+        margin=0.05,
         answer_side=True,
     ),
     # abstention_accuracy under another name: no row of its own in compare.
     Metric("abstention_recall", "Abstention recall", "higher", "abstention", mean=False, compared=False),
     Metric(
-        "has_citations_rate", "Has citations rate (answered)", "higher", "response", per_case="derived", summary="always"
+        "has_citations_rate", "Has citations rate (answered)", "higher", "response", per_case="derived", margin=0.05,
+        summary="always",
     ),
-    Metric("response_valid_rate", "Response valid rate (schema)", "higher", "response", per_case="derived"),
+    Metric("response_valid_rate", "Response valid rate (schema)", "higher", "response", per_case="derived", margin=0.05),
     Metric("latency_budget_score_avg", "Latency budget score", "higher", "run", default_threshold=True),
     Metric("within_budget_rate", "Within latency budget", "higher", "run", sliced=True),
     # In the merge verdict with its own margin: a regression made of target errors (which the
     # paired quality metrics leave out) fails it (issue 30 item 6).
-    _operational("error_rate", "Error rate", sliced=True, per_case="derived", margin=0.05),
-    _operational("timeout_rate", "Timeout rate", per_case="derived"),
-    _operational("empty_response_rate", "Empty response rate", per_case="derived"),
+    _operational("error_rate", "Error rate", sliced=True, per_case="derived", margin=0.05, verdict_gated=True),
+    _operational("timeout_rate", "Timeout rate", per_case="derived", margin=0.05),
+    _operational("empty_response_rate", "Empty response rate", per_case="derived", margin=0.05),
 )
 
 _BY_KEY = {m.key: m for m in METRICS}

@@ -112,16 +112,32 @@ def chunk_text(c: ChunkRef) -> str:
 
 
 def headline(c: Comparison) -> str:
-    g = c.gate
+    """The merge decision and its reason in one sentence: the first line of every format, the
+    same words as the JSON's `decision.headline`, matching the exit code."""
+    if c.decision is not None:
+        return c.decision.headline
+    g = c.gate  # a Comparison made before the decision existed (a saved JSON)
     mode = f"{g.mode}, --gate-preset {g.preset}" if g.preset else g.mode
-    if g.passed:
-        return f"gate passed ({mode})"
-    return f"gate failed ({mode}){', allowed by --allow-regressions' if g.allowed else ''}"
+    return f"gate {'passed' if g.passed else 'failed'} ({mode})"
+
+
+def outcome_of(c: Comparison) -> str:
+    """pass | fail | inconclusive: what the headline's colour and mark say."""
+    return c.decision.outcome if c.decision is not None else ("pass" if c.gate.passed else "fail")
+
+
+# The headline's mark in markdown and HTML, by outcome.
+OUTCOME_MARK = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️"}
 
 
 def verdict_line(c: Comparison) -> str:
-    """The merge verdict in one line, the first thing every format says after the gate's status."""
+    """The merge verdict in one line: said under the headline when another gate decided (with
+    the verdict deciding, the headline already says it)."""
     return f"Verdict: {c.verdict.verdict or 'none'} — {c.verdict.summary}"
+
+
+def runs_line(c: Comparison) -> str:
+    return f"compare {c.run_id_1} (a, baseline) → {c.run_id_2} (b)"
 
 
 def _level(confidence: float) -> str:
@@ -130,12 +146,16 @@ def _level(confidence: float) -> str:
 
 def verdict_method(c: Comparison) -> str:
     v = c.verdict
+    if v.family_size:
+        level = (f"each bound a one-sided test at α/m = {v.alpha:g}/{v.family_size}, m counting the metrics that changed "
+                 f"on some case: no metric is wrongly called worse, or better, with probability above {v.alpha:g}")
+    else:
+        level = "no metric changed on any case, so none is tested"
     return (
-        f"{_level(v.confidence)} intervals of b − a (each bound a one-sided test at α/m = {v.alpha:g}/{v.family_size}: "
-        f"no metric is wrongly called worse, or better, with probability above {v.alpha:g}); "
-        f"a metric passes --gate non-inferior when its interval stays above −margin (below +margin for a rate that should "
-        f"fall). 'detectable': the smallest change shown as a change with {v.power:.0%} power; 'to settle': more paired "
-        "cases an inconclusive metric needs at that power."
+        f"{_level(v.confidence)} intervals of b − a ({level}). The merge fails when any metric is shown worse; a gated "
+        f"metric (*) must also be shown no worse than its margin, else there is not enough evidence (exit 4). "
+        f"'detectable': the smallest change shown as a change with {v.power:.0%} power, counting the spread the change "
+        "itself adds; 'to settle': more paired cases that settle an inconclusive metric either way at that power."
     )
 
 
@@ -166,8 +186,8 @@ def verdict_cells(m: MetricVerdict) -> list[str]:
 VERDICT_HEADER = ["metric", "n", "Δ", "interval", "margin", "verdict", "detectable", "to settle"]
 # Said wherever another gate decided: the variance-aware gate is the one for merges (issue 30).
 GATE_ADVICE = (
-    "For merges use --gate non-inferior: it fails unless every metric is shown no worse than its margin "
-    "(the threshold gate also fails on chance differences; --gate significant passes drops it cannot prove)."
+    "For merges use the default gate, the verdict (--gate verdict): it fails only on a regression shown beyond the "
+    "noise (the threshold gate also fails on chance differences; --gate significant passes drops it cannot prove)."
 )
 
 
@@ -461,14 +481,17 @@ def render_markdown(c: Comparison) -> str:
 
     Deterministic (no clock, no paths), so it can be snapshot-tested.
     """
-    out = [f"### {'✅' if c.gate.passed else '❌'} evalkit compare: {headline(c)}", ""]
-    out += [f"**Verdict: {c.verdict.verdict or 'none'}** — {_md(c.verdict.summary)}", ""]
+    out = [f"### {OUTCOME_MARK[outcome_of(c)]} {_md(headline(c))}", ""]
+    if c.gate.mode != "verdict":
+        out += [f"**Verdict: {c.verdict.verdict or 'none'}** — {_md(c.verdict.summary)}", ""]
     out.append(f"`{_md(c.run_id_1)}` (a, baseline) → `{_md(c.run_id_2)}` (b)")
     out += ["", _md(method_line(c)), "", _md(DELTA_LEGEND)]
-    if c.gate.mode != "non-inferior" and c.verdict.available:
+    if c.gate.mode != "verdict" and c.verdict.available:
         out += ["", f"> {_md(GATE_ADVICE)}"]
     if c.gate.failures:
         out += ["", "**Gate failures**", ""] + [f"- {_md(f)}" for f in c.gate.failures]
+    if c.gate.inconclusive:
+        out += ["", "**Not settled** (gated metrics: not enough evidence)", ""] + [f"- {_md(f)}" for f in c.gate.inconclusive]
     if c.gate.not_significant:
         out += ["", "**Beyond a threshold but not significant** (`--gate significant` lets these through)", ""]
         out += [f"- {_md(f)}" for f in c.gate.not_significant]
@@ -481,7 +504,7 @@ def render_markdown(c: Comparison) -> str:
         out += ["", "**⚠️ Warnings**", ""] + [f"- {_md(w)}" for w in c.invariants.warnings]
 
     if c.verdict.metrics:
-        out += ["", f"#### Verdict per metric ({_level(c.verdict.confidence)} intervals)", ""]
+        out += ["", f"#### Verdict per metric ({_level(c.verdict.confidence)} intervals; {GATED_MARK} gated)", ""]
         out += _md_table(VERDICT_HEADER, ([_md(x) for x in verdict_cells(m)] for m in c.verdict.metrics), "-rr-r-rr")
         out += ["", _md(verdict_method(c))]
         if any(m.margin_source == "--margin" for m in c.verdict.metrics):
@@ -593,7 +616,8 @@ def append_step_summary(markdown: str, environ: dict[str, str] | None = None) ->
 
 # ---------------------------------------------------------------- rich
 
-_VERDICT_STYLE = {"better": "green", "equivalent": "green", "non-inferior": "green", "worse": "red", "inconclusive": "yellow"}
+_VERDICT_STYLE = {"identical": "green", "better": "green", "equivalent": "green", "non-inferior": "green", "worse": "red",
+                  "inconclusive": "yellow"}
 
 
 _DELTA_COLUMNS: list[tuple[str, Literal["left", "right"]]] = [
@@ -732,12 +756,16 @@ def _diff_text(diff: str) -> Text:
 def print_comparison(c: Comparison, console: Console | None = None, *, max_flips: int = 20) -> None:
     """The terminal report: verdict, significant changes, deltas, flips, failure stages, drift, config, latency."""
     console = console or Console()
-    ok = c.gate.passed
-    console.print(Text(f"compare {c.run_id_1} (a) → {c.run_id_2} (b): {headline(c)}", style="bold green" if ok else "bold red"))
-    console.print(Text(verdict_line(c), style=f"bold {_VERDICT_STYLE.get(c.verdict.verdict or '', 'yellow')}"))
+    style = {"pass": "bold green", "fail": "bold red", "inconclusive": "bold yellow"}[outcome_of(c)]
+    console.print(Text(headline(c), style=style))
+    console.print(Text(runs_line(c)))
+    if c.gate.mode != "verdict":
+        console.print(Text(verdict_line(c), style=f"bold {_VERDICT_STYLE.get(c.verdict.verdict or '', 'yellow')}"))
     console.print(Text(method_line(c), style="dim"))
     for line in c.gate.failures:
         console.print(Text(f"  ✗ {line}", style="red"))
+    for line in c.gate.inconclusive:
+        console.print(Text(f"  ? {line}", style="yellow"))
     for line in c.gate.not_significant:
         console.print(Text(f"  ~ {line}", style="yellow"))
     if c.invariants.violations:
@@ -749,7 +777,7 @@ def print_comparison(c: Comparison, console: Console | None = None, *, max_flips
         console.print(Text(f"warning: {w}", style="yellow"))
     for note in c.notes:
         console.print(Text(f"note: {note}", style="dim"))
-    if c.gate.mode != "non-inferior" and c.verdict.available:
+    if c.gate.mode != "verdict" and c.verdict.available:
         console.print(Text(GATE_ADVICE, style="bold yellow"))
     console.print()
     if c.verdict.metrics:

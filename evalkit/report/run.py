@@ -286,7 +286,12 @@ def print_gate(gate: Mapping[str, Any], console: Console) -> None:
         console.print(f"[red]gate: nothing comparable[/red] against {base} ({verdict}) — {escape(reasons)}")
         return
     slices = gate.get("slices") if isinstance(gate.get("slices"), Mapping) else None
-    if gate.get("passed"):
+    if gate.get("headline"):  # the merge decision (issue 36): its one sentence, as compare_runs says it
+        colour = {"pass": "green", "fail": "red", "inconclusive": "yellow"}.get(str(gate.get("outcome")), "red")
+        console.print(f"[{colour}]gate against {base}: {escape(str(gate['headline']))}[/{colour}]")
+        for line in [*(gate.get("failures") or []), *(gate.get("inconclusive") or [])]:
+            console.print(f"  - {escape(str(line))}")
+    elif gate.get("passed"):
         what = f" ({len(compared)} metrics: {', '.join(compared)})" if compared else ""
         if slices is not None:  # --gate-by
             what += f", and within {len(slices.get('compared') or {})} slice(s) of {', '.join(slices.get('by') or [])}"

@@ -291,8 +291,10 @@ def render_summary(
     gate = metrics.get("gate")
     if isinstance(gate, Mapping):
         verdict = "passed" if gate.get("passed") else ("failed, allowed" if gate.get("allowed") else "failed")
-        out += ["", "## Gate", "", f"- against **{cell(gate.get('baseline_run_id'))}**: {verdict}"]
-        out += [f"  - {cell(line)}" for line in gate.get("failures") or []]
+        if gate.get("headline"):  # the merge decision (issue 36), in compare_runs' words
+            verdict = str(gate["headline"]) + (" (allowed)" if gate.get("allowed") and not gate.get("passed") else "")
+        out += ["", "## Gate", "", f"- against **{cell(gate.get('baseline_run_id'))}**: {cell(verdict)}"]
+        out += [f"  - {cell(line)}" for line in [*(gate.get("failures") or []), *(gate.get("inconclusive") or [])]]
         invariants = gate.get("invariants") if isinstance(gate.get("invariants"), Mapping) else {}
         out += [f"  - warning: {cell(w)}" for w in invariants.get("warnings") or []]
 

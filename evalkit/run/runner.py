@@ -19,6 +19,7 @@ from typing import Any
 
 from evalkit import __version__
 from evalkit.compare.gate import check_invariants, scorer_identity
+from evalkit.compare.run_gate import gate_exit_code
 from evalkit.config import (
     RunSettings,
     build_settings,
@@ -144,9 +145,10 @@ class RunResult:
 
     @property
     def gate_failed(self) -> bool:
-        """True when the gate failed (regressions, nothing compared, broken invariants)
-        and that was not allowed."""
-        return bool(self.gate and not self.gate["passed"] and not self.gate.get("allowed"))
+        """True when the gate failed (regressions, nothing compared, broken invariants) or
+        found not enough evidence (exit 4, unless --on-inconclusive pass), and that was not
+        allowed."""
+        return bool(self.gate and gate_exit_code(self.gate) != 0 and not self.gate.get("allowed"))
 
     def to_json(self) -> dict[str, Any]:
         """The object `run_eval.py --json` prints (DESIGN.md §9)."""
@@ -158,6 +160,8 @@ class RunResult:
             "ir_measures": ir_measures_values((self.metrics.get("aggregate_metrics") or {}).get("at_k")),
             "gate": {
                 "passed": bool(gate["passed"]),
+                "outcome": gate.get("outcome", "pass" if gate["passed"] else "fail"),
+                "headline": gate.get("headline"),
                 "regressions": list(gate["regressions"]),
                 "failures": list(gate.get("failures") or []),
                 "skipped": list(gate.get("skipped") or []),
@@ -906,7 +910,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         point_latest(Path(s.results_dir), run.run_id)  # the run finished last, resumed ones too
         kinds = metrics["aggregate_metrics"]["operational_metrics"].get("error_kinds") or {}
         n_errors = sum(v for kind, v in kinds.items() if kind != "empty_answer")
-        failed_gate = bool(gate and not gate["passed"] and not s.allow_regressions)
+        failed_gate = bool(gate and gate_exit_code(gate) != 0 and not s.allow_regressions)
         result = RunResult(
             run_id=run.run_id,
             run_dir=run.path,

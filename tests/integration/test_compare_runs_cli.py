@@ -75,7 +75,7 @@ def test_markdown(two_runs, tmp_path):
         catch_exceptions=False, env={"GITHUB_STEP_SUMMARY": str(summary)},
     )
     assert out.exit_code == 0, out.output
-    assert out.stdout.startswith("### ") and "evalkit compare" in out.stdout.splitlines()[0]
+    assert out.stdout.startswith("### ❌ FAIL: worse — ") and "(allowed by --allow-regressions: exit 0)" in out.stdout.splitlines()[0]
     assert "#### Significant changes" in out.stdout and "<details><summary>Config diff" in out.stdout
     assert summary.read_text(encoding="utf-8") == out.stdout
 
@@ -83,7 +83,7 @@ def test_markdown(two_runs, tmp_path):
 def test_rich(two_runs):
     out = _compare(two_runs, "--allow-regressions", "--show-drift", "2")
     assert out.exit_code == 0, out.output
-    assert "compare a (a) → b (b)" in out.stdout and "Answer drift:" in out.stdout
+    assert "compare a (a, baseline) → b (b)" in out.stdout and "Answer drift:" in out.stdout
     assert "warning: latency is not comparable: the runs differ in concurrency 4 vs 2" in out.stdout
 
 

@@ -94,7 +94,8 @@ def test_same_corpus_makes_it_a_broken_invariant(corpus_runs: dict[str, Path]) -
     assert "pass --ignore-invariants" in refused.stderr and refused.stdout == ""
 
     ignored = _compare(results, "--same-corpus", "--ignore-invariants", "--format", "json")
-    assert ignored.exit_code == 0, ignored.output
+    # every number is marked not comparable: the merge decision has nothing to decide on (exit 4)
+    assert ignored.exit_code == 4, ignored.output
     body = json.loads(ignored.stdout)
     assert body["invariants"]["ignored"] is True
     assert [v.split(":")[0] for v in body["invariants"]["violations"]] == ["the notes or the index differ (--same-corpus)"]
@@ -182,6 +183,6 @@ def test_another_scorer_is_a_broken_invariant(corpus_runs: dict[str, Path], tmp_
     assert "score_retrieval.py --run-id a, then compare again" in out.stderr
     ignored = CliRunner().invoke(app, ["compare", "a", "b", "--results-dir", str(results), "--ignore-invariants",
                                        "--format", "json"])
-    assert ignored.exit_code == 0, ignored.output
+    assert ignored.exit_code == 4, ignored.output  # nothing comparable: not enough evidence
     nc = json.loads(ignored.stdout)["invariants"]["not_comparable"]
     assert [(x["reason"].split(" (")[0], x["metrics"]) for x in nc] == [("scorers differ", ["*"])]

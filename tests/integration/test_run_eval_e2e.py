@@ -131,8 +131,10 @@ def test_gate_exit_codes(reference_server, eval_set, tmp_path):
     base = ["--eval-set", str(eval_set), "--api-url", reference_server, "--results-dir", str(tmp_path),
             "--retrieval-only"]
     assert _invoke([*base, "--run-id", "baseline", "--quiet"]).exit_code == 0
-    same = _invoke([*base, "--baseline", "baseline", "--json"])
+    same = _invoke([*base, "--baseline", "baseline", "--json"])  # the verdict: identical
     same_gate = _last_json(same.stdout)["gate"]
+    assert same_gate["outcome"] == "pass" and same_gate["headline"].startswith("PASS: identical")
+    base = [*base, "--gate", "threshold"]  # the baseline's aggregates are edited below: the threshold gate
     assert same.exit_code == 0 and same_gate["passed"] is True and same_gate["regressions"] == []
 
     # A baseline 0.2 better on both gated retrieval metrics: by hand, 0.2 > 0.05 (recall)

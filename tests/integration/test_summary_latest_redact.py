@@ -199,7 +199,7 @@ def test_run_id_latest_through_the_score_compare_and_judge_clis(env) -> None:
 
     out = CliRunner().invoke(compare_app, ["--run-id-1", "r1", "--run-id-2", "latest", "--results-dir", str(results),
                                            "--format", "json", "--resamples", "200"])
-    assert out.exit_code in (0, 1), out.output
+    assert out.exit_code in (0, 1, 4), out.output  # pass, fail or not enough evidence: any decision, not an error
     report = json.loads(out.stdout)
     assert (report["run_id_1"], report["run_id_2"]) == ("r1", "r2")
 
@@ -352,7 +352,7 @@ def test_compare_runs_works_between_two_redacted_copies(env, monkeypatch) -> Non
 
     out = CliRunner().invoke(compare_app, ["a-redacted", "b-redacted", "--results-dir", str(results), "--format", "json",
                                            "--resamples", "200"])
-    assert out.exit_code in (0, 1), out.output
+    assert out.exit_code in (0, 1, 4), out.output  # pass, fail or not enough evidence: any decision, not an error
     report = json.loads(out.stdout)
     assert report["drift"]["ids"] == ["p2"] and report["run_id_1"] == "a-redacted"
 

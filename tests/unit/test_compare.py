@@ -250,7 +250,7 @@ def test_a_different_k_compares_retrieval_at_a_shared_k_and_marks_the_answer_met
 
     make_run(tmp_path, "a", RUN_A, ks=(5,))
     make_run(tmp_path, "b", [rec(r["test_case_id"]) for r in RUN_A], ks=(5, 10))
-    result = compare_runs("a", "b", results_dir=tmp_path, resamples=R)
+    result = compare_runs("a", "b", results_dir=tmp_path, resamples=R, gate="threshold")
     assert result.invariants.ok is True
     (nc,) = result.invariants.not_comparable
     assert nc.reason == "K differs: the target was asked for 5 vs 10 chunks" and nc.metrics == list(ANSWER_METRICS)
@@ -353,7 +353,7 @@ def test_gate_threshold_mode_uses_run_evals_gate(tmp_path):
     # recall drops by 3/30 = 0.1 > 0.05: run_eval's gate fails; the drop is 3 changed cases (noise)
     recs_a, _ = _clear_effect(30, hit_a=True, hit_b=True)
     recs_b = [rec(r["test_case_id"], rank=None if i < 3 else 1) for i, r in enumerate(recs_a)]
-    result = _ab(tmp_path, recs_a, recs_b)
+    result = _ab(tmp_path, recs_a, recs_b, gate="threshold")
     assert result.gate.mode == "threshold" and result.gate.passed is False
     assert result.gate.regressions[0].startswith("recall_at_k_avg dropped by 0.1 ")
     assert {"metric": "scope_miss_rate", "reason": "not computed in the new run"} in result.gate.skipped
@@ -376,10 +376,10 @@ def test_gate_mrr_relative_drop(tmp_path):
     # by hand: a = 0.5; b = (8 * 0.5 + 2 * 0.2) / 10 = 0.44: 0.06 absolute (< 0.10), 12% relative (> 10%)
     recs_a = [rec(f"q{i}", rank=2) for i in range(10)]
     recs_b = [rec(f"q{i}", rank=2 if i < 8 else 5) for i in range(10)]
-    result = _ab(tmp_path, recs_a, recs_b)
+    result = _ab(tmp_path, recs_a, recs_b, gate="threshold")
     assert result.gate.passed is False and "mrr_relative_drop" in result.gate.compared
     assert result.gate.regressions == ["mrr@5 dropped by 12.0% of the baseline (0.5 -> 0.44; allowed 10%)"]
-    relaxed = compare_runs("a", "b", results_dir=tmp_path, resamples=R, mrr_relative_threshold=0.15)
+    relaxed = compare_runs("a", "b", results_dir=tmp_path, resamples=R, mrr_relative_threshold=0.15, gate="threshold")
     assert relaxed.gate.passed is True
 
 
@@ -389,8 +389,8 @@ def test_gate_fail_on_flip(tmp_path):
     recs_b = [rec(r["test_case_id"], rank=None if i == 0 else 1) for i, r in enumerate(recs_a)]
     make_run(tmp_path, "a", recs_a)
     make_run(tmp_path, "b", recs_b)
-    assert compare_runs("a", "b", results_dir=tmp_path, resamples=R).gate.passed is True
-    result = compare_runs("a", "b", results_dir=tmp_path, resamples=R, fail_on_flip=True)
+    assert compare_runs("a", "b", results_dir=tmp_path, resamples=R, gate="threshold").gate.passed is True
+    result = compare_runs("a", "b", results_dir=tmp_path, resamples=R, fail_on_flip=True, gate="threshold")
     assert result.gate.passed is False and result.gate.flip_regressions == ["q00 (recall_any@5)"]
     assert result.gate.failures == ["1 case flip(s) pass -> fail (--fail-on-flip): q00 (recall_any@5)"]
 
@@ -447,7 +447,9 @@ def test_a_bare_metrics_json_baseline_gives_deltas_and_the_gate_only(tmp_path):
     assert mrr.a == pytest.approx((1 + 1 / 2 + 0 + 1 + 1 / 3 + 0) / 6) and mrr.p_value is None and mrr.n is None
     assert _row(result, "mrr", "category:factual", 5).a == pytest.approx((1 + 1 / 2) / 3)  # compact slice, primary K
     assert any("bare metrics.json" in n for n in result.notes)
-    assert result.gate.regressions == compare_runs(folder, tmp_path / "b", resamples=R).gate.regressions
+    # without per-case results the threshold gate decides (a note says so), as against the folder with --gate threshold
+    assert result.gate.mode == "threshold" and any("the threshold gate decided" in n for n in result.notes)
+    assert result.gate.regressions == compare_runs(folder, tmp_path / "b", resamples=R, gate="threshold").gate.regressions
     with pytest.raises(InputError, match="--gate significant needs per-case results"):
         compare_runs(bare, "b", results_dir=tmp_path, gate="significant")
     # a metrics.json inside a run folder is that run folder

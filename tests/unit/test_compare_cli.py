@@ -39,15 +39,20 @@ def _args(runs: Path, *more: str) -> list[str]:
     [
         pytest.param(["--run-id-1", "base", "--run-id-2", "same"], 0, id="same-0"),
         pytest.param(["base", "same"], 0, id="positional-0"),
-        pytest.param(["--run-id-1", "base", "--run-id-2", "drop"], 1, id="regression-1"),
+        # issue 36: by default the verdict decides; 3 of 30 hits lost cannot be told from a
+        # drop beyond 0.05 on 30 cases (exit 4), while the threshold gate fails it (exit 1)
+        pytest.param(["--run-id-1", "base", "--run-id-2", "drop"], 4, id="not-enough-evidence-4"),
+        pytest.param(["base", "drop", "--gate", "threshold"], 1, id="threshold-regression-1"),
+        pytest.param(["base", "drop", "--on-inconclusive", "pass"], 0, id="inconclusive-pass-0"),
         pytest.param(["base", "drop", "--allow-regressions"], 0, id="allowed-0"),
         pytest.param(["base", "drop", "--gate", "significant"], 0, id="noise-does-not-block-0"),
         pytest.param(["base", "drop", "--regression-threshold-recall", "0.2"], 0, id="threshold-flag-0"),
-        pytest.param(["base", "flip"], 0, id="flip-within-thresholds-0"),
+        pytest.param(["base", "flip", "--gate", "threshold"], 0, id="flip-within-thresholds-0"),
         pytest.param(["base", "flip", "--fail-on-flip"], 1, id="fail-on-flip-1"),
         pytest.param(["base", "nope"], 2, id="unknown-run-2"),
         pytest.param(["base", "other-set"], 2, id="broken-invariant-2"),
-        pytest.param(["base", "other-set", "--ignore-invariants"], 0, id="ignored-invariant-0"),
+        # every number not comparable: nothing could decide (exit 4), or the thresholds skip all (0)
+        pytest.param(["base", "other-set", "--ignore-invariants"], 4, id="ignored-invariant-4"),
         pytest.param(["base", "same", "--format", "yaml"], 2, id="bad-format-2"),
         pytest.param(["base", "same", "--gate", "maybe"], 2, id="bad-gate-2"),
         pytest.param(["base"], 2, id="one-run-2"),
@@ -67,7 +72,7 @@ def test_broken_invariants_are_listed_one_per_line(runs):
 
 
 def test_json_output_is_one_object_with_the_contract_keys(runs):
-    out = _invoke(_args(runs, "base", "drop", "--format", "json"))
+    out = _invoke(_args(runs, "base", "drop", "--format", "json", "--gate", "threshold"))
     assert out.exit_code == 1
     body = json.loads(out.stdout)
     assert (body["run_id_1"], body["run_id_2"]) == ("base", "drop")
@@ -79,15 +84,17 @@ def test_json_output_is_one_object_with_the_contract_keys(runs):
 
 def test_markdown_goes_to_stdout_and_the_step_summary(runs, tmp_path):
     summary = tmp_path / "step_summary.md"
-    out = _invoke(_args(runs, "base", "drop", "--format", "markdown"), env={"GITHUB_STEP_SUMMARY": str(summary)})
+    out = _invoke(_args(runs, "base", "drop", "--format", "markdown", "--gate", "threshold"),
+                  env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert out.exit_code == 1
-    assert out.stdout.startswith("### ❌ evalkit compare: gate failed (threshold)")
+    assert out.stdout.startswith("### ❌ FAIL (threshold gate): recall_at_k_avg dropped by 0.1")
     assert summary.read_text(encoding="utf-8") == out.stdout
 
 
 def test_rich_is_the_default(runs):
     out = _invoke(_args(runs, "base", "drop"), env={"COLUMNS": "160"})
-    assert out.exit_code == 1 and "compare base (a) → drop (b): gate failed (threshold)" in out.stdout
+    assert out.exit_code == 4 and out.stdout.startswith("NOT ENOUGH EVIDENCE: inconclusive — Recall@5 (any) -0.100")
+    assert "compare base (a, baseline) → drop (b)" in out.stdout
     assert "Flips pass → fail: 3 case(s)" in out.stdout
 
 
@@ -97,11 +104,14 @@ def test_save_baseline_then_gate_against_it(runs, tmp_path):
     assert saved.exit_code == 0 and baseline.is_file() and "saved baseline of base" in saved.stderr
     assert _invoke(_args(runs, "--baseline", str(baseline), "same", "--format", "json")).exit_code == 0
     out = _invoke(_args(runs, "--baseline", str(baseline), "--run-id-2", "drop", "--format", "json"))
-    assert out.exit_code == 1 and json.loads(out.stdout)["run_id_1"] == "base"
-    # a bare metrics.json works too, for the gate; significance needs per-case results
+    # a baseline file carries per-case results: the verdict decides (3 of 30 lost: not enough evidence)
+    assert out.exit_code == 4 and json.loads(out.stdout)["run_id_1"] == "base"
+    assert json.loads(out.stdout)["decision"]["gate"] == "verdict"
+    # a bare metrics.json works too, for the threshold gate (the default then); significance needs per-case results
     bare = tmp_path / "metrics_only.json"
     bare.write_bytes((runs / "base" / "metrics.json").read_bytes())
-    assert _invoke(_args(runs, "--baseline", str(bare), "drop", "--format", "json")).exit_code == 1
+    bare_out = _invoke(_args(runs, "--baseline", str(bare), "drop", "--format", "json"))
+    assert bare_out.exit_code == 1 and json.loads(bare_out.stdout)["decision"]["gate"] == "threshold"
     refused = _invoke(_args(runs, "--baseline", str(bare), "drop", "--gate", "significant"))
     assert refused.exit_code == 2 and "--gate significant needs per-case results" in refused.stderr
 

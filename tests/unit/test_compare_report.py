@@ -40,7 +40,7 @@ def test_markdown_snapshot(comparison):
     assert text == SNAPSHOT.read_text(encoding="utf-8")
     assert render_markdown(comparison) == text  # deterministic
     # verdict first, then significant changes, then flips, then collapsible details
-    order = [text.index(s) for s in ("### ❌ evalkit compare: gate failed", "#### Significant changes", "#### Flips", "<details>")]
+    order = [text.index(s) for s in ("### ⚠️ NOT ENOUGH EVIDENCE: ", "#### Significant changes", "#### Flips", "<details>")]
     assert order == sorted(order)
 
 
@@ -56,7 +56,7 @@ def test_rich_report_prints_user_text_literally(comparison):
     print_comparison(comparison, Console(file=out, width=200, color_system=None, force_terminal=False))
     text = out.getvalue()
     assert TRICKY in text  # no markup applied, no MarkupError
-    assert "compare base (a) → new (b): gate failed (threshold)" in text
+    assert text.startswith("NOT ENOUGH EVIDENCE: ") and "compare base (a, baseline) → new (b)" in text
     assert "not distinguishable from noise" in text or "no change" in text
 
 

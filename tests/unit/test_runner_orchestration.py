@@ -200,7 +200,7 @@ def test_filters_and_explicit_run_id(env):
 def test_gate_against_a_baseline(env):
     tmp, common = env
     base = run_eval(**common, run_id="base")
-    same = run_eval(**common, baseline="base")
+    same = run_eval(**common, baseline="base", gate="threshold")  # the aggregates are edited below: the threshold gate
     assert same.gate["passed"] and same.success and not same.gate_failed
     assert json.loads((same.run_dir / "metrics.json").read_text())["gate"]["baseline_run_id"] == "base"
     # Make the baseline look much better than it was: every new run now regresses.
@@ -208,10 +208,10 @@ def test_gate_against_a_baseline(env):
     m["aggregate_metrics"]["recall_at_k_avg"] = 1.0
     m["aggregate_metrics"]["at_k"]["1"]["recall_any"] = 1.0
     (base.run_dir / "metrics.json").write_text(json.dumps(m))
-    worse = run_eval(**common, baseline="base")
+    worse = run_eval(**common, baseline="base", gate="threshold")
     assert not worse.gate["passed"] and worse.gate_failed and not worse.success
     assert worse.to_json()["gate"]["regressions"][0]["metric"] == "recall_at_k_avg"
-    allowed = run_eval(**common, baseline="base", allow_regressions=True)
+    allowed = run_eval(**common, baseline="base", allow_regressions=True, gate="threshold")
     assert allowed.success and not allowed.gate_failed and allowed.gate["allowed"]
 
 
