@@ -475,7 +475,8 @@ def _cases(
     answered = [i for i, (x, y) in enumerate(zip(answers_a, answers_b, strict=True)) if x is not None and y is not None]
     changed = [pairing.ids[i] for i in answered if answers_a[i] != answers_b[i]]
     wanted = {f.id for f in regressions + improvements} | set(changed)
-    da, db = each_run(case_details, sa, sb, wanted, top_chunks=top_chunks)
+    da = case_details(sa, wanted, top_chunks=top_chunks)
+    db = case_details(sb, wanted, top_chunks=top_chunks)
     for flip in regressions + improvements:
         xa, xb = da.get(flip.id, {}), db.get(flip.id, {})
         flip.question = xb.get("question") or xa.get("question")
