@@ -103,6 +103,9 @@ class CaseTable:
         self.ids: list[str] = []
         self.row: dict[str, int] = {}
         self.cols: dict[str, array] = {key: array("d") for key in self.keys}
+        # What `add` walks per record, named once: the @K values' (metric, column) per K, and the columns.
+        self._at_k_names = [(str(k), [(m, metric_key(m, k)) for m in AT_K_METRICS]) for k in ks]
+        self._columns = list(self.cols.items())
         self.scopes: list[tuple[str, ...]] = []
         self.answers: list[bytes | None] = []
         self.duplicates: list[str] = []
@@ -137,10 +140,11 @@ class CaseTable:
         kind = x["error_kind"]
         target_error = kind is not None and kind != "empty_answer"
         values: dict[str, float | None] = {}
-        for k in self._ks:
-            block = x["at_k"].get(k) or {}
-            for m in AT_K_METRICS:
-                values[f"{m}@{k}"] = block.get(m)
+        at_k = x["at_k"]
+        for k, names in self._at_k_names:
+            block = at_k.get(k) or {}
+            for m, name in names:
+                values[name] = block.get(m)
         for name in _READ_AS_IS:
             values[name] = x["values"].get(name)
         for name in ("has_citations_rate", "response_valid_rate"):  # None for a target error already
@@ -159,12 +163,14 @@ class CaseTable:
         values["empty_response_rate"] = float(bool(x["empty"]))
 
         row = self.row.get(cid)
+        new = row is None
         if row is None:
             row = len(self.ids)
             self.row[cid] = row
             self.ids.append(cid)
-            for key in self.keys:
-                self.cols[key].append(math.nan)
+            for key, col in self._columns:  # the row's values (a trial case's are its means, below)
+                v = values.get(key)
+                col.append(math.nan if v is None else float(v))
             self.scopes.append(())
             self.answers.append(None)
             self._target_errors.append(False)
@@ -177,9 +183,10 @@ class CaseTable:
         if type(record.get("trial")) is int:
             self._add_trial(row, values, target_error, kind, record, x)
             return
-        for key in self.keys:
-            v = values.get(key)
-            self.cols[key][row] = math.nan if v is None else float(v)
+        if not new:  # a repeated id: the last record counts
+            for key, col in self._columns:
+                v = values.get(key)
+                col[row] = math.nan if v is None else float(v)
         self.scopes[row] = self._intern(_scopes(case, x["answerable"]))
         self.answers[row] = None if target_error else _answer_digest(record.get("answer"))
         self._target_errors[row] = target_error
