@@ -694,7 +694,8 @@ def relabelled_from(metrics: Mapping[str, Any]) -> list[str] | None:
 
 def _label_change_text(baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any]) -> str:
     vb, vn = str(baseline_metrics.get("dataset_version")), str(new_metrics.get("dataset_version"))
-    why = [f"{side} ({m.get('run_id') or '?'}) was re-scored with {', '.join(paths) or 'another eval set'}"
+    # The side, not metrics.json's run_id: a copied run folder keeps the id it was made under.
+    why = [f"{side} was re-scored with {', '.join(paths) or 'another eval set'}"
            for side, m in (("the baseline", baseline_metrics), ("the new run", new_metrics))
            if (paths := relabelled_from(m)) is not None]
     return (f"gold labels differ (dataset_version {vb[:12]}… vs {vn[:12]}…): the runs hold the same cases (ids and "

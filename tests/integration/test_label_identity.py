@@ -112,7 +112,7 @@ def test_relabelled_rescoring_then_compare_names_the_label_change(runs: dict[str
         refused = _invoke("compare", "a", "b", "--results-dir", runs["results"], "--format", "json")
         assert refused.exit_code == 2, refused.output
         assert (f"cannot compare a with b: gold labels differ (dataset_version {old[:12]}… vs {new[:12]}…): the runs "
-                f"hold the same cases (ids and questions) scored with other labels; the new run (b) was re-scored "
+                f"hold the same cases (ids and questions) scored with other labels; the new run was re-scored "
                 f"with {runs['relabelled']}: retrieval deltas would mix the label change with the chatbot's") in refused.stderr
         assert "--allow-label-change" in refused.stderr
 

@@ -28,7 +28,7 @@ def test_the_same_cases_with_other_labels_are_named_apart_from_another_eval_set(
     assert label_change(base, new) and relabelled_from(new) == ["relabelled.jsonl"] and relabelled_from(base) is None
     assert check_invariants(base, new) == [
         "gold labels differ (dataset_version 111111111111… vs 222222222222…): the runs hold the same cases (ids and "
-        "questions) scored with other labels; the new run (b) was re-scored with relabelled.jsonl: retrieval deltas "
+        "questions) scored with other labels; the new run was re-scored with relabelled.jsonl: retrieval deltas "
         "would mix the label change with the chatbot's; re-score one run with the other's eval set (score_retrieval.py "
         "--run-id RUN --eval-set FILE), or pass --allow-label-change"
     ]
@@ -36,7 +36,7 @@ def test_the_same_cases_with_other_labels_are_named_apart_from_another_eval_set(
     assert check_invariants(base, new, allow_label_change=True) == []
     assert invariant_warnings(base, new, allow_label_change=True) == [
         "gold labels differ (dataset_version 111111111111… vs 222222222222…): the runs hold the same cases (ids and "
-        "questions) scored with other labels; the new run (b) was re-scored with relabelled.jsonl "
+        "questions) scored with other labels; the new run was re-scored with relabelled.jsonl "
         "(--allow-label-change): every delta that reads the labels (retrieval above all) mixes the label change with "
         "the chatbot's"
     ]
