@@ -2,7 +2,7 @@
 
 One command re-makes the table at the top of bench/README.md (between its `table` markers):
 
-    python bench/table.py                     # every bench below, about 15 minutes once the runs exist
+    python bench/table.py                     # every bench below, about 30 minutes once the runs exist
     python bench/table.py --only concurrency  # re-measure some, keep the rest from bench/table.json
     python bench/table.py --render            # only re-write the table from bench/table.json
 
@@ -18,6 +18,8 @@ figures were taken at, and reads their `--json` rows:
     memory        memory_bench.py --n 1000 10000 100000 (run_eval, validate, score_retrieval with
                   and without --eval-set, compare_runs, report)
     judge         judge_bench.py --concurrency 4 16 64 (a 200 ms OpenAI-compatible judge)
+    compare       compare_bench.py --n 10000, and --n 100000 --reference-rows 24 (compare_runs on two
+                  runs with realistic slices, beside the resampling it did before issue 36)
 
 The raw rows and the machine go to bench/table.json, so `--only` and `--render` keep what was
 not re-measured (each row says when it was measured). The "issue 27" column is the figure the
@@ -43,7 +45,7 @@ BENCH = Path(__file__).resolve().parent
 README = BENCH / "README.md"
 STORE = BENCH / "table.json"
 BEGIN, END = "<!-- table:begin (bench/table.py writes this part) -->", "<!-- table:end -->"
-PARTS = ("report", "concurrency", "memory", "judge")
+PARTS = ("report", "concurrency", "memory", "judge", "compare")
 
 
 def _run(args: list[str]) -> list[dict]:
@@ -78,6 +80,11 @@ def measure(part: str) -> list[dict]:
         return [{"bench": "memory", **r} for r in _run(["memory_bench.py", "--n", "1000", "10000", "100000"])]
     if part == "judge":
         return [{"bench": "judge", **r} for r in _run(["judge_bench.py", "--concurrency", "4", "16", "64", "--repeat", "3"])]
+    if part == "compare":
+        # Three alternating rounds each; at 100,000 cases the reference (over 10 minutes a round) is timed on 24 tests.
+        rows = [{"bench": "compare", **r} for r in _run(["compare_bench.py", "--n", "10000", "--repeat", "3"])]
+        return rows + [{"bench": "compare", **r} for r in _run(["compare_bench.py", "--n", "100000", "--repeat", "3",
+                                                                 "--reference-rows", "24"])]
     raise ValueError(part)
 
 
@@ -183,6 +190,14 @@ def figures(rows: list[dict]) -> list[tuple[str, str, str, str, float | None, Ca
                     _one(rows, "efficiency", bench="judge", c=c), (lambda v: v >= 0.85) if c == 64 else None))
     out.append(("LLM judge, C = 64: CPU per call", "~4 ms", "—", "ms1",
                 _one(rows, "cpu_per_call_ms", bench="judge", c=64), None))
+    cmp = _pick(rows, bench="compare")
+    for n, issue, target, limit in ((10000, "24–36 s CPU ³", "≤ 3 s", 3.0), (100000, "not done in 600 s ³", "≤ 30 s", 30.0)):
+        out.append((f"compare_runs, {n:,} vs {n:,} cases, realistic slices: wall", issue, target, "s",
+                    _one(cmp, "wall_s", job="compare", n=n, tree=""), lambda v, limit=limit: v <= limit))
+        out.append((f"compare_runs, {n:,} vs {n:,} cases: CPU (both processes)", "—", "—", "s",
+                    _one(cmp, "cpu_s", job="compare", n=n, tree=""), None))
+        out.append((f"the resampling compare did before issue 36, {n:,} cases: wall", "—", "—", "s",
+                    _one(cmp, "wall_s", job="reference", n=n), None))
     return out
 
 
@@ -217,7 +232,10 @@ def render(store: dict) -> str:
              "ask (one L, 50 ms, whatever N and C: 6% of the 0.78 s ideal at C = 64) and is only 16 rounds of 64 "
              "asks, so it measures per-run costs as much as concurrency. The HTTP rows with a target measure "
              "2,560 cases without the probe, as the Python-callable rows always have; the default run is shown "
-             "beside them."]
+             "beside them.",
+             "³ Issue 36 item 11, on runs with 259 metric × slice rows at 10,000 cases; compare_bench.py's runs have "
+             "710 rows (528 distinct paired tests: 20 slices, K = 1, 3, 5, 10, judge scores). \"Comparing two large "
+             "runs\" below has the reference, the code before, and the profile."]
     return "\n".join([*head, "", *lines, *notes])
 
 
