@@ -3,7 +3,9 @@
 Plain functions over numpy arrays; every random draw comes from an explicit
 `numpy.random.Generator`. The unit of resampling is the *case*: run a and run b are
 paired by case, d_i = b_i − a_i over the n cases both runs scored (`paired`), and the
-statistic is the mean paired difference d̄ = (1/n) Σ d_i. `compare_paired` puts the pieces
+statistic is the mean paired difference d̄ = (1/n) Σ d_i. Only the changed cases are drawn,
+and from `NORMAL_CI_FROM` / `NORMAL_P_FROM` effective changed cases on, normal theory
+(`normal_ci`, `normal_test`) stands in for the draws. `compare_paired` puts the pieces
 together for one metric in one scope; the caller collects its p-values over every metric ×
 slice and corrects them with `holm` (default) or `benjamini_hochberg`. EVAL.md, section
 "Comparing two runs", is the spec; the docstrings say the same in short.
