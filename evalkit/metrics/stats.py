@@ -199,12 +199,12 @@ def bootstrap_ci(
 
     Only the k cases whose d_i differs from the most common value v (0 when no single value
     is the most common) move a resample's mean, so only they are drawn: e = (d_i − v for
-    those cases, in case order); K = rng.binomial(n, k/n, size=R), K_r being how many of resample r's n
-    draws land on one of them; then J = rng.integers(0, k, size=ΣK) (int64), the first K_1
-    for resample 1, the next K_2 for resample 2, …; m_r = v + (1/n) Σ_j e[J_j]. Each m_r
-    has exactly the distribution of the mean of n uniform draws from d, at a cost of R·k
-    draws instead of R·n. J is drawn in blocks of whole resamples, which gives the same
-    numbers as one draw.
+    those cases, in case order); K = rng.binomial(n, k/n, size=R), K_r being how many of
+    resample r's n draws land on one of them; then J = rng.integers(0, k, size=ΣK) (int64),
+    the first K_1 for resample 1, the next K_2 for resample 2, …; m_r = v + (1/n) Σ_j e[J_j].
+    Each m_r has exactly the distribution of the mean of n uniform draws from d, at a cost
+    of R·k draws instead of R·n. J is drawn in blocks of whole resamples, which gives the
+    same numbers as one draw.
 
     Edge cases: n = 0 → (None, None); n = 1, or every d_i equal → (d_1, d_1) without drawing.
 
@@ -283,6 +283,7 @@ def normal_ci(diff: ArrayLike, *, confidence: float = 0.95) -> tuple[float | Non
 
 
 def _normal_interval(mean: float, n: int, m2: float, m3: float, c: float) -> tuple[float, float]:
+    """`normal_ci` from the mean and the centred moments m₂, m₃ of n differences."""
     if m2 == 0.0:
         return mean, mean
     se = math.sqrt(m2 / n)

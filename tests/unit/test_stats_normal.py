@@ -29,6 +29,7 @@ from evalkit.metrics.stats import (
     normal_test,
     permutation_test,
 )
+from tests.unit.test_stats import _key_words
 
 R_REF = 50_000  # resamples of the bootstrap the normal interval is held to
 R_REF_P = 100_000  # sign patterns of the Monte-Carlo p the normal p is held to
@@ -286,7 +287,8 @@ def test_sequential_test_stops_once_p_above_alpha_is_settled() -> None:
     full = compare_paired(np.zeros(400), d, seed=0, key="k")
     assert full.p_draws == 10_000
     # the first 100 patterns are the same draws either way
-    first = permutation_test(d, resamples=100, rng=np.random.default_rng(np.random.SeedSequence(0, spawn_key=_words("k")).spawn(2)[1]))
+    test_seq = np.random.SeedSequence(0, spawn_key=_key_words("k")).spawn(2)[1]
+    first = permutation_test(d, resamples=100, rng=np.random.default_rng(test_seq))
     assert got.p_value == first
 
 
@@ -308,9 +310,3 @@ def test_sequential_test_keeps_its_level() -> None:
         alarms += p <= 0.05
     assert alarms <= 26
 
-
-def _words(key: str) -> tuple[int, ...]:
-    import hashlib
-
-    digest = hashlib.sha256(key.encode("utf-8")).digest()
-    return tuple(int.from_bytes(digest[i : i + 4], "little") for i in range(0, 32, 4))
