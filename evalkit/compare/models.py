@@ -87,7 +87,7 @@ class StatsSettings(BaseModel):
     family_size: int = Field(description="tests in the multiple-testing family (m)")
     n_tested: int = Field(description="delta rows with a paired test (in the family or not)")
     n_significant: int = Field(description="delta rows significant after correction")
-    normal_from: dict[str, float] = Field(
+    normal_from: dict[str, int] = Field(
         default_factory=dict, description='{"ci": 30, "p": 100}: the effective changed cases from which a test\'s '
         'interval, and its p-value, come from normal theory instead of draws (EVAL.md, "Normal theory for many changed cases")'
     )
