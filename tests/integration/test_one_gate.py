@@ -69,3 +69,45 @@ def test_a_gate_that_could_not_compare_recall_fails_in_both_doors(project) -> No
     cmp = _compare(project, "base", "new2", "--allow-missing-metrics")
     assert new.exit_code == cmp.exit_code, (new.output, cmp.output)
     assert _gate(project, "new2")["passed"] is json.loads(cmp.stdout)["gate"]["passed"]
+
+
+# ---------------------------------------------------------------- the merge decision (issue 36)
+# The bundled eval set as a new user meets it: the run against an exact copy of itself passes
+# as identical from both doors, and a change its 59 cases cannot settle is "not enough
+# evidence" (exit 4), never a failure, with the same words from both doors.
+
+
+def test_the_bundled_run_against_a_copy_of_itself_passes_as_identical(project) -> None:
+    assert _run(project, "base").exit_code == 0
+    shutil.copytree(Path(project["results"]) / "base", Path(project["results"]) / "copy")
+    out = _compare(project, "base", "copy")
+    assert out.exit_code == 0, out.output
+    body = json.loads(out.stdout)
+    assert body["decision"]["outcome"] == "pass" and body["verdict"]["verdict"] == "identical"
+    assert body["decision"]["headline"].startswith("PASS: identical — no paired case changed on any of the ")
+    # every metric the runs computed is in the verdict, abstention on its 8 cases included
+    assert {"recall_frac", "ndcg", "precision", "abstention_accuracy"} <= {m["metric"] for m in body["verdict"]["metrics"]}
+    # the other door: the same run again, gated against the first, says the same
+    again = _run(project, "again", "--baseline", "base")
+    assert again.exit_code == 0, again.output
+    gate = _gate(project, "again")
+    assert (gate["mode"], gate["outcome"]) == ("verdict", "pass") and gate["headline"].startswith("PASS: identical")
+
+
+def test_a_change_the_bundled_set_cannot_settle_is_not_enough_evidence(project) -> None:
+    # BM25's b and k1 moved: a few cases gain or lose a hit. 51 answerable cases cannot show a
+    # rate within 0.05 once any case changed (the interval's floor is ±0.053 there), so the
+    # decision is exit 4, not a pass and not a failure, and it says how many cases would do.
+    assert _run(project, "base").exit_code == 0
+    changed = _run(project, "bm25", "--param", "bm25_b=0.3", "--param", "bm25_k1=2.0", "--baseline", "base")
+    assert changed.exit_code == 4, changed.output
+    assert "not enough evidence to decide the merge" in changed.stderr
+    out = _compare(project, "base", "bm25")
+    assert out.exit_code == 4
+    decision = json.loads(out.stdout)["decision"]
+    assert decision["headline"].startswith("NOT ENOUGH EVIDENCE: inconclusive — ")
+    assert "this set cannot judge a 0.05 margin; add about " in decision["headline"]
+    gate = _gate(project, "bm25")
+    assert gate["headline"] == decision["headline"]  # one decision, the same words from both doors
+    for action, code in (("pass", 0), ("fail", 1)):
+        assert _compare(project, "base", "bm25", "--on-inconclusive", action).exit_code == code
