@@ -60,7 +60,6 @@ __all__ = [
     "default_margins",
     "format_change",
     "merge_label",
-    "judgeable_from",
     "minimum_detectable",
     "paired_interval",
     "parse_margins",
@@ -313,24 +312,6 @@ def cases_to_settle(
     while lo < hi:
         mid = (lo + hi) // 2
         if settles(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-def judgeable_from(scale: float, margin: float, confidence: float) -> int:
-    """The fewest paired cases at which a metric whose cases did not change at all is shown
-    within its margin: the smallest N with t_{N−1}((1 + c)/2) · R/√(N(N − 1)) < δ. Below it the
-    set cannot judge the margin whatever the runs do."""
-    lo, hi = 2, 2
-    while _half_width(0.0, scale, hi, confidence) >= margin:
-        if hi >= _MAX_CASES:
-            return _MAX_CASES
-        lo, hi = hi + 1, min(2 * hi, _MAX_CASES)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if _half_width(0.0, scale, mid, confidence) < margin:
             hi = mid
         else:
             lo = mid + 1

@@ -29,7 +29,6 @@ from evalkit.compare.verdict import (
     build_verdict,
     cases_to_settle,
     classify,
-    judgeable_from,
     minimum_detectable,
     paired_interval,
     parse_margins,
@@ -262,9 +261,19 @@ def test_a_margin_finer_than_the_set_can_show_is_said_plainly():
     assert (v.verdict, v.judgeable, v.resolution) == ("inconclusive", False, 0.125)
     assert v.reason.startswith("one case moves it by 0.125 and even an unchanged metric's interval is ±")
     assert "this set cannot judge a 0.05 margin; add about" in v.reason
-    assert judgeable_from(1.0, 0.05, confidence) > 8
+    # the product's `judgeable` turns true at the first n where scipy's t says the guard alone fits in ±0.05
     by_scan = next(N for N in range(2, 10_000) if stats.t.ppf((1 + confidence) / 2, N - 1) / math.sqrt(N * (N - 1)) < 0.05)
-    assert judgeable_from(1.0, 0.05, confidence) == by_scan
+    assert by_scan > 8
+
+    def judgeable(n: int) -> bool:
+        # seven more members changed on some case, so m = 8 and the confidence is the one above
+        family = [Member("m", None, "higher_is_better", 0.05, "registry", np.array([1.0] + [0.0] * (n - 1)), None, f"m{j}")
+                  for j in range(7)]
+        member = Member("abstention_accuracy", None, "higher_is_better", 0.05, "registry",
+                        np.array([1.0] + [0.0] * (n - 1)), None, "a", gated=False)
+        return build_verdict([member, *family], [], alpha=ALPHA).metrics[0].judgeable
+
+    assert (judgeable(by_scan - 1), judgeable(by_scan)) == (False, True)
 
 
 def test_the_registry_holds_each_margin_once():
