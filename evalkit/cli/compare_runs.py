@@ -165,7 +165,7 @@ def main(
         result = compare_runs(
             a, b, results_dir=results_dir, seed=seed, resamples=resamples, alpha=alpha, correction="bh" if fdr else "holm",
             ignore_invariants=bool(ignore_invariants), thresholds=thresholds,
-            mrr_relative_threshold=mrr_relative, gate=_gate_of(gate, given), on_inconclusive=on_inconclusive,  # type: ignore[arg-type]
+            mrr_relative_threshold=mrr_relative, gate=gate, on_inconclusive=on_inconclusive,  # type: ignore[arg-type]
             margins=margins, fail_on_flip=fail_on_flip,
             allow_regressions=bool(allow_regressions), show_drift=show_drift, allow_missing_metrics=bool(allow_missing_metrics),
             same_corpus=bool(same_corpus), allow_label_change=bool(allow_label_change),
@@ -195,16 +195,6 @@ def main(
             lines = result.gate.failures or result.gate.inconclusive
             title = "regression gate failed" if decision.outcome == "fail" else "not enough evidence to decide the merge"
             raise GateFailed(lines or [decision.headline], title=title, exit_code=decision.exit_code)
-
-
-def _gate_of(gate: str | None, given: dict) -> str | None:
-    """--gate as given; without it, a threshold flag or --gate-preset asks for the threshold
-    gate (their numbers decide nothing else), and otherwise None: the verdict."""
-    if gate is not None:
-        return gate
-    threshold_flags = ("gate_preset", "regression_threshold", "gate_by", "regression_threshold_mrr_relative",
-                       *(f"regression_threshold_{name}" for name in THRESHOLD_NAMES))
-    return "threshold" if any(given.get(name) not in (None, []) for name in threshold_flags) else None
 
 
 def _gate_thresholds(given: dict) -> tuple[Thresholds, float, bool]:

@@ -66,7 +66,7 @@ from evalkit.compare.models import (
     StageTransitions,
     StatsSettings,
 )
-from evalkit.compare.regressions import decide, gate_mode, gate_report
+from evalkit.compare.regressions import DEFAULT_MRR_RELATIVE, decide, gate_mode, gate_report
 from evalkit.compare.sources import RunSource, asked_k, each_run, open_source
 from evalkit.compare.verdict import Member, build_verdict, resolve_margins
 from evalkit.errors import InputError, Problem, redact
@@ -536,7 +536,7 @@ def compare_runs(
     correction: Literal["holm", "bh"] = "holm",
     ignore_invariants: bool = False,
     thresholds: Thresholds | None = None,
-    mrr_relative_threshold: float = 0.10,
+    mrr_relative_threshold: float = DEFAULT_MRR_RELATIVE,
     gate: Literal["verdict", "threshold", "significant", "non-inferior"] | None = None,
     on_inconclusive: Literal["exit-4", "pass", "fail"] = "exit-4",
     margins: Mapping[str, float | None] | None = None,
@@ -565,8 +565,9 @@ def compare_runs(
             numbers that are not comparable.
         thresholds: the gate's absolute thresholds (evalkit.compare.gate.Thresholds defaults).
         mrr_relative_threshold: largest allowed MRR drop relative to the baseline's MRR.
-        gate: None (the default): the verdict, or the threshold gate when a side is a bare
-            metrics.json (a note says so). "verdict" (alias "non-inferior"): fails when any
+        gate: None (the default): `regressions.default_gate` (the verdict, or the threshold
+            gate when a threshold differs from its default), and the threshold gate when a side
+            is a bare metrics.json (a note says so). "verdict" (alias "non-inferior"): fails when any
             metric is shown worse; not enough evidence when a gated metric is not settled.
             "threshold": run_eval's thresholds. "significant": only threshold regressions
             whose paired test is significant after correction fail, and a significant rise of
@@ -604,7 +605,7 @@ def compare_runs(
     if violations and not ignore_invariants:
         raise IncomparableRuns(sa.run_id, sb.run_id, violations)
     per_case = sa.has_records and sb.has_records
-    mode, mode_note = gate_mode(gate, per_case)
+    mode, mode_note = gate_mode(gate, per_case, thresholds, float(mrr_relative_threshold))
     if not per_case and (mode in ("significant", "verdict") or fail_on_flip):
         flag = f"--gate {gate}" if mode != "threshold" else "--fail-on-flip"
         bare = sa if not sa.has_records else sb

@@ -20,7 +20,7 @@ from evalkit.compare.sources import RunSource, asked_k
 from evalkit.compare.verdict import PASSING, default_margins, format_change
 from evalkit.metrics.keys import HEADLINE_AT_K
 
-__all__ = ["EXIT_CODES", "decide", "gate_mode", "gate_report"]
+__all__ = ["DEFAULT_MRR_RELATIVE", "EXIT_CODES", "decide", "default_gate", "gate_mode", "gate_report"]
 
 # The merge decision's exit codes (DESIGN.md §10): 2 bad input, 3 an incomplete run and 70 an
 # internal error are the CLI's own.
@@ -28,6 +28,8 @@ EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 4}
 # `--gate non-inferior` (issue 30) is the verdict gate under its old name.
 _GATE_ALIASES = {"non-inferior": "verdict"}
 _OUTCOME_WORDS = {"pass": "PASS", "fail": "FAIL", "inconclusive": "NOT ENOUGH EVIDENCE"}
+# Seed 001's "MRR drop > 10%" as compare_runs' relative MRR check reads it by default.
+DEFAULT_MRR_RELATIVE = 0.10
 
 _EPS = 1e-9
 
@@ -239,14 +241,27 @@ def _verdict_gate(
     )
 
 
-def gate_mode(gate: str | None, per_case: bool) -> tuple[str, str | None]:
+def default_gate(thresholds: Thresholds, mrr_relative_threshold: float = DEFAULT_MRR_RELATIVE) -> str:
+    """The gate that decides when `--gate` is not given, for compare_runs and run_eval alike:
+    the threshold gate when any threshold differs from its default (a threshold flag,
+    --gate-by, --gate-min-n, --gate-preset: their numbers decide nothing else), else the
+    verdict."""
+    moved = thresholds != Thresholds() or mrr_relative_threshold != DEFAULT_MRR_RELATIVE
+    return "threshold" if moved else "verdict"
+
+
+def gate_mode(
+    gate: str | None, per_case: bool, thresholds: Thresholds | None = None,
+    mrr_relative_threshold: float = DEFAULT_MRR_RELATIVE,
+) -> tuple[str, str | None]:
     """(the gate that decides, a note or None): `--gate` as given (`non-inferior` is `verdict`),
-    or by default the verdict; with a bare metrics.json on a side, the default falls back to
-    the threshold gate (the note says so), where an explicit `--gate verdict` is refused."""
+    else `default_gate`; with a bare metrics.json on a side, the verdict falls back to the
+    threshold gate (the note says so), where an explicit `--gate verdict` is refused."""
     if gate is not None:
         return _GATE_ALIASES.get(gate, gate), None
-    if per_case:
-        return "verdict", None
+    chosen = default_gate(thresholds or Thresholds(), mrr_relative_threshold)
+    if per_case or chosen == "threshold":
+        return chosen, None
     return "threshold", ("a side has no per-case results (a bare metrics.json): the threshold gate decided, not the "
                          "verdict (save a full baseline with --save-baseline)")
 
@@ -268,15 +283,14 @@ def decide(
         code = 0
     word = _OUTCOME_WORDS[outcome]
     if gate.mode == "verdict":
-        decided_by_verdict = outcome != "fail" or any(v.verdict == "worse" for v in verdict.metrics)
-        if decided_by_verdict and verdict.verdict is not None:
-            reason = f"{verdict.verdict} — {verdict.summary}"
+        n_worse = sum(v.verdict == "worse" for v in verdict.metrics)
+        if verdict.verdict is not None and (outcome != "fail" or n_worse):
+            # the verdict decided; a failure beside it (a flip, a missing metric) is counted
+            others = len(gate.failures) - n_worse
+            headline = f"{word}: {verdict.verdict} — {verdict.summary}" + (
+                f" (and {others} more failure(s))" if outcome == "fail" and others > 0 else "")
         else:
-            reason = _first(gate.failures or gate.inconclusive)
-        extra = ""
-        if outcome == "fail" and decided_by_verdict and len(gate.failures) > sum(v.verdict == "worse" for v in verdict.metrics):
-            extra = f" (and {len(gate.failures) - sum(v.verdict == 'worse' for v in verdict.metrics)} more failure(s))"
-        headline = f"{word}: {reason}{extra}"
+            headline = f"{word}: {_first(gate.failures or gate.inconclusive)}"
     else:
         shown = f"; the verdict, not deciding: {verdict.verdict}" if verdict.available and verdict.verdict else ""
         which = f"{gate.mode} gate" + (f", --gate-preset {gate.preset}" if gate.preset else "")

@@ -266,14 +266,12 @@ def verdicts(
 
 
 def gate_of(s: RunSettings) -> str:
-    """What decides run_eval's --baseline gate: --gate as given; otherwise the threshold gate
-    when a threshold flag moved a threshold from its default (their numbers decide nothing
-    else), else the verdict."""
-    if s.gate is not None:
-        return s.gate
-    defaults = RunSettings.model_fields
-    moved = any(getattr(s, name) != defaults[name].default for name in defaults if name.startswith("regression_threshold_"))
-    return "threshold" if moved or s.regression_threshold or s.gate_by else "verdict"
+    """What decides run_eval's --baseline gate: --gate as given, else compare_runs' own rule
+    (`regressions.default_gate`: thresholds other than the defaults ask for the threshold
+    gate)."""
+    from evalkit.compare.regressions import default_gate
+
+    return s.gate if s.gate is not None else default_gate(thresholds_from(s))
 
 
 def recheck_verdicts(run: RunDir, metrics: dict[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
