@@ -12,7 +12,7 @@ one located `Problem` per anchor that cannot match anything:
 - `heading_path` that is not a heading chain of the note, or a prefix of one (a gold heading
   path matches any chunk under it, at a heading boundary: anchors.py), with the closest chain;
 - a snippet that does not occur in the section (the text under the heading path, its
-  sub-sections included; NFKC, case- and whitespace-insensitive, as anchors.py compares);
+  sub-sections included; the phrase rule, `anchors.normalize_phrase`, as anchors.py compares);
 - a line span that runs past the end of the note.
 
 `chunk_id` supports are checked only for their `rel_path`, when they carry one: chunk ids
@@ -31,8 +31,8 @@ from evalkit.errors import Problem
 from evalkit.evalset.anchors import (
     heading_components,
     normalize_heading_path,
+    normalize_phrase,
     normalize_rel_path,
-    normalize_snippet_text,
 )
 from evalkit.evalset.load import EvalSet, read_eval_set
 from evalkit.notes.markdown import Note, read_note
@@ -103,17 +103,17 @@ class NoteOutline:
         return None
 
     def section_text(self, chain: Chain) -> str:
-        """Snippet-comparison form (normalize_snippet_text) of the text under `chain`."""
+        """Snippet-comparison form (normalize_phrase) of the text under `chain`."""
         if chain not in self._texts:
             start, end = self.spans.get(chain, (1, 0))
-            self._texts[chain] = normalize_snippet_text("\n".join(self.lines[start - 1 : end]))
+            self._texts[chain] = normalize_phrase("\n".join(self.lines[start - 1 : end]))
         return self._texts[chain]
 
     def where_is(self, snippet: str) -> Chain | None:
         """The chain of the first piece whose text holds `snippet`, or None."""
-        needle = normalize_snippet_text(snippet)
+        needle = normalize_phrase(snippet)
         for chain, start, end in self.pieces:
-            if needle in normalize_snippet_text("\n".join(self.lines[start - 1 : end])):
+            if needle in normalize_phrase("\n".join(self.lines[start - 1 : end])):
                 return chain
         return None
 
@@ -410,7 +410,7 @@ def check_support(
     for i, snippet in enumerate(_get(support, "snippets") or []):
         if not isinstance(snippet, str) or not snippet.strip():
             continue  # blank snippets are ignored by matching too
-        needle = normalize_snippet_text(snippet)
+        needle = normalize_phrase(snippet)
         if chain and needle in outline.section_text(chain):
             continue
         if needle not in outline.section_text(()):

@@ -39,10 +39,11 @@ __all__ = [
     "match_ranking",
     "match_support",
     "normalize_heading_path",
+    "normalize_phrase",
     "normalize_rel_path",
-    "normalize_snippet_text",
     "order_chunks",
     "paths_of",
+    "phrase_in",
     "support_form",
     "support_forms",
 ]
@@ -194,11 +195,28 @@ def normalize_heading_path(h: str | None) -> str:
     return HEADING_DELIMITER.join(heading_components(h))
 
 
-def normalize_snippet_text(s: str | None) -> str:
-    """Snippet comparison form: Unicode NFKC, case-folded, every whitespace removed."""
+def normalize_phrase(s: str | None) -> str:
+    """The phrase rule's comparison form: Unicode NFKC, case-folded, every whitespace removed.
+
+    The one rule for "a phrase occurs in a text" (EVAL.md, "Phrases"): gold snippets, the
+    `expected` lists (`must_include`, `must_exclude`, `ordered_hints`) and the Hindsight
+    importer's facts all compare in this form, so a phrase found as a snippet is found as
+    an expectation too. NFKC folds compatibility forms ("ﬁ" -> "fi", "Ｒ" -> "R", a
+    non-breaking space -> a space); case-folding goes beyond lower case ("ß" -> "ss").
+
+    Returns:
+        The comparison form; "" for None or "".
+    """
     if not s:
         return ""
     return _SPACES.sub("", unicodedata.normalize("NFKC", str(s)).casefold())
+
+
+def phrase_in(phrase: str | None, text: str | None) -> bool:
+    """Whether `phrase` occurs in `text` under the phrase rule (`normalize_phrase` of both;
+    "RAG  systems" occurs in "rag\nSYSTEMS"). A blank phrase occurs in every text: callers
+    drop blank phrases first."""
+    return normalize_phrase(phrase) in normalize_phrase(text)
 
 
 def _get(obj: Mapping[str, Any] | Any, key: str) -> Any:
@@ -235,7 +253,7 @@ def match_support(
     3. Anchor: equal normalized `rel_path`, and the chunk's heading components start
        with the support's heading components (an empty gold heading path = the whole
        file). With `require_snippets`, every non-blank snippet must occur in the chunk
-       text (NFKC, case-folded, all whitespace removed on both sides).
+       text under the phrase rule (`normalize_phrase`: NFKC, case-folded, no whitespace).
 
     Args:
         support: a gold support dict (or model) from the eval set.
@@ -267,7 +285,7 @@ class SupportForm(NamedTuple):
         heading_given: the support has a `heading_path` (even an empty one).
         heading: its heading components as `form_matches` compares them (case-folded when
             not case-sensitive); () is the whole file.
-        snippets: its non-blank snippets in comparison form (`normalize_snippet_text`).
+        snippets: its non-blank snippets in comparison form (`normalize_phrase`).
     """
 
     span: tuple[int, int] | None
@@ -285,7 +303,7 @@ def support_form(support: Mapping | Any, case_sensitive: bool) -> SupportForm:
         (start, end) if start is not None and end is not None else None,
         heading is not None,
         path_components(heading, case_sensitive),
-        tuple(normalize_snippet_text(x) for x in snippets if x and str(x).strip()) if snippets else (),
+        tuple(normalize_phrase(x) for x in snippets if x and str(x).strip()) if snippets else (),
     )
 
 
@@ -629,7 +647,7 @@ _COMPONENTS: tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]] = ({}
 def _snippets_in(snippets: Sequence[str], chunk: Mapping) -> bool:
     """Every snippet occurs in the chunk's text (both in comparison form). A truncated
     stored prefix cannot prove a snippet absent: see EVAL.md "Anchors"."""
-    text = normalize_snippet_text(chunk.get("text"))
+    text = normalize_phrase(chunk.get("text"))
     if all(s in text for s in snippets):
         return True
     return bool(chunk.get("text_truncated"))

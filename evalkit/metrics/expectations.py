@@ -5,8 +5,9 @@ the answer must hold (`must_include`), must not hold (`must_exclude`) and must s
 given order (`ordered_hints`, at least two). `score_expectations` scores them twice:
 over the ranked retrieved chunks (`retrieved`) and over the answer (`answer`).
 
-Matching. `_norm(s) = " ".join(s.split()).casefold()`; an item is found in a text when
-`_norm(item) in _norm(text)` (case-insensitive, whitespace-normalised substring).
+Matching: the phrase rule (EVAL.md, "Phrases"), the one gold snippets use. An item is
+found in a text when `normalize_phrase(item) in normalize_phrase(text)`, both in Unicode
+NFKC, case-folded, every whitespace removed (`evalkit.evalset.anchors.normalize_phrase`).
 Offsets are offsets in the normalised text.
 
 Scored chunks: the first `constraints.top_k` chunks when the case sets it, else all
@@ -53,8 +54,8 @@ no order and is ignored; the schema rejects it anyway).
 
 Differences from Hindsight's scorer (seed 004), which otherwise these follow:
 - Hindsight returns 1.0 for an empty list; we omit the section (None).
-- Hindsight tests `content.toLowerCase().includes(s.toLowerCase())`; we also collapse
-  whitespace and casefold (so "Straße" matches "STRASSE").
+- Hindsight tests `content.toLowerCase().includes(s.toLowerCase())`; we use the phrase
+  rule (so "Straße" matches "STRASSE", "ﬁle" matches "file", "foo bar" matches "foobar").
 - Two hints in the same chunk: Hindsight compares first-candidate indices only, so the
   pair is never correct; we order them by their offset in the chunk. With one fact per
   chunk the two agree. Hindsight has no reversed/tied split nor Kendall tau.
@@ -67,6 +68,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from evalkit.evalset.anchors import normalize_phrase
 
 __all__ = [
     "EXPECTATION_METRICS",
@@ -111,10 +114,6 @@ _VALUE_SOURCES: dict[str, tuple[str, str, str]] = {
 RETRIEVED_EXPECTATIONS: tuple[str, ...] = tuple(m for m, (block, _, _) in _VALUE_SOURCES.items() if block == "retrieved")
 
 _Pos = tuple[int, int]
-
-
-def _norm(s: str) -> str:
-    return " ".join(s.split()).casefold()
 
 
 def _str_list(v: Any) -> list[str]:
@@ -207,11 +206,11 @@ def _budget(
             tokens = math.ceil(len(text) / 4)
             sources.add("chars/4")
         if tokens <= remaining:
-            included.append(_norm(text))
+            included.append(normalize_phrase(text))
             used += tokens
             whole += 1
             continue
-        included.append(_norm(text[: len(text) * remaining // tokens]))
+        included.append(normalize_phrase(text[: len(text) * remaining // tokens]))
         used += remaining
         cut = True
         break
@@ -261,11 +260,11 @@ def score_expectations(
     scored = list(chunks[:top_k] if top_k is not None else chunks)
     raw_texts = [_chunk_text(c) for c in scored]
     # Normalised once: every section below scans these.
-    texts = [_norm(t) for t in raw_texts]
-    ans = _norm(answer) if isinstance(answer, str) else ""
-    inc = [_norm(s) for s in inc_raw]
-    exc = [_norm(s) for s in exc_raw]
-    hints = [_norm(s) for s in hints_raw]
+    texts = [normalize_phrase(t) for t in raw_texts]
+    ans = normalize_phrase(answer) if isinstance(answer, str) else ""
+    inc = [normalize_phrase(s) for s in inc_raw]
+    exc = [normalize_phrase(s) for s in exc_raw]
+    hints = [normalize_phrase(s) for s in hints_raw]
 
     retrieved: dict[str, Any] = {"n_chunks": len(scored), "top_k": top_k}
     answered: dict[str, Any] = {}

@@ -10,7 +10,7 @@ from evalkit.evalset.anchors import (
     match_support,
     normalize_heading_path,
     normalize_rel_path,
-    normalize_snippet_text,
+    normalize_phrase,
     order_chunks,
 )
 
@@ -73,8 +73,8 @@ def test_normalize_heading_path_keeps_depth():
     assert normalize_heading_path("# A") != normalize_heading_path("## A")
 
 
-def test_normalize_snippet_text():
-    assert normalize_snippet_text("  RAG\n  Systems ") == "ragsystems"
+def test_normalize_phrase():
+    assert normalize_phrase("  RAG\n  Systems ") == "ragsystems"
 
 
 # ---------------------------------------------------------------- match_support

@@ -15,8 +15,9 @@ vault, one folder per case (docs/interop.md, "Coming from Hindsight", has the ta
   tag (then the line's own `tags`, then `--tag`s); `expected` / `constraints` in snake_case;
   `answerable: true`; `category` from the options unless the line has one;
   `folders: [<folder>]`. Other keys are kept as they are.
-- Gold supports: for each mustInclude string, each fact note whose content holds it
-  (case-insensitive, whitespace-normalised) is a whole-note support, once, in fact order.
+- Gold supports: for each mustInclude string, each fact note whose content holds it (the
+  phrase rule, `anchors.normalize_phrase`, as must_include is scored) is a whole-note
+  support, once, in fact order.
   A string no fact holds is a warning on the ImportedCase, not an error.
 """
 
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import InputError, Problem
+from evalkit.evalset.anchors import normalize_phrase, phrase_in
 from evalkit.interop.importers import ImportedCase, ImportOptions, jsonl_items
 
 __all__ = ["convert", "fact_note", "folder_slug"]
@@ -143,7 +145,7 @@ def _convert_line(
         if key not in _KNOWN and key not in case:
             case[key] = value
     must_include = (expected or {}).get("must_include", [])
-    unmatched = [(i, s) for i, s in enumerate(must_include) if not any(_norm(s) in _norm(f["content"]) for f in facts)]
+    unmatched = [(i, s) for i, s in enumerate(must_include) if not any(phrase_in(s, f["content"]) for f in facts)]
     return case, facts, unmatched, []
 
 
@@ -195,11 +197,11 @@ def _notes(folder: str, facts: list[dict[str, Any]], must_include: list[str]) ->
     width = max(2, len(str(len(facts))))
     paths = [f"{folder}/fact-{n:0{width}d}.md" for n in range(1, len(facts) + 1)]
     files = {p: fact_note(f) for p, f in zip(paths, facts)}
-    wanted = [_norm(s) for s in must_include]
+    wanted = [normalize_phrase(s) for s in must_include]
     supports = [
         {"rel_path": p, "heading_path": ""}
         for p, f in zip(paths, facts)
-        if any(w in _norm(f["content"]) for w in wanted)
+        if any(w in normalize_phrase(f["content"]) for w in wanted)
     ]
     return files, supports
 
@@ -243,10 +245,6 @@ def _unique(slug: str, taken: set[str]) -> str:
         name = f"{slug}-{n}"
     taken.add(name)
     return name
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.split()).casefold()
 
 
 def _short(value: Any, limit: int = 60) -> str:
