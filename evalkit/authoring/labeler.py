@@ -21,7 +21,7 @@ from typing import Any
 
 from evalkit.authoring.labeling import REVIEW_SOURCES, EvalSetFile, check_writable, open_version
 from evalkit.errors import BadConfig, Problem, TargetError
-from evalkit.evalset.anchors import heading_components, normalize_heading_path, normalize_rel_path
+from evalkit.evalset.anchors import HEADING_DELIMITER, heading_components, normalize_heading_path, normalize_rel_path
 from evalkit.notes.markdown import read_note
 
 __all__ = ["LabelSession", "choose_cases", "question_words", "sentences", "open_session"]
@@ -207,7 +207,7 @@ class LabelSession:
         comps = heading_components(s.get("heading_path"))
         if len(comps) <= 1:
             return
-        s["heading_path"] = " > ".join(comps[:-1])
+        s["heading_path"] = HEADING_DELIMITER.join(comps[:-1])
         twin = next((j for j, o in enumerate(self.supports) if j != i and o.get("rel_path") == s["rel_path"] and normalize_heading_path(o.get("heading_path")) == s["heading_path"]), None)
         if twin is not None:
             keep = self.supports[twin]

@@ -32,7 +32,7 @@ import orjson
 
 from evalkit.errors import BadConfig, InputError, Problem, TargetError
 from evalkit.evalset.anchorcheck import Corpus, check_support, corpus_from_index_stats, corpus_from_vault
-from evalkit.evalset.anchors import match_support, normalize_heading_path, normalize_rel_path
+from evalkit.evalset.anchors import heading_components, match_support, normalize_heading_path, normalize_rel_path
 from evalkit.evalset.load import EvalSet, load_eval_set
 from evalkit.store.atomic import backup
 from evalkit.schema import (  # the label sources: in schema, read by the runner too
@@ -670,7 +670,7 @@ def anchors_from_chunks(chunks: Sequence[Any], n: int) -> list[dict[str, Any]]:
             continue
         anchor: dict[str, Any] = {"rel_path": rel, "heading_path": heading}
         start, end = get("start_line"), get("end_line")
-        if heading.count(" > ") == 0 and type(start) is int and type(end) is int and 1 <= start <= end:
+        if len(heading_components(heading)) <= 1 and type(start) is int and type(end) is int and 1 <= start <= end:
             anchor.update(start_line=start, end_line=end)
         key = tuple(anchor.values())
         if key in seen:

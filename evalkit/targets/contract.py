@@ -32,6 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalkit.evalset.anchors import heading_components
+
 __all__ = ["RULES", "ContractCheck", "Finding", "Rule", "check_answer", "chunks_of", "probe_notes"]
 
 
@@ -138,11 +140,12 @@ def _short(value: Any) -> str:
 
 
 def _heading_form_problem(heading: str) -> str | None:
-    """Why `heading` is not in the `# A > ## B` form, or None."""
-    parts = [p.strip() for p in heading.split(" > ")] if " > " in heading else [heading.strip()]
+    """Why `heading` is not in the `# A > ## B` form, or None (split by the anchor rule's
+    `heading_components`, as matching will split it)."""
+    parts = heading_components(heading)
     if len(parts) == 1 and "/" in heading and not heading.lstrip().startswith("#"):
         return f"heading_path {_short(heading)} is '/'-separated and has no # levels"
-    unlevelled = [p for p in parts if p and not p.startswith("#")]
+    unlevelled = [p for p in parts if not p.startswith("#")]
     if unlevelled:
         return f"heading_path {_short(heading)} has a component without its # level ({_short(unlevelled[0])})"
     return None
@@ -180,7 +183,7 @@ def _leaves_out_own_section(heading: str, text: Any) -> str | None:
     opening = _opening_headings(text)
     if not opening:
         return None
-    last = " ".join(heading.split(" > ")[-1].split())
+    last = (heading_components(heading) or ("",))[-1]  # ">" alone has no component
     if any(o.casefold() == last.casefold() for o in opening):
         return None
     return opening[0] if _level(opening[0]) > _level(last) else None
