@@ -306,7 +306,8 @@ def frozen_by(path: str | Path, results_dir: str | Path) -> list[str]:
     Returns:
         Run ids, newest first; empty when the file may be edited.
     """
-    from evalkit.store.runs import list_runs
+    from evalkit.jsonio import MAX_WRITTEN_DEPTH, read_json
+    from evalkit.store.runs import CONFIG_FILE, list_runs
 
     try:
         sha = hashlib.sha256(Path(path).read_bytes()).hexdigest()
@@ -315,8 +316,9 @@ def frozen_by(path: str | Path, results_dir: str | Path) -> list[str]:
     found = []
     for run_id in list_runs(Path(results_dir)):
         try:
-            cfg = orjson.loads((Path(results_dir) / run_id / "config.json").read_bytes())
-        except (OSError, ValueError):
+            # bounded (size, depth): another run's config.json is not a file this command wrote
+            cfg = read_json(Path(results_dir) / run_id / CONFIG_FILE, max_depth=MAX_WRITTEN_DEPTH)
+        except InputError:
             continue
         files = cfg.get("eval_set", {}).get("files") if isinstance(cfg, dict) and isinstance(cfg.get("eval_set"), dict) else None
         if isinstance(files, list) and any(isinstance(f, dict) and f.get("sha256") == sha for f in files):
