@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -51,16 +50,15 @@ def test_every_error_class_over_a_real_socket(fault_server: Any) -> None:
             "schema": "invalid_schema",
             "empty": "empty_answer",
             "partial": "partial",
-            "hang": {"behaviour": "hang", "hang_s": 5},
+            "hang": {"behaviour": "hang", "hang_s": 120},  # released when the server stops
             "cut": "disconnect",
         }
     )
     questions = [q for q in srv.behaviours if q != "hang"]
     results = dict(zip(questions, asyncio.run(ask_all(target(srv), questions, k=2))))
-    # A short timeout only where the hang is, so a slow CI machine cannot fail the others.
-    started = time.perf_counter()
+    # A short timeout only where the hang is, so a slow CI machine cannot fail the others; the
+    # server holds its answer 400 times longer, so only the client's timeout can end that case.
     (results["hang"],) = asyncio.run(ask_all(target(srv, timeout=0.3, attempts=2), ["hang"]))
-    assert time.perf_counter() - started < 3  # cut by the client timeout, not the 5 s hang
 
     assert results["ok"].missing_fields == [] and len(results["ok"].response.debug.retrieved_chunks) == 2
     assert results["flaky"].attempts == 3 and srv.hits["flaky"] == 3

@@ -1,5 +1,5 @@
 """A chatbot on loopback that trickles its answer, streams without end or sends a gzip bomb:
-each case ends within --timeout (+1 s), in bounded memory, recorded with its error kind."""
+each case ends at --timeout's whole-answer deadline, in bounded memory, recorded with its error kind."""
 
 from __future__ import annotations
 
@@ -111,11 +111,11 @@ def _run(url: str, tmp_path: Path, question: str, **kw):
 
 
 def test_a_trickling_answer_ends_within_the_timeout(hostile, tmp_path):
-    # regression: --timeout was per read; one byte a second kept a case running 181 s
-    t0 = time.monotonic()
+    # regression: --timeout was per read; one byte a second kept a case running 181 s. Every
+    # read here comes within 0.3 s, so only the whole-answer deadline can end it as a timeout
+    # (the whole answer takes ~45 s to trickle: a per-read timeout would read it all).
     rec = _run(hostile, tmp_path, "trickle", timeout=2.0)
-    assert time.monotonic() - t0 < 2.0 + 1.0
-    assert rec["error"]["kind"] == "timeout"
+    assert rec["error"]["kind"] == "timeout", rec["error"]
 
 
 @pytest.mark.parametrize("question", ["endless", "bomb"])

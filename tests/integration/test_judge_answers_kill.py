@@ -117,7 +117,7 @@ def _derived_agree(run: Path) -> None:
 def _kill_during_rewrite(results: Path, trigger: tuple[str, ...], delay: float) -> str:
     """Start judge_answers.py and SIGKILL it `delay` s after a file whose name starts with
     one of `trigger` appears in the run folder ("" = any temp file), or when it ends, or
-    after 20 s. Returns the temp files the folder held at the kill."""
+    after 60 s. Returns the temp files the folder held at the kill."""
     run = results / RUN_ID
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
@@ -126,7 +126,7 @@ def _kill_during_rewrite(results: Path, trigger: tuple[str, ...], delay: float) 
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline and proc.poll() is None:
             if any(name.startswith(trigger) for name in _debris(run)):
                 break
@@ -187,11 +187,11 @@ def test_ctrl_c_hint_is_shell_quoted(pristine: Path, tmp_path: Path):
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline and proc.poll() is None and not _debris(results / RUN_ID):
             time.sleep(0.0005)
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=20)
+        _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -133,31 +133,34 @@ def test_wrong_types_and_sizes_are_client_errors(client: httpx.Client, body: dic
     assert any(p.startswith(says) for p in r.json().get("problems", [r.json()["error"]])), r.json()
 
 
-def test_a_huge_folders_list_is_refused_fast_and_filtering_is_linear(client: httpx.Client) -> None:
-    # 1,000 folders (the cap), each matching nothing: answered at once, with nothing found.
-    t0 = time.perf_counter()
+def test_a_huge_folders_list_is_refused_by_its_cap_not_searched(client: httpx.Client) -> None:
+    # 1,000 folders (the cap), each matching nothing: answered, with nothing found.
     r = client.post("/api/v1/ask", json={"question": "tasks", "folders": [f"nowhere/{i}" for i in range(1_000)]})
     assert r.status_code == 200 and r.json()["abstained"] is True
-    # A 1 MB list is refused by its size, not searched.
+    assert r.json()["abstain_reason"] == "no_relevant_context"
+    # 90,000 folders are refused by the cap, before any search.
     r = client.post("/api/v1/ask", json={"question": "tasks", "folders": [f"f{i}" for i in range(90_000)]})
     assert r.status_code == 400
-    assert time.perf_counter() - t0 < 5
+    assert r.json()["problems"] == ["folders: List should have at most 1000 items after validation, not 90000"]
 
 
 def test_a_body_shorter_than_its_content_length_is_a_client_error(reference_vault: Path) -> None:
     bot = ReferenceChatbot(reference_vault, config=ReferenceConfig())
     server = make_server(bot, read_timeout=1.0)
+    # socketserver gives each connection the handler's `timeout`: the 1 s, not the 30 s default
+    assert server.RequestHandlerClass.timeout == 1.0
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         host, port = server.server_address[:2]
-        with socket.create_connection((host, port), timeout=5) as s:
+        # The client keeps the connection open and waits (60 s, for a loaded machine): the
+        # server's own read timeout is what ends the request.
+        with socket.create_connection((host, port), timeout=60) as s:
             s.sendall(b"POST /api/v1/ask HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"question\": \"q\"")
-            t0 = time.monotonic()
             reply = _read_reply(s)
         assert reply.startswith("HTTP/1.1 400"), reply
-        assert "body shorter than its Content-Length: 100 bytes promised" in reply
-        assert time.monotonic() - t0 < 3  # the read timeout (1 s), not 30 s
+        # "nothing more": the server's read timed out (a closed connection would give "15 bytes")
+        assert "body shorter than its Content-Length: 100 bytes promised, nothing more received" in reply
     finally:
         server.shutdown()
         server.server_close()
@@ -176,7 +179,7 @@ def test_connections_past_the_worker_limit_get_503(reference_vault: Path) -> Non
         before = threading.active_count()
         for _ in range(4):
             idle.append(socket.create_connection((host, port), timeout=5))
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60
         while threading.active_count() < before + 4 and time.monotonic() < deadline:
             time.sleep(0.02)  # until the server has given each its worker thread
         # ...so the 5th is told to come back, at once, instead of getting a 5th thread.
@@ -295,7 +298,8 @@ def test_slow_clients_are_cut_off_and_do_not_starve_normal_requests(reference_va
     # issue 29 item 5: 70 connections sending a byte every 10 s held every worker for 100 s, so
     # every normal request got a 503. Now a request must arrive whole within the deadline.
     bot = ReferenceChatbot(reference_vault, config=ReferenceConfig())
-    server = make_server(bot, request_deadline=1.0)
+    # The read timeout (300 s) is far past this test's waits: only the 1 s deadline can cut them.
+    server = make_server(bot, request_deadline=1.0, read_timeout=300.0)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     slow: list[socket.socket] = []
@@ -310,13 +314,16 @@ def test_slow_clients_are_cut_off_and_do_not_starve_normal_requests(reference_va
             with socket.create_connection((host, port), timeout=10) as s:
                 s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
                 assert _read_reply(s).startswith("HTTP/1.1 200")
-        # and each slow client is disconnected once its deadline passes (recv sees the close)
-        time.sleep(1.5)
+        # and each slow client is disconnected once its deadline passes (recv sees the close;
+        # the 60 s socket timeout only bounds the wait on a loaded machine)
         closed = 0
         for s in slow:
+            s.settimeout(60)
             try:
                 s.sendall(b"X-Trickle: 1\r\n")
                 closed += s.recv(1024) == b""
+            except TimeoutError:
+                pass
             except OSError:
                 closed += 1
         assert closed == len(slow)

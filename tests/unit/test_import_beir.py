@@ -198,9 +198,8 @@ def test_the_plain_converter_points_at_import_beir() -> None:
         get_converter("beir")([], None)  # type: ignore[arg-type]
 
 
-def test_streams_five_thousand_documents_in_seconds(tmp_path: Path) -> None:
-    import time
-
+def test_imports_five_thousand_documents(tmp_path: Path) -> None:
+    # How long it takes is bench/README.md's "SciFact (BEIR)" row (5,183 documents), not a test.
     root = tmp_path / "big"
     (root / "qrels").mkdir(parents=True)
     with open(root / "corpus.jsonl", "w") as f:
@@ -208,9 +207,10 @@ def test_streams_five_thousand_documents_in_seconds(tmp_path: Path) -> None:
             f.write(json.dumps({"_id": f"d{i}", "title": f"Doc {i}", "text": "word " * 200}) + "\n")
     _jsonl(root / "queries.jsonl", [{"_id": "q", "text": "word"}])
     (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq\td4999\t1\n")
-    t0 = time.perf_counter()
     done = import_beir(root, vault_out=tmp_path / "v", output=tmp_path / "es.jsonl")
-    assert done.n_docs == 5000 and time.perf_counter() - t0 < 10
+    assert done.n_docs == 5000 and len(list((tmp_path / "v").glob("*.md"))) == 5000
+    (case,) = load_eval_set([tmp_path / "es.jsonl"]).cases
+    assert [s.rel_path for s in case.gold_supports] == [note_path("d4999")]
 
 
 def test_cli(beir_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,24 +1,32 @@
-"""run_eval.py starts fast: --help imports no SDK, no httpx, no numpy."""
+"""run_eval.py starts light: --help imports no SDK, no httpx, no numpy."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_help_is_fast_and_lists_the_seed_flags():
-    start = time.perf_counter()
+# What made --help slow was what it imported: the test says what --help loads, not how long
+# it takes (a loaded machine fails a time limit; timings are bench/'s).
+_HELP_LOADS = (
+    "import atexit, runpy, sys; "
+    "atexit.register(lambda: print('loaded:', [m for m in ('openai', 'anthropic', 'httpx', 'numpy', 'evalkit.run') "
+    "if m in sys.modules])); "
+    "sys.argv = ['scripts/run_eval.py', '--help']; runpy.run_path('scripts/run_eval.py', run_name='__main__')"
+)
+
+
+def test_help_loads_nothing_heavy_and_lists_the_seed_flags():
     out = subprocess.run(
-        [sys.executable, "scripts/run_eval.py", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=30,
+        [sys.executable, "-c", _HELP_LOADS], cwd=ROOT, capture_output=True, text=True, timeout=120,
         env={**os.environ, "COLUMNS": "200", "TERM": "dumb"},
     )
-    elapsed = time.perf_counter() - start
     assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "loaded: []"
     for flag in (
         "--eval-set", "--api-url", "--target", "--vault", "--k", "--folder-mode", "--rerank-vector-weight",
         "--rerank-lexical-weight", "--retrieval-only", "--judge-model", "--judge-provider", "--judge-base-url",
@@ -29,8 +37,6 @@ def test_help_is_fast_and_lists_the_seed_flags():
         "--allow-regressions", "--require-snippets", "--quiet", "--json", "--seed",
     ):
         assert flag in out.stdout, flag
-    # Typically ~0.3 s; the bound is loose because the suite may run on a busy 2-core box.
-    assert elapsed < 3.0
 
 
 def test_import_pulls_in_no_sdk_and_no_heavy_library():
@@ -39,7 +45,7 @@ def test_import_pulls_in_no_sdk_and_no_heavy_library():
         "bad = [m for m in ('openai', 'anthropic', 'httpx', 'numpy', 'evalkit.run') if m in sys.modules]; "
         "assert not bad, bad"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
 
 
@@ -49,7 +55,7 @@ def test_library_import_stays_light():
         "bad = [m for m in ('openai', 'anthropic', 'httpx', 'rich') if m in sys.modules]; "
         "assert not bad, bad"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
 
 

@@ -212,16 +212,9 @@ def test_disconnect_before_or_during_the_answer_is_an_http_error() -> None:
 
 
 def test_silence_after_the_head_is_a_timeout() -> None:
-    started = asyncio.run(_timed(ask_n([Reply(answer()[:-5], hang=True)], timeout=0.3)))
-    (e,), _ = started[0]
-    assert e.kind == "timeout" and started[1] < 2
-
-
-async def _timed(coro: Any) -> tuple[Any, float]:
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
-    out = await coro
-    return out, loop.time() - t0
+    # The server then stays silent for 30 s: only the 0.3 s timeout can end the case as one.
+    (e,), _ = asyncio.run(ask_n([Reply(answer()[:-5], hang=True)], timeout=0.3))
+    assert e.kind == "timeout"
 
 
 def test_connection_refused_is_connect() -> None:
