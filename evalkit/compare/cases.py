@@ -31,7 +31,7 @@ from evalkit.compare.sources import RunSource, ranked_chunks
 from evalkit.metrics.aggregate import extract_case as _reduce_record
 from evalkit.metrics.aggregate import language_key
 from evalkit.metrics.keys import metric_key
-from evalkit.metrics.registry import METRICS
+from evalkit.metrics.registry import METRICS, REPORT_ORDER, by_key
 from evalkit.metrics.retrieval import AT_K_METRICS
 from evalkit.metrics.stages import STAGES, case_stage
 
@@ -54,6 +54,8 @@ __all__ = [
 # registry's `per_case`.
 _READ_AS_IS = tuple(m.key for m in METRICS if m.per_case == "as_is")
 PER_CASE_METRICS = (*_READ_AS_IS, *(m.key for m in METRICS if m.per_case == "derived"))
+# Derived per case, but already by extract_case (None for a target error): the response's.
+_READ_RESPONSE = tuple(m.key for m in METRICS if m.per_case == "derived" and m.stage == "response")
 _GROUPING_SCOPES = (
     ("by_tag", "tag"), ("by_category", "category"), ("by_difficulty", "difficulty"), ("by_domain", "domain"),
     ("by_language", "language"), ("by_scenario", "scenario"),
@@ -147,7 +149,7 @@ class CaseTable:
                 values[name] = block.get(m)
         for name in _READ_AS_IS:
             values[name] = x["values"].get(name)
-        for name in ("has_citations_rate", "response_valid_rate"):  # None for a target error already
+        for name in _READ_RESPONSE:
             values[name] = x["values"].get(name)
         abstention = x["abstention"]
         if abstention is not None and abstention[1] is not None:
@@ -283,12 +285,10 @@ def unscoreable_from_metrics(metrics: Mapping[str, Any]) -> RunUnscoreable:
 
 # ---------------------------------------------------------------- flips
 
-# (column, flip metric name, judge?) in report order; recall's column is filled in per K.
-_FLIP_METRICS = (
-    ("attribution_hit_rate", "attribution_hit", False),
-    ("abstention_decision_accuracy", "abstention_correct", False),
-    ("groundedness_avg", "groundedness", True),
-    ("correctness_avg", "correctness", True),
+# (column, flip metric name, judge?) of the registry's metrics with a `flip`, in report order;
+# recall's column is filled in per K.
+_FLIP_METRICS = tuple(
+    (m.key, m.flip, m.stage == "judge") for m in map(by_key, REPORT_ORDER) if m is not None and m.flip is not None
 )
 # A flip's metric name -> the registry metric it flips on (the reports label it so);
 # `recall_any@K` is the @K metric itself.

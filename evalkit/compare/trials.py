@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.metrics.registry import label_of
+from evalkit.metrics.registry import label_of, shown_in
 
 __all__ = ["HEADLINE", "TrialStats", "headline_rows", "trials_block"]
 
@@ -126,23 +126,14 @@ class TrialStats:
         return out, {ids[i] for i in np.flatnonzero(flaky_any)}, ids
 
 
-# What the terminal and summary.md show of a `trials` block, in this order, when measured.
+# What the terminal and summary.md show of a `trials` block, in this order, when measured:
+# the registry's `trials` metrics, with the latency percentiles (no registry entry) before the
+# target's failures.
 HEADLINE = (
-    "recall_at_k_avg",
-    "mrr_avg",
-    "precision_at_k_avg",
-    "ndcg_at_k_avg",
-    "attribution_hit_rate",
-    "groundedness_avg",
-    "correctness_avg",
-    "abstention_accuracy",
-    "false_abstention_rate",
-    "has_citations_rate",
-    "response_valid_rate",
-    "latency_budget_score_avg",
+    *(m.key for m in shown_in("trials") if m.block is None),
     "latency_p50_ms",
     "latency_p95_ms",
-    "error_rate",
+    *(m.key for m in shown_in("trials") if m.block is not None),
 )
 
 

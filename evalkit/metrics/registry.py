@@ -40,6 +40,10 @@ Field by field (`Metric`):
   cell itself.
 - answer_side: it depends on what the answerer was given (the chunks a target was asked
   for), so it is not comparable between runs that asked for different K.
+- views: the report tables that show it (`View`): each table's columns or rows are
+  `shown_in(view)`, in `REPORT_ORDER`, so no report keeps its own list of metric keys.
+- flip: the name compare_runs gives its pass/fail flips (`attribution_hit`), None: it has
+  none (recall_any@K flips under its own name).
 
 Every report names a metric by `label_of` (or, for a table's column, `short_label_of`); an
 @K metric's name (`recall_any`, as compare's rows and the per-K tables give it) is read as
@@ -63,15 +67,33 @@ __all__ = [
     "HEADLINE_KEYS",
     "METRICS",
     "OPERATIONAL_KEYS",
+    "REPORT_ORDER",
     "SUMMARY_KEYS",
     "Metric",
+    "View",
     "by_key",
     "label_of",
     "registry_hash",
     "short_label_of",
+    "shown_in",
 ]
 
 Direction = Literal["higher", "lower"]
+# The report tables that show a selection of metrics (`Metric.views`):
+#   cards            the HTML run report's headline cards
+#   slice_columns    the HTML run report's by-slice tables (a column when a slice has a value)
+#   category_columns summary.md's by-category table
+#   case_columns     the HTML run report's case table (each case's own value)
+#   worst_columns    summary.md's worst cases (each case's own value)
+#   trend            the HTML trend report's charts
+#   compact          the @K means where a row has room for three: the terminal summary's rows
+#                    at every other K, the config matrix's columns (matrix.json's `values`)
+#   trials           the `--trials` table (terminal and summary.md)
+#   domain_drift     the HTML comparison's per-domain table (seed 001's drift view)
+View = Literal[
+    "cards", "slice_columns", "category_columns", "case_columns", "worst_columns", "trend", "compact", "trials",
+    "domain_drift",
+]
 Stage = Literal["retrieval", "judge", "answer_quality", "expectations", "abstention", "response", "run"]
 
 
@@ -98,6 +120,13 @@ class Metric:
     summary: Literal["always", "measured"] = "measured"
     block: Literal["operational_metrics"] | None = None
     answer_side: bool = False
+    views: tuple[View, ...] = ()
+    flip: str | None = None
+
+    @property
+    def name(self) -> str:
+        """What the code calls it: the @K name (`recall_any`) of an @K metric, else its key."""
+        return self.at_k or self.key
 
 
 # The headline @K means, as the reports name them at the primary K.
@@ -147,6 +176,14 @@ def _operational(key: str, label: str, **kw: object) -> Metric:
     return Metric(key, label, "lower", "run", mean=False, summary="always", block="operational_metrics", **kw)  # type: ignore[arg-type]
 
 
+# The tables that list the headline means (recall, MRR, nDCG) and each case's own values.
+_HEADLINE_VIEWS: tuple[View, ...] = (
+    "cards", "slice_columns", "category_columns", "case_columns", "trend", "compact", "trials", "domain_drift",
+)
+_JUDGE_VIEWS: tuple[View, ...] = (
+    "cards", "slice_columns", "category_columns", "case_columns", "worst_columns", "trend", "trials", "domain_drift",
+)
+
 # The headline @K means first (recall, MRR, precision, nDCG, then the other recalls: the order
 # lists of names are shown in), then everything else in compare_runs' report order (compare
 # orders its @K rows by metrics.retrieval.AT_K_METRICS).
@@ -162,20 +199,25 @@ METRICS: tuple[Metric, ...] = (
         verdict_gated=True,
         default_threshold=True,
         short="Recall@{k}",
+        views=(*_HEADLINE_VIEWS, "worst_columns"),
     ),
     _at_k(
         "mrr_avg", "mrr", "mrr", "RR", sliced=True, gated="mrr", margin=0.10, verdict_gated=True, default_threshold=True,
-        short="MRR@{k}",
+        short="MRR@{k}", views=(*_HEADLINE_VIEWS, "worst_columns"),
     ),
-    _at_k("precision_at_k_avg", "precision", "precision_at_k", "P", margin=0.05, short="Precision@{k}"),
+    _at_k("precision_at_k_avg", "precision", "precision_at_k", "P", margin=0.05, short="Precision@{k}", views=("trials",)),
     _at_k(
-        "ndcg_at_k_avg", "ndcg", "ndcg_at_k", "nDCG", sliced=True, margin=0.05, default_threshold=True, short="nDCG@{k}"
+        "ndcg_at_k_avg", "ndcg", "ndcg_at_k", "nDCG", sliced=True, margin=0.05, default_threshold=True, short="nDCG@{k}",
+        views=_HEADLINE_VIEWS,
     ),
-    _at_k("recall_all_avg", "recall_all", "recall_all", None, sliced=True, margin=0.05, short="Recall_all@{k}"),
+    _at_k(
+        "recall_all_avg", "recall_all", "recall_all", None, sliced=True, margin=0.05, short="Recall_all@{k}",
+        views=("slice_columns",),
+    ),
     # Seed 001's recall ("Recall drop > 5%"): gated beside the hit rate.
     _at_k(
         "recall_frac_avg", "recall_frac", "recall_frac", "R", sliced=True, margin=0.05, verdict_gated=True,
-        short="Recall_frac@{k}",
+        short="Recall_frac@{k}", views=("slice_columns", "domain_drift"),
     ),
     Metric(
         "scope_miss_rate",
@@ -203,10 +245,12 @@ METRICS: tuple[Metric, ...] = (
         short="Attribution",
         summary="always",
         answer_side=True,
+        views=("slice_columns", "trials", "domain_drift"),
+        flip="attribution_hit",
     ),
     Metric(
         "recency_pass_rate", "Recency pass rate", "higher", "retrieval", sliced=True, per_case="as_is", margin=0.05,
-        summary="always",
+        summary="always", views=("slice_columns",),
     ),
     Metric(
         "groundedness_avg",
@@ -222,6 +266,8 @@ METRICS: tuple[Metric, ...] = (
         short="Groundedness",
         summary="always",
         answer_side=True,
+        views=_JUDGE_VIEWS,
+        flip="groundedness",
     ),
     Metric(
         "correctness_avg",
@@ -237,6 +283,8 @@ METRICS: tuple[Metric, ...] = (
         short="Correctness",
         summary="always",
         answer_side=True,
+        views=_JUDGE_VIEWS,
+        flip="correctness",
     ),
     Metric(
         "answer_quality_avg",
@@ -266,6 +314,7 @@ METRICS: tuple[Metric, ...] = (
         short="Abstention acc.",
         summary="always",
         answer_side=True,
+        views=("cards", "slice_columns", "category_columns", "trend", "trials", "domain_drift"),
     ),
     Metric(
         "hallucination_rate_unanswerable",
@@ -279,6 +328,7 @@ METRICS: tuple[Metric, ...] = (
         short="Hallucination",
         summary="always",
         answer_side=True,
+        views=("cards", "slice_columns"),
     ),
     Metric(
         "false_abstention_rate",
@@ -293,6 +343,7 @@ METRICS: tuple[Metric, ...] = (
         short="False abstention",
         summary="always",
         answer_side=True,
+        views=("slice_columns", "trials", "domain_drift"),
     ),
     Metric("abstention_precision", "Abstention precision", "higher", "abstention", mean=False, answer_side=True),
     Metric("abstention_f1", "Abstention F1", "higher", "abstention", mean=False, answer_side=True),
@@ -305,19 +356,26 @@ METRICS: tuple[Metric, ...] = (
         per_case="derived",
         margin=0.05,
         answer_side=True,
+        flip="abstention_correct",
     ),
     # abstention_accuracy under another name: no row of its own in compare.
     Metric("abstention_recall", "Abstention recall", "higher", "abstention", mean=False, compared=False),
     Metric(
         "has_citations_rate", "Has citations rate (answered)", "higher", "response", per_case="derived", margin=0.05,
-        summary="always",
+        summary="always", views=("trials",),
     ),
-    Metric("response_valid_rate", "Response valid rate (schema)", "higher", "response", per_case="derived", margin=0.05),
-    Metric("latency_budget_score_avg", "Latency budget score", "higher", "run", default_threshold=True),
+    Metric(
+        "response_valid_rate", "Response valid rate (schema)", "higher", "response", per_case="derived", margin=0.05,
+        views=("trials",),
+    ),
+    Metric("latency_budget_score_avg", "Latency budget score", "higher", "run", default_threshold=True, views=("trials",)),
     Metric("within_budget_rate", "Within latency budget", "higher", "run", sliced=True),
     # In the merge verdict with its own margin: a regression made of target errors (which the
     # paired quality metrics leave out) fails it (issue 30 item 6).
-    _operational("error_rate", "Error rate", sliced=True, per_case="derived", margin=0.05, verdict_gated=True),
+    _operational(
+        "error_rate", "Error rate", sliced=True, per_case="derived", margin=0.05, verdict_gated=True,
+        views=("cards", "slice_columns", "category_columns", "trials"),
+    ),
     _operational("timeout_rate", "Timeout rate", per_case="derived", margin=0.05),
     _operational("empty_response_rate", "Empty response rate", per_case="derived", margin=0.05),
 )
@@ -338,6 +396,9 @@ HEADLINE_KEYS = (
 # What a run summary (terminal, summary.md, HTML) lists, in this order: the headline @K
 # means, then every other metric compare reports, each "always" or when "measured".
 SUMMARY_KEYS = (*HEADLINE_KEYS, *(m.key for m in METRICS if m.compared and m.at_k is None))
+# The order every report lists metrics in: the headline @K means in HEADLINE_KEYS' order, then
+# every other metric in registry order. (METRICS keeps its own order: registry_hash reads it.)
+REPORT_ORDER = (*HEADLINE_KEYS, *(m.key for m in METRICS if m.at_k is None))
 # Held in a cell's `operational_metrics` block, not in the cell itself.
 OPERATIONAL_KEYS = tuple(m.key for m in METRICS if m.block == "operational_metrics")
 # What depends on the chunks the answerer was given (not comparable across an asked K).
@@ -358,6 +419,11 @@ def registry_hash(metrics: tuple[Metric, ...] = METRICS) -> str:
     changes it; relabelling one or moving a threshold does not."""
     rows = [[getattr(m, f) for f in DEFINITION_FIELDS] for m in metrics]
     return hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
+
+
+def shown_in(view: View) -> tuple[Metric, ...]:
+    """The metrics a report table shows (`Metric.views`), in `REPORT_ORDER`."""
+    return tuple(_BY_KEY[key] for key in REPORT_ORDER if view in _BY_KEY[key].views)
 
 
 def by_key(key: str) -> Metric | None:

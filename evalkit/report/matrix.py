@@ -9,11 +9,11 @@ from rich.console import Console
 from rich.table import Table
 
 from evalkit.metrics.keys import canonical_key, parse_metric_key
-from evalkit.metrics.registry import label_of, short_label_of
+from evalkit.metrics.registry import label_of, short_label_of, shown_in
 from evalkit.report.stacked import fits
 
 if TYPE_CHECKING:  # the type only: report/ does not import the stages it renders
-    from evalkit.run.matrix import MatrixResult
+    from evalkit.run.matrix import MatrixResult, MatrixRow
 
 
 def _f(x: float | None, fmt: str = "{:.3f}") -> str:
@@ -51,7 +51,11 @@ def short_mark(vs: dict | None) -> str:
 
 
 def _heads(k: int) -> list[str]:
-    return [short_label_of(key, k) for key in ("recall_at_k_avg", "mrr_avg", "ndcg_at_k_avg")]  # MatrixRow's three
+    return [short_label_of(m.key, k) for m in shown_in("compact")]  # MatrixRow.values
+
+
+def _values(row: MatrixRow) -> list[str]:
+    return [_f(row.values.get(m.name)) for m in shown_in("compact")]
 
 
 def _full_table(result: MatrixResult, ordered_by: str) -> Table:
@@ -61,7 +65,7 @@ def _full_table(result: MatrixResult, ordered_by: str) -> Table:
         table.add_column(name, justify="right" if name not in ("preset", "run id", f"{ordered_by} vs prev.") else "left")
     for row in result.rows:
         table.add_row(
-            row.preset, row.run_id, str(row.n), _f(row.recall_at_k), _f(row.mrr), _f(row.ndcg_at_k),
+            row.preset, row.run_id, str(row.n), *_values(row),
             _f(row.latency_p50_ms, "{:.1f}"), _f(row.latency_p95_ms, "{:.1f}"), _f(row.cost_usd, "{:.4f}"), mark(row.vs_previous),
         )
     return table
@@ -83,7 +87,7 @@ def _compact_table(result: MatrixResult) -> Table:
     for row in result.rows:
         cost = [_f(row.cost_usd, "{:.4f}")] if _has_cost(result) else []
         table.add_row(
-            row.preset, str(row.n), _f(row.recall_at_k), _f(row.mrr), _f(row.ndcg_at_k),
+            row.preset, str(row.n), *_values(row),
             f"{_f(row.latency_p50_ms, '{:.1f}')}/{_f(row.latency_p95_ms, '{:.1f}')}", *cost, short_mark(row.vs_previous),
         )
     return table
@@ -94,8 +98,7 @@ def _blocks(result: MatrixResult, console: Console, ordered_by: str) -> None:
     heads = _heads(result.k)
     for row in result.rows:
         console.print(f"{row.preset}: n {row.n}")
-        values = (row.recall_at_k, row.mrr, row.ndcg_at_k)
-        console.print("  " + ", ".join(f"{h} {_f(v)}" for h, v in zip(heads, values, strict=True)))
+        console.print("  " + ", ".join(f"{h} {v}" for h, v in zip(heads, _values(row), strict=True)))
         cost = f", cost ${_f(row.cost_usd, '{:.4f}')}" if _has_cost(result) else ""
         console.print(f"  p50 {_f(row.latency_p50_ms, '{:.1f}')} ms, p95 {_f(row.latency_p95_ms, '{:.1f}')} ms{cost}")
         if row.vs_previous:

@@ -20,7 +20,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from evalkit.metrics.registry import HEADLINE_KEYS, OPERATIONAL_KEYS, SUMMARY_KEYS, by_key, label_of
+from evalkit.metrics.registry import HEADLINE_KEYS, OPERATIONAL_KEYS, SUMMARY_KEYS, by_key, label_of, shown_in
 
 __all__ = ["RunProgress", "coverage_rows", "metric_value", "print_run_summary", "summary_keys", "summary_rows"]
 
@@ -165,9 +165,8 @@ def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = N
     for other, cell in (agg.get("at_k") or {}).items():
         if str(other) == str(k):
             continue
-        for key in ("recall_at_k_avg", "mrr_avg", "ndcg_at_k_avg"):  # the other K: these three
-            name = by_key(key).at_k  # type: ignore[union-attr]
-            rows.append((label_of(key, other), _fmt(cell.get(name)), str((cell.get("n_by_metric") or {}).get(name, "—"))))
+        for m in shown_in("compact"):  # the other K: the registry's compact few
+            rows.append((label_of(m.key, other), _fmt(cell.get(m.name)), str((cell.get("n_by_metric") or {}).get(m.name, "—"))))
     for key in keys:
         if key not in HEADLINE_KEYS and key not in OPERATIONAL_KEYS:
             row(key)

@@ -17,7 +17,7 @@ import heapq
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from evalkit.metrics.registry import by_key, short_label_of
+from evalkit.metrics.registry import short_label_of, shown_in
 
 __all__ = [
     "QUESTION_CHARS",
@@ -35,11 +35,7 @@ QUESTION_CHARS = 80
 # How bad each kind of problem is, for ordering the worst cases (then by the scores).
 _SEVERITY = {"error": 100.0, "missed gold": 50.0, "hallucinated": 40.0, "false abstention": 30.0, "judge error": 20.0}
 # Headers are the registry's short labels (the HTML report's by-slice tables use the same).
-_CATEGORY_COLUMNS = tuple(
-    ((by_key(key).short or by_key(key).label), key)  # type: ignore[union-attr]
-    for key in ("recall_at_k_avg", "mrr_avg", "ndcg_at_k_avg", "groundedness_avg", "correctness_avg",
-                "abstention_accuracy", "error_rate")
-)
+_CATEGORY_COLUMNS = tuple(((m.short or m.label), m.key) for m in shown_in("category_columns"))
 
 
 def cell(text: Any) -> str:
@@ -162,10 +158,11 @@ class WorstCases:
             "id": str(record.get("test_case_id", case.get("id", "?"))),
             "category": case.get("category"),
             "problems": problems,
-            "recall": recall,
+            # the case's own values, by the registry's names (its `worst_columns`)
+            "recall_any": recall,
             "mrr": mrr,
-            "groundedness": _score(record, "groundedness"),
-            "correctness": _score(record, "correctness"),
+            "groundedness_avg": _score(record, "groundedness"),
+            "correctness_avg": _score(record, "correctness"),
             "question": _cut(question) if isinstance(question, str) else "",
             "badness": badness,
         }
@@ -338,16 +335,14 @@ def render_summary(
             out.append("No case had an error, missed its gold or scored below perfect.")
         else:
             # A case's own values, under the headers its metrics have in every table.
-            head = ["id", "category", "problems",
-                    *(short_label_of(key, k) for key in ("recall_at_k_avg", "mrr_avg", "groundedness_avg", "correctness_avg")),
-                    "question"]
+            columns = shown_in("worst_columns")
+            head = ["id", "category", "problems", *(short_label_of(m.key, k) for m in columns), "question"]
             rows = [
                 [cell(w["id"]), cell(w.get("category") or "—"), cell(", ".join(w["problems"]) or "low scores"),
-                 _fmt(w.get("recall")), _fmt(w.get("mrr")), _fmt(w.get("groundedness")), _fmt(w.get("correctness")),
-                 cell(w.get("question") or "")]
+                 *(_fmt(w.get(m.name)) for m in columns), cell(w.get("question") or "")]
                 for w in worst
             ]
-            out += _table(head, rows, ["---", "---", "---", "---:", "---:", "---:", "---:", "---"])
+            out += _table(head, rows, ["---", "---", "---", *["---:"] * len(columns), "---"])
             out += ["", f"The {len(worst)} cases that went worst: errors, missed gold, hallucinated or wrongly "
                         "abstained answers and judge errors first, then the lowest scores. Per-case values are "
                         "those the script that last wrote metrics.json computed."]

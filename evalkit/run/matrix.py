@@ -34,6 +34,7 @@ import orjson
 
 from evalkit.errors import BadConfig, Problem
 from evalkit.metrics.keys import HEADLINE_AT_K, PLAIN_METRIC_ORDER, canonical_key, parse_metric_key
+from evalkit.metrics.registry import shown_in
 from evalkit.metrics.retrieval import AT_K_METRICS
 
 # run_eval settings a preset may set besides request options (they change what the target
@@ -87,9 +88,8 @@ class MatrixRow:
     params: dict[str, Any]
     flags: dict[str, Any]
     n: int
-    recall_at_k: float | None
-    mrr: float | None
-    ndcg_at_k: float | None
+    # The registry's `compact` means at the primary K, by their names: {"recall_any", "mrr", "ndcg"}.
+    values: dict[str, float | None]
     metric_value: float | None
     latency_p50_ms: float | None
     latency_p95_ms: float | None
@@ -340,7 +340,7 @@ def _row(preset: Preset, result: Any, metric: str) -> MatrixRow:
     return MatrixRow(
         preset=preset.name, run_id=result.run_id, params=preset.params, flags=preset.flags,
         n=int(result.metrics.get("total_tests") or agg.get("n_cases") or 0),
-        recall_at_k=_num(agg.get("recall_at_k_avg")), mrr=_num(agg.get("mrr_avg")), ndcg_at_k=_num(agg.get("ndcg_at_k_avg")),
+        values={m.name: _num(agg.get(m.key)) for m in shown_in("compact")},
         metric_value=_num((flat.get(metric) or (None, 0))[0]),
         latency_p50_ms=_num(latency.get("p50_ms")), latency_p95_ms=_num(latency.get("p95_ms")),
         cost_usd=_num(cost.get("judge_total_usd")),

@@ -215,7 +215,7 @@ def test_trend_chart_text_is_inside_the_chart_and_markers_do_not_overlap(
                 apart = a["r"] <= b["l"] + 0.5 or b["r"] <= a["l"] + 0.5 or a["b"] <= b["t"] + 0.5 or b["b"] <= a["t"] + 0.5
                 assert apart, ("marker labels overlap", chart["chart"], a, b)
     if which == "dense":  # 14 changes in a row, 15 px apart: one label with a count, every change in its tooltip
-        merged = page.locator("#chart-recall g.marker-text", has_text="14 changes")
+        merged = page.locator("#chart-recall_any g.marker-text", has_text="14 changes")
         assert merged.count() == 1
         tip = (merged.locator("title").text_content() or "").split("\n")
         assert len(tip) == 14 and all(line.endswith(": Δ params.abstain_threshold") for line in tip), tip
@@ -235,7 +235,7 @@ def test_partial_and_failed_runs_are_not_points_of_the_trend_lines(
         "t4-all-failed": ("failed", "the target failed every case (59 of 59)"), "t5-k-10": ("ok", None), "t6-slow-long-ids": ("ok", None),
     }
     page = _open(report_page, trend_pages["runs"], 1400, shots / "trend-apart-1400.png")
-    for key in ("recall", "mrr", "ndcg", "latency_p95"):
+    for key in ("recall_any", "mrr", "ndcg", "latency_p95"):
         chart = page.locator(f"#chart-{key} svg.chart")
         points = chart.locator("g.series circle title").all_text_contents()
         assert not [p for p in points if "t3-limit-4" in p or "t4-all-failed" in p], points

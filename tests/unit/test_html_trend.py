@@ -82,7 +82,7 @@ def test_runs_in_time_order_on_one_series_per_eval_set_version(results):
     assert [r["previous"] for r in runs] == [None, "zeta", "alpha", None, "mid"]
     assert [r["new_eval_set"] for r in runs] == [False, False, False, True, False]
     assert runs[0]["values"] == {
-        "recall": 0.5, "mrr": 0.25, "ndcg": None, "groundedness": 4.0, "correctness": 3.5, "abstention_accuracy": 1.0,
+        "recall_any": 0.5, "mrr": 0.25, "ndcg": None, "groundedness_avg": 4.0, "correctness_avg": 3.5, "abstention_accuracy": 1.0,
         "latency_p95": 12.5, "cost": 0.01, "no_chunks": None,  # no index stats in this run
     }
     assert [r["k"] for r in runs] == [5, 5, 5, 5, 10]

@@ -16,7 +16,7 @@ from evalkit.run.matrix import MatrixResult, MatrixRow
 
 def _row(preset: str, recall: float, mrr: float, ndcg: float, p50: float, p95: float, cost: float, vs: dict | None) -> MatrixRow:
     return MatrixRow(preset=preset, run_id=f"20261127T060335Z-182dbc-{preset}", params={}, flags={}, n=59,
-                     recall_at_k=recall, mrr=mrr, ndcg_at_k=ndcg, metric_value=ndcg, latency_p50_ms=p50,
+                     values={"recall_any": recall, "mrr": mrr, "ndcg": ndcg}, metric_value=ndcg, latency_p50_ms=p50,
                      latency_p95_ms=p95, cost_usd=cost, gate_failed=False, thresholds_failed=False, incomplete=False,
                      vs_previous=vs)
 

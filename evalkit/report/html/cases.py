@@ -33,7 +33,7 @@ import orjson
 
 from evalkit.store.runs import RunDir
 
-__all__ = ["ALPHABET", "BLOCK", "FIRST_ROWS", "CaseRow", "CaseTable", "case_detail", "case_row", "pack", "read_case_table", "unpack"]
+__all__ = ["ALPHABET", "BLOCK", "CASE_FIELDS", "FIRST_ROWS", "CaseRow", "CaseTable", "case_detail", "case_row", "pack", "read_case_table", "unpack"]
 
 # Records per detail block: one expand unpacks one block (about 1.5 MB of JSON at 20 chunks
 # of 200 characters a case); 1,024 would compress 1-2% better and unpack 4 times as much.
@@ -122,6 +122,14 @@ class CaseRow:
     answerable: bool | None
     latency_ms: float | None
     error: str | None
+
+
+# The CaseRow field holding each case-table metric's per-case value (the registry's
+# `case_columns` view; the template, cases.js and report.css draw the columns by these names).
+CASE_FIELDS = {
+    "recall_at_k_avg": "recall", "mrr_avg": "mrr", "ndcg_at_k_avg": "ndcg", "groundedness_avg": "groundedness",
+    "correctness_avg": "correctness",
+}
 
 
 def case_row(record: Mapping[str, Any], seq: int = 0) -> CaseRow:

@@ -23,7 +23,7 @@ from urllib.parse import quote
 from evalkit.compare.cases import AT_K_METRICS
 from evalkit.compare.compute import IncomparableRuns, compare_runs
 from evalkit.compare.models import ChunkRef, Comparison, DeltaRow, Flip
-from evalkit.metrics.registry import short_label_of
+from evalkit.metrics.registry import short_label_of, shown_in
 from evalkit.report.compare import (
     ALL_CASE_MARK,
     DELTA_LEGEND,
@@ -64,12 +64,10 @@ from evalkit.report.compare import (
 
 __all__ = ["COMPARE_NAV", "compare_charts", "compare_view", "default_compare_output", "diff_segments", "write_compare_report"]
 
-# The per-domain table (seed 001's drift view): these metrics (compare's row names: an @K
-# metric by its name, at the primary K), where both runs have them.
-_DOMAIN_METRICS = (  # recall_frac: seed 001's recall, whose per-domain drift it shows (issue 30)
-    "recall_any", "recall_frac", "mrr", "ndcg", "attribution_hit_rate", "groundedness_avg", "correctness_avg",
-    "abstention_accuracy", "false_abstention_rate",
-)
+# The per-domain table (seed 001's drift view): the registry's `domain_drift` metrics by
+# compare's row names (an @K metric by its name, at the primary K), where both runs have them;
+# recall_frac is seed 001's recall, whose per-domain drift it shows (issue 30).
+_DOMAIN_METRICS = tuple(m.name for m in shown_in("domain_drift"))
 # Section anchors of the page, in order (base.html.j2 draws them as the page's nav).
 COMPARE_NAV = (
     ("verdict", "Verdict"), ("significant", "Significant changes"), ("flips", "Flips"), ("stages", "Failure stages"),

@@ -14,8 +14,8 @@ from typing import Any
 
 from markupsafe import Markup
 
-from evalkit.metrics.registry import HEADLINE_KEYS, by_key, label_of, short_label_of
-from evalkit.report.html.cases import CaseRow, CaseTable, read_case_table
+from evalkit.metrics.registry import HEADLINE_KEYS, by_key, label_of, short_label_of, shown_in
+from evalkit.report.html.cases import CASE_FIELDS, CaseRow, CaseTable, read_case_table
 from evalkit.report.html.charts import bar, bar_chart
 from evalkit.report.run import metric_value, summary_keys
 from evalkit.report.summary_md import dataset_version_text
@@ -30,12 +30,7 @@ _DETAILS_SLOT = Markup("<!--evalkit:case-details-->")
 # (metrics.json key, column label, full-bar value): rates run to 1, judge scores to 5.
 # Headers are the registry's short labels (summary.md's by-category table uses the same).
 METRIC_COLUMNS: tuple[tuple[str, str, float], ...] = tuple(
-    (key, short_label_of(key), by_key(key).scale)  # type: ignore[union-attr]
-    for key in (
-        "recall_at_k_avg", "recall_all_avg", "recall_frac_avg", "mrr_avg", "ndcg_at_k_avg", "attribution_hit_rate",
-        "recency_pass_rate", "groundedness_avg", "correctness_avg", "abstention_accuracy",
-        "hallucination_rate_unanswerable", "false_abstention_rate", "error_rate",
-    )
+    (m.key, short_label_of(m.key), m.scale) for m in shown_in("slice_columns")
 )
 # The per-K table: (@K metric name, column label), the headline @K metrics in the summaries'
 # order, labelled by the registry at K "K" (each row says its K).
@@ -44,10 +39,7 @@ AT_K_COLUMNS: tuple[tuple[str, str], ...] = tuple(
 )
 # The per-case table's metric columns: (the case table's column, its metric), headed by the
 # metric's short label at the run's K.
-CASE_COLUMNS = (
-    ("recall", "recall_at_k_avg"), ("mrr", "mrr_avg"), ("ndcg", "ndcg_at_k_avg"),
-    ("groundedness", "groundedness_avg"), ("correctness", "correctness_avg"),
-)
+CASE_COLUMNS = tuple((CASE_FIELDS[m.key], m.key) for m in shown_in("case_columns"))
 GROUPS = (("category", "Category"), ("tag", "Tag"), ("difficulty", "Difficulty"), ("domain", "Domain"), ("answerable", "Answerable"), ("language", "Language"), ("scenario", "Scenario"))
 
 
@@ -122,10 +114,7 @@ def _int(v: Any) -> int | None:
 
 
 # The headline rows shown big at the top, as cards.
-_CARD_KEYS = {
-    "recall_at_k_avg", "mrr_avg", "ndcg_at_k_avg", "groundedness_avg", "correctness_avg", "abstention_accuracy",
-    "hallucination_rate_unanswerable", "error_rate",
-}
+_CARD_KEYS = frozenset(m.key for m in shown_in("cards"))
 
 
 def _headline_rows(agg: Mapping[str, Any], judge_heuristic: bool) -> list[tuple[str, tuple[str, Cell, str]]]:

@@ -27,7 +27,7 @@ from evalkit.compare.conditions import CONFIG_DIFF_IGNORED, config_diff, corpus_
 from evalkit.compare.gate import relabelled_from
 from evalkit.errors import InputError
 from evalkit.jsonio import MAX_WRITTEN_DEPTH, read_json
-from evalkit.metrics.registry import by_key, label_of
+from evalkit.metrics.registry import label_of, shown_in
 from evalkit.store.runs import CONFIG_FILE, METRICS_FILE, list_runs
 
 __all__ = [
@@ -42,15 +42,11 @@ TREND_CONFIG_IGNORED = (
     "eval_set", "eval_set.*", "eval_set_commit_hash", "settings.eval_set",  # the series says which eval set
     "sessions.*",                        # resume bookkeeping: start, wall time, probe, pending cases
 )
-# (chart key, metrics.json key) of the registry's metrics the trend charts: each titled by
-# its registry label (at "K": runs differ in K; the table has a K column).
-_TREND_REGISTRY = (
-    ("recall", "recall_at_k_avg"), ("mrr", "mrr_avg"), ("ndcg", "ndcg_at_k_avg"), ("groundedness", "groundedness_avg"),
-    ("correctness", "correctness_avg"), ("abstention_accuracy", "abstention_accuracy"),
-)
-# (key, title, path in aggregate_metrics, unit) of each chart, in page order.
+# (key, title, path in aggregate_metrics, unit) of each chart, in page order: the registry's
+# `trend` metrics by their names (`recall_any`), each titled by its registry label (at "K":
+# runs differ in K; the table has a K column), then what the registry does not hold.
 TREND_METRICS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
-    *((name, label_of(key), (key,), "rate" if by_key(key).scale == 1.0 else "score") for name, key in _TREND_REGISTRY),  # type: ignore[union-attr]
+    *((m.name, label_of(m.key), (m.key,), "rate" if m.scale == 1.0 else "score") for m in shown_in("trend")),
     ("latency_p95", "Latency p95", ("latency", "p95_ms"), "ms"),
     ("cost", "Judge cost", ("cost", "judge_total_usd"), "usd"),
     ("no_chunks", "Notes with no chunks (index)", ("indexing_coverage", "no_chunks_generated_rate"), "rate"),
