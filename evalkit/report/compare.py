@@ -753,9 +753,8 @@ def _diff_text(diff: str) -> Text:
     return text
 
 
-def print_comparison(c: Comparison, console: Console | None = None, *, max_flips: int = 20) -> None:
-    """The terminal report: verdict, significant changes, deltas, flips, failure stages, drift, config, latency."""
-    console = console or Console()
+def _print_head(console: Console, c: Comparison) -> None:
+    """The outcome, the runs, the gate's lines, broken invariants, warnings and notes."""
     style = {"pass": "bold green", "fail": "bold red", "inconclusive": "bold yellow"}[outcome_of(c)]
     console.print(Text(headline(c), style=style))
     console.print(Text(runs_line(c)))
@@ -779,14 +778,19 @@ def print_comparison(c: Comparison, console: Console | None = None, *, max_flips
         console.print(Text(f"note: {note}", style="dim"))
     if c.gate.mode != "verdict" and c.verdict.available:
         console.print(Text(GATE_ADVICE, style="bold yellow"))
-    console.print()
+
+
+def _print_verdict(console: Console, c: Comparison) -> None:
+    """The verdict per metric, and the metrics left out of it."""
     if c.verdict.metrics:
         console.print(_verdict_table(c))
         console.print(Text(verdict_method(c), style="dim"))
     for x in c.verdict.not_compared:
         console.print(Text(f"not in the verdict: {x['metric']} ({x['reason']})", style="dim"))
-    console.print()
 
+
+def _print_deltas(console: Console, c: Comparison) -> None:
+    """The significant changes, the overall deltas with their legend, and the testable slices."""
     sig, repeated = distinct_rows(c.significant_deltas())
     if sig:
         console.print(_delta_table(f"Significant changes ({len(sig)})", sig, scope=True))
@@ -812,21 +816,23 @@ def print_comparison(c: Comparison, console: Console | None = None, *, max_flips
     if others:
         console.print(Text(f"{others} other slice row(s) changed, each with too few changed cases to test (--format json lists them)", style="dim"))
 
+
+def _print_all_flips(console: Console, c: Comparison, max_flips: int) -> None:
+    """The cases that went pass → fail, then fail → pass (nothing when flips are unavailable)."""
     f = c.flips
-    if f.available:
-        console.print()
-        if not f.regressions and not f.improvements:
-            console.print(Text("Flips: no case changed between pass and fail", style="bold"))
-        if f.regressions:
-            _print_flips(console, "Flips pass → fail", f.regressions, "b", max_flips)
-        if f.improvements:
-            _print_flips(console, "Flips fail → pass", f.improvements, "a", max_flips)
-
-    if c.stages.available:
-        console.print()
-        _print_stages(console, c.stages)
-
+    if not f.available:
+        return
     console.print()
+    if not f.regressions and not f.improvements:
+        console.print(Text("Flips: no case changed between pass and fail", style="bold"))
+    if f.regressions:
+        _print_flips(console, "Flips pass → fail", f.regressions, "b", max_flips)
+    if f.improvements:
+        _print_flips(console, "Flips fail → pass", f.improvements, "a", max_flips)
+
+
+def _print_unscoreable(console: Console, c: Comparison) -> None:
+    """What each run could not score, excluded pairwise."""
     table = Table(title="Cases a run could not score (excluded pairwise, never 0)", title_justify="left", show_edge=False)
     for name in ("run", "cases", "target errors", "judge errors", "empty answers", "unpaired"):
         table.add_column(name, justify="left" if name == "run" else "right")
@@ -836,7 +842,9 @@ def print_comparison(c: Comparison, console: Console | None = None, *, max_flips
         table.add_row(side, str(u.n_cases), str(u.target_errors), escape(judges), str(u.empty_answers), str(u.only_in_this_run))
     console.print(table)
 
-    console.print()
+
+def _print_latency(console: Console, c: Comparison) -> None:
+    """Latency and cost, after their warnings."""
     for w in c.latency.warnings:
         console.print(Text(f"warning: {w}", style="yellow"))
     table = Table(title="Latency and cost", title_justify="left", show_edge=False)
@@ -847,6 +855,9 @@ def print_comparison(c: Comparison, console: Console | None = None, *, max_flips
         table.add_row(r.metric, _num(r.a, digits), _num(r.b, digits), _signed(r.delta, digits))
     console.print(table)
 
+
+def _print_conditions(console: Console, c: Comparison) -> None:
+    """The config diff and the index each run searched, when known."""
     if c.config_diff_available:
         console.print()
         if c.config_diff:
@@ -869,16 +880,40 @@ def print_comparison(c: Comparison, console: Console | None = None, *, max_flips
         console.print(table)
         console.print(Text(corpus_note(c), style="dim"))
 
+
+def _print_drift(console: Console, c: Comparison) -> None:
+    """The answers that changed, as word diffs with the references removed and added."""
     d = c.drift
-    if d.available:
+    if not d.available:
+        return
+    console.print()
+    console.print(Text(f"Answer drift: {d.n_changed} of {d.n_compared} answers changed", style="bold"))
+    for case in d.cases:
+        console.print(Text(f"  {case.id} — {case.question or ''} (similarity {case.similarity:.2f})", style="bold"))
+        console.print(Text("    ").append_text(_diff_text(case.diff)))
+        for r in case.references_removed:
+            console.print(Text(f"    - reference removed: {chunk_text(r)}", style="red"))
+        for r in case.references_added:
+            console.print(Text(f"    + reference added: {chunk_text(r)}", style="green"))
+    if d.n_changed > len(d.cases):
+        console.print(Text(f"  … {d.n_changed - len(d.cases)} more (--show-drift N)", style="dim"))
+
+
+def print_comparison(c: Comparison, console: Console | None = None, *, max_flips: int = 20) -> None:
+    """The terminal report: verdict, significant changes, deltas, flips, failure stages, drift, config, latency."""
+    console = console or Console()
+    _print_head(console, c)
+    console.print()
+    _print_verdict(console, c)
+    console.print()
+    _print_deltas(console, c)
+    _print_all_flips(console, c, max_flips)
+    if c.stages.available:
         console.print()
-        console.print(Text(f"Answer drift: {d.n_changed} of {d.n_compared} answers changed", style="bold"))
-        for case in d.cases:
-            console.print(Text(f"  {case.id} — {case.question or ''} (similarity {case.similarity:.2f})", style="bold"))
-            console.print(Text("    ").append_text(_diff_text(case.diff)))
-            for r in case.references_removed:
-                console.print(Text(f"    - reference removed: {chunk_text(r)}", style="red"))
-            for r in case.references_added:
-                console.print(Text(f"    + reference added: {chunk_text(r)}", style="green"))
-        if d.n_changed > len(d.cases):
-            console.print(Text(f"  … {d.n_changed - len(d.cases)} more (--show-drift N)", style="dim"))
+        _print_stages(console, c.stages)
+    console.print()
+    _print_unscoreable(console, c)
+    console.print()
+    _print_latency(console, c)
+    _print_conditions(console, c)
+    _print_drift(console, c)
