@@ -26,10 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
-import shutil
-import tempfile
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from fnmatch import fnmatchcase
@@ -40,6 +37,7 @@ import orjson
 
 from evalkit.errors import BadConfig, InputError, Problem
 from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
+from evalkit.store.atomic import staged_dir
 from evalkit.store.runs import (
     CONFIG_FILE,
     METRICS_FILE,
@@ -193,10 +191,8 @@ def redact_run(
         raise BadConfig(Problem(f"{out} already exists; remove it or pass another --output", field="--output"))
     key, given = _salt_bytes(salt)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        # Built under a hidden name, renamed when whole: no half copy under the real name.
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-        try:
+        # Built out of sight, renamed when whole: no half copy under the real name.
+        with staged_dir(out) as tmp:
             written, left_out = _write_copy(run, RunDir(tmp), key)
             manifest = {
                 "redacted_from": run.run_id,
@@ -208,20 +204,9 @@ def redact_run(
                 "left_out": left_out,
             }
             (tmp / REDACTION_FILE).write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
-            os.chmod(tmp, 0o755 & ~_umask())
-            os.rename(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
     except OSError as e:
         raise RunFolderError(Problem(f"cannot write the redacted copy: {e.strerror or e}", path=str(out))) from None
     return out
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _write_copy(run: RunDir, copy: RunDir, key: bytes) -> tuple[list[str], list[str]]:

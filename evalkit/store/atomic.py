@@ -7,6 +7,9 @@ the old file or the new one, never half of one; a crash leaves at most a `.name.
 beside it, and an error removes it. Eight hand-kept copies of this had drifted (one never
 fsynced and left TREC files 0600); this module has no evalkit import, so any layer can use it.
 
+A whole folder (a merged run, a redacted copy, an imported vault) is built the same way by
+`staged_dir`: out of sight beside its final place, then renamed into it.
+
 No file is written through a symbolic link evalkit did not make: the rename replaces a link
 at the target (its target is left as it was), and a file appended to or changed in place is
 opened with `open_no_follow`, which refuses a link.
@@ -15,11 +18,13 @@ opened with `open_no_follow`, which refuses a link.
 from __future__ import annotations
 
 import errno
+import logging
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
 try:
@@ -27,11 +32,23 @@ try:
 except ImportError:  # Windows: no flock; writers proceed unlocked there
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["backup", "default_mode", "folder_lock", "fsync_dir", "open_no_follow", "write_atomic"]
+__all__ = [
+    "STAGE_SUFFIX",
+    "backup",
+    "default_mode",
+    "folder_lock",
+    "fsync_dir",
+    "open_no_follow",
+    "remove_stale_stages",
+    "staged_dir",
+    "write_atomic",
+]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation under os.fdopen(fd, "ab")
 SYMLINK_REFUSED = "is a symbolic link; evalkit never writes through one (remove it, or name the real file)"
+# A folder being built by staged_dir: `.<final name>.<random>.stage.tmp/<final name>/`.
+STAGE_SUFFIX = ".stage.tmp"
 
 
 def default_mode() -> int:
@@ -182,3 +199,120 @@ def backup(path: str | Path) -> Path:
             raise
         fsync_dir(src.parent)
         return dest
+
+
+@contextmanager
+def staged_dir(final: str | Path, *, replace: bool = False) -> Iterator[Path]:
+    """Build a folder out of sight, then put it at `final` whole.
+
+    Yields `<parent>/.<name>.<random>.stage.tmp/<name>/`, a new empty folder with the mode a
+    plain mkdir gives (the umask's, not mkdtemp's 0700) that already carries its final name
+    (a run folder's id is its name). When the block ends, every file and folder in it is
+    fsynced, it is renamed to `final` and the parent is fsynced; when the block raises, it is
+    removed and `final` is left as it was. A hidden folder is nothing any reader lists.
+
+    The stage is flock'ed while in use (`folder_lock`), created under the parent's lock, so
+    one a killed process left is removed by the next `staged_dir` in the same parent
+    (`remove_stale_stages`) and a live one never is.
+
+    Args:
+        final: where the folder goes. Its parent is created if missing.
+        replace: `final` may be a non-empty folder (the caller checked it may go): it is
+            moved into the stage, the new folder renamed in, then the old one removed (put
+            back if the rename fails; a kill between the two renames leaves it in the
+            stage). Without it only an absent or empty `final` is taken.
+
+    Raises:
+        FileExistsError: `final` is a non-empty folder at the rename and `replace` is not set
+            (nothing is replaced; the staged folder is removed).
+        OSError: the OS refused; the staged folder is removed.
+    """
+    final = Path(final)
+    parent = final.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    held = ExitStack()
+    with folder_lock(parent):
+        # Made and locked under the parent's lock: the clean-up, under it too, never sees a
+        # stage that is not locked yet.
+        for gone in remove_stale_stages(parent, locked=True):
+            logging.getLogger("evalkit").warning("evalkit: removed %s, left by a killed process", gone)
+        stage = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=STAGE_SUFFIX, dir=parent))
+        held.enter_context(folder_lock(stage))
+    try:
+        with held:
+            work = stage / final.name
+            work.mkdir()
+            yield work
+            _fsync_tree(work)
+            _rename_into_place(work, final, stage if replace else None)
+            fsync_dir(parent)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _rename_into_place(work: Path, final: Path, aside: Path | None) -> None:
+    """Rename `work` to `final`; with `aside` (a folder to move an old `final` into), a
+    non-empty `final` is swapped out, and put back if the rename fails."""
+    try:
+        os.replace(work, final)  # onto nothing, or onto an empty folder
+        return
+    except OSError as e:
+        if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+        if aside is None:
+            raise FileExistsError(errno.EEXIST, "exists and is not empty", os.fspath(final)) from None
+    old = aside / ".previous"
+    os.rename(final, old)
+    try:
+        os.rename(work, final)
+    except BaseException:
+        os.rename(old, final)
+        raise
+
+
+def _fsync_tree(root: Path) -> None:
+    """fsync every file and folder under `root` (and `root`): a rename of the folder is only
+    as durable as what is in it."""
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(folder, name)
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                continue  # a link is the name of something else; a fifo would block the open
+            fd = os.open(path, os.O_RDONLY | _BINARY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(Path(folder))
+
+
+def remove_stale_stages(parent: str | Path, *, locked: bool = False) -> list[Path]:
+    """Remove the `staged_dir` stages in `parent` that a killed process left: hidden folders
+    named `*.stage.tmp` whose lock is free. A live one (its lock held) is never removed. Where
+    flock is unsupported nothing is removed, since a live stage cannot be told from a dead one.
+
+    Args:
+        parent: the folder to clean.
+        locked: the caller holds `parent`'s `folder_lock` already.
+
+    Returns:
+        The folders removed.
+    """
+    parent = Path(parent)
+    if fcntl is None or not parent.is_dir():
+        return []
+    if not locked:
+        with folder_lock(parent):
+            return remove_stale_stages(parent, locked=True)
+    removed = []
+    for p in parent.iterdir():
+        if not (p.name.startswith(".") and p.name.endswith(STAGE_SUFFIX)) or p.is_symlink() or not p.is_dir():
+            continue
+        try:
+            with folder_lock(p, wait=False) as free:
+                if free:
+                    shutil.rmtree(p, ignore_errors=True)
+                    removed.append(p)
+        except OSError:  # gone meanwhile, or not ours to open: not a stage to clean
+            continue
+    return removed

@@ -30,8 +30,6 @@ import hashlib
 import os
 import re
 import secrets
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
@@ -43,7 +41,15 @@ import orjson
 
 from evalkit.errors import BadConfig, InputError, Problem, RunNotFound
 from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
-from evalkit.store.atomic import SYMLINK_REFUSED, default_mode, folder_lock, fsync_dir, open_no_follow, write_atomic
+from evalkit.store.atomic import (
+    SYMLINK_REFUSED,
+    default_mode,
+    folder_lock,
+    fsync_dir,
+    open_no_follow,
+    staged_dir,
+    write_atomic,
+)
 
 RESULTS_FILE = "results.jsonl"
 METRICS_FILE = "metrics.json"
@@ -71,8 +77,6 @@ ATOMIC_FILES = (*RUN_FILES, *DERIVED_FILES, JUDGE_BATCH_FILE, DERIVE_PENDING)
 _STALE_TMP = re.compile(
     "|".join([*(rf"\.{re.escape(name)}\.[^/]+\.tmp" for name in ATOMIC_FILES), rf"{re.escape(COMMIT_MARKER)}\.tmp"])
 )
-# A run being built under `results/.<run_id>.<random>.run.tmp/<run_id>/` (staged_run).
-_STAGING_SUFFIX = ".run.tmp"
 # A record's id where ResultsWriter puts it (first, or after schema_version), unescaped: readable
 # without parsing the line.
 _LEADING_ID = re.compile(rb'\{(?:"schema_version":\d+,)?"test_case_id":"([^"\\]*)"')
@@ -693,76 +697,36 @@ class ResultsWriter:
 def staged_run(results_dir: Path, run_id: str) -> Iterator[RunDir]:
     """A new run folder built out of sight and put in place whole (`evalkit merge`).
 
-    The RunDir yielded lives in `results_dir/.<run_id>.<random>.run.tmp/<run_id>/`: a hidden
-    folder is no run (`list_runs`, `RunDir.open` and `latest` never see it), and the run in
-    it carries its real id. When the block ends the run is renamed to `results_dir/<run_id>`
-    and the RunDir points there; when it raises, the staging folder is removed. A staging
-    folder is flock'ed while in use, so one a killed process left is removed by the next
-    `staged_run` under `results_dir` (`remove_stale_staging`).
+    The RunDir yielded lives in a `store.atomic.staged_dir` stage under `results_dir`
+    (`.<run_id>.<random>.stage.tmp/<run_id>/`): a hidden folder is no run (`list_runs`,
+    `RunDir.open` and `latest` never see it), and the run in it carries its real id. When
+    the block ends the run is renamed to `results_dir/<run_id>` and the RunDir points there;
+    when it raises, the stage is removed. A stage a killed process left is removed by the
+    next `staged_run` (or any `staged_dir`) under `results_dir`.
 
     Raises:
         BadConfig: the id breaks RUN_ID_RULE, or a run with that id exists (checked before
             and again at the rename: a run made meanwhile is never replaced).
         RunFolderError: the OS refused.
     """
-    import logging
-
     check_run_id(run_id)
     root = Path(results_dir)
     dest = root / run_id
     _refuse_taken(dest, run_id)
-    held = ExitStack()
+    stage = ExitStack()
     with _os_errors("cannot create the run folder", dest):
-        root.mkdir(parents=True, exist_ok=True)
-        # The results folder's lock orders this with other staged_runs: a staging folder is
-        # locked before anyone may look at it, so the clean-up never takes a live one.
-        with folder_lock(root):
-            for gone in _remove_stale_staging_locked(root):
-                logging.getLogger("evalkit").warning("evalkit: removed %s, left by a killed merge", gone)
-            stage = Path(tempfile.mkdtemp(prefix=f".{run_id}.", suffix=_STAGING_SUFFIX, dir=root))
-            held.enter_context(folder_lock(stage))
-    try:
-        with held:
-            run = RunDir.create(stage, run_id)
-            yield run
-            _refuse_taken(dest, run_id)
-            with _os_errors("cannot move the new run into place", dest):
-                try:
-                    os.replace(run.path, dest)  # onto nothing, or an empty folder only
-                except OSError as e:
-                    if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                        raise
-                    _refuse_taken(dest, run_id)
-                    raise
-                fsync_dir(root)
-            run.path = dest
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-
-
-def remove_stale_staging(results_dir: Path) -> list[Path]:
-    """Remove the staging folders (`staged_run`) under `results_dir` whose process is gone
-    (their lock is free). Returns the folders removed."""
-    root = Path(results_dir)
-    if not root.is_dir():
-        return []
-    with _os_errors("cannot clean up the results folder", root), folder_lock(root):
-        return _remove_stale_staging_locked(root)
-
-
-def _remove_stale_staging_locked(root: Path) -> list[Path]:
-    removed = []
-    for p in root.iterdir():
-        if not (p.name.startswith(".") and p.name.endswith(_STAGING_SUFFIX)) or p.is_symlink() or not p.is_dir():
-            continue
-        try:
-            with folder_lock(p, wait=False) as free:
-                if free:
-                    shutil.rmtree(p, ignore_errors=True)
-                    removed.append(p)
-        except OSError:  # gone meanwhile, or not ours to open: not a staging folder to clean
-            continue
-    return removed
+        work = stage.enter_context(staged_dir(dest))
+    with stage:
+        run = RunDir(work)
+        yield run
+        _refuse_taken(dest, run_id)
+        with _os_errors("cannot move the new run into place", dest):
+            try:
+                stage.close()  # the rename, onto nothing or an empty folder only
+            except FileExistsError:
+                _refuse_taken(dest, run_id)
+                raise
+        run.path = dest
 
 
 def _run_time(path: Path) -> float:

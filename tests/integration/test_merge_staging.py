@@ -21,7 +21,8 @@ from evalkit import run_eval
 from evalkit.cli.merge import app as merge_app
 from evalkit.errors import BadConfig
 from evalkit.run.merge import merge_runs
-from evalkit.store.runs import DERIVE_PENDING, RunDir, latest_run_id, list_runs, remove_stale_staging
+from evalkit.store.atomic import remove_stale_stages
+from evalkit.store.runs import DERIVE_PENDING, RunDir, latest_run_id, list_runs
 
 pytestmark = pytest.mark.integration
 
@@ -119,7 +120,7 @@ def test_a_killed_merge_is_never_a_run_and_the_next_merge_removes_it(results: Pa
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     (left,) = _hidden(results)
-    assert left.startswith(".merged.") and left.endswith(".run.tmp")
+    assert left.startswith(".merged.") and left.endswith(".stage.tmp")
     assert sorted(os.listdir(results / left / "merged")) == ["config.json", "results.jsonl"]  # killed part way
     _assert_no_merged_run(results)
     with pytest.raises(BadConfig, match="not a valid run id"):
@@ -131,7 +132,7 @@ def test_a_killed_merge_is_never_a_run_and_the_next_merge_removes_it(results: Pa
 
 
 def test_a_merge_never_removes_a_live_merges_staging_folder(results: Path) -> None:
-    live = results / ".other.k3j9x2ab.run.tmp"
+    live = results / ".other.k3j9x2ab.stage.tmp"
     (live / "other").mkdir(parents=True)
     code = (
         "import fcntl, os, sys\n"
@@ -147,7 +148,7 @@ def test_a_merge_never_removes_a_live_merges_staging_folder(results: Path) -> No
         assert (live / "other").is_dir()  # another merge is building it: not ours to remove
     finally:
         holder.communicate("")
-    assert remove_stale_staging(results) == [live]  # its process is gone: debris now
+    assert remove_stale_stages(results) == [live]  # its process is gone: debris now
     _assert_merged(results)
 
 

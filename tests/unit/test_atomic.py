@@ -13,14 +13,13 @@ from evalkit.store.atomic import default_mode, write_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Renames that are not file writes: folders swapped whole (an import's vault, a redacted
-# copy), write_together's staged files and its commit marker, the `latest` symlink, and a
-# damaged judge cache moved aside whole (with its -wal and -shm).
+# Renames that are not file writes: write_together's staged files and its commit marker,
+# the `latest` symlink, and a damaged judge cache moved aside whole (with its -wal and -shm).
+# A folder built whole (a merged run, a redacted copy, an import's vault) goes through
+# store.atomic.staged_dir, so no other module renames one.
 ALLOWED = {
     "evalkit/judges/cache.py": {"os.rename("},
     "evalkit/store/atomic.py": None,
-    "evalkit/interop/importers/__init__.py": {"os.rename("},
-    "evalkit/interop/redact.py": {"os.rename("},
     "evalkit/store/runs.py": {"os.replace("},
 }
 

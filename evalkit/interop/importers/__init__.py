@@ -19,8 +19,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import secrets
-import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +26,7 @@ from typing import Any
 
 from evalkit.errors import BadConfig, BadEvalSet, InputError, Problem
 from evalkit.jsonio import iter_jsonl, read_json
-from evalkit.store.atomic import backup, write_atomic
+from evalkit.store.atomic import backup, staged_dir, write_atomic
 
 __all__ = [
     "FORMATS",
@@ -302,9 +300,10 @@ def check_vault_out(
 def write_vault(cases: Sequence[ImportedCase], vault_out: str | Path, *, force: bool = False) -> int:
     """Write every case's notes (`ImportedCase.files`) under `vault_out`, all or nothing.
 
-    The notes go to a temporary folder beside `vault_out`, which is then renamed into
-    place; with `force`, a folder an earlier import wrote is replaced (moved aside, then
-    deleted). Text is written as UTF-8 bytes, unchanged (no newline translation).
+    The notes go to a folder built out of sight beside `vault_out` (`store.atomic.staged_dir`),
+    then renamed into place; with `force`, a folder an earlier import wrote is replaced
+    (moved aside, then deleted). Text is written as UTF-8 bytes, unchanged (no newline
+    translation).
 
     Returns:
         The number of notes written.
@@ -324,55 +323,16 @@ def write_vault(cases: Sequence[ImportedCase], vault_out: str | Path, *, force: 
             if rel in files:
                 raise BadConfig(Problem(f"note {rel!r} of case {c.case.get('id')!r} is also a note of case {files[rel][0]!r}"))
             files[rel] = (str(c.case.get("id")), text)
-    parent = vault_out.absolute().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = new_sibling(vault_out, "tmp")
-    try:
+    # Built out of sight and renamed into place whole; with force, the earlier import's
+    # folder (check_vault_out vouched for it) is swapped out.
+    with staged_dir(vault_out, replace=force) as tmp:
         for rel, (_, text) in files.items():
             target = tmp / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            with open(target, "wb") as f:
-                f.write(text.encode("utf-8"))
-                f.flush()
-                os.fsync(f.fileno())
+            target.write_bytes(text.encode("utf-8"))
         sources = sorted({c.path for c in cases})
         write_marker(tmp, {"written_by": "evalkit import", "sources": sources, "cases": len(cases), "notes": len(files)})
-        swap_in(tmp, vault_out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return len(files)
-
-
-def new_sibling(path: Path, kind: str) -> Path:
-    """A new hidden folder beside `path` (plain mkdir: the umask's mode, not mkdtemp's 0700)."""
-    while True:
-        candidate = path.absolute().parent / f".{path.name}.{kind}-{secrets.token_hex(4)}"
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            continue
-
-
-def swap_in(tmp: Path, vault_out: Path) -> None:
-    """Rename `tmp` to `vault_out`; an existing `vault_out` (empty, or checked replaceable) goes."""
-    if not vault_out.exists():
-        os.rename(tmp, vault_out)
-        return
-    if not any(vault_out.iterdir()):
-        vault_out.rmdir()
-        os.rename(tmp, vault_out)
-        return
-    old = new_sibling(vault_out, "old")
-    old.rmdir()
-    os.rename(vault_out, old)
-    try:
-        os.rename(tmp, vault_out)
-    except BaseException:
-        os.rename(old, vault_out)  # put the previous import back
-        raise
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def jsonl_items(

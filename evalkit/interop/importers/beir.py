@@ -32,7 +32,6 @@ import hashlib
 import math
 import os
 import re
-import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,12 +43,11 @@ from evalkit.interop.importers import (
     ImportOptions,
     check_replaceable,
     jsonl_items,
-    new_sibling,
-    swap_in,
     write_eval_set,
     write_marker,
 )
 from evalkit.jsonio import iter_lines
+from evalkit.store.atomic import staged_dir
 
 __all__ = ["BeirImport", "convert", "import_beir", "note_path", "note_text"]
 
@@ -144,9 +142,9 @@ def import_beir(
     if problems:
         raise InputError(problems)
 
-    vault_out.absolute().parent.mkdir(parents=True, exist_ok=True)
-    tmp = new_sibling(vault_out, "tmp")
-    try:
+    # The notes are built out of sight and renamed into place whole, after the eval set is
+    # written; with force, an earlier import's folder (_check_targets vouched for it) goes.
+    with staged_dir(vault_out, replace=force) as tmp:
         doc_ids = _write_notes(corpus, tmp, problems)
         if problems:
             raise InputError(problems)
@@ -184,10 +182,6 @@ def import_beir(
             "cases": len(cases),
             "notes": len(doc_ids),
         })
-        swap_in(tmp, vault_out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return BeirImport(cases, len(doc_ids), n_judgments, skipped, tuple(warnings))
 
 
