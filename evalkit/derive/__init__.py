@@ -1,38 +1,61 @@
 """The derive step: a run's records -> metrics.json, summary.md and results.json.
 
-`derive_run` is what run_eval does after its last case and what `evalkit merge` does for
-the merged shards: one read of results.jsonl feeds the aggregate (`aggregate_records`), the
-run warnings (`health`), the invariants the gate compares, the worst cases and the trials;
-then the gate and the thresholds; then `summary.write_derived` writes summary.md and
-results.json from the committed metrics.json. `RunFacts` is what metrics.json says about a
-run beyond its records (settings, config, eval-set version, judge stats, the baseline).
-The re-scorings (score_retrieval, score_abstention, judge_answers) patch their own keys of
-metrics.json, pass it through `recheck_verdicts` (the gate and the `--threshold` floors,
-judged again on the numbers they now hold, by the code derive_run judges with), and call
-`write_derived`. A command killed before that leaves a mark the next `open_run` sees, and
-then derives them (summary.py).
+One derive for every command that changes a run. run_eval, `evalkit merge`,
+score_retrieval, score_abstention and judge_answers write (or rewrite) the per-case records
+they changed and then derive: one pass over the records feeds the aggregate
+(`aggregate_records`), the run warnings (`health`), the invariants the gate compares, the
+worst cases and the trials; then the gate and the `--threshold` floors (`verdicts`); then
+metrics.json is written whole and `summary.write_derived` writes summary.md and results.json
+from it. No command assembles or patches metrics.json itself, so a number in metrics.json
+is what the records say by construction, not because tests hold two computations equal.
+
+`RunFacts` is what metrics.json says about a run beyond its records (settings, config,
+eval-set version, judge stats, the baseline, and the provenance blocks a re-scoring owns).
+run_eval and merge build it from what they just did; a re-scoring starts from
+`RunFacts.stored` (what the run's files say) and changes what it re-scored.
+
+- `derive_run`: the records are on disk (or were fed to a `RecordPass` as written).
+- `rederive`: the records are rewritten and metrics.json computed from the same pass,
+  committed as one update (`RunDir.write_together`).
+
+A command killed before the derived files are written leaves a mark the next `open_run`
+sees, and then derives them (summary.py).
 """
 
 from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import IO, Any
 
-from evalkit.compare.fields import scored_forms
-from evalkit.compare.gate import BUILTIN_THRESHOLDS, Thresholds, gate_result, threshold_check
+import orjson
+
 from evalkit.config import RunSettings, judge_identity
+from evalkit.derive.health import is_health_warning
 from evalkit.derive.summary import open_run, write_derived
+from evalkit.compare.fields import scored_forms
+from evalkit.compare.gate import threshold_check
+from evalkit.compare.gate import gate_result
+from evalkit.compare.gate import BUILTIN_THRESHOLDS, Thresholds
 from evalkit.schema import SCHEMA_VERSION
-from evalkit.store.runs import RunDir
+from evalkit.store.runs import RunDir, dumps_metrics
 
 __all__ = [
-    "RecordPass", "RunFacts", "derive_run", "now_utc", "open_run", "recheck_verdicts", "run_invariants", "thresholds_from",
-    "gate_of", "verdicts",
+    "RecordPass", "RunFacts", "derive_metrics", "derive_run", "gate_of", "now_utc", "open_run", "rederive",
+    "run_invariants", "thresholds_from", "verdicts",
 ]
+
+
+# The top-level metrics.json blocks a command owns rather than derives from records: each
+# re-scoring's record of what it computed the numbers with. A derive keeps them as RunFacts
+# carries them (`RunFacts.stored` reads them back).
+OWNED_BLOCKS = ("retrieval_scoring", "abstention_scoring")
+# Inside `aggregate_metrics`: judge_answers' spot check (a second judge's verdicts are not in
+# the records).
+OWNED_AGGREGATE = ("judge_reliability",)
 
 
 @dataclass
@@ -50,6 +73,87 @@ class RunFacts:
     # evalkit merge: replaces `run_timing`; the suite's wall time is then unknown
     # (`latency.total_ms` null): shards ran side by side, so no one clock measured the run.
     timing: Mapping[str, Any] | None = None
+    # What the per-case values are scored with when a re-scoring changed it: the cut-offs
+    # (primary first; default settings.k), the labels' `cases_version` and scored gold forms
+    # (default: config.json's eval set), the scorer (default: config.json's).
+    ks: Sequence[int] | None = None
+    cases_version: str | None = None
+    gold_forms: Sequence[str] | None = None
+    scorer: Mapping[str, Any] | None = None
+    # The judge identity the gate compares (a list of them when judge_answers --ids left
+    # verdicts from several judges); default: config.json's (`_judge_of`).
+    judge: Any = None
+    # OWNED_BLOCKS and OWNED_AGGREGATE entries, as the commands that own them last wrote them.
+    owned: Mapping[str, Any] = field(default_factory=dict)
+    owned_aggregate: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def cutoffs(self) -> list[int]:
+        return [int(k) for k in (self.ks or self.settings.k)]
+
+    @classmethod
+    def stored(cls, run: RunDir, config: Mapping[str, Any] | None = None,
+               metrics: Mapping[str, Any] | None = None) -> RunFacts:
+        """The facts the run's last derive had, read back from config.json and metrics.json:
+        what a re-scoring starts from before it changes what it re-scored. The run's own
+        warnings (`health`) are left out (the derive makes them again from the records);
+        the gate's baseline is read again from beside the run (gone: a `gate_not_rechecked`
+        warning, and no gate)."""
+        config = run.read_config() if config is None else config
+        metrics = (run.read_metrics() or {}) if metrics is None else metrics
+        settings = config.get("settings")
+        if not isinstance(settings, Mapping) or not settings.get("k"):
+            from evalkit.errors import BadConfig, Problem
+
+            raise BadConfig(Problem("config.json has no settings.k (not written by run_eval?)", path=str(run.config_path)))
+        s = RunSettings.model_validate({k: v for k, v in settings.items() if k in RunSettings.model_fields})
+        agg = metrics.get("aggregate_metrics") or {}
+        invariants = metrics.get("invariants") or {}
+        timing = metrics.get("run_timing") or {}
+        merged = isinstance(timing, Mapping) and "merged_shards" in timing
+        ks = metrics.get("ks")
+        facts = cls(
+            settings=s, config=config,
+            eval_set_commit_hash=metrics.get("eval_set_commit_hash", config.get("eval_set_commit_hash")),
+            dataset_version=metrics.get("dataset_version") or config.get("dataset_version"),
+            judge_stats=agg.get("judge"),
+            pre_run_warnings=[w for w in metrics.get("warnings") or []
+                              if isinstance(w, Mapping) and not is_health_warning(w)
+                              and w.get("kind") != "gate_not_rechecked"],
+            session_wall_s=float(timing.get("session_wall_s") or 0.0) if not merged else 0.0,
+            timing=dict(timing) if merged else None,
+            ks=[int(k) for k in ks] if isinstance(ks, list) and ks else None,
+            cases_version=metrics.get("cases_version"),
+            gold_forms=invariants.get("gold_forms") if isinstance(invariants.get("gold_forms"), list) else None,
+            scorer=invariants.get("scorer") if isinstance(invariants.get("scorer"), Mapping) else None,
+            judge=invariants.get("judge"),
+            owned={k: metrics[k] for k in OWNED_BLOCKS if metrics.get(k) is not None},
+            owned_aggregate={k: agg[k] for k in OWNED_AGGREGATE if k in agg},
+        )
+        facts.baseline, missing = _stored_baseline(run, s, metrics)
+        if missing is not None:
+            facts.pre_run_warnings = [*facts.pre_run_warnings, missing]
+        return facts
+
+
+def _stored_baseline(run: RunDir, s: RunSettings, metrics: Mapping[str, Any]) -> tuple[dict | None, dict | None]:
+    """(the baseline run's metrics.json, None) for a run whose metrics.json holds a gate;
+    (None, a `gate_not_rechecked` warning) when that run is gone from beside it (issue 25:
+    metrics.json must never say "gate passed" about numbers it no longer holds)."""
+    gate = metrics.get("gate")
+    if not isinstance(gate, Mapping):
+        return None, None
+    base_id = s.baseline or gate.get("baseline_run_id")
+    base_dir = run.path.parent / str(base_id) if base_id else None
+    baseline = RunDir(base_dir).read_metrics() if base_dir is not None and base_dir.is_dir() else None
+    if baseline is not None:
+        return baseline, None
+    return None, {
+        "kind": "gate_not_rechecked",
+        "severity": "warning",
+        "message": f"re-scoring changed this run's numbers and its baseline run {base_id} is not "
+        f"beside it to judge them again: the run-time gate was removed; use compare_runs",
+    }
 
 
 def now_utc() -> str:
@@ -66,7 +170,8 @@ def thresholds_from(s: RunSettings) -> Thresholds:
 
 
 def run_invariants(
-    missing_fields: Iterable[str], judge: Mapping[str, Any] | None, asked_k: int | None = None,
+    missing_fields: Iterable[str], judge: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
+    asked_k: int | None = None,
     scorer: Mapping[str, Any] | None = None, gold_forms: Iterable[str] | None = None,
 ) -> dict[str, Any]:
     """metrics.json's `invariants`: what seed 000 §10.1 compares beyond the dataset version.
@@ -80,7 +185,11 @@ def run_invariants(
     the gold support forms the labels use, so a field one target leaves out blinds only
     the metrics that read it (compare.fields); none for a run made before.
     """
-    out = {"judge": dict(judge) if judge else None, "debug_fields_missing": sorted(set(missing_fields))}
+    if isinstance(judge, Mapping):
+        judge = dict(judge) or None
+    elif isinstance(judge, Sequence) and not isinstance(judge, str):  # several judges (judge_answers --ids)
+        judge = [dict(j) for j in judge] or None
+    out = {"judge": judge or None, "debug_fields_missing": sorted(set(missing_fields))}
     if asked_k is not None:
         out["asked_k"] = int(asked_k)
     if isinstance(scorer, Mapping):
@@ -106,18 +215,24 @@ class RecordPass:
     MAX_CASES records results.json has no rows, and none are kept.
     """
 
-    def __init__(self, s: RunSettings, *, rows: bool = False) -> None:
+    def __init__(self, s: RunSettings, *, rows: bool = False, ks: Sequence[int] | None = None,
+                 grades: Mapping[str, Any] | None = None) -> None:
         from evalkit.compare.trials import TrialStats
         from evalkit.derive.health import RunHealth
         from evalkit.metrics.aggregate import RecordTable
         from evalkit.report.summary_md import WorstCases
 
-        self.table = RecordTable(s.k)
+        ks = list(ks or s.k)  # the cut-offs the per-case values hold (RunFacts.cutoffs)
+        self.table = RecordTable(ks)
         self.health = RunHealth()
         self.missing: set[str] = set()
-        self.worst = WorstCases(s.k[0])
-        self.trials = TrialStats(s.k) if s.trials > 1 else None
+        self.worst = WorstCases(ks[0])
+        self.trials = TrialStats(ks) if s.trials > 1 else None
         self.n = 0
+        # The run's human grades (`stored_grades`) and the graded records, for judge_agreement;
+        # None: not known when the pass began (derive_metrics reads them from the run).
+        self.grades = dict(grades) if grades is not None else None
+        self.graded: list[dict[str, Any]] = []
         self._rows: IO[bytes] | None = None
         if rows:
             from evalkit.report.results_json import MAX_CASES, encode_row
@@ -132,6 +247,8 @@ class RecordPass:
             else:  # results.json leaves the rows of a bigger run out
                 self._rows.close()
                 self._rows = None
+        if self.grades and rec.get("test_case_id") in self.grades:
+            self.graded.append(rec)
         self.table.add_record(rec)
         self.health.add(rec)
         self.missing.update(rec.get("missing_fields") or [])
@@ -166,54 +283,131 @@ def derive_run(run: RunDir, facts: RunFacts, records: RecordPass | None = None) 
     `records`: the pass over the records when the caller already made it over exactly
     the records results.jsonl holds, in its order (run_eval as it wrote them); else
     results.jsonl is read here, once."""
-    s = facts.settings
-    walls = [x.get("wall_s") for x in facts.config.get("sessions") or []]
-    suite_s = math.fsum(w for w in walls if isinstance(w, int | float))
     if records is None:
         # One pass over results.jsonl for everything, results.json's rows included.
-        records = RecordPass(s, rows=True)
+        records = RecordPass(facts.settings, rows=True, ks=facts.cutoffs, grades=stored_grades(run))
         for rec in run.iter_results():
             records.add(rec)
     try:
-        return _derive(run, facts, records, suite_s)
+        metrics, gate = derive_metrics(run, facts, records)
+        run.write_metrics(metrics)
+        metrics = as_written(metrics)
+        committed = dict(write_derived(run, metrics, records.worst, records.rows()) or metrics)
+        return committed, gate
     finally:
         records.close()
 
 
-def _derive(run: RunDir, facts: RunFacts, records: RecordPass, suite_s: float) -> tuple[dict, dict | None]:
+def rederive(
+    run: RunDir, facts: RunFacts, records: Iterable[dict[str, Any]], config: Mapping[str, Any] | None = None,
+    *, before_derive: Callable[[RunFacts], None] | None = None,
+) -> tuple[dict, dict | None]:
+    """Rewrite results.jsonl with `records` (every record of the run, in file order) and
+    derive metrics.json from the same pass, committed as one update with config.json (when
+    given): a kill leaves the old files or the new ones (`RunDir.write_together`); then the
+    derived files. `before_derive` is called with `facts` once every record went through (a
+    re-scoring's provenance counts them). Returns (metrics.json, the gate or None)."""
+    passed = RecordPass(facts.settings, rows=True, ks=facts.cutoffs, grades=stored_grades(run))
+    out: dict[str, Any] = {}
+
+    def fed() -> Iterator[dict[str, Any]]:
+        for rec in records:
+            passed.add(rec)
+            yield rec
+
+    def metrics() -> dict[str, Any]:
+        if before_derive is not None:
+            before_derive(facts)
+        out["metrics"], out["gate"] = derive_metrics(run, facts, passed)
+        return out["metrics"]
+
+    try:
+        run.write_together(results=fed(), metrics=metrics, config=config)
+        written = as_written(out["metrics"])
+        committed = dict(write_derived(run, written, passed.worst, passed.rows()) or written)
+        return committed, out["gate"]
+    finally:
+        passed.close()
+
+
+def _judge_of(config: Mapping[str, Any]) -> Any:
+    """The judge identity the gate compares: the one config.json hashes (a list of them when
+    judge_answers left the run's verdicts from several judges), else its judge's."""
+    hashed = config.get("hashed")
+    if isinstance(hashed, Mapping) and "judge" in hashed:
+        return hashed["judge"]
+    return judge_identity(config.get("judge"))
+
+
+def as_written(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """metrics.json as it reads back from the file (`dumps_metrics`: keys sorted, numbers as
+    JSON has them): what the derived files are rendered from, so a block built in another
+    key order renders the same bytes."""
+    return orjson.loads(dumps_metrics(metrics))
+
+
+def stored_grades(run: RunDir) -> dict[str, dict[str, Any]] | None:
+    """The run's human grades (label_eval.py --grade-answers), None without any."""
+    from evalkit.judges.grades import grades_path, read_grades
+
+    return read_grades(run) if grades_path(run).exists() else None
+
+
+def derive_metrics(run: RunDir, facts: RunFacts, records: RecordPass) -> tuple[dict, dict | None]:
+    """metrics.json, whole, from a pass over the run's records and the run's facts; the gate
+    and the `--threshold` floors judged on it (`verdicts`). Nothing is written."""
     s, timing = facts.settings, facts.timing
-    eval_set = facts.config.get("eval_set") or {}
+    config = facts.config
+    walls = [x.get("wall_s") for x in config.get("sessions") or []]
+    suite_s = math.fsum(w for w in walls if isinstance(w, int | float))
+    eval_set = config.get("eval_set") or {}
     body = records.table.result(suite_ms=None if timing is not None else suite_s * 1000)
-    health, missing, worst, trials = records.health, records.missing, records.worst, records.trials
+    health, missing, trials = records.health, records.missing, records.trials
     metrics: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "run_id": run.run_id,
         "timestamp": now_utc(),
-        "config_hash": facts.config["config_hash"],
+        "config_hash": config["config_hash"],
         "eval_set_commit_hash": facts.eval_set_commit_hash,
         "dataset_version": facts.dataset_version,
-        "cases_version": eval_set.get("cases_version"),
-        "ks": list(s.k),
+        "cases_version": facts.cases_version if facts.cases_version is not None else eval_set.get("cases_version"),
+        "ks": facts.cutoffs,
         "seed": s.seed,
         **body,
         "run_timing": dict(timing) if timing is not None else {
             "session_wall_s": round(facts.session_wall_s, 3),
-            "sessions": len(facts.config.get("sessions") or []),
+            "sessions": len(config.get("sessions") or []),
         },
     }
     if trials is not None:
         metrics["trials"] = trials.result()
+    agg = metrics["aggregate_metrics"]
     # JudgeRunner.stats(): cache hits/misses, calls, tokens, cost (this session's calls).
-    metrics["aggregate_metrics"]["judge"] = dict(facts.judge_stats) if facts.judge_stats is not None else None
-    forms = eval_set.get("gold_forms")
-    metrics["invariants"] = run_invariants(missing, judge_identity(facts.config.get("judge")), s.request_k,
-                                           facts.config.get("scorer"),
-                                           scored_forms(forms, s.require_snippets) if isinstance(forms, list) else None)
+    agg["judge"] = dict(facts.judge_stats) if facts.judge_stats is not None else None
+    agg.update(facts.owned_aggregate)
+    if records.grades is None:
+        records.grades = stored_grades(run)
+        records.graded = list(run.iter_results()) if records.grades else []
+    if records.grades:  # human grades against the verdicts in the records
+        from evalkit.judges.grades import agreement_of
+
+        agg["judge_agreement"] = agreement_of(records.grades, records.graded)
+    forms = facts.gold_forms
+    if forms is None and isinstance(eval_set.get("gold_forms"), list):
+        forms = scored_forms(eval_set["gold_forms"], s.require_snippets)
+    scorer = facts.scorer if facts.scorer is not None else config.get("scorer")
+    judge = facts.judge if facts.judge is not None else _judge_of(config)
+    metrics["invariants"] = run_invariants(missing, judge, s.request_k, scorer,
+                                           list(forms) if forms is not None else None)
     metrics["warnings"] = [*facts.pre_run_warnings, *health.warnings()]
-    gate = verdicts(metrics, s, facts.baseline, run, facts.config)
-    committed = run.update_metrics(metrics)
-    committed = dict(write_derived(run, committed, worst, records.rows()) or committed)
-    return committed, gate
+    metrics.update(facts.owned)
+    suite = config.get("suite")
+    if isinstance(suite, Mapping):  # --suite: the suite's score of these numbers
+        from evalkit.metrics.suite import Suite, suite_block
+
+        metrics["suite"] = suite_block(metrics, Suite.from_json(suite))
+    gate = verdicts(metrics, s, facts.baseline, run, config)
+    return metrics, gate
 
 
 def verdicts(
@@ -272,35 +466,3 @@ def gate_of(s: RunSettings) -> str:
     from evalkit.compare.regressions import default_gate
 
     return s.gate if s.gate is not None else default_gate(thresholds_from(s))
-
-
-def recheck_verdicts(run: RunDir, metrics: dict[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
-    """After a re-scoring changed a run's numbers, its stored verdicts judged again on them
-    (issue 25: metrics.json must never say "gate passed" about a recall it no longer holds).
-
-    The gate is re-run against the baseline named in config.json's settings, read again
-    from beside the run; when that run is gone or has no metrics.json, the old gate is
-    removed and a `gate_not_rechecked` warning says so (compare_runs can judge the pair).
-    The `--threshold` floors need nothing but the run. `settings` is config.json's.
-    """
-    if metrics.get("gate") is None and metrics.get("thresholds") is None:
-        return metrics
-    s = RunSettings.model_validate({k: v for k, v in settings.items() if k in RunSettings.model_fields})
-    baseline = None
-    if metrics.get("gate") is not None:
-        base_id = s.baseline or metrics["gate"].get("baseline_run_id")
-        base_dir = run.path.parent / str(base_id) if base_id else None
-        baseline = RunDir(base_dir).read_metrics() if base_dir is not None and base_dir.is_dir() else None
-        if baseline is None:
-            del metrics["gate"]
-            metrics["warnings"] = [
-                *(w for w in metrics.get("warnings") or [] if w.get("kind") != "gate_not_rechecked"),
-                {
-                    "kind": "gate_not_rechecked",
-                    "severity": "warning",
-                    "message": f"re-scoring changed this run's numbers and its baseline run {base_id} is not "
-                    f"beside it to judge them again: the run-time gate was removed; use compare_runs",
-                },
-            ]
-    verdicts(metrics, s, baseline, run)
-    return metrics

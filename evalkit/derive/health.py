@@ -41,9 +41,19 @@ from evalkit.evalset.anchors import match_support, normalize_rel_path
 from evalkit.schema import REVIEW_SOURCES
 from evalkit.targets.contract import ContractCheck
 
-__all__ = ["NO_CHUNKS_SHARE", "UNMEASURABLE", "RunHealth", "run_warnings"]
+__all__ = ["NO_CHUNKS_SHARE", "UNMEASURABLE", "RunHealth", "is_health_warning", "run_warnings"]
 
 UNMEASURABLE = "retrieval_unmeasurable"
+# The kinds `RunHealth.warnings` makes (besides `contract_<rule>`): a derive makes them
+# again from the records, so a re-derive drops the stored ones of these kinds.
+HEALTH_KINDS = frozenset({"no_chunks", "gold_never_retrieved", "target_errors", "unreviewed_labels",
+                          "gold_path_forms", UNMEASURABLE})
+
+
+def is_health_warning(warning: Mapping[str, Any]) -> bool:
+    """Whether `warning` is one `RunHealth` makes from a run's records."""
+    kind = str(warning.get("kind") or "")
+    return kind in HEALTH_KINDS or kind.startswith("contract_")
 
 NO_CHUNKS_SHARE = 1 / 3
 _MAX_IDS = 20

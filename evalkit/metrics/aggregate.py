@@ -338,15 +338,6 @@ class RecordTable:
         self.groups: dict[str, dict[str, array]] = {g: {} for g in GROUPINGS}
         self.coverage: Mapping | None = None
         self.answerable_n = 0
-        # add_retrieval's layout: the primary K's at_k columns behind the headline names,
-        # and the cells a record without judges, answer, latency or cost always has.
-        self._kstr = [str(k) for k in ks]
-        self._primary_cols = [AT_K_METRICS.index(src) for src in _PRIMARY.values()]
-        lean = len(_PRIMARY) + 3  # + scope_miss_rate, attribution_hit_rate, recency_pass_rate
-        assert MEAN_METRICS[lean - 3 : lean] == ("scope_miss_rate", "attribution_hit_rate", "recency_pass_rate")
-        self._lean_judged = [_NAN] * (len(MEAN_METRICS) - lean)
-        self._lean_tail = [_NAN] * len(self._latency) + [0.0]  # latency, cost_usd
-        self._lean_unanswerable = [_NAN] * (len(MEAN_METRICS) + len(self._at_k)) + self._lean_tail
 
     def add(self, x: dict) -> int:
         """Store one `extract_case` reduction; returns its row."""
@@ -405,94 +396,6 @@ class RecordTable:
     def add_extracted(self, x: dict, case: Mapping) -> None:
         """`add_record` of a record already reduced to `x` (its case is `case`), coverage aside."""
         self._file(self.add(x), case, x["answerable"])
-
-    def add_extracted_rows(
-        self, xs: Sequence[dict], cases: Sequence[Mapping], cells: np.ndarray, scope_miss: np.ndarray,
-        attribution: np.ndarray,
-    ) -> None:
-        """`add_record` for a block of records whose retrieval metrics were scored together
-        (`metrics.batch.RetrievalBatch.score`: cells, scope_miss and attribution as in
-        `add_retrieval_rows`). `xs` are their `extract_case` reductions made with empty
-        `retrieval_metrics`; each gets the retrieval values `extract_case` reads from a
-        record's own (NaN is None), then its row is added and filed. Coverage is the
-        caller's to set, from the first record that has one."""
-        width = len(AT_K_METRICS)
-        for x, case, row, miss, hit in zip(xs, cases, cells.tolist(), scope_miss.tolist(), attribution.tolist()):
-            if x["answerable"]:  # unanswerable cases never count in retrieval means: left None
-                at_k = x["at_k"]
-                for j, k in enumerate(self._kstr):
-                    at_k[k] = {m: None if v != v else v for m, v in zip(AT_K_METRICS, row[j * width : (j + 1) * width])}
-                values, prim = x["values"], at_k[self._kstr[0]]
-                for name, src in _PRIMARY.items():
-                    values[name] = prim[src]
-                values["scope_miss_rate"] = None if miss != miss else miss
-                values["attribution_hit_rate"] = None if hit != hit else hit
-            self.add_extracted(x, case)
-
-    def add_retrieval(self, case: Mapping, rm: Mapping) -> None:
-        """`add_record({"case": case, "retrieval_metrics": rm})`, the same row, for the lean
-        records of a re-scoring: without judges, abstention, answer, latency, cost or error,
-        those cells are constant, so only the retrieval ones are read."""
-        answerable = case.get("answerable", True) is not False
-        if answerable:
-            at_k_in = rm.get("at_k") or {}
-            cells: list[float] = []
-            for k, kstr in zip(self.ks, self._kstr):
-                block = at_k_in.get(kstr)
-                if block is None and not at_k_in and rm.get("k", self.ks[0]) == k:
-                    block = {m: rm.get(src) for m, src in _SEED_NAMES.items()}  # as extract_case
-                block = block or {}
-                cells += [v if type(v) is float and v == v else _cell(v) for v in map(block.get, AT_K_METRICS)]
-            recency = rm.get("recency")
-            row = [cells[j] for j in self._primary_cols]
-            row.append(_cell(rm.get("scope_miss")))
-            row.append(_cell(rm.get("attribution_hit")))
-            row.append(_cell(recency.get("pass")) if isinstance(recency, Mapping) else _NAN)
-            row += self._lean_judged
-            row += cells
-            row += self._lean_tail
-        else:
-            row = self._lean_unanswerable
-        self.data.extend(row)
-        self.unlabeled.append(bool(answerable and not case.get("gold_supports")))
-        self.empty.append(False)
-        self.abstention.append(_AB_UNKNOWN)  # no abstention recorded: unknown
-        self.tokens.append(0)
-        self.n += 1
-        self._file(self.n - 1, case, answerable)
-
-    def add_retrieval_rows(
-        self, cases: Sequence[Mapping], cells: np.ndarray, scope_miss: np.ndarray, attribution: np.ndarray
-    ) -> None:
-        """`add_retrieval` for a block of lean records at once (`metrics.batch.RetrievalBatch.score`):
-        cells (n, len(ks) * len(AT_K_METRICS)), scope_miss and attribution (n,), NaN for None.
-        The rows are the ones add_retrieval stores for the same values."""
-        n = len(cases)
-        if not n:
-            return
-        n_mean, width = len(MEAN_METRICS), len(AT_K_METRICS)
-        rows = np.empty((n, len(self.columns)))
-        for j, src in enumerate(self._primary_cols):
-            rows[:, j] = cells[:, src]
-        lean = len(_PRIMARY)
-        rows[:, lean] = scope_miss
-        rows[:, lean + 1] = attribution
-        rows[:, lean + 2 : n_mean] = _NAN  # recency and everything judged
-        rows[:, n_mean : n_mean + len(self.ks) * width] = cells
-        rows[:, n_mean + len(self.ks) * width :] = self._lean_tail
-        answerable = [case.get("answerable", True) is not False for case in cases]
-        unanswerable = np.flatnonzero(~np.asarray(answerable, dtype=bool))
-        if len(unanswerable):
-            rows[unanswerable] = self._lean_unanswerable
-        self.data.frombytes(rows.tobytes())
-        self.unlabeled.extend([bool(a and not case.get("gold_supports")) for a, case in zip(answerable, cases)])
-        self.empty.frombytes(bytes(n))
-        self.abstention.extend([_AB_UNKNOWN] * n)
-        self.tokens.frombytes(bytes(self.tokens.itemsize * n))
-        first = self.n
-        self.n += n
-        for row, case, a in zip(range(first, first + n), cases, answerable):
-            self._file(row, case, a)
 
     def _file(self, row: int, case: Mapping, answerable: bool) -> None:
         """File `row` under every group its case is in."""

@@ -3,8 +3,10 @@
 Reads results.jsonl, re-reads cut (200-char) chunk text where it can (judges/context.py)
 and refuses to judge cut text unless allowed, judges the selected records (concurrently,
 bounded), optionally spot-checks a seeded subset with a second judge, then rewrites
-results.jsonl, metrics.json (recomputed) and config.json (the run's judges) as one update
-(`RunDir.write_together`), so a killed judging leaves all three old or all three new.
+results.jsonl and config.json (the run's judges) and derives metrics.json from the new
+records, as one update (`derive.rederive`), so a killed judging leaves all three old or
+all three new. The derive aggregates at the K the per-case values hold (metrics.json's
+`ks`: a score_retrieval at other K rewrote them).
 Never calls the target.
 
 After a partial re-judge (`ids`) the other cases keep their verdicts, so the run's scores
@@ -25,8 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalkit.config import judge_identity
-from evalkit.derive import recheck_verdicts
-from evalkit.derive.summary import write_derived
+from evalkit.derive import RunFacts, rederive
 from evalkit.errors import InputError, Problem
 from evalkit.judges.base import JudgeItem, JudgeOutcome
 from evalkit.judges.context import VaultReader, context_source, full_context
@@ -47,7 +48,7 @@ from evalkit.judges.runner import (
     resolve_judge,
     spot_check_settings,
 )
-from evalkit.store.runs import RunDir, config_hash, merge_metrics
+from evalkit.store.runs import RunDir, config_hash
 
 if TYPE_CHECKING:
     from evalkit.judges.batch import BatchOptions
@@ -391,9 +392,6 @@ async def judge_run_async(
 
         check_batch_settings(settings)
     cfg = run.read_config()
-    # The cut-offs the per-case retrieval values hold now: a score_retrieval at other K
-    # rewrote them (and metrics.json's `ks`); aggregating at the run's own K would undo it.
-    ks = [int(k) for k in ((run.read_metrics() or {}).get("ks") or ks_from_config(cfg))]
     # After a batch the normal pass reads what it cached: --refresh-cache applied to the batch.
     runner = build_judge_runner(replace(settings, refresh_cache=False) if batch is not None else settings)
     warnings: list[str] = []
@@ -504,50 +502,24 @@ async def judge_run_async(
     finally:
         await runner.aclose()
 
-    from evalkit.metrics.aggregate import aggregate_records, recorded_suite_ms
-
-    old_metrics = run.read_metrics()
-    # Re-judging does not change how long the run took: keep the recorded suite time.
-    body = aggregate_records(records, ks=ks, suite_ms=recorded_suite_ms(old_metrics))
-    body.setdefault("run_id", run.run_id)
     summary = summarize_judges(records)
-    # Merge to keep keys other scripts own, but replace ours whole: a stale trials or
-    # spot-check block from an earlier judging must not survive.
-    metrics = merge_metrics(old_metrics or {}, body)
-    from evalkit.compare.trials import trials_block
-
-    # A --trials run: each trial's judge means and flakes, from the verdicts now in the run.
-    trials = trials_block(records, ks)
-    if trials is not None:
-        metrics["trials"] = trials
-    metrics["aggregate_metrics"]["judge"] = _metrics_judge(stats, summary, context)
-    metrics["aggregate_metrics"]["judge_reliability"] = reliability
-    # Human grades (label_eval.py --grade-answers) vs the verdicts now in the run.
-    from evalkit.judges.grades import agreement_of, grades_path, read_grades
-
-    if grades_path(run).exists():
-        metrics["aggregate_metrics"]["judge_agreement"] = agreement_of(read_grades(run), records)
-    else:
-        metrics["aggregate_metrics"].pop("judge_agreement", None)
     cfg = run.read_config()
     cfg["judge"], hashed_judge = _run_judge(summary, cfg.get("judge"), description)
-    # What the gate compares between runs must describe the verdicts now in the run.
-    invariants = metrics.get("invariants")
-    metrics["invariants"] = {**(invariants if isinstance(invariants, Mapping) else {}), "judge": hashed_judge}
     # The judges are part of what made these numbers: a re-judged run gets a new
-    # config_hash, so "same config_hash => same metrics" stays true.
+    # config_hash, so "same config_hash => same metrics" stays true; the gate compares the
+    # judge identity config.json hashes (derive).
     if isinstance(cfg.get("hashed"), dict):
         cfg["hashed"]["judge"] = hashed_judge
-        cfg["config_hash"] = metrics["config_hash"] = config_hash(cfg["hashed"])
-    # The run-time gate and --threshold floors, judged again on the new verdicts' numbers.
-    metrics = recheck_verdicts(run, metrics, cfg.get("settings") or {})
+        cfg["config_hash"] = config_hash(cfg["hashed"])
+    # Re-judging does not change how long the run took or anything but the verdicts: the
+    # derive starts from what the run's files say, with this session's judge numbers.
+    facts = RunFacts.stored(run, cfg, run.read_metrics() or {})
+    facts.judge_stats, facts.judge = _metrics_judge(stats, summary, context), hashed_judge
+    facts.owned_aggregate = {**facts.owned_aggregate, "judge_reliability": reliability}
     # One update: a kill mid-way leaves the old three files or the new three (store.py).
-    run.write_together(results=records, metrics=metrics, config=cfg)
+    metrics, _ = rederive(run, facts, records, config=cfg)
     # The batch's verdicts are in the run now; a rerun has nothing to resume.
     _clear_batch(run, batch)
-    from evalkit.report.summary_md import worst_cases_of
-
-    metrics = dict(write_derived(run, metrics, worst_cases_of(records, ks[0])) or metrics)
     return JudgeRunResult(
         run_id=run.run_id,
         run_dir=run.path,

@@ -31,34 +31,24 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from evalkit.derive import RecordPass, RunFacts, derive_run, rederive, stored_grades
+from evalkit.errors import BadConfig, InputError, Problem
 from evalkit.compare.fields import scored_forms
 from evalkit.compare.gate import scorer_identity
-from evalkit.compare.trials import TrialStats
-from evalkit.derive import recheck_verdicts
-from evalkit.derive.summary import write_derived
-from evalkit.errors import BadConfig, InputError, Problem
 from evalkit.metrics.aggregate import (
-    GROUPINGS,
     MEAN_METRICS,
-    SLICE_METRICS,
-    RecordTable,
-    aggregate_records,
-    extract_case,
-    recorded_suite_ms,
 )
-from evalkit.metrics.batch import MRR_COLUMN, RECALL_ANY_COLUMN, RetrievalBatch
 from evalkit.metrics.keys import ir_measures_values
 from evalkit.metrics.registry import METRICS
 from evalkit.metrics.retrieval import recorded_acknowledgement, score_case_retrieval, validate_ks
-from evalkit.report.summary_md import WorstCases, retrieval_badness
-from evalkit.store.runs import RunDir, merge_metrics
+from evalkit.store.runs import RunDir
 
 __all__ = [
     "ABSTENTION_KEYS",
@@ -309,70 +299,6 @@ def _missing_problem(missing: list[str], source: EvalSetSource) -> BadConfig:
     )
 
 
-# --------------------------------------------------------------------------- merging
-
-
-def _merge_cell(old: Mapping[str, Any] | None, new: Mapping[str, Any], owned: Sequence[str], extra: Sequence[str]) -> dict:
-    """The overall cell: `owned` metrics (and their n) and `extra` keys from `new`, the rest from `old`."""
-    out: dict[str, Any] = {}
-    for name in owned:
-        out[name] = new.get(name)
-    for name in extra:
-        out[name] = new.get(name)
-    old_n = dict((old or {}).get("n") or {})
-    new_n = new.get("n") or {}
-    for name in owned:
-        old_n[name] = new_n.get(name, 0)
-    out["n"] = old_n
-    return out
-
-
-def _merge_slice(old: Mapping[str, Any] | None, new: Mapping[str, Any], owned: Sequence[str]) -> dict:
-    """A slice cell in aggregate_records' compact layout: `owned` metrics from `new`, the
-    others from `old`, in SLICE_METRICS order; a metric with no case (n = 0) is left out."""
-    old = old or {}
-    old_n = old.get("n") or {}
-    new_n = new.get("n") or {}
-    values: dict[str, Any] = {}
-    ns: dict[str, int] = {}
-    for name in SLICE_METRICS:
-        src, src_n = (new, new_n) if name in owned else (old, old_n)
-        if src_n.get(name):
-            values[name] = src.get(name)
-            ns[name] = src_n[name]
-    return {"n_cases": new.get("n_cases", old.get("n_cases")), **values, "n": ns}
-
-
-def _patch(
-    old: Mapping[str, Any] | None,
-    body: Mapping[str, Any],
-    owned: Sequence[str],
-    extra: Sequence[str],
-    *,
-    whole: bool,
-) -> dict[str, Any]:
-    """The metrics.json patch for RunDir.update_metrics.
-
-    `whole`: the aggregate is replaced whole (no metrics.json yet, or cases changed group);
-    groups that no longer hold a case are written as empty cells ({"n_cases": 0}), since a
-    merge cannot delete them. Otherwise only `owned` + `extra` keys change, in every cell.
-    """
-    if whole:
-        patch = {key: value for key, value in body.items()}
-        for grouping in GROUPINGS:
-            stale = set(((old or {}).get(grouping) or {})) - set(body[grouping])
-            patch[grouping] = {**body[grouping], **{g: {"n_cases": 0, "n": {}} for g in sorted(stale)}}
-            patch[grouping] = {g: patch[grouping][g] for g in sorted(patch[grouping])}
-        return patch
-    old_agg = (old or {}).get("aggregate_metrics") or {}
-    patch = {"aggregate_metrics": _merge_cell(old_agg, body["aggregate_metrics"], owned, extra)}
-    slice_owned = [m for m in SLICE_METRICS if m in owned]
-    for grouping in GROUPINGS:
-        old_cells = (old or {}).get(grouping) or {}
-        patch[grouping] = {g: _merge_slice(old_cells.get(g), cell, slice_owned) for g, cell in body[grouping].items()}
-    return patch
-
-
 @contextmanager
 def _fewer_collections() -> Iterator[None]:
     """Run the cyclic garbage collector less often while records stream through.
@@ -581,247 +507,115 @@ class _RescoreJob:
     snippets: bool
     folder_mode: str | None
     case_sensitive: bool
-    lean: bool
-    trials: bool = False  # a --trials run: its `trials` block is recomputed in the same pass
-    stop_if_regrouped: bool = False  # raise _Regrouped at the first given case that changed group
+    # False: the records' per-case values are already what this scoring computes (same
+    # labels, K, snippets, case rule, scorer); they pass through unchanged to the derive.
+    rescore: bool = True
 
 
 @dataclass
-class _Part:
-    """One pass over (a byte range of) results.jsonl: the aggregate rows and the tallies."""
+class _Tally:
+    """What a pass over the records counted, for the result's numbers and warnings."""
 
-    table: RecordTable
-    worst: WorstCases
-    counts: dict[str, int]
-    missing: list[str]
-    regrouped: int
+    records: int = 0
+    cut_chunks: int = 0
+    refs_dropped: int = 0
+    missing: list[str] = field(default_factory=list)
+    regrouped: int = 0
     processes: int = 1
-    trials: TrialStats | None = None
+
+    def merge(self, other: _Tally) -> None:
+        self.records += other.records
+        self.cut_chunks += other.cut_chunks
+        self.refs_dropped += other.refs_dropped
+        self.missing += other.missing
+        self.regrouped += other.regrouped
 
 
-def _rescore_part(job: _RescoreJob, start: int = 0, end: int | None = None) -> _Part:
-    """Re-score the records in results.jsonl[start:end] into a RecordTable.
-
-    Records of the common stored shape are scored a block at a time (`_Block`,
-    `metrics.batch`), whether only the case and the new retrieval metrics go to the table
-    (lean) or the whole record (no metrics.json yet, or cases of `--eval-set` that changed
-    group); every other record with `score_case_retrieval`, one by one. Either way the rows,
-    the worst cases and the tallies are the same, and they are taken in file order.
-
-    Raises:
-        _Regrouped: with `stop_if_regrouped`, at the first given case in another group
-            than its record's.
-    """
-    cases = _Cases(job.given_cases)
-    counts = {"records": 0, "cut_chunks": 0, "refs_dropped": 0}
-    table = RecordTable(job.ks)
-    worst = WorstCases(job.ks[0])
-    trials = TrialStats(job.ks) if job.trials else None
-    results_path, snippets, lean = job.run.results_path, job.snippets, job.lean
-    own_cases = job.given_cases is None
-    block = _Block(job, table, worst) if trials is None else None
+def _rescored(job: _RescoreJob, tally: _Tally, start: int = 0, end: int | None = None) -> Iterator[dict[str, Any]]:
+    """results.jsonl[start:end]'s records in file order; with `job.rescore` each gets its
+    case (the labels scored) and its `retrieval_metrics` computed anew (EVAL.md "Retrieval
+    metrics"). A record whose case the given eval set lacks is counted in `tally.missing`
+    and left out (the caller refuses the scoring)."""
+    cases = _Cases(job.given_cases if job.rescore else None)
+    results_path, snippets = job.run.results_path, job.snippets
     for line, rec in enumerate(job.run.iter_results(start, end), start=1):
-        case = rec.get("case") if own_cases else None
-        if type(case) is not dict:
-            case = cases.of(rec, line, results_path)
-            if case is None:
-                continue
-            if cases.regrouped and job.stop_if_regrouped:
-                raise _Regrouped  # the whole aggregate must follow: the caller starts again, not lean
+        case = cases.of(rec, line, results_path)
+        if case is None:
+            continue
         chunks = rec.get("retrieved_chunks") or []
         if snippets:
-            counts["cut_chunks"] += sum(1 for c in chunks if isinstance(c, Mapping) and c.get("text_truncated"))
+            tally.cut_chunks += sum(1 for c in chunks if isinstance(c, Mapping) and c.get("text_truncated"))
         if rec.get("references_dropped"):
-            counts["refs_dropped"] += 1
-        counts["records"] += 1
-        if block is not None and block.add(rec, case, chunks):
-            continue
-        rm = score_case_retrieval(
-            case,
-            chunks,
-            rec.get("references") or [],
-            rec.get("folder_selection"),
-            job.folder_mode,
-            job.ks,
-            require_snippets=snippets,
-            case_sensitive=job.case_sensitive,
-            acknowledged=recorded_acknowledgement(rec),
-        )
-        rec["case"] = case
-        rec["retrieval_metrics"] = rm
-        if block is not None:
-            block.add_scored(rec, case, rm)
-            continue
-        # Only the retrieval keys are written unless metrics.json is missing or cases change
-        # group, which the records' own cases never do: then the table needs only the case
-        # and the new retrieval_metrics (its other values are computed and dropped).
-        if lean:
-            table.add_retrieval(case, rm)
-        else:
-            table.add_record(rec)
-        worst.add(rec)  # summary.md's worst cases, by the new numbers
-        if trials is not None:
-            trials.add(rec)
-    if block is not None:
-        block.flush()
-    return _Part(table, worst, counts, cases.missing, cases.regrouped, trials=trials)
-
-
-_BATCH_SIZE = 1024
-_BATCH_CELLS = 1 << 22  # a block's (case, position, support) tables stay a few MB, whatever K is
-# What summary.md's worst cases read of a record besides its case and retrieval metrics:
-# the id and question as they are, the rest only when set (case_problems reads an empty or
-# missing one alike), so a record with none of them has nothing but retrieval problems.
-_WORST_IDS = ("test_case_id", "question")
-_WORST_PROBLEMS = ("error", "abstention", "judge_errors", "groundedness", "correctness")
-
-
-class _Block:
-    """The records of a re-scoring, scored `_BATCH_SIZE` at a time and handed to the table
-    and the worst cases in file order.
-
-    A record the batch takes waits for the block's `score()`; one it does not take is
-    scored at once (`add_scored`) and waits in line behind the others, so rows keep file
-    order. Only what the table and the worst cases read is kept, never the chunks: for a
-    lean job the case and a few fields; otherwise also the record's `extract_case`
-    reduction, made with empty retrieval metrics and completed from the block's cells.
-    """
-
-    def __init__(self, job: _RescoreJob, table: RecordTable, worst: WorstCases) -> None:
-        self.batch = RetrievalBatch(
-            job.ks, require_snippets=job.snippets, case_sensitive=job.case_sensitive, folder_mode=job.folder_mode
-        )
-        self.table, self.worst = table, worst
-        self.ks, self.lean = job.ks, job.lean
-        self.k = str(job.ks[0])
-        # In file order: (case, the fields worst cases read, whether they name a problem,
-        # None for a batched record or the metrics of one scored on its own, the record's
-        # extract_case reduction when the job is not lean).
-        self.pending: list[tuple[dict, dict, bool, dict | None, dict | None]] = []
-
-    def add(self, rec: dict, case: dict, chunks: Any) -> bool:
-        """Take `rec` into the block; False when the batch does not take its shape."""
-        if not self.batch.add(case, chunks, rec.get("references"), rec.get("folder_selection")):
-            return False
-        self.pending.append((case, *_worst_fields(rec), None, self._extract(rec, case, {})))
-        if len(self.batch) >= _BATCH_SIZE or self.batch.cells() >= _BATCH_CELLS:
-            self.flush()
-        return True
-
-    def add_scored(self, rec: dict, case: dict, rm: dict) -> None:
-        """A record scored on its own: straight through when nothing waits before it."""
-        x = self._extract(rec, case, rm)
-        if not self.pending:
-            self._row(case, rm, x)
-            self.worst.add(rec)
-            return
-        self.pending.append((case, *_worst_fields(rec), rm, x))
-
-    def _extract(self, rec: dict, case: dict, rm: dict) -> dict | None:
-        """What a whole record gives the table besides its new retrieval values (None when
-        lean); the first record with `indexing_coverage` gives the table's, in file order."""
-        if self.lean:
-            return None
-        rec["case"], rec["retrieval_metrics"] = case, rm
-        if self.table.coverage is None and rec.get("indexing_coverage") is not None:
-            self.table.coverage = rec["indexing_coverage"]
-        return extract_case(rec, self.ks)
-
-    def _row(self, case: dict, rm: dict, x: dict | None) -> None:
-        if x is None:
-            self.table.add_retrieval(case, rm)
-        else:
-            self.table.add_extracted(x, case)
-
-    def _rows(self, cases: list[dict], xs: list[dict | None], cells: Any, scope: Any, attribution: Any) -> None:
-        if self.lean:
-            self.table.add_retrieval_rows(cases, cells, scope, attribution)
-        else:
-            self.table.add_extracted_rows(xs, cases, cells, scope, attribution)  # type: ignore[arg-type]
-
-    def flush(self) -> None:
-        """Score the waiting batched records and hand everything waiting over, in file order."""
-        pending, self.pending = self.pending, []
-        if not pending:
-            return
-        cells, scope, attribution = self.batch.score()
-        self.batch.clear()
-        worst, k = self.worst, self.k
-        recall, mrr = cells[:, RECALL_ANY_COLUMN], cells[:, MRR_COLUMN]
-        badness = retrieval_badness(recall, mrr).tolist()  # of the records with no other problems
-        recall_l, mrr_l = recall.tolist(), mrr.tolist()
-        # Row i of `cells` is batched[i]'s.
-        batched = [case for case, _, _, rm, _ in pending if rm is None]
-        extracted = [x for _, _, _, rm, x in pending if rm is None]
-        start = at = 0  # the first batched record not yet in the table; the next one's row
-        for case, fields, problems, rm, x in pending:
-            if rm is None:
-                i = at
-                at += 1
-                if not problems and not (badness[i] > 0.0 and worst.could_take(badness[i])):
-                    worst.skip()  # what worst.add would decide: nothing to list, or not worse than the kept cases
-                    continue
-                fields["case"] = case
-                fields["retrieval_metrics"] = {"at_k": {k: {"recall_any": _none(recall_l[i]), "mrr": _none(mrr_l[i])}}}
-                worst.add(fields)
-                continue
-            if start < at:
-                self._rows(batched[start:at], extracted[start:at], cells[start:at], scope[start:at], attribution[start:at])
-                start = at
-            self._row(case, rm, x)
-            worst.add({**fields, "case": case, "retrieval_metrics": rm})
-        if start < at:
-            self._rows(batched[start:at], extracted[start:at], cells[start:at], scope[start:at], attribution[start:at])
-
-
-def _worst_fields(rec: dict) -> tuple[dict, bool]:
-    """(what WorstCases reads of `rec` but its case and metrics, whether it names a problem)."""
-    fields = {key: rec[key] for key in _WORST_IDS if key in rec}
-    problems = False
-    for key in _WORST_PROBLEMS:
-        if v := rec.get(key):
-            fields[key] = v
-            problems = True
-    return fields, problems
-
-
-def _none(v: float) -> float | None:
-    return None if v != v else v
-
-
-class _Regrouped(Exception):
-    """A lean re-scoring met a case of --eval-set in another group than its record's case."""
-
-
-def _rescore_all(job: _RescoreJob, workers: int | None) -> _Part:
-    """Every record of results.jsonl scored: in forked workers when `_rescore_parallel`
-    chooses to, else in this process."""
-    # A trials run is scored in one process: its per-trial tables are not merged across workers.
-    part = None if job.trials else _rescore_parallel(job, workers)
-    if part is None:
-        with _fewer_collections():
-            part = _rescore_part(job)
-    return part
+            tally.refs_dropped += 1
+        tally.records += 1
+        if job.rescore:
+            rec["case"] = case
+            rec["retrieval_metrics"] = score_case_retrieval(
+                case, chunks, rec.get("references") or [], rec.get("folder_selection"), job.folder_mode, job.ks,
+                require_snippets=snippets, case_sensitive=job.case_sensitive, acknowledged=recorded_acknowledgement(rec),
+            )
+        yield rec
+    tally.missing += cases.missing
+    tally.regrouped += cases.regrouped
 
 
 _PARALLEL_MIN_BYTES = 32 << 20
 _JOB: _RescoreJob | None = None  # the job a forked worker scores a part of
 
 
-def _part_of(span: tuple[int, int | None]) -> _Part:
+def _score_part(span: tuple[int, int | None, str]) -> _Tally:
+    """A forked worker: the records of one byte range re-scored into a file of their own."""
     assert _JOB is not None
-    with _fewer_collections():
-        return _rescore_part(_JOB, *span)
+    start, end, path = span
+    tally = _Tally()
+    with _fewer_collections(), open(path, "wb", buffering=1 << 20) as f:
+        for rec in _rescored(_JOB, tally, start, end):
+            f.write(orjson.dumps(rec, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+    return tally
 
 
-def _rescore_parallel(job: _RescoreJob, workers: int | None) -> _Part | None:
-    """The parts of results.jsonl scored in forked worker processes, merged in file order.
+def _rescored_stream(job: _RescoreJob, tally: _Tally, workers: int | None) -> Iterator[dict[str, Any]]:
+    """Every record of results.jsonl re-scored, in file order: in forked worker processes
+    when the file is large (each writes its part to a temporary file, read back here in
+    order), else in this process. Scoring (about two thirds of the work) runs side by side;
+    the derive that takes the records runs here, as it does for run_eval.
 
-    None when one process is the better choice (a small file, one CPU, a platform without
-    fork, other threads running: forking them is unsafe) or when a worker failed: the
-    caller then scores in this process, which raises the error with its true line number.
-    """
+    One process when it is the better choice (a small file, one CPU, a platform without
+    fork, other threads running: forking them is unsafe) or when a worker failed: this
+    process then scores everything and raises the error with its true line number."""
     global _JOB
+    spans = _parallel_spans(job, workers)
+    if spans is None:
+        yield from _rescored(job, tally)
+        return
+    import multiprocessing
+    import tempfile
+    from concurrent.futures import ProcessPoolExecutor
+
+    with tempfile.TemporaryDirectory(prefix="evalkit-rescore-") as tmp:
+        parts = [(start, end, str(Path(tmp) / f"part-{i}.jsonl")) for i, (start, end) in enumerate(spans)]
+        _JOB = job
+        try:
+            with ProcessPoolExecutor(len(parts), mp_context=multiprocessing.get_context("fork")) as pool:
+                tallies = list(pool.map(_score_part, parts))
+        except Exception:  # noqa: BLE001 - any worker failure: redo in this process, which reports it properly
+            tallies = None
+        finally:
+            _JOB = None
+        if tallies is None:
+            yield from _rescored(job, tally)
+            return
+        for part in tallies:
+            tally.merge(part)
+        tally.processes = len(parts)
+        for _, _, path in parts:
+            with open(path, "rb", buffering=1 << 20) as f:
+                for line in f:
+                    yield orjson.loads(line)
+
+
+def _parallel_spans(job: _RescoreJob, workers: int | None) -> list[tuple[int, int | None]] | None:
+    """The byte ranges of results.jsonl forked workers score, or None for one process."""
     if workers is None:
         try:
             size = job.run.results_path.stat().st_size
@@ -833,31 +627,7 @@ def _rescore_parallel(job: _RescoreJob, workers: int | None) -> _Part | None:
     if workers <= 1 or sys.platform != "linux" or threading.active_count() > 1:
         return None
     spans = job.run.split_results(workers)
-    if len(spans) < 2:
-        return None
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    _JOB = job
-    try:
-        with ProcessPoolExecutor(len(spans), mp_context=multiprocessing.get_context("fork")) as pool:
-            parts = list(pool.map(_part_of, spans))
-    except _Regrouped:
-        raise
-    except Exception:  # noqa: BLE001 - any worker failure: redo in this process, which reports it properly
-        return None
-    finally:
-        _JOB = None
-    whole = parts[0]
-    for part in parts[1:]:
-        whole.table.merge(part.table)
-        whole.worst.merge(part.worst)
-        for key, n in part.counts.items():
-            whole.counts[key] += n
-        whole.missing += part.missing
-        whole.regrouped += part.regrouped
-    whole.processes = len(parts)
-    return whole
+    return spans if len(spans) >= 2 else None
 
 
 def score_retrieval(
@@ -872,18 +642,19 @@ def score_retrieval(
     case_sensitive: bool = True,
     workers: int | None = None,
 ) -> RetrievalScoring:
-    """Recompute every retrieval metric of a stored run and merge them into its metrics.json.
+    """Recompute every retrieval metric of a stored run, then derive its metrics.json.
 
-    Streams results.jsonl once: each record's stored chunks and references are matched
-    against the gold labels (EVAL.md "Anchors") and scored at every K (EVAL.md "Retrieval
-    metrics"), then aggregated by `aggregate_records`, overall and by group. The retrieval
-    keys of every cell (`recall_at_k_avg` ... `recency_pass_rate`, `at_k`, `n_unlabeled`, `k`
-    and their n), `ks` and `retrieval_scoring` are replaced; the rest of metrics.json stays.
-    When anything the per-case values depend on changed (K, snippets, case sensitivity,
-    the labels' dataset_version, cut text), results.jsonl is rewritten in the same update as
-    metrics.json (`RunDir.write_together`): each record gets the labels scored (`case`) and
-    its new `retrieval_metrics`, so results.jsonl, results.json, metrics.json and compare_runs
-    say the same. Otherwise the stored per-case values are already these and stay.
+    Each record's stored chunks and references are matched against the gold labels
+    (EVAL.md "Anchors") and scored at every K (EVAL.md "Retrieval metrics"). When anything
+    the per-case values depend on changed (K, snippets, case sensitivity, the labels'
+    dataset_version, the scorer), results.jsonl is rewritten with them (each record gets
+    the labels scored, `case`, and its new `retrieval_metrics`) and metrics.json is derived
+    from the same pass, in one update (`derive.rederive`); otherwise the stored per-case
+    values are already these, and metrics.json is derived from them as they are
+    (`derive.derive_run`). Either way every number of metrics.json is the derive's, as
+    after run_eval, and `retrieval_scoring` records what the retrieval numbers were
+    computed with. Re-scoring an unchanged run leaves every file as it was, timestamps
+    aside.
 
     Args:
         run_id: the run (a folder name under `results_dir`), or an open RunDir.
@@ -901,12 +672,11 @@ def score_retrieval(
             --store-full-text, check snippets on the 200-character prefixes anyway (a
             snippet missing from a cut text then does not fail the match: upper bounds).
         case_sensitive: compare paths and headings case-sensitively (EVAL.md "Anchors").
-        workers: processes that score parts of results.jsonl side by side (1: this process
-            only). Default: one per CPU (at most 8) when results.jsonl is larger than
-            32 MB, else 1. Workers are forked, so only on Linux and only while no other
-            thread runs (forking a threaded process can deadlock); otherwise one process
-            scores everything. The numbers are the same either way: parts are merged in
-            file order and sums are exact.
+        workers: processes that re-score parts of results.jsonl side by side (1: this
+            process only). Default: one per CPU (at most 8) when results.jsonl is larger
+            than 32 MB, else 1. Workers are forked, so only on Linux and only while no
+            other thread runs (forking a threaded process can deadlock). The numbers are
+            the same either way: the parts are taken back in file order.
 
     Returns:
         RetrievalScoring, with the updated metrics.json in `.metrics`.
@@ -933,109 +703,74 @@ def score_retrieval(
                 field="--require-snippets",
             )
         )
-    source, given_cases = _labels(run, cfg, eval_set, _stored_per_case(old, cfg, settings).get("dataset_version"))
-    folder_mode = settings.get("folder_mode")
-    counts = {"records": 0, "cut_chunks": 0, "refs_dropped": 0}
-    # Only the retrieval keys are written unless metrics.json is missing or cases change
-    # group, which the records' own cases never do: then the table needs only the case and
-    # the new retrieval_metrics (its other keys would be computed and dropped). A case of
-    # --eval-set in another group stops that pass, and the whole records are taken.
-    job = _RescoreJob(
-        run=run, given_cases=given_cases, ks=ks, snippets=snippets, folder_mode=folder_mode,
-        case_sensitive=case_sensitive, lean=old is not None,
-        trials=int((cfg.get("hashed") or {}).get("trials") or 1) > 1, stop_if_regrouped=old is not None,
-    )
-    try:
-        part = _rescore_all(job, workers)
-    except _Regrouped:
-        job = replace(job, lean=False, stop_if_regrouped=False)
-        part = _rescore_all(job, workers)
-    body = part.table.result(suite_ms=recorded_suite_ms(old))
-    if part.missing:
-        raise _missing_problem(part.missing, source)
-    counts = part.counts
-
+    stored = _stored_per_case(old, cfg, settings)
+    source, given_cases = _labels(run, cfg, eval_set, stored.get("dataset_version"))
     result = RetrievalScoring(
-        run_id=run.run_id,
-        run_dir=run.path,
-        ks=ks,
-        require_snippets=snippets,
-        eval_set=source,
-        n_records=counts["records"],
-        previous_primary_k=_stored_primary_k(old),
-        primary_k_chosen=ks[0] != settings["k"][0],
-        n_regrouped=part.regrouped,
-        snippets_on_cut_text=cut_text,
-        n_cut_chunks=counts["cut_chunks"],
-        n_references_dropped=counts["refs_dropped"],
-        processes=part.processes,
-        case_sensitive=case_sensitive,
+        run_id=run.run_id, run_dir=run.path, ks=ks, require_snippets=snippets, eval_set=source, n_records=0,
+        previous_primary_k=_stored_primary_k(old), primary_k_chosen=ks[0] != settings["k"][0],
+        snippets_on_cut_text=cut_text, case_sensitive=case_sensitive,
     )
-    whole = old is None or part.regrouped > 0
-    if part.regrouped:
-        result.warnings.append(
-            f"{part.regrouped} case(s) changed answerable, tags, category, difficulty, domain or language in the eval set: "
-            "every aggregate of metrics.json (judges and abstention too) was recomputed with the new labels"
-        )
-    if cut_text and counts["cut_chunks"]:
-        result.warnings.append(
-            f"snippets were checked on {counts['cut_chunks']} chunk text(s) cut to 200 characters: a snippet missing "
-            "from a cut text did not fail the match, so snippet-based numbers are upper bounds"
-        )
-    if counts["refs_dropped"]:
-        result.warnings.append(
-            f"{counts['refs_dropped']} record(s) stored only the first references of their answer: attribution and "
-            "recency were scored on the stored ones (run_eval scored all of them)"
-        )
-    patch = _patch(old, body, RETRIEVAL_KEYS, _RETRIEVAL_EXTRA, whole=whole)
-    patch["ks"] = list(ks)
-    if part.trials is not None:
-        patch["trials"] = part.trials.result()
     # The per-case values must say what metrics.json says (compare_runs pairs them; results.json
     # shows them; a later judge_answers aggregates them): when anything they depend on changed,
-    # results.jsonl is rewritten with them, together with metrics.json.
-    result.results_rewritten = result.per_case() != _stored_per_case(old, cfg, settings)
-    patch["retrieval_scoring"] = {**result.provenance(), "warnings": list(result.warnings)}
-    # The per-case values are now this evalkit's (rewritten above when they were another's):
-    # compare_runs reads the scorer here (merge_metrics keeps the other invariants).
-    identity = _label_identity(source, given_cases, cfg, snippets)
-    patch["invariants"] = {"scorer": scorer_identity(), **identity.pop("invariants", {})}
-    patch.update(identity)
-    def recheck(metrics: dict[str, Any]) -> dict[str, Any]:
-        return recheck_verdicts(run, metrics, settings)
+    # results.jsonl is rewritten with them, and metrics.json derived from the same pass.
+    result.results_rewritten = result.per_case() != stored
+    job = _RescoreJob(run=run, given_cases=given_cases, ks=ks, snippets=snippets,
+                      folder_mode=settings.get("folder_mode"), case_sensitive=case_sensitive,
+                      rescore=result.results_rewritten)
+    facts = RunFacts.stored(run, cfg, old or {})
+    facts.ks, facts.scorer = ks, scorer_identity()
+    _label_facts(facts, _label_identity(source, given_cases, cfg, snippets))
+    tally = _Tally()
 
-    if result.results_rewritten:
-        metrics = recheck(merge_metrics(run.read_metrics() or {}, patch))
-        run.write_together(results=_rescored_records(job), metrics=metrics)
-        result.metrics = metrics
-    else:
-        result.metrics = run.update_metrics(patch, then=recheck)
-    result.metrics = dict(write_derived(run, result.metrics, part.worst) or result.metrics)
+    def finish(f: RunFacts) -> None:
+        if tally.missing:
+            raise _missing_problem(tally.missing, source)
+        _retrieval_warnings(result, tally)
+        f.owned = {**f.owned, "retrieval_scoring": {**result.provenance(), "warnings": list(result.warnings)}}
+
+    with _fewer_collections():
+        if result.results_rewritten:
+            metrics, _ = rederive(run, facts, _rescored_stream(job, tally, workers), before_derive=finish)
+        else:
+            records = RecordPass(facts.settings, rows=True, ks=facts.cutoffs, grades=stored_grades(run))
+            for rec in _rescored(job, tally):
+                records.add(rec)
+            finish(facts)
+            metrics, _ = derive_run(run, facts, records)
+    result.metrics = metrics
     return result
 
 
-def _rescored_records(job: _RescoreJob) -> Iterator[dict[str, Any]]:
-    """results.jsonl's records in file order, each with its case (the labels scored) and its
-    `retrieval_metrics` computed as `_rescore_part` computed them (the kernels' own floats)."""
-    cases = _Cases(job.given_cases)
-    for line, rec in enumerate(job.run.iter_results(), start=1):
-        case = cases.of(rec, line, job.run.results_path)
-        if case is None:  # pragma: no cover - score_retrieval stopped on missing cases before
-            yield rec
-            continue
-        rec["case"] = case
-        rec["retrieval_metrics"] = score_case_retrieval(
-            case,
-            rec.get("retrieved_chunks") or [],
-            rec.get("references") or [],
-            rec.get("folder_selection"),
-            job.folder_mode,
-            job.ks,
-            require_snippets=job.snippets,
-            case_sensitive=job.case_sensitive,
-            acknowledged=recorded_acknowledgement(rec),
+def _label_facts(facts: RunFacts, identity: Mapping[str, Any]) -> None:
+    """The labels the per-case values are scored with (`_label_identity`), into the facts
+    the derive writes metrics.json's dataset_version, cases_version and gold forms from."""
+    facts.dataset_version = identity["dataset_version"]
+    if identity.get("cases_version"):
+        facts.cases_version = identity["cases_version"]
+    forms = (identity.get("invariants") or {}).get("gold_forms")
+    if forms is not None:
+        facts.gold_forms = forms
+
+
+def _retrieval_warnings(result: RetrievalScoring, tally: _Tally) -> None:
+    """The result's counts and warnings, once every record went through."""
+    result.n_records, result.n_regrouped, result.processes = tally.records, tally.regrouped, tally.processes
+    result.n_cut_chunks, result.n_references_dropped = tally.cut_chunks, tally.refs_dropped
+    if tally.regrouped:
+        result.warnings.append(
+            f"{tally.regrouped} case(s) changed answerable, tags, category, difficulty, domain or language in the eval "
+            "set: every aggregate of metrics.json (judges and abstention too) was recomputed with the new labels"
         )
-        yield rec
+    if result.snippets_on_cut_text and tally.cut_chunks:
+        result.warnings.append(
+            f"snippets were checked on {tally.cut_chunks} chunk text(s) cut to 200 characters: a snippet missing "
+            "from a cut text did not fail the match, so snippet-based numbers are upper bounds"
+        )
+    if tally.refs_dropped:
+        result.warnings.append(
+            f"{tally.refs_dropped} record(s) stored only the first references of their answer: attribution and "
+            "recency were scored on the stored ones (run_eval scored all of them)"
+        )
 
 
 # --------------------------------------------------------------------------- abstention
@@ -1188,7 +923,7 @@ def score_abstention(
     source, given_cases = _labels(run, cfg, eval_set, per_case.get("dataset_version"))
     judge = _build_classifier(classifier, judge_settings)
     cases = _Cases(given_cases)
-    tally = {"records": 0, "classified": 0, "failed": 0, "changed": 0}
+    tally = {"records": 0, "classified": 0, "failed": 0, "changed": 0, "differs": 0}
     # Labels other than those the per-case values were scored with: retrieval is re-scored
     # per case too, as the last scoring did it (K, snippets, case rule), the whole aggregate
     # recomputed, and results.jsonl rewritten with both, so every reader sees the new labels.
@@ -1216,7 +951,10 @@ def score_abstention(
                 # hallucinated / false_abstention follow the (possibly relabelled) case.
                 from evalkit.metrics.abstention import score_case_abstention
 
-                rec["abstention"] = {**abst, **score_case_abstention(answerable, bool(abst["abstained"]))}
+                new = {**abst, **score_case_abstention(answerable, bool(abst["abstained"]))}
+                if new != abst:
+                    tally["differs"] += 1
+                rec["abstention"] = new
             tally["records"] += 1
             yield rec
 
@@ -1243,68 +981,50 @@ def score_abstention(
             loop.run_until_complete(_classify(judge, todo, classifier == "heuristic" or bool(getattr(judge, "heuristic", False)), tally))
         yield from batch
 
-    stream = classified() if judge is not None else labelled()
-    worst = WorstCases(ks[0])  # summary.md's worst cases, from the same pass
-    trials = TrialStats(ks)  # a --trials run's `trials` block, from the new decisions
-
-    def watched() -> Iterator[dict[str, Any]]:
-        for rec in stream:
-            worst.add(rec)
-            trials.add(rec)
-            yield rec
-
-    # The per-case values this re-scores go back into results.jsonl, in the same update as
-    # metrics.json: new labels (case, retrieval_metrics, abstention) or new decisions.
+    # The per-case values this re-scores go back into results.jsonl, and metrics.json is
+    # derived from the same pass: new labels (case, retrieval_metrics, abstention) or new
+    # decisions. Otherwise the records stay, and metrics.json is derived from them.
     rewrite = relabelled or classifier is not None
     result = AbstentionScoring(run_id=run.run_id, run_dir=run.path, eval_set=source, classifier=classifier,
                                n_records=0, results_rewritten=rewrite,
                                judge=judge.describe() if judge is not None else None)
+    facts = RunFacts.stored(run, cfg, old or {})
+    facts.ks = ks
+    if relabelled:
+        _label_facts(facts, _label_identity(source, given_cases, cfg, snippets))
+        # What the per-case retrieval values are now scored with (score_retrieval reads it).
+        last = dict(facts.owned.get("retrieval_scoring") or {})
+        facts.owned = {**facts.owned,
+                       "retrieval_scoring": {**last, "per_case": {**per_case, "dataset_version": source.version}}}
 
-    def finish(body: dict[str, Any]) -> dict[str, Any]:
-        """The metrics.json patch, once every record went through."""
+    def finish(f: RunFacts) -> None:
         if cases.missing:
             raise _missing_problem(cases.missing, source)
-        return _abstention_patch(result, body, old, ks, trials, tally, cases.regrouped, relabelled, per_case,
-                                 _label_identity(source, given_cases, cfg, snippets))
+        _abstention_warnings(result, tally, cases.regrouped)
+        f.owned = {**f.owned, "abstention_scoring": {**result.provenance(), "warnings": list(result.warnings)}}
 
-    if rewrite:
-        table = RecordTable(ks)
-
-        def rows() -> Iterator[dict[str, Any]]:
-            for rec in watched():
-                table.add_record(rec)
-                yield rec
-
-        def metrics_after() -> dict[str, Any]:
-            patch = finish(table.result(suite_ms=recorded_suite_ms(old)))
-            return recheck_verdicts(run, merge_metrics(run.read_metrics() or {}, patch), settings)
-
-        with _fewer_collections():
-            run.write_together(results=rows(), metrics=metrics_after)
-        result.metrics = run.read_metrics() or {}
-    else:
-        with _fewer_collections():
-            body = aggregate_records(watched(), ks=ks, suite_ms=recorded_suite_ms(old))
-        result.metrics = run.update_metrics(finish(body), then=lambda m: recheck_verdicts(run, m, settings))
-    result.metrics = dict(write_derived(run, result.metrics, worst) or result.metrics)
+    with _fewer_collections():
+        if not rewrite:
+            records = RecordPass(facts.settings, rows=True, ks=facts.cutoffs, grades=stored_grades(run))
+            for rec in labelled():
+                records.add(rec)
+            if not tally["differs"]:
+                finish(facts)
+                result.metrics, _ = derive_run(run, facts, records)
+                return result
+            # Stored decisions scored by an older rule than the labels say: the records follow.
+            records.close()
+            result.results_rewritten = True
+            tally.update(dict.fromkeys(tally, 0))
+            cases.missing.clear()
+            cases.regrouped = 0
+        stream = classified() if judge is not None else labelled()
+        result.metrics, _ = rederive(run, facts, stream, before_derive=finish)
     return result
 
 
-def _abstention_patch(
-    result: AbstentionScoring,
-    body: dict[str, Any],
-    old: Mapping[str, Any] | None,
-    ks: list[int],
-    trials: TrialStats,
-    tally: Mapping[str, int],
-    regrouped: int,
-    relabelled: bool,
-    per_case: Mapping[str, Any],
-    label_identity: Mapping[str, Any],
-) -> dict[str, Any]:
-    """score_abstention's metrics.json patch; fills `result` in (counts, warnings, provenance).
-    `label_identity` (`_label_identity`) is written when the labels changed."""
-    classifier = result.classifier
+def _abstention_warnings(result: AbstentionScoring, tally: Mapping[str, int], regrouped: int) -> None:
+    """score_abstention's counts and warnings, once every record went through."""
     result.n_records = tally["records"]
     result.n_classified = tally["classified"]
     result.n_classifier_failures = tally["failed"]
@@ -1319,26 +1039,11 @@ def _abstention_patch(
         result.warnings.append(
             f"the classifier failed on {tally['failed']} answer(s): left unknown, counted in n_abstention_unknown"
         )
-    if classifier is not None and tally["changed"]:
+    if result.classifier is not None and tally["changed"]:
         result.warnings.append(
             f"{tally['changed']} answer(s) were classified differently from before; results.jsonl and metrics.json "
             "now hold the new decisions"
         )
-    # New labels re-scored every per-case value: the whole aggregate follows them.
-    whole = old is None or regrouped > 0 or relabelled
-    patch = _patch(old, body, ABSTENTION_KEYS, _ABSTENTION_EXTRA, whole=whole)
-    if whole:
-        patch["ks"] = ks
-    trial_block = trials.result()
-    if trial_block is not None:
-        patch["trials"] = trial_block
-    patch["abstention_scoring"] = {**result.provenance(), "warnings": list(result.warnings)}
-    if relabelled:
-        # What the per-case retrieval values are now scored with (score_retrieval reads it).
-        last = dict((old or {}).get("retrieval_scoring") or {})
-        patch["retrieval_scoring"] = {**last, "per_case": {**per_case, "dataset_version": result.eval_set.version}}
-        patch.update(label_identity)
-    return patch
 
 
 def _build_classifier(classifier: str | None, judge_settings: Any) -> Any:

@@ -62,7 +62,7 @@ def run_dir(tmp_path: Path) -> Path:
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     # An HTTP-target run: only --vault can give the full chunk text back.
     (run / "config.json").write_text(json.dumps({"run_id": RUN_ID, "config_hash": "abc123",
-                                                 "settings": {"k": [5, 10], "api_url": "http://127.0.0.1:9/", "vault": "sample_vault"},
+                                                 "settings": {"k": [5, 10], "seed": 7, "api_url": "http://127.0.0.1:9/", "vault": "sample_vault"},
                                                  "target": {"kind": "http", "api_url": "http://127.0.0.1:9/"},
                                                  "judge": {"provider": None}}))
     (run / "metrics.json").write_text(json.dumps({"run_id": RUN_ID, "seed": 7, "aggregate_metrics": {"k": 5}}))
@@ -104,7 +104,7 @@ def test_heuristic_judging_rewrites_results_metrics_and_config(run_dir: Path):
     assert agg["groundedness_avg"] is not None
     assert agg["judge"]["heuristic"] is True and agg["judge"]["not_judged_correct_abstention"] == 1
     assert agg["judge_reliability"] is None
-    assert metrics["seed"] == 7  # keys other scripts own survive
+    assert metrics["seed"] == 7  # the run's settings (config.json) are the derive's, re-judged or not
     assert "10" in agg["at_k"]  # ks came from config.json settings.k
     cfg = json.loads((run_dir / RUN_ID / "config.json").read_text())
     assert cfg["judge"]["heuristic"] is True and cfg["judge"]["model"] == "heuristic-v1"

@@ -64,7 +64,7 @@ KILL_POINTS = [
     # the commit under way: the `.commit` marker written, results.jsonl renamed, metrics.json not
     pytest.param(MID_COMMIT, id="mid-commit"),
     # metrics.json, results.jsonl and config.json committed; no derived file written yet
-    pytest.param("evalkit.rescore.answers:write_derived", id="before-any-derived-file"),
+    pytest.param("evalkit.derive:write_derived", id="before-any-derived-file"),
     # summary.md written, results.json and report.html not
     pytest.param("evalkit.derive.summary:write_results_json", id="after-summary"),
     # results.json's temp file written whole, killed before its rename: `.results.json.<x>.tmp`
@@ -150,7 +150,7 @@ def test_next_command_rederives_what_a_killed_judging_left_stale(retrieval_only:
 def test_evalkit_report_recovers_too(retrieval_only: Path, tmp_path: Path):
     results = tmp_path / "results"
     shutil.copytree(retrieval_only, results / RUN_ID)
-    _judge_killed_at("evalkit.rescore.answers:write_derived", results)
+    _judge_killed_at("evalkit.derive:write_derived", results)
     res = CliRunner().invoke(report_app, ["--run-id", RUN_ID, "--results-dir", str(results)])
     assert res.exit_code == 0, res.output
     run = RunDir(results / RUN_ID)

@@ -1,22 +1,19 @@
-"""score_retrieval with --eval-set scores records a block at a time too (issue 27 item 3),
-with the labels of the file given, and the whole records go to the aggregate (the cases may
-change group): metrics.json, summary.md and results.jsonl are those of scoring each record
-on its own (`score_case_retrieval`, `add_record`), in one process or in two."""
+"""score_retrieval with --eval-set: the records are re-scored with the labels of the file
+given (the cases may change group) and metrics.json is derived from them (issue 37: one
+derive); metrics.json, summary.md and results.jsonl are the same whether one process
+re-scores them or two forked workers do."""
 
 from __future__ import annotations
 
 import shutil
 import textwrap
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 import pytest
 
 from evalkit import score_retrieval
-from evalkit.rescore import scoring
-from evalkit.metrics.batch import RetrievalBatch
 from evalkit.rescore.scoring import _read_cases
 
 BOT = textwrap.dedent(
@@ -82,51 +79,21 @@ def _files(folder: Path) -> tuple:
 
 
 @pytest.mark.parametrize("relabel", [False, True])
-@pytest.mark.parametrize("workers", [1, 2])
-def test_eval_set_given_in_blocks_equals_one_record_at_a_time(run: Path, tmp_path: Path, monkeypatch, relabel, workers) -> None:
+def test_eval_set_given_in_two_processes_equals_one(run: Path, tmp_path: Path, relabel) -> None:
     given = _write(tmp_path / f"given_{relabel}.jsonl", relabel)
     copies = []
-    for lane in ("blocks", "per-record"):
-        results = tmp_path / lane
+    for workers in (1, 2):
+        results = tmp_path / f"workers{workers}"
         shutil.rmtree(results, ignore_errors=True)
         shutil.copytree(run, results)
-        with monkeypatch.context() as m:
-            if lane == "per-record":
-                m.setattr(RetrievalBatch, "add", lambda *a, **k: False)  # every record the per-record way
-            res = score_retrieval("r", results_dir=results, eval_set=given, workers=workers)
-        # Forked workers only while no other thread runs (pytest-xdist's workers run some).
-        assert res.processes == (workers if threading.active_count() == 1 else 1)
+        res = score_retrieval("r", results_dir=results, eval_set=given, workers=workers)
+        # Forked workers only while no other thread runs (pytest-xdist's workers run some), and
+        # only when there is something to re-score (new labels; else the records stand).
+        assert res.processes == (workers if relabel and threading.active_count() == 1 else 1)
         assert res.results_rewritten == relabel  # new labels go into results.jsonl too
         assert bool(res.n_regrouped) == relabel
         copies.append(_files(results / "r"))
     assert copies[0] == copies[1]
-
-
-def test_labels_in_the_same_groups_take_only_the_retrieval_rows(run: Path, tmp_path: Path, monkeypatch) -> None:
-    """New supports, same groups: the table gets only the cases and the new retrieval
-    values (as for the records' own labels), and metrics.json, summary.md and the rewritten
-    results.jsonl are what taking the whole records gives (the rule before)."""
-    given = _write(tmp_path / "given.jsonl", "supports")
-    copies = []
-    for rule in ("lean", "whole records"):
-        results = tmp_path / rule
-        shutil.copytree(run, results)
-        with monkeypatch.context() as m:
-            if rule == "whole records":
-                m.setattr(scoring, "_RescoreJob", _WholeRecords)
-            res = score_retrieval("r", results_dir=results, eval_set=given, workers=1)
-        assert res.results_rewritten and res.n_regrouped == 0
-        copies.append(_files(results / "r"))
-    assert copies[0] == copies[1]
-
-
-@dataclass
-class _WholeRecords(scoring._RescoreJob):
-    """The job score_retrieval made before: the whole records whenever labels are given."""
-
-    def __post_init__(self) -> None:
-        if self.given_cases is not None:
-            self.lean = self.stop_if_regrouped = False
 
 
 def test_given_cases_are_dumped_when_asked(tmp_path: Path) -> None:
