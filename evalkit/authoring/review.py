@@ -96,7 +96,7 @@ def read_log(path: str | Path) -> dict[str, Decision]:
     Raises:
         BadConfig: a line that is not a decision (names the file and the line).
     """
-    from evalkit.interop.importers import jsonl_items
+    from evalkit.interop.importers.base import jsonl_items
 
     path = Path(path)
     if not path.exists():

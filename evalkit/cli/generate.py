@@ -123,7 +123,8 @@ def main(
     with exit_on_known_errors():
         from evalkit.authoring.generate import generate_candidates, parse_mix
         from evalkit.errors import BadConfig, Problem
-        from evalkit.interop.importers import ImportedCase, write_eval_set
+        from evalkit.interop.importers.base import ImportedCase
+        from evalkit.interop.importers.output import write_eval_set
 
         if not vault.is_dir():
             raise BadConfig(Problem("no such folder", path=str(vault), field="--vault"))

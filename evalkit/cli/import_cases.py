@@ -61,15 +61,10 @@ def main(
         _import_beir(paths, fmt, split or "test", vault_out, output, force, category, tuple(tag or ()), docid_map)
         return
     with exit_on_known_errors():
-        from evalkit.interop.importers import (
-            ImportOptions,
-            check_output,
-            check_vault_out,
-            import_cases,
-            write_eval_set,
-            write_vault,
-        )
+        from evalkit.interop.importers import import_cases
+        from evalkit.interop.importers.base import ImportOptions
         from evalkit.interop.importers.docids import load_docid_map
+        from evalkit.interop.importers.output import check_output, check_vault_out, write_eval_set, write_vault
 
         options = ImportOptions(
             docid_map=load_docid_map(docid_map) if docid_map is not None else None,
@@ -142,7 +137,7 @@ def _import_beir(
     """`--format beir DIR --split S --vault OUT`: streamed by `importers.beir.import_beir`."""
     with exit_on_known_errors():
         from evalkit.errors import BadConfig, Problem
-        from evalkit.interop.importers import ImportOptions
+        from evalkit.interop.importers.base import ImportOptions
         from evalkit.interop.importers.beir import import_beir
 
         if fmt != "beir":
@@ -157,7 +152,7 @@ def _import_beir(
             ))
         if docid_map is not None:
             raise BadConfig(Problem("--format beir maps each document to its own note; drop --docid-map", field="--docid-map"))
-        from evalkit.interop.importers import check_output
+        from evalkit.interop.importers.output import check_output
 
         check_output(output, paths)
         done = import_beir(

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.interop.importers import import_cases, write_eval_set, write_vault
+from evalkit.interop.importers import import_cases
+from evalkit.interop.importers.output import write_eval_set, write_vault
 from evalkit.run.runner import run
 
 pytestmark = pytest.mark.integration
@@ -72,12 +73,12 @@ def test_a_vault_that_cannot_be_written_leaves_no_eval_set(tmp_path: Path) -> No
 
 def test_an_eval_set_that_does_not_validate_removes_the_vault_it_created(tmp_path: Path, monkeypatch) -> None:
     from evalkit.errors import BadEvalSet, Problem
-    from evalkit.interop import importers
+    from evalkit.interop.importers import output
 
     def refuse(*a, **kw):
         raise BadEvalSet(Problem("planted: a case does not validate"))
 
-    monkeypatch.setattr(importers, "write_eval_set", refuse)
+    monkeypatch.setattr(output, "write_eval_set", refuse)
     out = _import(str(FIXTURE), "--vault", str(tmp_path / "vault"), "--output", str(tmp_path / "out.jsonl"))
     assert out.exit_code == 2 and "planted" in out.output
     assert not (tmp_path / "vault").exists() and not (tmp_path / "out.jsonl").exists()
@@ -85,12 +86,12 @@ def test_an_eval_set_that_does_not_validate_removes_the_vault_it_created(tmp_pat
 
 def test_a_failing_vault_write_leaves_no_eval_set(tmp_path: Path, monkeypatch) -> None:
     # the same as the read-only folder above, for root too: the vault write fails, no eval set is left
-    from evalkit.interop import importers
+    from evalkit.interop.importers import output
 
     def fail(*a, **kw):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(importers, "write_vault", fail)
+    monkeypatch.setattr(output, "write_vault", fail)
     out = _import(str(FIXTURE), "--vault", str(tmp_path / "vault"), "--output", str(tmp_path / "out.jsonl"))
     assert out.exit_code != 0
     assert not (tmp_path / "out.jsonl").exists()
@@ -120,7 +121,7 @@ def test_force_replaces_only_what_an_import_wrote(tmp_path: Path) -> None:
 def test_a_bad_byte_is_reported_on_its_own_line(tmp_path: Path) -> None:
     # issue 29 item 7: a text reader decodes ahead, so a bad byte on line 3 was blamed on line 1
     # (and on line 1950 instead of 2001 in a long BEIR corpus). Counted by hand: line 3 here.
-    from evalkit.interop.importers import jsonl_items
+    from evalkit.interop.importers.base import jsonl_items
 
     path = tmp_path / "x.jsonl"
     path.write_bytes(b'{"a": 1}\n{"a": 2}\n{"a": "\xff"}\n' + b'{"a": 4}\n' * 3000 + b'{"a": "\xfe"}\n')

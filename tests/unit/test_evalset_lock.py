@@ -204,7 +204,8 @@ def test_manifest_status(v1: Path, tmp_path: Path) -> None:
 
 
 def test_the_importer_refuses_a_locked_output_before_writing_anything(v1: Path) -> None:
-    from evalkit.interop.importers import ImportedCase, write_eval_set
+    from evalkit.interop.importers.base import ImportedCase
+    from evalkit.interop.importers.output import write_eval_set
 
     lk.lock_eval_set(v1)
     before = sorted(p.name for p in v1.parent.iterdir())

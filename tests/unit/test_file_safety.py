@@ -118,7 +118,8 @@ def _lock(run: RunDir) -> Path:
 
 
 def _import_output(run: RunDir) -> Path:
-    from evalkit.interop.importers import import_cases, write_eval_set
+    from evalkit.interop.importers import import_cases
+    from evalkit.interop.importers.output import write_eval_set
 
     out = run.path.parent.parent / "imported.jsonl"
     write_eval_set(import_cases("gno", [ROOT / "tests" / "data" / "gno" / "queries.json"]), out, force=True, extra_categories=[])

@@ -249,7 +249,8 @@ def test_openai_single_multi_hop_and_unanswerable(vault: Path, tmp_path: Path, r
 
 
 def test_written_cases_load_and_retrieval_flags_run(vault: Path, tmp_path: Path, router: respx.Router, openai_key: str) -> None:
-    from evalkit.interop.importers import ImportedCase, write_eval_set
+    from evalkit.interop.importers.base import ImportedCase
+    from evalkit.interop.importers.output import write_eval_set
 
     router["openai"].side_effect = OpenAIHandler()
     r = generate_with_llm(vault, settings=_settings(tmp_path), n=3, multi_hop=1, unanswerable=1, check_retrieval=True)

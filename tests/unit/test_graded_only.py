@@ -19,8 +19,10 @@ from evalkit import run_eval
 from evalkit.errors import BadEvalSet, InputError
 from evalkit.evalset.anchors import MatchTable, match_ranking
 from evalkit.evalset.load import load_eval_set
-from evalkit.interop.importers import ImportOptions, import_cases, write_eval_set
+from evalkit.interop.importers import import_cases
+from evalkit.interop.importers.base import ImportOptions
 from evalkit.interop.importers.docids import load_docid_map
+from evalkit.interop.importers.output import write_eval_set
 from evalkit.metrics.retrieval import (
     _recall_view,
     _score_ks,

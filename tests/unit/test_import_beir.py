@@ -16,8 +16,9 @@ from typer.testing import CliRunner
 from evalkit.cli.main import app as main_app
 from evalkit.errors import BadConfig, InputError
 from evalkit.evalset.load import load_eval_set
-from evalkit.interop.importers import FORMATS, VAULT_MARKER, get_converter
+from evalkit.interop.importers import FORMATS, get_converter
 from evalkit.interop.importers.beir import import_beir, note_path, note_text
+from evalkit.interop.importers.output import VAULT_MARKER
 
 CORPUS = [
     {"_id": "doc1", "title": "Tomatoes", "text": "Water tomato plants deeply twice a week."},
@@ -89,7 +90,7 @@ def test_import_writes_one_note_per_document_and_the_judged_queries(beir_dir: Pa
 
 
 def test_split_train_and_tags(beir_dir: Path, tmp_path: Path) -> None:
-    from evalkit.interop.importers import ImportOptions
+    from evalkit.interop.importers.base import ImportOptions
 
     done = import_beir(beir_dir, vault_out=tmp_path / "v", output=tmp_path / "es.jsonl", split="train",
                        options=ImportOptions(category="reasoning", tags=("scifact",)))
@@ -250,7 +251,7 @@ def test_cli(beir_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 def test_a_case_evalkit_rejects_is_named_by_its_queries_line(beir_dir: Path, tmp_path: Path) -> None:
     from evalkit.errors import BadEvalSet
-    from evalkit.interop.importers import ImportOptions
+    from evalkit.interop.importers.base import ImportOptions
 
     with pytest.raises(BadEvalSet) as e:
         import_beir(beir_dir, vault_out=tmp_path / "v", output=tmp_path / "es.jsonl",

@@ -17,8 +17,10 @@ from typer.testing import CliRunner
 from evalkit.cli.main import app as main_app
 from evalkit.errors import BadConfig, BadEvalSet, InputError
 from evalkit.evalset.load import load_eval_set
-from evalkit.interop.importers import FORMATS, ImportOptions, get_converter, import_cases, write_eval_set
+from evalkit.interop.importers import FORMATS, get_converter, import_cases
+from evalkit.interop.importers.base import ImportOptions
 from evalkit.interop.importers.docids import load_docid_map
+from evalkit.interop.importers.output import write_eval_set
 from evalkit.metrics.retrieval import score_case_retrieval
 
 # Seed 002, "Test Data Format": evals/fixtures/queries.json, verbatim (tests/data/gno).

@@ -15,18 +15,10 @@ from typer.testing import CliRunner
 from evalkit.cli.main import app as main_app
 from evalkit.errors import BadConfig, InputError
 from evalkit.evalset.load import load_eval_set
-from evalkit.interop.importers import (
-    FORMATS,
-    VAULT_MARKER,
-    ImportedCase,
-    ImportOptions,
-    check_vault_out,
-    get_converter,
-    import_cases,
-    write_eval_set,
-    write_vault,
-)
+from evalkit.interop.importers import FORMATS, get_converter, import_cases
+from evalkit.interop.importers.base import ImportedCase, ImportOptions
 from evalkit.interop.importers.hindsight import fact_note, folder_slug
+from evalkit.interop.importers.output import VAULT_MARKER, check_vault_out, write_eval_set, write_vault
 from tests.jsonio_words import orjson_msg
 
 FIXTURE = Path(__file__).parents[1] / "data" / "hindsight" / "assistant-baseline.v1.jsonl"

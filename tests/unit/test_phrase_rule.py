@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from evalkit.evalset.anchors import match_support, normalize_phrase, phrase_in
-from evalkit.interop.importers import ImportOptions, import_cases
+from evalkit.interop.importers import import_cases
+from evalkit.interop.importers.base import ImportOptions
 from evalkit.metrics.expectations import score_expectations
 
 TEXT = "Top-K FILE settings: recall\u00a0at five, Straße 9"

@@ -16,8 +16,10 @@ import pytest
 from evalkit.config import RunSettings, build_settings
 from evalkit.errors import BadConfig, BadEvalSet
 from evalkit.evalset.load import load_eval_set
-from evalkit.interop.importers import ImportOptions, import_cases, write_eval_set
+from evalkit.interop.importers import import_cases
+from evalkit.interop.importers.base import ImportOptions
 from evalkit.interop.importers.docids import load_docid_map
+from evalkit.interop.importers.output import write_eval_set
 from evalkit.run.records import build_request
 from evalkit.schema import EvalCase
 

@@ -17,7 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.errors import BadConfig, InputError
-from evalkit.interop.importers import ImportOptions, import_cases
+from evalkit.interop.importers import import_cases
+from evalkit.interop.importers.base import ImportOptions
 from evalkit.interop.importers.docids import load_docid_map
 from evalkit.interop.trec import export_trec, trec_docid
 from evalkit.metrics.retrieval import score_case_retrieval

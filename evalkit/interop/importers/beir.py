@@ -38,14 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import BadConfig, InputError, Problem
-from evalkit.interop.importers import (
-    ImportedCase,
-    ImportOptions,
-    check_replaceable,
-    jsonl_items,
-    write_eval_set,
-    write_marker,
-)
+from evalkit.interop.importers.base import ImportedCase, ImportOptions, jsonl_items
+from evalkit.interop.importers.output import check_replaceable, write_eval_set, write_marker
 from evalkit.jsonio import iter_lines
 from evalkit.store.atomic import staged_dir
 

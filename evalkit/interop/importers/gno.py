@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import InputError, Problem
-from evalkit.interop.importers import ImportedCase, ImportOptions
+from evalkit.interop.importers.base import ImportedCase, ImportOptions
 from evalkit.jsonio import read_json
 
 __all__ = ["convert", "convert_item"]

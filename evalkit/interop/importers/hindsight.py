@@ -32,7 +32,7 @@ from typing import Any
 
 from evalkit.errors import InputError, Problem
 from evalkit.evalset.anchors import normalize_phrase, phrase_in
-from evalkit.interop.importers import ImportedCase, ImportOptions, jsonl_items
+from evalkit.interop.importers.base import ImportedCase, ImportOptions, jsonl_items
 
 __all__ = ["convert", "fact_note", "folder_slug"]
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import InputError, Problem
-from evalkit.interop.importers import ImportedCase, ImportOptions, jsonl_items
+from evalkit.interop.importers.base import ImportedCase, ImportOptions, jsonl_items
 from evalkit.jsonio import read_text
 
 __all__ = ["convert", "read_qrels", "read_topics"]
