@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.cli.judge_answers import app as judge_app
-from evalkit.cli.run_eval import app as run_app
+from tests.support import run_eval_cli, write_run
 
 pytestmark = pytest.mark.integration
 
@@ -54,31 +54,27 @@ def _exit_2_in_one_line(res: Any) -> str:
     return lines[0]
 
 
-def _run_eval(args: list[str]) -> Any:
-    return CliRunner().invoke(run_app, args)
-
-
 # --------------------------------------------------------------------------- item 3
 
 
 def test_results_dir_is_a_file(run_args: list[str], tmp_path: Path) -> None:
     # regression: issue item 3, NotADirectoryError traceback, exit 1
     (tmp_path / "results").write_text("x")
-    line = _exit_2_in_one_line(_run_eval([*run_args, "--results-dir", str(tmp_path / "results"), "--run-id", "r"]))
+    line = _exit_2_in_one_line(run_eval_cli(*run_args, "--results-dir", str(tmp_path / "results"), "--run-id", "r"))
     assert line == (f"evalkit: {tmp_path}/results/r: cannot create the run folder: Not a directory "
                     f"({tmp_path}/results is a file, not a folder)")
 
 
 def test_results_dir_under_a_file(run_args: list[str], tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x")
-    line = _exit_2_in_one_line(_run_eval([*run_args, "--results-dir", str(tmp_path / "f" / "results")]))
+    line = _exit_2_in_one_line(run_eval_cli(*run_args, "--results-dir", str(tmp_path / "f" / "results")))
     assert "cannot create the run folder: Not a directory" in line and f"{tmp_path}/f is a file" in line
 
 
 @pytest.mark.skipif(not Path("/sys/kernel").is_dir(), reason="needs Linux sysfs")
 def test_results_dir_the_os_refuses(run_args: list[str]) -> None:
     # A folder even root cannot write to: sysfs refuses mkdir (EPERM, or EROFS when read-only).
-    line = _exit_2_in_one_line(_run_eval([*run_args, "--results-dir", "/sys/evalkit-test"]))
+    line = _exit_2_in_one_line(run_eval_cli(*run_args, "--results-dir", "/sys/evalkit-test"))
     assert line.startswith("evalkit: /sys/evalkit-test") and ": cannot create the run folder: " in line
 
 
@@ -87,7 +83,7 @@ def test_results_dir_unwritable(run_args: list[str], tmp_path: Path) -> None:
     results = tmp_path / "results"
     results.mkdir(mode=0o555)
     try:
-        line = _exit_2_in_one_line(_run_eval([*run_args, "--results-dir", str(results)]))
+        line = _exit_2_in_one_line(run_eval_cli(*run_args, "--results-dir", str(results)))
     finally:
         results.chmod(0o755)
     assert "cannot create the run folder: Permission denied" in line
@@ -95,14 +91,14 @@ def test_results_dir_unwritable(run_args: list[str], tmp_path: Path) -> None:
 
 def test_run_id_of_300_characters(run_args: list[str], tmp_path: Path) -> None:
     # regression: issue item 3, OSError errno 36 (File name too long) traceback, exit 1
-    line = _exit_2_in_one_line(_run_eval([*run_args, "--results-dir", str(tmp_path / "res"), "--run-id", "a" * 300]))
+    line = _exit_2_in_one_line(run_eval_cli(*run_args, "--results-dir", str(tmp_path / "res"), "--run-id", "a" * 300))
     assert line.startswith("evalkit: --run-id: not a valid run id: 'aaaa")
     assert "(300 characters)" in line
     assert not (tmp_path / "res").exists()  # refused before anything was written
 
 
 def test_name_too_long_from_the_os(run_args: list[str], tmp_path: Path) -> None:
-    line = _exit_2_in_one_line(_run_eval([*run_args, "--results-dir", str(tmp_path / ("d" * 300))]))
+    line = _exit_2_in_one_line(run_eval_cli(*run_args, "--results-dir", str(tmp_path / ("d" * 300))))
     assert line.endswith("cannot create the run folder: File name too long")
 
 
@@ -128,7 +124,6 @@ def test_judge_answers_that_cannot_write_the_run(tmp_path: Path) -> None:
     # one line, exit 2, and the run as it was, without temp files.
     results = tmp_path / "results"
     run = results / "big"
-    run.mkdir(parents=True)
     text = "The server listens on port 8080 by default. " * 40
     records = []
     for i in range(20):
@@ -143,8 +138,7 @@ def test_judge_answers_that_cannot_write_the_run(tmp_path: Path) -> None:
             "abstention": {"abstained": False, "hallucinated": None, "method": "target"},
             "error": None, "judge_errors": [], "missing_fields": [],
         })
-    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (run / "config.json").write_text(json.dumps({"run_id": "big", "settings": {"k": [5]}, "judge": {"provider": None}}))
+    write_run(results, "big", records, config={"run_id": "big", "settings": {"k": [5]}, "judge": {"provider": None}})
     (run / "metrics.json").write_text(json.dumps({"run_id": "big", "aggregate_metrics": {"k": 5}}))
     before = {p.name: p.read_bytes() for p in run.iterdir()}
     assert len(before["results.jsonl"]) > 100_000
@@ -177,7 +171,7 @@ def test_judge_answers_that_cannot_write_the_run(tmp_path: Path) -> None:
 def test_unsafe_run_ids_are_refused(run_args: list[str], tmp_path: Path, flag: str, run_id: str) -> None:
     # regression: issue item 7, '[bold red]RUN' was printed as red markup while the folder
     # was named literally; an ESC byte went raw to the terminal, even with --quiet
-    res = _run_eval([*run_args, "--results-dir", str(tmp_path / "res"), flag, run_id, "--quiet"])
+    res = run_eval_cli(*run_args, "--results-dir", str(tmp_path / "res"), flag, run_id, "--quiet")
     line = _exit_2_in_one_line(res)
     assert line.startswith(f"evalkit: {flag}: not a valid run id: {run_id!r}")
     assert "\x1b" not in res.output

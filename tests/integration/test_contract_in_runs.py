@@ -10,9 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from evalkit.cli.run_eval import app
+from tests.support import make_case, run_eval_cli, write_eval_set
 
 GOLD = [{"rel_path": "notes/alpha.md", "heading_path": "# Alpha > ## Setup"}]
 
@@ -29,11 +27,9 @@ def ask(request):
 def _run(tmp_path: Path, first: str, second_id: str, *extra: str):
     bot = tmp_path / "bot.py"
     bot.write_text(BOT.format(first=first, second_id=second_id))
-    es = tmp_path / "es.jsonl"
-    es.write_text("\n".join(json.dumps({"id": f"c{i}", "question": f"q{i}", "answerable": True, "gold_supports": GOLD})
-                            for i in range(3)) + "\n")
-    return CliRunner().invoke(app, ["--eval-set", str(es), "--target", f"python:{bot}:ask", "--results-dir",
-                                    str(tmp_path / "r"), "--retrieval-only", "--json", *extra])
+    es = write_eval_set(tmp_path / "es.jsonl", [make_case(i, question=f"q{i}", gold_supports=GOLD) for i in range(3)])
+    return run_eval_cli(*extra, eval_set=es, target=f"python:{bot}:ask", results_dir=tmp_path / "r",
+                        retrieval_only=True, json=True)
 
 
 def test_llamaindex_heading_paths_are_named_and_the_run_exits_2(tmp_path: Path) -> None:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support import run_eval_script
+
 ROOT = Path(__file__).resolve().parents[2]
 DEEP = "[" * 100_000
 
@@ -35,9 +37,8 @@ def test_a_deep_gno_fixture_is_bad_input(tmp_path: Path) -> None:
 def test_a_deep_response_schema_is_bad_input(tmp_path: Path) -> None:
     schema = tmp_path / "schema.json"
     schema.write_text(DEEP)
-    out = _run(str(ROOT / "scripts/run_eval.py"), "--eval-set", str(ROOT / "eval_set.jsonl"), "--vault",
-               str(ROOT / "sample_vault"), "--response-schema", str(schema), "--results-dir", str(tmp_path / "r"),
-               cwd=tmp_path)
+    out = run_eval_script(eval_set=ROOT / "eval_set.jsonl", vault=ROOT / "sample_vault", response_schema=schema,
+                          results_dir=tmp_path / "r", cwd=tmp_path)
     _one_line(out, schema, ": --response-schema: JSON nested too deeply: more than 64 levels of arrays and objects")
 
 
@@ -45,8 +46,7 @@ def test_a_deep_lock_manifest_is_bad_input(tmp_path: Path) -> None:
     es = tmp_path / "set.jsonl"
     es.write_bytes((ROOT / "eval_set.jsonl").read_bytes())
     (tmp_path / "eval_sets.lock").write_text(DEEP)
-    out = _run(str(ROOT / "scripts/run_eval.py"), "--eval-set", str(es), "--vault", str(ROOT / "sample_vault"),
-               "--results-dir", str(tmp_path / "r"), cwd=tmp_path)
+    out = run_eval_script(eval_set=es, vault=ROOT / "sample_vault", results_dir=tmp_path / "r", cwd=tmp_path)
     _one_line(out, tmp_path / "eval_sets.lock",
               ": JSON nested too deeply: more than 64 levels of arrays and objects; restore it from git")
 

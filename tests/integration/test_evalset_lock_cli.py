@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from evalkit.cli.main import app
 from evalkit.evalset import lock as lk
+from tests.support import run_eval_api
 
 pytestmark = pytest.mark.integration
 
@@ -24,11 +25,8 @@ def _evalkit(*args: object, input: str | None = None):
     return CliRunner().invoke(app, [str(a) for a in args], input=input)
 
 
-def _run(eval_set: Path, results: Path, **extra: object):
-    from evalkit.run.runner import run
-
-    return run({"eval_set": [str(eval_set)], "vault": str(SAMPLE_VAULT), "retrieval_only": True,
-                "results_dir": str(results), "limit": 5, **extra})
+# The runs here: the in-process reference chatbot, retrieval only, five cases.
+SAMPLE = {"vault": SAMPLE_VAULT, "retrieval_only": True, "limit": 5}
 
 
 def _runs(results: Path) -> list[str]:
@@ -95,14 +93,14 @@ def test_lock_refuses_an_invalid_eval_set(tmp_path: Path) -> None:
 @pytest.mark.skipif(not any(SAMPLE_VAULT.rglob("*.md")), reason="sample_vault/ has no notes")
 def test_a_run_locks_a_versioned_file_and_refuses_it_once_edited(v1: Path, tmp_path: Path) -> None:
     results = tmp_path / "results"
-    result = _run(v1, results)
+    result = run_eval_api(eval_set=v1, results_dir=results, **SAMPLE)
     assert result.success and not result.incomplete
     entry = lk.locked(v1)
     assert entry is not None and entry.run_id == result.run_id
     assert entry.sha256 == json.loads((result.run_dir / "metrics.json").read_text())["dataset_version"]
     metrics_before = (result.run_dir / "metrics.json").read_bytes()
 
-    second = _run(v1, results)  # unchanged: runs, the lock keeps the first run's id
+    second = run_eval_api(eval_set=v1, results_dir=results, **SAMPLE)  # unchanged: runs, the lock keeps the first run's id
     assert lk.locked(v1) == entry and second.run_id != result.run_id
 
     _edit(v1)
@@ -122,11 +120,11 @@ def test_an_unversioned_file_is_not_locked_by_a_run_but_by_gating_against_a_base
     es = tmp_path / "eval_set.jsonl"
     shutil.copy(MAIN_SET, es)
     results = tmp_path / "results"
-    base = _run(es, results, run_id="base")
+    base = run_eval_api(eval_set=es, results_dir=results, **SAMPLE, run_id="base")
     assert base.success
     assert not (tmp_path / "eval_sets.lock").exists()
 
-    gated = _run(es, results, baseline="base")
+    gated = run_eval_api(eval_set=es, results_dir=results, **SAMPLE, baseline="base")
     assert gated.gate is not None
     entry = lk.locked(es)
     assert entry is not None and entry.run_id == "base"  # the baseline's id, not the gated run's
@@ -187,7 +185,7 @@ def test_a_baseline_of_other_eval_set_content_is_refused_before_running(tmp_path
     es = tmp_path / "eval_set.jsonl"
     shutil.copy(MAIN_SET, es)
     results = tmp_path / "results"
-    assert _run(es, results, run_id="base").success
+    assert run_eval_api(eval_set=es, results_dir=results, **SAMPLE, run_id="base").success
     _edit(es)  # same cases, one question reworded: another dataset_version
     runs = _runs(results)
     out = _evalkit("run", "--eval-set", es, "--vault", SAMPLE_VAULT, "--retrieval-only", "--results-dir", results,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit import run_eval
+from tests.support import make_case, read_records, run_eval_api, write_eval_set
 
 pytestmark = pytest.mark.integration
 
@@ -101,12 +101,12 @@ def hostile() -> Iterator[str]:
         srv.server_close()
 
 
-def _run(url: str, tmp_path: Path, question: str, **kw):
-    es = tmp_path / "es.jsonl"
-    es.write_text(json.dumps({"id": "c1", "question": question, "answerable": True, "gold_supports": GOLD}) + "\n")
-    result = run_eval(eval_set=str(es), api_url=url, retrieval_only=True, results_dir=str(tmp_path / "r"),
-                      no_probe=True, retries=0, max_error_rate=1.0, **kw)
-    (rec,) = [json.loads(x) for x in (result.run_dir / "results.jsonl").open()]
+def _ask(url: str, tmp_path: Path, question: str, **kw):
+    """The record of a one-case run asking the hostile server `question`."""
+    es = write_eval_set(tmp_path / "es.jsonl", [make_case("c1", question=question, gold_supports=GOLD)])
+    result = run_eval_api(eval_set=es, api_url=url, retrieval_only=True, results_dir=tmp_path / "r",
+                          no_probe=True, retries=0, max_error_rate=1.0, **kw)
+    (rec,) = read_records(result.run_dir)
     return rec
 
 
@@ -114,14 +114,14 @@ def test_a_trickling_answer_ends_within_the_timeout(hostile, tmp_path):
     # regression: --timeout was per read; one byte a second kept a case running 181 s. Every
     # read here comes within 0.3 s, so only the whole-answer deadline can end it as a timeout
     # (the whole answer takes ~45 s to trickle: a per-read timeout would read it all).
-    rec = _run(hostile, tmp_path, "trickle", timeout=2.0)
+    rec = _ask(hostile, tmp_path, "trickle", timeout=2.0)
     assert rec["error"]["kind"] == "timeout", rec["error"]
 
 
 @pytest.mark.parametrize("question", ["endless", "bomb"])
 def test_an_oversized_answer_is_cut_off_in_bounded_memory(hostile, tmp_path, question):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    rec = _run(hostile, tmp_path, question, timeout=20.0, max_response_bytes=LIMIT)
+    rec = _ask(hostile, tmp_path, question, timeout=20.0, max_response_bytes=LIMIT)
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert rec["error"]["kind"] == "response_too_large", rec["error"]
     assert grown_mb < 100, grown_mb  # the server offered 300-640 MB
@@ -146,5 +146,5 @@ def test_the_httpx_path_is_capped_the_same_way(hostile, question):
 
 
 def test_a_compressed_answer_within_the_limit_is_read(hostile, tmp_path):
-    rec = _run(hostile, tmp_path, "gzipped", max_response_bytes=LIMIT)
+    rec = _ask(hostile, tmp_path, "gzipped", max_response_bytes=LIMIT)
     assert rec["error"] is None and rec["answer"] == "A [1]."

@@ -8,26 +8,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from evalkit.cli.run_eval import app
 from evalkit.reference.chatbot import ReferenceChatbot
+from tests.support import run_eval_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(tmp_path: Path, run_id: str, *params: str):
-    args = ["--eval-set", str(ROOT / "eval_set.jsonl"), "--vault", str(ROOT / "sample_vault"), "--retrieval-only",
-            "--results-dir", str(tmp_path), "--run-id", run_id, "--json"]
-    for p in params:
-        args += ["--param", p]
-    return CliRunner().invoke(app, args)
+BUNDLED = {"eval_set": ROOT / "eval_set.jsonl", "vault": ROOT / "sample_vault", "retrieval_only": True, "json": True}
 
 
 def test_unknown_options_are_named_and_bm25_options_change_the_retrieval(tmp_path: Path) -> None:
-    base = _run(tmp_path, "base")
+    base = run_eval_cli(**BUNDLED, results_dir=tmp_path, run_id="base")
     assert base.exit_code == 0 and "ignores --param" not in base.stderr
-    tuned = _run(tmp_path, "tuned", "bm25_k1=0.2", "bm25_b=0.0", "top_k_rerank=3")
+    tuned = run_eval_cli(**BUNDLED, results_dir=tmp_path, run_id="tuned",
+                         params={"bm25_k1": 0.2, "bm25_b": 0.0, "top_k_rerank": 3})
     assert tuned.exit_code == 0, tuned.output
     assert "the target ignores --param top_k_rerank" in tuned.stderr  # and only that one
     assert "bm25_k1" not in tuned.stderr.split("ignores --param", 1)[1].splitlines()[0]

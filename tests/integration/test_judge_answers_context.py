@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.cli.judge_answers import app as judge_app
-from evalkit.cli.run_eval import app as run_app
+from tests.support import run_eval_cli, write_eval_set
 
 pytestmark = pytest.mark.integration
 
@@ -45,14 +45,13 @@ def project(tmp_path: Path) -> dict[str, Path]:
     (vault / "ops").mkdir(parents=True)
     (vault / "ops" / "server.md").write_text(SERVER)
     (vault / "ops" / "db.md").write_text(DB)
-    eval_set = tmp_path / "eval_set.jsonl"
-    eval_set.write_text("".join(json.dumps(c) + "\n" for c in CASES))
+    eval_set = write_eval_set(tmp_path / "eval_set.jsonl", CASES)
     return {"vault": vault, "eval_set": eval_set, "results": tmp_path / "results"}
 
 
 def _run_eval(p: dict[str, Path], run_id: str, *args: str) -> None:
-    res = CliRunner().invoke(run_app, ["--eval-set", str(p["eval_set"]), "--vault", str(p["vault"]), "--results-dir",
-                                       str(p["results"]), "--run-id", run_id, "--quiet", *args], catch_exceptions=False)
+    res = run_eval_cli(*args, eval_set=p["eval_set"], vault=p["vault"], results_dir=p["results"], run_id=run_id,
+                       quiet=True, catch_exceptions=False)
     assert res.exit_code == 0, res.output
 
 

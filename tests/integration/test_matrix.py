@@ -14,9 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from evalkit.cli.run_eval import app
+from tests.support import run_eval_cli
 
 REPO = Path(__file__).resolve().parents[2]
 BOT = f"python:{REPO / 'tests' / 'integration' / 'matrix_bot.py'}:ask"
@@ -34,13 +32,8 @@ latency_budget_ms = 5000
 
 
 def _run(tmp_path: Path, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(
-        app,
-        ["--eval-set", str(REPO / "eval_set.jsonl"), "--target", BOT, "--retrieval-only", "--k", "5", "--k", "10",
-         "--results-dir", str(tmp_path / "results"), *args],
-        catch_exceptions=False,
-        env={"COLUMNS": "200"},
-    )
+    result = run_eval_cli(*args, eval_set=REPO / "eval_set.jsonl", target=BOT, retrieval_only=True, k=[5, 10],
+                          results_dir=tmp_path / "results", catch_exceptions=False, env={"COLUMNS": "200"})
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -108,13 +101,9 @@ def test_non_significant_inversion_passes(tmp_path: Path) -> None:
 def test_presets_compared_on_answer_quality(tmp_path: Path) -> None:
     # Seed 002's model presets judged for answer quality (the offline heuristic here): the
     # table's runs carry answer_quality_avg and --expect-order tests it with compare_runs.
-    result = CliRunner().invoke(
-        app,
-        ["--eval-set", str(REPO / "eval_set.jsonl"), "--target", BOT, "--answer-quality", "--k", "5",
-         "--results-dir", str(tmp_path / "results"), "--matrix", "bm25_k1=1.2,10", "--run-id", "aq",
-         "--expect-order", "10<=1.2:answer_quality_avg", "--quiet", "--json"],
-        catch_exceptions=False,
-    )
+    result = run_eval_cli(eval_set=REPO / "eval_set.jsonl", target=BOT, answer_quality=True, k=5,
+                          results_dir=tmp_path / "results", matrix="bm25_k1=1.2,10", run_id="aq",
+                          expect_order="10<=1.2:answer_quality_avg", quiet=True, json=True, catch_exceptions=False)
     doc = json.loads(result.stdout.strip().splitlines()[-1])
     for name in ("1.2", "10"):
         metrics = json.loads((tmp_path / "results" / f"aq-{name}" / "metrics.json").read_text())

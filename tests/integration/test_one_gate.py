@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.cli.main import app
+from tests.support import run_eval_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,8 +29,8 @@ def project(tmp_path: Path) -> dict[str, str]:
 
 
 def _run(p: dict[str, str], run_id: str, *extra: str):
-    return CliRunner().invoke(app, ["run", "--eval-set", p["es"], "--vault", p["vault"], "--results-dir", p["results"],
-                                    "--run-id", run_id, "--quiet", *extra])
+    return run_eval_cli("run", *extra, app=app, eval_set=p["es"], vault=p["vault"], results_dir=p["results"],
+                        run_id=run_id, quiet=True)
 
 
 def _compare(p: dict[str, str], a: str, b: str, *extra: str):

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from evalkit.cli.run_eval import app
 from tests.integration.fault_server import fault_server  # noqa: F401
+from tests.support import make_case, run_eval_cli, run_eval_script, write_eval_set
 
 pytestmark = pytest.mark.integration
 
@@ -22,30 +19,15 @@ GOLD = [{"rel_path": "notes/alpha.md", "heading_path": "# Alpha"}]
 
 
 def _eval_set(tmp_path: Path, questions: list[str]) -> Path:
-    es = tmp_path / "es.jsonl"
-    es.write_text(
-        "\n".join(
-            json.dumps({"id": f"c{i}", "question": q, "answerable": True, "gold_supports": GOLD})
-            for i, q in enumerate(questions)
-        )
-        + "\n"
-    )
-    return es
-
-
-def _run(args: list[str]):
-    return CliRunner().invoke(app, args)
+    cases = [make_case(i, question=q, gold_supports=GOLD) for i, q in enumerate(questions)]
+    return write_eval_set(tmp_path / "es.jsonl", cases)
 
 
 def test_an_unreachable_target_exits_2_within_seconds(tmp_path):
     es = _eval_set(tmp_path, [f"q{i}" for i in range(30)])
     # Port 9 (discard) on loopback: nothing listens. Default retries (3) and timeout (60 s):
     # the probe alone decides, with one try.
-    proc = subprocess.run(
-        [sys.executable, "scripts/run_eval.py", "--eval-set", str(es), "--api-url", "http://127.0.0.1:9",
-         "--results-dir", str(tmp_path / "r"), "--retrieval-only"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-    )
+    proc = run_eval_script(eval_set=es, api_url="http://127.0.0.1:9", results_dir=tmp_path / "r", retrieval_only=True)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("evalkit: --api-url: cannot reach the target at http://127.0.0.1:9")
@@ -64,7 +46,7 @@ def test_an_unreachable_target_exits_2_within_seconds(tmp_path):
 def test_a_target_that_does_not_speak_the_contract_exits_2(fault_server, tmp_path, behaviour, says):  # noqa: F811
     srv = fault_server({"first": behaviour})
     es = _eval_set(tmp_path, ["first", "second"])
-    out = _run(["--eval-set", str(es), "--api-url", srv.base_url, "--results-dir", str(tmp_path / "r"), "--retrieval-only"])
+    out = run_eval_cli(eval_set=es, api_url=srv.base_url, results_dir=tmp_path / "r", retrieval_only=True)
     assert out.exit_code == 2, out.output
     assert says in out.stderr and "--no-probe" in out.stderr
     assert srv.hits.get("second", 0) == 0  # no case was asked
@@ -74,8 +56,7 @@ def test_a_target_that_does_not_speak_the_contract_exits_2(fault_server, tmp_pat
 def test_no_probe_runs_anyway_and_the_failures_make_the_run_incomplete(fault_server, tmp_path):  # noqa: F811
     srv = fault_server({"first": "bad_json"})
     es = _eval_set(tmp_path, ["first", "second"])
-    out = _run(["--eval-set", str(es), "--api-url", srv.base_url, "--results-dir", str(tmp_path / "r"),
-                "--retrieval-only", "--no-probe"])
+    out = run_eval_cli(eval_set=es, api_url=srv.base_url, results_dir=tmp_path / "r", retrieval_only=True, no_probe=True)
     assert out.exit_code == 3, out.output
     assert "incomplete run: the target failed 1 of 2 cases" in out.stderr
     assert srv.hits["first"] == 1 and srv.hits["second"] == 1
@@ -87,14 +68,14 @@ def test_an_unknown_vault_is_an_error_not_an_empty_search(tmp_path):
     vault = tmp_path / "other_vault"
     shutil.copytree(ROOT / "sample_vault", vault)
     es = ROOT / "eval_set_sanity.jsonl"
-    args = ["--eval-set", str(es), "--vault", str(vault), "--results-dir", str(tmp_path / "r"), "--retrieval-only"]
-    out = _run([*args, "--send-scope", "vaults", "--vault-id", "other_vault"])
+    run = {"eval_set": es, "vault": vault, "results_dir": tmp_path / "r", "retrieval_only": True}
+    out = run_eval_cli(**run, send_scope="vaults", vault_id="other_vault")
     assert out.exit_code == 2, out.output
     assert "unknown vault 'sample_vault'; this server serves 'other_vault'" in out.stderr
     # The eval set's one vault is served when --vault-id is not given.
-    assert _run([*args, "--send-scope", "vaults"]).exit_code == 0
+    assert run_eval_cli(**run, send_scope="vaults").exit_code == 0
     # Without --send-scope nothing names a vault: the same run measures the chatbot.
-    ok = _run([*args, "--json"])
+    ok = run_eval_cli(**run, json=True)
     assert ok.exit_code == 0, ok.output
     assert json.loads(ok.stdout.strip().splitlines()[-1])["aggregate_metrics"]["recall_at_k_avg"] > 0.5
 
@@ -117,8 +98,8 @@ def test_runs_that_retrieve_nothing_say_so(tmp_path):
         "            'debug': {'retrieved_chunks': []}}\n"
     )
     es = _eval_set(tmp_path, ["a", "b", "c"])
-    out = _run(["--eval-set", str(es), "--target", f"python:{bot}:ask", "--results-dir", str(tmp_path / "r"),
-                "--retrieval-only", "--json"])
+    out = run_eval_cli(eval_set=es, target=f"python:{bot}:ask", results_dir=tmp_path / "r", retrieval_only=True,
+                       json=True)
     assert out.exit_code == 0, out.output
     payload = json.loads(out.stdout.strip().splitlines()[-1])
     kinds = {w["kind"]: w for w in payload["warnings"]}
@@ -134,8 +115,8 @@ def test_a_5xx_on_the_probe_is_not_fatal_but_a_target_failing_every_case_is_inco
     # A 500 may belong to one question: the probe lets the run go on, and the run says the rest.
     srv = fault_server({"first": "500", "second": "500"})
     es = _eval_set(tmp_path, ["first", "second"])
-    out = _run(["--eval-set", str(es), "--api-url", srv.base_url, "--results-dir", str(tmp_path / "r"),
-                "--retrieval-only", "--retries", "0", "--json"])
+    out = run_eval_cli(eval_set=es, api_url=srv.base_url, results_dir=tmp_path / "r", retrieval_only=True, retries=0,
+                       json=True)
     assert out.exit_code == 3, out.output
     payload = json.loads(out.stdout.strip().splitlines()[-1])
     config = json.loads((Path(payload["run_dir"]) / "config.json").read_text())

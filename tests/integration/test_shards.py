@@ -20,10 +20,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from evalkit import run_eval
 from evalkit.errors import BadConfig
 from evalkit.evalset.shard import ENV_SOURCES, Shard, parse_shard, shard_from_env, shard_of
 from evalkit.run.merge import merge_runs
+from tests.support import run_eval_api, run_eval_cli, start_run_eval_script, write_eval_set
 
 pytestmark = pytest.mark.integration
 
@@ -65,16 +65,16 @@ def _case(n: int) -> dict:
 @pytest.fixture
 def setup(tmp_path: Path) -> dict:
     (tmp_path / "bot.py").write_text(BOT)
-    es = tmp_path / "es.jsonl"
-    es.write_text("".join(json.dumps(_case(n)) + "\n" for n in range(N_CASES)))
-    return {"eval_set": str(es), "target": f"python:{tmp_path / 'bot.py'}:ask", "results": tmp_path / "results"}
+    es = write_eval_set(tmp_path / "es.jsonl", [_case(n) for n in range(N_CASES)])
+    target = f"python:{tmp_path / 'bot.py'}:ask"
+    # Every run here, sharded or not, in process or in a child, starts from these settings.
+    run = dict(eval_set=es, target=target, k=[1, 3], retrieval_only=True, results_dir=tmp_path / "results",
+               concurrency=2, quiet=True, retries=0)
+    return {"eval_set": str(es), "target": target, "results": tmp_path / "results", "run": run}
 
 
 def _run(setup: dict, **kw):
-    args = dict(eval_set=setup["eval_set"], target=setup["target"], k=[1, 3], retrieval_only=True,
-                results_dir=str(setup["results"]), concurrency=2, quiet=True, retries=0)
-    args.update(kw)
-    return run_eval(**args)
+    return run_eval_api(**{**setup["run"], **kw})
 
 
 def _comparable(metrics: dict) -> dict:
@@ -97,12 +97,7 @@ def _records(run_dir: Path) -> list[dict]:
 
 
 def _start_shard(setup: dict, shard: str, run_id: str) -> subprocess.Popen:
-    env = {**os.environ, "SHARD_BOT_DELAY": "0.03", "PYTHONUNBUFFERED": "1"}
-    args = ["--eval-set", setup["eval_set"], "--target", setup["target"], "--k", "1", "--k", "3", "--retrieval-only",
-            "--concurrency", "2", "--results-dir", str(setup["results"]), "--run-id", run_id, "--quiet",
-            "--retries", "0", "--shard", shard]
-    return subprocess.Popen([sys.executable, str(ROOT / "scripts" / "run_eval.py"), *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return start_run_eval_script(**setup["run"], run_id=run_id, shard=shard, env={"SHARD_BOT_DELAY": "0.03"})
 
 
 def _kill_after(proc: subprocess.Popen, path: Path, n: int, timeout: float = 60.0) -> None:
@@ -256,25 +251,29 @@ def test_cli_shard_from_env_and_merge(setup: dict, monkeypatch: pytest.MonkeyPat
     from evalkit.cli.main import app
 
     runner = CliRunner()
-    base = ["run", "--eval-set", setup["eval_set"], "--target", setup["target"], "--k", "1", "--retrieval-only",
-            "--results-dir", str(setup["results"]), "--quiet", "--ids", "c000,c001,c002,c003,c004,c005"]
+    base = dict(eval_set=setup["eval_set"], target=setup["target"], k=1, retrieval_only=True,
+                results_dir=setup["results"], quiet=True, ids="c000,c001,c002,c003,c004,c005")
+
+    def run(**settings: object):
+        return run_eval_cli("run", app=app, **base, **settings)
+
     _clear_shard_env(monkeypatch)
-    out = runner.invoke(app, [*base, "--run-id", "x", "--shard-from-env", "--shard-count", "2"])
+    out = run(run_id="x", shard_from_env=True, shard_count=2)
     assert out.exit_code == 2 and "no shard index in the environment" in out.output
-    out = runner.invoke(app, [*base, "--run-id", "x", "--shard", "1/2", "--shard-from-env"])
+    out = run(run_id="x", shard="1/2", shard_from_env=True)
     assert out.exit_code == 2 and "not both" in out.output
-    out = runner.invoke(app, [*base, "--run-id", "x", "--shard", "3/2"])
+    out = run(run_id="x", shard="3/2")
     assert out.exit_code == 2 and "shard 3 is out of range for 2 shards: 1/2 .. 2/2" in out.output
-    out = runner.invoke(app, [*base, "--run-id", "x", "--shard", "0/2"])  # 0-based habit: refused, with the fix
+    out = run(run_id="x", shard="0/2")  # 0-based habit: refused, with the fix
     assert out.exit_code == 2 and not (setup["results"] / "x").exists()
     assert ("--shard: shards count from 1, like Playwright's and Jest's --shard (1/2 .. 2/2); 0/2 was probably "
             "meant as the first: --shard 1/2") in out.output
     monkeypatch.setenv("JOB_COMPLETION_INDEX", "0")
-    assert runner.invoke(app, [*base, "--run-id", "k0", "--shard-from-env", "--shard-count", "2"]).exit_code == 0
+    assert run(run_id="k0", shard_from_env=True, shard_count=2).exit_code == 0
     monkeypatch.delenv("JOB_COMPLETION_INDEX")
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "1")
     monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "2")
-    assert runner.invoke(app, [*base, "--run-id", "k1", "--shard-from-env"]).exit_code == 0
+    assert run(run_id="k1", shard_from_env=True).exit_code == 0
     assert json.loads((setup["results"] / "k0" / "config.json").read_text())["settings"]["shard"] == "1/2"
     assert json.loads((setup["results"] / "k1" / "config.json").read_text())["shard"]["index"] == 1
     assert json.loads((setup["results"] / "k1" / "config.json").read_text())["settings"]["shard"] == "2/2"
@@ -380,13 +379,10 @@ SHIPPED = ROOT / "eval_set.jsonl"
 def _shipped_run(results: Path, *extra: str):
     """`evalkit run` of the shipped eval set against the in-process reference chatbot over
     sample_vault/, judged by the offline heuristic judge."""
-    from typer.testing import CliRunner
-
     from evalkit.cli.main import app
 
-    args = ["run", "--eval-set", str(SHIPPED), "--vault", str(ROOT / "sample_vault"), "--results-dir", str(results),
-            "--quiet", *extra]
-    return CliRunner().invoke(app, args)
+    return run_eval_cli("run", *extra, app=app, eval_set=SHIPPED, vault=ROOT / "sample_vault", results_dir=results,
+                        quiet=True)
 
 
 def _shipped_ids() -> tuple[list[str], list[str]]:
@@ -446,7 +442,7 @@ def test_a_shard_stored_before_issue_36_resumes_with_the_judge_it_recorded(tmp_p
     (run_dir / "results.jsonl").write_bytes(b"".join(lines[:-3]))  # killed part way
     (run_dir / "metrics.json").unlink()
 
-    result = run_eval(resume="old", results_dir=str(results), quiet=True)
+    result = run_eval_api(resume="old", results_dir=results, quiet=True)
     assert result.resumed and result.skipped == len(lines) - 3
     assert len(_records(run_dir)) == len(lines)
     config = json.loads((run_dir / "config.json").read_text())
