@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 _WRITE_JOB = textwrap.dedent(
     """
     import json, resource, sys, time
-    from evalkit.report.html import write_run_report
+    from evalkit.report.html.run import write_run_report
     results, out = sys.argv[1], sys.argv[2]
     t0 = time.perf_counter()
     path = write_run_report("bench", results_dir=results, output=out)

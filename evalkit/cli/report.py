@@ -50,7 +50,7 @@ def _write(run_id: str | None, compare: tuple[str, str] | None, trend: bool, res
         raise InputError(Problem(f"give exactly one of --run-id RUN_ID, --compare RUN_A RUN_B, --trend (got {what})", field="report"))
     if run_id is not None:
         from evalkit.derive import open_run
-        from evalkit.report.html import write_run_report
+        from evalkit.report.html.run import write_run_report
 
         return write_run_report(open_run(results_dir, run_id), output=output)
     if compare is not None:

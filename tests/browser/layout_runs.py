@@ -76,7 +76,7 @@ def make_runs(folder: Path) -> Path:
     """The six runs of the module docstring, and the report.html of t1, t4 and t6. Returns
     the results folder. Runs made in the same second keep their order by name (t1 < t2 ...)."""
     from evalkit import run_eval
-    from evalkit.report.html import write_run_report
+    from evalkit.report.html.run import write_run_report
 
     results = folder / "results"
     common = {"vault": str(ROOT / "sample_vault"), "results_dir": str(results), "quiet": True}

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def make_run_report(workdir: Path) -> Path:
     """The default run of the bundled sample data, and its report.html."""
     from evalkit import run_eval
-    from evalkit.report.html import write_run_report
+    from evalkit.report.html.run import write_run_report
 
     result = run_eval(
         eval_set=str(ROOT / "eval_set.jsonl"), vault=str(ROOT / "sample_vault"), results_dir=str(workdir / "results"),

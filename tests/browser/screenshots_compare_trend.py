@@ -37,7 +37,7 @@ def make_pages(workdir: Path) -> tuple[Path, Path]:
     import time
 
     from evalkit import run_eval
-    from evalkit.report.html import write_run_report
+    from evalkit.report.html.run import write_run_report
     from evalkit.report.html.compare import write_compare_report
     from evalkit.report.html.trend import write_trend_report
 

@@ -23,7 +23,7 @@ N_CASES = 12
 def report_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     from concurrent.futures import ThreadPoolExecutor
 
-    from evalkit.report.html import write_run_report
+    from evalkit.report.html.run import write_run_report
 
     # Playwright's sync API keeps an event loop running in this thread; run_eval starts its
     # own with asyncio.run, so it runs in another thread.

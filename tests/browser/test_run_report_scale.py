@@ -24,7 +24,7 @@ COUNT = '[data-filter-count-for="cases-table"]'
 @pytest.fixture(scope="module")
 def big_url(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> str:
     # `browser` first: without chromium the tests skip before writing 100,000 records.
-    from evalkit.report.html import write_run_report
+    from evalkit.report.html.run import write_run_report
 
     results = synthetic.write_run(tmp_path_factory.mktemp("big") / "results", N)
     return write_run_report("big", results_dir=results).resolve().as_uri()

@@ -12,8 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.errors import RunNotFound
-from evalkit.report.html import render_page, write_run_report
 from evalkit.report.html.env import environment, fmt_ms, fmt_num, fmt_pct, fmt_signed, fmt_usd, static_text
+from evalkit.report.html.page import render_page
+from evalkit.report.html.run import write_run_report
 from tests.browser.hostile import HOSTILE_DOMAIN, HOSTILE_PATH, HOSTILE_TAG, IMG, SCRIPT, make_hostile_run
 
 N_CASES = 12

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from evalkit.report.html import write_run_report
+from evalkit.report.html.run import write_run_report
 from evalkit.report.html.cases import ALPHABET, BLOCK, FIRST_ROWS, case_detail, case_row, pack, unpack
 from evalkit.report.html.run import render_run_report
 from evalkit.store.runs import RunDir

@@ -426,7 +426,7 @@ def write_compare_report(
     Raises:
         InputError: an unknown run or unreadable file (as compare_runs).
     """
-    from evalkit.report.html import page_context, render_page, write_page
+    from evalkit.report.html.page import page_context, render_page, write_page
 
     refused = False
     try:

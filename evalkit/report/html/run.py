@@ -267,7 +267,7 @@ NAV = (
 
 def _page(run: RunDir, table: CaseTable) -> tuple[str, str]:
     """The page around its detail blocks: (before, after)."""
-    from evalkit.report.html import page_context, render_page
+    from evalkit.report.html.page import page_context, render_page
 
     view = build_run_view(run, table)
     page = page_context(f"Run {view.run_id}", run_ids=[view.run_id], created_at=view.created_at, nav=NAV,
@@ -290,10 +290,23 @@ def render_run_report(run: RunDir, *, max_cases: int | None = None) -> str:
 def write_run_report(
     run: str | RunDir, *, results_dir: str | Path = "results", output: str | Path | None = None, max_cases: int | None = None
 ) -> Path:
-    """Write the report of `run` (an id under `results_dir`, or a RunDir) to `output`
-    (default `<run folder>/report.html`), streaming the case details from a temp file.
-    Returns the path written. The run folder's own copy is written as its other files are
-    (`RunDir.write_file`), and kept in step with metrics.json by the derive step."""
+    """Write the HTML report of one run, streaming the case details from a temp file. The run
+    folder's own copy is written as its other files are (`RunDir.write_file`), and kept in
+    step with metrics.json by the derive step.
+
+    Args:
+        run: a run id under `results_dir`, or an opened RunDir.
+        results_dir: the folder holding run folders (ignored when `run` is a RunDir).
+        output: the file to write (default: report.html in the run folder).
+        max_cases: keep only this many cases in the per-case table, the lowest case indexes
+            (default: every case; the page stays fast at 100,000).
+
+    Returns:
+        The path written.
+
+    Raises:
+        evalkit.errors.RunNotFound: no such run; InputError: unreadable config or metrics.
+    """
     from evalkit.store.atomic import write_atomic
 
     run_dir = run if isinstance(run, RunDir) else RunDir.open(Path(results_dir), run)

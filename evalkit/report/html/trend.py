@@ -308,7 +308,7 @@ def write_trend_report(results_dir: str | Path = "results", output: str | Path |
         InputError: `results_dir` is not a folder.
     """
     from evalkit.errors import Problem
-    from evalkit.report.html import page_context, render_page, write_page
+    from evalkit.report.html.page import page_context, render_page, write_page
 
     root = Path(results_dir)
     if not root.is_dir():
