@@ -75,14 +75,15 @@ def run_eval_api(**settings: Any) -> Any:
 
 
 def run_eval_cli(*args: Any, app: Any = None, env: Mapping[str, str] | None = None,
-                 catch_exceptions: bool = True, **settings: Any) -> Any:
+                 catch_exceptions: bool = False, **settings: Any) -> Any:
     """Start a run through run_eval.py's typer app in this process (click's CliRunner).
 
     Args:
         *args: command-line words before the settings' flags ("run" first for the `evalkit` app).
         app: the typer app to invoke (default run_eval.py's).
         env: environment variables for the invocation (e.g. {"COLUMNS": "200"}).
-        catch_exceptions: False lets an unexpected exception reach the test with its traceback.
+        catch_exceptions: False (the default) lets an unexpected exception reach the test with
+            its traceback; caught, it would read as exit code 1, which is also "gate failed".
         **settings: run settings, as `run_args` spells them.
 
     Returns:

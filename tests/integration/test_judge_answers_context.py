@@ -51,7 +51,7 @@ def project(tmp_path: Path) -> dict[str, Path]:
 
 def _run_eval(p: dict[str, Path], run_id: str, *args: str) -> None:
     res = run_eval_cli(*args, eval_set=p["eval_set"], vault=p["vault"], results_dir=p["results"], run_id=run_id,
-                       quiet=True, catch_exceptions=False)
+                       quiet=True)
     assert res.exit_code == 0, res.output
 
 

@@ -33,7 +33,7 @@ latency_budget_ms = 5000
 
 def _run(tmp_path: Path, *args: str) -> tuple[int, str, str]:
     result = run_eval_cli(*args, eval_set=REPO / "eval_set.jsonl", target=BOT, retrieval_only=True, k=[5, 10],
-                          results_dir=tmp_path / "results", catch_exceptions=False, env={"COLUMNS": "200"})
+                          results_dir=tmp_path / "results", env={"COLUMNS": "200"})
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -103,7 +103,7 @@ def test_presets_compared_on_answer_quality(tmp_path: Path) -> None:
     # table's runs carry answer_quality_avg and --expect-order tests it with compare_runs.
     result = run_eval_cli(eval_set=REPO / "eval_set.jsonl", target=BOT, answer_quality=True, k=5,
                           results_dir=tmp_path / "results", matrix="bm25_k1=1.2,10", run_id="aq",
-                          expect_order="10<=1.2:answer_quality_avg", quiet=True, json=True, catch_exceptions=False)
+                          expect_order="10<=1.2:answer_quality_avg", quiet=True, json=True)
     doc = json.loads(result.stdout.strip().splitlines()[-1])
     for name in ("1.2", "10"):
         metrics = json.loads((tmp_path / "results" / f"aq-{name}" / "metrics.json").read_text())

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from evalkit import run_eval
 from evalkit.store.runs import RunDir
+from tests.support import make_case, run_eval_api, start_run_eval_script, write_eval_set
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 N_CASES = 16
 GOLD = [{"rel_path": "notes/alpha.md", "heading_path": "# Alpha"}]
 
@@ -33,24 +30,11 @@ def _release(srv) -> None:
 
 
 def _eval_set(path: Path) -> Path:
-    lines = [json.dumps({"id": f"c{i:02d}", "question": f"slow question {i}", "answerable": True, "gold_supports": GOLD}) for i in range(N_CASES)]
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    cases = [make_case(f"c{i:02d}", question=f"slow question {i}", gold_supports=GOLD) for i in range(N_CASES)]
+    return write_eval_set(path, cases)
 
 
-def _start(args: list[str]) -> subprocess.Popen:
-    env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(
-        [sys.executable, str(ROOT / "scripts" / "run_eval.py"), *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if path.exists() and path.read_bytes().count(b"\n") >= n:
@@ -65,17 +49,15 @@ def _ids(run: RunDir) -> list[str]:
     return [r["test_case_id"] for r in run.iter_results()]
 
 
-def _args(es: Path, results: Path, url: str, run_id: str) -> list[str]:
-    return [
-        "--eval-set", str(es), "--api-url", url, "--retrieval-only", "--concurrency", "2",
-        "--results-dir", str(results), "--run-id", run_id, "--quiet", "--retries", "0",
-    ]
+def _settings(es: Path, results: Path, url: str, run_id: str) -> dict:
+    return dict(eval_set=es, api_url=url, retrieval_only=True, concurrency=2, results_dir=results, run_id=run_id,
+                quiet=True, retries=0)
 
 
 def test_sigkill_mid_run_then_resume_has_every_case_once(fault_server, tmp_path):  # noqa: F811
     srv = fault_server({"*": {"behaviour": "ok", "delay_ms": 120}, **HELD})
     es, results = _eval_set(tmp_path / "es.jsonl"), tmp_path / "results"
-    proc = _start(_args(es, results, srv.base_url, "killed"))
+    proc = start_run_eval_script(**_settings(es, results, srv.base_url, "killed"))
     run_path = results / "killed" / "results.jsonl"
     try:
         _wait_for_lines(run_path, 5, proc)
@@ -94,7 +76,7 @@ def test_sigkill_mid_run_then_resume_has_every_case_once(fault_server, tmp_path)
 
     _release(srv)
     # Resume from the stored config alone: the API URL, K and mode come from config.json.
-    result = run_eval(resume="killed", results_dir=str(results))
+    result = run_eval_api(resume="killed", results_dir=results)
     after = _ids(run)
     assert after == [f"c{i:02d}" for i in range(N_CASES)]  # once each, in eval-set order
     assert result.skipped == len(before)
@@ -109,7 +91,7 @@ def test_sigkill_mid_run_then_resume_has_every_case_once(fault_server, tmp_path)
 def test_ctrl_c_stops_cleanly_with_a_resume_hint(fault_server, tmp_path):  # noqa: F811
     srv = fault_server({"*": {"behaviour": "ok", "delay_ms": 120}, **HELD})
     es, results = _eval_set(tmp_path / "es.jsonl"), tmp_path / "results"
-    proc = _start(_args(es, results, srv.base_url, "stopped"))
+    proc = start_run_eval_script(**_settings(es, results, srv.base_url, "stopped"))
     try:
         _wait_for_lines(results / "stopped" / "results.jsonl", 3, proc)
         proc.send_signal(signal.SIGINT)
@@ -127,7 +109,7 @@ def test_ctrl_c_stops_cleanly_with_a_resume_hint(fault_server, tmp_path):  # noq
     assert n_before < N_CASES
 
     _release(srv)
-    proc = _start(["--resume", "stopped", "--results-dir", str(results), "--quiet"])
+    proc = start_run_eval_script(resume="stopped", results_dir=results, quiet=True)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert out.strip().endswith("stopped")

@@ -7,10 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from evalkit.cli.run_eval import app
 from evalkit.schema import Metrics, ResultRecord, RunConfig
+from tests.support import run_eval_cli
 
 pytestmark = pytest.mark.integration
 
@@ -40,10 +38,6 @@ def eval_set(reference_vault: Path, tmp_path_factory: pytest.TempPathFactory) ->
     return path
 
 
-def _invoke(args: list[str]):
-    return CliRunner().invoke(app, args, catch_exceptions=False)
-
-
 def _last_json(stdout: str) -> dict:
     return json.loads(stdout.strip().splitlines()[-1])
 
@@ -56,8 +50,8 @@ SEED_AGGREGATE_KEYS = {
 
 
 def test_full_run_over_the_reference_server(reference_server, eval_set, tmp_path):
-    out = _invoke(["--eval-set", str(eval_set), "--api-url", reference_server, "--k", "5", "--k", "10",
-                   "--results-dir", str(tmp_path), "--json", "--concurrency", "8"])
+    out = run_eval_cli(eval_set=eval_set, api_url=reference_server, k=[5, 10], results_dir=tmp_path, json=True,
+                  concurrency=8)
     assert out.exit_code == 0, out.output
     payload = _last_json(out.stdout)
     run_dir = Path(payload["run_dir"])
@@ -100,8 +94,7 @@ def test_full_run_over_the_reference_server(reference_server, eval_set, tmp_path
 def test_same_config_twice_gives_the_same_metrics(reference_server, eval_set, tmp_path):
     runs = []
     for conc in ("1", "8"):
-        out = _invoke(["--eval-set", str(eval_set), "--api-url", reference_server, "--results-dir", str(tmp_path),
-                       "--json", "--concurrency", conc])
+        out = run_eval_cli(eval_set=eval_set, api_url=reference_server, results_dir=tmp_path, json=True, concurrency=conc)
         assert out.exit_code == 0, out.output
         runs.append(_last_json(out.stdout))
     # Latency differs run to run; the judge's own counters are session stats (their score
@@ -118,7 +111,7 @@ def test_same_config_twice_gives_the_same_metrics(reference_server, eval_set, tm
 @pytest.mark.skipif(not (SAMPLE_VAULT.is_dir() and MAIN_SET.is_file()), reason="sample_vault/ not there yet")
 def test_default_in_process_run_over_sample_vault(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)  # the defaults are relative: eval_set.jsonl, sample_vault
-    out = _invoke(["--results-dir", str(tmp_path), "--json", "--limit", "12"])
+    out = run_eval_cli(results_dir=tmp_path, json=True, limit=12)
     assert out.exit_code == 0, out.output
     payload = _last_json(out.stdout)
     config = json.loads((Path(payload["run_dir"]) / "config.json").read_text())
@@ -128,13 +121,12 @@ def test_default_in_process_run_over_sample_vault(tmp_path, monkeypatch):
 
 
 def test_gate_exit_codes(reference_server, eval_set, tmp_path):
-    base = ["--eval-set", str(eval_set), "--api-url", reference_server, "--results-dir", str(tmp_path),
-            "--retrieval-only"]
-    assert _invoke([*base, "--run-id", "baseline", "--quiet"]).exit_code == 0
-    same = _invoke([*base, "--baseline", "baseline", "--json"])  # the verdict: identical
+    base = dict(eval_set=eval_set, api_url=reference_server, results_dir=tmp_path, retrieval_only=True)
+    assert run_eval_cli(**base, run_id="baseline", quiet=True).exit_code == 0
+    same = run_eval_cli(**base, baseline="baseline", json=True)  # the verdict: identical
     same_gate = _last_json(same.stdout)["gate"]
     assert same_gate["outcome"] == "pass" and same_gate["headline"].startswith("PASS: identical")
-    base = [*base, "--gate", "threshold"]  # the baseline's aggregates are edited below: the threshold gate
+    base = {**base, "gate": "threshold"}  # the baseline's aggregates are edited below: the threshold gate
     assert same.exit_code == 0 and same_gate["passed"] is True and same_gate["regressions"] == []
 
     # A baseline 0.2 better on both gated retrieval metrics: by hand, 0.2 > 0.05 (recall)
@@ -147,7 +139,7 @@ def test_gate_exit_codes(reference_server, eval_set, tmp_path):
     path.write_text(json.dumps(m))
     expected = ["recall_at_k_avg", "mrr_avg"]
 
-    failed = _invoke([*base, "--baseline", "baseline", "--json"])
+    failed = run_eval_cli(**base, baseline="baseline", json=True)
     assert failed.exit_code == 1
     payload = _last_json(failed.stdout)
     assert payload["gate"]["passed"] is False
@@ -155,15 +147,14 @@ def test_gate_exit_codes(reference_server, eval_set, tmp_path):
     assert "regression gate failed" in failed.stderr and f"{expected[0]} dropped by" in failed.stderr
     assert json.loads((Path(payload["run_dir"]) / "metrics.json").read_text())["gate"]["passed"] is False
 
-    allowed = _invoke([*base, "--baseline", "baseline", "--allow-regressions"])
+    allowed = run_eval_cli(**base, baseline="baseline", allow_regressions=True)
     assert allowed.exit_code == 0
     assert "gate failed, allowed" in allowed.stdout
 
 
 def test_a_gate_that_compared_nothing_is_not_passed(reference_server, eval_set, tmp_path):
-    base = ["--eval-set", str(eval_set), "--api-url", reference_server, "--results-dir", str(tmp_path),
-            "--retrieval-only"]
-    assert _invoke([*base, "--run-id", "k5", "--quiet"]).exit_code == 0
+    base = dict(eval_set=eval_set, api_url=reference_server, results_dir=tmp_path, retrieval_only=True)
+    assert run_eval_cli(**base, run_id="k5", quiet=True).exit_code == 0
     # A baseline whose target reported no abstention and no references (an older API):
     path = tmp_path / "k5" / "metrics.json"
     m = json.loads(path.read_text())
@@ -173,14 +164,14 @@ def test_a_gate_that_compared_nothing_is_not_passed(reference_server, eval_set, 
     # K=10 against that K=5 baseline, retrieval-only: recall/MRR were not measured at 10 by the
     # baseline, the judge metrics by neither run, the rest not by the baseline -> nothing is
     # compared, which is no pass.
-    out = _invoke([*base, "--k", "10", "--baseline", "k5"])
+    out = run_eval_cli(**base, k=10, baseline="k5")
     assert out.exit_code == 1, out.output
     text = " ".join(out.stdout.split())  # rich wraps at the test console's width
     assert "gate: nothing comparable" in text and "no K measured by both runs (baseline K=5, new run K=10)" in text
     assert "gate passed" not in text
     metrics = json.loads(next(p for p in tmp_path.glob("*/metrics.json") if p.parent.name != "k5").read_text())
     assert metrics["gate"]["passed"] is False and metrics["gate"]["nothing_compared"] is True
-    allowed = _invoke([*base, "--k", "10", "--baseline", "k5", "--allow-regressions"])
+    allowed = run_eval_cli(**base, k=10, baseline="k5", allow_regressions=True)
     assert allowed.exit_code == 0 and "gate: nothing comparable" in allowed.stdout
 
 
@@ -190,9 +181,9 @@ def test_the_gate_watches_abstention_and_judge_scores(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     es = tmp_path / "eval_set.jsonl"  # a copy: gating against --baseline locks it in eval_sets.lock beside it
     es.write_bytes(MAIN_SET.read_bytes())
-    base = ["--results-dir", str(tmp_path), "--eval-set", str(es), "--limit", "20", "--quiet"]
-    assert _invoke([*base, "--run-id", "base"]).exit_code == 0
-    out = _invoke([*base, "--param", "abstain_threshold=0.95", "--baseline", "base", "--json", "--ignore-invariants"])
+    base = dict(results_dir=tmp_path, eval_set=es, limit=20, quiet=True)
+    assert run_eval_cli(**base, run_id="base").exit_code == 0
+    out = run_eval_cli(**base, params={"abstain_threshold": 0.95}, baseline="base", json=True, ignore_invariants=True)
     assert out.exit_code == 1, out.output
     failed = {r["metric"] for r in _last_json(out.stdout)["gate"]["regressions"]}
     assert {"false_abstention_rate", "correctness_avg"} <= failed, failed

@@ -4,12 +4,12 @@ sample_vault, no network; a failed threshold exits 1 and names the metric."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support import run_eval_script
 
 pytestmark = pytest.mark.integration
 
@@ -17,11 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(tmp_path: Path, run_id: str, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "scripts/run_eval.py", "--eval-set", "eval_set.jsonl", "--results-dir", str(tmp_path),
-         "--run-id", run_id, "--limit", "6", "--retrieval-only", "--quiet", *extra],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200", "TERM": "dumb"},
-    )
+    return run_eval_script(*extra, eval_set="eval_set.jsonl", results_dir=tmp_path, run_id=run_id, limit=6,
+                           retrieval_only=True, quiet=True, env={"COLUMNS": "200", "TERM": "dumb"})
 
 
 @pytest.fixture(autouse=True)

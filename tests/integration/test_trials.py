@@ -13,6 +13,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.support import run_eval_api, write_eval_set
+
 pytestmark = pytest.mark.integration
 
 # The n-th ask of a question (n = 1, 2, 3) follows PLAN; with concurrency 1 the n-th ask is
@@ -55,19 +57,14 @@ CASES = [
 
 def _setup(tmp_path: Path) -> tuple[Path, str]:
     (tmp_path / "bot.py").write_text(BOT)
-    es = tmp_path / "es.jsonl"
-    es.write_text("".join(json.dumps(c) + "\n" for c in CASES))
-    return es, f"python:{tmp_path / 'bot.py'}:ask"
+    return write_eval_set(tmp_path / "es.jsonl", CASES), f"python:{tmp_path / 'bot.py'}:ask"
 
 
 def _run(tmp_path: Path, run_id: str, **kw):
-    from evalkit import run_eval
-
     es, target = _setup(tmp_path)
-    args = dict(eval_set=str(es), target=target, k=[1], retrieval_only=True, results_dir=str(tmp_path / "results"),
-                run_id=run_id, concurrency=1, no_probe=True, quiet=True, max_error_rate=1.0, retries=0)
-    args.update(kw)
-    return run_eval(**args)
+    settings = dict(eval_set=es, target=target, k=[1], retrieval_only=True, results_dir=tmp_path / "results",
+                    run_id=run_id, concurrency=1, no_probe=True, quiet=True, max_error_rate=1.0, retries=0)
+    return run_eval_api(**{**settings, **kw})
 
 
 def _records(run_dir: Path) -> list[dict]:
@@ -133,9 +130,7 @@ def test_resume_keys_records_by_case_and_trial(tmp_path: Path) -> None:
     path = result.run_dir / "results.jsonl"
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(b"".join(lines[:8]))  # killed after trial 2's third case
-    from evalkit import run_eval
-
-    resumed = run_eval(resume="tr", results_dir=str(tmp_path / "results"), quiet=True, no_probe=True, max_error_rate=1.0)
+    resumed = run_eval_api(resume="tr", results_dir=tmp_path / "results", quiet=True, no_probe=True, max_error_rate=1.0)
     records = _records(resumed.run_dir)
     keys = [(r["trial"], r["test_case_id"]) for r in records]
     assert sorted(keys) == sorted((t, q) for t in (1, 2, 3) for q in ("qa", "qb", "qc", "qd", "qe"))
@@ -146,12 +141,11 @@ def test_resume_keys_records_by_case_and_trial(tmp_path: Path) -> None:
 
 
 def test_resume_with_other_trials_is_refused(tmp_path: Path) -> None:
-    from evalkit import run_eval
     from evalkit.errors import BadConfig
 
     _run(tmp_path, "tx", trials=2)
     with pytest.raises(BadConfig, match="trials"):
-        run_eval(resume="tx", trials=3, results_dir=str(tmp_path / "results"), quiet=True, no_probe=True)
+        run_eval_api(resume="tx", trials=3, results_dir=tmp_path / "results", quiet=True, no_probe=True)
 
 
 def test_compare_pairs_cases_on_their_trial_mean(tmp_path: Path) -> None:
@@ -196,11 +190,7 @@ def test_rescoring_keeps_answer_quality(tmp_path: Path) -> None:
     # score_retrieval replaces only the retrieval keys: the answer-quality judge's means stay.
     from evalkit import score_retrieval
 
-    es, target = _setup(tmp_path)
-    from evalkit import run_eval
-
-    result = run_eval(eval_set=str(es), target=target, k=[1], answer_quality=True, results_dir=str(tmp_path / "results"),
-                      run_id="aq", concurrency=1, no_probe=True, quiet=True, max_error_rate=1.0, retries=0)
+    result = _run(tmp_path, "aq", retrieval_only=None, answer_quality=True)
     before = json.loads((result.run_dir / "metrics.json").read_text())["aggregate_metrics"]
     assert before["n"]["answer_quality_avg"] > 0
     score_retrieval("aq", results_dir=str(tmp_path / "results"))

@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from evalkit.cli.run_eval import app
+from tests.support import run_eval_cli, write_eval_set
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,15 +15,12 @@ def _eval_set(tmp_path: Path, vault: str) -> Path:
     cases = [json.loads(line) for line in (ROOT / "eval_set.jsonl").read_text().splitlines()[:4]]
     for c in cases:
         c["vaults"] = [vault]
-    path = tmp_path / "es.jsonl"
-    path.write_text("".join(json.dumps(c) + "\n" for c in cases))
-    return path
+    return write_eval_set(tmp_path / "es.jsonl", cases)
 
 
 def _run(tmp_path: Path, es: Path, *extra: str):
-    return CliRunner().invoke(app, ["--eval-set", str(es), "--vault", str(ROOT / "sample_vault"), "--send-scope",
-                                    "vaults", "--results-dir", str(tmp_path / "r"), "--retrieval-only", "--json",
-                                    *extra])
+    return run_eval_cli(*extra, eval_set=es, vault=ROOT / "sample_vault", send_scope="vaults",
+                        results_dir=tmp_path / "r", retrieval_only=True, json=True)
 
 
 def test_the_eval_sets_one_vault_is_served(tmp_path: Path) -> None:
