@@ -715,7 +715,7 @@ def generate_with_llm(
     """
     from dataclasses import replace
 
-    from evalkit.judges.runner import build_judge, redact_base_url
+    from evalkit.judges.settings import build_judge, redact_base_url
 
     if not 0 <= max_overlap <= 1:
         raise BadConfig(Problem(f"expected a number from 0 to 1, got {max_overlap}", field="--max-overlap"))

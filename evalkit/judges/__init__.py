@@ -6,14 +6,8 @@ imported only when an LLM judge is built (judges/registry.py).
 """
 
 from evalkit.judges.base import Judge, JudgeBackend, JudgeFailure, JudgeItem, JudgeOutcome
-from evalkit.judges.runner import (
-    JudgeRunner,
-    JudgeSettings,
-    build_judge,
-    build_judge_runner,
-    resolve_judge,
-    spot_check_settings,
-)
+from evalkit.judges.runner import JudgeRunner, build_judge_runner
+from evalkit.judges.settings import JudgeSettings, build_judge, resolve_judge, spot_check_settings
 
 __all__ = [
     "Judge",
