@@ -15,9 +15,9 @@ retried, repaired once, costed), for three kinds of candidates:
   titles) whose answer the notes do not hold, each with 2-4 key terms; a question is dropped
   when one section's text holds every key term (tokens.terms).
 
-Sections: every heading chain of every markdown note (anchorcheck.outline_note, so heading
-paths are the chatbot's), with its own text (heading line + body, sub-sections and fenced
-code out). Only sections with at least MIN_BODY_WORDS words of body are sampled; sections
+Sections (authoring/sections.py): every heading chain of every markdown note
+(anchorcheck.outline_note, so heading paths are the chatbot's), with its own text (heading
+line + body, sub-sections and fenced code out). Only sections with at least MIN_BODY_WORDS words of body are sampled; sections
 with any body text may be listed beside them as context.
 
 Sample: sections are grouped by top-level folder ("" = vault root), each group and the
@@ -38,8 +38,7 @@ import hashlib
 import json
 import math
 import random
-import re
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,12 +56,15 @@ from evalkit.authoring.generate import (
     candidate_id,
     filter_candidates,
     finish_candidates,
-    own_lines,
-    unfenced,
+)
+from evalkit.authoring.sections import (
+    LinkPair,
+    Section,
+    sample_sections,
+    vault_sections,
+    wikilink_pairs,
 )
 from evalkit.errors import BadConfig, JudgeConfigError, Problem
-from evalkit.evalset.anchorcheck import Chain, NoteOutline, outline_note
-from evalkit.reference.corpus import MARKDOWN_SUFFIXES, walk_vault
 from evalkit.reference.tokens import terms
 
 __all__ = [
@@ -71,16 +73,8 @@ __all__ = [
     "GeneratedMultiHop",
     "GeneratedQuestion",
     "GeneratedUnanswerable",
-    "LinkPair",
-    "Section",
-    "WikiLink",
     "answer_in_vault",
     "generate_with_llm",
-    "parse_wikilinks",
-    "resolve_wikilink",
-    "sample_sections",
-    "vault_sections",
-    "wikilink_pairs",
 ]
 
 GEN_PROMPT_VERSION = "gen-v1"
@@ -97,7 +91,6 @@ MAX_TOKENS = 1500
 # category); "unanswerable" is not one, so the eval-set loader would reject it.
 UNANSWERABLE_CATEGORY = "adversarial"
 
-_WORD = re.compile(r"\w+")
 
 
 # --------------------------------------------------------------------------- output models
@@ -220,196 +213,6 @@ For each, give key_terms: 2 to 4 words or short phrases that an answer would hav
 PROMPT_HASH = hashlib.sha256(
     json.dumps([GEN_PROMPT_VERSION, SYSTEM, QUESTION_TEMPLATE, MULTI_HOP_TEMPLATE, UNANSWERABLE_TEMPLATE]).encode()
 ).hexdigest()
-
-
-# --------------------------------------------------------------------------- sections
-
-
-@dataclass(frozen=True)
-class Section:
-    """One heading chain of a note with its own text (heading line + body, fenced code out).
-
-    `full_text` keeps fenced code (the answer_in_vault check reads it too).
-    """
-
-    rel_path: str
-    chain: Chain
-    text: str
-    body_words: int
-    first_line: int
-    full_text: str = ""
-
-    @property
-    def heading_path(self) -> str:
-        return " > ".join(self.chain)
-
-    @property
-    def title(self) -> str:
-        return f"{self.rel_path} > {self.heading_path}" if self.chain else self.rel_path
-
-    @property
-    def folder(self) -> str:
-        return self.rel_path.split("/", 1)[0] if "/" in self.rel_path else ""
-
-    def anchor(self) -> dict[str, str]:
-        return {"rel_path": self.rel_path, "heading_path": self.heading_path}
-
-
-def note_sections(rel_path: str, outline: NoteOutline) -> list[Section]:
-    """Every section of one note with at least one word of body, in file order."""
-    out = []
-    for chain in dict.fromkeys(c for c, _, _ in outline.pieces):
-        own = own_lines(outline, chain)
-        lines = unfenced(own)
-        if not lines:
-            continue
-        # The heading's own lines (one, or two for a setext heading), as the reader found them.
-        path = " > ".join(chain) if isinstance(chain, tuple) else chain
-        heading = next((h for h in outline.note.headings if h.path == path), None) if outline.note else None
-        if heading is not None:
-            body = [(n, text) for n, text in lines if not heading.line <= n <= heading.end_line]
-        else:
-            body = lines[1:] if chain and lines[0][1].lstrip().startswith("#") else lines
-        words = sum(len(_WORD.findall(t)) for _, t in body)
-        if words == 0:
-            continue
-        text = "\n".join(t for _, t in lines).strip()
-        out.append(Section(rel_path, chain, text, words, lines[0][0], "\n".join(t for _, t in own)))
-    return out
-
-
-def vault_sections(vault: Path | str) -> dict[str, list[Section]]:
-    """rel_path -> the note's sections (note_sections), for every markdown note of the vault.
-
-    Raises:
-        InputError: the vault folder does not exist.
-    """
-    root = Path(vault)
-    out: dict[str, list[Section]] = {}
-    for rel in walk_vault(root):
-        if rel.lower().endswith(MARKDOWN_SUFFIXES):
-            out[rel] = note_sections(rel, outline_note((root / rel).read_bytes(), rel))
-    return out
-
-
-def sample_sections(sections: Sequence[Section], n: int, seed: int) -> list[Section]:
-    """`n` sections spread over top-level folders: each folder's sections and the folder
-    order shuffled with random.Random(seed), then taken round-robin."""
-    rng = random.Random(seed)
-    groups: dict[str, list[Section]] = defaultdict(list)
-    for s in sections:
-        groups[s.folder].append(s)
-    folders = sorted(groups)
-    for f in folders:
-        rng.shuffle(groups[f])
-    rng.shuffle(folders)
-    out: list[Section] = []
-    depth = 0
-    while len(out) < n and any(depth < len(groups[f]) for f in folders):
-        for f in folders:
-            if depth < len(groups[f]) and len(out) < n:
-                out.append(groups[f][depth])
-        depth += 1
-    return out
-
-
-# --------------------------------------------------------------------------- wikilinks
-
-
-@dataclass(frozen=True)
-class WikiLink:
-    """`[[target#heading|alias]]`: target as written (no .md needed), heading or None."""
-
-    target: str
-    heading: str | None = None
-    alias: str | None = None
-    line: int = 0
-
-
-def parse_wikilinks(text: str, *, first_line: int = 1) -> list[WikiLink]:
-    """The `[[...]]` links of `text`, in order, as the Markdown reader finds them (so none in
-    code, inline code or a `%%` comment); embeds (`![[...]]`) and same-note links
-    (`[[#Heading]]`) are skipped."""
-    from evalkit.notes.markdown import read_note
-
-    out: list[WikiLink] = []
-    for link in read_note(text, front_matter=False).wikilinks:
-        target = link.target.removesuffix("\\").strip()  # `[[T\\|alias]]` inside a table
-        if link.embed or not target:
-            continue
-        heading = (link.heading or "").strip().lstrip("#").strip() or None
-        alias = link.alias.strip() if link.alias is not None else None
-        out.append(WikiLink(target, heading, alias, first_line + link.line - 1))
-    return out
-
-
-def _stem(rel_path: str) -> str:
-    name = rel_path.rsplit("/", 1)[-1]
-    for suffix in MARKDOWN_SUFFIXES:
-        if name.lower().endswith(suffix):
-            return name[: -len(suffix)]
-    return name
-
-
-def _no_suffix(rel_path: str) -> str:
-    for suffix in MARKDOWN_SUFFIXES:
-        if rel_path.lower().endswith(suffix):
-            return rel_path[: -len(suffix)]
-    return rel_path
-
-
-def resolve_wikilink(target: str, notes: Sequence[str]) -> str | None:
-    """The note `target` names, Obsidian style: the exact vault-relative path (with or
-    without .md), else a note whose path ends with it / whose file stem equals it, compared
-    case-insensitively (the shortest path when several match, then the first in order)."""
-    t = target.strip().replace("\\", "/").lstrip("/")
-    if not t:
-        return None
-    t_bare = _no_suffix(t)
-    for rel in notes:
-        if rel == t or _no_suffix(rel) == t_bare:
-            return rel
-    folded = t_bare.casefold()
-    if "/" in folded:
-        hits = [r for r in notes if _no_suffix(r).casefold() == folded or _no_suffix(r).casefold().endswith("/" + folded)]
-    else:
-        hits = [r for r in notes if _stem(r).casefold() == folded]
-    if not hits:
-        return None
-    return min(hits, key=lambda r: (len(r), r))
-
-
-@dataclass(frozen=True)
-class LinkPair:
-    """Two notes joined by a wikilink: `a` links to `b` (the first such link found)."""
-
-    a: str
-    b: str
-    a_chain: Chain  # the section of `a` holding the link
-    b_heading: str | None  # the `#heading` of the link, if any
-
-    def to_json(self) -> dict[str, Any]:
-        return {"a": self.a, "b": self.b, "a_heading_path": " > ".join(self.a_chain), "b_heading": self.b_heading}
-
-
-def wikilink_pairs(sections: Mapping[str, Sequence[Section]]) -> list[LinkPair]:
-    """Every unordered pair of distinct notes where one links to the other, in file order of
-    the linking note; a pair is recorded once, from its first link."""
-    notes = sorted(sections)
-    seen: set[tuple[str, str]] = set()
-    out: list[LinkPair] = []
-    for rel in notes:
-        for sec in sections[rel]:
-            for link in parse_wikilinks(sec.text):
-                target = resolve_wikilink(link.target, notes)
-                if target is None or target == rel or not sections.get(target):
-                    continue
-                key = tuple(sorted((rel, target)))
-                if key in seen:
-                    continue
-                seen.add(key)  # type: ignore[arg-type]
-                out.append(LinkPair(rel, target, sec.chain, link.heading))
-    return out
 
 
 # --------------------------------------------------------------------------- unanswerable check
@@ -702,7 +505,7 @@ def generate_with_llm(
 
     Args:
         vault: the notes folder.
-        settings: a judges.runner.JudgeSettings naming the provider/model (its `seed` is set to `seed`).
+        settings: a judges.settings.JudgeSettings naming the provider/model (its `seed` is set to `seed`).
         n: sections to write single-section questions from.
         multi_hop: wikilink pairs to write multi-hop questions from (default round(0.2 n)).
         unanswerable: unanswerable questions to gather (default round(0.1 n)).
@@ -713,62 +516,21 @@ def generate_with_llm(
         InputError: no vault; BadConfig for a bad argument or settings without an LLM;
         JudgeConfigError: bad key, unpinned or unknown model (generation stops).
     """
-    from dataclasses import replace
+    from evalkit.judges.settings import redact_base_url
 
-    from evalkit.judges.settings import build_judge, redact_base_url
-
-    if not 0 <= max_overlap <= 1:
-        raise BadConfig(Problem(f"expected a number from 0 to 1, got {max_overlap}", field="--max-overlap"))
-    for name, value in (("--n", n), ("--multi-hop", multi_hop), ("--unanswerable", unanswerable)):
-        if value is not None and value < 0:
-            raise BadConfig(Problem(f"expected 0 or more, got {value}", field=name))
-    if limit is not None and limit < 1:
-        raise BadConfig(Problem(f"expected a positive number, got {limit}", field="--limit"))
+    _check_arguments(n=n, multi_hop=multi_hop, unanswerable=unanswerable, limit=limit, max_overlap=max_overlap)
     multi_hop = round(0.2 * n) if multi_hop is None else multi_hop
     unanswerable = round(0.1 * n) if unanswerable is None else unanswerable
-
-    sections = vault_sections(vault)
-    everything = [s for note in sections.values() for s in note]
-    eligible = [s for s in everything if s.body_words >= MIN_BODY_WORDS]
-    sample = sample_sections(eligible, n, seed)
-    pairs_all = wikilink_pairs(sections)
-    pairs = random.Random(f"{seed}:pairs").sample(pairs_all, min(multi_hop, len(pairs_all)))
-    topics = random.Random(f"{seed}:topics").sample(eligible or everything, min(TOPIC_TITLES, len(eligible or everything)))
-
-    try:
-        judge = build_judge(replace(settings, seed=seed))
-    except JudgeConfigError as e:
-        raise _with_generate_flags(e) from None
-    if getattr(judge, "heuristic", False):
-        raise BadConfig(Problem("generation with an LLM needs --model/--provider/--base-url", field="--model"))
+    plan = _sample(vault, n=n, multi_hop=multi_hop, seed=seed)
+    judge = _build_llm(settings, seed)
     base_url = redact_base_url(getattr(judge.backend, "base_url", None))
     label = f"{judge.backend.provider}:{judge.backend.model}"
     ctx = _Ctx(judge, settings, label)
-
-    async def run() -> list[Candidate]:
-        try:
-            jobs = [_single(ctx, s, sections[s.rel_path]) for s in sample]
-            jobs += [_multi_hop(ctx, p, sections) for p in pairs]
-            section_terms = [set(terms(s.full_text or s.text)) for s in everything]
-            jobs.append(_unanswerable(ctx, unanswerable, topics, section_terms) if unanswerable else _nothing())
-            results = await asyncio.gather(*jobs, return_exceptions=True)
-        finally:
-            await judge.aclose()
-        for r in results:
-            if isinstance(r, BaseException):
-                raise r
-        out: list[Candidate] = []
-        for r in results:
-            if isinstance(r, list):
-                out.extend(r)
-            elif r is not None:
-                out.append(r)
-        return out
-
     try:
-        raw = asyncio.run(run())
+        raw = asyncio.run(_ask_all(ctx, plan, unanswerable))
     except JudgeConfigError as e:
         raise _with_generate_flags(e) from None
+
     kept, filtered = filter_candidates(raw, max_overlap=max_overlap, duplicate_ratio=duplicate_ratio)
     dropped = ctx.dropped + filtered
     config = {
@@ -777,8 +539,121 @@ def generate_with_llm(
     }
     by_pattern = {p: ctx.raw_counts.get(p, 0) for p in LLM_PATTERNS}
     kept, report = finish_candidates(kept, dropped, vault=vault, config=config, generated_by_pattern=by_pattern, mix=mix)
+    report.update(
+        sections={"total": len(plan.everything), "eligible": len(plan.eligible), "sampled": len(plan.sample)},
+        wikilink_pairs={"total": plan.n_pairs, "sampled": len(plan.pairs)},
+        llm=_llm_report(judge, base_url),
+    )
+    try:
+        from evalkit import __version__ as version
+    except ImportError:  # pragma: no cover
+        version = None
+    config = {
+        "vault": str(vault),
+        "seed": seed,
+        "n": n,
+        "multi_hop": multi_hop,
+        "unanswerable": unanswerable,
+        "limit": limit,
+        "sample": [s.anchor() for s in plan.sample],
+        "pairs": [p.to_json() for p in plan.pairs],
+        "provider": judge.backend.provider,
+        "model": judge.backend.model,
+        "base_url": base_url,
+        "prompt_version": GEN_PROMPT_VERSION,
+        "prompt_hash": PROMPT_HASH,
+        "temperature": judge.temperature,
+        "max_overlap": max_overlap,
+        "duplicate_ratio": duplicate_ratio,
+        "k": k,
+        "check_retrieval": check_retrieval,
+        "evalkit_version": version,
+    }
+    return LLMGenerationResult(kept, report, config)
+
+
+def _check_arguments(
+    *, n: int, multi_hop: int | None, unanswerable: int | None, limit: int | None, max_overlap: float
+) -> None:
+    """BadConfig, naming the flag, for a count below 0, a limit below 1 or an overlap outside [0, 1]."""
+    if not 0 <= max_overlap <= 1:
+        raise BadConfig(Problem(f"expected a number from 0 to 1, got {max_overlap}", field="--max-overlap"))
+    for name, value in (("--n", n), ("--multi-hop", multi_hop), ("--unanswerable", unanswerable)):
+        if value is not None and value < 0:
+            raise BadConfig(Problem(f"expected 0 or more, got {value}", field=name))
+    if limit is not None and limit < 1:
+        raise BadConfig(Problem(f"expected a positive number, got {limit}", field="--limit"))
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the LLM is shown: the vault's sections and the seeded samples drawn from them."""
+
+    sections: dict[str, list[Section]]  # by note
+    everything: list[Section]
+    eligible: list[Section]  # at least MIN_BODY_WORDS words of body
+    sample: list[Section]  # one single-section question each
+    n_pairs: int  # wikilink pairs in the vault
+    pairs: list[LinkPair]  # one multi-hop question each
+    topics: list[Section]  # the titles unanswerable questions are written near
+
+
+def _sample(vault: Path | str, *, n: int, multi_hop: int, seed: int) -> _Plan:
+    """The vault's sections, and the seeded samples of sections, wikilink pairs and topics."""
+    sections = vault_sections(vault)
+    everything = [s for note in sections.values() for s in note]
+    eligible = [s for s in everything if s.body_words >= MIN_BODY_WORDS]
+    sample = sample_sections(eligible, n, seed)
+    pairs_all = wikilink_pairs(sections)
+    pairs = random.Random(f"{seed}:pairs").sample(pairs_all, min(multi_hop, len(pairs_all)))
+    topics = random.Random(f"{seed}:topics").sample(eligible or everything, min(TOPIC_TITLES, len(eligible or everything)))
+    return _Plan(sections, everything, eligible, sample, len(pairs_all), pairs, topics)
+
+
+def _build_llm(settings: Any, seed: int) -> Any:
+    """The LLMJudge that writes the candidates, seeded; BadConfig for settings naming no LLM,
+    and the judge's JudgeConfigError naming `evalkit generate`'s flags."""
+    from dataclasses import replace
+
+    from evalkit.judges.settings import build_judge
+
+    try:
+        judge = build_judge(replace(settings, seed=seed))
+    except JudgeConfigError as e:
+        raise _with_generate_flags(e) from None
+    if getattr(judge, "heuristic", False):
+        raise BadConfig(Problem("generation with an LLM needs --model/--provider/--base-url", field="--model"))
+    return judge
+
+
+async def _ask_all(ctx: _Ctx, plan: _Plan, unanswerable: int) -> list[Candidate]:
+    """Every call at once: one per sampled section and pair, and the unanswerable questions.
+    The judge is closed when they are done; the first exception is raised after that."""
+    judge = ctx.judge
+    try:
+        jobs = [_single(ctx, s, plan.sections[s.rel_path]) for s in plan.sample]
+        jobs += [_multi_hop(ctx, p, plan.sections) for p in plan.pairs]
+        section_terms = [set(terms(s.full_text or s.text)) for s in plan.everything]
+        jobs.append(_unanswerable(ctx, unanswerable, plan.topics, section_terms) if unanswerable else _nothing())
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+    finally:
+        await judge.aclose()
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    out: list[Candidate] = []
+    for r in results:
+        if isinstance(r, list):
+            out.extend(r)
+        elif r is not None:
+            out.append(r)
+    return out
+
+
+def _llm_report(judge: Any, base_url: str | None) -> dict[str, Any]:
+    """The report's `llm`: which model wrote the candidates, with what prompt, at what cost."""
     stats = judge.stats()
-    llm = {
+    return {
         "provider": judge.backend.provider,
         "model": judge.backend.model,
         "base_url": base_url,
@@ -794,37 +669,6 @@ def generate_with_llm(
         "repairs": stats.repairs,
         "failures": dict(stats.failures),
     }
-    report.update(
-        sections={"total": len(everything), "eligible": len(eligible), "sampled": len(sample)},
-        wikilink_pairs={"total": len(pairs_all), "sampled": len(pairs)},
-        llm=llm,
-    )
-    try:
-        from evalkit import __version__ as version
-    except ImportError:  # pragma: no cover
-        version = None
-    config = {
-        "vault": str(vault),
-        "seed": seed,
-        "n": n,
-        "multi_hop": multi_hop,
-        "unanswerable": unanswerable,
-        "limit": limit,
-        "sample": [s.anchor() for s in sample],
-        "pairs": [p.to_json() for p in pairs],
-        "provider": judge.backend.provider,
-        "model": judge.backend.model,
-        "base_url": base_url,
-        "prompt_version": GEN_PROMPT_VERSION,
-        "prompt_hash": PROMPT_HASH,
-        "temperature": judge.temperature,
-        "max_overlap": max_overlap,
-        "duplicate_ratio": duplicate_ratio,
-        "k": k,
-        "check_retrieval": check_retrieval,
-        "evalkit_version": version,
-    }
-    return LLMGenerationResult(kept, report, config)
 
 
 async def _nothing() -> None:

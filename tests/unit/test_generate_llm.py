@@ -21,11 +21,9 @@ import respx
 import tenacity
 from typer.testing import CliRunner
 
-from evalkit.authoring.generate_llm import (
-    GEN_PROMPT_VERSION,
+from evalkit.authoring.generate_llm import GEN_PROMPT_VERSION, answer_in_vault, generate_with_llm
+from evalkit.authoring.sections import (
     Section,
-    answer_in_vault,
-    generate_with_llm,
     parse_wikilinks,
     resolve_wikilink,
     sample_sections,

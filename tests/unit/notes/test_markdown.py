@@ -390,7 +390,7 @@ def test_the_chunker_follows_the_reader() -> None:
 def test_llm_generation_reads_sections_and_links_through_the_reader() -> None:
     # By hand: the setext heading's two lines are the heading, not body words; a link in
     # inline code or a %% comment is no link (evalkit.authoring.generate_llm).
-    from evalkit.authoring.generate_llm import note_sections, parse_wikilinks
+    from evalkit.authoring.sections import note_sections, parse_wikilinks
     from evalkit.evalset.anchorcheck import outline_note
 
     text = b"Title\n=====\n\nIntro words here.\n\nSub\n---\n\none two\n"
