@@ -7,11 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from evalkit import run_eval
-from evalkit.cli.run_eval import app
 from evalkit.schema import ResultRecord
+from tests.support import make_case, read_records, run_eval_api, run_eval_cli, write_eval_set
 
 pytestmark = pytest.mark.integration
 
@@ -33,25 +30,21 @@ FAULTS = {
 
 
 def _eval_set(path: Path) -> Path:
-    lines = [
-        json.dumps({"id": f"case-{q}", "question": q, "answerable": True, "gold_supports": GOLD, "tags": ["faults"]}) for q in FAULTS
-    ]
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_eval_set(path, [make_case(f"case-{q}", question=q, gold_supports=GOLD, tags=["faults"]) for q in FAULTS])
 
 
 def test_each_fault_is_classified_and_counted(fault_server, tmp_path):  # noqa: F811
     srv = fault_server({q: b for q, (b, _, _) in FAULTS.items()})
-    result = run_eval(
-        eval_set=str(_eval_set(tmp_path / "faults.jsonl")),
+    result = run_eval_api(
+        eval_set=_eval_set(tmp_path / "faults.jsonl"),
         api_url=srv.base_url,
         timeout=2.0,  # far above a loopback answer on a loaded machine, far below the hang
         retries=1,
         concurrency=4,
         retrieval_only=True,
-        results_dir=str(tmp_path / "results"),
+        results_dir=tmp_path / "results",
     )
-    records = {r["test_case_id"]: r for r in (json.loads(x) for x in (result.run_dir / "results.jsonl").open())}
+    records = {r["test_case_id"]: r for r in read_records(result.run_dir)}
     assert len(records) == len(FAULTS)
     for q, (_, kind, status) in FAULTS.items():
         rec = records[f"case-{q}"]
@@ -85,14 +78,9 @@ def test_each_fault_is_classified_and_counted(fault_server, tmp_path):  # noqa: 
 def test_cli_json_reports_the_error_rate(fault_server, tmp_path, monkeypatch):  # noqa: F811
     srv = fault_server({"q-500": "500"})
     monkeypatch.setenv("EVAL_API_URL", srv.base_url)  # the env var names the API when --api-url is absent
-    es = tmp_path / "es.jsonl"
-    es.write_text(
-        "\n".join(json.dumps({"id": f"c{i}", "question": q, "answerable": True, "gold_supports": GOLD}) for i, q in enumerate(["a", "q-500", "b", "c"]))
-    )
-    out = CliRunner().invoke(
-        app,
-        ["--eval-set", str(es), "--retries", "0", "--retrieval-only", "--results-dir", str(tmp_path / "r"), "--json"],
-    )
+    es = write_eval_set(tmp_path / "es.jsonl",
+                        [make_case(i, question=q, gold_supports=GOLD) for i, q in enumerate(["a", "q-500", "b", "c"])])
+    out = run_eval_cli(eval_set=es, retries=0, retrieval_only=True, results_dir=tmp_path / "r", json=True)
     # 1 failed case of 4 is over the default --max-error-rate 0: the run is incomplete (exit 3)
     assert out.exit_code == 3, out.output
     assert "incomplete run: the target failed 1 of 4 cases" in out.stderr
@@ -104,11 +92,8 @@ def test_cli_json_reports_the_error_rate(fault_server, tmp_path, monkeypatch):  
     assert payload["error_rate"] == 1 / 4 and payload["incomplete"] is True and payload["success"] is False
     assert [w["kind"] for w in payload["warnings"]] == ["target_errors"] and payload["warnings"][0]["ids"] == ["c1"]
     # allowing a quarter of the cases to fail makes the same run complete (exit 0)
-    ok = CliRunner().invoke(
-        app,
-        ["--eval-set", str(es), "--retries", "0", "--retrieval-only", "--results-dir", str(tmp_path / "r2"), "--json",
-         "--max-error-rate", "0.25"],
-    )
+    ok = run_eval_cli(eval_set=es, retries=0, retrieval_only=True, results_dir=tmp_path / "r2", json=True,
+                      max_error_rate=0.25)
     assert ok.exit_code == 0, ok.output
     assert json.loads(ok.stdout.strip().splitlines()[-1])["success"] is True
     config = json.loads((Path(payload["run_dir"]) / "config.json").read_text())
@@ -116,15 +101,14 @@ def test_cli_json_reports_the_error_rate(fault_server, tmp_path, monkeypatch):  
 
 
 def test_every_case_failing_is_not_a_success(tmp_path):
-    es = tmp_path / "es.jsonl"
-    es.write_text(json.dumps({"id": "c1", "question": "q", "answerable": True, "gold_supports": GOLD}) + "\n")
+    es = write_eval_set(tmp_path / "es.jsonl", [make_case("c1", question="q", gold_supports=GOLD)])
     # Port 9 (discard) on loopback: nothing listens, the connection is refused at once.
     # --no-probe: let the run start, so every case fails in the target.
-    result = run_eval(
-        eval_set=str(es), api_url="http://127.0.0.1:9", retries=0, retrieval_only=True,
-        results_dir=str(tmp_path / "r"), no_probe=True,
+    result = run_eval_api(
+        eval_set=es, api_url="http://127.0.0.1:9", retries=0, retrieval_only=True,
+        results_dir=tmp_path / "r", no_probe=True,
     )
-    (rec,) = [json.loads(x) for x in (result.run_dir / "results.jsonl").open()]
+    (rec,) = read_records(result.run_dir)
     assert rec["error"]["kind"] == "connect"
     assert not result.success and result.n_errors == 1
 
@@ -132,9 +116,8 @@ def test_every_case_failing_is_not_a_success(tmp_path):
 def test_eval_api_url_names_the_api_for_the_library_too(fault_server, tmp_path, monkeypatch):  # noqa: F811
     srv = fault_server()
     monkeypatch.setenv("EVAL_API_URL", srv.base_url)
-    es = tmp_path / "es.jsonl"
-    es.write_text(json.dumps({"id": "c1", "question": "a", "answerable": True, "gold_supports": GOLD}) + "\n")
-    result = run_eval(eval_set=str(es), retrieval_only=True, results_dir=str(tmp_path / "r"))
+    es = write_eval_set(tmp_path / "es.jsonl", [make_case("c1", question="a", gold_supports=GOLD)])
+    result = run_eval_api(eval_set=es, retrieval_only=True, results_dir=tmp_path / "r")
     config = json.loads((result.run_dir / "config.json").read_text())
     assert config["target"]["kind"] == "http" and config["hashed"]["target_kind"] == "http"
     assert config["settings"]["api_url"] == srv.base_url
@@ -160,13 +143,12 @@ class _Waits:
 def test_max_retry_wait_caps_a_servers_retry_after(fault_server, tmp_path):  # noqa: F811
     # The server asks for 30 s; --max-retry-wait 0.2 cuts each wait to 0.2 s.
     srv = fault_server({"slow-down": {"behaviour": "429-then-ok", "times": 1, "retry_after": "30"}})
-    es = tmp_path / "es.jsonl"
-    es.write_text(json.dumps({"id": "c1", "question": "slow-down", "answerable": True, "gold_supports": GOLD}) + "\n")
+    es = write_eval_set(tmp_path / "es.jsonl", [make_case("c1", question="slow-down", gold_supports=GOLD)])
     sink = _Waits()
-    result = run_eval(eval_set=str(es), api_url=srv.base_url, retrieval_only=True, results_dir=str(tmp_path / "r"),
-                      no_probe=True, retries=1, max_retry_wait=0.2, progress=sink)
+    result = run_eval_api(eval_set=es, api_url=srv.base_url, retrieval_only=True, results_dir=tmp_path / "r",
+                          no_probe=True, retries=1, max_retry_wait=0.2, progress=sink)
     assert sink.waits == [(0.2, "Retry-After")]  # one wait, the server's 30 s capped
-    (rec,) = [json.loads(x) for x in (result.run_dir / "results.jsonl").open()]
+    (rec,) = read_records(result.run_dir)
     assert rec["error"] is None and rec["attempts"] == 2
     config = json.loads((result.run_dir / "config.json").read_text())
     assert config["settings"]["max_retry_wait"] == 0.2

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from evalkit import run_eval
 from evalkit.cli.judge_answers import app as judge_app
 from evalkit.cli.report import app as report_app
 from evalkit.derive.summary import render_run_summary
 from evalkit.report.html.run import render_run_report, write_run_report
 from evalkit.store.runs import DERIVE_PENDING, RunDir
+from tests.support import run_eval_api
 
 pytestmark = pytest.mark.integration
 
@@ -79,8 +79,8 @@ def retrieval_only(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A retrieval-only run of 5 cases with its summary.md, results.json and report.html
     (each saying no judge ran)."""
     results = tmp_path_factory.mktemp("pristine")
-    run_eval(str(ROOT / "eval_set.jsonl"), run_id=RUN_ID, results_dir=str(results), retrieval_only=True,
-             vault=str(ROOT / "sample_vault"), limit=5, quiet=True)
+    run_eval_api(eval_set=ROOT / "eval_set.jsonl", run_id=RUN_ID, results_dir=results, retrieval_only=True,
+                 vault=ROOT / "sample_vault", limit=5, quiet=True)
     write_run_report(RunDir(results / RUN_ID))
     return results / RUN_ID
 

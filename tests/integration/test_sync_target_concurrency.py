@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evalkit import run_eval
+from tests.support import make_case, read_records, run_eval_api, write_eval_set
 
 BOT = '''
 import threading, time
@@ -35,20 +35,17 @@ def ask(request):
 
 
 def _eval_set(tmp_path: Path, n: int) -> Path:
-    es = tmp_path / "es.jsonl"
-    es.write_text("".join(json.dumps({"id": f"c{i}", "question": f"q{i}", "answerable": True,
-                                      "gold_supports": [{"rel_path": "a.md", "heading_path": "# A"}]}) + "\n"
-                          for i in range(n)))
-    return es
+    gold = [{"rel_path": "a.md", "heading_path": "# A"}]
+    return write_eval_set(tmp_path / "es.jsonl", [make_case(i, question=f"q{i}", gold_supports=gold) for i in range(n)])
 
 
 def test_a_sync_callable_at_concurrency_32_has_32_calls_in_flight(tmp_path: Path) -> None:
     bot = tmp_path / "counting_bot.py"
     bot.write_text(BOT)
     es = _eval_set(tmp_path, 64)
-    result = run_eval(str(es), target=f"python:{bot}:ask", concurrency=32, results_dir=str(tmp_path / "r"),
-                      retrieval_only=True, no_probe=True, quiet=True)
-    answers = [json.loads(line)["answer"] for line in (result.run_dir / "results.jsonl").read_text().splitlines()]
+    result = run_eval_api(eval_set=es, target=f"python:{bot}:ask", concurrency=32, results_dir=tmp_path / "r",
+                          retrieval_only=True, no_probe=True, quiet=True)
+    answers = [r["answer"] for r in read_records(result.run_dir)]
     assert max(int(a.split()[1]) for a in answers) == 32
 
 
@@ -82,15 +79,15 @@ def _process_run(tmp_path: Path, **kw: object) -> object:
     bot = tmp_path / "pid_bot.py"
     bot.write_text(PROCESS_BOT)
     es = _eval_set(tmp_path, 8)
-    return run_eval(str(es), concurrency=2, results_dir=str(tmp_path / "r"), retrieval_only=True, no_probe=True,
-                    quiet=True, max_error_rate=0.5, **kw)
+    return run_eval_api(eval_set=es, concurrency=2, results_dir=tmp_path / "r", retrieval_only=True, no_probe=True,
+                        quiet=True, max_error_rate=0.5, **kw)
 
 
 def test_target_processes_runs_the_calls_in_worker_processes(tmp_path: Path) -> None:
     import os
 
     result = _process_run(tmp_path, target=f"python:{tmp_path / 'pid_bot.py'}:ask", target_processes=2)
-    records = [json.loads(line) for line in (result.run_dir / "results.jsonl").read_text().splitlines()]
+    records = read_records(result.run_dir)
     pids = {int(r["answer"].split()[1]) for r in records if not r.get("error")}
     assert len(pids) == 2 and os.getpid() not in pids  # two workers, neither of them this process
     failed = [r for r in records if r.get("error")]

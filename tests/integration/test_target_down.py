@@ -14,29 +14,23 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from evalkit.cli.run_eval import app
 from tests.integration.fault_server import FaultServer, fault_server  # noqa: F401
+from tests.support import make_case, run_eval_cli, run_eval_script, write_eval_set
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 GOLD = [{"rel_path": "notes/alpha.md", "heading_path": "# Alpha"}]
 
 
 def _eval_set(tmp_path: Path, n: int) -> Path:
-    es = tmp_path / "es.jsonl"
-    es.write_text("".join(json.dumps({"id": f"c{i:02d}", "question": f"q{i}", "answerable": True, "gold_supports": GOLD})
-                          + "\n" for i in range(n)))
-    return es
+    cases = [make_case(f"c{i:02d}", question=f"q{i}", gold_supports=GOLD) for i in range(n)]
+    return write_eval_set(tmp_path / "es.jsonl", cases)
 
 
 class OneInThree(FaultServer):
@@ -59,11 +53,7 @@ def test_a_target_that_always_answers_500_stops_within_seconds_and_resumes(fault
     srv = fault_server({"*": "500"})
     es = _eval_set(tmp_path, 59)
     results = tmp_path / "r"
-    proc = subprocess.run(
-        [sys.executable, "scripts/run_eval.py", "--eval-set", str(es), "--api-url", srv.base_url,
-         "--results-dir", str(results), "--retrieval-only", "--run-id", "down"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-    )
+    proc = run_eval_script(eval_set=es, api_url=srv.base_url, results_dir=results, retrieval_only=True, run_id="down")
     assert proc.returncode == 3, proc.stderr
     said = [line for line in proc.stderr.splitlines() if line.startswith("evalkit:")]
     assert len(said) == 1, proc.stderr
@@ -83,7 +73,7 @@ def test_a_target_that_always_answers_500_stops_within_seconds_and_resumes(fault
 
     # Resumable: once the server is fixed, --resume --retry-errors finishes every case.
     srv.behaviours = {"*": "ok"}
-    out = CliRunner().invoke(app, ["--resume", "down", "--results-dir", str(results), "--retry-errors", "--json"])
+    out = run_eval_cli(resume="down", results_dir=results, retry_errors=True, json=True)
     assert out.exit_code == 0, out.output
     payload = json.loads(out.stdout.strip().splitlines()[-1])
     assert payload["incomplete"] is False and payload["error_rate"] == 0.0
@@ -96,8 +86,8 @@ def test_a_server_failing_one_request_in_three_is_retried_and_completes(tmp_path
     srv = OneInThree().start()
     try:
         es = _eval_set(tmp_path, 9)
-        out = CliRunner().invoke(app, ["--eval-set", str(es), "--api-url", srv.base_url, "--results-dir",
-                                       str(tmp_path / "r"), "--retrieval-only", "--concurrency", "1", "--json"])
+        out = run_eval_cli(eval_set=es, api_url=srv.base_url, results_dir=tmp_path / "r", retrieval_only=True,
+                           concurrency=1, json=True)
     finally:
         srv.stop()
     assert out.exit_code == 0, out.output

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from evalkit.config import EVALUATORS, build_settings
 from evalkit.errors import BadConfig
+from tests.support import read_records, run_eval_api, run_eval_cli, write_eval_set
 
 CASES = [
     {"id": "a1", "question": "Which port does the server listen on?", "answerable": True,
@@ -96,24 +97,18 @@ def test_help_names_every_evaluator() -> None:
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bot.py").write_text(BOT, encoding="utf-8")
-    (tmp_path / "eval_set.jsonl").write_text("".join(json.dumps(c) + "\n" for c in CASES), encoding="utf-8")
+    write_eval_set(tmp_path / "eval_set.jsonl", CASES)
     return tmp_path
 
 
 def _run(project: Path, **kw):
-    from evalkit.run.api import run_eval
-
-    return run_eval(eval_set=str(project / "eval_set.jsonl"), target=f"python:{project / 'bot.py'}:ask",
-                    results_dir=str(project / "results"), no_probe=True, **kw)
-
-
-def _records(run_dir: Path) -> list[dict]:
-    return [json.loads(x) for x in (run_dir / "results.jsonl").read_text().splitlines()]
+    return run_eval_api(eval_set=project / "eval_set.jsonl", target=f"python:{project / 'bot.py'}:ask",
+                        results_dir=project / "results", no_probe=True, **kw)
 
 
 def test_run_judges_only_the_chosen_evaluators_and_a_resume_keeps_them(project: Path) -> None:
     result = _run(project, evaluators=["retrieval,correctness"])
-    recs = _records(result.run_dir)
+    recs = read_records(result.run_dir)
     assert all(r["correctness"]["method"] == "heuristic" for r in recs)
     assert all(r["groundedness"] is None and r["judge_errors"] == [] for r in recs)
     # no abstention classifier: the target said nothing, so nothing decides it
@@ -137,14 +132,12 @@ def test_evaluators_retrieval_runs_no_judge(project: Path) -> None:
     result = _run(project, evaluators=["retrieval"])
     cfg = json.loads((result.run_dir / "config.json").read_text())
     assert cfg["settings"]["retrieval_only"] is True and cfg["judge"]["provider"] is None
-    assert all(r["groundedness"] is None and r["correctness"] is None for r in _records(result.run_dir))
+    assert all(r["groundedness"] is None and r["correctness"] is None for r in read_records(result.run_dir))
 
 
 def test_run_eval_cli_refuses_an_unknown_evaluator(project: Path) -> None:
-    from evalkit.cli.run_eval import app
-
-    out = CliRunner().invoke(app, ["--eval-set", str(project / "eval_set.jsonl"), "--target",
-                                   f"python:{project / 'bot.py'}:ask", "--evaluators", "retrieval,judge"])
+    out = run_eval_cli(eval_set=project / "eval_set.jsonl", target=f"python:{project / 'bot.py'}:ask",
+                       evaluators="retrieval,judge")
     assert out.exit_code == 2
     assert "--evaluators: unknown evaluator 'judge'; expected some of retrieval, groundedness" in out.stderr
 
@@ -159,7 +152,7 @@ def test_judge_answers_rejudges_a_subset(project: Path) -> None:
     res = CliRunner().invoke(app, ["--run-id", run.run_id, "--results-dir", str(project / "results"),
                                    "--evaluators", "groundedness", "--quiet", "--allow-truncated-context"])
     assert res.exit_code == 0, res.output
-    recs = _records(run.run_dir)
+    recs = read_records(run.run_dir)
     assert all(r["groundedness"]["method"] == "heuristic" and r["correctness"] is None for r in recs)
     assert json.loads((run.run_dir / "config.json").read_text())["judge"]["evaluators"] == ["groundedness"]
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from evalkit import run_eval
 from evalkit.derive import summary
 from evalkit.judges.batch import _write_state
 from evalkit.report.html.run import write_run_report
@@ -23,14 +22,15 @@ from evalkit.store.runs import (
     RESULTS_JSON,
     RunDir,
 )
+from tests.support import run_eval_api
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _retrieval_run(results: Path) -> RunDir:
     """A finished 2-case retrieval-only run of the sample vault (its derived files written)."""
-    run_eval(str(ROOT / "eval_set.jsonl"), run_id="r", results_dir=str(results), retrieval_only=True,
-             vault=str(ROOT / "sample_vault"), limit=2, quiet=True)
+    run_eval_api(eval_set=ROOT / "eval_set.jsonl", run_id="r", results_dir=results, retrieval_only=True,
+                 vault=ROOT / "sample_vault", limit=2, quiet=True)
     return RunDir.open(results, "r")
 
 

@@ -26,6 +26,7 @@ from tests.integration.adapters.support import (
     records,
     run_documented_command,
 )
+from tests.support import run_eval_cli
 
 EXAMPLE = "adapters_llamaindex.py"
 
@@ -227,15 +228,11 @@ def ask(request):
 
 
 def _stock_run(corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from typer.testing import CliRunner
-
-    from evalkit.cli.run_eval import app
-
     bot = tmp_path / "stock_bot.py"
     bot.write_text(STOCK_BOT)
     monkeypatch.setenv("NOTES_DIR", str(corpus))
-    return CliRunner().invoke(app, ["--eval-set", str(EVAL_SET), "--target", f"python:{bot}:ask", "--results-dir",
-                                    str(tmp_path / "r"), "--retrieval-only", "--json"])
+    return run_eval_cli(eval_set=EVAL_SET, target=f"python:{bot}:ask", results_dir=tmp_path / "r",
+                        retrieval_only=True, json=True)
 
 
 def test_a_stock_llamaindex_bot_is_told_what_breaks_the_contract(
