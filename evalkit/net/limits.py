@@ -148,14 +148,17 @@ class BoundedTransport(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-def bounded_client(*, timeout: float, max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> httpx.AsyncClient:
-    """The httpx client the LLM SDKs are given: every response capped at `max_bytes`, one
-    kept-alive connection per call in flight (`evalkit.net.transport.ConnectionStack`),
-    through the environment's proxy when it names one, redirects followed as the SDKs' own
-    client does."""
+def bounded_client(
+    *, timeout: float, max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES, deadline: float | None = None
+) -> httpx.AsyncClient:
+    """The httpx client the LLM SDKs and the reference chatbot's endpoints are given: every
+    response capped at `max_bytes`, one kept-alive connection per call in flight
+    (`evalkit.net.transport.ConnectionStack`), through the environment's proxy when it names
+    one, redirects followed as the SDKs' own client does; with `deadline`, each request's
+    whole answer within that many seconds (`BoundedTransport`)."""
     from evalkit.net.transport import ConnectionStack
 
-    transport = BoundedTransport(ConnectionStack(), max_bytes=max_bytes)
+    transport = BoundedTransport(ConnectionStack(), max_bytes=max_bytes, deadline=deadline)
     # trust_env=False: the stack routes through the environment's proxies itself, under the
     # cap; a client that resolved them would mount httpx transports that bypass it.
     return httpx.AsyncClient(transport=transport, timeout=timeout, follow_redirects=True, trust_env=False)

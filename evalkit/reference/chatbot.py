@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 from pydantic import Field, StringConstraints, ValidationError
@@ -35,6 +35,9 @@ from evalkit.reference.index import LexicalIndex, fuse, indexed_text, normalize_
 from evalkit.reference.tokens import terms
 from evalkit.schema import AskRequest
 
+if TYPE_CHECKING:
+    from evalkit.net.retry import RetryPolicy
+
 REFERENCE_VERSION = "reference-v1"
 
 
@@ -52,7 +55,8 @@ class ReferenceConfig:
         answer_context_chunks: chunks read by either answerer.
         embeddings_base_url/model/api_key: OpenAI-compatible embeddings (optional).
         answer_base_url/model/api_key: OpenAI-compatible chat for generative answers (optional).
-        timeout: seconds per call to either endpoint.
+        timeout: seconds per try of a call to either endpoint (the whole answer: connect,
+            send, every byte).
     """
 
     chunker: ChunkerConfig = field(default_factory=ChunkerConfig)
@@ -145,13 +149,23 @@ class ReferenceChatbot:
             default: the vault folder's name. A request naming only other vaults is
             refused (InputError, the server's 400), never answered from nothing.
         config: knobs; default ReferenceConfig.from_env().
+        retry_policy: the endpoints' `evalkit.net.retry.RetryPolicy`; default two retries
+            after the first try (`openai_compat.DEFAULT_RETRIES`). Tests pass
+            `RetryPolicy.no_wait()`.
 
     Raises:
         InputError: the vault folder does not exist.
         BackendError: embeddings were configured and the endpoint failed while indexing.
     """
 
-    def __init__(self, vault: Path | str, *, vault_id: str | None = None, config: ReferenceConfig | None = None):
+    def __init__(
+        self,
+        vault: Path | str,
+        *,
+        vault_id: str | None = None,
+        config: ReferenceConfig | None = None,
+        retry_policy: RetryPolicy | None = None,
+    ):
         self.vault = Path(vault)
         self.vault_id = vault_id or default_vault_id(self.vault)
         self.config = cfg = config if config is not None else ReferenceConfig.from_env()
@@ -170,14 +184,17 @@ class ReferenceChatbot:
             from evalkit.reference.openai_compat import EmbeddingsClient
 
             self._embedder = EmbeddingsClient(
-                cfg.embeddings_base_url, cfg.embeddings_model or "default", cfg.embeddings_api_key, cfg.timeout
+                cfg.embeddings_base_url, cfg.embeddings_model or "default", cfg.embeddings_api_key, cfg.timeout,
+                retry_policy=retry_policy,
             )
             vecs = self._embedder.embed([indexed_text(c) for c in self.chunks]) if self.chunks else []
             self._vectors = normalize_rows(vecs) if vecs else np.zeros((0, 1))
         if cfg.generative:
             from evalkit.reference.openai_compat import ChatClient
 
-            self._chat = ChatClient(cfg.answer_base_url, cfg.answer_model, cfg.answer_api_key, cfg.timeout)
+            self._chat = ChatClient(
+                cfg.answer_base_url, cfg.answer_model, cfg.answer_api_key, cfg.timeout, retry_policy=retry_policy
+            )
 
         emb = cfg.embeddings_model if self._embedder else None
         build = f"{cfg.chunker.describe()}+embedding_{emb or 'none'}"

@@ -12,6 +12,7 @@ import pytest
 import respx
 
 from evalkit.errors import InputError
+from evalkit.net.retry import RetryPolicy
 from evalkit.reference.chatbot import ReferenceChatbot, ReferenceConfig
 from evalkit.reference.openai_compat import BackendError
 from evalkit.schema import AskResponse, IndexingCoverage
@@ -199,9 +200,10 @@ def test_vector_scores_from_an_embeddings_endpoint(mini_vault: Path) -> None:
 def test_embeddings_failure_at_index_time_is_a_backend_error(mini_vault: Path) -> None:
     cfg = ReferenceConfig.from_env({"EMBEDDINGS_BASE_URL": "http://emb.test/v1"})
     with respx.mock() as router:
-        router.post("http://emb.test/v1/embeddings").mock(return_value=httpx.Response(500, text="boom"))
+        route = router.post("http://emb.test/v1/embeddings").mock(return_value=httpx.Response(500, text="boom"))
         with pytest.raises(BackendError, match="HTTP 500"):
-            ReferenceChatbot(mini_vault, config=cfg)
+            ReferenceChatbot(mini_vault, config=cfg, retry_policy=RetryPolicy.no_wait(attempts=3))
+    assert route.call_count == 3  # a 5xx is retried by net's policy, then reported
 
 
 CHAT_ENV = {"ANSWER_BASE_URL": "http://llm.test/v1", "ANSWER_MODEL": "tiny-chat"}
@@ -249,7 +251,7 @@ def test_generative_skips_the_llm_when_evidence_is_low(mini_vault: Path) -> None
     [httpx.Response(503, text="overloaded"), httpx.Response(200, text="not json"), httpx.Response(200, json={"x": 1})],
 )
 def test_generative_failure_raises_backend_error(mini_vault: Path, reply: httpx.Response) -> None:
-    bot = ReferenceChatbot(mini_vault, config=ReferenceConfig.from_env(CHAT_ENV))
+    bot = ReferenceChatbot(mini_vault, config=ReferenceConfig.from_env(CHAT_ENV), retry_policy=RetryPolicy.no_wait())
     with respx.mock() as router:
         router.post("http://llm.test/v1/chat/completions").mock(return_value=reply)
         with pytest.raises(BackendError):
