@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from evalkit.evalset.anchors import heading_components
@@ -100,6 +101,11 @@ RULES: dict[str, Rule] = {
 
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _WINDOWS_ABSOLUTE = re.compile(r"^[A-Za-z]:[\\/]")
+# A text that opens with headings has a `#` after its leading blank lines and spaces; the
+# opening headings are read from its first 4 KB (a run of heading lines longer than that
+# is not a chunk's opening).
+_OPENS_WITH_HASH = re.compile(r"\s*#")
+_OPENING_CHARS = 4096
 _EXAMPLE_CHARS = 120
 
 
@@ -139,9 +145,11 @@ def _short(value: Any) -> str:
     return text if len(text) <= _EXAMPLE_CHARS else text[: _EXAMPLE_CHARS - 1] + "…"
 
 
+@lru_cache(maxsize=1 << 16)
 def _heading_form_problem(heading: str) -> str | None:
     """Why `heading` is not in the `# A > ## B` form, or None (split by the anchor rule's
-    `heading_components`, as matching will split it)."""
+    `heading_components`, as matching will split it). Cached: a run's chunks repeat a few
+    thousand headings, and every derive checks every chunk (run_eval's, each re-scoring's)."""
     parts = heading_components(heading)
     if len(parts) == 1 and "/" in heading and not heading.lstrip().startswith("#"):
         return f"heading_path {_short(heading)} is '/'-separated and has no # levels"
@@ -154,10 +162,10 @@ def _heading_form_problem(heading: str) -> str | None:
 def _opening_headings(text: Any) -> list[str]:
     """The headings the chunk text opens with (consecutive heading lines, blank lines
     between them allowed), each as `## Title`; [] when it opens with anything else."""
-    if not isinstance(text, str):
-        return []
+    if not isinstance(text, str) or _OPENS_WITH_HASH.match(text) is None:
+        return []  # the common case, decided without splitting a long text into lines
     out: list[str] = []
-    for line in text.splitlines():
+    for line in text[:_OPENING_CHARS].splitlines():
         if not line.strip():
             continue
         m = _ATX.match(line)
@@ -168,6 +176,11 @@ def _opening_headings(text: Any) -> list[str]:
             break
         out.append(f"{m.group(1)} {title}")
     return out
+
+
+@lru_cache(maxsize=1 << 16)
+def _last_component(heading: str) -> str:
+    return (heading_components(heading) or ("",))[-1]  # ">" alone has no component
 
 
 def _level(component: str) -> int:
@@ -183,7 +196,7 @@ def _leaves_out_own_section(heading: str, text: Any) -> str | None:
     opening = _opening_headings(text)
     if not opening:
         return None
-    last = (heading_components(heading) or ("",))[-1]  # ">" alone has no component
+    last = _last_component(heading)
     if any(o.casefold() == last.casefold() for o in opening):
         return None
     return opening[0] if _level(opening[0]) > _level(last) else None
@@ -195,9 +208,13 @@ def check_answer(chunks: Sequence[Mapping[str, Any]] | None) -> dict[str, str]:
     if not chunks:
         return out
     seen: dict[str, int] = {}
+    ranks = []
     for pos, c in enumerate(chunks, start=1):
-        if not isinstance(c, Mapping):
+        # Every derive checks every chunk of a run: the plain dict a record holds is told
+        # apart without the abstract-class check, and what depends on one string is cached.
+        if type(c) is not dict and not isinstance(c, Mapping):
             continue
+        ranks.append(c.get("rank"))
         heading = c.get("heading_path")
         if isinstance(heading, str) and heading.strip():
             problem = _heading_form_problem(heading)
@@ -211,25 +228,32 @@ def check_answer(chunks: Sequence[Mapping[str, Any]] | None) -> dict[str, str]:
                         f"a chunk whose text starts with {_short(own)} has heading_path {_short(heading)}",
                     )
         cid = c.get("chunk_id")
-        if cid is not None and str(cid) != "":
-            if str(cid) in seen:
-                out.setdefault(
-                    "chunk_id_unique", f"chunk_id {_short(str(cid))} at positions {seen[str(cid)]} and {pos}"
-                )
-            else:
-                seen[str(cid)] = pos
+        if cid is not None:
+            key = cid if type(cid) is str else str(cid)
+            if key:
+                first = seen.setdefault(key, pos)
+                if first != pos:
+                    out.setdefault("chunk_id_unique", f"chunk_id {_short(key)} at positions {first} and {pos}")
         path = c.get("rel_path")
         if isinstance(path, str) and path:
-            p = path.replace("\\", "/")
-            if p.startswith("/") or _WINDOWS_ABSOLUTE.match(path) or p.startswith("file:"):
-                out.setdefault("rel_path_relative", f"rel_path {_short(path)} is absolute")
-            elif ".." in p.split("/"):
-                out.setdefault("rel_path_relative", f"rel_path {_short(path)} leaves the notes folder")
-    ranks = [c.get("rank") for c in chunks if isinstance(c, Mapping)]
+            problem = _path_problem(path)
+            if problem is not None:
+                out.setdefault("rel_path_relative", problem)
     if any(r is not None for r in ranks) and ranks != list(range(1, len(ranks) + 1)):
         shown = ranks[:6] + (["…"] if len(ranks) > 6 else [])
         out.setdefault("rank_order", f"ranks {shown} for {len(ranks)} chunks")
     return out
+
+
+@lru_cache(maxsize=1 << 16)
+def _path_problem(path: str) -> str | None:
+    """Why `rel_path` is not relative to the notes folder, or None."""
+    p = path.replace("\\", "/")
+    if p.startswith("/") or _WINDOWS_ABSOLUTE.match(path) or p.startswith("file:"):
+        return f"rel_path {_short(path)} is absolute"
+    if ".." in p.split("/"):
+        return f"rel_path {_short(path)} leaves the notes folder"
+    return None
 
 
 class ContractCheck:
