@@ -1,7 +1,7 @@
 """Does the default merge gate (the verdict) pass noise and fail real drops? (issue 36)
 
 A simulation of decisions, not a timing: each trial makes two runs' per-case values, judges
-them with `evalkit.compare.verdict.build_verdict` exactly as compare_runs' default gate
+them with `evalkit.gate.verdict.build_verdict` exactly as compare_runs' default gate
 (`--gate verdict`) does, and counts the outcome: fail (exit 1) when a metric is `worse`, not
 enough evidence (exit 4) when a gated metric is `inconclusive`, else pass (exit 0). Beside it,
 the same trials judged by the old threshold gate (a watched metric's aggregate drops by more
@@ -78,8 +78,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from evalkit.compare.cases import CaseTable  # noqa: E402 - after the path
-from evalkit.compare.verdict import Member, build_verdict, resolve_margins  # noqa: E402
 from evalkit.evalset.anchors import GoldIndex, MatchTable  # noqa: E402
+from evalkit.gate.verdict import Member, build_verdict, resolve_margins  # noqa: E402
 from evalkit.metrics.keys import metric_key  # noqa: E402
 from evalkit.metrics.registry import METRICS  # noqa: E402
 from evalkit.metrics.retrieval import AT_K_METRICS, mrr, ndcg, precision, recall_all, recall_any, recall_frac  # noqa: E402
@@ -113,7 +113,7 @@ EXIT_CODE = {"fail": 1, "inconclusive": 4, "pass": 0}
 
 
 def outcome_of(merge_label: str | None) -> str:
-    """The default gate's outcome from the merge label, as compare_runs maps it (regressions.py
+    """The default gate's outcome from the merge label, as compare_runs maps it (gate/decision.py
     `_verdict_gate`): a metric shown worse fails; a gated metric not settled is not enough
     evidence; anything else passes."""
     if merge_label == "worse":

@@ -27,8 +27,8 @@ from pydantic import (
     model_validator,
 )
 
-from evalkit.compare.gate import Thresholds
 from evalkit.errors import BadConfig, Problem
+from evalkit.gate.thresholds import Thresholds
 from evalkit.project import read_project_config
 from evalkit.schema import FolderMode
 from evalkit.store.runs import run_id_problem
@@ -361,14 +361,14 @@ class RunSettings(BaseModel):
     @classmethod
     def _regression_threshold(cls, v: Any) -> Any:
         # `--regression-threshold recall_frac=0.05` (repeatable), or a dict from Python.
-        from evalkit.compare.gate import parse_regression_thresholds
+        from evalkit.gate.thresholds import parse_regression_thresholds
 
         return parse_regression_thresholds(v)
 
     @field_validator("gate_by", mode="before")
     @classmethod
     def _gate_by(cls, v: Any) -> Any:
-        from evalkit.compare.gate import parse_gate_by
+        from evalkit.gate.thresholds import parse_gate_by
 
         return parse_gate_by(v)
 
@@ -383,7 +383,7 @@ class RunSettings(BaseModel):
     @classmethod
     def _thresholds(cls, v: Any, info: ValidationInfo) -> Any:
         # `--threshold 0.7`, `--threshold name=0.8` (repeatable), a number or a dict from Python.
-        from evalkit.compare.gate import parse_thresholds
+        from evalkit.gate.floors import parse_thresholds
 
         return parse_thresholds(v, info.data.get("k"))
 

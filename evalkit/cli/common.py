@@ -291,7 +291,7 @@ def tolerance_option(panel: str | None = None, *, with_repro: bool = False) -> A
 
 
 # The gate's --regression-threshold-* flags, defined once for run_eval and compare_runs: the
-# flag, what the threshold bounds, and the default shown (evalkit.compare.gate.Thresholds').
+# flag, what the threshold bounds, and the default shown (evalkit.gate.thresholds.Thresholds').
 def _threshold_help() -> dict[str, str]:
     """{gate threshold name: its help}, from the registry: the metric each one watches, by its label."""
     from evalkit.metrics.registry import METRICS, label_of
@@ -312,7 +312,7 @@ THRESHOLD_NAMES = tuple(_THRESHOLD_HELP)
 
 def regression_threshold_option(name: str, panel: str) -> Any:
     """The `--regression-threshold-<name>` option (None: the gate's default, said in the help)."""
-    from evalkit.compare.gate import Thresholds
+    from evalkit.gate.thresholds import Thresholds
 
     default = getattr(Thresholds(), name)
     return typer.Option(
@@ -333,7 +333,7 @@ def allow_missing_metrics_option(panel: str) -> Any:
 def gate_options(panel: str) -> dict[str, Any]:
     """The regression gate's flags, defined once for its two doors (run_eval --baseline and
     compare_runs): {parameter name: typer.Option}, each None when not given."""
-    from evalkit.compare.gate import DEFAULT_MIN_SLICE_N
+    from evalkit.gate.thresholds import DEFAULT_MIN_SLICE_N
 
     options = {
         "allow_regressions": typer.Option(

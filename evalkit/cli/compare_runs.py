@@ -148,7 +148,7 @@ def main(
 
         if output_format not in ("rich", "markdown", "json"):
             raise InputError(Problem(f"expected rich, markdown or json, got {output_format!r}", field="--format"))
-        from evalkit.compare.verdict import parse_margins
+        from evalkit.gate.verdict import parse_margins
 
         margins = parse_margins(margin or [])
         a, b = _pick(list(runs or []), run_id_1, run_id_2, baseline)
@@ -206,7 +206,7 @@ def _gate_thresholds(given: dict) -> tuple[Thresholds, float, bool]:
     """
     from dataclasses import replace
 
-    from evalkit.compare.gate import Thresholds, gate_preset, parse_gate_by, parse_regression_thresholds
+    from evalkit.gate.thresholds import Thresholds, gate_preset, parse_gate_by, parse_regression_thresholds
     from evalkit.errors import InputError, Problem
 
     try:

@@ -376,7 +376,7 @@ def main(
                 lines += [f"threshold: {line}" if both else str(line) for line in result.thresholds.get("failures") or []]
             code = 1
             if result.gate_failed and result.gate:
-                from evalkit.compare.run_gate import gate_exit_code
+                from evalkit.gate.decision import gate_exit_code
 
                 lines = lines or list(result.gate.get("inconclusive") or [])
                 code = gate_exit_code(result.gate) if not result.thresholds_failed else 1

@@ -20,8 +20,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-# name -> the module that defines it, imported on first use: `evalkit.compare.gate` (which
-# run_eval's --help reads for its defaults) must not load numpy and the statistics.
+# name -> the module that defines it, imported on first use: importing the package must not
+# load numpy and the statistics. The verdict, gate and decision models are `evalkit.gate.models`.
 _HOME = {
     "IncomparableRuns": "compute",
     "compare_runs": "compute",
@@ -32,9 +32,6 @@ _HOME = {
     "Comparison": "models",
     "DeltaRow": "models",
     "Flip": "models",
-    "GateReport": "models",
-    "MergeVerdict": "models",
-    "MetricVerdict": "models",
     "RunSource": "sources",
     "open_source": "sources",
     "save_baseline": "sources",

@@ -2,7 +2,7 @@
 
 Steps, each over data already on disk:
 
-1. invariants (seed 000 §10.1 via `evalkit.compare.gate.check_invariants`, plus K): refuse, unless
+1. invariants (seed 000 §10.1 via `evalkit.gate.invariants.check_invariants`, plus K): refuse, unless
    ignored, and then mark which numbers are not comparable;
 2. one streamed pass per run: the aggregate cells (`aggregate_records(..., full_slices=True)`,
    so every slice has every K) and the per-case table (`cases.CaseTable`);
@@ -10,11 +10,11 @@ Steps, each over data already on disk:
 4. a paired test per row that is a mean of per-case values (`evalkit.metrics.stats`), then
    Holm or Benjamini-Hochberg over the family;
 5. the merge verdict: each metric with a margin, its adjusted paired interval against it
-   (`evalkit.compare.verdict`);
+   (`evalkit.gate.verdict`);
 6. flips, the failure-stage transitions (`cases.stage_transitions`), answer drift (a second
    pass for the few cases that need text), latency, config diff;
-7. the gate: `evalkit.compare.gate.gate_result` plus a relative MRR drop and, on request, flips;
-   or the verdict (`--gate non-inferior`).
+7. the gate and the decision (`evalkit.gate.decision`): the verdict by default, or
+   `evalkit.gate.regressions.gate_result` plus a relative MRR drop; on request, flips.
 """
 
 from __future__ import annotations
@@ -39,19 +39,6 @@ from evalkit.compare.cases import (
     unscoreable_from_metrics,
 )
 from evalkit.compare.conditions import config_diff, latency_report
-from evalkit.compare.fields import field_gaps
-from evalkit.compare.gate import (
-    ANSWER_METRICS,
-    Thresholds,
-    asked_k_difference,
-    check_invariants,
-    comparison_k,
-    corpus_changes,
-    corpus_of,
-    invariant_warnings,
-    skipped_metrics,
-    trial_count,
-)
 from evalkit.compare.models import (
     Comparison,
     CorpusReport,
@@ -59,17 +46,30 @@ from evalkit.compare.models import (
     DriftReport,
     Flips,
     InvariantReport,
-    MergeVerdict,
     NotComparable,
     RunUnscoreable,
     SourceInfo,
     StageTransitions,
     StatsSettings,
 )
-from evalkit.compare.regressions import DEFAULT_MRR_RELATIVE, decide, gate_mode, gate_report
 from evalkit.compare.sources import RunSource, asked_k, each_run, open_source
-from evalkit.compare.verdict import Member, build_verdict, resolve_margins
 from evalkit.errors import InputError, Problem, redact
+from evalkit.gate.decision import DEFAULT_MRR_RELATIVE, decide, gate_mode, gate_report
+from evalkit.gate.fields import field_gaps
+from evalkit.gate.invariants import (
+    ANSWER_METRICS,
+    asked_k_difference,
+    check_invariants,
+    corpus_changes,
+    corpus_of,
+    invariant_warnings,
+    trial_count,
+)
+from evalkit.gate.models import MergeVerdict
+from evalkit.gate.regressions import skipped_metrics
+from evalkit.gate.thresholds import Thresholds
+from evalkit.gate.values import comparison_k
+from evalkit.gate.verdict import Member, build_verdict, resolve_margins
 from evalkit.metrics.aggregate import RecordTable, flatten_cell, recorded_suite_ms
 from evalkit.metrics.keys import (
     HEADLINE_AT_K,
@@ -563,9 +563,9 @@ def compare_runs(
         correction: "holm" (family-wise error rate) or "bh" (false discovery rate).
         ignore_invariants: compare runs that break an invariant; the result marks the
             numbers that are not comparable.
-        thresholds: the gate's absolute thresholds (evalkit.compare.gate.Thresholds defaults).
+        thresholds: the gate's absolute thresholds (evalkit.gate.thresholds.Thresholds defaults).
         mrr_relative_threshold: largest allowed MRR drop relative to the baseline's MRR.
-        gate: None (the default): `regressions.default_gate` (the verdict, or the threshold
+        gate: None (the default): `evalkit.gate.decision.default_gate` (the verdict, or the threshold
             gate when a threshold differs from its default), and the threshold gate when a side
             is a bare metrics.json (a note says so). "verdict" (alias "non-inferior"): fails when any
             metric is shown worse; not enough evidence when a gated metric is not settled.
@@ -576,7 +576,7 @@ def compare_runs(
             (4), "pass" (0) or "fail" (1).
         margins: {metric: margin} replacing the registry's margins of the verdict (a metric
             named here is also gated; `recall_frac@5`, `R@5`, `recall_at_k_avg`,
-            `error_rate`; see `evalkit.compare.verdict.resolve_margins`); None ("off")
+            `error_rate`; see `evalkit.gate.verdict.resolve_margins`); None ("off")
             leaves a metric out.
         fail_on_flip: any case going pass -> fail fails the gate.
         allow_regressions: record the gate as allowed (the CLI then exits 0).
@@ -665,7 +665,8 @@ def compare_runs(
     extra = [f"latency is not comparable: {nc.reason}" for nc in not_comparable if "latency" in nc.metrics or "*" in nc.metrics]
     latency = latency_report(cells_a.get("overall", {}), cells_b.get("overall", {}), sa, sb, extra)
     verdict = gate_report(
-        sa, sb, {(row.metric, row.scope, row.k): row for row in rows}, [f"{f.id} ({f.metric})" for f in flips.regressions],
+        sa.metrics, sb.metrics, {(row.metric, row.scope, row.k): row for row in rows},
+        [f"{f.id} ({f.metric})" for f in flips.regressions], baseline_run_id=sa.run_id, asked_k=(asked_k(sa), asked_k(sb)),
         mode=mode, thresholds=thresholds or Thresholds(), mrr_relative_threshold=float(mrr_relative_threshold),
         fail_on_flip=fail_on_flip, allow_regressions=allow_regressions, allow_mixed_judges=allow_mixed_judges,
         ignore_invariants=ignore_invariants, correction=correction, allow_missing_metrics=allow_missing_metrics,

@@ -1,6 +1,6 @@
 """The conditions two runs were made under: what their config.json files say differently (with
-their index stats, `corpus_of`, as `index.*` keys), and whether their latency numbers can be
-compared (concurrency, target kind, hardware)."""
+their index stats, `gate.invariants.corpus_of`, as `index.*` keys: compute adds them), and
+whether their latency numbers can be compared (concurrency, target kind, hardware)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ import fnmatch
 from collections.abc import Mapping
 from typing import Any
 
-from evalkit.compare.gate import corpus_of  # the index stats compare's config diff shows as `index.*`
 from evalkit.compare.models import LatencyReport, LatencyRow
 from evalkit.compare.sources import RunSource
 
-__all__ = ["CONFIG_DIFF_IGNORED", "config_diff", "corpus_of", "flatten_config", "latency_report"]
+__all__ = ["CONFIG_DIFF_IGNORED", "config_diff", "flatten_config", "latency_report"]
 
 # config.json keys that differ between any two runs and say nothing about the system.
 CONFIG_DIFF_IGNORED = (

@@ -3,18 +3,20 @@ run through compare_runs, kept in metrics.json's `gate` object in the shape ever
 that object knows (`passed`, `allowed`, `regressions`, `failures`, `skipped`, `compared`,
 `invariants`, `baseline_run_id`), plus what the decision adds (`mode`, `outcome`,
 `exit_code`, `headline`, `inconclusive`, `verdict`). One decision, one implementation:
-`compare_runs.py BASELINE RUN` says the same words and exits with the same code."""
+`compare_runs.py BASELINE RUN` says the same words and exits with the same code
+(`gate.decision.gate_exit_code` reads it back). It runs compare_runs, so it lives in compare/,
+above the deciders in gate/."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from evalkit.compare.gate import Thresholds
 from evalkit.compare.sources import RunSource, open_source
+from evalkit.gate.thresholds import Thresholds
 from evalkit.store.runs import RunDir
 
-__all__ = ["gate_exit_code", "verdict_gate"]
+__all__ = ["verdict_gate"]
 
 # The paired rows' bootstrap is not part of the decision (the verdict draws nothing): a
 # smaller count keeps the gate quick at large n without changing a word of it.
@@ -72,13 +74,3 @@ def verdict_gate(
                          "delta": m.delta, "ci": m.ci, "margin": m.margin, "n": m.n} for m in c.verdict.metrics],
         },
     }
-
-
-def gate_exit_code(gate: Mapping[str, Any]) -> int:
-    """What a stored gate object exits with: its `exit_code` (the verdict: 0, 1 or 4, after
-    --on-inconclusive), else 0 passed / 1 failed (the threshold gate, and gates stored before
-    issue 36)."""
-    code = gate.get("exit_code")
-    if isinstance(code, int) and not isinstance(code, bool):
-        return code
-    return 0 if gate.get("passed") else 1

@@ -36,10 +36,10 @@ import orjson
 from evalkit.config import RunSettings, judge_identity
 from evalkit.derive.health import is_health_warning
 from evalkit.derive.summary import open_run, write_derived
-from evalkit.compare.fields import scored_forms
-from evalkit.compare.gate import threshold_check
-from evalkit.compare.gate import gate_result
-from evalkit.compare.gate import BUILTIN_THRESHOLDS, Thresholds
+from evalkit.gate.fields import scored_forms
+from evalkit.gate.floors import threshold_check
+from evalkit.gate.regressions import gate_result
+from evalkit.gate.thresholds import BUILTIN_THRESHOLDS, Thresholds
 from evalkit.schema import SCHEMA_VERSION
 from evalkit.store.runs import RunDir, dumps_metrics
 
@@ -463,6 +463,6 @@ def gate_of(s: RunSettings) -> str:
     """What decides run_eval's --baseline gate: --gate as given, else compare_runs' own rule
     (`regressions.default_gate`: thresholds other than the defaults ask for the threshold
     gate)."""
-    from evalkit.compare.regressions import default_gate
+    from evalkit.gate.decision import default_gate
 
     return s.gate if s.gate is not None else default_gate(thresholds_from(s))

@@ -19,8 +19,9 @@ from rich.table import Table
 from rich.text import Text
 
 from evalkit.compare.cases import FLIP_COLUMNS
-from evalkit.compare.models import ChunkRef, Comparison, DeltaRow, Flip, MetricVerdict, StageCell, StageTransitions
-from evalkit.compare.verdict import format_change
+from evalkit.compare.models import ChunkRef, Comparison, DeltaRow, Flip, StageCell, StageTransitions
+from evalkit.gate.models import MetricVerdict
+from evalkit.gate.verdict import format_change
 from evalkit.metrics.keys import parse_metric_key
 from evalkit.metrics.registry import label_of
 from evalkit.metrics.stages import JUDGE_PASS, STAGE_LABELS

@@ -355,7 +355,7 @@ def dataset_version_text(metrics: Mapping[str, Any], config: Mapping[str, Any], 
     """The run's dataset version as its reports show it: metrics.json's (the labels its
     numbers are scored with), and after a re-scoring with another eval set, which file's and
     the version the run asked its questions from (config.json's)."""
-    from evalkit.compare.gate import relabelled_from
+    from evalkit.gate.invariants import relabelled_from
 
     shown = str(metrics.get("dataset_version") or config.get("dataset_version") or "")[:width]
     asked = str(config.get("dataset_version") or "")[:width]

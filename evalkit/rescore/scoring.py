@@ -40,8 +40,8 @@ import orjson
 
 from evalkit.derive import RecordPass, RunFacts, derive_run, rederive, stored_grades
 from evalkit.errors import BadConfig, InputError, Problem
-from evalkit.compare.fields import scored_forms
-from evalkit.compare.gate import scorer_identity
+from evalkit.gate.fields import scored_forms
+from evalkit.gate.invariants import scorer_identity
 from evalkit.metrics.aggregate import (
     MEAN_METRICS,
 )

@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from evalkit import __version__
-from evalkit.compare.gate import check_invariants, scorer_identity
-from evalkit.compare.run_gate import gate_exit_code
 from evalkit.config import (
     RunSettings,
     build_settings,
@@ -31,6 +29,8 @@ from evalkit.derive import RecordPass, RunFacts, derive_run, now_utc
 from evalkit.derive.health import UNMEASURABLE
 from evalkit.errors import BadConfig, EvalkitError, Problem
 from evalkit.evalset.load import EvalSet, configured_categories, git_output, load_eval_set
+from evalkit.gate.decision import gate_exit_code
+from evalkit.gate.invariants import check_invariants, scorer_identity
 from evalkit.metrics.keys import ir_measures_values
 from evalkit.net.breaker import CircuitBreaker
 from evalkit.run.probe import probe_target

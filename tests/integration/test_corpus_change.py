@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from evalkit import run_eval
 from evalkit.cli.main import app
 from evalkit.compare import compare_runs
-from evalkit.compare.gate import scorer_identity
+from evalkit.gate.invariants import scorer_identity
 from evalkit.report.compare import print_comparison, render_markdown
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ import pytest
 from evalkit import run_eval
 from evalkit.compare.cases import CaseTable
 from evalkit.compare.compute import compare_runs
-from evalkit.compare.verdict import build_verdict
+from evalkit.gate.verdict import build_verdict
 from evalkit.metrics.keys import metric_key
 
 ROOT = Path(__file__).resolve().parents[2]

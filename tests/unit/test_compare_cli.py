@@ -147,7 +147,7 @@ def test_the_regression_threshold_flags_are_one_definition_in_both_doors() -> No
 
     from evalkit.cli.compare_runs import app as compare_app
     from evalkit.cli.run_eval import app as run_app
-    from evalkit.compare.gate import Thresholds
+    from evalkit.gate.thresholds import Thresholds
 
     def flags(app) -> dict:
         # `min` sits on the option (typer 0.29, no click) or on its click type (older typer)

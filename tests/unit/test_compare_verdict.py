@@ -24,7 +24,8 @@ from typer.testing import CliRunner
 
 from evalkit.cli.compare_runs import app
 from evalkit.compare import compare_runs
-from evalkit.compare.verdict import (
+from evalkit.errors import InputError
+from evalkit.gate.verdict import (
     Member,
     build_verdict,
     cases_to_settle,
@@ -34,7 +35,6 @@ from evalkit.compare.verdict import (
     parse_margins,
     t_quantile,
 )
-from evalkit.errors import InputError
 from evalkit.report.compare import print_comparison, render_markdown
 from evalkit.report.html.compare import write_compare_report
 from tests.unit.test_compare import make_run, rec
@@ -279,7 +279,7 @@ def test_a_margin_finer_than_the_set_can_show_is_said_plainly():
 def test_the_registry_holds_each_margin_once():
     # A gated metric's margin is its regression threshold's default: one number, one place.
     # Every metric with per-case values has a margin: the verdict judges each of them.
-    from evalkit.compare.gate import Thresholds
+    from evalkit.gate.thresholds import Thresholds
     from evalkit.metrics.registry import METRICS
 
     gated = [m for m in METRICS if m.gated is not None]

@@ -1,5 +1,5 @@
 """Any two chatbots compare (issue 36 item 7): a contract field one target leaves out blinds
-only the metrics that read it (evalkit/compare/fields.py), never the pair."""
+only the metrics that read it (evalkit/gate/fields.py), never the pair."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from evalkit.compare import compare_runs
-from evalkit.compare.fields import LATENCY, blinded, field_gaps, scored_forms
 from evalkit.evalset.anchors import support_forms
+from evalkit.gate.fields import LATENCY, blinded, field_gaps, scored_forms
 from evalkit.metrics.aggregate import aggregate_records
 from evalkit.metrics.expectations import RETRIEVED_EXPECTATIONS
 

@@ -1,10 +1,11 @@
-"""The regression gate (evalkit/compare/gate.py): thresholds are absolute, nulls are skipped."""
+"""The regression gate (evalkit/gate/regressions.py): thresholds are absolute, nulls are skipped."""
 
 from __future__ import annotations
 
 import pytest
 
-from evalkit.compare.gate import Thresholds, check_regressions, gate_result, gated_metrics, skipped_metrics
+from evalkit.gate.regressions import check_regressions, gate_result, skipped_metrics
+from evalkit.gate.thresholds import Thresholds, gated_metrics
 
 
 def _metrics(**agg):

@@ -1,6 +1,6 @@
 """Issue 30 item 3: any metric the registry lists can be gated (seed 001's recall is
 recall_frac, which none of the nine built-in thresholds watches), per slice too
-(`--gate-by domain`), and seed 001's gate is one preset (evalkit/compare/gate.py)."""
+(`--gate-by domain`), and seed 001's gate is one preset (evalkit/gate/thresholds.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from evalkit.compare.gate import (
+from evalkit.gate.regressions import check_regressions, gate_result
+from evalkit.gate.thresholds import (
     GATE_BY,
     Thresholds,
-    check_regressions,
     gate_metric,
     gate_preset,
-    gate_result,
     parse_gate_by,
     parse_regression_thresholds,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.compare.gate import parse_thresholds
+from evalkit.gate.floors import parse_thresholds
 from evalkit.metrics.keys import canonical_key, ir_measure_name, ir_measures_values
 from evalkit.run.matrix import resolve_metric
 

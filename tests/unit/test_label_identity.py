@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evalkit.compare.gate import check_invariants, gate_result, invariant_warnings, label_change, relabelled_from
 from evalkit.evalset.load import load_eval_set
+from evalkit.gate.invariants import check_invariants, invariant_warnings, label_change, relabelled_from
+from evalkit.gate.regressions import gate_result
 
 V1, V2 = "1" * 64, "2" * 64  # two dataset_versions (file hashes)
 CASES = "c" * 64  # one cases_version

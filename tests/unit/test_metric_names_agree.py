@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from evalkit.compare.compute import _HIGHER_IS_BETTER, _LOWER_IS_BETTER
-from evalkit.compare.gate import parse_thresholds, threshold_metric_names
+from evalkit.gate.floors import parse_thresholds, threshold_metric_names
 from evalkit.metrics.aggregate import MEAN_METRICS
 from evalkit.metrics.keys import PLAIN_METRIC_ORDER
 from evalkit.metrics.retrieval import AT_K_METRICS
@@ -54,7 +54,7 @@ def test_the_registry_walks_through_every_consumer(metric) -> None:
     # Each flag of the registry entry shows up in the consumer that reads it: what the
     # matrix, --threshold, the gate, compare's direction and paired tests accept.
     from evalkit.compare.cases import PER_CASE_METRICS
-    from evalkit.compare.gate import gated_metrics
+    from evalkit.gate.thresholds import gated_metrics
     from evalkit.metrics.aggregate import SLICE_METRICS
 
     key = metric.key

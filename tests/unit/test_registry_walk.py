@@ -28,8 +28,10 @@ from typer.testing import CliRunner
 
 from evalkit.compare import compare_runs
 from evalkit.compare.compute import _METRIC_ORDER, select_metrics  # noqa: PLC2701 - compare's row order
-from evalkit.compare.gate import Thresholds, check_regressions, gate_result, parse_thresholds, threshold_check
 from evalkit.errors import BadConfig, InputError
+from evalkit.gate.floors import parse_thresholds, threshold_check
+from evalkit.gate.regressions import check_regressions, gate_result
+from evalkit.gate.thresholds import Thresholds
 from evalkit.metrics.registry import METRICS, SUMMARY_KEYS, Metric, label_of, short_label_of
 from evalkit.run.matrix import parse_order_spec, resolve_metric
 

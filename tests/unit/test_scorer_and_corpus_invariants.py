@@ -15,7 +15,8 @@ from rich.console import Console
 
 from evalkit.compare import compare_runs
 from evalkit.compare.compute import IncomparableRuns
-from evalkit.compare.gate import check_invariants, gate_result, invariant_warnings, scorer_identity
+from evalkit.gate.invariants import check_invariants, invariant_warnings, scorer_identity
+from evalkit.gate.regressions import gate_result
 from evalkit.metrics.registry import METRICS, registry_hash
 from evalkit.report.compare import print_comparison, render_markdown
 from evalkit.report.html.compare import compare_view, write_compare_report

@@ -1,13 +1,13 @@
-"""Absolute thresholds (issue 13 item 4, evalkit/gate.threshold_check): seed 002's
+"""Absolute thresholds (issue 13 item 4, evalkit.gate.floors.threshold_check): seed 002's
 MVP/Beta/GA strategy is a score floor of 70 / 80 / 90 %."""
 
 from __future__ import annotations
 
 import pytest
 
-from evalkit.compare.gate import DEFAULT_THRESHOLD_METRICS, parse_thresholds, threshold_check
 from evalkit.config import build_settings
 from evalkit.errors import BadConfig
+from evalkit.gate.floors import DEFAULT_THRESHOLD_METRICS, parse_thresholds, threshold_check
 
 
 def _metrics(**agg):

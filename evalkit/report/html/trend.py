@@ -6,7 +6,7 @@ order, oldest first). Runs on different eval set versions (metrics.json `dataset
 the labels scored, which a re-scoring with other labels changes) go on separate series:
 their numbers measure different questions or labels. Between consecutive runs of one series, the flattened configs are diffed (`compare.config_diff`, which already
 drops run ids and timestamps) and also without the keys of `TREND_CONFIG_IGNORED`, with the
-index stats as `index.*` keys as compare_runs shows them (`compare.conditions.corpus_of`:
+index stats as `index.*` keys as compare_runs shows them (`gate.invariants.corpus_of`:
 an edited or added note changes the index version and counts); a run whose config or
 index differs from its predecessor's gets a marker labelled with the changed keys. The
 index's coverage (seed 000: `no_chunks_generated_rate`, tracked over runs, "trending toward
@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from evalkit.compare.conditions import CONFIG_DIFF_IGNORED, config_diff, corpus_of
-from evalkit.compare.gate import relabelled_from
+from evalkit.compare.conditions import CONFIG_DIFF_IGNORED, config_diff
 from evalkit.errors import InputError
+from evalkit.gate.invariants import corpus_of, relabelled_from
 from evalkit.jsonio import MAX_WRITTEN_DEPTH, read_json
 from evalkit.metrics.registry import label_of, shown_in
 from evalkit.store.runs import CONFIG_FILE, METRICS_FILE, list_runs

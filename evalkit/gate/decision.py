@@ -2,25 +2,30 @@
 
 `--gate verdict` (the default): fails when any metric of the merge verdict is shown worse,
 and is not enough evidence (exit 4) when a gated metric is not settled. `--gate threshold`:
-run_eval's gate (`evalkit.compare.gate.gate_result`, one implementation) plus a relative MRR
+run_eval's gate (`regressions.gate_result`, one implementation) plus a relative MRR
 drop. `--gate significant`: the threshold gate, letting through the regressions whose paired
 test is not significant after correction (and failing a significant rise of error_rate beyond
 its margin). `--fail-on-flip` adds to any of them. `decide` turns the gate into the outcome,
-the exit code and the one headline every format leads with."""
+the exit code and the one headline every format leads with. Pure: the comparison's delta
+rows and flips come in as arguments (`compare.compute` makes them)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, Protocol
 
-from evalkit.compare.cases import AT_K_METRICS
-from evalkit.compare.gate import Thresholds, gate_result
-from evalkit.compare.models import Decision, DeltaRow, GateReport, MergeVerdict, MetricVerdict
-from evalkit.compare.sources import RunSource, asked_k
-from evalkit.compare.verdict import PASSING, default_margins, format_change
+from evalkit.gate.models import Decision, GateReport, MergeVerdict, MetricVerdict
+from evalkit.gate.regressions import gate_result
+from evalkit.gate.thresholds import Thresholds
+from evalkit.gate.values import EPS
+from evalkit.gate.verdict import PASSING, default_margins, format_change
 from evalkit.metrics.keys import HEADLINE_AT_K
+from evalkit.metrics.retrieval import AT_K_METRICS
 
-__all__ = ["DEFAULT_MRR_RELATIVE", "EXIT_CODES", "decide", "default_gate", "gate_mode", "gate_report"]
+__all__ = [
+    "DEFAULT_MRR_RELATIVE", "EXIT_CODES", "PairedRow", "decide", "default_gate", "gate_exit_code", "gate_mode",
+    "gate_report",
+]
 
 # The merge decision's exit codes (DESIGN.md §10): 2 bad input, 3 an incomplete run and 70 an
 # internal error are the CLI's own.
@@ -31,15 +36,42 @@ _OUTCOME_WORDS = {"pass": "PASS", "fail": "FAIL", "inconclusive": "NOT ENOUGH EV
 # Seed 001's "MRR drop > 10%" as compare_runs' relative MRR check reads it by default.
 DEFAULT_MRR_RELATIVE = 0.10
 
-_EPS = 1e-9
+
+class PairedRow(Protocol):
+    """What the gate reads of one delta row of a comparison (`compare.models.DeltaRow`): the
+    two runs' values, and the paired test's outcome."""
+
+    @property
+    def a(self) -> float | None: ...
+    @property
+    def b(self) -> float | None: ...
+    @property
+    def comparable(self) -> bool: ...
+    @property
+    def note(self) -> str | None: ...
+    @property
+    def significant(self) -> bool: ...
+    @property
+    def change(self) -> Literal["better", "worse", "unchanged"] | None: ...
+    @property
+    def p_value(self) -> float | None: ...
+    @property
+    def p_adjusted(self) -> float | None: ...
+    @property
+    def reported_delta(self) -> float | None: ...
+
+
+Rows = Mapping[tuple[str, str, int | None], PairedRow]
 
 
 def gate_report(
-    a: RunSource,
-    b: RunSource,
-    rows: dict[tuple[str, str, int | None], DeltaRow],
+    a_metrics: Mapping[str, Any],
+    b_metrics: Mapping[str, Any],
+    rows: Rows,
     regressions_flipped: list[str],
     *,
+    baseline_run_id: str | None,
+    asked_k: tuple[int | None, int | None],
     mode: str,
     thresholds: Thresholds,
     mrr_relative_threshold: float,
@@ -57,13 +89,16 @@ def gate_report(
     """The comparison's gate verdict.
 
     Args:
-        a: the baseline side; b: the new side (their metrics.json bodies go to gate_result).
+        a_metrics: the baseline's metrics.json body; b_metrics: the new run's (both go to
+            gate_result).
         rows: the overall delta rows by (metric, scope, K), for the relative MRR drop and
             the significance of each regression.
         regressions_flipped: "id (metric)" of every pass -> fail flip.
+        baseline_run_id: the baseline's run id, as the gate reports it.
+        asked_k: how many chunks each run (baseline, new) asked its target for.
         mode: "threshold" (run_eval's gate), "significant" (a threshold regression fails
             only when its overall paired test is significant after correction, worse way; and
-            a significant rise of error_rate beyond its margin fails) or "non-inferior" (every
+            a significant rise of error_rate beyond its margin fails) or "verdict" (every
             metric of `verdict` must be better, equivalent or non-inferior; the threshold
             regressions and the relative MRR drop do not decide).
         thresholds: the absolute thresholds; mrr_relative_threshold: largest allowed MRR
@@ -72,7 +107,7 @@ def gate_report(
         allow_regressions, allow_mixed_judges, ignore_invariants, allow_missing_metrics, same_corpus,
             allow_label_change: as in gate_result.
         correction: "holm" | "bh", named in the messages.
-        verdict: the merge verdict (its margins, and the non-inferior gate's labels).
+        verdict: the merge verdict (its margins, and the verdict gate's labels).
         slices: (a, b) bodies with the `by_*` slices for `thresholds.by` (compare's cells,
             recomputed from the records at every K); None: the metrics.json bodies'.
 
@@ -85,9 +120,9 @@ def gate_report(
     if gated_relative_mrr:
         thresholds = thresholds.with_relative({"mrr_avg": mrr_relative_threshold})
     g = gate_result(
-        a.metrics, b.metrics, thresholds, baseline_run_id=a.run_id, allow_regressions=allow_regressions,
+        a_metrics, b_metrics, thresholds, baseline_run_id=baseline_run_id, allow_regressions=allow_regressions,
         allow_mixed_judges=allow_mixed_judges, ignore_invariants=ignore_invariants,
-        allow_missing_metrics=allow_missing_metrics, asked_k=(asked_k(a), asked_k(b)), slices=slices,
+        allow_missing_metrics=allow_missing_metrics, asked_k=asked_k, slices=slices,
         same_corpus=same_corpus, allow_label_change=allow_label_change,
     )
     k = int(g["k"]) if g.get("k") is not None else None
@@ -100,65 +135,84 @@ def gate_report(
     if mode == "verdict":
         return _verdict_gate(g, verdict, other_failures, regressions_flipped, fail_on_flip=fail_on_flip,
                              allow_regressions=allow_regressions, mrr_relative_threshold=mrr_relative_threshold)
+    if not gated_relative_mrr:  # else gate_result checked it as mrr_avg_relative
+        _relative_mrr_drop(rows.get(("mrr", "overall", k)), k, mrr_relative_threshold, details, skipped, compared)
+    not_significant: list[str] = []
+    if mode == "significant":
+        details, not_significant = _significant_only(details, rows, k, correction)
+        _significant_error_rise(rows, verdict, correction, details, compared)
+    return _report(
+        g, mode, [r["message"] for r in details], details, other_failures, regressions_flipped,
+        fail_on_flip=fail_on_flip, allow_regressions=allow_regressions, mrr_relative_threshold=mrr_relative_threshold,
+        skipped=skipped, compared=compared, not_significant=not_significant,
+    )
 
-    # Seed 001's "MRR drop > 10%", read as relative to the baseline's MRR (the absolute
-    # 0.10 is --regression-threshold-mrr).
-    mrr = rows.get(("mrr", "overall", k))
-    if gated_relative_mrr:
-        pass  # gate_result checked it as mrr_avg_relative
-    elif mrr is None or mrr.a is None or mrr.b is None:
+
+def _relative_mrr_drop(
+    mrr: PairedRow | None, k: int | None, threshold: float, details: list[dict[str, Any]],
+    skipped: list[dict[str, str]], compared: list[str],
+) -> None:
+    """Seed 001's "MRR drop > 10%", read as relative to the baseline's MRR (the absolute 0.10
+    is --regression-threshold-mrr): appended to `details`, `skipped` or `compared`."""
+    if mrr is None or mrr.a is None or mrr.b is None:
         skipped.append({"metric": "mrr_relative_drop", "reason": "MRR at the gate's K is not in both runs"})
-    elif not mrr.comparable:  # a field one target leaves out blinds MRR (compare.fields), or an ignored invariant
+    elif not mrr.comparable:  # a field one target leaves out blinds MRR (gate.fields), or an ignored invariant
         skipped.append({"metric": "mrr_relative_drop", "reason": (mrr.note or "not comparable").removeprefix("not comparable: ")})
     elif mrr.a <= 0:
         skipped.append({"metric": "mrr_relative_drop", "reason": "the baseline's MRR is 0: a relative drop is undefined"})
     else:
         compared.append("mrr_relative_drop")
         drop = (mrr.a - mrr.b) / mrr.a
-        if drop > mrr_relative_threshold + _EPS:
+        if drop > threshold + EPS:
             details.append({
                 "metric": "mrr_relative_drop", "baseline": mrr.a, "new": mrr.b, "delta": mrr.b - mrr.a,
-                "threshold": mrr_relative_threshold, "direction": "higher_is_better", "relative_drop": drop,
+                "threshold": threshold, "direction": "higher_is_better", "relative_drop": drop,
                 "message": (
                     f"mrr@{k} dropped by {drop:.1%} of the baseline ({mrr.a:.4g} -> {mrr.b:.4g}; "
-                    f"allowed {mrr_relative_threshold:.0%})"
+                    f"allowed {threshold:.0%})"
                 ),
             })
 
-    not_significant: list[str] = []
-    if mode == "significant":
-        kept = []
-        for r in details:
-            name = r["metric"]
-            metric, at = ("mrr", k) if name == "mrr_relative_drop" else _row_key(name, k)
-            row = rows.get((metric, r.get("scope") or "overall", at if metric in AT_K_METRICS else None))
-            if row is not None and row.significant and row.change == "worse":
-                kept.append(r)
-            else:
-                why = row.note if row is not None and row.note else "no paired test"
-                not_significant.append(f"{r['message']} — not significant after {correction} ({why})")
-        details = kept
-        # Issue 30 item 6: the paired quality metrics leave target errors out, so a regression
-        # made of errors shows only here.
-        errors = rows.get(("error_rate", "overall", None))
-        if errors is not None and errors.comparable and errors.p_value is not None:
-            compared.append("error_rate")
-            margin = _margin(verdict, "error_rate")
-            rise = errors.reported_delta or 0.0
-            if errors.significant and errors.change == "worse" and rise > margin + _EPS:
-                details.append({
-                    "metric": "error_rate", "baseline": errors.a, "new": errors.b, "delta": rise, "threshold": margin,
-                    "direction": "lower_is_better", "p_adjusted": errors.p_adjusted,
-                    "message": (f"error_rate rose by {rise:.4g} ({errors.a:.4g} -> {errors.b:.4g}; allowed {margin:g}), "
-                                f"significant after {correction} (p adj. {errors.p_adjusted:.3g}): the new run failed "
-                                "on cases the baseline answered"),
-                })
 
-    return _report(
-        g, mode, [r["message"] for r in details], details, other_failures, regressions_flipped,
-        fail_on_flip=fail_on_flip, allow_regressions=allow_regressions, mrr_relative_threshold=mrr_relative_threshold,
-        skipped=skipped, compared=compared, not_significant=not_significant,
-    )
+def _significant_only(
+    details: list[dict[str, Any]], rows: Rows, k: int | None, correction: str
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """`--gate significant`: (the regressions whose overall paired test is significant after
+    correction, the worse way; one line per regression let through)."""
+    kept = []
+    let_through = []
+    for r in details:
+        name = r["metric"]
+        metric, at = ("mrr", k) if name == "mrr_relative_drop" else _row_key(name, k)
+        row = rows.get((metric, r.get("scope") or "overall", at if metric in AT_K_METRICS else None))
+        if row is not None and row.significant and row.change == "worse":
+            kept.append(r)
+        else:
+            why = row.note if row is not None and row.note else "no paired test"
+            let_through.append(f"{r['message']} — not significant after {correction} ({why})")
+    return kept, let_through
+
+
+def _significant_error_rise(
+    rows: Rows, verdict: MergeVerdict | None, correction: str, details: list[dict[str, Any]], compared: list[str]
+) -> None:
+    """`--gate significant`: a significant rise of error_rate beyond its margin fails (issue 30
+    item 6: the paired quality metrics leave target errors out, so a regression made of errors
+    shows only here)."""
+    errors = rows.get(("error_rate", "overall", None))
+    if errors is None or not errors.comparable or errors.p_value is None:
+        return
+    compared.append("error_rate")
+    margin = _margin(verdict, "error_rate")
+    rise = errors.reported_delta or 0.0
+    if errors.significant and errors.change == "worse" and rise > margin + EPS:
+        details.append({
+            "metric": "error_rate", "baseline": errors.a, "new": errors.b, "delta": rise, "threshold": margin,
+            "direction": "lower_is_better", "p_adjusted": errors.p_adjusted,
+            "message": (f"error_rate rose by {rise:.4g} ({errors.a:.4g} -> {errors.b:.4g}; allowed {margin:g}), "
+                        f"significant after {correction} (p adj. {errors.p_adjusted:.3g}): the new run failed "
+                        "on cases the baseline answered"),
+        })
 
 
 def _report(
@@ -310,3 +364,13 @@ def _first(lines: list[str]) -> str:
     if not lines:
         return "nothing to report"
     return lines[0] + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else "")
+
+
+def gate_exit_code(gate: Mapping[str, Any]) -> int:
+    """What a stored gate object exits with: its `exit_code` (the verdict: 0, 1 or 4, after
+    --on-inconclusive), else 0 passed / 1 failed (the threshold gate, and gates stored before
+    issue 36)."""
+    code = gate.get("exit_code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code
+    return 0 if gate.get("passed") else 1

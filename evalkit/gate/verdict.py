@@ -29,7 +29,7 @@ read in the better direction (a lower-is-better metric mirrored), with margin δ
 
 The merge is worse if any metric is; else inconclusive if a gated one is; else identical if
 all are; else better if any is; else equivalent if every gated one is; else non-inferior.
-`evalkit.compare.regressions` turns it into the decision: fail (exit 1) on worse, not enough
+`evalkit.gate.decision` turns it into the decision: fail (exit 1) on worse, not enough
 evidence (exit 4) on inconclusive, else pass.
 """
 
@@ -44,7 +44,7 @@ from typing import Literal
 
 import numpy as np
 
-from evalkit.compare.models import MergeVerdict, MetricVerdict
+from evalkit.gate.models import MergeVerdict, MetricVerdict
 from evalkit.errors import InputError, Problem
 from evalkit.metrics.keys import HEADLINE_AT_K, canonical_key, metric_key, parse_metric_key
 from evalkit.metrics.registry import METRICS, by_key, label_of
