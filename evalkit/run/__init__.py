@@ -18,7 +18,8 @@ Order of work (nothing is written until every input has been checked):
 Resume skips the ids already in results.jsonl and redoes a torn last line.
 
 Modules: records.py (one record per case, pure), session.py (workers + writer),
-runner.py (input checks, config.json, metrics.json, the gate; `run` / `arun`), api.py
+runner.py (`run` / `arun`: the stages in order), preflight.py (every check before the first
+case), provenance.py (config.json's body), result.py (`RunResult`), api.py
 (`evalkit.run_eval`); beside them the run variants: matrix.py, repro.py, merge.py (shards),
 hardware.py (the machine a run ran on).
 """

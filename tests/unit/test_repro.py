@@ -14,8 +14,8 @@ import pytest
 
 from evalkit.config import RunSettings
 from evalkit.errors import BadConfig
+from evalkit.run.provenance import reproducibility_knobs
 from evalkit.run.repro import Difference, compare_repro
-from evalkit.run.runner import reproducibility_knobs
 from evalkit.store.runs import RunDir
 
 

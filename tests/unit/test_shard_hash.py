@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from evalkit.evalset.shard import shard_of
-from evalkit.run.runner import _build_config, _build_judge, _conflict_cases, _prepare_inputs
+from evalkit.run.preflight import conflict_cases, prepare_inputs
+from evalkit.run.provenance import build_config
+from evalkit.run.runner import _build_judge
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "eval_set.jsonl"
@@ -28,9 +30,9 @@ def _conflict_ids() -> list[str]:
 
 def _config(shard: str | None, **values: Any) -> dict[str, Any]:
     """config.json as run_eval would write it for this shard (no target asked, nothing written)."""
-    p = _prepare_inputs({"eval_set": [str(SHIPPED)], "vault": str(ROOT / "sample_vault"), "shard": shard, **values})
-    judge = _build_judge(p.settings, conflict_cases=_conflict_cases(p))
-    return _build_config(p.settings, p.eval_set, p.selected, {}, judge.describe(), None)
+    p = prepare_inputs({"eval_set": [str(SHIPPED)], "vault": str(ROOT / "sample_vault"), "shard": shard, **values})
+    judge = _build_judge(p.settings, conflict_cases=conflict_cases(p))
+    return build_config(p.settings, p.eval_set, p.selected, {}, judge.describe(), None)
 
 
 def test_every_shard_hashes_the_unsharded_runs_config() -> None:
@@ -59,9 +61,9 @@ def test_a_selection_without_a_conflict_case_keeps_the_judge_it_had() -> None:
 def test_a_stored_shard_resumes_with_the_judge_it_recorded(stored_conflict: bool, expected: bool) -> None:
     # A shard run before issue 36 without an acknowledge_both case hashed no conflict prompt.
     number = next(i for i in (1, 2, 3) if all(shard_of(c, 3) != i - 1 for c in _conflict_ids()))
-    p = _prepare_inputs({"eval_set": [str(SHIPPED)], "vault": str(ROOT / "sample_vault"), "shard": f"{number}/3"})
+    p = prepare_inputs({"eval_set": [str(SHIPPED)], "vault": str(ROOT / "sample_vault"), "shard": f"{number}/3"})
     versions = {"abstention": "heuristic-v1", "correctness": "heuristic-v1", "groundedness": "heuristic-v1"}
     if stored_conflict:
         versions["conflict"] = "heuristic-v1"
     p.stored_config = {"hashed": {"judge": {"provider": "heuristic", "prompt_version": versions}}}
-    assert _conflict_cases(p) is expected
+    assert conflict_cases(p) is expected
