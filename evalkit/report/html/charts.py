@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from markupsafe import Markup, escape
@@ -313,25 +313,72 @@ def line_chart(
     ticks = [lo + (hi - lo) * t / 4 for t in range(5)]
     left = max(58.0, math.ceil(max(_text_w(fmt(v)) for v in ticks) + 12))
     right, bottom = 56, 40
-    plot_w = width - left - right
+    plot = _Plot(n, left, width - left - right, lo, hi)
 
-    def px(i: int) -> float:
-        return left + (plot_w / 2 if n == 1 else i * plot_w / (n - 1))
-
-    shown = sorted((i, str(label)) for i, label in markers if isinstance(i, int) and 0 <= i < n)
-    groups: list[list[tuple[int, str]]] = []
-    for i, label in shown:
-        if groups and px(i) - px(groups[-1][-1][0]) < _MARKER_MERGE_PX:
-            groups[-1].append((i, label))
-        else:
-            groups.append([(i, label)])
+    groups = _marker_groups(plot, markers)
     texts = [g[0][1] if len(g) == 1 else f"{len(g)} changes" for g in groups]
-    placed = _layout_markers([(px(g[0][0]), px(g[-1][0]), t) for g, t in zip(groups, texts)], width)
+    placed = _layout_markers([(plot.px(g[0][0]), plot.px(g[-1][0]), t) for g, t in zip(groups, texts)], width)
     n_rows = max((p[0] + 1 for p in placed if p), default=0)
     top_pad = 14 + _MARKER_ROW_H * n_rows
     # the legend: series, then each kind of run set apart; wrapped to the width
     legend = [(PALETTE[s % len(PALETTE)], _short(str(name), 40)) for s, name in enumerate(names)]
     legend += [(kind, f"{kind} run (not on the lines)") for kind in dict.fromkeys(k for k, _ in apart.values())]
+    legend_at, lines = _legend_layout(legend, left, width)
+    legend_h = 22 + 16 * lines
+    strip_h = 26 if apart else 0
+    plot_h = height - 14 - bottom - 22
+    height = top_pad + plot_h + strip_h + bottom + legend_h
+    plot = replace(plot, top=top_pad, plot_h=plot_h)
+
+    body = _y_grid(plot, ticks, fmt)
+    body += _x_axis_labels(plot, x_labels, width, y=plot.bottom + strip_h + 16)
+    body += _marker_lines(plot, groups, placed, x_labels)
+    if apart:
+        body += _apart_strip(plot, apart, x_labels)
+    for s, name in enumerate(names):
+        body += _series_line(plot, name, points[name], PALETTE[s % len(PALETTE)], x_labels, fmt, join_gaps=join_gaps)
+    body += _legend(legend_at, height - legend_h)
+    return _svg(width, height, title, body)
+
+
+@dataclass(frozen=True)
+class _Plot:
+    """A line chart's plot area: where x index i and value v land in the picture.
+    `top` and `plot_h` are known once the marker rows above the plot are laid out."""
+
+    n: int
+    left: float
+    plot_w: float
+    lo: float
+    hi: float
+    top: float = 0.0
+    plot_h: float = 0.0
+
+    def px(self, i: int) -> float:
+        return self.left + (self.plot_w / 2 if self.n == 1 else i * self.plot_w / (self.n - 1))
+
+    def py(self, v: float) -> float:
+        return self.top + self.plot_h - (min(max(v, self.lo), self.hi) - self.lo) / (self.hi - self.lo) * self.plot_h
+
+    @property
+    def bottom(self) -> float:
+        return self.top + self.plot_h
+
+
+def _marker_groups(plot: _Plot, markers: Sequence[tuple[int, str]]) -> list[list[tuple[int, str]]]:
+    """The markers in x order, those closer than _MARKER_MERGE_PX to the previous one in one group."""
+    shown = sorted((i, str(label)) for i, label in markers if isinstance(i, int) and 0 <= i < plot.n)
+    groups: list[list[tuple[int, str]]] = []
+    for i, label in shown:
+        if groups and plot.px(i) - plot.px(groups[-1][-1][0]) < _MARKER_MERGE_PX:
+            groups[-1].append((i, label))
+        else:
+            groups.append([(i, label)])
+    return groups
+
+
+def _legend_layout(legend: Sequence[tuple[str, str]], left: float, width: float) -> tuple[list[tuple[str, str, float, int]], int]:
+    """(swatch, label, x, line) of each legend item, wrapped to the width; and the last line's index."""
     legend_at, lx, line = [], left, 0
     for swatch, label in legend:
         item_w = 14 + _text_w(label, 12)
@@ -339,40 +386,54 @@ def line_chart(
             lx, line = left, line + 1
         legend_at.append((swatch, label, lx, line))
         lx += item_w + 16
-    legend_h = 22 + 16 * line
-    strip_h = 26 if apart else 0
-    plot_h = height - 14 - bottom - 22
-    height = top_pad + plot_h + strip_h + bottom + legend_h
-    plot_bottom = top_pad + plot_h
+    return legend_at, line
 
-    def py(v: float) -> float:
-        return top_pad + plot_h - (min(max(v, lo), hi) - lo) / (hi - lo) * plot_h
 
+def _y_grid(plot: _Plot, ticks: Sequence[float], fmt: Callable[[float], str]) -> list[str]:
+    """A grid line and a label per y tick."""
     body: list[str] = []
     for v in ticks:
-        body.append(_el("line", x1=_c(left), x2=_c(left + plot_w), y1=_c(py(v)), y2=_c(py(v)), stroke=_GRID))
-        body.append(_el("text", fmt(v), x=_c(left - 6), y=_c(py(v) + 4), text_anchor="end", fill=_MUTED, font_size="11"))
+        body.append(_el("line", x1=_c(plot.left), x2=_c(plot.left + plot.plot_w), y1=_c(plot.py(v)), y2=_c(plot.py(v)), stroke=_GRID))
+        body.append(_el("text", fmt(v), x=_c(plot.left - 6), y=_c(plot.py(v) + 4), text_anchor="end", fill=_MUTED, font_size="11"))
+    return body
+
+
+def _x_axis_labels(plot: _Plot, x_labels: Sequence[str], width: float, *, y: float) -> list[str]:
+    """Every step-th x label, cut to its spacing and kept inside the picture."""
+    body: list[str] = []
+    n, plot_w = plot.n, plot.plot_w
     step = max(1, math.ceil(n / max(1, plot_w // 70)))
     spacing = plot_w if n == 1 else step * plot_w / (n - 1)
     for i in range(0, n, step):
         # half the spacing each side, less near an edge: the first and last labels stay whole
         # and, shifted inwards, clear of their neighbours
         side = max(spacing - 8, 30) / 2
-        text = _fit(str(x_labels[i]), min(side, px(i) - 2) + min(side, width - 2 - px(i)), middle=True)
+        text = _fit(str(x_labels[i]), min(side, plot.px(i) - 2) + min(side, width - 2 - plot.px(i)), middle=True)
         half = _text_w(text) / 2
-        x = min(max(px(i), 2 + half), width - 2 - half)
-        body.append(_el("text", text, class_="x-label", x=_c(x), y=_c(plot_bottom + strip_h + 16), text_anchor="middle", fill=_MUTED,
+        x = min(max(plot.px(i), 2 + half), width - 2 - half)
+        body.append(_el("text", text, class_="x-label", x=_c(x), y=_c(y), text_anchor="middle", fill=_MUTED,
                         font_size="11"))
+    return body
+
+
+def _marker_lines(
+    plot: _Plot, groups: Sequence[Sequence[tuple[int, str]]], placed: Sequence[tuple[int, str, float, str] | None],
+    x_labels: Sequence[str],
+) -> list[str]:
+    """Each marker group's dashed lines, then the labels on white, above every line."""
+    body: list[str] = []
     labels: list[str] = []
     for group, spot in zip(groups, placed):
         tip = group[0][1] if len(group) == 1 else "\n".join(f"{x_labels[i]}: {label}" for i, label in group)
         y_text = 12 + spot[0] * _MARKER_ROW_H if spot else 0
-        y_top = y_text + 3 if spot else top_pad - 4
+        y_top = y_text + 3 if spot else plot.top - 4
         body.append(f'<g class="marker">{_el("title", tip)}')
         for i, _ in group:
-            body.append(_el("line", x1=_c(px(i)), x2=_c(px(i)), y1=_c(y_top), y2=_c(plot_bottom), stroke=_MUTED, stroke_dasharray="4 3"))
+            body.append(_el("line", x1=_c(plot.px(i)), x2=_c(plot.px(i)), y1=_c(y_top), y2=_c(plot.bottom), stroke=_MUTED,
+                            stroke_dasharray="4 3"))
         if spot and len(group) > 1:
-            body.append(_el("line", x1=_c(px(group[0][0])), x2=_c(px(group[-1][0])), y1=_c(y_top), y2=_c(y_top), stroke=_MUTED))
+            body.append(_el("line", x1=_c(plot.px(group[0][0])), x2=_c(plot.px(group[-1][0])), y1=_c(y_top), y2=_c(y_top),
+                            stroke=_MUTED))
         body.append("</g>")
         if spot:  # drawn after every line, on white: other markers' lines pass behind it
             _, anchor, x, label = spot
@@ -381,41 +442,58 @@ def line_chart(
                           + _el("rect", x=_c(x - w if anchor == "end" else x), y=_c(y_text - 10), width=_c(w), height="13", fill="#fff")
                           + _el("text", label, class_="marker-label", x=_c(x), y=_c(y_text), text_anchor=anchor, fill=_TEXT, font_size="11")
                           + "</g>")
-    body += labels
-    if apart:
-        y = plot_bottom + 14
-        body.append(_el("line", x1=_c(left), x2=_c(left + plot_w), y1=_c(y), y2=_c(y), stroke=_TRACK))
-        body.append(_el("text", "apart", x=_c(left - 6), y=_c(y + 4), text_anchor="end", fill=_MUTED, font_size="10", font_style="italic"))
-        for i, (kind, note) in sorted(apart.items()):
-            body.append(f'<g class="apart" data-kind="{escape(kind)}">{_el("title", f"{x_labels[i]}: {note}")}')
-            body.append(_apart_mark(kind, px(i), y))
-            body.append("</g>")
-    for s, name in enumerate(names):
-        color = PALETTE[s % len(PALETTE)]
-        coords = [(i, v) for i, v in enumerate(points[name]) if v is not None]
-        body.append(f'<g class="series">{_el("title", str(name))}')
-        runs: list[list[tuple[int, float]]] = [[]]
-        for i, v in enumerate(points[name]):
-            if v is not None:
-                runs[-1].append((i, v))
-            elif not join_gaps and runs[-1]:
-                runs.append([])
-        for run in runs:
-            if len(run) > 1:
-                body.append(_el("polyline", points=" ".join(f"{_c(px(i))},{_c(py(v))}" for i, v in run), fill="none",
-                                stroke=color, stroke_width="2"))
-        for i, v in coords:
-            body.append(f'<circle cx="{_c(px(i))}" cy="{_c(py(v))}" r="3.5" fill="{color}">'
-                        f"{_el('title', f'{name} · {x_labels[i]}: {fmt(v)}')}</circle>")
+    return body + labels
+
+
+def _apart_strip(plot: _Plot, apart: Mapping[int, tuple[str, str]], x_labels: Sequence[str]) -> list[str]:
+    """The strip under the plot with the runs set apart, each with its note as tooltip."""
+    y = plot.bottom + 14
+    body = [
+        _el("line", x1=_c(plot.left), x2=_c(plot.left + plot.plot_w), y1=_c(y), y2=_c(y), stroke=_TRACK),
+        _el("text", "apart", x=_c(plot.left - 6), y=_c(y + 4), text_anchor="end", fill=_MUTED, font_size="10", font_style="italic"),
+    ]
+    for i, (kind, note) in sorted(apart.items()):
+        body.append(f'<g class="apart" data-kind="{escape(kind)}">{_el("title", f"{x_labels[i]}: {note}")}')
+        body.append(_apart_mark(kind, plot.px(i), y))
         body.append("</g>")
+    return body
+
+
+def _series_line(
+    plot: _Plot, name: str, values: Sequence[float | None], color: str, x_labels: Sequence[str],
+    fmt: Callable[[float], str], *, join_gaps: bool,
+) -> list[str]:
+    """One series: its line (broken at a gap unless `join_gaps`) and a point per value."""
+    coords = [(i, v) for i, v in enumerate(values) if v is not None]
+    body = [f'<g class="series">{_el("title", str(name))}']
+    runs: list[list[tuple[int, float]]] = [[]]
+    for i, v in enumerate(values):
+        if v is not None:
+            runs[-1].append((i, v))
+        elif not join_gaps and runs[-1]:
+            runs.append([])
+    for run in runs:
+        if len(run) > 1:
+            body.append(_el("polyline", points=" ".join(f"{_c(plot.px(i))},{_c(plot.py(v))}" for i, v in run), fill="none",
+                            stroke=color, stroke_width="2"))
+    for i, v in coords:
+        body.append(f'<circle cx="{_c(plot.px(i))}" cy="{_c(plot.py(v))}" r="3.5" fill="{color}">'
+                    f"{_el('title', f'{name} · {x_labels[i]}: {fmt(v)}')}</circle>")
+    body.append("</g>")
+    return body
+
+
+def _legend(legend_at: Sequence[tuple[str, str, float, int]], top: float) -> list[str]:
+    """The legend's items from `top`: a colour square per series, a mark per kind of run set apart."""
+    body: list[str] = []
     for swatch, label, x, line in legend_at:
-        ly = height - legend_h + 14 + 16 * line
+        ly = top + 14 + 16 * line
         if swatch.startswith("#"):
             body.append(_el("rect", x=_c(x), y=_c(ly - 9), width="10", height="10", fill=swatch))
         else:
             body.append(_apart_mark(swatch, x + 5, ly - 4))
         body.append(_el("text", label, x=_c(x + 14), y=_c(ly), fill=_TEXT))
-    return _svg(width, height, title, body)
+    return body
 
 
 def _apart_mark(kind: str, x: float, y: float) -> str:
