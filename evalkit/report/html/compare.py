@@ -257,38 +257,13 @@ def compare_view(comparison: Comparison, *, refused: bool = False, output_dir: P
     sig, sig_repeated = distinct_rows(c.significant_deltas())
     overall = [r for r in c.deltas if r.scope == "overall"]
     overall_shown, _ = distinct_rows([r for r in overall if r.ci95 and r.ci95[0] is not None])
-    f = c.flips
-    regressions, improvements = by_case(f.regressions), by_case(f.improvements)
-    d = c.drift
     by_grouping = sorted({_grouping(r.scope) for r in c.deltas}, key=lambda g: (g != "overall", g))
     return {
         "title": f"evalkit compare: {c.run_id_1} → {c.run_id_2}",
         "run_a": {"id": c.run_id_1, "kind": c.sources["a"].kind, "href": _run_link(c, "a", output_dir), "n": c.n["a"]},
         "run_b": {"id": c.run_id_2, "kind": c.sources["b"].kind, "href": _run_link(c, "b", output_dir), "n": c.n["b"]},
-        "verdict": {
-            "passed": c.gate.passed,
-            "outcome": outcome_of(c),
-            "allowed": c.gate.allowed,
-            "headline": headline(c),
-            "inconclusive": list(c.gate.inconclusive),
-            "mode": c.gate.mode,
-            "failures": list(c.gate.failures),
-            "not_significant": list(c.gate.not_significant),
-            "skipped": [f"{s.get('metric')}{' in ' + s['scope'] if s.get('scope') else ''}: {s.get('reason')}" for s in c.gate.skipped],
-        },
-        "merge": {
-            "available": c.verdict.available,
-            "verdict": c.verdict.verdict or "none",
-            "line": verdict_line(c),
-            "summary": c.verdict.summary,
-            "confidence": c.verdict.confidence,
-            "method": verdict_method(c),
-            "header": list(VERDICT_HEADER),
-            "rows": [{"cells": verdict_cells(m), "verdict": m.verdict, "reason": m.reason} for m in c.verdict.metrics],
-            "not_compared": [f"{x['metric']} ({x['reason']})" for x in c.verdict.not_compared],
-            "advice": GATE_ADVICE if c.gate.mode != "verdict" and c.verdict.available else None,
-            "shown": c.gate.mode != "verdict",
-        },
+        "verdict": _gate_section(c),
+        "merge": _merge_section(c),
         "method": method_line(c),
         "delta_legend": DELTA_LEGEND,
         "invariants": {
@@ -315,27 +290,8 @@ def compare_view(comparison: Comparison, *, refused: bool = False, output_dir: P
                    "all_case": any(all_case_differs(r) for r in c.deltas)},
         "domains": _domains(c),
         "stages": _stages(c),
-        "flips": {
-            "available": f.available,
-            "k": f.k,
-            "regressions": [_flip_case(g) for g in regressions],
-            "improvements": [_flip_case(g) for g in improvements],
-            "counts": [{"metric": m, "label": flip_label(m), **v} for m, v in f.counts.items()],
-        },
-        "unscoreable": [
-            {
-                "side": side,
-                "run_id": c.sources[side].run_id,
-                "available": u.available,
-                "n_cases": u.n_cases,
-                "target_errors": u.target_errors,
-                "judge_errors": ", ".join(f"{j} {n}" for j, n in u.judge_errors.items()) or "0",
-                "empty_answers": u.empty_answers,
-                "unpaired": u.only_in_this_run,
-                "ids": [*u.ids_target_error, *u.ids_judge_error],
-            }
-            for side, u in sorted(c.unscoreable.items())
-        ],
+        "flips": _flips_section(c),
+        "unscoreable": _unscoreable_section(c),
         "latency": {
             "comparable": c.latency.comparable,
             "warnings": list(c.latency.warnings),
@@ -352,27 +308,95 @@ def compare_view(comparison: Comparison, *, refused: bool = False, output_dir: P
             "rows": [{"label": label, "a": va, "b": vb, "changed": changed} for label, va, vb, changed in corpus_rows(c)],
             "note": corpus_note(c) if c.corpus.available else None,
         },
-        "drift": {
-            "available": d.available,
-            "n_compared": d.n_compared,
-            "n_changed": d.n_changed,
-            "more": max(d.n_changed - len(d.cases), 0),
-            "cases": [
-                {
-                    "id": case.id,
-                    "question": case.question,
-                    "similarity": case.similarity,
-                    "words_removed": case.words_removed,
-                    "words_added": case.words_added,
-                    "segments": diff_segments(case.diff),
-                    "answer_a": case.answer_a,
-                    "answer_b": case.answer_b,
-                    "references_added": _chunks(case.references_added),
-                    "references_removed": _chunks(case.references_removed),
-                }
-                for case in d.cases
-            ],
-        },
+        "drift": _drift_section(c),
+    }
+
+
+def _gate_section(c: Comparison) -> dict[str, Any]:
+    """The gate's verdict: outcome, headline and what failed, was inconclusive or skipped."""
+    return {
+        "passed": c.gate.passed,
+        "outcome": outcome_of(c),
+        "allowed": c.gate.allowed,
+        "headline": headline(c),
+        "inconclusive": list(c.gate.inconclusive),
+        "mode": c.gate.mode,
+        "failures": list(c.gate.failures),
+        "not_significant": list(c.gate.not_significant),
+        "skipped": [f"{s.get('metric')}{' in ' + s['scope'] if s.get('scope') else ''}: {s.get('reason')}" for s in c.gate.skipped],
+    }
+
+
+def _merge_section(c: Comparison) -> dict[str, Any]:
+    """The merge verdict, one row per metric; shown beside the gate unless it is the gate."""
+    return {
+        "available": c.verdict.available,
+        "verdict": c.verdict.verdict or "none",
+        "line": verdict_line(c),
+        "summary": c.verdict.summary,
+        "confidence": c.verdict.confidence,
+        "method": verdict_method(c),
+        "header": list(VERDICT_HEADER),
+        "rows": [{"cells": verdict_cells(m), "verdict": m.verdict, "reason": m.reason} for m in c.verdict.metrics],
+        "not_compared": [f"{x['metric']} ({x['reason']})" for x in c.verdict.not_compared],
+        "advice": GATE_ADVICE if c.gate.mode != "verdict" and c.verdict.available else None,
+        "shown": c.gate.mode != "verdict",
+    }
+
+
+def _flips_section(c: Comparison) -> dict[str, Any]:
+    """The cases that flipped (regressions, then improvements, grouped by case) and the counts per metric."""
+    f = c.flips
+    return {
+        "available": f.available,
+        "k": f.k,
+        "regressions": [_flip_case(g) for g in by_case(f.regressions)],
+        "improvements": [_flip_case(g) for g in by_case(f.improvements)],
+        "counts": [{"metric": m, "label": flip_label(m), **v} for m, v in f.counts.items()],
+    }
+
+
+def _unscoreable_section(c: Comparison) -> list[dict[str, Any]]:
+    """Per run, the cases that could not be scored: target errors, judge errors, empty answers, unpaired."""
+    return [
+        {
+            "side": side,
+            "run_id": c.sources[side].run_id,
+            "available": u.available,
+            "n_cases": u.n_cases,
+            "target_errors": u.target_errors,
+            "judge_errors": ", ".join(f"{j} {n}" for j, n in u.judge_errors.items()) or "0",
+            "empty_answers": u.empty_answers,
+            "unpaired": u.only_in_this_run,
+            "ids": [*u.ids_target_error, *u.ids_judge_error],
+        }
+        for side, u in sorted(c.unscoreable.items())
+    ]
+
+
+def _drift_section(c: Comparison) -> dict[str, Any]:
+    """The answers that changed most between the runs, each with its word diff and references."""
+    d = c.drift
+    return {
+        "available": d.available,
+        "n_compared": d.n_compared,
+        "n_changed": d.n_changed,
+        "more": max(d.n_changed - len(d.cases), 0),
+        "cases": [
+            {
+                "id": case.id,
+                "question": case.question,
+                "similarity": case.similarity,
+                "words_removed": case.words_removed,
+                "words_added": case.words_added,
+                "segments": diff_segments(case.diff),
+                "answer_a": case.answer_a,
+                "answer_b": case.answer_b,
+                "references_added": _chunks(case.references_added),
+                "references_removed": _chunks(case.references_removed),
+            }
+            for case in d.cases
+        ],
     }
 
 
