@@ -45,6 +45,14 @@ Field by field (`Metric`):
 - flip: the name compare_runs gives its pass/fail flips (`attribution_hit`), None: it has
   none (recall_any@K flips under its own name).
 
+One name per number: inside the code a metric is called by `Metric.name`, its @K name
+(`recall_any`) for an @K metric, else its key. The seeds' names are spoken only at the
+edges they dictate: results.jsonl's `retrieval_metrics.recall_at_k` (seed 000, `seed_name`),
+metrics.json's `recall_at_k_avg` (seed 000, `key`), `RunResult.data["recall_at_k"]` (seed
+001's programmatic API, the same hit rate), the gate flag `--regression-threshold-recall`
+(seed 000, `gated`) and ir_measures' `Success@5` (`ir_measure`); EVAL.md ("One number, its
+names") lists them.
+
 Every report names a metric by `label_of` (or, for a table's column, `short_label_of`); an
 @K metric's name (`recall_any`, as compare's rows and the per-K tables give it) is read as
 its headline key, so `label_of("recall_any", 5) == label_of("recall_at_k_avg", 5)`.

@@ -4,13 +4,15 @@
 
     result = run_eval(eval_set="eval_set.jsonl", k=5)
     if result.success:
-        print(f"Recall@5: {result.data['recall_at_k']:.2f}")   # B.O.B's recall: recall_frac
+        print(f"Recall@5: {result.data['recall_at_k']:.2f}")   # the hit rate, as in every record
+        print(f"Recall_frac@5: {result.data['recall_frac']:.2f}")   # B.O.B's recall
         print(f"Precision@5: {result.data['precision_at_k']:.2f}")
         print(f"MRR: {result.data['mrr']:.2f}")
 
-`result.data` speaks seed 001: `recall_at_k` is its recall, |relevant ∩ retrieved@k| /
-|relevant| (evalkit's recall_frac), not metrics.json's `recall_at_k_avg` (Recall@K (any),
-the hit rate, which `result.data['recall_any']` gives).
+`result.data` has seed 001's keys with seed 000's meaning: `recall_at_k` is Recall@K (any),
+the hit rate, the mean of every results.jsonl record's `recall_at_k` (metrics.json's
+`recall_at_k_avg`). B.O.B's recall, |relevant ∩ retrieved@k| / |relevant|, is
+`result.data['recall_frac']`: every @K metric is there by its registry name too.
 Keyword arguments are run_eval.py's flags with `-` -> `_` (see evalkit.config.RunSettings);
 `k` may be one int or a list (the first is the primary K); `params` is a dict;
 `golden_path` is accepted as B.O.B's name for `eval_set`. Nothing is printed.
@@ -69,10 +71,10 @@ def run_eval(
             folder_mode="on", results_dir=, baseline=, resume=.
 
     Returns:
-        RunResult: `.success`, `.data` (seed 001's dict at the primary K: recall_at_k is
-        B.O.B's recall = recall_frac, precision_at_k, mrr, k, plus recall_frac and
-        recall_any, the hit rate = metrics.json's recall_at_k_avg), `.metrics`
-        (metrics.json), `.run_dir`, `.run_id`, `.gate`.
+        RunResult: `.success`, `.data` (seed 001's dict at the primary K: recall_at_k,
+        the hit rate = metrics.json's recall_at_k_avg, precision_at_k, mrr, k; plus every
+        @K metric by its registry name: recall_any, recall_frac (B.O.B's recall), ...),
+        `.metrics` (metrics.json), `.run_dir`, `.run_id`, `.gate`.
 
     Raises:
         evalkit.errors.InputError: bad eval set or settings (nothing is written).

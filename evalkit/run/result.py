@@ -14,6 +14,7 @@ from typing import Any
 from evalkit.derive.health import UNMEASURABLE
 from evalkit.gate.decision import gate_exit_code
 from evalkit.metrics.keys import ir_measures_values
+from evalkit.metrics.registry import METRICS, Metric
 
 __all__ = ["RunInterrupted", "RunResult", "seed_data"]
 
@@ -44,11 +45,14 @@ class RunResult:
         run_id: the run folder's name.
         run_dir: path of `results/<run_id>/`.
         metrics: the whole metrics.json body.
-        data: seed 001's result dict, at the primary K: `recall_at_k` (B.O.B's recall,
-            |gold hit in top K| / |gold|: evalkit's recall_frac, metrics.json `recall_frac_avg`),
-            `precision_at_k` (`precision_at_k_avg`), `mrr` (`mrr_avg`), `k`; and `recall_frac`
-            (= recall_at_k) and `recall_any` (the hit rate, `recall_at_k_avg`) by evalkit's
-            names. Every other aggregate is in `metrics["aggregate_metrics"]`.
+        data: seed 001's result dict, at the primary K, with the meanings its keys have in
+            every results.jsonl record (seed 000): `recall_at_k` is Recall@K (any), the hit
+            rate, = the mean of the records' `retrieval_metrics.recall_at_k` = metrics.json
+            `recall_at_k_avg`; `precision_at_k` (`precision_at_k_avg`), `mrr` (`mrr_avg`), `k`.
+            Beside them every @K metric by its registry name: `recall_any` (= recall_at_k),
+            `recall_frac` (B.O.B's recall, |gold hit in top K| / |gold|, `recall_frac_avg`),
+            `recall_all`, `precision`, `mrr`, `ndcg`. EVAL.md, "One number, its names", lists
+            every name of each. Every other aggregate is in `metrics["aggregate_metrics"]`.
         gate: the gate object ({passed, allowed, regressions, ...}) or None without --baseline.
         success: False when the gate failed (without --allow-regressions), or the run is
             incomplete: the target failed on more than `max_error_rate` of the cases.
@@ -145,24 +149,24 @@ class RunResult:
 
 
 def seed_data(metrics: Mapping[str, Any], k: int) -> dict[str, Any]:
-    """`RunResult.data`: seed 001's result dict, its names with its meanings, at the primary K
-    (issue 30: it held aggregate_metrics too, so `recall_at_k` (B.O.B's recall) sat beside
-    `recall_at_k_avg` (the hit rate), two meanings of one name). Each value is the metrics.json
-    `aggregate_metrics.at_k[K]` entry named in the comment; the whole metrics.json is `.metrics`.
+    """`RunResult.data`: seed 001's keys at the primary K, each meaning what it means in every
+    results.jsonl record (seed 000, the main spec; issue 37: `recall_at_k` here was B.O.B's
+    recall while each record's was the hit rate, one name for two numbers), then every @K
+    metric by its registry name. Each value is the metrics.json `aggregate_metrics.at_k[K]`
+    entry (else the cell's headline key); the whole metrics.json is `.metrics`.
     """
     agg = metrics.get("aggregate_metrics") or {}
     cell = (agg.get("at_k") or {}).get(str(k)) or {}
 
-    def value(name: str, headline: str) -> Any:
-        v = cell.get(name) if name in cell else agg.get(headline)
+    def value(m: Metric) -> Any:
+        v = cell.get(m.at_k) if m.at_k in cell else agg.get(m.key)
         return v.get("value", v.get("mean")) if isinstance(v, Mapping) else v
 
-    recall = value("recall_frac", "recall_frac_avg")
+    by_name = {m.at_k: value(m) for m in METRICS if m.at_k is not None}
     return {
-        "recall_at_k": recall,  # seed 001's Recall@k, |relevant ∩ retrieved@k| / |relevant|: recall_frac (recall_frac_avg)
-        "precision_at_k": value("precision", "precision_at_k_avg"),  # |relevant ∩ retrieved@k| / k: precision_at_k_avg
-        "mrr": value("mrr", "mrr_avg"),  # mrr_avg
+        "recall_at_k": by_name["recall_any"],  # the hit rate, as every record's recall_at_k: recall_at_k_avg
+        "precision_at_k": by_name["precision"],  # |relevant ∩ retrieved@k| / k: precision_at_k_avg
+        "mrr": by_name["mrr"],  # mrr_avg
         "k": k,  # aggregate_metrics.k, the primary K
-        "recall_frac": recall,  # the same value under evalkit's name
-        "recall_any": value("recall_any", "recall_at_k_avg"),  # evalkit's Recall@K (any), the hit rate: recall_at_k_avg
+        **by_name,  # recall_any, recall_frac (B.O.B's recall: recall_frac_avg), recall_all, precision, ndcg
     }
