@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from evalkit.cli.label_eval import app as label_app
 from evalkit.judges.grades import GRADES_FILE
 from tests.integration.test_judge_answers_cli import RUN_ID, _invoke, _record, run_dir  # noqa: F401 - fixture
+from tests.support import write_run
 
 pytestmark = pytest.mark.integration
 
@@ -19,15 +20,12 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def graded_run(tmp_path: Path) -> Path:
     """Six answered cases and one target error, with groundedness/correctness from an LLM judge."""
-    results = tmp_path / "results"
-    (results / "r1").mkdir(parents=True)
     records = [_record(i, f"q{i}", f"Answer {i} on port 8080.") for i in range(6)]
     records.append(_record(6, "q6", "", error={"kind": "timeout", "status": None, "detail": "30s"}))
     for r in records[:6]:
         r["groundedness"] = {"score": 4.0, "method": "llm"}
         r["correctness"] = {"score": 3.0, "method": "llm"}
-    (results / "r1" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    return results
+    return write_run(tmp_path / "results", "r1", records, config=None)
 
 
 def _grade(results: Path, stdin: str, *extra: str):

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.cli.judge_answers import app
+from tests.support import write_run
 
 pytestmark = pytest.mark.integration
 
@@ -52,19 +53,17 @@ def run_dir(tmp_path: Path) -> Path:
     """A --retrieval-only run folder with four cases, written by hand."""
     results = tmp_path / "results"
     run = results / RUN_ID
-    run.mkdir(parents=True)
     records = [
         _record(0, "q1", "The server listens on port 8080 [1]."),
         _record(1, "q2", "Backups are stored in Amazon S3 every night.", abstained=None),
         _record(2, "q3", "I couldn't find that in your notes.", answerable=False, abstained=None),
         _record(3, "q4", "", error={"kind": "timeout", "status": None, "detail": "30s"}),
     ]
-    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     # An HTTP-target run: only --vault can give the full chunk text back.
-    (run / "config.json").write_text(json.dumps({"run_id": RUN_ID, "config_hash": "abc123",
-                                                 "settings": {"k": [5, 10], "seed": 7, "api_url": "http://127.0.0.1:9/", "vault": "sample_vault"},
-                                                 "target": {"kind": "http", "api_url": "http://127.0.0.1:9/"},
-                                                 "judge": {"provider": None}}))
+    write_run(results, RUN_ID, records, config={
+        "run_id": RUN_ID, "config_hash": "abc123",
+        "settings": {"k": [5, 10], "seed": 7, "api_url": "http://127.0.0.1:9/", "vault": "sample_vault"},
+        "target": {"kind": "http", "api_url": "http://127.0.0.1:9/"}, "judge": {"provider": None}})
     (run / "metrics.json").write_text(json.dumps({"run_id": RUN_ID, "seed": 7, "aggregate_metrics": {"k": 5}}))
     vault = tmp_path / "vault"
     vault.mkdir()

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from evalkit.judges.batch import STATE_FILE
+from tests.support import write_run
 
 pytestmark = pytest.mark.integration
 
@@ -160,9 +161,7 @@ def test_sigkill_while_waiting_then_rerun_collects_the_same_batch(server, tmp_pa
     base_url, api = server
     results = tmp_path / "results"
     run = results / RUN_ID
-    run.mkdir(parents=True)
-    (run / "results.jsonl").write_text("".join(json.dumps(_record(i)) + "\n" for i in range(5)))
-    (run / "config.json").write_text(json.dumps({"run_id": RUN_ID, "settings": {"k": [5]}}))
+    write_run(results, RUN_ID, [_record(i) for i in range(5)])
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     cache = tmp_path / "cache.sqlite"
 

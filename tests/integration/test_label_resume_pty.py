@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import write_run
+
 pexpect = pytest.importorskip("pexpect")
 pytest.importorskip("textual")
 
@@ -246,10 +248,8 @@ def test_grade_answers_asks_junk_again_and_a_rerun_goes_on(tmp_path: Path) -> No
     from evalkit.judges.grades import GRADES_FILE
     from tests.integration.test_judge_answers_cli import _record
 
-    results = tmp_path / "results"
-    (results / "r1").mkdir(parents=True)
-    records = [_record(i, f"q{i}", f"Answer {i} on port 8080.") for i in range(4)]
-    (results / "r1" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    results = write_run(tmp_path / "results", "r1", [_record(i, f"q{i}", f"Answer {i} on port 8080.") for i in range(4)],
+                        config=None)
     command = ("--grade-answers", "--run-id", "r1", "--results-dir", results, "--sample", "3", "--seed", "0")
 
     child = _spawn(tmp_path, *command)

@@ -12,6 +12,7 @@ import pytest
 from evalkit.errors import InputError
 from evalkit.judges import grades
 from evalkit.store.runs import RunDir
+from tests.support import write_run
 
 
 def _rec(i: int, cid: str, g: Any = None, c: Any = None, *, answer: str = "an answer", error: Any = None) -> dict[str, Any]:
@@ -28,9 +29,7 @@ def _rec(i: int, cid: str, g: Any = None, c: Any = None, *, answer: str = "an an
 
 
 def _run(tmp_path: Path, records: list[dict[str, Any]]) -> RunDir:
-    (tmp_path / "r1").mkdir()
-    (tmp_path / "r1" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    return RunDir.open(tmp_path, "r1")
+    return RunDir.open(write_run(tmp_path, "r1", records, config=None), "r1")
 
 
 def _grade(run: RunDir, cid: str, g: int, c: int) -> None:

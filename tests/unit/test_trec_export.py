@@ -22,6 +22,7 @@ from evalkit.interop.importers.base import ImportOptions
 from evalkit.interop.importers.docids import load_docid_map
 from evalkit.interop.trec import export_trec, trec_docid
 from evalkit.metrics.retrieval import score_case_retrieval
+from tests.support import run_eval_api, write_run
 
 ranx = pytest.importorskip("ranx")
 pytestmark = [pytest.mark.filterwarnings("ignore:unsafe cast"), pytest.mark.xdist_group("ranx")]  # numba, inside ranx
@@ -31,11 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def sample_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict]:
-    from evalkit.run.runner import run
-
     results = tmp_path_factory.mktemp("trec") / "results"
-    r = run({"vault": str(ROOT / "sample_vault"), "eval_set": [str(ROOT / "eval_set.jsonl")], "retrieval_only": True,
-             "k": [10], "results_dir": str(results), "run_id": "r1"})
+    r = run_eval_api(vault=ROOT / "sample_vault", eval_set=ROOT / "eval_set.jsonl", retrieval_only=True, k=[10],
+                     results_dir=results, run_id="r1")
     metrics = orjson.loads((r.run_dir / "metrics.json").read_bytes())
     return results, "r1", metrics["aggregate_metrics"]["at_k"]["10"]
 
@@ -120,12 +119,8 @@ def _chunk(cid: str, rel_path: str, rank: int, heading: str = "# H") -> dict:
 
 
 def _hand_run(root: Path, records: list[dict], *, k: int = 5, trials: int = 1, **settings: object) -> Path:
-    run_dir = root / "results" / "h1"
-    run_dir.mkdir(parents=True)
     cfg = {"settings": {"k": [k], **settings}, "hashed": {"trials": trials}}
-    (run_dir / "config.json").write_text(json.dumps(cfg))
-    (run_dir / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    return root / "results"
+    return write_run(root / "results", "h1", records, config=cfg)
 
 
 GRADED = {"id": "q1", "question": "graded?", "answerable": True, "gold_supports": [

@@ -19,6 +19,7 @@ from evalkit.judges.base import JudgeItem
 from evalkit.judges.heuristic import HeuristicJudge
 from evalkit.judges.prompts import render_prompt
 from evalkit.metrics.aggregate import aggregate_records
+from tests.support import write_run
 from tests.unit.judges.judge_helpers import CORRECT, GROUNDED, OPENAI_MODEL, make_record, openai_reply
 
 RUN_ID = "20250101T000000Z-aq0001"
@@ -111,12 +112,8 @@ def test_aggregate_means_and_n():
 
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
-    run = tmp_path / "results" / RUN_ID
-    run.mkdir(parents=True)
     records = [_record(i) for i in range(3)]
-    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (run / "config.json").write_text(json.dumps({"run_id": RUN_ID, "settings": {"k": [5]}}))
-    return tmp_path / "results"
+    return write_run(tmp_path / "results", RUN_ID, records)
 
 
 def _handler(quality):

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from evalkit.cli.judge_answers import app
 from evalkit.judges.batch import STATE_FILE
+from tests.support import write_run
 from tests.unit.judges.judge_helpers import ANTHROPIC_MODEL, CORRECT, GROUNDED, anthropic_tool_reply, make_record
 
 RUN_ID = "20250101T000000Z-batch2"
@@ -94,12 +95,8 @@ def api() -> Any:
 
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
-    run = tmp_path / "results" / RUN_ID
-    run.mkdir(parents=True)
     records = [make_record(f"q{i}", case_index=i, answer=f"The port is 8080 [1] (case {i}).") for i in range(3)]
-    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (run / "config.json").write_text(json.dumps({"run_id": RUN_ID, "settings": {"k": [5]}}))
-    return tmp_path / "results"
+    return write_run(tmp_path / "results", RUN_ID, records)
 
 
 def _invoke(results: Path, tmp_path: Path, *args: str):

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from evalkit.cli.judge_answers import app
 from evalkit.judges.batch import STATE_FILE
+from tests.support import write_run
 from tests.unit.judges.judge_helpers import CORRECT, GROUNDED, OPENAI_MODEL, make_record, openai_reply
 
 RUN_ID = "20250101T000000Z-batch1"
@@ -133,13 +134,9 @@ def api() -> Any:
 
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
-    run = tmp_path / "results" / RUN_ID
-    run.mkdir(parents=True)
     # Four different answers: four different prompts of each kind (equal ones share a key).
     records = [make_record(f"q{i}", case_index=i, answer=f"The port is 8080 [1] (case {i}).") for i in range(4)]
-    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (run / "config.json").write_text(json.dumps({"run_id": RUN_ID, "settings": {"k": [5]}}))
-    return tmp_path / "results"
+    return write_run(tmp_path / "results", RUN_ID, records)
 
 
 def _invoke(results: Path, tmp_path: Path, *args: str):

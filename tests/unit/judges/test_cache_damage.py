@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from evalkit.errors import BadConfig
 from evalkit.judges.cache import JudgeCache
+from tests.support import write_run
 from tests.unit.judges.judge_helpers import CORRECT, GROUNDED, OPENAI_MODEL, make_record, openai_reply
 
 CORRUPT_NAME = re.compile(r"^judge_cache\.sqlite\.corrupt-\d{8}T\d{6}Z(-\d+)?$")
@@ -282,10 +283,7 @@ def test_judge_answers_on_a_random_bytes_cache_exits_0_and_remakes_the_judgments
 ) -> None:
     from evalkit.cli.judge_answers import app
 
-    run = tmp_path / "results" / RUN_ID
-    run.mkdir(parents=True)
-    (run / "results.jsonl").write_text("".join(json.dumps(make_record(f"q{i}", case_index=i)) + "\n" for i in range(3)))
-    (run / "config.json").write_text(json.dumps({"run_id": RUN_ID, "settings": {"k": [5]}}))
+    write_run(tmp_path / "results", RUN_ID, [make_record(f"q{i}", case_index=i) for i in range(3)])
     cache_path = tmp_path / "cache" / "judge_cache.sqlite"
     cache_path.parent.mkdir()
     _random_bytes(cache_path)

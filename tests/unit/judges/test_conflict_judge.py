@@ -24,6 +24,7 @@ from evalkit.judges.base import JudgeItem
 from evalkit.judges.heuristic import HeuristicJudge, conflict_check
 from evalkit.judges.prompts import render_prompt
 from evalkit.metrics.retrieval import score_case_retrieval
+from tests.support import write_run
 from tests.unit.judges.judge_helpers import CORRECT, GROUNDED, OPENAI_MODEL, make_record, openai_reply
 
 RUN_ID = "20250101T000000Z-cf0001"
@@ -156,12 +157,8 @@ def test_description_names_the_conflict_prompt_only_with_conflict_cases() -> Non
 
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
-    run = tmp_path / "results" / RUN_ID
-    run.mkdir(parents=True)
     records = [_record("q0", case_index=0), _record("q1", answer=ONE_SIDE, case_index=1)]
-    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (run / "config.json").write_text(json.dumps({"run_id": RUN_ID, "settings": {"k": [5]}}))
-    return tmp_path / "results"
+    return write_run(tmp_path / "results", RUN_ID, records)
 
 
 def _handler():

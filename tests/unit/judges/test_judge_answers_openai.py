@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.cli.judge_answers import app
+from tests.support import write_run
 from tests.unit.judges.judge_helpers import CORRECT, GROUNDED, OPENAI_MODEL, make_record, openai_reply
 
 RUN_ID = "20250101T000000Z-def456"
@@ -18,12 +19,8 @@ RUN_ID = "20250101T000000Z-def456"
 
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
-    run = tmp_path / "results" / RUN_ID
-    run.mkdir(parents=True)
     records = [make_record(f"q{i}", case_index=i) for i in range(4)]
-    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (run / "config.json").write_text(json.dumps({"run_id": RUN_ID, "settings": {"k": [5]}}))
-    return tmp_path / "results"
+    return write_run(tmp_path / "results", RUN_ID, records)
 
 
 def _reply(scores: dict[str, int] | None = None):

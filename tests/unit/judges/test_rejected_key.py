@@ -17,7 +17,7 @@ import respx
 from typer.testing import CliRunner
 
 from evalkit.cli.judge_answers import app as judge_answers_app
-from evalkit.cli.run_eval import app as run_eval_app
+from tests.support import make_case, run_eval_cli, write_eval_set, write_run
 from tests.unit.judges.judge_helpers import (
     ANTHROPIC_MODEL,
     ANTHROPIC_URL,
@@ -108,19 +108,15 @@ def _put_key(source: str, env: str, key: str, workdir: Path, monkeypatch: pytest
 
 def _eval_set(workdir: Path) -> list[str]:
     (workdir / "bot.py").write_text(BOT)
-    cases = [{"id": f"q{i}", "question": f"Which port, take {i}?", "answerable": True,
-              "gold_supports": [{"rel_path": "ops/server.md", "heading_path": "# Server"}]} for i in range(3)]
-    (workdir / "es.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    gold = [{"rel_path": "ops/server.md", "heading_path": "# Server"}]
+    write_eval_set(workdir / "es.jsonl", [make_case(f"q{i}", question=f"Which port, take {i}?", gold_supports=gold)
+                                          for i in range(3)])
     return ["--eval-set", "es.jsonl", "--target", f"python:{workdir / 'bot.py'}:ask", "--results-dir", "results",
             "--run-id", RUN_ID, "--quiet"]
 
 
 def _stored_run(workdir: Path) -> list[str]:
-    run = workdir / "results" / RUN_ID
-    run.mkdir(parents=True)
-    records = [make_record(f"q{i}", case_index=i) for i in range(3)]
-    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (run / "config.json").write_text(json.dumps({"run_id": RUN_ID, "settings": {"k": [5]}}))
+    write_run(workdir / "results", RUN_ID, [make_record(f"q{i}", case_index=i) for i in range(3)])
     return ["--run-id", RUN_ID, "--results-dir", "results", "--quiet"]
 
 
@@ -143,7 +139,7 @@ def test_a_rejected_key_appears_in_no_output_and_no_file(provider, source, entry
     with respx.mock(assert_all_mocked=True) as router:
         router.post(url).mock(side_effect=_rejecting(key, seen))
         if entry == "run_eval":
-            res = CliRunner().invoke(run_eval_app, [*_eval_set(workdir), *flags])
+            res = run_eval_cli(*_eval_set(workdir), *flags)
         else:
             res = CliRunner().invoke(judge_answers_app, [*_stored_run(workdir), *flags])
 
@@ -162,7 +158,7 @@ def test_a_run_stopped_by_a_rejected_key_resumes_once_the_key_is_fixed(workdir, 
     args = [*_eval_set(workdir), "--judge-model", OPENAI_MODEL, "--concurrency", "1"]
     with respx.mock(assert_all_mocked=True) as router:
         router.post(OPENAI_URL).mock(side_effect=_rejecting(bad, []))
-        stopped = CliRunner().invoke(run_eval_app, args)
+        stopped = run_eval_cli(*args)
     assert stopped.exit_code == 2, stopped.output
     last = stopped.stderr.strip().splitlines()[-1]
     assert last.startswith("evalkit: --judge-model: openai refused the judge request (HTTP 401")
@@ -173,7 +169,7 @@ def test_a_run_stopped_by_a_rejected_key_resumes_once_the_key_is_fixed(workdir, 
     seen: list[str] = []
     with respx.mock(assert_all_mocked=True) as router:
         router.post(OPENAI_URL).mock(side_effect=_accepting(seen))
-        resumed = CliRunner().invoke(run_eval_app, ["--resume", RUN_ID, "--results-dir", "results", "--quiet"])
+        resumed = run_eval_cli(resume=RUN_ID, results_dir="results", quiet=True)
     assert resumed.exit_code == 0, resumed.output
     assert set(seen) == {f"Bearer {good}"}
     records = [json.loads(line) for line in (workdir / "results" / RUN_ID / "results.jsonl").read_text().splitlines()]
@@ -189,8 +185,10 @@ def test_a_judge_reply_echoing_the_key_is_scrubbed_before_it_is_stored(entry, wo
     args = _eval_set(workdir) if entry == "run_eval" else _stored_run(workdir)
     with respx.mock(assert_all_mocked=True) as router:
         router.post(OPENAI_URL).mock(side_effect=_accepting([], echo=f"(my key is {key})"))
-        app = run_eval_app if entry == "run_eval" else judge_answers_app
-        res = CliRunner().invoke(app, [*args, "--judge-model", OPENAI_MODEL])
+        if entry == "run_eval":
+            res = run_eval_cli(*args, "--judge-model", OPENAI_MODEL)
+        else:
+            res = CliRunner().invoke(judge_answers_app, [*args, "--judge-model", OPENAI_MODEL])
     assert res.exit_code == 0, res.output
     assert _leaks(key, workdir, res.stdout, res.stderr) == []
     rec = json.loads((workdir / "results" / RUN_ID / "results.jsonl").read_text().splitlines()[0])

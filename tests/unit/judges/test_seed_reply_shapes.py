@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from evalkit.cli.judge_answers import app
 from evalkit.judges import JudgeItem, JudgeOutcome, JudgeSettings, build_judge
+from tests.support import write_run
 from tests.unit.judges.judge_helpers import make_record, openai_reply
 
 LOCAL_URL = "http://127.0.0.1:8080/v1/chat/completions"  # --judge-model name@pin, no --judge-base-url
@@ -104,10 +105,7 @@ def test_seed_reply_without_a_required_seed_key_still_fails(local_router, settin
 
 def test_judge_answers_with_a_seed_following_local_judge(local_router, tmp_path: Path):
     run = tmp_path / "results" / RUN_ID
-    run.mkdir(parents=True)
-    records = [make_record(f"q{i}", case_index=i, key_facts=["port 8080"]) for i in range(3)]
-    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (run / "config.json").write_text(json.dumps({"run_id": RUN_ID, "settings": {"k": [5]}}))
+    write_run(tmp_path / "results", RUN_ID, [make_record(f"q{i}", case_index=i, key_facts=["port 8080"]) for i in range(3)])
     args = ["--run-id", RUN_ID, "--results-dir", str(tmp_path / "results"), "--judge-provider", "openai-compatible", "--judge-model", LOCAL_MODEL,
             "--cache-path", str(tmp_path / "cache.sqlite"), "--quiet", "--json"]
 

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from evalkit.cli.judge_answers import app
 from evalkit.judges.reliability import reliability_summary
+from tests.support import write_run
 from tests.unit.judges.judge_helpers import ANSWERED, CORRECT, GROUNDED, OPENAI_MODEL, make_record, openai_reply
 
 RUN_ID = "20250101T000000Z-sp0001"
@@ -46,14 +47,10 @@ def test_no_binary_pairs_keeps_the_old_numbers() -> None:
 
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
-    run = tmp_path / "results" / RUN_ID
-    run.mkdir(parents=True)
     # abstained=None: the target says nothing, so the abstention classifier decides
     records = [make_record(f"q{i}", case_index=i, abstained=None, answer=HEDGE if i == 0 else "The port is 8080 [1].")
                for i in range(4)]
-    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (run / "config.json").write_text(json.dumps({"run_id": RUN_ID, "settings": {"k": [5]}}))
-    return tmp_path / "results"
+    return write_run(tmp_path / "results", RUN_ID, records)
 
 
 def _handler(request: httpx.Request) -> httpx.Response:
