@@ -167,12 +167,49 @@ def export_trec(
             on cut text without allow_truncated_text (as `score_retrieval`); a record
             without its case.
     """
-    from evalkit.rescore.scoring import check_ks, run_settings
-
     if unit not in UNITS:
         raise BadConfig(Problem(f"unknown unit {unit!r}; expected one of {', '.join(UNITS)}", field="--unit"))
     run = run if isinstance(run, RunDir) else RunDir.open(Path(results_dir), run)
     cfg = run.read_config()
+    k, snippets = _checked_settings(run, cfg, k, require_snippets=require_snippets, allow_truncated_text=allow_truncated_text)
+    trials = int((cfg.get("hashed") or {}).get("trials") or 1) > 1
+    tag = trec_docid(tag or run.run_id)
+    out = Path(out_dir) if out_dir is not None else run.path / f"trec-{unit}"
+    result = TrecExport(
+        run_id=run.run_id, unit=unit, k=k, tag=tag, out_dir=out, run_path=out / "run.trec",
+        qrels_path=out / "qrels.trec", topics_path=out / "topics.tsv",
+        docids_path=None if unit == "anchor" else out / "docids.tsv",
+    )
+    opts = _Options(unit, k, tag, snippets, case_sensitive, trials)
+    lines = _Lines()
+    for line, rec in enumerate(run.iter_results(), start=1):
+        case = rec.get("case")
+        if not isinstance(case, dict):
+            raise InputError(Problem("record holds no case", path=str(run.results_path), line=line))
+        _add_query(lines, result, rec, case, opts)
+    result.differs = {name: lines.differs.get(name, 0) for name in _CHECKED[unit]}
+    result.n_run_lines, result.n_qrels_lines = len(lines.run), len(lines.qrels)
+    _add_warnings(result, lines)
+    out.mkdir(parents=True, exist_ok=True)
+    _write(result.run_path, lines.run)
+    _write(result.qrels_path, lines.qrels)
+    _write(result.topics_path, lines.topics)
+    if result.docids_path is not None:
+        _write(
+            result.docids_path,
+            ["docid\trel_path\theading_path"]
+            + [f"{d}\t{p}" + (f"\t{h}" if h else "") for d, (p, h) in lines.docids.items() if "\t" not in p + (h or "")],
+        )
+    return result
+
+
+def _checked_settings(
+    run: RunDir, cfg: Mapping[str, Any], k: int | None, *, require_snippets: bool | None, allow_truncated_text: bool
+) -> tuple[int, bool]:
+    """The export's K (the run's primary K by default) and whether snippets are required;
+    BadConfig for a K the run did not ask for, or snippets required on cut text."""
+    from evalkit.rescore.scoring import check_ks, run_settings
+
     settings = run_settings(run, cfg)
     k = check_ks([k] if k is not None else None, settings["k"])[0]
     snippets = bool(settings.get("require_snippets")) if require_snippets is None else bool(require_snippets)
@@ -185,72 +222,87 @@ def export_trec(
                 field="--require-snippets",
             )
         )
-    trials = int((cfg.get("hashed") or {}).get("trials") or 1) > 1
-    tag = trec_docid(tag or run.run_id)
-    out = Path(out_dir) if out_dir is not None else run.path / f"trec-{unit}"
-    result = TrecExport(
-        run_id=run.run_id, unit=unit, k=k, tag=tag, out_dir=out, run_path=out / "run.trec",
-        qrels_path=out / "qrels.trec", topics_path=out / "topics.tsv",
-        docids_path=None if unit == "anchor" else out / "docids.tsv",
-    )
-    run_lines: list[str] = []
-    qrels_lines: list[str] = []
-    topics: list[str] = []
-    docids: dict[str, tuple[str, str | None]] = {}
-    differs: dict[str, int] = {}
-    n_graded_only = n_zero = 0
-    for line, rec in enumerate(run.iter_results(), start=1):
-        case = rec.get("case")
-        if not isinstance(case, dict):
-            raise InputError(Problem("record holds no case", path=str(run.results_path), line=line))
-        supports = list(case.get("gold_supports") or [])
-        if case.get("answerable", True) is False:
-            result.excluded["unanswerable"] += 1
-            continue
-        if not supports:
-            result.excluded["unlabeled"] += 1
-            continue
-        index = GoldIndex(supports, case_sensitive=case_sensitive)
-        rel = [float(r) for r in index.relevance]
-        if not any(r > 0 for r in rel):
-            result.excluded["no_relevant"] += 1
-            continue
-        n_graded_only += len(index.graded_only)
-        n_zero += sum(1 for i, r in enumerate(rel) if r <= 0 and i not in index.graded_only)
-        qid = str(case.get("id", rec.get("test_case_id")))
-        if trials and rec.get("trial") is not None:
-            qid = f"{qid}#{rec['trial']}"
-        qid = trec_docid(qid)
-        chunks = order_chunks(rec.get("retrieved_chunks") or [])
-        table = index.ranking(chunks, require_snippets=snippets)
-        top, matches = chunks[:k], table.matches[:k]
-        ranking, qrels = _unit_docs(unit, top, matches, table.duplicates, supports, rel, case_sensitive, docids)
-        if not ranking:
-            ranking = [EMPTY_DOCID]
-        if not any(g > 0 for g in qrels.values()):
-            qrels = {UNRETRIEVED_DOCID: 1.0}  # chunk/note: no gold chunk or note to name
-        n = len(ranking)
-        run_lines.extend(f"{qid} Q0 {d} {r} {0 if d == EMPTY_DOCID else n - r + 1} {tag}" for r, d in enumerate(ranking, 1))
-        qrels_lines.extend(f"{qid} 0 {d} {_rel_text(g)}" for d, g in qrels.items() if g > 0)
-        topics.append(f"{qid}\t{' '.join(str(case.get('question', '')).split())}")
-        result.n_queries += 1
-        ours = score_case_retrieval(
-            case, chunks, [], None, None, [k], require_snippets=snippets, case_sensitive=case_sensitive
-        )["at_k"][str(k)]
-        theirs = _trec_values(ranking, qrels, k)
-        for name in _CHECKED[unit]:
-            if ours[name] is None or abs(ours[name] - theirs[name]) > 1e-9:
-                differs[name] = differs.get(name, 0) + 1
-    result.differs = {name: differs.get(name, 0) for name in _CHECKED[unit]}
-    result.n_run_lines, result.n_qrels_lines = len(run_lines), len(qrels_lines)
-    if n_graded_only:
+    return k, snippets
+
+
+@dataclass(frozen=True)
+class _Options:
+    unit: Unit
+    k: int
+    tag: str
+    snippets: bool
+    case_sensitive: bool
+    trials: bool  # each answer of a --trials run is a query of its own
+
+
+@dataclass
+class _Lines:
+    """What the export writes, gathered one query at a time, and what it warns about."""
+
+    run: list[str] = field(default_factory=list)
+    qrels: list[str] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)
+    docids: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    differs: dict[str, int] = field(default_factory=dict)
+    n_graded_only: int = 0
+    n_zero: int = 0
+
+
+def _add_query(lines: _Lines, result: TrecExport, rec: Mapping[str, Any], case: Mapping[str, Any], opts: _Options) -> None:
+    """One record as a query (run, qrels and topic lines), or counted in `result.excluded`;
+    the metrics whose TREC value differs from evalkit's are counted in `lines.differs`."""
+    unit, k = opts.unit, opts.k
+    supports = list(case.get("gold_supports") or [])
+    if case.get("answerable", True) is False:
+        result.excluded["unanswerable"] += 1
+        return
+    if not supports:
+        result.excluded["unlabeled"] += 1
+        return
+    index = GoldIndex(supports, case_sensitive=opts.case_sensitive)
+    rel = [float(r) for r in index.relevance]
+    if not any(r > 0 for r in rel):
+        result.excluded["no_relevant"] += 1
+        return
+    lines.n_graded_only += len(index.graded_only)
+    lines.n_zero += sum(1 for i, r in enumerate(rel) if r <= 0 and i not in index.graded_only)
+    qid = str(case.get("id", rec.get("test_case_id")))
+    if opts.trials and rec.get("trial") is not None:
+        qid = f"{qid}#{rec['trial']}"
+    qid = trec_docid(qid)
+    chunks = order_chunks(rec.get("retrieved_chunks") or [])
+    table = index.ranking(chunks, require_snippets=opts.snippets)
+    top, matches = chunks[:k], table.matches[:k]
+    ranking, qrels = _unit_docs(unit, top, matches, table.duplicates, supports, rel, opts.case_sensitive, lines.docids)
+    if not ranking:
+        ranking = [EMPTY_DOCID]
+    if not any(g > 0 for g in qrels.values()):
+        qrels = {UNRETRIEVED_DOCID: 1.0}  # chunk/note: no gold chunk or note to name
+    n = len(ranking)
+    lines.run.extend(f"{qid} Q0 {d} {r} {0 if d == EMPTY_DOCID else n - r + 1} {opts.tag}" for r, d in enumerate(ranking, 1))
+    lines.qrels.extend(f"{qid} 0 {d} {_rel_text(g)}" for d, g in qrels.items() if g > 0)
+    lines.topics.append(f"{qid}\t{' '.join(str(case.get('question', '')).split())}")
+    result.n_queries += 1
+    ours = score_case_retrieval(
+        case, chunks, [], None, None, [k], require_snippets=opts.snippets, case_sensitive=opts.case_sensitive
+    )["at_k"][str(k)]
+    theirs = _trec_values(ranking, qrels, k)
+    for name in _CHECKED[unit]:
+        if ours[name] is None or abs(ours[name] - theirs[name]) > 1e-9:
+            lines.differs[name] = lines.differs.get(name, 0) + 1
+
+
+def _add_warnings(result: TrecExport, lines: _Lines) -> None:
+    """Where the files cannot say what evalkit's numbers say: graded-only and zero-relevance
+    supports, and the metrics whose values differ."""
+    if lines.n_graded_only:
         result.warnings.append(
-            f"{n_graded_only} graded-only support(s) are in qrels.trec with their relevance: evalkit counts them for "
+            f"{lines.n_graded_only} graded-only support(s) are in qrels.trec with their relevance: evalkit counts them for "
             "nDCG only, TREC tools for every metric"
         )
-    if n_zero:
+    if lines.n_zero:
         result.warnings.append(
-            f"{n_zero} support(s) of relevance 0 are left out of qrels.trec: evalkit counts them for recall "
+            f"{lines.n_zero} support(s) of relevance 0 are left out of qrels.trec: evalkit counts them for recall "
             "(not nDCG), TREC tools cannot"
         )
     shown = {name: n for name, n in result.differs.items() if n}
@@ -258,20 +310,9 @@ def export_trec(
         result.warnings.append(
             f"TREC values differ from evalkit's on some of the {result.n_queries} queries ("
             + ", ".join(f"{name}: {n}" for name, n in shown.items())
-            + f"); unit {unit} reproduces "
-            + {"anchor": "recall_frac, recall_any, mrr and ndcg", "chunk": "precision and mrr", "note": "nothing exactly"}[unit]
+            + f"); unit {result.unit} reproduces "
+            + {"anchor": "recall_frac, recall_any, mrr and ndcg", "chunk": "precision and mrr", "note": "nothing exactly"}[result.unit]
         )
-    out.mkdir(parents=True, exist_ok=True)
-    _write(result.run_path, run_lines)
-    _write(result.qrels_path, qrels_lines)
-    _write(result.topics_path, topics)
-    if result.docids_path is not None:
-        _write(
-            result.docids_path,
-            ["docid\trel_path\theading_path"]
-            + [f"{d}\t{p}" + (f"\t{h}" if h else "") for d, (p, h) in docids.items() if "\t" not in p + (h or "")],
-        )
-    return result
 
 
 _CHECKED = {
