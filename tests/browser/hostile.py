@@ -70,11 +70,11 @@ def ask(request: dict) -> dict:
 
 def make_hostile_run(folder: Path, n: int = 12) -> tuple[Path, str]:
     """Run the hostile eval set against `ask` into `folder/results`. Returns (results_dir, run_id)."""
-    from evalkit import run_eval
+    from tests.support import run_eval_api
 
     eval_set = write_eval_set(folder / "eval_set.jsonl", n)
     results = folder / "results"
-    result = run_eval(
+    result = run_eval_api(
         eval_set=str(eval_set), k=[5, 3], target=f"python:{Path(__file__).resolve()}:ask", results_dir=str(results),
         run_id="hostile", concurrency=2, no_probe=True, quiet=True,
     )

@@ -75,16 +75,16 @@ RUNS: tuple[tuple[str, dict[str, Any]], ...] = (
 def make_runs(folder: Path) -> Path:
     """The six runs of the module docstring, and the report.html of t1, t4 and t6. Returns
     the results folder. Runs made in the same second keep their order by name (t1 < t2 ...)."""
-    from evalkit import run_eval
     from evalkit.report.html.run import write_run_report
+    from tests.support import run_eval_api
 
     results = folder / "results"
     common = {"vault": str(ROOT / "sample_vault"), "results_dir": str(results), "quiet": True}
     for run_id, kwargs in RUNS:
-        run_eval(eval_set=str(ROOT / "eval_set.jsonl"), run_id=run_id, **common, **kwargs)
+        run_eval_api(eval_set=str(ROOT / "eval_set.jsonl"), run_id=run_id, **common, **kwargs)
     eval_set = write_long_id_eval_set(folder / "long_ids.jsonl")
-    run_eval(eval_set=str(eval_set), run_id="t6-slow-long-ids", target=f"python:{Path(__file__).resolve()}:slow", no_probe=True,
-             concurrency=LONG_IDS, **common)
+    run_eval_api(eval_set=str(eval_set), run_id="t6-slow-long-ids", target=f"python:{Path(__file__).resolve()}:slow", no_probe=True,
+                 concurrency=LONG_IDS, **common)
     for run_id in ("t1-base", "t4-all-failed", "t6-slow-long-ids"):
         write_run_report(run_id, results_dir=results)
     return results

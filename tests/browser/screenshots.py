@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def make_run_report(workdir: Path) -> Path:
     """The default run of the bundled sample data, and its report.html."""
-    from evalkit import run_eval
     from evalkit.report.html.run import write_run_report
+    from tests.support import run_eval_api
 
-    result = run_eval(
+    result = run_eval_api(
         eval_set=str(ROOT / "eval_set.jsonl"), vault=str(ROOT / "sample_vault"), results_dir=str(workdir / "results"),
         run_id="sample", quiet=True,
     )

@@ -36,15 +36,15 @@ def make_pages(workdir: Path) -> tuple[Path, Path]:
     """The sample runs, their reports, and (compare page, trend page)."""
     import time
 
-    from evalkit import run_eval
     from evalkit.report.html.run import write_run_report
     from evalkit.report.html.compare import write_compare_report
     from evalkit.report.html.trend import write_trend_report
+    from tests.support import run_eval_api
 
     results = workdir / "results"
     for run_id, eval_set, params, limit in RUNS:
-        run_eval(eval_set=str(ROOT / eval_set), vault=str(ROOT / "sample_vault"), results_dir=str(results), run_id=run_id,
-                 params=params, limit=limit, quiet=True)
+        run_eval_api(eval_set=str(ROOT / eval_set), vault=str(ROOT / "sample_vault"), results_dir=str(results), run_id=run_id,
+                     params=params, limit=limit, quiet=True)
         write_run_report(run_id, results_dir=results)
         time.sleep(1.1)  # created_at has whole seconds: keep the runs apart in time
     compare = write_compare_report(RUNS[0][0], RUNS[1][0], results_dir=results)

@@ -29,14 +29,14 @@ def ask_b(request: dict) -> dict:
 
 
 def _make_runs(folder: Path) -> Path:
-    from evalkit import run_eval
+    from tests.support import run_eval_api
 
     results, _ = make_hostile_run(folder)
     common = {"k": [5, 3], "results_dir": str(results), "concurrency": 2, "no_probe": True, "quiet": True}
-    run_eval(eval_set=str(folder / "eval_set.jsonl"), target=f"python:{Path(__file__).resolve()}:ask_b", run_id="hostile-b", **common)
+    run_eval_api(eval_set=str(folder / "eval_set.jsonl"), target=f"python:{Path(__file__).resolve()}:ask_b", run_id="hostile-b", **common)
     # a smaller eval set (another version) whose file name is hostile: a second trend series
     other = write_eval_set(folder / f"{IMG}.jsonl", 8)
-    run_eval(eval_set=str(other), target=f"python:{Path(hostile.__file__).resolve()}:ask", run_id="hostile-small", **common)
+    run_eval_api(eval_set=str(other), target=f"python:{Path(hostile.__file__).resolve()}:ask", run_id="hostile-small", **common)
     return results
 
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.cli.compare_runs import app as compare_app
-from evalkit.cli.run_eval import app as run_app
+from tests.support import run_eval_cli, write_eval_set
 
 pytestmark = pytest.mark.integration
 
@@ -33,13 +33,11 @@ def two_runs(reference_server: str, reference_vault: Path, tmp_path_factory: pyt
     if reference_vault == SAMPLE_VAULT and MAIN_SET.is_file():
         eval_set = MAIN_SET
     else:
-        eval_set = results.parent / "eval_set.jsonl"
-        eval_set.write_text("\n".join(json.dumps(c) for c in FALLBACK_SET) + "\n")
-    base = ["--eval-set", str(eval_set), "--api-url", reference_server, "--results-dir", str(results), "--quiet"]
-    runner = CliRunner()
-    for args in (["--run-id", "a", "--concurrency", "4"],
-                 ["--run-id", "b", "--concurrency", "2", "--param", "abstain_threshold=0.95"]):
-        out = runner.invoke(run_app, [*base, *args], catch_exceptions=False)
+        eval_set = write_eval_set(results.parent / "eval_set.jsonl", FALLBACK_SET)
+    base = dict(eval_set=eval_set, api_url=reference_server, results_dir=results, quiet=True)
+    for settings in (dict(run_id="a", concurrency=4),
+                     dict(run_id="b", concurrency=2, params={"abstain_threshold": 0.95})):
+        out = run_eval_cli(**base, **settings)
         assert out.exit_code == 0, out.output
     return results
 

@@ -5,7 +5,6 @@ killed part way leaves no run folder under the destination id, nothing `list_run
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -17,12 +16,12 @@ import pytest
 from typer.testing import CliRunner
 
 import evalkit.derive
-from evalkit import run_eval
 from evalkit.cli.merge import app as merge_app
 from evalkit.errors import BadConfig
 from evalkit.run.merge import merge_runs
 from evalkit.store.atomic import remove_stale_stages
 from evalkit.store.runs import DERIVE_PENDING, RunDir, latest_run_id, list_runs
+from tests.support import make_case, run_eval_api, write_eval_set
 
 pytestmark = pytest.mark.integration
 
@@ -60,14 +59,14 @@ merge_runs(sys.argv[2:], run_id="merged", results_dir=sys.argv[1])
 def results(tmp_path: Path) -> Path:
     """Two finished shard runs (s1, s2) of a 12-case retrieval-only run."""
     (tmp_path / "bot.py").write_text(BOT)
-    es = tmp_path / "es.jsonl"
-    es.write_text("".join(json.dumps({"id": f"c{n:02d}", "question": f"question number {n}", "answerable": True,
-                                      "gold_supports": [{"rel_path": f"notes/n{n}.md"}]}) + "\n" for n in range(N_CASES)))
+    es = write_eval_set(tmp_path / "es.jsonl", [
+        make_case(f"c{n:02d}", question=f"question number {n}", gold_supports=[{"rel_path": f"notes/n{n}.md"}])
+        for n in range(N_CASES)])
     results = tmp_path / "results"
     for i, run_id in enumerate(SHARDS, start=1):  # shards count from 1 (issue 28)
-        run_eval(eval_set=str(es), target=f"python:{tmp_path / 'bot.py'}:ask", k=[1, 3], retrieval_only=True,
-                 results_dir=str(results), concurrency=1, quiet=True, retries=0, shard=f"{i}/{len(SHARDS)}",
-                 run_id=run_id)
+        run_eval_api(eval_set=es, target=f"python:{tmp_path / 'bot.py'}:ask", k=[1, 3], retrieval_only=True,
+                     results_dir=results, concurrency=1, quiet=True, retries=0, shard=f"{i}/{len(SHARDS)}",
+                     run_id=run_id)
     assert latest_run_id(results) == "s2"
     return results
 
