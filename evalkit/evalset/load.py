@@ -409,25 +409,9 @@ def read_eval_set(
                 if not raw.strip():
                     continue
                 where = {"path": str(path), "line": lineno}
-                try:
-                    obj = loads(raw, **where)  # the one reader's rules: strict UTF-8, depth, said where
-                except InputError as e:
-                    problems.extend(e.problems)
+                case = _read_case(raw, where, problems, domain=path.stem if from_folder else None)
+                if case is None:
                     continue
-                if not isinstance(obj, dict):
-                    problems.append(Problem(f"expected a JSON object, got {type(obj).__name__}", **where))
-                    continue
-                obj = _convert_bob(obj)
-                if from_folder and obj.get("domain") is None:
-                    obj["domain"] = path.stem
-                typos = _typo_problems(obj, where)
-                try:
-                    case = EvalCase.model_validate(obj)
-                except ValidationError as e:
-                    problems.extend(_pydantic_problems(e, obj, where))
-                    problems.extend(typos)
-                    continue
-                problems.extend(typos)
                 problems.extend(case_problems(case, file_allowed, where))
                 warnings.extend((len(cases), w) for w in case_warnings(case, where))
                 if case.recency_conflict_rule is not None:
@@ -464,6 +448,32 @@ def read_eval_set(
         recency_rules=recency_rules,
     )
     return eval_set, problems
+
+
+def _read_case(raw: bytes, where: dict[str, Any], problems: list[Problem], *, domain: str | None) -> EvalCase | None:
+    """One line as an EvalCase, or None once its problems are added: not JSON, not an object,
+    or fields the model refuses (with the typo hints, which are added either way). `domain`:
+    the folder file's stem, for a case that names none."""
+    try:
+        obj = loads(raw, **where)  # the one reader's rules: strict UTF-8, depth, said where
+    except InputError as e:
+        problems.extend(e.problems)
+        return None
+    if not isinstance(obj, dict):
+        problems.append(Problem(f"expected a JSON object, got {type(obj).__name__}", **where))
+        return None
+    obj = _convert_bob(obj)
+    if domain is not None and obj.get("domain") is None:
+        obj["domain"] = domain
+    typos = _typo_problems(obj, where)
+    try:
+        case = EvalCase.model_validate(obj)
+    except ValidationError as e:
+        problems.extend(_pydantic_problems(e, obj, where))
+        problems.extend(typos)
+        return None
+    problems.extend(typos)
+    return case
 
 
 _EOL = re.compile(rb"\r\n|\r|\n")
