@@ -101,6 +101,8 @@ class RunFacts:
         warning, and no gate)."""
         config = run.read_config() if config is None else config
         metrics = (run.read_metrics() or {}) if metrics is None else metrics
+        if config.get("config_hash") is None and metrics.get("config_hash") is not None:
+            config = {**config, "config_hash": metrics["config_hash"]}  # a run folder written by hand
         settings = config.get("settings")
         if not isinstance(settings, Mapping) or not settings.get("k"):
             from evalkit.errors import BadConfig, Problem
@@ -183,7 +185,7 @@ def run_invariants(
     config.json's (`gate.scorer_identity()` of the run_eval that scored the records); a
     run made before evalkit recorded one has none. `gold_forms` (`fields.scored_forms`):
     the gold support forms the labels use, so a field one target leaves out blinds only
-    the metrics that read it (compare.fields); none for a run made before.
+    the metrics that read it (gate.fields); none for a run made before.
     """
     if isinstance(judge, Mapping):
         judge = dict(judge) or None
@@ -367,7 +369,7 @@ def derive_metrics(run: RunDir, facts: RunFacts, records: RecordPass) -> tuple[d
         "schema_version": SCHEMA_VERSION,
         "run_id": run.run_id,
         "timestamp": now_utc(),
-        "config_hash": config["config_hash"],
+        "config_hash": config.get("config_hash"),
         "eval_set_commit_hash": facts.eval_set_commit_hash,
         "dataset_version": facts.dataset_version,
         "cases_version": facts.cases_version if facts.cases_version is not None else eval_set.get("cases_version"),
@@ -461,7 +463,7 @@ def verdicts(
 
 def gate_of(s: RunSettings) -> str:
     """What decides run_eval's --baseline gate: --gate as given, else compare_runs' own rule
-    (`regressions.default_gate`: thresholds other than the defaults ask for the threshold
+    (`gate.decision.default_gate`: thresholds other than the defaults ask for the threshold
     gate)."""
     from evalkit.gate.decision import default_gate
 
