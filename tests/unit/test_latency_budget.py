@@ -17,6 +17,7 @@ from evalkit.metrics.latency import case_latency_budget, latency_budget_score
 from evalkit.run.records import build_record, error_record
 from evalkit.schema import AskResponse, EvalCase
 from evalkit.targets.base import AskResult
+from tests.support import eval_case
 
 
 @pytest.mark.parametrize(
@@ -81,12 +82,7 @@ def _eval_set(cases):
     return EvalSet(cases=cases, version="v1", files=[], commit_hash=None)
 
 
-def _case(cid="c1", budget=None):
-    raw = {"id": cid, "question": "q?", "answerable": True,
-           "gold_supports": [{"rel_path": "a.md", "heading_path": "# A"}]}
-    if budget is not None:
-        raw["constraints"] = {"latency_budget_ms": budget}
-    return EvalCase.model_validate(raw)
+A = {"question": "q?", "gold_supports": [{"rel_path": "a.md", "heading_path": "# A"}]}
 
 
 def _build(case, settings, total_ms):
@@ -101,21 +97,21 @@ def _build(case, settings, total_ms):
 
 def test_build_record_scores_the_case_total_latency():
     s = build_settings({"latency_budget_ms": 2000, "retrieval_only": True})
-    rec = _build(_case(), s, 3000.0)
+    rec = _build(eval_case("c1", **A), s, 3000.0)
     assert rec["latency"]["total_ms"] == 3000.0
     assert rec["latency_budget"] == {"budget_ms": 2000.0, "source": "run", "latency_ms": 3000.0, "score": 0.5, "within": False}
     # the case's own budget overrides: 1 - (3000 - 1500) / 1500 = 0
-    assert _build(_case(budget=1500), s, 3000.0)["latency_budget"]["score"] == 0.0
+    assert _build(eval_case("c1", **A, constraints={"latency_budget_ms": 1500}), s, 3000.0)["latency_budget"]["score"] == 0.0
     # no budget anywhere: None
-    assert _build(_case(), build_settings({"retrieval_only": True}), 3000.0)["latency_budget"] is None
+    assert _build(eval_case("c1", **A), build_settings({"retrieval_only": True}), 3000.0)["latency_budget"] is None
 
 
 def test_an_errored_case_is_excluded_and_counted_never_zero():
     s = build_settings({"latency_budget_ms": 2000})
-    case = _case()
+    case = eval_case("c1", **A)
     err = error_record(0, case, TargetError("timeout", "took too long"), settings=s, total_ms=60000.0, config={}, coverage=None)
     assert err["latency_budget"] is None
-    ok = _build(_case("c2"), s, 1000.0)
+    ok = _build(eval_case("c2", **A), s, 1000.0)
     body = aggregate_records([ok, err], ks=[5])
     agg = body["aggregate_metrics"]
     # the mean is over the one case that answered, not (1 + 0) / 2

@@ -10,21 +10,17 @@ from evalkit.evalset.load import EvalSet
 from evalkit.run.records import build_record, build_request, error_record, select_cases, versions_tuple
 from evalkit.schema import EvalCase, ResultRecord
 from evalkit.targets.base import parse_ask_response
+from tests.support import eval_case
 
 EVAL_SET = EvalSet(cases=[], files=[], version="v" * 64, commit_hash=None)
 LONG = "x" * 250 + " the secret snippet " + "y" * 50  # snippet starts after char 200
 
 
-def _case(**kw) -> EvalCase:
-    base = {
-        "id": "c1",
-        "question": "Where is the secret?",
-        "answerable": True,
-        "gold_supports": [{"rel_path": "a.md", "heading_path": "# A", "snippets": ["secret snippet"]}],
-        "vaults": ["personal"],
-        "folders": ["notes"],
-    }
-    return EvalCase.model_validate({**base, **kw})
+# The case most tests here build a record for: answerable, one snippet-bearing gold support, a
+# vault and a folder for the request's scope.
+SECRET = {"question": "Where is the secret?",
+          "gold_supports": [{"rel_path": "a.md", "heading_path": "# A", "snippets": ["secret snippet"]}],
+          "vaults": ["personal"], "folders": ["notes"]}
 
 
 def _chunk(rel_path: str, rank: int | None, text: str = "t", heading: str = "# A") -> dict:
@@ -75,7 +71,7 @@ def _build(case, raw, **settings):
 
 def test_build_request_uses_largest_k_and_params_and_sends_no_scope_by_default():
     s = RunSettings(k=[5, 10, 3], folder_mode="on", rerank_vector_weight=0.6, rerank_lexical_weight=0.4, params={"t": 1})
-    req = build_request(_case(), s)
+    req = build_request(eval_case("c1", **SECRET), s)
     assert req.k == 10
     assert req.folder_mode == "on"
     # the case's scope is written from its gold labels: sending it would leak the answer's location
@@ -85,7 +81,7 @@ def test_build_request_uses_largest_k_and_params_and_sends_no_scope_by_default()
 
 
 def test_metrics_use_full_text_then_text_is_truncated():
-    rec, full = _build(_case(), _response([_chunk("a.md", 1, LONG)]), require_snippets=True)
+    rec, full = _build(eval_case("c1", **SECRET), _response([_chunk("a.md", 1, LONG)]), require_snippets=True)
     # by hand: the only chunk matches a.md/# A and contains the snippet (at char 251) -> hit at rank 1
     assert rec["retrieval_metrics"]["recall_at_k"] == 1.0
     assert rec["retrieval_metrics"]["mrr"] == 1.0
@@ -96,22 +92,22 @@ def test_metrics_use_full_text_then_text_is_truncated():
 
 
 def test_store_full_text_keeps_text():
-    rec, _ = _build(_case(), _response([_chunk("a.md", 1, LONG)]), store_full_text=True)
+    rec, _ = _build(eval_case("c1", **SECRET), _response([_chunk("a.md", 1, LONG)]), store_full_text=True)
     assert rec["retrieved_chunks"][0]["text"] == LONG
     assert rec["retrieved_chunks"][0]["text_truncated"] is False
 
 
 def test_chunks_are_put_in_rank_order_and_missing_ranks_filled():
-    rec, _ = _build(_case(), _response([_chunk("b.md", 2), _chunk("a.md", 1)]))
+    rec, _ = _build(eval_case("c1", **SECRET), _response([_chunk("b.md", 2), _chunk("a.md", 1)]))
     assert [c["rel_path"] for c in rec["retrieved_chunks"]] == ["a.md", "b.md"]
-    rec, _ = _build(_case(), _response([_chunk("b.md", None), _chunk("a.md", None)]))
+    rec, _ = _build(eval_case("c1", **SECRET), _response([_chunk("b.md", None), _chunk("a.md", None)]))
     assert [c["rank"] for c in rec["retrieved_chunks"]] == [1, 2]
     # by hand: gold a.md at position 2 -> MRR 1/2
     assert rec["retrieval_metrics"]["mrr"] == 1 / 2
 
 
 def test_latency_config_and_identity_fields():
-    rec, _ = _build(_case(), _response([_chunk("a.md", 1)]), k=[5, 10])
+    rec, _ = _build(eval_case("c1", **SECRET), _response([_chunk("a.md", 1)]), k=[5, 10])
     assert rec["test_case_id"] == "c1" and rec["case_index"] == 3
     assert rec["case"]["id"] == "c1" and rec["question"] == "Where is the secret?"
     assert rec["latency"] == {
@@ -133,10 +129,10 @@ def test_latency_config_and_identity_fields():
 
 
 def test_abstention_from_the_target():
-    rec, _ = _build(_case(answerable=False, gold_supports=[]), _response([], abstained=False))
+    rec, _ = _build(eval_case("c1", **{**SECRET, "gold_supports": []}, answerable=False), _response([], abstained=False))
     assert rec["abstention"]["method"] == "target"
     assert rec["abstention"]["abstained"] is False and rec["abstention"]["hallucinated"] is True
-    rec, _ = _build(_case(), _response([], answer="", abstained=True, abstain_reason="no_context"))
+    rec, _ = _build(eval_case("c1", **SECRET), _response([], answer="", abstained=True, abstain_reason="no_context"))
     assert rec["abstention"]["abstained"] is True and rec["abstention"]["reason"] == "no_context"
     assert rec["error"] is None  # an abstention with an empty answer is not an empty answer
 
@@ -144,13 +140,13 @@ def test_abstention_from_the_target():
 def test_unknown_abstention_stays_null_for_the_judge():
     raw = _response([_chunk("a.md", 1)])
     del raw["abstained"]
-    rec, _ = _build(_case(), raw)
+    rec, _ = _build(eval_case("c1", **SECRET), raw)
     assert rec["abstention"]["abstained"] is None and rec["abstention"]["method"] is None
     assert "abstained" in rec["missing_fields"]
 
 
 def test_empty_answer_is_an_error_but_keeps_retrieval_metrics():
-    rec, _ = _build(_case(), _response([_chunk("a.md", 1)], answer="  \n"))
+    rec, _ = _build(eval_case("c1", **SECRET), _response([_chunk("a.md", 1)], answer="  \n"))
     assert rec["error"]["kind"] == "empty_answer"
     assert rec["retrieval_metrics"]["recall_at_k"] == 1.0
     ResultRecord.model_validate(rec)
@@ -160,7 +156,7 @@ def test_error_record_scores_retrieval_as_system_failure():
     s = RunSettings(k=[5, 10])
     rec = error_record(
         0,
-        _case(),
+        eval_case("c1", **SECRET),
         TargetError("timeout", "ReadTimeout after 1s"),
         settings=s,
         total_ms=1000.0,
@@ -179,7 +175,7 @@ def test_error_record_scores_retrieval_as_system_failure():
 
 def test_http_error_keeps_status_and_tries():
     rec = error_record(
-        0, _case(), TargetError("http_error", "HTTP 503 (3 tries)", status=503, attempts=3), settings=RunSettings(),
+        0, eval_case("c1", **SECRET), TargetError("http_error", "HTTP 503 (3 tries)", status=503, attempts=3), settings=RunSettings(),
         total_ms=1.0, config={}, coverage=None,
     )
     assert rec["error"]["status"] == 503
@@ -191,22 +187,22 @@ def test_no_long_string_escapes_truncation():
     chunk = {**_chunk("a.md", 1, LONG), "content": LONG}
     raw = _response([chunk])
     raw["references"][0]["text"] = LONG
-    rec, full = _build(_case(), raw)
+    rec, full = _build(eval_case("c1", **SECRET), raw)
     assert rec["retrieved_chunks"][0]["content"] == LONG[:200]
     assert rec["references"][0]["text"] == LONG[:200]
     assert rec["references"][0]["heading_path"] == "# A"  # locations are never cut
     assert full[0]["content"] == LONG  # in memory, the judges still get everything
-    kept, _ = _build(_case(), raw, store_full_text=True)
+    kept, _ = _build(eval_case("c1", **SECRET), raw, store_full_text=True)
     assert kept["references"][0]["text"] == LONG and kept["retrieved_chunks"][0]["content"] == LONG
 
 
 def test_replayed_latency_is_the_cases_total():
     # regression: review finding 7 — a replay log's latency_ms was ignored
     s = RunSettings()
-    result = parse_ask_response(_response([_chunk("a.md", 1)]), build_request(_case(), s))
+    result = parse_ask_response(_response([_chunk("a.md", 1)]), build_request(eval_case("c1", **SECRET), s))
     result.logged_total_ms = 812.0
     rec, _ = build_record(
-        0, _case(), result, settings=s, total_ms=0.2, run_versions={}, judge_desc={"provider": None},
+        0, eval_case("c1", **SECRET), result, settings=s, total_ms=0.2, run_versions={}, judge_desc={"provider": None},
         coverage=None, eval_set=EVAL_SET,
     )
     assert rec["latency"]["total_ms"] == 812.0
@@ -267,7 +263,7 @@ def test_versions_tuple_from_target_and_flags():
     [("none", [], []), ("vaults", ["personal"], []), ("folders", [], ["notes"]), ("both", ["personal"], ["notes"])],
 )
 def test_send_scope_sends_only_what_it_names(send_scope, vaults, folders):
-    req = build_request(_case(), RunSettings(send_scope=send_scope))
+    req = build_request(eval_case("c1", **SECRET), RunSettings(send_scope=send_scope))
     assert (req.vaults, req.folders) == (vaults, folders)
 
 

@@ -21,7 +21,7 @@ from evalkit.interop.importers.base import ImportOptions
 from evalkit.interop.importers.docids import load_docid_map
 from evalkit.interop.importers.output import write_eval_set
 from evalkit.run.records import build_request
-from evalkit.schema import EvalCase
+from tests.support import eval_case
 
 # Seed 002, "Test Data Format", evals/fixtures/queries.json, verbatim (two queries, collection "contracts").
 SEED_002_QUERIES = Path(__file__).parents[1] / "data" / "gno" / "queries.json"
@@ -64,13 +64,11 @@ def test_unknown_scope_is_refused_with_the_choices() -> None:
         build_settings({"send_scope": "collections"})
 
 
-def _case(**kw) -> EvalCase:
-    return EvalCase.model_validate({"id": "q1", "question": "termination clause", "answerable": True,
-                                    "vaults": ["v"], "folders": ["contracts"], **kw})
+CONTRACTS = {"question": "termination clause", "vaults": ["v"], "folders": ["contracts"]}
 
 
 def test_build_request_sends_the_collection_only_when_asked() -> None:
-    case = _case(collection="contracts")
+    case = eval_case("q1", **CONTRACTS, collection="contracts")
     assert build_request(case, RunSettings()).options == {}
     assert build_request(case, RunSettings(send_scope="folders")).options == {}
     req = build_request(case, RunSettings(send_scope="collection", params={"bm25_k1": 1.5}))
@@ -79,7 +77,7 @@ def test_build_request_sends_the_collection_only_when_asked() -> None:
     req = build_request(case, RunSettings(send_scope="folders,collection"))
     assert (req.folders, req.options) == (["contracts"], {"collection": "contracts"})
     # a case without a collection sends none: no filter
-    assert build_request(_case(), RunSettings(send_scope="collection")).options == {}
+    assert build_request(eval_case("q1", **CONTRACTS), RunSettings(send_scope="collection")).options == {}
 
 
 def test_a_collection_that_is_not_a_name_is_an_eval_set_problem(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from evalkit.evalset.anchorcheck import (
 )
 from evalkit.evalset.load import load_eval_set, read_eval_set
 from evalkit.schema import IndexingCoverage
+from tests.support import make_case
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "eval_sets"
 
@@ -77,10 +78,6 @@ def _write(tmp_path: Path, *cases: dict | str, name: str = "es.jsonl") -> Path:
     return path
 
 
-def _case(i: int = 1, **kw) -> dict:
-    return {"id": f"c{i}", "question": "Where?", "answerable": True, **kw}
-
-
 def _lines(exc: pytest.ExceptionInfo[BadEvalSet]) -> list[str]:
     return exc.value.render().splitlines()
 
@@ -89,7 +86,7 @@ def _lines(exc: pytest.ExceptionInfo[BadEvalSet]) -> list[str]:
 
 
 def test_missing_answerable_is_an_error_with_file_line_field(tmp_path: Path) -> None:
-    path = _write(tmp_path, _case(1), {"id": "c2", "question": "Where?"})
+    path = _write(tmp_path, make_case(1), {"id": "c2", "question": "Where?"})
     with pytest.raises(BadEvalSet) as exc:
         load_eval_set([path], extra_categories=())
     assert _lines(exc) == [
@@ -123,7 +120,7 @@ def test_bob_golden_lines_still_get_answerable_from_expected_chunks() -> None:
 
 
 def test_misspelled_top_level_field_is_an_error_with_a_suggestion(tmp_path: Path) -> None:
-    path = _write(tmp_path, _case(1, golde_supports=[{"rel_path": "a.md", "heading_path": "# A"}]))
+    path = _write(tmp_path, make_case(1, golde_supports=[{"rel_path": "a.md", "heading_path": "# A"}]))
     with pytest.raises(BadEvalSet) as exc:
         load_eval_set([path], extra_categories=())
     assert _lines(exc) == [f"{path}:1: golde_supports: unknown field 'golde_supports'; did you mean 'gold_supports'?"]
@@ -131,7 +128,7 @@ def test_misspelled_top_level_field_is_an_error_with_a_suggestion(tmp_path: Path
 
 def test_misspelled_gold_support_fields(tmp_path: Path) -> None:
     support = {"rel_paht": "a.md", "rel_path": "a.md", "snippet": ["x"], "heading": "# A"}
-    path = _write(tmp_path, _case(1, gold_supports=[{"rel_path": "b.md"}, support]))
+    path = _write(tmp_path, make_case(1, gold_supports=[{"rel_path": "b.md"}, support]))
     with pytest.raises(BadEvalSet) as exc:
         load_eval_set([path], extra_categories=())
     # "heading" is too far from "heading_path" (difflib ratio 14/19 < 0.8): kept as an extra
@@ -152,7 +149,7 @@ def test_typos_are_reported_with_the_other_problems_of_the_line(tmp_path: Path) 
 def test_unknown_fields_far_from_known_ones_are_kept(tmp_path: Path) -> None:
     path = _write(
         tmp_path,
-        _case(1, reviewer="ana", gold_supports=[{"rel_path": "a.md", "heading": "# A", "page": 3}]),
+        make_case(1, reviewer="ana", gold_supports=[{"rel_path": "a.md", "heading": "# A", "page": 3}]),
         {"id": "c2", "question": "Which?", "expected_chunks": [7]},
     )
     es = load_eval_set([path], extra_categories=())
@@ -162,14 +159,14 @@ def test_unknown_fields_far_from_known_ones_are_kept(tmp_path: Path) -> None:
 
 
 def test_eval_set_records_where_each_case_came_from(tmp_path: Path) -> None:
-    path = _write(tmp_path, _case(1), "", _case(2))
+    path = _write(tmp_path, make_case(1), "", make_case(2))
     es = load_eval_set([path], extra_categories=())
     assert es.locations == [(str(path), 1), (str(path), 3)]
     assert "location" not in es.cases[0].model_dump()  # records dump the case: keep it clean
 
 
 def test_read_eval_set_keeps_the_good_cases_and_every_problem(tmp_path: Path) -> None:
-    path = _write(tmp_path, _case(1), {"id": "c2", "question": "Where?"}, _case(3))
+    path = _write(tmp_path, make_case(1), {"id": "c2", "question": "Where?"}, make_case(3))
     es, problems = read_eval_set([path], extra_categories=())
     assert [c.id for c in es.cases] == ["c1", "c3"] and es.locations == [(str(path), 1), (str(path), 3)]
     assert [(p.line, p.field) for p in problems] == [(2, "answerable")]
@@ -320,9 +317,9 @@ def test_check_anchors_locates_each_problem_by_file_line_and_field(vault: Path, 
     good = {"rel_path": "Kitchen/Bread.md", "heading_path": "# Sourdough bread", "snippets": ["250 degrees"]}
     path = _write(
         tmp_path,
-        _case(1, gold_supports=[good]),
-        _case(2, answerable=False),
-        _case(3, gold_supports=[good, {"rel_path": "Kitchen/Bread.md", "heading_path": "# Sourdough"}]),
+        make_case(1, gold_supports=[good]),
+        make_case(2, answerable=False),
+        make_case(3, gold_supports=[good, {"rel_path": "Kitchen/Bread.md", "heading_path": "# Sourdough"}]),
     )
     problems = check_anchors(load_eval_set([path], extra_categories=()), corpus_from_vault(vault))
     assert [str(p) for p in problems] == [
@@ -402,7 +399,7 @@ def test_validate_eval_set_reports_both_kinds_together(vault: Path, tmp_path: Pa
     path = _write(
         tmp_path,
         {"id": "c1", "question": "Where?", "answerable": "yes"},
-        _case(2, gold_supports=[{"rel_path": "Kitchen/Bread.md", "heading_path": "# Bread"}]),
+        make_case(2, gold_supports=[{"rel_path": "Kitchen/Bread.md", "heading_path": "# Bread"}]),
     )
     result = validate_eval_set([path], corpus_from_vault(vault), extra_categories=())
     assert [(p.line, p.field) for p in result.problems] == [(1, "answerable")]
@@ -411,7 +408,7 @@ def test_validate_eval_set_reports_both_kinds_together(vault: Path, tmp_path: Pa
 
 
 def test_validate_without_a_corpus_checks_the_file_only(tmp_path: Path) -> None:
-    path = _write(tmp_path, _case(1, gold_supports=[{"rel_path": "nowhere.md"}]))
+    path = _write(tmp_path, make_case(1, gold_supports=[{"rel_path": "nowhere.md"}]))
     result = validate_eval_set([path], None, extra_categories=())
     assert result.ok and result.corpus is None and result.n_anchors == 0
 
