@@ -20,11 +20,11 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from evalkit import run_eval
 from evalkit.cli.main import app
 from evalkit.compare import compare_runs
 from evalkit.gate.invariants import scorer_identity
 from evalkit.report.compare import print_comparison, render_markdown
+from tests.support import run_eval_api, run_eval_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 EDITED = "docs/setup/Deploy process.md"
@@ -37,11 +37,11 @@ def corpus_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     vault, results, es = tmp / "vault", tmp / "r", tmp / "eval_set.jsonl"
     shutil.copytree(ROOT / "sample_vault", vault)
     shutil.copy(ROOT / "eval_set.jsonl", es)
-    run_eval(str(es), vault=str(vault), run_id="a", results_dir=str(results), retrieval_only=True, quiet=True)
+    run_eval_api(eval_set=es, vault=vault, run_id="a", results_dir=results, retrieval_only=True, quiet=True)
     note = vault / EDITED
     note.write_text(note.read_text(encoding="utf-8") + "\nOne more line about the deploy.\n", encoding="utf-8")
     (vault / "docs" / "added.md").write_text("# Added\n\nA new note.\n", encoding="utf-8")
-    run_eval(str(es), vault=str(vault), run_id="b", results_dir=str(results), retrieval_only=True, quiet=True)
+    run_eval_api(eval_set=es, vault=vault, run_id="b", results_dir=results, retrieval_only=True, quiet=True)
     return {"vault": vault, "results": results, "eval_set": es}
 
 
@@ -108,10 +108,8 @@ def test_same_corpus_makes_it_a_broken_invariant(corpus_runs: dict[str, Path]) -
 
 def test_run_eval_baseline_same_corpus_refuses_before_asking(corpus_runs: dict[str, Path]) -> None:
     results, es, vault = corpus_runs["results"], corpus_runs["eval_set"], corpus_runs["vault"]
-    out = CliRunner().invoke(app, [
-        "run", "--eval-set", str(es), "--vault", str(vault), "--run-id", "c", "--results-dir", str(results),
-        "--retrieval-only", "--quiet", "--baseline", "a", "--same-corpus",
-    ])
+    out = run_eval_cli("run", app=app, eval_set=es, vault=vault, run_id="c", results_dir=results, retrieval_only=True,
+                       quiet=True, baseline="a", same_corpus=True)
     assert out.exit_code == 2, out.output
     assert "cannot gate against a: the notes or the index differ (--same-corpus)" in out.stderr
     assert not (results / "c").exists()  # refused before the first case: nothing written

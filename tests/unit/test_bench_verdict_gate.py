@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalkit import run_eval
 from evalkit.compare.cases import CaseTable
 from evalkit.compare.compute import compare_runs
 from evalkit.gate.verdict import build_verdict
 from evalkit.metrics.keys import metric_key
+from tests.support import run_eval_api
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,7 +37,7 @@ vg = _bench()
 def bundled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bundled eval set's run (offline reference chatbot, heuristic judge)."""
     results = tmp_path_factory.mktemp("results")
-    return Path(run_eval(str(ROOT / "eval_set.jsonl"), run_id="a", results_dir=str(results), quiet=True).run_dir)
+    return Path(run_eval_api(eval_set=ROOT / "eval_set.jsonl", run_id="a", results_dir=results, quiet=True).run_dir)
 
 
 def _columns(run_dir: Path) -> dict[str, np.ndarray]:

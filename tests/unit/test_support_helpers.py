@@ -15,7 +15,7 @@ USED = ("eval_set", "vault", "target", "api_url", "results_dir", "run_id", "retr
         "no_probe", "retries", "concurrency", "timeout", "max_error_rate", "shard", "send_scope", "vault_id",
         "response_schema", "matrix", "expect_order", "answer_quality", "limit", "ids", "resume", "baseline",
         "store_full_text", "shard_from_env", "shard_count", "evaluators", "retry_errors", "allow_regressions",
-        "ignore_invariants", "gate", "trials", "target_processes", "max_retry_wait")
+        "ignore_invariants", "gate", "trials", "target_processes", "max_retry_wait", "same_corpus")
 
 
 def test_run_args_spells_settings_as_run_eval_flags() -> None:
