@@ -285,23 +285,9 @@ class LLMJudge:
             JudgeConfigError: the provider refused in a way every call would hit.
         """
         common = {"kind": kind, "judge": self.name, "model": self.backend.model, "prompt_version": prompt.prompt_version}
-        if self.cache is not None:
-            hit = None if self.refresh_cache else self.cache.get(key)
-            if hit is not None:
-                self._stats.cache_hits += 1
-                return JudgeOutcome(
-                    **common,
-                    verdict=hit["verdict"],
-                    method="llm",
-                    prompt_hash=hit.get("prompt_hash", prompt.prompt_hash),
-                    answered_model_id=hit.get("answered_model_id"),
-                    system_fingerprint=hit.get("system_fingerprint"),
-                    raw=hit.get("raw"),
-                    cached=True,
-                    repaired=bool(hit.get("repaired")),
-                    price_known=self.price is not None,
-                )
-            self._stats.cache_misses += 1
+        cached = self._cached(common, prompt, key)
+        if cached is not None:
+            return cached
 
         counter = [0]
         tokens = [0, 0]
@@ -311,24 +297,8 @@ class LLMJudge:
         for repair in (False, True):
             try:
                 completion = await self._call(current, output, counter)
-            except Exception as exc:  # noqa: BLE001 - sorted below: provider error, fatal, or our bug
-                big = too_large_in(exc)
-                if big is not None:
-                    return self._failure(common, "response_too_large", str(big), raw, counter, tokens)
-                if isinstance(exc, TimeoutError):
-                    return self._failure(common, "timeout", str(exc), raw, counter, tokens)
-                decision = self.backend.retry_decision(exc)
-                if decision.fatal:
-                    raise JudgeConfigError(
-                        Problem(
-                            f"{self.backend.provider} refused the judge request ({decision.reason}: {_excerpt(exc, 200)}); "
-                            "check the API key and --judge-model",
-                            field="--judge-model",
-                        )
-                    ) from None
-                if not decision.provider_error:
-                    raise
-                return self._failure(common, "provider_error", f"{decision.reason}: {_excerpt(exc, 300)}", raw, counter, tokens)
+            except Exception as exc:  # noqa: BLE001 - sorted in _call_failure: provider error, fatal, or our bug
+                return self._call_failure(exc, common, raw, counter, tokens)
             tokens[0] += completion.prompt_tokens
             tokens[1] += completion.completion_tokens
             try:
@@ -375,6 +345,53 @@ class LLMJudge:
                 price_known=self.price is not None,
             )
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _cached(self, common: dict[str, Any], prompt: RenderedPrompt, key: str) -> JudgeOutcome | None:
+        """The outcome stored under `key`, counted as a cache hit; None (a miss, when there is a
+        cache) when there is none or --refresh-cache asks again."""
+        if self.cache is None:
+            return None
+        hit = None if self.refresh_cache else self.cache.get(key)
+        if hit is None:
+            self._stats.cache_misses += 1
+            return None
+        self._stats.cache_hits += 1
+        return JudgeOutcome(
+            **common,
+            verdict=hit["verdict"],
+            method="llm",
+            prompt_hash=hit.get("prompt_hash", prompt.prompt_hash),
+            answered_model_id=hit.get("answered_model_id"),
+            system_fingerprint=hit.get("system_fingerprint"),
+            raw=hit.get("raw"),
+            cached=True,
+            repaired=bool(hit.get("repaired")),
+            price_known=self.price is not None,
+        )
+
+    def _call_failure(
+        self, exc: Exception, common: dict[str, Any], raw: str, counter: list[int], tokens: list[int]
+    ) -> JudgeFailure:
+        """A call that raised, sorted: a reply too large, a timeout or a provider error is a
+        JudgeFailure; a refusal every call would hit is JudgeConfigError; anything else is our
+        bug and propagates."""
+        big = too_large_in(exc)
+        if big is not None:
+            return self._failure(common, "response_too_large", str(big), raw, counter, tokens)
+        if isinstance(exc, TimeoutError):
+            return self._failure(common, "timeout", str(exc), raw, counter, tokens)
+        decision = self.backend.retry_decision(exc)
+        if decision.fatal:
+            raise JudgeConfigError(
+                Problem(
+                    f"{self.backend.provider} refused the judge request ({decision.reason}: {_excerpt(exc, 200)}); "
+                    "check the API key and --judge-model",
+                    field="--judge-model",
+                )
+            ) from None
+        if not decision.provider_error:
+            raise exc
+        return self._failure(common, "provider_error", f"{decision.reason}: {_excerpt(exc, 300)}", raw, counter, tokens)
 
     def _account(self, tokens: list[int], cost: float) -> None:
         self._stats.prompt_tokens += tokens[0]
