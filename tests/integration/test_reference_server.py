@@ -169,7 +169,9 @@ def test_a_body_shorter_than_its_content_length_is_a_client_error(reference_vaul
 
 def test_connections_past_the_worker_limit_get_503(reference_vault: Path) -> None:
     bot = ReferenceChatbot(reference_vault, config=ReferenceConfig())
-    server = make_server(bot, max_workers=4, read_timeout=5.0)
+    # The idle clients must hold their workers until the 5th asks: a read timeout far past the
+    # test's waits (closing them at the end frees the workers).
+    server = make_server(bot, max_workers=4, read_timeout=300.0)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     idle = []
