@@ -250,105 +250,133 @@ def render_summary(
     out += ["", "## Headline metrics", ""]
     out += _table(["metric", "value", "n"], [[cell(a), cell(b), cell(c)] for a, b, c in summary_rows(metrics, judge)],
                   ["---", "---:", "---:"])
-
-    by_category = metrics.get("by_category")
-    if isinstance(by_category, Mapping) and by_category:
-        out += ["", "## By category", ""]
-        head = ["category", "cases"] + [short_label_of(key, k) for _, key in _CATEGORY_COLUMNS]
-        rows = []
-        for name, c in sorted(by_category.items()):
-            c = c if isinstance(c, Mapping) else {}
-            n_cases, ns = c.get("n_cases"), c.get("n") if isinstance(c.get("n"), Mapping) else {}
-            row = [cell(name), cell(n_cases if n_cases is not None else "—")]
-            for _, key in _CATEGORY_COLUMNS:
-                value, n = _fmt(c.get(key)), ns.get(key)
-                row.append(value if value == "—" or n is None or n == n_cases else f"{value} (n={n})")
-            rows.append(row)
-        out += _table(head, rows, ["---", "---:"] + ["---:"] * len(_CATEGORY_COLUMNS))
-
-    suite = metrics.get("suite")
-    if isinstance(suite, Mapping) and isinstance(suite.get("scenarios"), Mapping):  # --suite (issue 14)
-        out += ["", "## Scenarios", ""]
-        title = f" ({cell(suite['name'])})" if suite.get("name") else ""
-        glob = suite.get("global_score")
-        out.append(f"Global score{title}: **{_fmt(glob)}**" + ("" if glob is not None else " — not computed"))
-        out += [f"- {cell(p)}" for p in suite.get("problems") or []]
-        out.append("")
-        rows = [
-            [cell(name), cell(r.get("metric")), f"{r.get('weight', 0):g}", cell(r.get("n_cases")), _fmt(r.get("score")),
-             cell(r.get("n"))]
-            for name, r in suite["scenarios"].items() if isinstance(r, Mapping)
-        ]
-        out += _table(["scenario", "primary metric", "weight", "cases", "score", "n"], rows,
-                      ["---", "---", "---:", "---:", "---:", "---:"])
-        extra = suite.get("unweighted_scenarios") or {}
-        if extra:
-            out += ["", "Not in the suite (no weight): " + cell(", ".join(f"{k} ({v} cases)" for k, v in extra.items()))]
-
-    gate = metrics.get("gate")
-    if isinstance(gate, Mapping):
-        verdict = "passed" if gate.get("passed") else ("failed, allowed" if gate.get("allowed") else "failed")
-        if gate.get("headline"):  # the merge decision (issue 36), in compare_runs' words
-            verdict = str(gate["headline"]) + (" (allowed)" if gate.get("allowed") and not gate.get("passed") else "")
-        out += ["", "## Gate", "", f"- against **{cell(gate.get('baseline_run_id'))}**: {cell(verdict)}"]
-        out += [f"  - {cell(line)}" for line in [*(gate.get("failures") or []), *(gate.get("inconclusive") or [])]]
-        invariants = gate.get("invariants") if isinstance(gate.get("invariants"), Mapping) else {}
-        out += [f"  - warning: {cell(w)}" for w in invariants.get("warnings") or []]
-
-    thresholds = metrics.get("thresholds")
-    if isinstance(thresholds, Mapping):  # --threshold (issue 13)
-        out += ["", "## Thresholds", "", f"- {'passed' if thresholds.get('passed') else 'failed'}"]
-        for c in thresholds.get("checked") or []:
-            sign = "≤" if c.get("direction") == "max" else "≥"
-            mark = "ok" if c.get("passed") else "FAILED"
-            out.append(f"  - {cell(c.get('metric'))} {_fmt(c.get('value'))} {sign} {c.get('threshold'):g} "
-                       f"(n = {c.get('n')}): {mark}")
-        # Failures with no checked value behind them: a named metric not measured, a bare
-        # threshold that found nothing to check ("name: ..." / "threshold 0.7: ...").
-        out += [f"  - {cell(line)}" for line in thresholds.get("failures") or []
-                if str(line).split(" ", 1)[0].endswith(":") or str(line).startswith("threshold ")]
-        named = set((thresholds.get("thresholds") or {}).keys())
-        out += [f"  - not measured: {cell(s.get('metric'))} ({cell(s.get('reason'))})"
-                for s in thresholds.get("not_measured") or [] if s.get("metric") not in named]
-
-    trials = metrics.get("trials")
-    if isinstance(trials, Mapping):  # --trials N (issue 13)
-        from evalkit.compare.trials import headline_rows
-
-        out += ["", "## Trials", "", f"{trials.get('n_trials')} trials of {trials.get('n_cases')} cases; "
-                f"{trials.get('n_flaky_cases') or 0} case(s) changed outcome between trials.", ""]
-        out += _table(["metric", "mean ± std", "per trial", "flaky cases"],
-                      [[cell(x) for x in row] for row in headline_rows(trials, k)], ["---", "---:", "---:", "---:"])
-        if trials.get("flaky_case_ids"):
-            out += ["", f"Flaky: {cell(', '.join(trials['flaky_case_ids']))}"]
-        if not trials.get("complete"):
-            out += ["", "Not every case has every trial: per-trial values are over different cases."]
-
+    out += _by_category_section(metrics.get("by_category"), k)
+    out += _suite_section(metrics.get("suite"))
+    out += _gate_section(metrics.get("gate"))
+    out += _thresholds_section(metrics.get("thresholds"))
+    out += _trials_section(metrics.get("trials"), k)
     warnings = [w for w in metrics.get("warnings") or [] if isinstance(w, Mapping | str)]
     if warnings:
         out += ["", "## Warnings", ""]
         out += [f"- {cell(w.get('message') or w.get('kind') if isinstance(w, Mapping) else w)}" for w in warnings]
-
     if worst is not None:
-        out += ["", "## Worst cases", ""]
-        if not worst:
-            out.append("No case had an error, missed its gold or scored below perfect.")
-        else:
-            # A case's own values, under the headers its metrics have in every table.
-            columns = shown_in("worst_columns")
-            head = ["id", "category", "problems", *(short_label_of(m.key, k) for m in columns), "question"]
-            rows = [
-                [cell(w["id"]), cell(w.get("category") or "—"), cell(", ".join(w["problems"]) or "low scores"),
-                 *(_fmt(w.get(m.name)) for m in columns), cell(w.get("question") or "")]
-                for w in worst
-            ]
-            out += _table(head, rows, ["---", "---", "---", *["---:"] * len(columns), "---"])
-            out += ["", f"The {len(worst)} cases that went worst: errors, missed gold, hallucinated or wrongly "
-                        "abstained answers and judge errors first, then the lowest scores. Per-case values are "
-                        "those the script that last wrote metrics.json computed."]
+        out += _worst_section(worst, k)
     out += ["", "---", "", "Generated by evalkit from metrics.json; rewritten whenever metrics.json is "
             "(run_eval, score_retrieval, score_abstention, judge_answers). Do not edit by hand.", ""]
     return "\n".join(out)
+
+
+def _by_category_section(by_category: Any, k: int | None) -> list[str]:
+    """The category table, a value's n beside it where it differs from the category's cases."""
+    if not isinstance(by_category, Mapping) or not by_category:
+        return []
+    out = ["", "## By category", ""]
+    head = ["category", "cases"] + [short_label_of(key, k) for _, key in _CATEGORY_COLUMNS]
+    rows = []
+    for name, c in sorted(by_category.items()):
+        c = c if isinstance(c, Mapping) else {}
+        n_cases, ns = c.get("n_cases"), c.get("n") if isinstance(c.get("n"), Mapping) else {}
+        row = [cell(name), cell(n_cases if n_cases is not None else "—")]
+        for _, key in _CATEGORY_COLUMNS:
+            value, n = _fmt(c.get(key)), ns.get(key)
+            row.append(value if value == "—" or n is None or n == n_cases else f"{value} (n={n})")
+        rows.append(row)
+    return out + _table(head, rows, ["---", "---:"] + ["---:"] * len(_CATEGORY_COLUMNS))
+
+
+def _suite_section(suite: Any) -> list[str]:
+    """--suite (issue 14): the global score and one row per weighted scenario."""
+    if not isinstance(suite, Mapping) or not isinstance(suite.get("scenarios"), Mapping):
+        return []
+    out = ["", "## Scenarios", ""]
+    title = f" ({cell(suite['name'])})" if suite.get("name") else ""
+    glob = suite.get("global_score")
+    out.append(f"Global score{title}: **{_fmt(glob)}**" + ("" if glob is not None else " — not computed"))
+    out += [f"- {cell(p)}" for p in suite.get("problems") or []]
+    out.append("")
+    rows = [
+        [cell(name), cell(r.get("metric")), f"{r.get('weight', 0):g}", cell(r.get("n_cases")), _fmt(r.get("score")),
+         cell(r.get("n"))]
+        for name, r in suite["scenarios"].items() if isinstance(r, Mapping)
+    ]
+    out += _table(["scenario", "primary metric", "weight", "cases", "score", "n"], rows,
+                  ["---", "---", "---:", "---:", "---:", "---:"])
+    extra = suite.get("unweighted_scenarios") or {}
+    if extra:
+        out += ["", "Not in the suite (no weight): " + cell(", ".join(f"{k} ({v} cases)" for k, v in extra.items()))]
+    return out
+
+
+def _gate_section(gate: Any) -> list[str]:
+    """The gate's verdict against the baseline, what failed or was inconclusive, its warnings."""
+    if not isinstance(gate, Mapping):
+        return []
+    verdict = "passed" if gate.get("passed") else ("failed, allowed" if gate.get("allowed") else "failed")
+    if gate.get("headline"):  # the merge decision (issue 36), in compare_runs' words
+        verdict = str(gate["headline"]) + (" (allowed)" if gate.get("allowed") and not gate.get("passed") else "")
+    out = ["", "## Gate", "", f"- against **{cell(gate.get('baseline_run_id'))}**: {cell(verdict)}"]
+    out += [f"  - {cell(line)}" for line in [*(gate.get("failures") or []), *(gate.get("inconclusive") or [])]]
+    invariants = gate.get("invariants") if isinstance(gate.get("invariants"), Mapping) else {}
+    out += [f"  - warning: {cell(w)}" for w in invariants.get("warnings") or []]
+    return out
+
+
+def _thresholds_section(thresholds: Any) -> list[str]:
+    """--threshold (issue 13): each check with its value and n, and what was not measured."""
+    if not isinstance(thresholds, Mapping):
+        return []
+    out = ["", "## Thresholds", "", f"- {'passed' if thresholds.get('passed') else 'failed'}"]
+    for c in thresholds.get("checked") or []:
+        sign = "≤" if c.get("direction") == "max" else "≥"
+        mark = "ok" if c.get("passed") else "FAILED"
+        out.append(f"  - {cell(c.get('metric'))} {_fmt(c.get('value'))} {sign} {c.get('threshold'):g} "
+                   f"(n = {c.get('n')}): {mark}")
+    # Failures with no checked value behind them: a named metric not measured, a bare
+    # threshold that found nothing to check ("name: ..." / "threshold 0.7: ...").
+    out += [f"  - {cell(line)}" for line in thresholds.get("failures") or []
+            if str(line).split(" ", 1)[0].endswith(":") or str(line).startswith("threshold ")]
+    named = set((thresholds.get("thresholds") or {}).keys())
+    out += [f"  - not measured: {cell(s.get('metric'))} ({cell(s.get('reason'))})"
+            for s in thresholds.get("not_measured") or [] if s.get("metric") not in named]
+    return out
+
+
+def _trials_section(trials: Any, k: int | None) -> list[str]:
+    """--trials N (issue 13): each headline metric's mean ± std and per-trial values, the flaky cases."""
+    if not isinstance(trials, Mapping):
+        return []
+    from evalkit.compare.trials import headline_rows
+
+    out = ["", "## Trials", "", f"{trials.get('n_trials')} trials of {trials.get('n_cases')} cases; "
+           f"{trials.get('n_flaky_cases') or 0} case(s) changed outcome between trials.", ""]
+    out += _table(["metric", "mean ± std", "per trial", "flaky cases"],
+                  [[cell(x) for x in row] for row in headline_rows(trials, k)], ["---", "---:", "---:", "---:"])
+    if trials.get("flaky_case_ids"):
+        out += ["", f"Flaky: {cell(', '.join(trials['flaky_case_ids']))}"]
+    if not trials.get("complete"):
+        out += ["", "Not every case has every trial: per-trial values are over different cases."]
+    return out
+
+
+def _worst_section(worst: list[dict[str, Any]], k: int | None) -> list[str]:
+    """The worst cases, each with its problems and its own values under the tables' headers."""
+    out = ["", "## Worst cases", ""]
+    if not worst:
+        out.append("No case had an error, missed its gold or scored below perfect.")
+        return out
+    # A case's own values, under the headers its metrics have in every table.
+    columns = shown_in("worst_columns")
+    head = ["id", "category", "problems", *(short_label_of(m.key, k) for m in columns), "question"]
+    rows = [
+        [cell(w["id"]), cell(w.get("category") or "—"), cell(", ".join(w["problems"]) or "low scores"),
+         *(_fmt(w.get(m.name)) for m in columns), cell(w.get("question") or "")]
+        for w in worst
+    ]
+    out += _table(head, rows, ["---", "---", "---", *["---:"] * len(columns), "---"])
+    out += ["", f"The {len(worst)} cases that went worst: errors, missed gold, hallucinated or wrongly "
+                "abstained answers and judge errors first, then the lowest scores. Per-case values are "
+                "those the script that last wrote metrics.json computed."]
+    return out
 
 
 def dataset_version_text(metrics: Mapping[str, Any], config: Mapping[str, Any], width: int = 12) -> str | None:
