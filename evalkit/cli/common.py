@@ -558,21 +558,3 @@ def plain_metavars(app: typer.Typer) -> typer.Typer:
                 plain = name.upper()  # positional: its own name, as click shows arguments
             info.metavar = plain
     return app
-
-
-def emit_scoring(result: Any, printer: str, *, quiet: bool, json_output: bool) -> None:
-    """The end of score_retrieval / score_abstention: the tables (report.scoring.<printer>),
-    or only the warnings when quiet; then one JSON object on stdout with --json."""
-    if not quiet:
-        from rich.console import Console
-
-        from evalkit.report import scoring
-
-        getattr(scoring, printer)(result, Console(stderr=json_output))
-    elif result.warnings:
-        for w in result.warnings:
-            print(f"evalkit: warning: {w}", file=sys.stderr)
-    if json_output:
-        import orjson
-
-        sys.stdout.write(orjson.dumps(result.to_json(), option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")

@@ -34,6 +34,7 @@ _COMMANDS = [
     ("score-retrieval", "score_retrieval"),
     ("judge", "judge_answers"),
     ("score-abstention", "score_abstention"),
+    ("score", "score"),
     ("compare", "compare_runs"),
     ("serve-reference", "serve_reference"),
     ("validate", "validate"),

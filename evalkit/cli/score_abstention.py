@@ -1,10 +1,12 @@
-"""score_abstention.py: (re)compute the abstention metrics of a stored run.
+"""score_abstention.py: (re)compute the abstention metrics of a stored run (seed 000 §3.C).
 
-Reads results/<run_id>/results.jsonl once (streamed): each case's `abstained` (from the
-target, or from the judge's fallback classifier) against the `answerable` label of the eval
-set config.json names (or --eval-set), and merges accuracy, hallucination rate, false
-abstention rate and the confusion matrix into metrics.json. With --classifier, answers the
-target gave no `abstained` for are classified again first. Exit 0 ok; 2 bad input.
+An alias of `evalkit score --abstention`, with this script's own flags and help: it calls
+the same `evalkit.cli.score.score_run`. Reads results/<run_id>/results.jsonl once (streamed):
+each case's `abstained` (from the target, or from the judge's fallback classifier) against
+the `answerable` label of the eval set config.json names (or --eval-set), and merges
+accuracy, hallucination rate, false abstention rate and the confusion matrix into
+metrics.json. With --classifier, answers the target gave no `abstained` for are classified
+again first. Exit 0 ok; 2 bad input.
 """
 
 from __future__ import annotations
@@ -19,11 +21,8 @@ from evalkit.cli.common import (
     RUN_ID,
     PanelledCommand,
     concurrency_option,
-    emit_scoring,
-    exit_on_known_errors,
     json_option,
     judge_options,
-    load_dotenv_once,
     plain_metavars,
     quiet_option,
     rescore_options,
@@ -34,7 +33,7 @@ app = typer.Typer(
     add_completion=False,
     help="(Re)compute the abstention metrics of a run from its results.jsonl: accuracy, hallucination rate, "
     "false-abstention rate, confusion matrix; optionally re-classify answers (--classifier). Updates metrics.json. "
-    "Exit 0 ok, 2 bad input.",
+    "Exit 0 ok, 2 bad input. (The seed's script for `evalkit score --abstention`, with its own flags.)",
 )
 
 _J = "Classifier"
@@ -63,23 +62,15 @@ def main(
         "run_id, abstention_scoring, aggregate_metrics, by_category, warnings; printed last, the tables go to stderr"
     ),
 ) -> None:
-    """Re-score the abstention of RUN_ID and update its metrics.json."""
-    load_dotenv_once()
-    with exit_on_known_errors():
-        from evalkit.rescore.scoring import score_abstention
+    """Re-score the abstention of RUN_ID and update its metrics.json (evalkit score --abstention)."""
+    from evalkit.cli.score import score_run
 
-        settings = None
-        if classifier == "llm":
-            from evalkit.judges import JudgeSettings
-
-            settings = JudgeSettings(
-                provider=judge_provider, model=judge_model, base_url=judge_base_url, allow_unpinned=allow_unpinned,
-                use_cache=not no_cache, cache_path=cache_path, concurrency=concurrency,
-            )
-        result = score_abstention(
-            run_id, eval_set=eval_set or None, results_dir=results_dir, classifier=classifier, judge_settings=settings,
-        )
-    emit_scoring(result, "print_abstention_scoring", quiet=quiet, json_output=json_output)
+    score_run(
+        ("abstention",), run_id=run_id, results_dir=results_dir, eval_set=eval_set, classifier=classifier,
+        judge_provider=judge_provider, judge_model=judge_model, judge_base_url=judge_base_url, allow_unpinned=allow_unpinned,
+        no_cache=no_cache, cache_path=cache_path, concurrency=concurrency, quiet=quiet, json_output=json_output,
+        command="score_abstention.py",
+    )
 
 
 plain_metavars(app)

@@ -1,11 +1,12 @@
-"""score_retrieval.py: (re)compute the retrieval metrics of a stored run.
+"""score_retrieval.py: (re)compute the retrieval metrics of a stored run (seed 000 §3.A).
 
-Reads results/<run_id>/results.jsonl once (streamed), scores each case's stored chunks
-and references against the eval set config.json names (or --eval-set), and merges the
-retrieval numbers into metrics.json. The target is never called. --k adds cut-offs; the
-run's primary K stays unless --primary-k names another. Exit 0 ok; 2 bad input
-(unknown run, K larger than the run asked for, an eval set that changed since the run
-without --eval-set, snippets on cut text without --allow-truncated-text).
+An alias of `evalkit score --retrieval`, with this script's own flags and help: it calls
+the same `evalkit.cli.score.score_run`. Reads results/<run_id>/results.jsonl once (streamed),
+scores each case's stored chunks and references against the eval set config.json names (or
+--eval-set), and merges the retrieval numbers into metrics.json. The target is never called.
+--k adds cut-offs; the run's primary K stays unless --primary-k names another. Exit 0 ok; 2
+bad input (unknown run, K larger than the run asked for, an eval set that changed since the
+run without --eval-set, snippets on cut text without --allow-truncated-text).
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ import typer
 from evalkit.cli.common import (
     RESULTS_DIR,
     RUN_ID,
-    emit_scoring,
-    exit_on_known_errors,
     json_option,
     k_option,
     plain_metavars,
@@ -31,7 +30,7 @@ app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
     add_completion=False,
     help="(Re)compute the retrieval metrics of a run from its results.jsonl: new K values (up to the run's), "
-    "snippet rules, fixed labels. Updates metrics.json. Exit 0 ok, 2 bad input.",
+    "snippet rules, fixed labels. Updates metrics.json. Exit 0 ok, 2 bad input. (The seed's script for `evalkit score --retrieval`, with its own flags.)",
 )
 
 _RESCORE = rescore_options()
@@ -58,15 +57,14 @@ def main(
         "run_id, retrieval_scoring, aggregate_metrics, by_category, warnings; printed last, the tables go to stderr"
     ),
 ) -> None:
-    """Re-score the retrieval of RUN_ID and update its metrics.json."""
-    with exit_on_known_errors():
-        from evalkit.rescore.scoring import score_retrieval
+    """Re-score the retrieval of RUN_ID and update its metrics.json (evalkit score --retrieval)."""
+    from evalkit.cli.score import score_run
 
-        result = score_retrieval(
-            run_id, ks=k or None, primary_k=primary_k, require_snippets=require_snippets, eval_set=eval_set or None,
-            results_dir=results_dir, allow_truncated_text=allow_truncated_text, workers=workers,
-        )
-    emit_scoring(result, "print_retrieval_scoring", quiet=quiet, json_output=json_output)
+    score_run(
+        ("retrieval",), run_id=run_id, results_dir=results_dir, k=k, primary_k=primary_k, require_snippets=require_snippets,
+        eval_set=eval_set, allow_truncated_text=allow_truncated_text, workers=workers, quiet=quiet, json_output=json_output,
+        command="score_retrieval.py",
+    )
 
 
 plain_metavars(app)

@@ -70,7 +70,7 @@ def test_json_is_one_option_in_the_scripts_that_print_json() -> None:
     # issue 25 item 9: "--json in 9" declarations; one now, each saying what the object holds
     with_json = {name: _option(cmd, "--json") for name, cmd in _commands().items() if _option(cmd, "--json")}
     assert sorted(with_json) == sorted([
-        "cache merge", "check_target", "export", "generate", "judge_answers", "merge", "repro", "run_eval",
+        "cache merge", "check_target", "export", "generate", "judge_answers", "merge", "repro", "run_eval", "score",
         "score_abstention", "score_retrieval",
     ])
     for name, option in with_json.items():
@@ -83,14 +83,14 @@ def test_json_is_one_option_in_the_scripts_that_print_json() -> None:
     ("flag", "scripts"),
     [
         ("--results-dir", ["compare_runs", "export", "judge_answers", "label_eval", "merge", "redact", "report", "repro",
-                           "score_abstention", "score_retrieval"]),
-        ("--allow-unpinned", ["judge_answers", "score_abstention", "generate"]),
-        ("--no-cache", ["judge_answers", "score_abstention", "generate"]),
-        ("--cache-path", ["judge_answers", "score_abstention"]),
-        ("--price-file", ["judge_answers", "generate"]),
-        ("--allow-truncated-text", ["export", "score_retrieval"]),
-        ("--require-snippets", ["export", "score_retrieval"]),
-        ("--eval-set", ["score_abstention", "score_retrieval"]),
+                           "score", "score_abstention", "score_retrieval"]),
+        ("--allow-unpinned", ["judge_answers", "score", "score_abstention", "generate"]),
+        ("--no-cache", ["judge_answers", "score", "score_abstention", "generate"]),
+        ("--cache-path", ["judge_answers", "score", "score_abstention"]),
+        ("--price-file", ["judge_answers", "score", "generate"]),
+        ("--allow-truncated-text", ["export", "score", "score_retrieval"]),
+        ("--require-snippets", ["export", "score", "score_retrieval"]),
+        ("--eval-set", ["score", "score_abstention", "score_retrieval"]),
     ],
 )
 def test_a_shared_flag_reads_the_same_in_every_script(flag: str, scripts: list[str]) -> None:
