@@ -2,6 +2,7 @@
 
 --validate     check every gold support against the notes and the target's retrieval
 --fix          --validate, then write anchorcheck's suggested paths into a new version
+               (both are aliases of `evalkit validate --labels / --fix`: validate.check_labels)
 --accept-top N label cases with the target's top N chunks ("label_source": "auto")
 --review-auto  the cases marked label_source auto / generated: in a terminal, walk them in the
                labeler; piped, list them
@@ -27,10 +28,9 @@ labeler), 3 the target failed on some cases (--accept-top).
 
 from __future__ import annotations
 
-import asyncio
 import shlex
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
@@ -52,18 +52,18 @@ from evalkit.cli.common import (
     settings_default,
     target_options,
 )
+from evalkit.cli.validate import build_target_from, request_settings, said_backup, with_target
 
-EXIT_STALE = 1
 DEFAULT_VAULT = Path(settings_default("vault"))
 
 app = typer.Typer(
     rich_markup_mode=None,
     add_completion=False,
-    help="Maintain gold labels: --validate (stale anchors), --fix (new version with the suggested "
-    "paths), --accept-top N (auto-label from the target's top chunks), --review-auto (walk or list auto / generated labels; "
+    help="Maintain gold labels: --accept-top N (auto-label from the target's top chunks), --review-auto (walk or list auto / generated labels; "
     "with --into EVAL_SET: accept / edit / reject generated candidates into a new version of EVAL_SET), "
     "--grade-answers --run-id ID (grade a run's answers 0-5 for judge_answers' agreement), --new (add a case); "
-    "no mode flag opens the full-screen interactive labeler (a terminal is needed). "
+    "no mode flag opens the full-screen interactive labeler (a terminal is needed). --validate (stale anchors) and "
+    "--fix (new version with the suggested paths) are aliases of `evalkit validate --labels` and `--fix`. "
     "Exit 0 ok, 1 stale labels, 2 bad input, 3 target failures.",
 )
 
@@ -80,8 +80,8 @@ _SELECT = selection_options(_S)
 
 @app.command(cls=PanelledCommand)
 def main(
-    validate: bool = typer.Option(False, "--validate", help="Check every gold support against the notes and the target's retrieval; exit 1 when any is stale.", rich_help_panel=_MODE),
-    fix: bool = typer.Option(False, "--fix", help="Validate, then write the suggested file and heading paths into a new version (after a y/N question).", rich_help_panel=_MODE),
+    validate: bool = typer.Option(False, "--validate", help="Check every gold support against the notes and the target's retrieval; exit 1 when any is stale (alias of evalkit validate --labels).", rich_help_panel=_MODE),
+    fix: bool = typer.Option(False, "--fix", help="Validate, then write the suggested file and heading paths into a new version (after a y/N question; alias of evalkit validate --fix).", rich_help_panel=_MODE),
     accept_top: Optional[int] = typer.Option(None, "--accept-top", min=1, metavar="N", help="Label each unlabeled answerable case (or --ids) with the target's top N chunks, marked label_source=auto.", rich_help_panel=_MODE),
     new: bool = typer.Option(
         False, "--new", rich_help_panel=_MODE,
@@ -133,6 +133,7 @@ def main(
     that job instead: --validate, --fix, --accept-top and --review-auto (piped) print or
     write without asking; --fix asks y/N; --new, --review-auto --into and --grade-answers
     ask at line prompts; --new and --review-auto (in a terminal) then open the labeler.
+    --validate and --fix are aliases of `evalkit validate --labels` and `--fix`.
 
     Nothing replaces a file of labels: an existing --output is refused unless --force (the
     old file is kept as <file>.bak); rerunning the same labeler or --new command goes on in
@@ -142,7 +143,7 @@ def main(
     """
     load_dotenv_once()
     with exit_on_known_errors():
-        timeout, retries = _request_settings(timeout, retries)
+        timeout, retries = request_settings(timeout, retries)
     modes = [name for name, on in (("--validate", validate), ("--fix", fix), ("--accept-top", accept_top is not None), ("--review-auto", review_auto), ("--grade-answers", grade_answers), ("--new", new)) if on]
     if force and (modes == ["--validate"] or grade_answers):
         with exit_on_known_errors():
@@ -224,7 +225,7 @@ def main(
             if len(paths) != 1:
                 raise BadConfig(Problem("--accept-top writes one eval set file; give one --eval-set", field="--eval-set"))
             wanted = [i.strip() for item in ids or [] for i in item.split(",") if i.strip()]
-            result = _with_target(
+            result = with_target(
                 make_target,
                 lambda t: labeling.accept_top(
                     paths[0], t, accept_top, ids=wanted or None, output=output, results_dir=results_dir, force=force,
@@ -236,40 +237,13 @@ def main(
                 raise typer.Exit(EXIT_INCOMPLETE)
             return
 
-        if output is not None and fix and len(paths) != 1:
-            raise BadConfig(Problem("--output names one new version; give one --eval-set with it", field="--output"))
-        if no_retrieval:
-            if vault is None and (api_url or target):
-                raise BadConfig(Problem("--no-retrieval needs --vault: nothing else to check the labels against", field="--no-retrieval"))
-            validation = labeling.validate_labels(paths, vault=vault or DEFAULT_VAULT)
-        else:
-            validation = _with_target(make_target, lambda t: labeling.avalidate_labels(paths, vault=vault, target=t, k=k or labeling.DEFAULT_K))
-        _print_validation(validation)
-        if not fix:
-            if not validation.ok:
-                raise typer.Exit(EXIT_STALE)
-            return
+    # --validate / --fix: `evalkit validate --labels / --fix`, the same code.
+    from evalkit.cli.validate import check_labels
 
-        fixes, left = labeling.plan_fixes(validation)
-        if not fixes:
-            print("evalkit: nothing --fix can change" + ("; the stale labels above need a person" if left else ""))
-            raise typer.Exit(EXIT_STALE if left else 0)
-        outputs = _fix_outputs({f.path for f in fixes}, output, results_dir, force=force)
-        for f in fixes:
-            print(printable(f"fix: {f}"))
-        targets = ", ".join(str(p) for p in outputs.values())
-        replaced = [p for p in outputs.values() if p.exists()]
-        if replaced:
-            print(printable("evalkit: --force: replacing " + ", ".join(map(str, replaced)) + " (each is copied to a .bak first)"))
-        if not yes and not _confirm(f"Write {len(fixes)} fix(es) to {targets}? [y/N] "):
-            print("evalkit: nothing written")
-            raise typer.Exit(EXIT_STALE)
-        for written in labeling.apply_fixes(fixes, outputs, force=force, on_backup=_said_backup):
-            print(f"evalkit: wrote {written}; check it with: label_eval.py --validate --eval-set {written}")
-    if left:
-        for issue in left:
-            print(printable(f"not fixed: {issue.problem()}"))
-        raise typer.Exit(EXIT_STALE)
+    check_labels(
+        paths, vault=vault, api_url=api_url, target=target, param=param, timeout=timeout, retries=retries, k=k,
+        no_retrieval=no_retrieval, fix=fix, output=output, yes=yes, force=force, results_dir=results_dir,
+    )
 
 
 def _grade_answers(modes: list[str], run_id: str | None, results_dir: Path, sample: int, seed: int, grader: str | None) -> None:
@@ -307,22 +281,6 @@ def _print_agreement(agree: dict[str, dict[str, Any]]) -> None:
 
     parts = [f"{kind} kappa {f(a['kappa_quadratic'])}, MAE {f(a['mae'])}, n {a['n']}" for kind, a in agree.items()]
     print("evalkit: judge vs human: " + "; ".join(parts))
-
-
-def _request_settings(timeout: float | None, retries: int | None) -> tuple[float, int]:
-    """--timeout and --retries as run_eval takes them: RunSettings' defaults and checks
-    (BadConfig naming the flag)."""
-    from evalkit.config import build_settings
-
-    settings = build_settings({"timeout": timeout, "retries": retries})
-    return settings.timeout, settings.retries
-
-
-def build_target_from(target: str | None, api_url: str | None, vault: Path | None, timeout: float, retries: int, param: list[str] | None) -> Any:
-    """run_eval's target from the flags (the in-process reference chatbot over --vault by default)."""
-    from evalkit.targets import build_target, parse_param_options
-
-    return build_target(target=target, api_url=api_url, vault=vault or DEFAULT_VAULT, timeout=timeout, retries=retries, rps=None, params=parse_param_options(param or []))
 
 
 def _ask(prompt: str) -> str:
@@ -378,15 +336,10 @@ def _new_case(paths: list[Path], *, output: Path | None, results_dir: Path, forc
         tags = [t.strip() for t in _ask("tags (comma-separated; blank = none): ").split(",") if t.strip()]
         case_id, written = labeling.new_case(
             paths[0], question=question, answerable=bool(answerable), category=category, difficulty=difficulty or None,
-            tags=tags, output=output, results_dir=results_dir, force=force, on_backup=_said_backup,
+            tags=tags, output=output, results_dir=results_dir, force=force, on_backup=said_backup,
         )
     print(f"evalkit: added {case_id} to {written}")
     return case_id
-
-
-def _said_backup(path: Path, bak: Path | None) -> None:
-    if bak is not None:
-        print(printable(f"evalkit: --force: the old {path} is kept as {bak}"))
 
 
 def _read(prompt: str) -> str | None:
@@ -432,7 +385,7 @@ def _review_candidates(paths: list[Path], into: Path, *, output: Path | None, re
                 print(printable(f"answer a, e, r, s or q, got {answer!r}; asked again"))
 
         summary = review.run_review(session, choose)
-    _said_backup(session.dest, session.backed_up)
+    said_backup(session.dest, session.backed_up)
     _print_review_summary(summary, session)
 
 
@@ -584,71 +537,12 @@ def _label_interactively(paths: list[Path], *, output: Path | None, results_dir:
             session.corpus = corpus_from_vault(vault)
         app_ = LabelApp(session, t, k)
         app_.run()
-    _said_backup(app_.saved_to, session.backed_up)
+    said_backup(app_.saved_to, session.backed_up)
     if app_.saved_to is not None:
         again = "rerun it without --force to go on" if force and output is not None else "rerun the same command to go on"
         print(printable(f"evalkit: saved {app_.saved_to}; {again}"))
     elif session.dirty:
         print("evalkit: quit without saving", file=sys.stderr)
-
-
-def _with_target(make_target: Callable[[], Any], work: Callable[[Any], Awaitable[Any]]) -> Any:
-    """Build the target, run `work` with it, close it: all in one event loop."""
-
-    async def go() -> Any:
-        t = make_target()
-        try:
-            return await work(t)
-        finally:
-            await t.aclose()
-
-    return asyncio.run(go())
-
-
-def _fix_outputs(sources: set[str], output: Path | None, results_dir: Path, *, force: bool = False) -> dict[str, Path]:
-    """Where each fixed file goes: --output, else <stem>.v2.jsonl next to it; refused when
-    frozen, or taken (unless `force`: then it is replaced, after a copy to a .bak)."""
-    from evalkit.authoring import labeling
-    from evalkit.errors import BadConfig, Problem
-
-    outputs = {}
-    for src in sorted(sources):
-        dest = output if output is not None else labeling.next_version_path(src)
-        if dest.exists() and dest.resolve() != Path(src).resolve() and not force:
-            raise BadConfig(Problem(f"already exists; nothing written: give another --output (e.g. {labeling.next_version_path(dest)}), "
-                                    f"or --force to replace it (the old file is kept as {dest.name}.bak)", path=str(dest), field="--output"))
-        labeling.check_writable(dest, results_dir, source=src)
-        outputs[src] = dest
-    return outputs
-
-
-def _confirm(question: str) -> bool:
-    """A y/N question: y or yes is True; n, no, blank or the end of input is False; anything
-    else is asked again."""
-    while True:
-        print(question, end="", flush=True)
-        line = sys.stdin.readline()
-        if not line:
-            print()
-            return False
-        answer = _yes_no(line, "n")
-        if answer is not None:
-            return answer
-        print(printable(f"evalkit: answer y or n, got {line.strip()!r}; asked again"))
-
-
-def _print_validation(v: Any) -> None:
-    for issue in v.issues:
-        print(printable(str(issue.problem())))
-    where = []
-    if v.corpus is not None:
-        where.append(str(v.corpus.source) + ("" if v.corpus.has_outlines else " (file existence only)"))
-    if v.retrieval_k is not None:
-        where.append(f"the target's top {v.retrieval_k}")
-    n_cases = len(v.eval_set.cases)
-    summary = f"evalkit: {v.n_supports} gold supports of {n_cases} cases checked against {' and '.join(where) or 'nothing'}: "
-    summary += f"{len(v.stale)} stale, {len(v.warnings)} warnings" if v.issues else "all current"
-    print(summary)
 
 
 def _print_accept(result: Any) -> None:
@@ -657,7 +551,7 @@ def _print_accept(result: Any) -> None:
     for cid, why in result.failed:
         print(printable(f"failed {cid}: {why}"), file=sys.stderr)
     if result.written is not None:
-        _said_backup(result.written, result.backed_up)
+        said_backup(result.written, result.backed_up)
         print(f"evalkit: {len(result.labeled)} cases auto-labeled in {result.written}; review them with --review-auto")
     else:
         print("evalkit: no case to label (every answerable case has gold supports; use --ids to relabel)")

@@ -83,7 +83,7 @@ def test_json_is_one_option_in_the_scripts_that_print_json() -> None:
     ("flag", "scripts"),
     [
         ("--results-dir", ["compare_runs", "export", "judge_answers", "label_eval", "merge", "redact", "report", "repro",
-                           "score", "score_abstention", "score_retrieval"]),
+                           "score", "score_abstention", "score_retrieval", "validate"]),
         ("--allow-unpinned", ["judge_answers", "score", "score_abstention", "generate"]),
         ("--no-cache", ["judge_answers", "score", "score_abstention", "generate"]),
         ("--cache-path", ["judge_answers", "score", "score_abstention"]),
