@@ -1,20 +1,22 @@
-"""`evalkit cache`: the judge cache. `merge` brings the caches of shards judged on other hosts
-into one; `stats` counts what a cache holds. Exit 0 ok, 2 bad input."""
+"""`evalkit show-cache` counts what a judge cache holds. The `evalkit cache` group is the old
+door, kept as a hidden alias: `cache stats` is `show-cache` (the same `stats` below) and
+`cache merge` is `evalkit merge --cache` (the same merge.merge_shards). Exit 0 ok, 2 bad input."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
 from evalkit.cli.common import exit_on_known_errors, json_option, plain_metavars
+from evalkit.cli.merge import CACHE_PATH, into_option
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
     add_completion=False,
     no_args_is_help=True,
-    help="The judge cache (SQLite): merge the caches of shards judged on several hosts, or count a cache's entries.",
+    help="The judge cache (SQLite), old door: `cache merge` is `evalkit merge --cache`, `cache stats` is "
+    "`evalkit show-cache`.",
 )
 
 
@@ -26,33 +28,18 @@ def _cache() -> None:
 @app.command()
 def merge(
     sources: list[Path] = typer.Argument(..., metavar="CACHE...", help="Judge cache files to copy from."),
-    into: Path = typer.Option(
-        Path("cache/judge_cache.sqlite"), "--into", metavar="PATH", help="The cache to merge into (created if missing)."
-    ),
+    into: Path = into_option(),
     as_json: bool = json_option("target, added, same, conflicts, sources; instead of the summary"),
 ) -> None:
-    """Copy every judgment of CACHE... into --into; a key both hold keeps --into's judgment."""
-    with exit_on_known_errors():
-        from evalkit.judges.cache import merge_caches
+    """Copy every judgment of CACHE... into --into; a key both hold keeps --into's judgment (evalkit merge --cache)."""
+    from evalkit.cli.merge import merge_shards
 
-        result = merge_caches(into, sources)
-    if as_json:
-        typer.echo(json.dumps(result.to_json()))
-        return
-    for s in result.sources:
-        typer.echo(f"evalkit: {s['path']}: {s['added']} added, {s['same']} already there")
-    typer.echo(f"evalkit: merged {len(result.sources)} cache(s) into {into}: {result.added} judgments added")
-    if result.conflicts:
-        typer.echo(
-            f"evalkit: warning: {result.conflicts} key(s) held different judgments; {into}'s were kept "
-            "(a judge sampled above temperature 0, or a model that changed under a pinned name)",
-            err=True,
-        )
+    merge_shards([], run_id=None, caches=sources, into=into, json_output=as_json)
 
 
-@app.command()
+@app.command(help="The old name of `evalkit show-cache`: count a cache's judgments by judge kind and model.")
 def stats(
-    path: Path = typer.Argument(Path("cache/judge_cache.sqlite"), metavar="CACHE", help="The judge cache file."),
+    path: Path = typer.Argument(CACHE_PATH, metavar="CACHE", help="The judge cache file."),
 ) -> None:
     """Count a cache's judgments by judge kind and model."""
     with exit_on_known_errors():

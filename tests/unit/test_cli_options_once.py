@@ -91,6 +91,7 @@ def test_json_is_one_option_in_the_scripts_that_print_json() -> None:
         ("--allow-truncated-text", ["export", "score", "score_retrieval"]),
         ("--require-snippets", ["export", "score", "score_retrieval"]),
         ("--eval-set", ["score", "score_abstention", "score_retrieval"]),
+        ("--into", ["merge", "cache merge"]),
     ],
 )
 def test_a_shared_flag_reads_the_same_in_every_script(flag: str, scripts: list[str]) -> None:
@@ -114,7 +115,7 @@ def test_the_literal_defaults_in_common_are_the_library_ones() -> None:
     # the judges; each equals the default the library applies.
     import inspect
 
-    from evalkit.cli import common
+    from evalkit.cli import common, merge
     from evalkit.config import DEFAULT_RESULTS_DIR, RunSettings
     from evalkit.judges.cache import DEFAULT_CACHE_PATH
     from evalkit.judges.runner import JudgeSettings
@@ -122,7 +123,7 @@ def test_the_literal_defaults_in_common_are_the_library_ones() -> None:
 
     judge = common.judge_options("x")
     assert common.RESULTS_DIR.default == Path(DEFAULT_RESULTS_DIR)
-    assert judge["cache_path"].default == DEFAULT_CACHE_PATH
+    assert judge["cache_path"].default == DEFAULT_CACHE_PATH == merge.CACHE_PATH
     assert judge["timeout"].default == JudgeSettings.timeout
     assert common.CONCURRENCY.default == JudgeSettings.concurrency == RunSettings.model_fields["concurrency"].default
     assert common.max_retry_wait_option("x").default == RunSettings.model_fields["max_retry_wait"].default
