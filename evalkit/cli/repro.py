@@ -1,4 +1,8 @@
-"""`evalkit repro --run-id ID` and `run_eval.py --repro`: the CLI side of evalkit.run.repro.
+"""`evalkit reproduce --run-id ID` and `run_eval.py --repro`: the CLI side of evalkit.run.repro.
+
+Both doors end in `reproduce` below: `reproduce --run-id ID` re-runs a stored run's config
+and compares; `run --repro` (an alias, documented as such) runs its config first, then
+re-runs it and compares. `evalkit repro` is the old name of `reproduce`, kept hidden.
 
 Exit 0 reproducible, 1 a difference beyond --tolerance (the report names the cases), 2 bad
 input (unknown run, changed eval set, --repro with --resume/--baseline/--threshold/--matrix),
@@ -34,7 +38,8 @@ app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
     add_completion=False,
     help="Re-run a stored run's config into <run id>-repro-<n> and compare the two runs record by record: "
-    "retrieved chunks (ids and scores) and every per-case metric; latency and cost are not compared. "
+    "retrieved chunks (ids and scores) and every per-case metric; latency and cost are not compared "
+    "(`evalkit run --repro` runs a new config, then does the same). "
     "Exit 0 reproducible, 1 a difference beyond --tolerance, 2 bad input (unknown run, changed eval set), "
     "130 interrupted.",
 )
@@ -68,7 +73,8 @@ def _print_report(report: Any, *, quiet: bool, json_output: bool, payload: dict[
 
 
 def run_repro_cli(values: dict[str, Any], tolerance: float | None, *, repro: bool, refused: list[str]) -> int:
-    """`run_eval.py --repro`: run twice, compare, print; returns the exit code (0, 1, 3 or 130).
+    """`run_eval.py --repro`: check the flags, then `reproduce` the run they describe; returns
+    the exit code (0, 1, 3 or 130).
 
     Args:
         values: run_eval's settings, as given.
@@ -80,16 +86,47 @@ def run_repro_cli(values: dict[str, Any], tolerance: float | None, *, repro: boo
         BadConfig: flags that cannot go with --repro (exit 2), before anything runs.
     """
     from evalkit.errors import BadConfig, Problem
-    from evalkit.run.repro import repro_run
-    from evalkit.run.runner import RunInterrupted
 
     if not repro:
         raise BadConfig(Problem("goes with --repro", field="--tolerance"))
     if refused:
         raise BadConfig([Problem("cannot be combined with --repro (it checks two fresh runs)", field=f) for f in refused])
     quiet, json_output = bool(values.pop("quiet", False)), bool(values.pop("json_output", False))
+    return reproduce(
+        values=values, tolerance=TOLERANCE if tolerance is None else tolerance, quiet=quiet, json_output=json_output,
+    )
+
+
+def reproduce(
+    *,
+    run_id: str | None = None,
+    values: dict[str, Any] | None = None,
+    results_dir: Path = Path("results"),
+    tolerance: float = TOLERANCE,
+    api_url: str | None = None,
+    quiet: bool = False,
+    json_output: bool = False,
+) -> int:
+    """The reproducibility check, the one implementation of `evalkit reproduce` and `run --repro`:
+    re-run the stored run `run_id` (repro_stored), or run `values` twice (repro_run); compare,
+    print the report; returns the exit code (0 reproducible, 1 a difference, 3 the first run was
+    incomplete, 130 interrupted). Known errors raise, for exit_on_known_errors."""
+    from evalkit.run.repro import repro_run, repro_stored
+    from evalkit.run.runner import RunInterrupted
+
+    progress = _progress_factory(quiet)
+    if values is None:
+        try:
+            outcome = repro_stored(run_id or "", results_dir=results_dir, tolerance=tolerance, api_url=api_url, progress=progress)
+        except RunInterrupted as e:
+            print(f"evalkit: interrupted; the re-run {e.run_id} is incomplete: run evalkit reproduce again", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        report = outcome.report
+        if report is None:  # repro_stored always compares; kept for the type checker
+            return EXIT_INCOMPLETE
+        return _print_report(report, quiet=quiet, json_output=json_output, payload=report.to_json())
     try:
-        outcome = repro_run(values, tolerance=TOLERANCE if tolerance is None else tolerance, progress=_progress_factory(quiet))
+        outcome = repro_run(values, tolerance=tolerance, progress=progress)
     except RunInterrupted as e:
         # --repro cannot resume: the check needs two whole runs made one after the other.
         print(f"evalkit: interrupted; {e.run_id} is incomplete: run --repro again", file=sys.stderr)
@@ -127,21 +164,9 @@ def main(
     """Re-run RUN_ID's config and compare the two runs."""
     load_dotenv_once()
     with exit_on_known_errors():
-        from evalkit.run.repro import repro_stored
-        from evalkit.run.runner import RunInterrupted
-
-        try:
-            outcome = repro_stored(
-                run_id, results_dir=results_dir, tolerance=tolerance, api_url=api_url,
-                progress=_progress_factory(quiet),
-            )
-        except RunInterrupted as e:
-            print(f"evalkit: interrupted; the re-run {e.run_id} is incomplete: run evalkit repro again", file=sys.stderr)
-            raise typer.Exit(EXIT_INTERRUPTED) from None
-    report = outcome.report
-    if report is None:  # repro_stored always compares; kept for the type checker
-        raise typer.Exit(EXIT_INCOMPLETE)
-    raise typer.Exit(_print_report(report, quiet=quiet, json_output=json_output, payload=report.to_json()))
+        code = reproduce(run_id=run_id, results_dir=results_dir, tolerance=tolerance, api_url=api_url, quiet=quiet,
+                         json_output=json_output)
+    raise typer.Exit(code)
 
 
 plain_metavars(app)
