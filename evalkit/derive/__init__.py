@@ -403,11 +403,6 @@ def derive_metrics(run: RunDir, facts: RunFacts, records: RecordPass) -> tuple[d
                                            list(forms) if forms is not None else None)
     metrics["warnings"] = [*facts.pre_run_warnings, *health.warnings()]
     metrics.update(facts.owned)
-    suite = config.get("suite")
-    if isinstance(suite, Mapping):  # --suite: the suite's score of these numbers
-        from evalkit.metrics.suite import Suite, suite_block
-
-        metrics["suite"] = suite_block(metrics, Suite.from_json(suite))
     gate = verdicts(metrics, s, facts.baseline, run, config)
     return metrics, gate
 
