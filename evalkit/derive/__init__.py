@@ -83,6 +83,9 @@ class RunFacts:
     # The judge identity the gate compares (a list of them when judge_answers --ids left
     # verdicts from several judges); default: config.json's (`_judge_of`).
     judge: Any = None
+    # metrics.json's `timestamp`: when the run's numbers were made (run_eval, merge: now). A
+    # re-scoring keeps the run's (its own time is its provenance block's `scored_at`).
+    timestamp: str | None = None
     # OWNED_BLOCKS and OWNED_AGGREGATE entries, as the commands that own them last wrote them.
     owned: Mapping[str, Any] = field(default_factory=dict)
     owned_aggregate: Mapping[str, Any] = field(default_factory=dict)
@@ -129,6 +132,7 @@ class RunFacts:
             gold_forms=invariants.get("gold_forms") if isinstance(invariants.get("gold_forms"), list) else None,
             scorer=invariants.get("scorer") if isinstance(invariants.get("scorer"), Mapping) else None,
             judge=invariants.get("judge"),
+            timestamp=metrics.get("timestamp") if isinstance(metrics.get("timestamp"), str) else None,
             owned={k: metrics[k] for k in OWNED_BLOCKS if metrics.get(k) is not None},
             owned_aggregate={k: agg[k] for k in OWNED_AGGREGATE if k in agg},
         )
@@ -368,7 +372,7 @@ def derive_metrics(run: RunDir, facts: RunFacts, records: RecordPass) -> tuple[d
     metrics: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "run_id": run.run_id,
-        "timestamp": now_utc(),
+        "timestamp": facts.timestamp or now_utc(),
         "config_hash": config.get("config_hash"),
         "eval_set_commit_hash": facts.eval_set_commit_hash,
         "dataset_version": facts.dataset_version,
