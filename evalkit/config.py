@@ -31,6 +31,7 @@ from evalkit.errors import BadConfig, Problem
 from evalkit.gate.thresholds import Thresholds
 from evalkit.project import read_project_config
 from evalkit.schema import FolderMode
+from evalkit.store.runlog import Rec
 from evalkit.store.runs import run_id_problem
 
 # What of a case's scope (its `vaults` / `folders`, seed 002's `collection`) goes into the
@@ -44,7 +45,7 @@ SCOPE_PARTS = ("vaults", "folders", "collection")
 # nothing beyond the ask); the others are judges: groundedness, correctness, the abstention
 # classifier (for answers whose target gives no `abstained`), the conflict judge of
 # acknowledge_both cases, and seed 002's answer quality (opt-in).
-EVALUATORS: tuple[str, ...] = ("retrieval", "groundedness", "correctness", "abstention", "conflict", "answer_quality")
+EVALUATORS: tuple[str, ...] = ("retrieval", Rec.GROUNDEDNESS, Rec.CORRECTNESS, "abstention", "conflict", "answer_quality")
 DEFAULT_EVALUATORS: tuple[str, ...] = EVALUATORS[:-1]
 
 DEFAULT_EVAL_SET = "eval_set.jsonl"
@@ -624,9 +625,9 @@ def stored_answer(record: Mapping[str, Any]) -> dict[str, Any]:
     """
     answer = record.get("answer")
     if not isinstance(answer, str):
-        return {"answer": answer, "answer_truncated": False, "answer_chars": None}
-    if record.get("answer_truncated"):
+        return {"answer": answer, Rec.ANSWER_TRUNCATED: False, "answer_chars": None}
+    if record.get(Rec.ANSWER_TRUNCATED):
         truncated, chars = True, record.get("answer_chars")
     else:
         truncated, chars = len(answer) > ANSWER_STORE_CHARS, len(answer)
-    return {"answer": answer[:ANSWER_STORE_CHARS], "answer_truncated": truncated, "answer_chars": chars}
+    return {"answer": answer[:ANSWER_STORE_CHARS], Rec.ANSWER_TRUNCATED: truncated, "answer_chars": chars}

@@ -19,7 +19,13 @@ from typing import Any, Optional
 
 import typer
 
-from evalkit.cli.common import RESULTS_DIR, exit_on_known_errors, json_option, plain_metavars
+from evalkit.cli.common import (
+    RESULTS_DIR,
+    exit_on_known_errors,
+    json_option,
+    plain_metavars,
+)
+from evalkit.store.runlog import Met
 
 # evalkit.judges.cache.DEFAULT_CACHE_PATH (a test holds them equal); --help does not import the judges.
 CACHE_PATH = Path("cache/judge_cache.sqlite")
@@ -90,7 +96,7 @@ def merge_shards(
             "run_dir": str(result.run_dir),
             "merged_from": result.merged_from,
             "n_records": result.n_records,
-            "aggregate_metrics": result.metrics.get("aggregate_metrics", {}),
+            Met.AGGREGATE: result.metrics.get(Met.AGGREGATE, {}),
         }
         if not json_output:
             typer.echo(f"evalkit: merged {len(result.merged_from)} shards ({result.n_records} records) into {result.run_dir}")

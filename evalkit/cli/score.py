@@ -47,6 +47,7 @@ from evalkit.cli.common import (
     selection_options,
     settings_default,
 )
+from evalkit.store.runlog import Met
 
 PARTS = ("retrieval", "abstention", "answers")
 DEFAULT_PARTS = ("retrieval", "abstention")
@@ -325,7 +326,7 @@ def _print_json(
         payload = next(iter(objects.values()))
     else:
         final = list(objects.values())[-1] if objects else {}
-        payload = {"run_id": run_id, "parts": list(objects), **objects, "aggregate_metrics": final.get("aggregate_metrics", {})}
+        payload = {"run_id": run_id, "parts": list(objects), **objects, Met.AGGREGATE: final.get(Met.AGGREGATE, {})}
     sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
 
 

@@ -23,7 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.compare.models import ChunkRef, DriftCase, Flip, RunUnscoreable, StageCell, StageTransitions
+from evalkit.compare.models import (
+    ChunkRef,
+    DriftCase,
+    Flip,
+    RunUnscoreable,
+    StageCell,
+    StageTransitions,
+)
 from evalkit.compare.sources import RunSource, ranked_chunks
 
 # The aggregate's per-record reduction: reusing it keeps one definition of which cases
@@ -34,6 +41,7 @@ from evalkit.metrics.keys import metric_key
 from evalkit.metrics.registry import METRICS, REPORT_ORDER, by_key
 from evalkit.metrics.retrieval import AT_K_METRICS
 from evalkit.metrics.stages import STAGES, case_stage
+from evalkit.store.runlog import Cell, Met, Rec
 
 __all__ = [
     "AT_K_METRICS",
@@ -57,8 +65,8 @@ PER_CASE_METRICS = (*_READ_AS_IS, *(m.key for m in METRICS if m.per_case == "der
 # Derived per case, but already by extract_case (None for a target error): the response's.
 _READ_RESPONSE = tuple(m.key for m in METRICS if m.per_case == "derived" and m.stage == "response")
 _GROUPING_SCOPES = (
-    ("by_tag", "tag"), ("by_category", "category"), ("by_difficulty", "difficulty"), ("by_domain", "domain"),
-    ("by_language", "language"), ("by_scenario", "scenario"),
+    (Met.BY_TAG, "tag"), (Met.BY_CATEGORY, "category"), (Met.BY_DIFFICULTY, "difficulty"), (Met.BY_DOMAIN, "domain"),
+    (Met.BY_LANGUAGE, "language"), (Met.BY_SCENARIO, "scenario"),
 )
 _IDS_SHOWN = 20
 _JUDGE_FLIP_POINTS = 1.0
@@ -133,7 +141,7 @@ class CaseTable:
         """Reduce one record and store its row; `reduced`: its `extract_case` at this run's
         K already (`RecordTable.add_record` returns it), so that it is not made twice."""
         case = record.get("case") if isinstance(record.get("case"), Mapping) else {}
-        cid = record.get("test_case_id", case.get("id"))
+        cid = record.get(Rec.CASE_ID, case.get("id"))
         if cid is None:
             self.missing_ids += 1
             return
@@ -142,7 +150,7 @@ class CaseTable:
         kind = x["error_kind"]
         target_error = kind is not None and kind != "empty_answer"
         values: dict[str, float | None] = {}
-        at_k = x["at_k"]
+        at_k = x[Cell.AT_K]
         for k, names in self._at_k_names:
             block = at_k.get(k) or {}
             for m, name in names:
@@ -193,7 +201,7 @@ class CaseTable:
         self.answers[row] = None if target_error else _answer_digest(record.get("answer"))
         self._target_errors[row] = target_error
         self._error_kinds[row] = kind
-        self._judge_errors[row] = self._intern(tuple(sorted(set(x["judge_errors"]))))
+        self._judge_errors[row] = self._intern(tuple(sorted(set(x[Rec.JUDGE_ERRORS]))))
         self._empty[row] = bool(x["empty"])
         self.stages[row] = self._stage(row, x)
 
@@ -214,7 +222,7 @@ class CaseTable:
         # Unscoreable only when no trial could be scored; a failed trial counts in error_rate.
         self._target_errors[row] = all(failed for _, failed, _ in trials)
         self._error_kinds[row] = kind if self._target_errors[row] else None
-        self._judge_errors[row] = self._intern(tuple(sorted(set(self._judge_errors[row]) | set(x["judge_errors"]))))
+        self._judge_errors[row] = self._intern(tuple(sorted(set(self._judge_errors[row]) | set(x[Rec.JUDGE_ERRORS]))))
         self._empty[row] = self._empty[row] or bool(x["empty"])
         self.stages[row] = self._stage(row, x)
 
@@ -269,12 +277,12 @@ class CaseTable:
 
 def unscoreable_from_metrics(metrics: Mapping[str, Any]) -> RunUnscoreable:
     """The same counts read from a bare metrics.json (no ids; `available` false)."""
-    agg = metrics.get("aggregate_metrics") or {}
-    op = agg.get("operational_metrics") or {}
+    agg = metrics.get(Met.AGGREGATE) or {}
+    op = agg.get(Cell.OPERATIONAL) or {}
     kinds = {str(k): int(v) for k, v in (op.get("error_kinds") or {}).items() if k != "empty_answer"}
     judges = {str(k): int(v) for k, v in (agg.get("judge_errors_by_judge") or {}).items()}
     return RunUnscoreable(
-        n_cases=int(agg.get("n_cases") or metrics.get("total_tests") or 0),
+        n_cases=int(agg.get("n_cases") or metrics.get(Met.TOTAL_TESTS) or 0),
         target_errors=sum(kinds.values()),
         target_error_kinds=dict(sorted(kinds.items())),
         judge_errors=dict(sorted(judges.items())),
@@ -385,7 +393,7 @@ def case_details(source: RunSource, wanted: set[str], *, top_chunks: int = 3) ->
         return out
     for record in source.iter_records(ids=wanted):
         case = record.get("case") if isinstance(record.get("case"), Mapping) else {}
-        cid = record.get("test_case_id", case.get("id"))
+        cid = record.get(Rec.CASE_ID, case.get("id"))
         if cid is None or str(cid) not in wanted:
             continue
         abstention = record.get("abstention") if isinstance(record.get("abstention"), Mapping) else {}

@@ -91,6 +91,7 @@ from evalkit.metrics.stats import (
     noise_sentence,
     significant,
 )
+from evalkit.store.runlog import Met
 from evalkit.store.runs import RunDir
 
 __all__ = ["IncomparableRuns", "compare_runs", "select_metrics"]
@@ -104,7 +105,7 @@ _METRIC_ORDER = (*AT_K_METRICS, *PLAIN_METRIC_ORDER)
 _LOWER_IS_BETTER = LOWER_IS_BETTER
 _HIGHER_IS_BETTER = frozenset(_METRIC_ORDER) - _LOWER_IS_BETTER
 # Scopes in report order: the groupings readers scan first, tags (the most numerous) last.
-_GROUPING_ORDER = ("by_answerable", "by_category", "by_difficulty", "by_domain", "by_language", "by_scenario", "by_tag")
+_GROUPING_ORDER = (Met.BY_ANSWERABLE, Met.BY_CATEGORY, Met.BY_DIFFICULTY, Met.BY_DOMAIN, Met.BY_LANGUAGE, Met.BY_SCENARIO, Met.BY_TAG)
 # hallucination = 1 - abstention accuracy case by case: one test, shown on both rows.
 _MIRRORED = {"hallucination_rate_unanswerable": "abstention_accuracy"}
 # Judge scores: what a different judge (model, prompt, temperature) makes incomparable.
@@ -122,8 +123,8 @@ class IncomparableRuns(InputError):
 
     def __init__(self, run_a: str, run_b: str, violations: list[str]):
         self.violations = [redact(v) for v in violations]
-        problems = [Problem(f"cannot compare {run_a} with {run_b}: {v}", field="invariants") for v in violations]
-        problems.append(Problem("pass --ignore-invariants to compare anyway (the report then says which numbers are not comparable)", field="invariants"))
+        problems = [Problem(f"cannot compare {run_a} with {run_b}: {v}", field=Met.INVARIANTS) for v in violations]
+        problems.append(Problem("pass --ignore-invariants to compare anyway (the report then says which numbers are not comparable)", field=Met.INVARIANTS))
         super().__init__(problems)
 
 
@@ -177,8 +178,8 @@ def _scan(source: RunSource, ks: list[int]) -> tuple[CaseTable | None, dict[str,
 def _cells(agg: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     """{scope: cell} in report order."""
     out: dict[str, Mapping[str, Any]] = {}
-    if isinstance(agg.get("aggregate_metrics"), Mapping):
-        out["overall"] = agg["aggregate_metrics"]
+    if isinstance(agg.get(Met.AGGREGATE), Mapping):
+        out["overall"] = agg[Met.AGGREGATE]
     for grouping in _GROUPING_ORDER:
         for key, cell in sorted((agg.get(grouping) or {}).items()):
             if isinstance(cell, Mapping):
@@ -672,8 +673,8 @@ def compare_runs(
         ignore_invariants=ignore_invariants, correction=correction, allow_missing_metrics=allow_missing_metrics,
         verdict=merge, slices=(agg_a, agg_b), same_corpus=same_corpus, allow_label_change=allow_label_change,
     )
-    n_a = len(ta) if ta is not None else int(sa.metrics.get("total_tests") or 0)
-    n_b = len(tb) if tb is not None else int(sb.metrics.get("total_tests") or 0)
+    n_a = len(ta) if ta is not None else int(sa.metrics.get(Met.TOTAL_TESTS) or 0)
+    n_b = len(tb) if tb is not None else int(sb.metrics.get(Met.TOTAL_TESTS) or 0)
     n_paired = len(pairing.ids)
     corpus_a, corpus_b = corpus_of(sa.metrics), corpus_of(sb.metrics)
     return Comparison(

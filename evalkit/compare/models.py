@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from evalkit.gate.models import Decision, Direction, GateReport, MergeVerdict
+from evalkit.store.runlog import Rec
 
 __all__ = [
     "ChunkRef",
@@ -156,7 +157,7 @@ class ChunkRef(BaseModel):
 class Flip(BaseModel):
     """A case that went pass -> fail (regression) or fail -> pass (improvement) on one metric."""
 
-    id: str = Field(description="test_case_id")
+    id: str = Field(description=Rec.CASE_ID)
     metric: str = Field(description="recall_any@K | attribution_hit | abstention_correct | groundedness | correctness")
     a: float | None = Field(description="the case's value in run a (1/0 for pass/fail, 0-5 for a judge)")
     b: float | None = Field(description="the case's value in run b")

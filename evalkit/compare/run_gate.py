@@ -14,6 +14,7 @@ from typing import Any
 
 from evalkit.compare.sources import RunSource, open_source
 from evalkit.gate.thresholds import Thresholds
+from evalkit.store.runlog import Met
 from evalkit.store.runs import RunDir
 
 __all__ = ["verdict_gate"]
@@ -59,7 +60,7 @@ def verdict_gate(
         "k": g.k,
         "thresholds": g.thresholds,
         "preset": None,
-        "invariants": {"ok": c.invariants.ok, "violations": list(c.invariants.violations),
+        Met.INVARIANTS: {"ok": c.invariants.ok, "violations": list(c.invariants.violations),
                        "ignored": c.invariants.ignored, "warnings": list(c.invariants.warnings)},
         "regressions": [{**detail, "message": line} for detail, line in zip(g.regression_details, g.regressions, strict=False)],
         "inconclusive": list(g.inconclusive),

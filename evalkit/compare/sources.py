@@ -29,6 +29,7 @@ from evalkit.errors import InputError, Problem
 from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
 from evalkit.metrics.aggregate import GROUPINGS
 from evalkit.store.atomic import write_atomic
+from evalkit.store.runlog import Cell, Met, Rec
 from evalkit.store.runs import (
     CONFIG_FILE,
     METRICS_FILE,
@@ -80,7 +81,7 @@ class RunSource:
         ks = self.metrics.get("ks")
         if isinstance(ks, list) and ks and all(isinstance(k, int) and not isinstance(k, bool) for k in ks):
             return list(dict.fromkeys(ks))
-        k = (self.metrics.get("aggregate_metrics") or {}).get("k")
+        k = (self.metrics.get(Met.AGGREGATE) or {}).get("k")
         if isinstance(k, int) and not isinstance(k, bool):
             return [k]
         raise InputError(Problem("metrics.json names no K (neither `ks` nor `aggregate_metrics.k`)", path=str(self.path)))
@@ -120,7 +121,7 @@ def asked_k(source: RunSource) -> int:
     (run_eval records it, and run_eval's gate reads it too), else the largest K of
     config.json's settings (a re-score with score_retrieval may have changed metrics.json's
     `ks` to smaller K, but not what was retrieved), else the largest K metrics.json names."""
-    inv = source.metrics.get("invariants") if isinstance(source.metrics.get("invariants"), dict) else {}
+    inv = source.metrics.get(Met.INVARIANTS) if isinstance(source.metrics.get(Met.INVARIANTS), dict) else {}
     if isinstance(inv.get("asked_k"), int) and not isinstance(inv.get("asked_k"), bool):
         return int(inv["asked_k"])
     settings = (source.config or {}).get("settings") or {}
@@ -193,7 +194,7 @@ def _from_file(path: Path, flag: str) -> RunSource:
         config = data.get("config") if isinstance(data.get("config"), dict) else None
         run_id = str(data.get("run_id") or metrics.get("run_id") or path.stem)
         return RunSource(run_id, "baseline", path, metrics, config, records=records)
-    if not isinstance(data.get("aggregate_metrics"), dict):
+    if not isinstance(data.get(Met.AGGREGATE), dict):
         raise InputError(
             Problem("not a metrics.json (no `aggregate_metrics`) nor a baseline.json (no `kind`)", path=str(path), field=flag)
         )
@@ -231,10 +232,10 @@ def slim_record(record: Mapping[str, Any], *, first: bool = False) -> dict[str, 
     `indexing_coverage` is kept on the first record only (aggregation reads the first one).
     """
     case = record.get("case") if isinstance(record.get("case"), Mapping) else {}
-    rm = record.get("retrieval_metrics") if isinstance(record.get("retrieval_metrics"), Mapping) else {}
+    rm = record.get(Rec.RETRIEVAL_METRICS) if isinstance(record.get(Rec.RETRIEVAL_METRICS), Mapping) else {}
     out: dict[str, Any] = {
-        "test_case_id": record.get("test_case_id", case.get("id")),
-        "case_index": record.get("case_index"),
+        Rec.CASE_ID: record.get(Rec.CASE_ID, case.get("id")),
+        Rec.CASE_INDEX: record.get(Rec.CASE_INDEX),
         "case": {
             **{key: case.get(key) for key in ("id", "answerable", "tags", "category", "difficulty", "domain")},
             **{key: case[key] for key in ("language", "doc_language") if case.get(key) is not None},
@@ -244,22 +245,22 @@ def slim_record(record: Mapping[str, Any], *, first: bool = False) -> dict[str, 
         "answer": record.get("answer"),
         "references": [_ref(r) for r in (record.get("references") or [])],
         "retrieved_chunks": [{**_ref(c), "rank": c.get("rank")} for c in ranked_chunks(record)[:_BASELINE_CHUNKS]],
-        "retrieval_metrics": {
+        Rec.RETRIEVAL_METRICS: {
             key: rm.get(key)
-            for key in ("k", "at_k", "scope_miss", "attribution_hit", "first_match_rank", "status")
+            for key in ("k", Cell.AT_K, "scope_miss", "attribution_hit", "first_match_rank", "status")
             if key in rm
         },
     }
     recency = rm.get("recency")
     if isinstance(recency, Mapping):
-        out["retrieval_metrics"]["recency"] = {"pass": recency.get("pass")}
-    for judge in ("groundedness", "correctness"):
+        out[Rec.RETRIEVAL_METRICS]["recency"] = {"pass": recency.get("pass")}
+    for judge in (Rec.GROUNDEDNESS, Rec.CORRECTNESS):
         verdict = record.get(judge)
         if isinstance(verdict, Mapping):
             out[judge] = {"score": verdict.get("score")}
-    errors = [e for e in (record.get("judge_errors") or []) if isinstance(e, Mapping)]
+    errors = [e for e in (record.get(Rec.JUDGE_ERRORS) or []) if isinstance(e, Mapping)]
     if errors:
-        out["judge_errors"] = [{"judge": e.get("judge")} for e in errors]
+        out[Rec.JUDGE_ERRORS] = [{"judge": e.get("judge")} for e in errors]
     abstention = record.get("abstention")
     if isinstance(abstention, Mapping):
         out["abstention"] = {"abstained": abstention.get("abstained")}
@@ -274,10 +275,10 @@ def slim_record(record: Mapping[str, Any], *, first: bool = False) -> dict[str, 
     validity = record.get("response_validity")
     if isinstance(validity, Mapping):
         out["response_validity"] = {"valid": validity.get("valid")}
-    if record.get("references_dropped"):
-        out["references_dropped"] = record["references_dropped"]
-    if first and record.get("indexing_coverage") is not None:
-        out["indexing_coverage"] = record["indexing_coverage"]
+    if record.get(Rec.REFERENCES_DROPPED):
+        out[Rec.REFERENCES_DROPPED] = record[Rec.REFERENCES_DROPPED]
+    if first and record.get(Rec.INDEXING_COVERAGE) is not None:
+        out[Rec.INDEXING_COVERAGE] = record[Rec.INDEXING_COVERAGE]
     return out
 
 
@@ -307,9 +308,9 @@ def save_baseline(source: RunSource, path: str | Path) -> Path:
     records, seen_coverage = [], False
     for record in source.iter_records():
         slim = slim_record(record, first=not seen_coverage)
-        seen_coverage = seen_coverage or "indexing_coverage" in slim
+        seen_coverage = seen_coverage or Rec.INDEXING_COVERAGE in slim
         records.append(slim)
-    records.sort(key=lambda r: (r.get("case_index") is None, r.get("case_index") or 0, str(r.get("test_case_id"))))
+    records.sort(key=lambda r: (r.get(Rec.CASE_INDEX) is None, r.get(Rec.CASE_INDEX) or 0, str(r.get(Rec.CASE_ID))))
     head = {
         "kind": BASELINE_KIND,
         "schema_version": BASELINE_SCHEMA_VERSION,

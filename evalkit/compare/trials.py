@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from evalkit.metrics.registry import label_of, shown_in
+from evalkit.store.runlog import Met
 
 __all__ = ["HEADLINE", "TrialStats", "headline_rows", "trials_block"]
 
@@ -63,7 +64,7 @@ class TrialStats:
         from evalkit.metrics.keys import HEADLINE_AT_K, metric_key
 
         trials = sorted(self.tables)
-        cells = [flatten_cell(self.tables[t].result()["aggregate_metrics"]) for t in trials]
+        cells = [flatten_cell(self.tables[t].result()[Met.AGGREGATE]) for t in trials]
         flakes, flaky_ids, ids = self._flakes(trials)
         metrics: dict[str, Any] = {}
         for key in sorted({key for cell in cells for key in cell}):

@@ -41,6 +41,7 @@ from evalkit.gate.floors import threshold_check
 from evalkit.gate.regressions import gate_result
 from evalkit.gate.thresholds import BUILTIN_THRESHOLDS, Thresholds
 from evalkit.schema import SCHEMA_VERSION
+from evalkit.store.runlog import Cell, Met, Rec
 from evalkit.store.runs import RunDir, dumps_metrics
 
 __all__ = [
@@ -52,10 +53,10 @@ __all__ = [
 # The top-level metrics.json blocks a command owns rather than derives from records: each
 # re-scoring's record of what it computed the numbers with. A derive keeps them as RunFacts
 # carries them (`RunFacts.stored` reads them back).
-OWNED_BLOCKS = ("retrieval_scoring", "abstention_scoring")
+OWNED_BLOCKS = (Met.RETRIEVAL_SCORING, Met.ABSTENTION_SCORING)
 # Inside `aggregate_metrics`: judge_answers' spot check (a second judge's verdicts are not in
 # the records).
-OWNED_AGGREGATE = ("judge_reliability",)
+OWNED_AGGREGATE = (Cell.JUDGE_RELIABILITY,)
 
 
 @dataclass
@@ -112,14 +113,14 @@ class RunFacts:
 
             raise BadConfig(Problem("config.json has no settings.k (not written by run_eval?)", path=str(run.config_path)))
         s = RunSettings.model_validate({k: v for k, v in settings.items() if k in RunSettings.model_fields})
-        agg = metrics.get("aggregate_metrics") or {}
-        invariants = metrics.get("invariants") or {}
-        timing = metrics.get("run_timing") or {}
+        agg = metrics.get(Met.AGGREGATE) or {}
+        invariants = metrics.get(Met.INVARIANTS) or {}
+        timing = metrics.get(Met.RUN_TIMING) or {}
         merged = isinstance(timing, Mapping) and "merged_shards" in timing
         ks = metrics.get("ks")
         facts = cls(
             settings=s, config=config,
-            eval_set_commit_hash=metrics.get("eval_set_commit_hash", config.get("eval_set_commit_hash")),
+            eval_set_commit_hash=metrics.get(Met.EVAL_SET_COMMIT_HASH, config.get(Met.EVAL_SET_COMMIT_HASH)),
             dataset_version=metrics.get("dataset_version") or config.get("dataset_version"),
             judge_stats=agg.get("judge"),
             pre_run_warnings=[w for w in metrics.get("warnings") or []
@@ -253,11 +254,11 @@ class RecordPass:
             else:  # results.json leaves the rows of a bigger run out
                 self._rows.close()
                 self._rows = None
-        if self.grades and rec.get("test_case_id") in self.grades:
+        if self.grades and rec.get(Rec.CASE_ID) in self.grades:
             self.graded.append(rec)
         self.table.add_record(rec)
         self.health.add(rec)
-        self.missing.update(rec.get("missing_fields") or [])
+        self.missing.update(rec.get(Rec.MISSING_FIELDS) or [])
         self.worst.add(rec)
         if self.trials is not None:
             self.trials.add(rec)
@@ -374,20 +375,20 @@ def derive_metrics(run: RunDir, facts: RunFacts, records: RecordPass) -> tuple[d
         "run_id": run.run_id,
         "timestamp": facts.timestamp or now_utc(),
         "config_hash": config.get("config_hash"),
-        "eval_set_commit_hash": facts.eval_set_commit_hash,
+        Met.EVAL_SET_COMMIT_HASH: facts.eval_set_commit_hash,
         "dataset_version": facts.dataset_version,
         "cases_version": facts.cases_version if facts.cases_version is not None else eval_set.get("cases_version"),
         "ks": facts.cutoffs,
         "seed": s.seed,
         **body,
-        "run_timing": dict(timing) if timing is not None else {
+        Met.RUN_TIMING: dict(timing) if timing is not None else {
             "session_wall_s": round(facts.session_wall_s, 3),
             "sessions": len(config.get("sessions") or []),
         },
     }
     if trials is not None:
         metrics["trials"] = trials.result()
-    agg = metrics["aggregate_metrics"]
+    agg = metrics[Met.AGGREGATE]
     # JudgeRunner.stats(): cache hits/misses, calls, tokens, cost (this session's calls).
     agg["judge"] = dict(facts.judge_stats) if facts.judge_stats is not None else None
     agg.update(facts.owned_aggregate)
@@ -397,13 +398,13 @@ def derive_metrics(run: RunDir, facts: RunFacts, records: RecordPass) -> tuple[d
     if records.grades:  # human grades against the verdicts in the records
         from evalkit.judges.grades import agreement_of
 
-        agg["judge_agreement"] = agreement_of(records.grades, records.graded)
+        agg[Cell.JUDGE_AGREEMENT] = agreement_of(records.grades, records.graded)
     forms = facts.gold_forms
     if forms is None and isinstance(eval_set.get("gold_forms"), list):
         forms = scored_forms(eval_set["gold_forms"], s.require_snippets)
     scorer = facts.scorer if facts.scorer is not None else config.get("scorer")
     judge = facts.judge if facts.judge is not None else _judge_of(config)
-    metrics["invariants"] = run_invariants(missing, judge, s.request_k, scorer,
+    metrics[Met.INVARIANTS] = run_invariants(missing, judge, s.request_k, scorer,
                                            list(forms) if forms is not None else None)
     metrics["warnings"] = [*facts.pre_run_warnings, *health.warnings()]
     metrics.update(facts.owned)

@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 
 from evalkit.evalset.anchors import match_support, normalize_rel_path
 from evalkit.schema import REVIEW_SOURCES
+from evalkit.store.runlog import Rec
 from evalkit.targets.contract import ContractCheck
 
 __all__ = ["NO_CHUNKS_SHARE", "UNMEASURABLE", "RunHealth", "is_health_warning", "run_warnings"]
@@ -116,7 +117,7 @@ class RunHealth:
     def add(self, rec: Mapping[str, Any]) -> None:
         self.n_cases += 1
         case = rec.get("case") or {}
-        cid = str(rec.get("test_case_id"))
+        cid = str(rec.get(Rec.CASE_ID))
         if case.get("label_source") in REVIEW_SOURCES:
             self.unreviewed[cid] = None
         if _is_target_error(rec):

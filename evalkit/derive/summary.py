@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalkit.store.runlog import Met
 from evalkit.store.runs import REPORT_FILE, RESULTS_JSON, SUMMARY_FILE, RunDir
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ def write_results_json(
     streamed from results.jsonl."""
     from evalkit.report.results_json import MAX_CASES, encode_row, render_results_json
 
-    n = int(metrics.get("total_tests") or 0)
+    n = int(metrics.get(Met.TOTAL_TESTS) or 0)
     if n > MAX_CASES:
         rows = None
     elif rows is None and run.results_path.exists():

@@ -43,6 +43,7 @@ from typing import Any, Literal
 from evalkit.evalset.anchors import SUPPORT_FORMS
 from evalkit.metrics.expectations import RETRIEVED_EXPECTATIONS
 from evalkit.metrics.registry import METRICS
+from evalkit.store.runlog import Met
 
 __all__ = ["FIELD_READERS", "LATENCY", "FieldGap", "blinded", "field_gaps", "scored_forms"]
 
@@ -166,14 +167,14 @@ class FieldGap:
 
 
 def _block(metrics: Mapping[str, Any], key: str) -> Any:
-    inv = metrics.get("invariants")
+    inv = metrics.get(Met.INVARIANTS)
     return inv.get(key) if isinstance(inv, Mapping) else None
 
 
 def _measured(metrics: Sequence[Mapping[str, Any]]) -> set[str] | None:
     """The metrics either run measured (a value in its aggregate); None when neither
     carries an aggregate (a pre-run check): then every reader counts."""
-    cells = [m.get("aggregate_metrics") for m in metrics]
+    cells = [m.get(Met.AGGREGATE) for m in metrics]
     cells = [c for c in cells if isinstance(c, Mapping)]
     if not cells:
         return None

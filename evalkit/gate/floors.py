@@ -15,6 +15,7 @@ from evalkit.gate.values import EPS, OPERATIONAL, aggregate_of, number
 from evalkit.metrics.keys import HEADLINE_AT_K, canonical_key
 from evalkit.metrics.registry import METRICS
 from evalkit.metrics.retrieval import AT_K_METRICS
+from evalkit.store.runlog import Cell
 
 __all__ = ["ALL_DEFAULT", "DEFAULT_THRESHOLD_METRICS", "parse_thresholds", "threshold_check", "threshold_metric_names"]
 
@@ -145,13 +146,13 @@ def _measured(agg: Mapping[str, Any], name: str) -> tuple[float | None, int]:
     """(value, n) of `name` in an aggregate_metrics cell; (None, 0) when not there."""
     base, sep, k = name.partition("@")
     if sep:
-        block = (agg.get("at_k") or {}).get(k)
+        block = (agg.get(Cell.AT_K) or {}).get(k)
         if not isinstance(block, Mapping) or base not in block:
             return None, 0
         n = (block.get("n_by_metric") or {}).get(base, block.get("n", 0))
         return number(block.get(base)), int(n or 0)
     if name in OPERATIONAL:
-        op = agg.get("operational_metrics") or {}
+        op = agg.get(Cell.OPERATIONAL) or {}
         return number(op.get(name)), int(op.get("n") or 0)
     n = (agg.get("n") or {}).get(name)
     return number(agg.get(name)), int(n or 0) if isinstance(n, int | float) else 0

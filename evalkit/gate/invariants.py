@@ -24,6 +24,7 @@ from typing import Any
 
 from evalkit.gate.fields import field_gaps
 from evalkit.metrics.registry import ANSWER_SIDE_KEYS, registry_hash
+from evalkit.store.runlog import Met, Rec
 
 __all__ = [
     "ANSWER_METRICS",
@@ -53,7 +54,7 @@ ANSWER_METRICS: tuple[str, ...] = (*ANSWER_SIDE_KEYS, "latency")
 def asked_k_of(metrics: Mapping[str, Any]) -> int | None:
     """How many chunks a run asked its target for: `invariants.asked_k` (run_eval records it),
     else the largest K of metrics.json's `ks` (a re-score to smaller K would hide a deeper ask)."""
-    inv = metrics.get("invariants") if isinstance(metrics.get("invariants"), Mapping) else {}
+    inv = metrics.get(Met.INVARIANTS) if isinstance(metrics.get(Met.INVARIANTS), Mapping) else {}
     asked = inv.get("asked_k")
     if isinstance(asked, int) and not isinstance(asked, bool):
         return asked
@@ -74,7 +75,7 @@ def case_count(metrics: Mapping[str, Any]) -> int | None:
     trials = metrics.get("trials")
     if isinstance(trials, Mapping) and isinstance(trials.get("n_cases"), int):
         return int(trials["n_cases"])
-    total = metrics.get("total_tests")
+    total = metrics.get(Met.TOTAL_TESTS)
     return total if isinstance(total, int) else None
 
 
@@ -96,7 +97,7 @@ def scorer_identity() -> dict[str, str]:
 
 def scorer_of(metrics: Mapping[str, Any]) -> dict[str, Any] | None:
     """metrics.json's `invariants.scorer`; None for a run made before evalkit recorded it."""
-    inv = metrics.get("invariants") if isinstance(metrics.get("invariants"), Mapping) else {}
+    inv = metrics.get(Met.INVARIANTS) if isinstance(metrics.get(Met.INVARIANTS), Mapping) else {}
     scorer = inv.get("scorer")
     return dict(scorer) if isinstance(scorer, Mapping) else None
 
@@ -117,7 +118,7 @@ CORPUS_KEYS = ("index_version", "chunker_version", "docs_processed", "docs_with_
 def corpus_of(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
     """The notes and index a run searched, from its index stats ({key: value} over
     CORPUS_KEYS it has): {} when its target served none."""
-    cov = ((metrics or {}).get("aggregate_metrics") or {}).get("indexing_coverage")
+    cov = ((metrics or {}).get(Met.AGGREGATE) or {}).get(Rec.INDEXING_COVERAGE)
     if not isinstance(cov, Mapping):
         return {}
     return {k: cov.get(k) for k in CORPUS_KEYS if k in cov}
@@ -167,7 +168,7 @@ def label_change(baseline_metrics: Mapping[str, Any], new_metrics: Mapping[str, 
 def relabelled_from(metrics: Mapping[str, Any]) -> list[str] | None:
     """The eval set file(s) whose labels a run was last re-scored with, when that is not the
     eval set it ran with (its metrics.json `dataset_version` is then theirs); else None."""
-    for block in ("retrieval_scoring", "abstention_scoring"):
+    for block in (Met.RETRIEVAL_SCORING, Met.ABSTENTION_SCORING):
         es = (metrics.get(block) or {}).get("eval_set") if isinstance(metrics.get(block), Mapping) else None
         if isinstance(es, Mapping) and es.get("changed") and es.get("version") == metrics.get("dataset_version"):
             return [str(p) for p in es.get("paths") or []]
@@ -220,8 +221,8 @@ def check_invariants(
     nb, nn = case_count(baseline_metrics), case_count(new_metrics)
     if isinstance(nb, int) and isinstance(nn, int) and nb != nn:
         out.append(f"case counts differ ({nb} vs {nn}): a filtered or partial run")
-    ib = baseline_metrics.get("invariants") if isinstance(baseline_metrics.get("invariants"), Mapping) else {}
-    inn = new_metrics.get("invariants") if isinstance(new_metrics.get("invariants"), Mapping) else {}
+    ib = baseline_metrics.get(Met.INVARIANTS) if isinstance(baseline_metrics.get(Met.INVARIANTS), Mapping) else {}
+    inn = new_metrics.get(Met.INVARIANTS) if isinstance(new_metrics.get(Met.INVARIANTS), Mapping) else {}
     out += _judge_violations(ib.get("judge"), inn.get("judge"))
     scorer = _scorer_violation(baseline_metrics, new_metrics)
     if scorer is not None:

@@ -39,10 +39,32 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from evalkit.gate.fields import blinded, field_gaps
-from evalkit.gate.invariants import ANSWER_METRICS, asked_k_difference, asked_k_of, check_invariants, invariant_warnings
-from evalkit.gate.thresholds import GATED, HEADLINE_GATED, Thresholds, gate_metric, gated_metrics
-from evalkit.gate.values import EPS, OPERATIONAL, aggregate_of, comparison_k, measured_ks, number, primary_k, value_at
+from evalkit.gate.invariants import (
+    ANSWER_METRICS,
+    asked_k_difference,
+    asked_k_of,
+    check_invariants,
+    invariant_warnings,
+)
+from evalkit.gate.thresholds import (
+    GATED,
+    HEADLINE_GATED,
+    Thresholds,
+    gate_metric,
+    gated_metrics,
+)
+from evalkit.gate.values import (
+    EPS,
+    OPERATIONAL,
+    aggregate_of,
+    comparison_k,
+    measured_ks,
+    number,
+    primary_k,
+    value_at,
+)
 from evalkit.metrics.registry import METRICS
+from evalkit.store.runlog import Cell, Met
 
 __all__ = ["Regression", "check_regressions", "gate_result", "skipped_metrics"]
 
@@ -204,7 +226,7 @@ def _slice_value(cell: Any, spec: _Spec, k: str | None, primary: str | None) -> 
         return None, 0
     ns = cell.get("n") if isinstance(cell.get("n"), Mapping) else {}
     if spec.at_k is not None:
-        block = (cell.get("at_k") or {}).get(k) if k is not None else None
+        block = (cell.get(Cell.AT_K) or {}).get(k) if k is not None else None
         if isinstance(block, Mapping) and spec.at_k in block:
             n = (block.get("n_by_metric") or {}).get(spec.at_k, block.get("n"))
             return number(block[spec.at_k]), int(n) if isinstance(n, int | float) else 0
@@ -213,7 +235,7 @@ def _slice_value(cell: Any, spec: _Spec, k: str | None, primary: str | None) -> 
     if spec.key in cell:
         n = ns.get(spec.key)
         return number(cell.get(spec.key)), int(n) if isinstance(n, int | float) else 0
-    op = cell.get("operational_metrics")
+    op = cell.get(Cell.OPERATIONAL)
     if spec.key in OPERATIONAL and isinstance(op, Mapping) and spec.key in op:
         n = op.get("n")
         return number(op[spec.key]), int(n) if isinstance(n, int | float) else 0
@@ -433,7 +455,7 @@ def gate_result(
              if gap.metrics],
         "thresholds": thresholds.as_dict(),
         "preset": thresholds.preset,
-        "invariants": {
+        Met.INVARIANTS: {
             "ok": not violations, "violations": violations, "ignored": bool(ignore_invariants and violations),
             "warnings": invariant_warnings(baseline_metrics, new_metrics, same_corpus=same_corpus,
                                            allow_label_change=allow_label_change),

@@ -23,6 +23,7 @@ from typing import Any
 
 from evalkit.metrics.keys import canonical_key
 from evalkit.metrics.registry import METRICS, Metric, by_key
+from evalkit.store.runlog import Rec
 
 __all__ = [
     "BUILTIN_THRESHOLDS",
@@ -65,8 +66,8 @@ class Thresholds:
     recall: float = _DEFAULT["recall"]
     mrr: float = _DEFAULT["mrr"]
     scope_miss: float = _DEFAULT["scope_miss"]
-    groundedness: float = _DEFAULT["groundedness"]
-    correctness: float = _DEFAULT["correctness"]
+    groundedness: float = _DEFAULT[Rec.GROUNDEDNESS]
+    correctness: float = _DEFAULT[Rec.CORRECTNESS]
     attribution: float = _DEFAULT["attribution"]
     abstention: float = _DEFAULT["abstention"]
     hallucination: float = _DEFAULT["hallucination"]

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalkit.metrics.registry import OPERATIONAL_KEYS
+from evalkit.store.runlog import Cell, Met
 
 __all__ = ["EPS", "OPERATIONAL", "aggregate_of", "comparison_k", "measured_ks", "number", "primary_k", "value_at"]
 
@@ -21,7 +22,7 @@ OPERATIONAL = frozenset(OPERATIONAL_KEYS)
 
 def aggregate_of(metrics: Mapping[str, Any]) -> Mapping[str, Any]:
     """metrics.json's `aggregate_metrics`, or `metrics` itself when it already is one."""
-    agg = metrics.get("aggregate_metrics")
+    agg = metrics.get(Met.AGGREGATE)
     return agg if isinstance(agg, Mapping) else metrics
 
 
@@ -48,9 +49,9 @@ def value_at(agg: Mapping[str, Any], key: str, at_k_key: str | None, k: str | No
     """
     if at_k_key is None or k is None:
         if key not in agg and key in OPERATIONAL:  # a full cell holds these in its operational_metrics
-            return number((agg.get("operational_metrics") or {}).get(key))
+            return number((agg.get(Cell.OPERATIONAL) or {}).get(key))
         return number(agg.get(key))
-    cell = (agg.get("at_k") or {}).get(k)
+    cell = (agg.get(Cell.AT_K) or {}).get(k)
     if isinstance(cell, Mapping) and at_k_key in cell:
         return number(cell[at_k_key])
     return number(agg.get(key)) if primary_k(agg) == k else None
@@ -58,7 +59,7 @@ def value_at(agg: Mapping[str, Any], key: str, at_k_key: str | None, k: str | No
 
 def measured_ks(agg: Mapping[str, Any]) -> list[str]:
     """The K a run has numbers for, primary first."""
-    out = [k for k in (agg.get("at_k") or {}) if isinstance(k, str)]
+    out = [k for k in (agg.get(Cell.AT_K) or {}) if isinstance(k, str)]
     primary = primary_k(agg)
     if primary is not None:
         out = [primary, *[k for k in out if k != primary]]

@@ -38,6 +38,7 @@ import orjson
 from evalkit.errors import BadConfig, InputError, Problem
 from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
 from evalkit.store.atomic import staged_dir
+from evalkit.store.runlog import Met, Rec
 from evalkit.store.runs import (
     CONFIG_FILE,
     METRICS_FILE,
@@ -58,7 +59,7 @@ _HEX_CHARS = 16  # 64 bits: no collision among a run's texts in practice, short 
 
 # Paths are dotted keys, `[]` for a list's items; patterns are fnmatch patterns.
 RECORD_KEEP = (
-    "test_case_id", "case.id", "case.category", "case.difficulty", "case.domain", "case.language",
+    Rec.CASE_ID, "case.id", "case.category", "case.difficulty", "case.domain", "case.language",
     "case.doc_language",
     "case.tags[]", "case.vaults[]", "case.folders[]", "case.recency_conflict_rule",
     "case.gold_supports[].rel_path", "case.gold_supports[].heading_path", "case.gold_supports[].chunk_id",
@@ -80,12 +81,12 @@ RECORD_KEEP = (
     "latency_budget.*", "case.constraints.*",
 )
 METRICS_KEEP = (
-    "run_id", "timestamp", "config_hash", "dataset_version", "eval_set_commit_hash",
+    "run_id", "timestamp", "config_hash", "dataset_version", Met.EVAL_SET_COMMIT_HASH,
     "aggregate_metrics.*", "by_*", "invariants.*", "gate.*", "*_scoring.*",
     "thresholds.*",
     "warnings[].kind", "warnings[].severity", "warnings[].ids[]",
 )
-GRADES_KEEP = ("test_case_id", "graded_at")
+GRADES_KEEP = (Rec.CASE_ID, "graded_at")
 CONFIG_KEEP = ("*",)
 # Free text by name, redacted even inside an allowed section.
 ALWAYS_REDACT = (

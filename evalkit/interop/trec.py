@@ -64,6 +64,7 @@ from evalkit.errors import BadConfig, InputError, Problem
 from evalkit.evalset.anchors import GoldIndex, normalize_rel_path, order_chunks
 from evalkit.metrics.retrieval import score_case_retrieval
 from evalkit.store.atomic import write_atomic
+from evalkit.store.runlog import Cell, Rec
 from evalkit.store.runs import RunDir
 
 __all__ = ["UNITS", "TrecExport", "export_trec", "trec_docid"]
@@ -266,7 +267,7 @@ def _add_query(lines: _Lines, result: TrecExport, rec: Mapping[str, Any], case: 
         return
     lines.n_graded_only += len(index.graded_only)
     lines.n_zero += sum(1 for i, r in enumerate(rel) if r <= 0 and i not in index.graded_only)
-    qid = str(case.get("id", rec.get("test_case_id")))
+    qid = str(case.get("id", rec.get(Rec.CASE_ID)))
     if opts.trials and rec.get("trial") is not None:
         qid = f"{qid}#{rec['trial']}"
     qid = trec_docid(qid)
@@ -285,7 +286,7 @@ def _add_query(lines: _Lines, result: TrecExport, rec: Mapping[str, Any], case: 
     result.n_queries += 1
     ours = score_case_retrieval(
         case, chunks, [], None, None, [k], require_snippets=opts.snippets, case_sensitive=opts.case_sensitive
-    )["at_k"][str(k)]
+    )[Cell.AT_K][str(k)]
     theirs = _trec_values(ranking, qrels, k)
     for name in _CHECKED[unit]:
         if ours[name] is None or abs(ours[name] - theirs[name]) > 1e-9:

@@ -14,9 +14,10 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from evalkit.errors import redact
+from evalkit.store.runlog import Rec
 
 JudgeKind = Literal["groundedness", "correctness", "claims", "abstention", "answer_quality", "conflict"]
-JUDGE_KINDS: tuple[str, ...] = ("groundedness", "correctness", "claims", "abstention", "answer_quality", "conflict")
+JUDGE_KINDS: tuple[str, ...] = (Rec.GROUNDEDNESS, Rec.CORRECTNESS, "claims", "abstention", "answer_quality", "conflict")
 
 
 # --------------------------------------------------------------------------- verdict models
@@ -103,8 +104,8 @@ class ConflictOutput(_Verdict):
 
 
 OUTPUT_MODELS: dict[str, type[_Verdict]] = {
-    "groundedness": GroundednessOutput,
-    "correctness": CorrectnessOutput,
+    Rec.GROUNDEDNESS: GroundednessOutput,
+    Rec.CORRECTNESS: CorrectnessOutput,
     "claims": ClaimsOutput,
     "abstention": AbstentionOutput,
     "answer_quality": AnswerQualityOutput,

@@ -44,10 +44,17 @@ import orjson
 
 from evalkit.errors import InputError, JudgeConfigError, Problem, redact
 from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
-from evalkit.judges.base import BatchReply, BatchStatus, JudgeFailure, JudgeItem, JudgeOutcome
+from evalkit.judges.base import (
+    BatchReply,
+    BatchStatus,
+    JudgeFailure,
+    JudgeItem,
+    JudgeOutcome,
+)
 from evalkit.judges.runner import JudgeRunner, JudgeSettings, build_judge, resolve_judge
 from evalkit.net.retry import RetryPolicy
 from evalkit.store.atomic import open_no_follow
+from evalkit.store.runlog import Rec
 from evalkit.store.runs import JUDGE_BATCH_FILE, RunDir
 
 try:
@@ -261,7 +268,7 @@ async def _collect(
     collector = _Collector(llm, refresh=settings.refresh_cache, asked=asked)
     runner = JudgeRunner(collector, settings)
     for i in selected:
-        collector.case = records[i].get("test_case_id")
+        collector.case = records[i].get(Rec.CASE_ID)
         await runner.judge_record(records[i], contexts.get(i))
     return list(collector.pending.values())
 

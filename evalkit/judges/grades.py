@@ -25,8 +25,14 @@ import orjson
 
 from evalkit.errors import InputError, Problem
 from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
-from evalkit.judges.reliability import SCALE, quadratic_weighted_kappa, sample_indices, to_grade
+from evalkit.judges.reliability import (
+    SCALE,
+    quadratic_weighted_kappa,
+    sample_indices,
+    to_grade,
+)
 from evalkit.store.atomic import open_no_follow
+from evalkit.store.runlog import Rec
 from evalkit.store.runs import RunDir, RunFolderError
 
 __all__ = [
@@ -36,7 +42,7 @@ __all__ = [
 
 GRADES_FILE = "human_grades.jsonl"
 SCHEMA_VERSION = 1
-KINDS = ("groundedness", "correctness")
+KINDS = (Rec.GROUNDEDNESS, Rec.CORRECTNESS)
 JUDGE_METHODS = ("llm", "heuristic")
 QUIT = "quit"
 
@@ -64,13 +70,13 @@ def sample_cases(run: RunDir, n: int, seed: int) -> list[dict[str, Any]]:
     eligible = [r for r in run.read_results() if _gradable(r)]
     done = read_grades(run)
     chosen = [eligible[i] for i in sample_indices(len(eligible), n, seed)]
-    return [r for r in chosen if r.get("test_case_id") not in done]
+    return [r for r in chosen if r.get(Rec.CASE_ID) not in done]
 
 
 def _check_grade(grade: Mapping[str, Any]) -> list[str]:
     problems = []
-    if not isinstance(grade.get("test_case_id"), str) or not grade.get("test_case_id"):
-        problems.append(f"test_case_id: expected a non-empty string, got {grade.get('test_case_id')!r}")
+    if not isinstance(grade.get(Rec.CASE_ID), str) or not grade.get(Rec.CASE_ID):
+        problems.append(f"test_case_id: expected a non-empty string, got {grade.get(Rec.CASE_ID)!r}")
     for kind in KINDS:
         v = grade.get(kind)
         if isinstance(v, bool) or not isinstance(v, int) or not SCALE[0] <= v <= SCALE[1]:
@@ -152,12 +158,12 @@ def read_grades(run: RunDir) -> dict[str, dict[str, Any]]:
         if bad:
             problems += [Problem(b, path=str(path), line=lineno) for b in bad]
             continue
-        grades[g["test_case_id"]] = g
+        grades[g[Rec.CASE_ID]] = g
     if torn.strip():
         try:
             g = orjson.loads(torn)
             if isinstance(g, dict) and not _check_grade(g):
-                grades[g["test_case_id"]] = g
+                grades[g[Rec.CASE_ID]] = g
         except orjson.JSONDecodeError:
             pass  # the line being written when the session died
     if problems:
@@ -195,7 +201,7 @@ def agreement_of(grades: Mapping[str, Mapping[str, Any]], records: Iterable[Mapp
     Returns:
         {"groundedness": {kappa_quadratic, mae, n, n_without_judge_score}, "correctness": {...}}
     """
-    by_id = {r.get("test_case_id"): r for r in records if r.get("test_case_id") in grades}
+    by_id = {r.get(Rec.CASE_ID): r for r in records if r.get(Rec.CASE_ID) in grades}
     out: dict[str, dict[str, Any]] = {}
     for kind in KINDS:
         human: list[int] = []
@@ -311,7 +317,7 @@ def grade_cases(
     cases = list(cases)
     total = total or len(cases)
     for i, record in enumerate(cases, 1):
-        cid = str(record.get("test_case_id"))
+        cid = str(record.get(Rec.CASE_ID))
         show(f"\n=== case {i}/{total}: {_clean(cid)} ===\n{format_case(record)}")
         g = _ask(ask, show, f"groundedness {SCALE[0]}-{SCALE[1]} (blank = skip, q = quit): ", True)
         if g == QUIT:
@@ -324,7 +330,7 @@ def grade_cases(
         if c == QUIT:
             out.quit = True
             break
-        grade: dict[str, Any] = {"test_case_id": cid, "groundedness": g, "correctness": c}
+        grade: dict[str, Any] = {Rec.CASE_ID: cid, Rec.GROUNDEDNESS: g, Rec.CORRECTNESS: c}
         if grader:
             grade["grader"] = grader
         append_grade(run, grade)

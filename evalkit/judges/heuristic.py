@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalkit.judges.base import JudgeFailure, JudgeItem, JudgeOutcome, JudgeStats
+from evalkit.store.runlog import Rec
 
 HEURISTIC_VERSION = "heuristic-v1"
 SUPPORT_THRESHOLD = 0.6
@@ -242,9 +243,9 @@ class HeuristicJudge:
 
     async def judge(self, kind: str, item: JudgeItem, *, trial: int = 0) -> JudgeOutcome | JudgeFailure:
         """Judge deterministically; `trial` is ignored (every trial is the same)."""
-        if kind in ("groundedness", "claims"):
+        if kind in (Rec.GROUNDEDNESS, "claims"):
             verdict = self._groundedness(item, claim_level=kind == "claims" or self.claim_level)
-        elif kind == "correctness":
+        elif kind == Rec.CORRECTNESS:
             verdict = self._correctness(item)
         elif kind == "answer_quality":
             verdict = self._answer_quality(item)
@@ -301,7 +302,7 @@ class HeuristicJudge:
         return {
             "score": sum(dims) / len(dims),
             "relevance": relevance,
-            "groundedness": grounded,
+            Rec.GROUNDEDNESS: grounded,
             "completeness": completeness,
             "topics_covered": covered,
             "topics_missing": [t for t in item.expected_topics if t not in covered],

@@ -32,6 +32,7 @@ from evalkit.judges.prompts import DEFAULT_PROMPT_SET, render_prompt
 from evalkit.net.limits import too_large_in
 from evalkit.net.ratelimit import RateLimiter
 from evalkit.net.retry import RetryPolicy
+from evalkit.store.runlog import Rec
 
 RAW_LIMIT = 2000
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
@@ -196,7 +197,7 @@ class LLMJudge:
         output = OUTPUT_MODELS[kind]
         prompt = render_prompt(kind, item, prompt_set=self.prompt_set, temperature=self.temperature)
         extra = None
-        if kind == "correctness":
+        if kind == Rec.CORRECTNESS:
             extra = {"expected_key_facts": list(item.expected_key_facts), "expected_answer": item.expected_answer}
         elif kind == "answer_quality":
             extra = {"expected_topics": list(item.expected_topics)}

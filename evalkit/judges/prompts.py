@@ -11,6 +11,7 @@ import hashlib
 import json
 
 from evalkit.judges.base import JudgeItem, RenderedPrompt
+from evalkit.store.runlog import Rec
 
 DEFAULT_PROMPT_SET = "v1"
 
@@ -207,16 +208,16 @@ Reply as JSON with keys reasoning and acknowledged."""
 
 PROMPT_SETS: dict[str, dict[str, str]] = {
     "v1": {
-        "groundedness": _GROUNDEDNESS_V1,
-        "correctness": _CORRECTNESS_V1,
+        Rec.GROUNDEDNESS: _GROUNDEDNESS_V1,
+        Rec.CORRECTNESS: _CORRECTNESS_V1,
         "claims": _CLAIMS_V1,
         "abstention": _ABSTENTION_V1,
         "answer_quality": _ANSWER_QUALITY_V1,
         "conflict": _CONFLICT_V1,
     },
     "v1-alt": {
-        "groundedness": _GROUNDEDNESS_ALT,
-        "correctness": _CORRECTNESS_ALT,
+        Rec.GROUNDEDNESS: _GROUNDEDNESS_ALT,
+        Rec.CORRECTNESS: _CORRECTNESS_ALT,
         "claims": _CLAIMS_V1,
         "abstention": _ABSTENTION_ALT,
         "answer_quality": _ANSWER_QUALITY_V1,
@@ -224,7 +225,7 @@ PROMPT_SETS: dict[str, dict[str, str]] = {
     },
 }
 
-_MAX_TOKENS = {"groundedness": 1024, "correctness": 1024, "claims": 2048, "abstention": 128, "answer_quality": 1024, "conflict": 512}
+_MAX_TOKENS = {Rec.GROUNDEDNESS: 1024, Rec.CORRECTNESS: 1024, "claims": 2048, "abstention": 128, "answer_quality": 1024, "conflict": 512}
 
 
 def prompt_version(kind: str, prompt_set: str = DEFAULT_PROMPT_SET) -> str:

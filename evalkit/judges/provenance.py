@@ -16,8 +16,10 @@ from typing import Any
 
 import orjson
 
+from evalkit.store.runlog import Rec
+
 IDENTITY_KEYS = ("provider", "model", "prompt_set", "temperature", "claim_level", "trials", "heuristic")
-VERDICT_NAMES = ("groundedness", "correctness")
+VERDICT_NAMES = (Rec.GROUNDEDNESS, Rec.CORRECTNESS)
 
 
 def identity_of_description(desc: Mapping[str, Any]) -> dict[str, Any]:
@@ -36,7 +38,7 @@ def identity_of_description(desc: Mapping[str, Any]) -> dict[str, Any]:
 
 def _inferred(record: Mapping[str, Any], verdict: Mapping[str, Any]) -> dict[str, Any] | None:
     method = verdict.get("method")
-    g = record.get("groundedness")
+    g = record.get(Rec.GROUNDEDNESS)
     claim_level = bool(isinstance(g, Mapping) and g.get("claim_level"))
     if method == "heuristic":
         return {"provider": "heuristic", "model": verdict.get("model"), "prompt_set": None, "temperature": None,

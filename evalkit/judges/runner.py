@@ -53,6 +53,7 @@ from evalkit.judges.settings import (
 )
 from evalkit.metrics.abstention import score_case_abstention
 from evalkit.metrics.retrieval import with_acknowledgement
+from evalkit.store.runlog import Rec
 
 __all__ = [
     "JudgeRunner",
@@ -119,7 +120,7 @@ def _rule(score: float, reasoning: str) -> dict[str, Any]:
     return {"score": score, "reasoning": reasoning, "method": "rule"}
 
 
-_QUALITY_DIMENSIONS = ("relevance", "groundedness", "completeness")
+_QUALITY_DIMENSIONS = ("relevance", Rec.GROUNDEDNESS, "completeness")
 
 
 def _quality_score(verdict: Mapping[str, Any]) -> float:
@@ -131,7 +132,7 @@ def _quality_rule(reasoning: str, *, completeness: bool) -> dict[str, Any]:
     # As correctness: no answer to an answerable question is the worst answer on every
     # dimension; completeness only where the judge would have measured it (the heuristic
     # needs expected_topics), so its mean stays over the cases it applies to.
-    return {"score": 0.0, "relevance": 0.0, "groundedness": 0.0, "completeness": 0.0 if completeness else None,
+    return {"score": 0.0, "relevance": 0.0, Rec.GROUNDEDNESS: 0.0, "completeness": 0.0 if completeness else None,
             "reasoning": reasoning, "method": "rule"}
 
 
@@ -144,10 +145,10 @@ def _set_conflict(rec: dict[str, Any], verdict: dict[str, Any] | None) -> None:
     """Store the conflict verdict (None: the judge failed) and apply it to the record's
     acknowledge_both `recency` (pass = all_retrieved and acknowledged)."""
     rec["conflict"] = verdict
-    rm = rec.get("retrieval_metrics")
+    rm = rec.get(Rec.RETRIEVAL_METRICS)
     if isinstance(rm, dict) and isinstance(rm.get("recency"), dict):
         acknowledged = verdict.get("acknowledged") if verdict is not None else None
-        rec["retrieval_metrics"] = {**rm, "recency": with_acknowledgement(rm["recency"], acknowledged)}
+        rec[Rec.RETRIEVAL_METRICS] = {**rm, "recency": with_acknowledgement(rm["recency"], acknowledged)}
 
 
 def conflict_notes(case: Mapping[str, Any]) -> tuple[str, ...]:
@@ -295,7 +296,7 @@ class JudgeRunner:
 
     @property
     def groundedness_kind(self) -> str:
-        return "claims" if self.settings.claim_level else "groundedness"
+        return "claims" if self.settings.claim_level else Rec.GROUNDEDNESS
 
     @property
     def evaluators(self) -> frozenset[str]:
@@ -310,12 +311,12 @@ class JudgeRunner:
         on = self.evaluators
         # The conflict judge only when there is a conflict to judge: a run without an
         # acknowledge_both case keeps the identity it had before the judge existed.
-        kinds = [k for k in ("correctness", "abstention", "answer_quality") if k in on]
+        kinds = [k for k in (Rec.CORRECTNESS, "abstention", "answer_quality") if k in on]
         kinds += ["conflict"] if "conflict" in on and self.settings.conflict_cases else []
         if self.heuristic:
-            versions = {k: HEURISTIC_VERSION for k in (["groundedness"] if "groundedness" in on else []) + kinds}
+            versions = {k: HEURISTIC_VERSION for k in ([Rec.GROUNDEDNESS] if Rec.GROUNDEDNESS in on else []) + kinds}
         else:
-            g = [self.groundedness_kind] if "groundedness" in on else []
+            g = [self.groundedness_kind] if Rec.GROUNDEDNESS in on else []
             versions = {k: prompt_version(k, prompt_set) for k in g + kinds}
         return {
             **d,
@@ -431,7 +432,7 @@ class JudgeRunner:
             expected_topics=tuple(case.get("expected_topics") or ()),
             answerable=answerable,
             # references beyond the stored ones still count for citation markers [n]
-            n_references=len(rec.get("references") or []) + int(rec.get("references_dropped") or 0),
+            n_references=len(rec.get("references") or []) + int(rec.get(Rec.REFERENCES_DROPPED) or 0),
             conflict_notes=conflict_notes(case) if conflict else (),
         )
         abstained = await self._decide_abstention(item, rec, cost)
@@ -454,11 +455,11 @@ class JudgeRunner:
         # A re-read context can still hold chunks nobody could recover: say so.
         truncated = any(c.get("text_truncated") for c in ctx)
         rec["judge_input"] = judge_input_of(
-            question, answer, ctx, truncated=truncated, answer_truncated=bool(rec.get("answer_truncated"))
+            question, answer, ctx, truncated=truncated, answer_truncated=bool(rec.get(Rec.ANSWER_TRUNCATED))
         )
-        rec["judge_errors"] = []
-        rec["groundedness"] = None
-        rec["correctness"] = None
+        rec[Rec.JUDGE_ERRORS] = []
+        rec[Rec.GROUNDEDNESS] = None
+        rec[Rec.CORRECTNESS] = None
         if not conflict and "conflict" in rec:  # re-judged without it: no stale verdict stays applied
             _set_conflict(rec, None)
             del rec["conflict"]
@@ -488,10 +489,10 @@ class JudgeRunner:
         """Rules 4 and 5: an abstention on an answerable case, or an empty answer, gets 0 (method
         "rule") on every verdict that runs; groundedness only for the empty answer."""
         on = self.evaluators
-        if groundedness and "groundedness" in on:
-            rec["groundedness"] = _rule(0, reasoning)
-        if "correctness" in on:
-            rec["correctness"] = _rule(0, reasoning)
+        if groundedness and Rec.GROUNDEDNESS in on:
+            rec[Rec.GROUNDEDNESS] = _rule(0, reasoning)
+        if Rec.CORRECTNESS in on:
+            rec[Rec.CORRECTNESS] = _rule(0, reasoning)
         if "answer_quality" in on and item.answerable:
             rec["answer_quality"] = _quality_rule(reasoning, completeness=self._completes(item))
         if conflict:
@@ -506,12 +507,12 @@ class JudgeRunner:
         on = self.evaluators
         # (name, kind) of the verdicts to ask for, in this order.
         asked: list[tuple[str, str]] = []
-        if "groundedness" in on:
-            asked.append(("groundedness", self.groundedness_kind))
-        if "correctness" in on and item.answerable:
-            asked.append(("correctness", "correctness"))
-        elif "correctness" in on:
-            rec["correctness"] = _rule(0, "answered a question the eval set marks unanswerable")
+        if Rec.GROUNDEDNESS in on:
+            asked.append((Rec.GROUNDEDNESS, self.groundedness_kind))
+        if Rec.CORRECTNESS in on and item.answerable:
+            asked.append((Rec.CORRECTNESS, Rec.CORRECTNESS))
+        elif Rec.CORRECTNESS in on:
+            rec[Rec.CORRECTNESS] = _rule(0, "answered a question the eval set marks unanswerable")
             self._counters.rule_scored += 1
         if "answer_quality" in on and item.answerable:
             asked.append(("answer_quality", "answer_quality"))
@@ -523,9 +524,9 @@ class JudgeRunner:
                 _set_conflict(rec, verdict)
             else:
                 rec[name] = verdict
-        if rec["groundedness"] is not None:
-            rec["groundedness"]["citations"] = citation_check(item.answer, len(item.context), item.n_references)
-        return self._finish(rec, cost, t0, judged=bool(asked) or rec["correctness"] is not None)
+        if rec[Rec.GROUNDEDNESS] is not None:
+            rec[Rec.GROUNDEDNESS]["citations"] = citation_check(item.answer, len(item.context), item.n_references)
+        return self._finish(rec, cost, t0, judged=bool(asked) or rec[Rec.CORRECTNESS] is not None)
 
     def _completes(self, item: JudgeItem) -> bool:
         """Whether the answer-quality judge measures completeness here (an LLM always does)."""
@@ -542,15 +543,15 @@ class JudgeRunner:
     def _finish(self, rec: dict[str, Any], cost: _CaseCost, t0: float, *, judged: bool) -> dict[str, Any]:
         # Judged whole, stored bounded: the answer and claims are cut only now.
         rec.update(stored_answer(rec))
-        if isinstance(rec.get("groundedness"), dict):
-            rec["groundedness"] = _stored_verdict(rec["groundedness"])
+        if isinstance(rec.get(Rec.GROUNDEDNESS), dict):
+            rec[Rec.GROUNDEDNESS] = _stored_verdict(rec[Rec.GROUNDEDNESS])
         rec["cost"] = {**(rec.get("cost") or {}), **cost.to_record()}
         latency = dict(rec.get("latency") or {})
         latency["judge_ms"] = (time.perf_counter() - t0) * 1000 if judged or cost.calls else None
         rec["latency"] = latency
         if judged:
             self._counters.judged += 1
-        for kind in ("groundedness", "correctness", "answer_quality", "conflict"):
+        for kind in (Rec.GROUNDEDNESS, Rec.CORRECTNESS, "answer_quality", "conflict"):
             v = rec.get(kind)
             if isinstance(v, dict) and v.get("score") is not None:
                 self._counters.scores.setdefault(kind, []).append(float(v["score"]))
@@ -559,7 +560,7 @@ class JudgeRunner:
     def _record_failure(self, rec: dict[str, Any], failure: JudgeFailure, judge: str) -> None:
         entry = failure.to_record()
         entry["judge"] = judge
-        rec["judge_errors"].append(entry)
+        rec[Rec.JUDGE_ERRORS].append(entry)
         self._counters.judge_errors[judge] = self._counters.judge_errors.get(judge, 0) + 1
 
     async def _classify_abstention(self, item: JudgeItem, abst: dict[str, Any], rec: dict[str, Any], cost: _CaseCost) -> None:
@@ -578,7 +579,7 @@ class JudgeRunner:
 
     async def _judge_kind(self, kind: str, item: JudgeItem, rec: dict[str, Any], cost: _CaseCost) -> dict[str, Any] | None:
         """Run `kind` for every trial; the verdict of trial 0 plus the trials' mean score."""
-        name = "groundedness" if kind == "claims" else kind
+        name = Rec.GROUNDEDNESS if kind == "claims" else kind
         outs = await asyncio.gather(*(self.judge.judge(kind, item, trial=t) for t in range(self.trials)))
         for o in outs:
             cost.add(o)

@@ -24,6 +24,7 @@ from evalkit.metrics.expectations import expectation_values
 from evalkit.metrics.keys import HEADLINE_AT_K, metric_key
 from evalkit.metrics.registry import METRICS, OPERATIONAL_KEYS
 from evalkit.metrics.retrieval import AT_K_METRICS, validate_ks
+from evalkit.store.runlog import Cell, Met, Rec, Rm
 
 __all__ = [
     "GROUPINGS",
@@ -55,11 +56,11 @@ MEAN_METRICS = tuple(m.key for m in METRICS if m.mean)
 SLICE_METRICS = tuple(m.key for m in METRICS if m.sliced)
 LATENCY_PHASES = ("folder_selection", "retrieval", "generation", "judge")
 _KNOWN_LATENCY_KEYS = frozenset({"total_ms", *(f"{p}_ms" for p in LATENCY_PHASES)})
-_JUDGES = ("groundedness", "correctness", "answer_quality")
-_QUALITY_DIMENSIONS = ("relevance", "groundedness", "completeness")
-GROUPINGS = ("by_tag", "by_category", "by_difficulty", "by_domain", "by_answerable", "by_language", "by_scenario")
+_JUDGES = (Rec.GROUNDEDNESS, Rec.CORRECTNESS, "answer_quality")
+_QUALITY_DIMENSIONS = ("relevance", Rec.GROUNDEDNESS, "completeness")
+GROUPINGS = (Met.BY_TAG, Met.BY_CATEGORY, Met.BY_DIFFICULTY, Met.BY_DOMAIN, Met.BY_ANSWERABLE, Met.BY_LANGUAGE, Met.BY_SCENARIO)
 _GROUP_FIELDS = (
-    ("by_category", "category"), ("by_difficulty", "difficulty"), ("by_domain", "domain"), ("by_scenario", "scenario")
+    (Met.BY_CATEGORY, "category"), (Met.BY_DIFFICULTY, "difficulty"), (Met.BY_DOMAIN, "domain"), (Met.BY_SCENARIO, "scenario")
 )
 # A citation marker in an answer: [1], [2, 3] (as judges/heuristic.py reads them).
 _CITATION_MARKER = re.compile(r"\[\d{1,6}(?:\s*,\s*\d{1,6})*\]")
@@ -100,7 +101,7 @@ def has_citations(record: Mapping) -> bool | None:
     answer = record.get("answer")
     if not isinstance(answer, str):
         return None
-    if record.get("references") or (record.get("references_dropped") or 0) > 0:
+    if record.get("references") or (record.get(Rec.REFERENCES_DROPPED) or 0) > 0:
         return True
     return _CITATION_MARKER.search(answer) is not None
 
@@ -187,8 +188,8 @@ def extract_case(record: Mapping, ks: list[int]) -> dict:
     cases on exactly these values, so a paired mean is the aggregate's mean)."""
     case = record.get("case") or {}
     answerable = case.get("answerable", True) is not False
-    rm = record.get("retrieval_metrics") or {}
-    at_k_in = rm.get("at_k") or {}
+    rm = record.get(Rec.RETRIEVAL_METRICS) or {}
+    at_k_in = rm.get(Rm.AT_K) or {}
     at_k: dict[str, dict[str, float | None]] = {}
     for k in ks:
         block = at_k_in.get(str(k))
@@ -207,7 +208,7 @@ def extract_case(record: Mapping, ks: list[int]) -> dict:
 
     abst = record.get("abstention") or {}
     abstained = abst.get("abstained") if isinstance(abst, Mapping) else None
-    judge_errors = [e for e in (record.get("judge_errors") or []) if e is not None]
+    judge_errors = [e for e in (record.get(Rec.JUDGE_ERRORS) or []) if e is not None]
     failed = {str(e.get("judge")) for e in judge_errors if isinstance(e, Mapping)}
     for judge in _JUDGES:
         verdict = record.get(judge)
@@ -255,12 +256,12 @@ def extract_case(record: Mapping, ks: list[int]) -> dict:
         "answerable": answerable,
         "unlabeled": answerable and not case.get("gold_supports"),
         "values": values,
-        "at_k": at_k,
+        Cell.AT_K: at_k,
         "error_kind": kind,
         "empty": empty,
         # A case the target failed has no answer to abstain from: excluded, counted in n_errors.
         "abstention": None if kind is not None else (answerable, None if abstained is None else bool(abstained)),
-        "judge_errors": [str(e.get("judge")) if isinstance(e, Mapping) else "unknown" for e in judge_errors],
+        Rec.JUDGE_ERRORS: [str(e.get("judge")) if isinstance(e, Mapping) else "unknown" for e in judge_errors],
         "latency": {
             "total": _num(latency.get("total_ms")),
             **{p: _num(latency.get(f"{p}_ms")) for p in LATENCY_PHASES},
@@ -342,7 +343,7 @@ class RecordTable:
     def add(self, x: dict) -> int:
         """Store one `extract_case` reduction; returns its row."""
         row = self.n
-        values, at_k, latency = x["values"], x["at_k"], x["latency"]
+        values, at_k, latency = x["values"], x[Cell.AT_K], x["latency"]
         cells = [values[m] for m in MEAN_METRICS]
         cells += [at_k[k][m] for k, m in self._at_k]
         cells += [latency[p] for p in self._latency]
@@ -357,7 +358,7 @@ class RecordTable:
         self.tokens.append(x["cost_tokens"])
         if x["error_kind"] is not None:
             self.error_kinds.append((row, x["error_kind"]))
-        for judge in x["judge_errors"]:
+        for judge in x[Rec.JUDGE_ERRORS]:
             self.judge_errors.append((row, judge))
         for phase, v in (x.get("latency_extra") or {}).items():
             rows, vals = self._extra(phase)
@@ -389,8 +390,8 @@ class RecordTable:
         returns the reduction, for a caller that reads the same values (compare's CaseTable)."""
         x = extract_case(record, self.ks)
         self.add_extracted(x, record.get("case") or {})
-        if self.coverage is None and record.get("indexing_coverage") is not None:
-            self.coverage = record["indexing_coverage"]
+        if self.coverage is None and record.get(Rec.INDEXING_COVERAGE) is not None:
+            self.coverage = record[Rec.INDEXING_COVERAGE]
         return x
 
     def add_extracted(self, x: dict, case: Mapping) -> None:
@@ -403,17 +404,17 @@ class RecordTable:
         self.answerable_n += answerable
         tags = case.get("tags")
         if tags:
-            by_tag = groups["by_tag"]
+            by_tag = groups[Met.BY_TAG]
             for tag in {str(t) for t in tags}:
                 _rows(by_tag, tag).append(row)
         for grouping, field in _GROUP_FIELDS:
             key = case.get(field)
             if key is not None:
                 _rows(groups[grouping], str(key)).append(row)
-        _rows(groups["by_answerable"], "answerable" if answerable else "unanswerable").append(row)
+        _rows(groups[Met.BY_ANSWERABLE], "answerable" if answerable else "unanswerable").append(row)
         lang = language_key(case)
         if lang is not None:
-            _rows(groups["by_language"], lang).append(row)
+            _rows(groups[Met.BY_LANGUAGE], lang).append(row)
 
     def merge(self, other: RecordTable) -> None:
         """Append `other`'s rows after this table's (a later part of the same records)."""
@@ -450,23 +451,23 @@ class RecordTable:
         view = _View(self)
         agg = {"k": self.ks[0], **view.cell(None)}
         coverage = self.coverage
-        agg["indexing_coverage"] = summarize_indexing_coverage(coverage)
+        agg[Rec.INDEXING_COVERAGE] = summarize_indexing_coverage(coverage)
         by_type = None
         if coverage is not None:
             raw = coverage.get("coverage_by_doc_type") or {}
             by_type = {t: dict(raw[t]) for t in sorted(raw)}
-        agg["operational_metrics"]["coverage_by_doc_type"] = by_type
+        agg[Cell.OPERATIONAL]["coverage_by_doc_type"] = by_type
         agg["latency"]["total_ms"] = None if suite_ms is None else float(suite_ms)
-        out: dict[str, Any] = {"aggregate_metrics": agg}
+        out: dict[str, Any] = {Met.AGGREGATE: agg}
         for grouping in GROUPINGS:
             cells = self.groups[grouping]
             out[grouping] = {
                 key: (view.cell if full_slices else view.slice_cell)(np.asarray(cells[key], dtype=np.intp))
                 for key in sorted(cells)
             }
-        out["total_tests"] = self.n
-        out["answerable_tests"] = self.answerable_n
-        out["unanswerable_tests"] = self.n - self.answerable_n
+        out[Met.TOTAL_TESTS] = self.n
+        out[Met.ANSWERABLE_TESTS] = self.answerable_n
+        out[Met.UNANSWERABLE_TESTS] = self.n - self.answerable_n
         return out
 
 
@@ -584,7 +585,7 @@ class _View:
             "judge_total_tokens": int((self.tokens if rows is None else self.tokens[rows]).sum()),
         }
         rate = (lambda c: c / n_cases) if n_cases else (lambda c: None)
-        out["operational_metrics"] = {
+        out[Cell.OPERATIONAL] = {
             "error_rate": rate(n_errors),
             "timeout_rate": rate(n_timeouts),
             "empty_response_rate": rate(n_empty),
@@ -602,7 +603,7 @@ class _View:
                 "n": got["recall_any"][1],
                 "n_by_metric": {m: got[m][1] for m in AT_K_METRICS},
             }
-        out["at_k"] = at_k
+        out[Cell.AT_K] = at_k
         out["n"] = {
             **{name: means[name][1] for name in MEAN_METRICS},
             **ab_n,
@@ -691,7 +692,7 @@ def recorded_suite_ms(metrics: Mapping | None) -> float | None:
     None when there is none, or when the file predates `sum_case_ms`: its `total_ms`
     was then a sum over cases, not a wall time.
     """
-    latency = ((metrics or {}).get("aggregate_metrics") or {}).get("latency") or {}
+    latency = ((metrics or {}).get(Met.AGGREGATE) or {}).get("latency") or {}
     if "sum_case_ms" not in latency:
         return None
     return _num(latency.get("total_ms"))
@@ -712,7 +713,7 @@ def flatten_cell(cell: Mapping) -> dict[str, tuple[float | None, int]]:
         value = cell.get(name)
         if name != "latency" and (value is None or isinstance(value, (int, float))):
             out[name] = (value, int(n))
-    for k, block in (cell.get("at_k") or {}).items():
+    for k, block in (cell.get(Cell.AT_K) or {}).items():
         by_metric = block.get("n_by_metric") or {}
         for name in AT_K_METRICS:
             if name in block:
@@ -721,7 +722,7 @@ def flatten_cell(cell: Mapping) -> dict[str, tuple[float | None, int]]:
     for q in ("p50_ms", "p95_ms"):
         if q in latency:
             out[f"latency_{q}"] = (latency[q], int(latency.get("n", 0)))
-    op = cell.get("operational_metrics") or {}
+    op = cell.get(Cell.OPERATIONAL) or {}
     for name in OPERATIONAL_KEYS:
         if name in op:
             out[name] = (op[name], int(op.get("n", 0)))

@@ -69,6 +69,7 @@ from evalkit.metrics.expectations import (
     EXPECTATION_METRICS,
     LOWER_IS_BETTER_EXPECTATIONS,
 )
+from evalkit.store.runlog import Cell, Rec
 
 __all__ = [
     "ANSWER_SIDE_KEYS",
@@ -181,7 +182,7 @@ def _expectation(name: str) -> Metric:
 
 def _operational(key: str, label: str, **kw: object) -> Metric:
     # The target's failures: in a cell's `operational_metrics`, over every case.
-    return Metric(key, label, "lower", "run", mean=False, summary="always", block="operational_metrics", **kw)  # type: ignore[arg-type]
+    return Metric(key, label, "lower", "run", mean=False, summary="always", block=Cell.OPERATIONAL, **kw)  # type: ignore[arg-type]
 
 
 # The tables that list the headline means (recall, MRR, nDCG) and each case's own values.
@@ -268,14 +269,14 @@ METRICS: tuple[Metric, ...] = (
         scale=5.0,
         sliced=True,
         per_case="as_is",
-        gated="groundedness",
+        gated=Rec.GROUNDEDNESS,
         margin=0.5,
         verdict_gated=True,
         short="Groundedness",
         summary="always",
         answer_side=True,
         views=_JUDGE_VIEWS,
-        flip="groundedness",
+        flip=Rec.GROUNDEDNESS,
     ),
     Metric(
         "correctness_avg",
@@ -285,14 +286,14 @@ METRICS: tuple[Metric, ...] = (
         scale=5.0,
         sliced=True,
         per_case="as_is",
-        gated="correctness",
+        gated=Rec.CORRECTNESS,
         margin=0.5,
         verdict_gated=True,
         short="Correctness",
         summary="always",
         answer_side=True,
         views=_JUDGE_VIEWS,
-        flip="correctness",
+        flip=Rec.CORRECTNESS,
     ),
     Metric(
         "answer_quality_avg",
@@ -408,7 +409,7 @@ SUMMARY_KEYS = (*HEADLINE_KEYS, *(m.key for m in METRICS if m.compared and m.at_
 # every other metric in registry order. (METRICS keeps its own order: registry_hash reads it.)
 REPORT_ORDER = (*HEADLINE_KEYS, *(m.key for m in METRICS if m.at_k is None))
 # Held in a cell's `operational_metrics` block, not in the cell itself.
-OPERATIONAL_KEYS = tuple(m.key for m in METRICS if m.block == "operational_metrics")
+OPERATIONAL_KEYS = tuple(m.key for m in METRICS if m.block == Cell.OPERATIONAL)
 # What depends on the chunks the answerer was given (not comparable across an asked K).
 ANSWER_SIDE_KEYS = tuple(m.key for m in METRICS if m.answer_side)
 
@@ -416,7 +417,7 @@ ANSWER_SIDE_KEYS = tuple(m.key for m in METRICS if m.answer_side)
 # The fields of an entry that say what its number means (issue 30, seed 004's "metric
 # definitions are contract"): not its label, table header, summary listing, gate threshold
 # or margin, which change how a number is shown or judged, never the number.
-DEFINITION_FIELDS = ("key", "direction", "stage", "scale", "at_k", "seed_name", "ir_measure", "mean", "per_case",
+DEFINITION_FIELDS = ("key", "direction", "stage", "scale", Cell.AT_K, "seed_name", "ir_measure", "mean", "per_case",
                      "block", "answer_side")
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from evalkit.errors import InputError, Problem
 from evalkit.evalset.anchors import GoldIndex, MatchTable, normalize_rel_path
+from evalkit.store.runlog import Cell
 
 __all__ = [
     "AT_K_METRICS",
@@ -543,7 +544,7 @@ def score_case_retrieval(
             if scored and (rule := case.get("recency_conflict_rule"))
             else None
         ),
-        "at_k": at_k,
+        Cell.AT_K: at_k,
         "status": status,
         "n_gold": len(supports),
         "n_retrieved": len(chunk_dicts),

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalkit.metrics.aggregate import extract_case
+from evalkit.store.runlog import Cell
 
 __all__ = ["JUDGE_PASS", "STAGES", "STAGE_CODE", "STAGE_LABELS", "case_stage", "record_stage"]
 
@@ -122,7 +123,7 @@ def record_stage(record: Mapping[str, Any], k: int) -> str:
         answerable=x["answerable"],
         labeled=not x["unlabeled"],
         abstained=None if abstention is None or abstention[1] is None else float(abstention[1]),
-        recall_hit=x["at_k"][str(k)]["recall_any"],
+        recall_hit=x[Cell.AT_K][str(k)]["recall_any"],
         cited=values.get("attribution_hit_rate"),
         groundedness=values.get("groundedness_avg"),
         correctness=values.get("correctness_avg"),

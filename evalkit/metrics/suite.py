@@ -32,13 +32,16 @@ from typing import Any
 
 from evalkit.errors import BadConfig, Problem
 from evalkit.metrics.keys import LOWER_IS_BETTER
+from evalkit.store.runlog import Met
 
 __all__ = ["ScenarioWeight", "Suite", "load_suite", "suite_block", "suite_metrics"]
 
 
 def suite_metrics() -> list[str]:
     """The metrics a suite may weigh: a slice's higher-is-better metrics."""
-    from evalkit.metrics.aggregate import SLICE_METRICS  # numpy: only when a suite is read
+    from evalkit.metrics.aggregate import (
+        SLICE_METRICS,  # numpy: only when a suite is read
+    )
 
     return [m for m in SLICE_METRICS if m not in LOWER_IS_BETTER]
 
@@ -153,7 +156,7 @@ def suite_block(metrics: Mapping[str, Any], suite: Suite) -> dict[str, Any]:
         is null], "unweighted_scenarios": {scenario in the run but not in the suite:
         n_cases}}.
     """
-    by = metrics.get("by_scenario") or {}
+    by = metrics.get(Met.BY_SCENARIO) or {}
     rows: dict[str, dict[str, Any]] = {}
     problems: list[str] = []
     for s in suite.scenarios:

@@ -19,13 +19,21 @@ from rich.table import Table
 from rich.text import Text
 
 from evalkit.compare.cases import FLIP_COLUMNS
-from evalkit.compare.models import ChunkRef, Comparison, DeltaRow, Flip, StageCell, StageTransitions
+from evalkit.compare.models import (
+    ChunkRef,
+    Comparison,
+    DeltaRow,
+    Flip,
+    StageCell,
+    StageTransitions,
+)
 from evalkit.gate.models import MetricVerdict
 from evalkit.gate.verdict import format_change
 from evalkit.metrics.keys import parse_metric_key
 from evalkit.metrics.registry import label_of
 from evalkit.metrics.stages import JUDGE_PASS, STAGE_LABELS
 from evalkit.report.stacked import Fit, Stacked
+from evalkit.store.runlog import Rec
 
 __all__ = ["append_step_summary", "print_comparison", "render_markdown", "verdict_line"]
 
@@ -94,7 +102,7 @@ def verdict(row: DeltaRow) -> str:
 def flip_value(flip: Flip, v: float | None) -> str:
     if v is None:
         return "—"
-    if flip.metric in ("groundedness", "correctness"):
+    if flip.metric in (Rec.GROUNDEDNESS, Rec.CORRECTNESS):
         return f"{v:.3g}"
     return "pass" if v >= 0.5 else "fail"
 

@@ -9,10 +9,18 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from evalkit.metrics.registry import METRICS, label_of
+from evalkit.store.runlog import Cell, Met, Rec
 
 __all__ = ["JudgeProgress", "judge_summary_rows", "print_judge_summary"]
 
@@ -66,7 +74,7 @@ def _fmt(v: Any, digits: int = 2) -> str:
 
 def judge_summary_rows(result: Any) -> list[tuple[str, str, str]]:
     """(label, value, n) rows of the summary table, from a JudgeRunResult."""
-    agg = result.metrics.get("aggregate_metrics") or {}
+    agg = result.metrics.get(Met.AGGREGATE) or {}
     n = agg.get("n") or {}
     stats = result.stats
     mixed = " (mixed judges)" if stats.get("mixed") else ""
@@ -92,7 +100,7 @@ def judge_summary_rows(result: Any) -> list[tuple[str, str, str]]:
             rows.append(("No price for (cost counted as 0)", ", ".join(stats["unpriced_models"]), ""))
     trials = stats.get("trials")
     if trials:
-        for kind in ("groundedness", "correctness"):
+        for kind in (Rec.GROUNDEDNESS, Rec.CORRECTNESS):
             t = trials.get(kind)
             if t:
                 rows.append(
@@ -115,9 +123,9 @@ def judge_summary_rows(result: Any) -> list[tuple[str, str, str]]:
             b = rel["by_judge"][kind]
             rows.append((f"  {kind} decided otherwise", f"{b.get('n_disagree')} of {b.get('n')}", _fmt(b.get("n"))))
         rows.append(("Spot-check quadratic-weighted kappa", _fmt(rel.get("weighted_kappa")), _fmt(rel.get("spot_check_n"))))
-    agree = agg.get("judge_agreement")
+    agree = agg.get(Cell.JUDGE_AGREEMENT)
     if agree:
-        g, c = agree.get("groundedness") or {}, agree.get("correctness") or {}
+        g, c = agree.get(Rec.GROUNDEDNESS) or {}, agree.get(Rec.CORRECTNESS) or {}
         rows.append((
             "Judge vs human grades: kappa / MAE (groundedness; correctness)",
             f"{_fmt(g.get('kappa_quadratic'))} / {_fmt(g.get('mae'))}; {_fmt(c.get('kappa_quadratic'))} / {_fmt(c.get('mae'))}",

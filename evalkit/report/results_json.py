@@ -27,12 +27,13 @@ from typing import Any
 import orjson
 
 from evalkit.schema import SCHEMA_VERSION
+from evalkit.store.runlog import Rec
 from evalkit.store.runs import RESULTS_JSON
 
 __all__ = ["MAX_CASES", "RESULTS_JSON", "case_row", "encode_row", "render_results_json"]
 
 MAX_CASES = 20_000
-_JUDGES = ("groundedness", "correctness")
+_JUDGES = (Rec.GROUNDEDNESS, Rec.CORRECTNESS)
 _OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 
@@ -57,20 +58,20 @@ def case_row(record: Mapping[str, Any]) -> dict[str, Any]:
         judges[name] = verdict.get("score") if isinstance(verdict, Mapping) else None
     quality = record.get("answer_quality")
     if isinstance(quality, Mapping):
-        judges["answer_quality"] = {d: quality.get(d) for d in ("relevance", "groundedness", "completeness")}
+        judges["answer_quality"] = {d: quality.get(d) for d in ("relevance", Rec.GROUNDEDNESS, "completeness")}
     abstention = record.get("abstention") if isinstance(record.get("abstention"), Mapping) else {}
     latency = record.get("latency") if isinstance(record.get("latency"), Mapping) else {}
     chunks = record.get("retrieved_chunks") if isinstance(record.get("retrieved_chunks"), list) else []
     row: dict[str, Any] = {
-        "test_case_id": record.get("test_case_id"),
-        "case_index": record.get("case_index"),
+        Rec.CASE_ID: record.get(Rec.CASE_ID),
+        Rec.CASE_INDEX: record.get(Rec.CASE_INDEX),
         "scenario": case.get("scenario"),
         "category": case.get("category"),
         "tags": case.get("tags") or [],
         "answerable": case.get("answerable"),
         "error": kind,
         "retrieved": [r for r in map(_chunk_ref, chunks) if r is not None],
-        "retrieval_metrics": record.get("retrieval_metrics"),
+        Rec.RETRIEVAL_METRICS: record.get(Rec.RETRIEVAL_METRICS),
         "expectations": record.get("expectations"),
         "judges": judges,
         "abstention": {"abstained": abstention.get("abstained"), "hallucinated": abstention.get("hallucinated")},

@@ -20,7 +20,15 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from evalkit.metrics.registry import HEADLINE_KEYS, OPERATIONAL_KEYS, SUMMARY_KEYS, by_key, label_of, shown_in
+from evalkit.metrics.registry import (
+    HEADLINE_KEYS,
+    OPERATIONAL_KEYS,
+    SUMMARY_KEYS,
+    by_key,
+    label_of,
+    shown_in,
+)
+from evalkit.store.runlog import Cell, Met, Rec
 
 __all__ = ["RunProgress", "coverage_rows", "metric_value", "print_run_summary", "summary_keys", "summary_rows"]
 
@@ -122,11 +130,11 @@ def summary_keys(agg: Mapping[str, Any]) -> list[str]:
     """The registry metrics a run summary lists (terminal, summary.md, HTML), in order: each
     of `SUMMARY_KEYS` the registry lists "always", and the others when measured (n > 0)."""
     n = agg.get("n") or {}
-    ops = agg.get("operational_metrics") or {}
+    ops = agg.get(Cell.OPERATIONAL) or {}
     out = []
     for key in SUMMARY_KEYS:
         metric = by_key(key)
-        measured = ops.get("n") if metric.block == "operational_metrics" else n.get(key)  # type: ignore[union-attr]
+        measured = ops.get("n") if metric.block == Cell.OPERATIONAL else n.get(key)  # type: ignore[union-attr]
         if metric.summary == "always" or measured:  # type: ignore[union-attr]
             out.append(key)
     return out
@@ -148,13 +156,13 @@ def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = N
         metrics: metrics.json (aggregate_metrics is read).
         judge: config.json's "judge" object, to mark heuristic judge scores.
     """
-    agg = metrics.get("aggregate_metrics") or {}
+    agg = metrics.get(Met.AGGREGATE) or {}
     k = agg.get("k")
     rows: list[tuple[str, str, str]] = []
 
     heuristic = bool(judge and judge.get("heuristic"))
     keys = summary_keys(agg)
-    ops = agg.get("operational_metrics") or {}
+    ops = agg.get(Cell.OPERATIONAL) or {}
 
     def row(key: str, detail: str = "") -> None:  # labels from the registry: the HTML report shows the same ones
         value, n = metric_value(agg, key)
@@ -162,7 +170,7 @@ def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = N
 
     for key in HEADLINE_KEYS:
         row(key)
-    for other, cell in (agg.get("at_k") or {}).items():
+    for other, cell in (agg.get(Cell.AT_K) or {}).items():
         if str(other) == str(k):
             continue
         for m in shown_in("compact"):  # the other K: the registry's compact few
@@ -193,7 +201,7 @@ def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = N
     for key in OPERATIONAL_KEYS:
         if key in keys:
             row(key, detail if key == "error_rate" else "")
-    rows += coverage_rows(agg.get("indexing_coverage"))
+    rows += coverage_rows(agg.get(Rec.INDEXING_COVERAGE))
     cost = agg.get("cost") or {}
     rows.append(
         (
@@ -244,8 +252,8 @@ def print_run_summary(
     console = console or Console()
     # Run ids, paths and values come from the user or the run: text, never rich markup.
     trials = metrics.get("trials")
-    count = (f"{metrics.get('total_tests', 0)} answers ({trials.get('n_cases')} cases × {trials.get('n_trials')} trials, "
-             "pooled)" if isinstance(trials, Mapping) else f"{metrics.get('total_tests', 0)} cases")
+    count = (f"{metrics.get(Met.TOTAL_TESTS, 0)} answers ({trials.get('n_cases')} cases × {trials.get('n_trials')} trials, "
+             "pooled)" if isinstance(trials, Mapping) else f"{metrics.get(Met.TOTAL_TESTS, 0)} cases")
     title = f"run {escape(str(metrics.get('run_id', run_dir.name)))} — {count}"
     table = Table(title=title, title_justify="left")
     table.add_column("metric")
@@ -267,7 +275,7 @@ def print_run_summary(
     if isinstance(metrics.get("thresholds"), Mapping):
         print_thresholds(metrics["thresholds"], console)
     if isinstance(metrics.get("trials"), Mapping):
-        print_trials(metrics["trials"], console, k=(metrics.get("aggregate_metrics") or {}).get("k"))
+        print_trials(metrics["trials"], console, k=(metrics.get(Met.AGGREGATE) or {}).get("k"))
     if isinstance(metrics.get("suite"), Mapping):
         print_suite(metrics["suite"], console)
     console.print(f"run folder: [bold]{escape(str(run_dir))}[/bold]")
@@ -308,7 +316,7 @@ def print_gate(gate: Mapping[str, Any], console: Console) -> None:
             console.print(f"  [dim]not compared: {escape(s['metric'])} ({escape(s['reason'])})[/dim]")
     for (scope, reason), names in by_slice.items():
         console.print(f"  [dim]not compared in {escape(scope)}: {escape(', '.join(names))} ({escape(reason)})[/dim]")
-    invariants = gate.get("invariants") if isinstance(gate.get("invariants"), Mapping) else {}
+    invariants = gate.get(Met.INVARIANTS) if isinstance(gate.get(Met.INVARIANTS), Mapping) else {}
     for w in invariants.get("warnings") or []:
         console.print(f"  [yellow]warning: {escape(str(w))}[/yellow]")
 

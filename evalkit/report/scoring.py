@@ -12,7 +12,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from evalkit.metrics.registry import HEADLINE_KEYS, METRICS, by_key, label_of, short_label_of
+from evalkit.metrics.registry import (
+    HEADLINE_KEYS,
+    METRICS,
+    by_key,
+    label_of,
+    short_label_of,
+)
+from evalkit.store.runlog import Cell, Met
 
 # Every table reads its metrics and their labels off the registry: the per-K table has the
 # headline @K metrics (a row per K, so labelled at "K"); the by-slice tables what a slice
@@ -41,13 +48,13 @@ def _with_n(cell: Mapping[str, Any], key: str) -> str:
 
 def retrieval_headline(metrics: Mapping[str, Any]) -> Table:
     """One row per K (primary K first): every retrieval metric with its n."""
-    agg = metrics.get("aggregate_metrics") or {}
+    agg = metrics.get(Met.AGGREGATE) or {}
     table = Table(title=f"retrieval — run {escape(str(metrics.get('run_id', '')))}", title_justify="left")
     table.add_column("K", justify="right")
     for _, label in _AT_K:
         table.add_column(escape(label), justify="right")
     table.add_column("n", justify="right", style="dim")
-    for k, cell in (agg.get("at_k") or {}).items():
+    for k, cell in (agg.get(Cell.AT_K) or {}).items():
         by_metric = cell.get("n_by_metric") or {}
         row = [escape(str(k))]
         for name, _ in _AT_K:
@@ -58,7 +65,7 @@ def retrieval_headline(metrics: Mapping[str, Any]) -> Table:
 
 
 def retrieval_extras(metrics: Mapping[str, Any]) -> Table:
-    agg = metrics.get("aggregate_metrics") or {}
+    agg = metrics.get(Met.AGGREGATE) or {}
     table = Table(show_header=False, box=None)
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -107,9 +114,9 @@ def print_retrieval_scoring(result: Any, console: Console | None = None) -> None
     m = result.metrics
     console.print(retrieval_headline(m))
     console.print(retrieval_extras(m))
-    k = (m.get("aggregate_metrics") or {}).get("k")
-    if m.get("by_category"):
-        console.print(by_group(m, "by_category", _SLICE_RETRIEVAL, k))
+    k = (m.get(Met.AGGREGATE) or {}).get("k")
+    if m.get(Met.BY_CATEGORY):
+        console.print(by_group(m, Met.BY_CATEGORY, _SLICE_RETRIEVAL, k))
     src = result.eval_set
     label = f"labels: {escape(', '.join(src.paths))} ({escape(src.origin)}, dataset_version {escape(src.version[:12])}…"
     label += ", changed since the run)" if src.changed else ", as run)"
@@ -131,7 +138,7 @@ def print_retrieval_scoring(result: Any, console: Console | None = None) -> None
 
 def abstention_tables(metrics: Mapping[str, Any]) -> tuple[Table, Table]:
     """The rates with their n, and the confusion matrix with per-row / per-column totals."""
-    agg = metrics.get("aggregate_metrics") or {}
+    agg = metrics.get(Met.AGGREGATE) or {}
     rates = Table(title=f"abstention — run {escape(str(metrics.get('run_id', '')))}", title_justify="left")
     rates.add_column("metric")
     rates.add_column("value", justify="right")
@@ -159,8 +166,8 @@ def print_abstention_scoring(result: Any, console: Console | None = None) -> Non
     rates, matrix = abstention_tables(m)
     console.print(rates)
     console.print(matrix)
-    if m.get("by_category"):
-        console.print(by_group(m, "by_category", _SLICE_ABSTENTION, (m.get("aggregate_metrics") or {}).get("k")))
+    if m.get(Met.BY_CATEGORY):
+        console.print(by_group(m, Met.BY_CATEGORY, _SLICE_ABSTENTION, (m.get(Met.AGGREGATE) or {}).get("k")))
     src = result.eval_set
     how = f"re-classified by {result.classifier} ({result.n_classified} answers, {result.n_changed} changed)" if result.classifier else "abstained as stored"
     console.print(

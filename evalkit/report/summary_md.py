@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from evalkit.metrics.registry import short_label_of, shown_in
+from evalkit.store.runlog import Met, Rec, Rm
 
 __all__ = [
     "QUESTION_CHARS",
@@ -72,16 +73,16 @@ def primary_k(metrics: Mapping[str, Any]) -> int | None:
     ks = metrics.get("ks")
     if isinstance(ks, list) and ks and isinstance(ks[0], int):
         return ks[0]
-    k = (metrics.get("aggregate_metrics") or {}).get("k")
+    k = (metrics.get(Met.AGGREGATE) or {}).get("k")
     return k if isinstance(k, int) else None
 
 
 def _retrieval(record: Mapping[str, Any], k: int | None) -> tuple[float | None, float | None]:
     """(recall_any, mrr) at K from a record, as results.jsonl stored them."""
-    rm = record.get("retrieval_metrics")
+    rm = record.get(Rec.RETRIEVAL_METRICS)
     if not isinstance(rm, Mapping):
         return None, None
-    at = (rm.get("at_k") or {}).get(str(k)) if k is not None else None
+    at = (rm.get(Rm.AT_K) or {}).get(str(k)) if k is not None else None
     if isinstance(at, Mapping):
         return _num(at.get("recall_any")), _num(at.get("mrr"))
     return _num(rm.get("recall_at_k")), _num(rm.get("mrr"))
@@ -114,12 +115,12 @@ def case_problems(record: Mapping[str, Any], k: int | None) -> tuple[float, list
         problems.append("hallucinated")
     if abstention.get("false_abstention"):
         problems.append("false abstention")
-    if record.get("judge_errors"):
+    if record.get(Rec.JUDGE_ERRORS):
         problems.append("judge error")
     badness = sum(_SEVERITY["error" if p.startswith("error") else p] for p in problems)
     if answerable:
         badness += sum(1.0 - v for v in (recall, mrr) if v is not None)
-    badness += sum((5.0 - s) / 5.0 for s in (_score(record, "groundedness"), _score(record, "correctness")) if s is not None)
+    badness += sum((5.0 - s) / 5.0 for s in (_score(record, Rec.GROUNDEDNESS), _score(record, Rec.CORRECTNESS)) if s is not None)
     return badness, problems
 
 
@@ -155,14 +156,14 @@ class WorstCases:
         recall, mrr = _retrieval(record, self.k)
         question = record.get("question") or case.get("question") or ""
         row = {
-            "id": str(record.get("test_case_id", case.get("id", "?"))),
+            "id": str(record.get(Rec.CASE_ID, case.get("id", "?"))),
             "category": case.get("category"),
             "problems": problems,
             # the case's own values, by the registry's names (its `worst_columns`)
             "recall_any": recall,
             "mrr": mrr,
-            "groundedness_avg": _score(record, "groundedness"),
-            "correctness_avg": _score(record, "correctness"),
+            "groundedness_avg": _score(record, Rec.GROUNDEDNESS),
+            "correctness_avg": _score(record, Rec.CORRECTNESS),
             "question": _cut(question) if isinstance(question, str) else "",
             "badness": badness,
         }
@@ -229,28 +230,28 @@ def render_summary(
     from evalkit.report.run import summary_rows
 
     config = config or {}
-    agg = metrics.get("aggregate_metrics") or {}
+    agg = metrics.get(Met.AGGREGATE) or {}
     k = primary_k(metrics)
     judge = config.get("judge") if isinstance(config.get("judge"), Mapping) else None
     run_id = metrics.get("run_id") or config.get("run_id") or "?"
     out = [f"# Run {cell(run_id)}", ""]
     facts = [
-        ("cases", f"{metrics.get('total_tests', agg.get('n_cases', '—'))} "
-                  f"({metrics.get('answerable_tests', '—')} answerable, {metrics.get('unanswerable_tests', '—')} unanswerable)"),
+        ("cases", f"{metrics.get(Met.TOTAL_TESTS, agg.get('n_cases', '—'))} "
+                  f"({metrics.get(Met.ANSWERABLE_TESTS, '—')} answerable, {metrics.get(Met.UNANSWERABLE_TESTS, '—')} unanswerable)"),
         ("created", config.get("created_at") or metrics.get("timestamp")),
         ("metrics written", metrics.get("timestamp")),
         ("dataset version", dataset_version_text(metrics, config)),
         ("config hash", str(metrics.get("config_hash") or "")[:12] or None),
         ("K", ", ".join(str(x) for x in metrics.get("ks") or []) or k),
         ("target", _target(config)),
-        ("index", _index(agg.get("indexing_coverage"))),
+        ("index", _index(agg.get(Rec.INDEXING_COVERAGE))),
         ("judge", _judge(judge)),
     ]
     out += [f"- **{name}**: {cell(value)}" for name, value in facts if value not in (None, "")]
     out += ["", "## Headline metrics", ""]
     out += _table(["metric", "value", "n"], [[cell(a), cell(b), cell(c)] for a, b, c in summary_rows(metrics, judge)],
                   ["---", "---:", "---:"])
-    out += _by_category_section(metrics.get("by_category"), k)
+    out += _by_category_section(metrics.get(Met.BY_CATEGORY), k)
     out += _suite_section(metrics.get("suite"))
     out += _gate_section(metrics.get("gate"))
     out += _thresholds_section(metrics.get("thresholds"))
@@ -316,7 +317,7 @@ def _gate_section(gate: Any) -> list[str]:
         verdict = str(gate["headline"]) + (" (allowed)" if gate.get("allowed") and not gate.get("passed") else "")
     out = ["", "## Gate", "", f"- against **{cell(gate.get('baseline_run_id'))}**: {cell(verdict)}"]
     out += [f"  - {cell(line)}" for line in [*(gate.get("failures") or []), *(gate.get("inconclusive") or [])]]
-    invariants = gate.get("invariants") if isinstance(gate.get("invariants"), Mapping) else {}
+    invariants = gate.get(Met.INVARIANTS) if isinstance(gate.get(Met.INVARIANTS), Mapping) else {}
     out += [f"  - warning: {cell(w)}" for w in invariants.get("warnings") or []]
     return out
 

@@ -37,7 +37,11 @@ from evalkit.judges.provenance import (
     summarize_judges,
     verdict_identity,
 )
-from evalkit.judges.reliability import DISAGREEMENT_GAP, reliability_summary, sample_indices
+from evalkit.judges.reliability import (
+    DISAGREEMENT_GAP,
+    reliability_summary,
+    sample_indices,
+)
 from evalkit.judges.runner import (
     JudgeRunner,
     JudgeSettings,
@@ -48,6 +52,7 @@ from evalkit.judges.runner import (
     resolve_judge,
     spot_check_settings,
 )
+from evalkit.store.runlog import Cell, Met, Rec
 from evalkit.store.runs import RunDir, config_hash
 
 if TYPE_CHECKING:
@@ -95,8 +100,8 @@ class JudgeRunResult:
             "judge": self.judge,
             "session_judge": self.session_judge,
             "judge_stats": self.stats,
-            "judge_reliability": self.reliability,
-            "aggregate_metrics": self.metrics.get("aggregate_metrics"),
+            Cell.JUDGE_RELIABILITY: self.reliability,
+            Met.AGGREGATE: self.metrics.get(Met.AGGREGATE),
             "n_judged": self.n_judged,
             "n_records": self.n_records,
             "context": self.context,
@@ -118,7 +123,7 @@ def ks_from_config(cfg: dict[str, Any]) -> list[int]:
 def _select(records: list[dict[str, Any]], ids: Sequence[str] | None, path: Path) -> list[int]:
     if not ids:
         return list(range(len(records)))
-    index = {r.get("test_case_id"): i for i, r in enumerate(records)}
+    index = {r.get(Rec.CASE_ID): i for i, r in enumerate(records)}
     unknown = [i for i in ids if i not in index]
     if unknown:
         raise InputError(
@@ -168,7 +173,7 @@ def _judged_by_others(records: list[dict[str, Any]], selected: set[int], identit
     for i, r in enumerate(records):
         if i in selected:
             continue
-        idents = [verdict_identity(r, name) for name in ("groundedness", "correctness")]
+        idents = [verdict_identity(r, name) for name in (Rec.GROUNDEDNESS, Rec.CORRECTNESS)]
         if any(x is not None and identity_key(x) != mine for x in idents):
             n += 1
     return n
@@ -235,7 +240,7 @@ def _failure_line(records: list[dict[str, Any]], selected: list[int], stats: Map
     failed = stats.get("judgments", {}).get("failed", 0)
     by_reason = stats.get("failures") or {}
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items()))
-    first = next((e for i in selected for e in records[i].get("judge_errors") or []), None)
+    first = next((e for i in selected for e in records[i].get(Rec.JUDGE_ERRORS) or []), None)
     line = f"the judge failed all {failed} judgments of this run" + (f" ({reasons})" if reasons else "")
     if first:
         line += f"; first: {first.get('judge')}: {first.get('reason')}: {first.get('detail')}"
@@ -250,7 +255,7 @@ _CLASSIFIED = {"abstention": ("judge", "heuristic"), "conflict": ("llm", "heuris
 def _spot_checkable(r: Mapping[str, Any]) -> bool:
     """A record with a judge-made score, or a judge-made binary decision, to re-judge."""
     if any(isinstance(r.get(k), dict) and r[k].get("method") in ("llm", "heuristic") and r[k].get("score") is not None
-           for k in ("groundedness", "correctness")):
+           for k in (Rec.GROUNDEDNESS, Rec.CORRECTNESS)):
         return True
     return any(isinstance(r.get(name), dict) and r[name].get("method") in methods for name, methods in _CLASSIFIED.items())
 
@@ -275,7 +280,7 @@ async def _spot_check(
     g_kind = main.groundedness_kind
     eligible = [i for i in judged if _spot_checkable(records[i])]
     chosen = [eligible[j] for j in sample_indices(len(eligible), spot.n, spot.seed)]
-    pairs: dict[str, list[tuple[float, float]]] = {"groundedness": [], "correctness": []}
+    pairs: dict[str, list[tuple[float, float]]] = {Rec.GROUNDEDNESS: [], Rec.CORRECTNESS: []}
     binary: dict[str, list[tuple[bool, bool]]] = {"abstention": [], "conflict": []}
     disagreeing: set[int] = set()
 
@@ -302,7 +307,7 @@ async def _spot_check(
                 binary[name].append((mine[key], out.verdict[key]))
                 if mine[key] != out.verdict[key]:
                     disagreeing.add(i)
-        for name, kind in (("groundedness", g_kind), ("correctness", "correctness")):
+        for name, kind in ((Rec.GROUNDEDNESS, g_kind), (Rec.CORRECTNESS, Rec.CORRECTNESS)):
             mine = r.get(name)
             if not (isinstance(mine, dict) and mine.get("method") in ("llm", "heuristic") and mine.get("score") is not None):
                 continue
@@ -336,7 +341,7 @@ async def _spot_check(
         "n_disagreements": summary["n_disagreements"],
         "by_judge": summary["by_judge"],
         # cases with a pair that disagrees: a score gap > 1 or another binary decision
-        "disagreeing_case_ids": [records[i].get("test_case_id") for i in chosen if i in disagreeing],
+        "disagreeing_case_ids": [records[i].get(Rec.CASE_ID) for i in chosen if i in disagreeing],
         "seed": spot.seed,
         "second_judge": {
             "provider": r.provider,
@@ -344,7 +349,7 @@ async def _spot_check(
             "prompt_set": None if r.provider == "heuristic" else second_settings.prompt_set,
             "version": second_desc.get("version"),
         },
-        "case_ids": [records[i].get("test_case_id") for i in chosen],
+        "case_ids": [records[i].get(Rec.CASE_ID) for i in chosen],
     }
     return reliability, stats
 
@@ -422,7 +427,7 @@ async def judge_run_async(
             )
         # An answer over the storage cap was judged whole during the run; what is stored is
         # its prefix, and unlike chunk text it cannot be re-read from the notes.
-        cut_answers = [records[i]["test_case_id"] for i in selected if records[i].get("answer_truncated") and _reads_context(records[i])]
+        cut_answers = [records[i][Rec.CASE_ID] for i in selected if records[i].get(Rec.ANSWER_TRUNCATED) and _reads_context(records[i])]
         if cut_answers and not allow_truncated_context:
             raise InputError(
                 Problem(
@@ -515,7 +520,7 @@ async def judge_run_async(
     # derive starts from what the run's files say, with this session's judge numbers.
     facts = RunFacts.stored(run, cfg, run.read_metrics() or {})
     facts.judge_stats, facts.judge = _metrics_judge(stats, summary, context), hashed_judge
-    facts.owned_aggregate = {**facts.owned_aggregate, "judge_reliability": reliability}
+    facts.owned_aggregate = {**facts.owned_aggregate, Cell.JUDGE_RELIABILITY: reliability}
     # One update: a kill mid-way leaves the old three files or the new three (store.py).
     metrics, _ = rederive(run, facts, records, config=cfg)
     # The batch's verdicts are in the run now; a rerun has nothing to resume.
@@ -524,7 +529,7 @@ async def judge_run_async(
         run_id=run.run_id,
         run_dir=run.path,
         judge=cfg["judge"],
-        stats=metrics["aggregate_metrics"]["judge"],
+        stats=metrics[Met.AGGREGATE]["judge"],
         reliability=reliability,
         metrics=metrics,
         n_judged=len(selected),

@@ -47,7 +47,12 @@ from evalkit.metrics.aggregate import (
 )
 from evalkit.metrics.keys import ir_measures_values
 from evalkit.metrics.registry import METRICS
-from evalkit.metrics.retrieval import recorded_acknowledgement, score_case_retrieval, validate_ks
+from evalkit.metrics.retrieval import (
+    recorded_acknowledgement,
+    score_case_retrieval,
+    validate_ks,
+)
+from evalkit.store.runlog import Cell, Met, Rec
 from evalkit.store.runs import RunDir
 
 __all__ = [
@@ -66,7 +71,7 @@ __all__ = [
 # overwritten with null by a re-scoring that never computes it.
 RETRIEVAL_KEYS = tuple(m.key for m in METRICS if m.stage == "retrieval")  # the registry's retrieval stage
 assert set(RETRIEVAL_KEYS) <= set(MEAN_METRICS)
-_RETRIEVAL_EXTRA = ("k", "at_k", "n_unlabeled")
+_RETRIEVAL_EXTRA = ("k", Cell.AT_K, "n_unlabeled")
 ABSTENTION_KEYS = tuple(m.key for m in METRICS if m.stage == "abstention")  # the registry's abstention stage
 _ABSTENTION_EXTRA = ("abstention_confusion", "n_abstention_unknown")
 # Case fields aggregate_records groups or filters by, besides the gold labels.
@@ -247,7 +252,7 @@ class _Cases:
                     Problem("record holds no case; pass --eval-set PATH to score it", path=str(results_path), line=line)
                 )
             return case
-        case_id = rec.get("test_case_id")
+        case_id = rec.get(Rec.CASE_ID)
         raw = self.cases.get(case_id) if isinstance(case_id, str) else None
         if raw is None:
             self.missing.append(str(case_id))
@@ -275,7 +280,7 @@ def _label_identity(
     if cases_version:
         out["cases_version"] = cases_version
     if isinstance(forms, list):
-        out["invariants"] = {"gold_forms": scored_forms(forms, require_snippets)}
+        out[Met.INVARIANTS] = {"gold_forms": scored_forms(forms, require_snippets)}
     return out
 
 
@@ -388,10 +393,10 @@ class RetrievalScoring:
 
     def to_json(self) -> dict[str, Any]:
         """The object `score_retrieval.py --json` prints."""
-        agg = self.metrics.get("aggregate_metrics") or {}
+        agg = self.metrics.get(Met.AGGREGATE) or {}
         return {
-            **_scoring_json(self, "retrieval_scoring", (*RETRIEVAL_KEYS, *_RETRIEVAL_EXTRA)),
-            "ir_measures": ir_measures_values(agg.get("at_k")),  # the @K values by ir_measures name
+            **_scoring_json(self, Met.RETRIEVAL_SCORING, (*RETRIEVAL_KEYS, *_RETRIEVAL_EXTRA)),
+            "ir_measures": ir_measures_values(agg.get(Cell.AT_K)),  # the @K values by ir_measures name
         }
 
 
@@ -415,7 +420,7 @@ def per_case_identity(
 def _stored_per_case(old: Mapping[str, Any] | None, cfg: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
     """What the per-case values in results.jsonl were computed with: the last re-scoring's
     record of it, else run_eval's own settings (it scores case-sensitively, on full text)."""
-    last = ((old or {}).get("retrieval_scoring") or {}).get("per_case")
+    last = ((old or {}).get(Met.RETRIEVAL_SCORING) or {}).get("per_case")
     if isinstance(last, Mapping):
         return dict(last)
     return per_case_identity(settings["k"], bool(settings.get("require_snippets")), True, cfg.get("dataset_version"), False,
@@ -425,13 +430,13 @@ def _stored_per_case(old: Mapping[str, Any] | None, cfg: Mapping[str, Any], sett
 def _scoring_json(result: Any, provenance: str, keys: Sequence[str]) -> dict[str, Any]:
     """The `--json` object of a re-scoring: the run, its provenance block in metrics.json,
     the aggregate keys it owns (and their n), by_category and the warnings."""
-    agg = result.metrics.get("aggregate_metrics") or {}
+    agg = result.metrics.get(Met.AGGREGATE) or {}
     return {
         "run_id": result.run_id,
         "run_dir": str(result.run_dir),
         provenance: result.metrics.get(provenance),
-        "aggregate_metrics": {k: agg.get(k) for k in (*keys, "n")},
-        "by_category": result.metrics.get("by_category"),
+        Met.AGGREGATE: {k: agg.get(k) for k in (*keys, "n")},
+        Met.BY_CATEGORY: result.metrics.get(Met.BY_CATEGORY),
         "warnings": list(result.warnings),
     }
 
@@ -466,7 +471,7 @@ def current_primary_k(metrics: Mapping[str, Any] | None, run_ks: Sequence[int]) 
     evalkit changed silently (the first --k of score_retrieval) is not kept."""
     ks = (metrics or {}).get("ks")
     first = ks[0] if isinstance(ks, list) and ks else None
-    chosen = ((metrics or {}).get("retrieval_scoring") or {}).get("primary_k_from") == "--primary-k"
+    chosen = ((metrics or {}).get(Met.RETRIEVAL_SCORING) or {}).get("primary_k_from") == "--primary-k"
     if chosen and isinstance(first, int) and not isinstance(first, bool) and 1 <= first <= max(run_ks):
         return first
     return int(run_ks[0])
@@ -545,12 +550,12 @@ def _rescored(job: _RescoreJob, tally: _Tally, start: int = 0, end: int | None =
         chunks = rec.get("retrieved_chunks") or []
         if snippets:
             tally.cut_chunks += sum(1 for c in chunks if isinstance(c, Mapping) and c.get("text_truncated"))
-        if rec.get("references_dropped"):
+        if rec.get(Rec.REFERENCES_DROPPED):
             tally.refs_dropped += 1
         tally.records += 1
         if job.rescore:
             rec["case"] = case
-            rec["retrieval_metrics"] = score_case_retrieval(
+            rec[Rec.RETRIEVAL_METRICS] = score_case_retrieval(
                 case, chunks, rec.get("references") or [], rec.get("folder_selection"), job.folder_mode, job.ks,
                 require_snippets=snippets, case_sensitive=job.case_sensitive, acknowledged=recorded_acknowledgement(rec),
             )
@@ -726,7 +731,7 @@ def score_retrieval(
         if tally.missing:
             raise _missing_problem(tally.missing, source)
         _retrieval_warnings(result, tally)
-        f.owned = {**f.owned, "retrieval_scoring": {**result.provenance(), "warnings": list(result.warnings)}}
+        f.owned = {**f.owned, Met.RETRIEVAL_SCORING: {**result.provenance(), "warnings": list(result.warnings)}}
 
     with _fewer_collections():
         if result.results_rewritten:
@@ -747,7 +752,7 @@ def _label_facts(facts: RunFacts, identity: Mapping[str, Any]) -> None:
     facts.dataset_version = identity["dataset_version"]
     if identity.get("cases_version"):
         facts.cases_version = identity["cases_version"]
-    forms = (identity.get("invariants") or {}).get("gold_forms")
+    forms = (identity.get(Met.INVARIANTS) or {}).get("gold_forms")
     if forms is not None:
         facts.gold_forms = forms
 
@@ -825,7 +830,7 @@ class AbstentionScoring:
 
     def to_json(self) -> dict[str, Any]:
         """The object `score_abstention.py --json` prints."""
-        return _scoring_json(self, "abstention_scoring", (*ABSTENTION_KEYS, *_ABSTENTION_EXTRA))
+        return _scoring_json(self, Met.ABSTENTION_SCORING, (*ABSTENTION_KEYS, *_ABSTENTION_EXTRA))
 
 
 def _needs_classifier(rec: Mapping[str, Any]) -> bool:
@@ -940,7 +945,7 @@ def score_abstention(
                 continue
             rec["case"] = case
             if relabelled:
-                rec["retrieval_metrics"] = score_case_retrieval(
+                rec[Rec.RETRIEVAL_METRICS] = score_case_retrieval(
                     case, rec.get("retrieved_chunks") or [], rec.get("references") or [], rec.get("folder_selection"),
                     settings.get("folder_mode"), ks, require_snippets=snippets, case_sensitive=case_sensitive,
                     acknowledged=recorded_acknowledgement(rec),
@@ -993,15 +998,15 @@ def score_abstention(
     if relabelled:
         _label_facts(facts, _label_identity(source, given_cases, cfg, snippets))
         # What the per-case retrieval values are now scored with (score_retrieval reads it).
-        last = dict(facts.owned.get("retrieval_scoring") or {})
+        last = dict(facts.owned.get(Met.RETRIEVAL_SCORING) or {})
         facts.owned = {**facts.owned,
-                       "retrieval_scoring": {**last, "per_case": {**per_case, "dataset_version": source.version}}}
+                       Met.RETRIEVAL_SCORING: {**last, "per_case": {**per_case, "dataset_version": source.version}}}
 
     def finish(f: RunFacts) -> None:
         if cases.missing:
             raise _missing_problem(cases.missing, source)
         _abstention_warnings(result, tally, cases.regrouped)
-        f.owned = {**f.owned, "abstention_scoring": {**result.provenance(), "warnings": list(result.warnings)}}
+        f.owned = {**f.owned, Met.ABSTENTION_SCORING: {**result.provenance(), "warnings": list(result.warnings)}}
 
     with _fewer_collections():
         if not rewrite:

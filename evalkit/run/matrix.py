@@ -33,9 +33,15 @@ from typing import Any, Literal
 import orjson
 
 from evalkit.errors import BadConfig, Problem
-from evalkit.metrics.keys import HEADLINE_AT_K, PLAIN_METRIC_ORDER, canonical_key, parse_metric_key
+from evalkit.metrics.keys import (
+    HEADLINE_AT_K,
+    PLAIN_METRIC_ORDER,
+    canonical_key,
+    parse_metric_key,
+)
 from evalkit.metrics.registry import shown_in
 from evalkit.metrics.retrieval import AT_K_METRICS
+from evalkit.store.runlog import Met
 
 # run_eval settings a preset may set besides request options (they change what the target
 # does, not what is measured: K, the eval set or the judge would break compare's invariants).
@@ -333,13 +339,13 @@ def _num(x: Any) -> float | None:
 def _row(preset: Preset, result: Any, metric: str) -> MatrixRow:
     from evalkit.metrics.aggregate import flatten_cell
 
-    agg = result.metrics.get("aggregate_metrics") or {}
+    agg = result.metrics.get(Met.AGGREGATE) or {}
     flat = flatten_cell(agg)
     latency = agg.get("latency") or {}
     cost = agg.get("cost") or {}
     return MatrixRow(
         preset=preset.name, run_id=result.run_id, params=preset.params, flags=preset.flags,
-        n=int(result.metrics.get("total_tests") or agg.get("n_cases") or 0),
+        n=int(result.metrics.get(Met.TOTAL_TESTS) or agg.get("n_cases") or 0),
         values={m.name: _num(agg.get(m.key)) for m in shown_in("compact")},
         metric_value=_num((flat.get(metric) or (None, 0))[0]),
         latency_p50_ms=_num(latency.get("p50_ms")), latency_p95_ms=_num(latency.get("p95_ms")),

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import BadConfig, Problem
+from evalkit.store.runlog import Met, Rec
 from evalkit.store.runs import RunDir, point_latest
 
 __all__ = ["MergeResult", "merge_runs"]
@@ -137,7 +138,7 @@ def _check_records(shards: list[_ShardRun], trials: int) -> list[Problem]:
             if pos < last:
                 s.in_order = False
             last = max(last, pos)
-            positions[int(rec.get("case_index", 0))] = key[0]
+            positions[int(rec.get(Rec.CASE_INDEX, 0))] = key[0]
         if foreign:
             problems.append(Problem(f"run {s.run.run_id} holds {foreign} record(s) of cases outside shard "
                                     f"{_label(s.shard)}", field="RUN_IDS"))
@@ -265,13 +266,13 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str, results_dir: str | Path =
         "shards": [{"run_id": x["run_id"], "index": x["index"], "number": x["number"], "wall_s": x["wall_s"]}
                    for x in shard_runs],
     }
-    stats = _sum_stats([(s.metrics.get("aggregate_metrics") or {}).get("judge") for s in shards])
+    stats = _sum_stats([(s.metrics.get(Met.AGGREGATE) or {}).get("judge") for s in shards])
     # Built in a hidden staging folder, renamed into place whole (store.runs.staged_run): a
     # killed merge leaves no run under run_id, and the next merge removes what it left.
     with staged_run(results_dir, run_id) as run:
         run.write_together(results=_merged_records(shards), config=config)
         metrics, _ = derive_run(run, RunFacts(
-            settings=settings, config=config, eval_set_commit_hash=first.config.get("eval_set_commit_hash"),
+            settings=settings, config=config, eval_set_commit_hash=first.config.get(Met.EVAL_SET_COMMIT_HASH),
             dataset_version=first.config.get("dataset_version"), judge_stats=stats,
             pre_run_warnings=_pre_run_warnings(shards), timing=timing,
         ))

@@ -25,6 +25,7 @@ from evalkit.evalset.load import EvalSet, configured_categories, load_eval_set
 from evalkit.gate.invariants import check_invariants, scorer_identity
 from evalkit.run.records import Selection, select_indices
 from evalkit.run.session import Prepared
+from evalkit.store.runlog import Met, Rec
 from evalkit.store.runs import LATEST, RunDir, resolve_run_id
 
 __all__ = [
@@ -170,9 +171,9 @@ def _read_baseline(settings: RunSettings, eval_set: EvalSet, n_selected: int) ->
             Problem(f"baseline run {settings.baseline} has no metrics.json (did it finish?)", field="--baseline")
         )
     # Seed 000 §10.1: refuse, before running anything, a baseline that is not comparable.
-    violations = check_invariants(baseline, {"dataset_version": eval_set.version, "total_tests": n_selected,
+    violations = check_invariants(baseline, {"dataset_version": eval_set.version, Met.TOTAL_TESTS: n_selected,
                                              "cases_version": eval_set.cases_version,
-                                             "invariants": {"scorer": scorer_identity()}},
+                                             Met.INVARIANTS: {"scorer": scorer_identity()}},
                                   allow_label_change=settings.allow_label_change)
     if violations and not settings.ignore_invariants:
         raise BadConfig(
@@ -220,8 +221,8 @@ def _response_validator(settings: RunSettings) -> Any:
 def check_baseline_judge(baseline: Mapping[str, Any], judge_desc: Mapping[str, Any], baseline_id: str | None) -> None:
     """Seed 000 §10.1 before the first case: a baseline judged by another judge model,
     prompt version or temperature is not comparable (a retrieval-only side is)."""
-    new = {"invariants": {"judge": judge_identity(judge_desc)}}
-    violations = check_invariants({"invariants": baseline.get("invariants")}, new)
+    new = {Met.INVARIANTS: {"judge": judge_identity(judge_desc)}}
+    violations = check_invariants({Met.INVARIANTS: baseline.get(Met.INVARIANTS)}, new)
     if violations:
         raise BadConfig(
             [Problem(f"cannot gate against {baseline_id}: {v}", field="--baseline") for v in violations]
@@ -235,8 +236,8 @@ async def check_baseline_corpus(baseline: Mapping[str, Any], target: Any, baseli
     the run (exit 2), as the other invariants do."""
     from evalkit.metrics.aggregate import summarize_indexing_coverage
 
-    now = {"aggregate_metrics": {"indexing_coverage": summarize_indexing_coverage(await target.index_stats())}}
-    violations = check_invariants({"aggregate_metrics": baseline.get("aggregate_metrics")}, now, same_corpus=True)
+    now = {Met.AGGREGATE: {Rec.INDEXING_COVERAGE: summarize_indexing_coverage(await target.index_stats())}}
+    violations = check_invariants({Met.AGGREGATE: baseline.get(Met.AGGREGATE)}, now, same_corpus=True)
     if violations:
         raise BadConfig(
             [Problem(f"cannot gate against {baseline_id}: {v}", field="--same-corpus") for v in violations]

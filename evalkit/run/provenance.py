@@ -18,6 +18,7 @@ from evalkit.evalset.load import EvalSet, git_output
 from evalkit.gate.invariants import scorer_identity
 from evalkit.run.records import versions_tuple
 from evalkit.schema import SCHEMA_VERSION
+from evalkit.store.runlog import Met
 from evalkit.store.runs import config_hash
 
 __all__ = ["build_config", "git_revision", "reproducibility_knobs"]
@@ -78,7 +79,7 @@ def build_config(
         "created_at": now_utc(),
         "config_hash": chash,
         "dataset_version": eval_set.version,
-        "eval_set_commit_hash": eval_set.commit_hash,
+        Met.EVAL_SET_COMMIT_HASH: eval_set.commit_hash,
         "eval_set": {
             "paths": list(settings.eval_set),
             "files": eval_set.files,

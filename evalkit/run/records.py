@@ -17,6 +17,7 @@ from evalkit.config import LIST_STORE_ITEMS, TRUNCATE_CHARS, RunSettings, stored
 from evalkit.errors import BadConfig, Problem, TargetError
 from evalkit.evalset.load import CaseKey, EvalSet
 from evalkit.schema import SCHEMA_VERSION, AskRequest, EvalCase, RerankWeights
+from evalkit.store.runlog import Rec
 
 __all__ = [
     "Selection",
@@ -296,20 +297,20 @@ def record_config(settings: RunSettings, versions: Mapping[str, Any], judge_desc
 def _base_record(case_index: int, case: EvalCase, config: dict, coverage: dict | None) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
-        "test_case_id": case.id,
-        "case_index": case_index,
+        Rec.CASE_ID: case.id,
+        Rec.CASE_INDEX: case_index,
         "case": case.model_dump(mode="json"),
         "question": case.question,
         "answer": None,
-        "answer_truncated": False,
+        Rec.ANSWER_TRUNCATED: False,
         "answer_chars": None,
         "references": [],
-        "references_dropped": 0,
+        Rec.REFERENCES_DROPPED: 0,
         "retrieved_chunks": [],
-        "retrieved_chunks_dropped": 0,
+        Rec.RETRIEVED_CHUNKS_DROPPED: 0,
         "folder_selection": None,
         "config": config,
-        "indexing_coverage": coverage,
+        Rec.INDEXING_COVERAGE: coverage,
         "latency": {
             "total_ms": None,
             "folder_selection_ms": None,
@@ -317,17 +318,17 @@ def _base_record(case_index: int, case: EvalCase, config: dict, coverage: dict |
             "generation_ms": None,
             "judge_ms": None,
         },
-        "retrieval_metrics": {},
+        Rec.RETRIEVAL_METRICS: {},
         "expectations": None,  # issue 14: metrics/expectations.py (must_include ...), None without `expected`
         "latency_budget": None,  # issue 13: {budget_ms, source, latency_ms, score, within} or None
-        "groundedness": None,
-        "correctness": None,
+        Rec.GROUNDEDNESS: None,
+        Rec.CORRECTNESS: None,
         "abstention": {"abstained": None, "hallucinated": None, "method": None, "reason": None, "confidence": None},
         "judge_input": None,
         "cost": {"judge_tokens": 0, "judge_cost_usd": 0.0},
         "error": None,
-        "judge_errors": [],
-        "missing_fields": [],
+        Rec.JUDGE_ERRORS: [],
+        Rec.MISSING_FIELDS: [],
         "attempts": None,
         "response_validity": None,  # {valid, errors, n_errors} with --response-schema (session.py)
     }
@@ -368,7 +369,7 @@ def error_record(
     # latency_budget stays None: a failed case has no answer's latency to judge (excluded, in n_errors).
     if settings.phase_budgets_ms:
         record["phase_budgets"] = None
-    record["retrieval_metrics"] = score_case_retrieval(
+    record[Rec.RETRIEVAL_METRICS] = score_case_retrieval(
         record["case"], [], [], None, settings.folder_mode, settings.k, require_snippets=settings.require_snippets
     )
     record["expectations"] = score_expectations(record["case"], [], None)
@@ -419,11 +420,11 @@ def build_record(
     if settings.retrieval_only:
         record.update(stored_answer(record))
     record["references"] = [_stored(r, settings.store_full_text)[0] for r in references[:n_refs_stored]]
-    record["references_dropped"] = max(0, len(references) - n_refs_stored)
+    record[Rec.REFERENCES_DROPPED] = max(0, len(references) - n_refs_stored)
     record["retrieved_chunks"] = [_stored_chunk(c, settings.store_full_text) for c in chunks]
-    record["retrieved_chunks_dropped"] = len(ranked) - len(chunks)
+    record[Rec.RETRIEVED_CHUNKS_DROPPED] = len(ranked) - len(chunks)
     record["folder_selection"] = folder_selection
-    record["missing_fields"] = list(result.missing_fields)
+    record[Rec.MISSING_FIELDS] = list(result.missing_fields)
     record["attempts"] = getattr(result, "attempts", None)
     timings = result.server_timings_ms or {}
     logged = getattr(result, "logged_total_ms", None)
@@ -438,7 +439,7 @@ def build_record(
         from evalkit.metrics.latency import extra_phases_ms
 
         record["latency"].update(extra_phases_ms(timings))
-    record["retrieval_metrics"] = score_case_retrieval(
+    record[Rec.RETRIEVAL_METRICS] = score_case_retrieval(
         record["case"],
         chunks,
         references,

@@ -34,7 +34,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from evalkit.errors import BadConfig, Problem
-from evalkit.store.runs import RunDir, clear_latest, latest_run_id, point_latest, run_folder_taken, run_id_problem
+from evalkit.store.runlog import Rec
+from evalkit.store.runs import (
+    RunDir,
+    clear_latest,
+    latest_run_id,
+    point_latest,
+    run_folder_taken,
+    run_id_problem,
+)
 
 if TYPE_CHECKING:
     from evalkit.run.runner import RunResult
@@ -54,13 +62,13 @@ __all__ = [
 
 # Blocks of a record whose every numeric leaf is a metric (`expectations`: seed 004's
 # must_include / must_exclude / ordered_hints scores, absent on older runs).
-METRIC_BLOCKS: tuple[str, ...] = ("retrieval_metrics", "expectations")
+METRIC_BLOCKS: tuple[str, ...] = (Rec.RETRIEVAL_METRICS, "expectations")
 # Single metric leaves of other blocks. Not `latency_budget`: latency is not reproducible.
 METRIC_LEAVES: tuple[tuple[str, ...], ...] = (
-    ("groundedness", "score"),
-    ("correctness", "score"),
+    (Rec.GROUNDEDNESS, "score"),
+    (Rec.CORRECTNESS, "score"),
     ("answer_quality", "relevance"),
-    ("answer_quality", "groundedness"),
+    ("answer_quality", Rec.GROUNDEDNESS),
     ("answer_quality", "completeness"),
     ("abstention", "abstained"),
     ("abstention", "hallucinated"),
@@ -211,7 +219,7 @@ class _Case:
 
 def _record_key(record: Mapping[str, Any]) -> tuple[str, int]:
     trial = record.get("trial", 1)
-    return str(record.get("test_case_id")), trial if type(trial) is int else 1
+    return str(record.get(Rec.CASE_ID)), trial if type(trial) is int else 1
 
 
 def _leaves(value: Any, prefix: str) -> Iterator[tuple[str, float | None]]:

@@ -15,6 +15,7 @@ from evalkit.derive.health import UNMEASURABLE
 from evalkit.gate.decision import gate_exit_code
 from evalkit.metrics.keys import ir_measures_values
 from evalkit.metrics.registry import METRICS, Metric
+from evalkit.store.runlog import Cell, Met
 
 __all__ = ["RunInterrupted", "RunResult", "seed_data"]
 
@@ -128,8 +129,8 @@ class RunResult:
         return {
             "run_id": self.run_id,
             "run_dir": str(self.run_dir),
-            "aggregate_metrics": self.metrics.get("aggregate_metrics", {}),
-            "ir_measures": ir_measures_values((self.metrics.get("aggregate_metrics") or {}).get("at_k")),
+            Met.AGGREGATE: self.metrics.get(Met.AGGREGATE, {}),
+            "ir_measures": ir_measures_values((self.metrics.get(Met.AGGREGATE) or {}).get(Cell.AT_K)),
             "gate": {
                 "passed": bool(gate["passed"]),
                 "outcome": gate.get("outcome", "pass" if gate["passed"] else "fail"),
@@ -155,8 +156,8 @@ def seed_data(metrics: Mapping[str, Any], k: int) -> dict[str, Any]:
     metric by its registry name. Each value is the metrics.json `aggregate_metrics.at_k[K]`
     entry (else the cell's headline key); the whole metrics.json is `.metrics`.
     """
-    agg = metrics.get("aggregate_metrics") or {}
-    cell = (agg.get("at_k") or {}).get(str(k)) or {}
+    agg = metrics.get(Met.AGGREGATE) or {}
+    cell = (agg.get(Cell.AT_K) or {}).get(str(k)) or {}
 
     def value(m: Metric) -> Any:
         v = cell.get(m.at_k) if m.at_k in cell else agg.get(m.key)

@@ -33,6 +33,7 @@ from evalkit.run.provenance import build_config, git_revision
 from evalkit.run.records import WorkList
 from evalkit.run.result import RunInterrupted, RunResult, seed_data
 from evalkit.run.session import Prepared, ProgressSink, Session
+from evalkit.store.runlog import Cell, Met, Rec
 from evalkit.store.runs import RunDir, new_run_id, point_latest, run_folder_taken
 
 __all__ = ["RunInterrupted", "RunResult", "arun", "run"]
@@ -158,12 +159,12 @@ def _create_run_dir(results_dir: Path, run_id: str | None, chash: str, suffix: s
 def record_key(record: Mapping[str, Any]) -> tuple[str, int]:
     """A record's identity in its run: (test_case_id, trial); trial 1 when the run has no trials."""
     trial = record.get("trial")
-    return record.get("test_case_id"), trial if type(trial) is int else 1
+    return record.get(Rec.CASE_ID), trial if type(trial) is int else 1
 
 
 def run_order(record: Mapping[str, Any]) -> tuple[int, int]:
     """Where a record belongs in results.jsonl: trial, then eval-set position (see `WorkList`)."""
-    return record_key(record)[1], record.get("case_index", 0)
+    return record_key(record)[1], record.get(Rec.CASE_INDEX, 0)
 
 
 def _finished_keys(run: RunDir, *, retry_errors: bool) -> set[tuple[str, int]]:
@@ -460,7 +461,7 @@ def _finish(
         pre_run_warnings=[w for w in (*work.warnings, _stopped_warning(asked.stopped, n_pending)) if w],
     ), derived)
     point_latest(Path(s.results_dir), run.run_id)  # the run finished last, resumed ones too
-    kinds = metrics["aggregate_metrics"]["operational_metrics"].get("error_kinds") or {}
+    kinds = metrics[Met.AGGREGATE][Cell.OPERATIONAL].get("error_kinds") or {}
     n_errors = sum(v for kind, v in kinds.items() if kind != "empty_answer")
     failed_gate = bool(gate and gate_exit_code(gate) != 0 and not s.allow_regressions)
     result = RunResult(

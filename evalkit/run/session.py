@@ -28,6 +28,7 @@ from evalkit.run.records import (
     versions_tuple,
 )
 from evalkit.schema import EvalCase
+from evalkit.store.runlog import Rec
 from evalkit.store.runs import RunDir
 
 __all__ = ["FSYNC_INTERVAL_S", "ProgressSink"]
@@ -183,7 +184,7 @@ class Session:
             try:
                 record = await self.judge.judge_record(record, context=full_chunks)
             except JudgeError as e:
-                record["judge_errors"].append({"judge": "runner", "reason": e.reason, "detail": e.detail})
+                record[Rec.JUDGE_ERRORS].append({"judge": "runner", "reason": e.reason, "detail": e.detail})
         return record, versions
 
     def _observe_versions(self, target_versions: Mapping[str, Any]) -> None:

@@ -40,7 +40,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from evalkit.errors import BadConfig, InputError, Problem, RunNotFound
-from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
+from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads, read_json
 from evalkit.store.atomic import (
     SYMLINK_REFUSED,
     default_mode,
@@ -50,6 +50,7 @@ from evalkit.store.atomic import (
     staged_dir,
     write_atomic,
 )
+from evalkit.store.runlog import Rec
 
 RESULTS_FILE = "results.jsonl"
 METRICS_FILE = "metrics.json"
@@ -250,9 +251,9 @@ def _create_fresh(path: Path) -> BinaryIO:
 
 
 def _read_json(path: Path) -> Any:
-    with _os_errors(f"cannot read {path.name}", path):
-        raw = path.read_bytes()
-    return loads(raw, max_depth=MAX_WRITTEN_DEPTH, path=str(path))  # not JSON, not UTF-8, too deep: said at its line
+    """config.json or metrics.json through the bounded reader (size and depth): not JSON,
+    not UTF-8, too deep or too large is said at its line."""
+    return read_json(path, max_depth=MAX_WRITTEN_DEPTH)
 
 
 class RunDir:
@@ -542,10 +543,10 @@ class RunDir:
 
     def read_results(self) -> list[dict[str, Any]]:
         """All records, sorted by case_index (eval-set order)."""
-        return sorted(self.iter_results(), key=lambda r: r.get("case_index", 0))
+        return sorted(self.iter_results(), key=lambda r: r.get(Rec.CASE_INDEX, 0))
 
     def completed_ids(self) -> set[str]:
-        return {r["test_case_id"] for r in self.iter_results()}
+        return {r[Rec.CASE_ID] for r in self.iter_results()}
 
     def repair_tail(self) -> bool:
         """Truncate a partial last line left by a killed run. Returns True if it cut anything."""

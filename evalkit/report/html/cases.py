@@ -31,6 +31,7 @@ from typing import IO, Any
 
 import orjson
 
+from evalkit.store.runlog import Rec
 from evalkit.store.runs import RunDir
 
 __all__ = ["ALPHABET", "BLOCK", "CASE_FIELDS", "FIRST_ROWS", "CaseRow", "CaseTable", "case_detail", "case_row", "pack", "read_case_table", "unpack"]
@@ -127,15 +128,15 @@ class CaseRow:
 # The CaseRow field holding each case-table metric's per-case value (the registry's
 # `case_columns` view; the template, cases.js and report.css draw the columns by these names).
 CASE_FIELDS = {
-    "recall_at_k_avg": "recall", "mrr_avg": "mrr", "ndcg_at_k_avg": "ndcg", "groundedness_avg": "groundedness",
-    "correctness_avg": "correctness",
+    "recall_at_k_avg": "recall", "mrr_avg": "mrr", "ndcg_at_k_avg": "ndcg", "groundedness_avg": Rec.GROUNDEDNESS,
+    "correctness_avg": Rec.CORRECTNESS,
 }
 
 
 def case_row(record: Mapping[str, Any], seq: int = 0) -> CaseRow:
     """The table row of one results.jsonl record (`seq`: its line, when it has no case_index)."""
     case = record.get("case") or {}
-    rm = record.get("retrieval_metrics") or {}
+    rm = record.get(Rec.RETRIEVAL_METRICS) or {}
     error = record.get("error")
     status = rm.get("status")
     recall = _num(rm.get("recall_at_k"))
@@ -153,13 +154,13 @@ def case_row(record: Mapping[str, Any], seq: int = 0) -> CaseRow:
         detail = error.get("detail") if isinstance(error, Mapping) else None
         if detail:
             err_text = f"{err_text}: {detail}"
-    g, c = record.get("groundedness"), record.get("correctness")
+    g, c = record.get(Rec.GROUNDEDNESS), record.get(Rec.CORRECTNESS)
     abstained = (record.get("abstention") or {}).get("abstained")
-    index = _int(record.get("case_index"))
+    index = _int(record.get(Rec.CASE_INDEX))
     return CaseRow(
         index=seq if index is None else index,
         # A --trials run has one row per answer: the trial tells them apart.
-        id=_text(record.get("test_case_id") or case.get("id"))
+        id=_text(record.get(Rec.CASE_ID) or case.get("id"))
         + (f" (trial {record['trial']})" if type(record.get("trial")) is int else ""),
         question=_text(record.get("question") or case.get("question")),
         category=_text(case.get("category")),
@@ -186,7 +187,7 @@ def _judge_lines(record: Mapping[str, Any]) -> list[str]:
     """The judges' own words: each verdict's score and reasoning, what it found missing, and
     judge failures (excluded from the means)."""
     lines = []
-    for name, missing_key in (("groundedness", "unsupported_claims"), ("correctness", "key_facts_missing")):
+    for name, missing_key in ((Rec.GROUNDEDNESS, "unsupported_claims"), (Rec.CORRECTNESS, "key_facts_missing")):
         verdict = record.get(name)
         if not isinstance(verdict, Mapping):
             continue
@@ -196,7 +197,7 @@ def _judge_lines(record: Mapping[str, Any]) -> list[str]:
         missing = [str(m) for m in verdict.get(missing_key) or []]
         if missing:
             lines.append(f"{missing_key.replace('_', ' ')}: " + "; ".join(missing))
-    for j in record.get("judge_errors") or []:
+    for j in record.get(Rec.JUDGE_ERRORS) or []:
         if isinstance(j, Mapping):
             kind = j.get("judge") or j.get("kind") or "judge"
             lines.append(f"judge error: {kind}: {j.get('reason') or j.get('detail') or ''}".rstrip(": "))
@@ -221,7 +222,7 @@ def case_detail(record: Mapping[str, Any]) -> dict[str, Any]:
     chunks = [c for c in record.get("retrieved_chunks") or [] if isinstance(c, Mapping)]
     return {
         "answer": _text(record.get("answer")),
-        "answer_cut": bool(record.get("answer_truncated")),
+        "answer_cut": bool(record.get(Rec.ANSWER_TRUNCATED)),
         "chunks": [_chunk(c) for c in chunks],
         "refs": [_anchor(r) for r in record.get("references") or [] if isinstance(r, Mapping)],
         "gold": [_anchor(s) for s in case.get("gold_supports") or [] if isinstance(s, Mapping)],
@@ -311,7 +312,7 @@ def _kept_lines(run: RunDir, max_cases: int) -> set[int]:
     """The lines (file order) of the `max_cases` records of lowest (case index, line)."""
     heap: list[tuple[int, int]] = []  # (-index, -seq): the root is the last one kept
     for seq, record in enumerate(run.iter_results()):
-        index = _int(record.get("case_index"))
+        index = _int(record.get(Rec.CASE_INDEX))
         key = (-(seq if index is None else index), -seq)
         if len(heap) < max_cases:
             heapq.heappush(heap, key)
@@ -414,8 +415,8 @@ def _columns(rows: list[CaseRow], detail: list[int]) -> dict[str, Any]:
         "recall": [r.recall for r in rows],
         "mrr": [r.mrr for r in rows],
         "ndcg": [r.ndcg for r in rows],
-        "groundedness": [r.groundedness for r in rows],
-        "correctness": [r.correctness for r in rows],
+        Rec.GROUNDEDNESS: [r.groundedness for r in rows],
+        Rec.CORRECTNESS: [r.correctness for r in rows],
         "abstained": [_bool(r.abstained) for r in rows],
         "answerable": [_bool(r.answerable) for r in rows],
         "latency": [r.latency_ms for r in rows],

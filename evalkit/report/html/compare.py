@@ -46,8 +46,8 @@ from evalkit.report.compare import (
     headline,
     json_text,
     method_line,
-    outcome_of,
     no_significance,
+    outcome_of,
     repeats_note,
     row_label,
     short_verdict,
@@ -61,6 +61,7 @@ from evalkit.report.compare import (
     verdict_line,
     verdict_method,
 )
+from evalkit.store.runlog import Met, Rec
 
 __all__ = ["COMPARE_NAV", "compare_charts", "compare_view", "default_compare_output", "diff_segments", "write_compare_report"]
 
@@ -266,7 +267,7 @@ def compare_view(comparison: Comparison, *, refused: bool = False, output_dir: P
         "merge": _merge_section(c),
         "method": method_line(c),
         "delta_legend": DELTA_LEGEND,
-        "invariants": {
+        Met.INVARIANTS: {
             "ok": c.invariants.ok,
             "refused": refused,
             "ignored": c.invariants.ignored,
@@ -365,7 +366,7 @@ def _unscoreable_section(c: Comparison) -> list[dict[str, Any]]:
             "available": u.available,
             "n_cases": u.n_cases,
             "target_errors": u.target_errors,
-            "judge_errors": ", ".join(f"{j} {n}" for j, n in u.judge_errors.items()) or "0",
+            Rec.JUDGE_ERRORS: ", ".join(f"{j} {n}" for j, n in u.judge_errors.items()) or "0",
             "empty_answers": u.empty_answers,
             "unpaired": u.only_in_this_run,
             "ids": [*u.ids_target_error, *u.ids_judge_error],

@@ -14,11 +14,19 @@ from typing import Any
 
 from markupsafe import Markup
 
-from evalkit.metrics.registry import HEADLINE_KEYS, by_key, label_of, short_label_of, shown_in
+from evalkit.metrics.registry import (
+    HEADLINE_KEYS,
+    by_key,
+    label_of,
+    short_label_of,
+    shown_in,
+)
 from evalkit.report.html.cases import CASE_FIELDS, CaseRow, CaseTable, read_case_table
 from evalkit.report.html.charts import bar, bar_chart
 from evalkit.report.run import metric_value, summary_keys
 from evalkit.report.summary_md import dataset_version_text
+from evalkit.store.runlog import Cell as MetricsCell
+from evalkit.store.runlog import Met
 from evalkit.store.runs import REPORT_FILE, RunDir
 
 __all__ = ["RunView", "build_run_view", "render_run_report", "write_run_report"]
@@ -136,7 +144,7 @@ def _headline(agg: Mapping[str, Any], judge_heuristic: bool) -> list[tuple[str, 
 
 def _at_k(agg: Mapping[str, Any]) -> list[tuple[int, dict[str, Cell]]]:
     out = []
-    for k, cell in (agg.get("at_k") or {}).items():
+    for k, cell in (agg.get(MetricsCell.AT_K) or {}).items():
         n_by = (cell or {}).get("n_by_metric") or {}
         cells = {key: Cell(_num(cell.get(key)), _int(n_by.get(key)), 1.0) for key, _ in AT_K_COLUMNS}
         out.append((int(k), cells))
@@ -217,7 +225,7 @@ def build_run_view(run: RunDir, table: CaseTable) -> RunView:
     metrics = run.read_metrics()
     missing = metrics is None
     metrics = metrics or {}
-    agg = metrics.get("aggregate_metrics") or {}
+    agg = metrics.get(Met.AGGREGATE) or {}
     judge_cfg = config.get("judge") or {}
     judge_agg = agg.get("judge") or {}
     k = agg.get("k") if agg.get("k") is not None else ((config.get("settings") or {}).get("k") or [None])[0]
@@ -244,8 +252,8 @@ def build_run_view(run: RunDir, table: CaseTable) -> RunView:
         latency_totals=lat_totals,
         cost=cost,
         judge={**{k_: judge_cfg.get(k_) for k_ in ("provider", "model", "heuristic", "note", "pinned", "temperature", "prompt_version")}, **judge_agg},
-        reliability=agg.get("judge_reliability"),
-        agreement=agg.get("judge_agreement"),
+        reliability=agg.get(MetricsCell.JUDGE_RELIABILITY),
+        agreement=agg.get(MetricsCell.JUDGE_AGREEMENT),
         config_rows=_config_rows(config, metrics),
         warnings=warnings,
         cases=table.first,

@@ -26,9 +26,9 @@ from urllib.parse import quote
 from evalkit.compare.conditions import CONFIG_DIFF_IGNORED, config_diff
 from evalkit.errors import InputError
 from evalkit.gate.invariants import corpus_of, relabelled_from
-from evalkit.jsonio import MAX_WRITTEN_DEPTH, read_json
 from evalkit.metrics.registry import label_of, shown_in
-from evalkit.store.runs import CONFIG_FILE, METRICS_FILE, list_runs
+from evalkit.store.runlog import Cell, Met, Rec
+from evalkit.store.runs import CONFIG_FILE, METRICS_FILE, RunDir, list_runs
 
 __all__ = [
     "TREND_CONFIG_IGNORED", "TREND_METRICS", "TREND_NAV", "condense_keys", "marker_label", "trend_charts", "trend_markers",
@@ -39,7 +39,7 @@ __all__ = [
 # created_at, config_hash, session timings): they differ between runs of one system.
 TREND_CONFIG_IGNORED = (
     "git", "git.*",                      # the evalkit checkout's commit and dirty flag
-    "eval_set", "eval_set.*", "eval_set_commit_hash", "settings.eval_set",  # the series says which eval set
+    "eval_set", "eval_set.*", Met.EVAL_SET_COMMIT_HASH, "settings.eval_set",  # the series says which eval set
     "sessions.*",                        # resume bookkeeping: start, wall time, probe, pending cases
 )
 # (key, title, path in aggregate_metrics, unit) of each chart, in page order: the registry's
@@ -49,7 +49,7 @@ TREND_METRICS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     *((m.name, label_of(m.key), (m.key,), "rate" if m.scale == 1.0 else "score") for m in shown_in("trend")),
     ("latency_p95", "Latency p95", ("latency", "p95_ms"), "ms"),
     ("cost", "Judge cost", ("cost", "judge_total_usd"), "usd"),
-    ("no_chunks", "Notes with no chunks (index)", ("indexing_coverage", "no_chunks_generated_rate"), "rate"),
+    ("no_chunks", "Notes with no chunks (index)", (Rec.INDEXING_COVERAGE, "no_chunks_generated_rate"), "rate"),
 )
 # Section anchors of the page (base.html.j2's nav).
 TREND_NAV = (("charts", "Charts"), ("runs", "Runs"), ("series", "Eval set versions"), ("about", "How to read"))
@@ -113,10 +113,6 @@ def _eval_set_label(version: str, config: Mapping[str, Any], metrics: Mapping[st
     return f"eval set {short}" + (f" ({detail})" if detail else "")
 
 
-def _read(path: Path) -> Any:
-    return read_json(path, max_depth=MAX_WRITTEN_DEPTH)  # issue 29: bounded, said at its line
-
-
 def _created_at(config: Mapping[str, Any], folder: Path) -> str:
     created = config.get("created_at")
     if isinstance(created, str) and created:
@@ -135,8 +131,8 @@ def _run_status(config: Mapping[str, Any], metrics: Mapping[str, Any], agg: Mapp
     """("ok" | "partial" | "failed", why). Failed: the target failed every case, or no charted
     metric has a value; partial: fewer cases than the eval set (--limit, a selection). Both
     are drawn apart from the lines: their numbers are not the system's on the eval set."""
-    ops = agg.get("operational_metrics") if isinstance(agg.get("operational_metrics"), Mapping) else {}
-    total = metrics.get("total_tests") if isinstance(metrics.get("total_tests"), int) else agg.get("n_cases")
+    ops = agg.get(Cell.OPERATIONAL) if isinstance(agg.get(Cell.OPERATIONAL), Mapping) else {}
+    total = metrics.get(Met.TOTAL_TESTS) if isinstance(metrics.get(Met.TOTAL_TESTS), int) else agg.get("n_cases")
     n_errors = ops.get("n_errors")
     if isinstance(total, int) and isinstance(n_errors, int) and total > 0 and n_errors >= total:
         return "failed", f"the target failed every case ({n_errors} of {total})"
@@ -188,7 +184,8 @@ def trend_view(results_dir: str | Path, *, output_dir: str | Path | None = None)
             skipped.append({"run_id": run_id, "reason": f"no {METRICS_FILE} yet (unfinished or interrupted run; resume it with run_eval.py --resume)"})
             continue
         try:
-            config, metrics = _read(folder / CONFIG_FILE), _read(folder / METRICS_FILE)
+            run = RunDir(folder)  # the run folder's one reader: bounded in size and depth
+            config, metrics = run.read_config(), run.read_metrics()
         except InputError as e:  # unreadable, not JSON, not UTF-8 or too deep: the file and the line say which
             skipped.append({"run_id": run_id, "reason": f"unreadable config.json or metrics.json: {e}"})
             continue
@@ -202,7 +199,7 @@ def trend_view(results_dir: str | Path, *, output_dir: str | Path | None = None)
                 "short_label": f"{len(series) + 1}: eval set {version[:8]}", "run_ids": [],
             }
         s = series[version]
-        agg = metrics.get("aggregate_metrics") if isinstance(metrics.get("aggregate_metrics"), Mapping) else {}
+        agg = metrics.get(Met.AGGREGATE) if isinstance(metrics.get(Met.AGGREGATE), Mapping) else {}
         prev = s["run_ids"][-1] if s["run_ids"] else None
         seen = {**config, "index": corpus_of(metrics)}  # the config and the index it searched
         diff = _trend_diff(last_config[version], seen) if prev is not None else {}
@@ -215,7 +212,7 @@ def trend_view(results_dir: str | Path, *, output_dir: str | Path | None = None)
             "series": s["index"],
             "eval_set": version,
             "k": agg.get("k") if isinstance(agg.get("k"), int) else metrics.get("k"),
-            "n_cases": metrics.get("total_tests"),
+            "n_cases": metrics.get(Met.TOTAL_TESTS),
             "commit": _commit(config),
             "values": {key: _dig(agg, path) for key, _, path, _ in TREND_METRICS},
             "href": _href(folder, out_dir),
