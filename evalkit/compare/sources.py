@@ -191,6 +191,9 @@ def _from_file(path: Path, flag: str) -> RunSource:
         metrics, records = data.get("metrics"), data.get("records")
         if not isinstance(metrics, dict) or not isinstance(records, list):
             raise InputError(Problem("a baseline file needs `metrics` (object) and `records` (list)", path=str(path), field=flag))
+        bad = next((i for i, r in enumerate(records) if not isinstance(r, dict)), None)
+        if bad is not None:  # like a results.jsonl line that is `42`: said here, not met as an `int` later
+            raise InputError(Problem(f"`records` item {bad + 1} is not a JSON object", path=str(path), field=flag))
         config = data.get("config") if isinstance(data.get("config"), dict) else None
         run_id = str(data.get("run_id") or metrics.get("run_id") or path.stem)
         return RunSource(run_id, "baseline", path, metrics, config, records=records)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any
 
 from evalkit.errors import BadConfig, Problem
 from evalkit.metrics.keys import LOWER_IS_BETTER
+from evalkit.project import TomlError, parse_toml
 from evalkit.store.runlog import Met
 
 __all__ = ["ScenarioWeight", "Suite", "load_suite", "suite_block", "suite_metrics"]
@@ -99,8 +99,8 @@ def load_suite(path: str | Path) -> Suite:
     except OSError as e:
         raise BadConfig(Problem(f"cannot read the suite file: {e.strerror or e}", field="--suite", **where)) from None
     try:
-        doc = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        doc = parse_toml(raw.decode("utf-8"))  # bounded: never a RecursionError
+    except (UnicodeDecodeError, TomlError) as e:
         raise BadConfig(Problem(f"not a TOML file: {e}", field="--suite", **where)) from None
 
     problems: list[Problem] = []

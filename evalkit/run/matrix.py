@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -41,6 +40,7 @@ from evalkit.metrics.keys import (
 )
 from evalkit.metrics.registry import shown_in
 from evalkit.metrics.retrieval import AT_K_METRICS
+from evalkit.project import TomlError, parse_toml
 from evalkit.store.runlog import Met
 
 # run_eval settings a preset may set besides request options (they change what the target
@@ -221,10 +221,10 @@ def load_matrix_file(path: str | Path) -> list[Preset]:
     """
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = parse_toml(p.read_text(encoding="utf-8"))  # bounded: never a RecursionError
     except OSError as e:
         raise BadConfig(Problem(f"cannot read: {e.strerror or e}", path=str(p), field="--matrix-file")) from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+    except (TomlError, UnicodeDecodeError) as e:
         raise BadConfig(Problem(f"not valid TOML: {e}", path=str(p), field="--matrix-file")) from None
     problems: list[Problem] = []
     extra = sorted(set(data) - {"presets"})

@@ -95,6 +95,9 @@ RUN_ID_RULE = (
 LATEST = "latest"
 LATEST_FILE = "latest.json"
 
+# What a JSON value that is not an object is called in an error.
+_JSON_KIND = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false", type(None): "null"}
+
 _JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 
@@ -250,10 +253,15 @@ def _create_fresh(path: Path) -> BinaryIO:
     return os.fdopen(open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb")
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path) -> dict[str, Any]:
     """config.json or metrics.json through the bounded reader (size and depth): not JSON,
-    not UTF-8, too deep or too large is said at its line."""
-    return read_json(path, max_depth=MAX_WRITTEN_DEPTH)
+    not UTF-8, too deep or too large is said at its line; a top level that is not an object
+    (`42`, `[]`) is said too, so no reader meets an `int` where it wants a dict."""
+    value = read_json(path, max_depth=MAX_WRITTEN_DEPTH)
+    if not isinstance(value, dict):
+        got = _JSON_KIND.get(type(value), type(value).__name__)
+        raise InputError(Problem(f"not a JSON object ({got}): evalkit writes an object here", path=str(path)))
+    return value
 
 
 class RunDir:
@@ -536,10 +544,14 @@ class RunDir:
 
     def _parse_line(self, raw: bytes, lineno: int) -> dict[str, Any]:
         try:
-            return loads(raw, max_depth=MAX_WRITTEN_DEPTH, line=lineno)  # the path only when needed: it costs
+            record = loads(raw, max_depth=MAX_WRITTEN_DEPTH, line=lineno)  # the path only when needed: it costs
         except InputError as e:  # not UTF-8 or not JSON (said where), or nested deeper than evalkit writes
             where = str(self.results_path)
             raise InputError([Problem(f"corrupt record: {p.message}", path=where, line=p.line) for p in e.problems]) from None
+        if not isinstance(record, dict):  # valid JSON, but `42`, `[]`, `"x"` or `null`: every reader wants an object
+            got = _JSON_KIND.get(type(record), type(record).__name__)
+            raise InputError(Problem(f"corrupt record: not a JSON object ({got})", path=str(self.results_path), line=lineno))
+        return record
 
     def read_results(self) -> list[dict[str, Any]]:
         """All records, sorted by case_index (eval-set order)."""

@@ -531,3 +531,14 @@ def test_metric_selector_shows_only_the_named_rows_in_either_vocabulary(tmp_path
     assert {(r.metric, r.k) for r in select_metrics(result, ["mrr_avg"]).deltas} == {("mrr", 5)}
     with pytest.raises(InputError, match="no row for 'nDCG@7'"):
         select_metrics(result, ["nDCG@7"])
+
+
+def test_a_baseline_record_that_is_not_an_object_is_an_input_error(tmp_path: Path) -> None:
+    # Issue 38 item 7, for baseline.json's `records` as for a results.jsonl line.
+    from evalkit.compare.sources import BASELINE_KIND, BASELINE_SCHEMA_VERSION
+
+    path = tmp_path / "baseline.json"
+    path.write_bytes(orjson.dumps({"kind": BASELINE_KIND, "schema_version": BASELINE_SCHEMA_VERSION,
+                                "metrics": {}, "records": [{}, 42]}))
+    with pytest.raises(InputError, match=r"`records` item 2 is not a JSON object"):
+        open_source(path)

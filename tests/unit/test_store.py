@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from evalkit.errors import BadConfig, RunNotFound
+from evalkit.errors import BadConfig, InputError, RunNotFound
 from evalkit.store.runs import (
     RunDir,
     config_hash,
@@ -249,3 +249,29 @@ def test_recovery_removes_every_temp_file_our_writes_leave(tmp_path) -> None:
     (run / "notes.tmp").write_text("not ours")
     RunDir.open(tmp_path, "r1")
     assert sorted(p.name for p in run.iterdir()) == ["notes.tmp"]
+
+
+@pytest.mark.parametrize(("line", "got"), [(b"42", "a number"), (b"[]", "an array"), (b'"x"', "a string"), (b"null", "null")])
+def test_a_line_that_is_json_but_not_an_object_is_an_input_error(tmp_path: Path, line: bytes, got: str) -> None:
+    # Issue 38 item 7: every reader of records (compare, report, judge, export, redact) met an int.
+    run = RunDir.create(tmp_path, "r")
+    run.results_path.write_bytes(b'{"test_case_id":"a"}\n' + line + b'\n{"test_case_id":"b"}\n')
+    message = rf"results.jsonl:2: corrupt record: not a JSON object \({got}\)"
+    with pytest.raises(InputError, match=message):
+        list(run.iter_results())
+    with pytest.raises(InputError, match=message):  # the fast scan by id parses a line it cannot read an id from
+        list(run.iter_results(ids={"x"}))
+    run.results_path.write_bytes(b'{"test_case_id":"a"}\n' + line)  # whole, only its newline missing: not a torn line
+    with pytest.raises(InputError, match=message):
+        run.read_results()
+
+
+@pytest.mark.parametrize("body", [b"42\n", b"[]\n", b'"x"\n', b"null\n"])
+def test_config_and_metrics_must_be_objects(tmp_path: Path, body: bytes) -> None:
+    run = RunDir.create(tmp_path, "r")
+    run.config_path.write_bytes(body)
+    run.metrics_path.write_bytes(body)
+    with pytest.raises(InputError, match=r"config.json: not a JSON object"):
+        run.read_config()
+    with pytest.raises(InputError, match=r"metrics.json: not a JSON object"):
+        run.read_metrics()
