@@ -134,7 +134,7 @@ def main(
         if use_llm:
             from evalkit.authoring.generate_llm import generate_with_llm
             from evalkit.judges.cache import DEFAULT_CACHE_PATH
-            from evalkit.judges.runner import JudgeSettings
+            from evalkit.judges.settings import JudgeSettings
 
             settings = JudgeSettings(
                 provider=provider, model=model, base_url=base_url, temperature=temperature, allow_unpinned=allow_unpinned,

@@ -361,7 +361,7 @@ def _judge(
     with exit_on_known_errors(resume_hint=hint):
         from evalkit.derive import open_run
         from evalkit.judges import JudgeSettings
-        from evalkit.judges.runner import parse_judge_evaluators
+        from evalkit.judges.settings import parse_judge_evaluators
         from evalkit.net.retry import RetryPolicy
         from evalkit.rescore.answers import SpotCheck, judge_run
 

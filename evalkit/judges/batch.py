@@ -51,7 +51,8 @@ from evalkit.judges.base import (
     JudgeItem,
     JudgeOutcome,
 )
-from evalkit.judges.runner import JudgeRunner, JudgeSettings, build_judge, resolve_judge
+from evalkit.judges.runner import JudgeRunner
+from evalkit.judges.settings import JudgeSettings, build_judge, resolve_judge
 from evalkit.net.retry import RetryPolicy
 from evalkit.store.atomic import open_no_follow
 from evalkit.store.runlog import Rec

@@ -46,10 +46,8 @@ from evalkit.judges.settings import (
     JudgeSettings,
     build_judge,
     judge_evaluators,
-    parse_judge_evaluators,
     redact_base_url,
     resolve_judge,
-    spot_check_settings,
 )
 from evalkit.metrics.abstention import score_case_abstention
 from evalkit.metrics.retrieval import with_acknowledgement
@@ -61,9 +59,6 @@ __all__ = [
     "conflict_notes",
     "context_from_record",
     "judge_input_of",
-    # judges/settings.py's, still imported from here (rescore/answers.py, cli/score.py)
-    "parse_judge_evaluators",
-    "spot_check_settings",
 ]
 
 TRUNCATE_CHARS = 200

@@ -44,11 +44,13 @@ from evalkit.judges.reliability import (
 )
 from evalkit.judges.runner import (
     JudgeRunner,
-    JudgeSettings,
-    build_judge,
     build_judge_runner,
     conflict_notes,
     context_from_record,
+)
+from evalkit.judges.settings import (
+    JudgeSettings,
+    build_judge,
     resolve_judge,
     spot_check_settings,
 )

@@ -118,7 +118,7 @@ def test_the_literal_defaults_in_common_are_the_library_ones() -> None:
     from evalkit.cli import common, merge
     from evalkit.config import DEFAULT_RESULTS_DIR, RunSettings
     from evalkit.judges.cache import DEFAULT_CACHE_PATH
-    from evalkit.judges.runner import JudgeSettings
+    from evalkit.judges.settings import JudgeSettings
     from evalkit.run.repro import repro_run
 
     judge = common.judge_options("x")

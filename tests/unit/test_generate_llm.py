@@ -34,7 +34,7 @@ from evalkit.cli.main import app
 from evalkit.errors import BadConfig, JudgeConfigError
 from evalkit.evalset.anchorcheck import check_anchors, corpus_from_vault
 from evalkit.evalset.load import load_eval_set
-from evalkit.judges.runner import JudgeSettings
+from evalkit.judges.settings import JudgeSettings
 from evalkit.net.retry import RetryPolicy
 from evalkit.reference.tokens import terms
 from tests.unit.judges.judge_helpers import (

@@ -15,7 +15,7 @@ import pytest
 
 from evalkit.judges import JudgeItem
 from evalkit.judges.base import JudgeFailure
-from evalkit.judges.runner import JudgeSettings, build_judge
+from evalkit.judges.settings import JudgeSettings, build_judge
 from evalkit.net.retry import RetryPolicy
 from tests.unit.judges.judge_helpers import CORRECT, openai_reply
 
