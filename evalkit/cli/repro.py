@@ -112,7 +112,7 @@ def reproduce(
     print the report; returns the exit code (0 reproducible, 1 a difference, 3 the first run was
     incomplete, 130 interrupted). Known errors raise, for exit_on_known_errors."""
     from evalkit.run.repro import repro_run, repro_stored
-    from evalkit.run.runner import RunInterrupted
+    from evalkit.run.result import RunInterrupted
 
     progress = _progress_factory(quiet)
     if values is None:

@@ -323,7 +323,8 @@ def main(
     load_dotenv_once()
     with exit_on_known_errors():
         from evalkit.errors import GateFailed
-        from evalkit.run.api import RunInterrupted, run_eval
+        from evalkit.run.api import run_eval
+        from evalkit.run.result import RunInterrupted
 
         values = given_settings(given)
         values.update(_shard_values(shard, shard_from_env, shard_count))

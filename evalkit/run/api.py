@@ -24,10 +24,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evalkit.run.runner import RunInterrupted, RunResult, arun, run
+from evalkit.run.result import RunResult
+from evalkit.run.runner import arun, run
 from evalkit.run.session import ProgressSink
 
-__all__ = ["RunInterrupted", "RunResult", "arun_eval", "run_eval"]
+__all__ = ["arun_eval", "run_eval"]
 
 
 def _values(

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import BadConfig, Problem
+from evalkit.run.records import record_key, run_order
 from evalkit.store.runlog import Met, Rec
 from evalkit.store.runs import RunDir, point_latest
 
@@ -116,7 +117,6 @@ def _check_records(shards: list[_ShardRun], trials: int) -> list[Problem]:
     """Every record in its shard, each (case, trial) once, each shard complete, the whole
     selection covered. Streams each results.jsonl once, keeping only keys."""
     from evalkit.evalset.shard import ids_sha256, shard_of
-    from evalkit.run.runner import record_key, run_order
 
     problems: list[Problem] = []
     owner: dict[tuple[str, int], str] = {}
@@ -156,8 +156,6 @@ def _check_records(shards: list[_ShardRun], trials: int) -> list[Problem]:
 
 
 def _merged_records(shards: list[_ShardRun]) -> Iterator[dict[str, Any]]:
-    from evalkit.run.runner import run_order
-
     if all(s.in_order for s in shards):
         yield from heapq.merge(*(s.run.iter_results() for s in shards), key=run_order)
     else:

@@ -1,4 +1,5 @@
-"""One results.jsonl record per case: the request, the record, the version tuple, the selection.
+"""One results.jsonl record per case: the request, the record, its key and place in the file, the
+version tuple, the selection.
 
 Pure functions over plain dicts and the schema models; no I/O. Retrieval metrics are
 computed on the full chunk text before it is cut to 200 characters for storage. A record
@@ -25,6 +26,8 @@ __all__ = [
     "build_record",
     "build_request",
     "error_record",
+    "record_key",
+    "run_order",
     "select_cases",
     "select_indices",
     "versions_tuple",
@@ -114,6 +117,17 @@ class WorkList(Sequence[tuple[int, str, int]]):
         n = len(self.selected)
         i, case_id = self.selected[w % n]
         return i, case_id, w // n + 1
+
+
+def record_key(record: Mapping[str, Any]) -> tuple[str, int]:
+    """A record's identity in its run: (test_case_id, trial); trial 1 when the run has no trials."""
+    trial = record.get("trial")
+    return record.get(Rec.CASE_ID), trial if type(trial) is int else 1
+
+
+def run_order(record: Mapping[str, Any]) -> tuple[int, int]:
+    """Where a record belongs in results.jsonl: trial, then eval-set position (see `WorkList`)."""
+    return record_key(record)[1], record.get(Rec.CASE_INDEX, 0)
 
 
 def select_cases(

@@ -45,7 +45,7 @@ from evalkit.store.runs import (
 )
 
 if TYPE_CHECKING:
-    from evalkit.run.runner import RunResult
+    from evalkit.run.result import RunResult
     from evalkit.run.session import ProgressSink
 
 __all__ = [

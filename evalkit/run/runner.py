@@ -30,13 +30,13 @@ from evalkit.run.preflight import (
 )
 from evalkit.run.probe import probe_target
 from evalkit.run.provenance import build_config, git_revision
-from evalkit.run.records import WorkList
+from evalkit.run.records import WorkList, record_key, run_order
 from evalkit.run.result import RunInterrupted, RunResult, seed_data
 from evalkit.run.session import Prepared, ProgressSink, Session
-from evalkit.store.runlog import Cell, Met, Rec
+from evalkit.store.runlog import Cell, Met
 from evalkit.store.runs import RunDir, new_run_id, point_latest, run_folder_taken
 
-__all__ = ["RunInterrupted", "RunResult", "arun", "run"]
+__all__ = ["arun", "run"]
 
 
 def _build_judge(settings: RunSettings, *, conflict_cases: bool = False) -> Any:
@@ -154,17 +154,6 @@ def _create_run_dir(results_dir: Path, run_id: str | None, chash: str, suffix: s
         if not run_folder_taken(results_dir / candidate):
             return RunDir.create(results_dir, candidate)
     raise BadConfig(Problem(f"no free run id under {results_dir} for config {chash[:6]}"))
-
-
-def record_key(record: Mapping[str, Any]) -> tuple[str, int]:
-    """A record's identity in its run: (test_case_id, trial); trial 1 when the run has no trials."""
-    trial = record.get("trial")
-    return record.get(Rec.CASE_ID), trial if type(trial) is int else 1
-
-
-def run_order(record: Mapping[str, Any]) -> tuple[int, int]:
-    """Where a record belongs in results.jsonl: trial, then eval-set position (see `WorkList`)."""
-    return record_key(record)[1], record.get(Rec.CASE_INDEX, 0)
 
 
 def _finished_keys(run: RunDir, *, retry_errors: bool) -> set[tuple[str, int]]:

@@ -189,7 +189,7 @@ def test_resume_hint_is_shell_quoted() -> None:
     # regression: issue item 7, the hint pasted back ran `rm`
     import shlex
 
-    from evalkit.run.runner import RunInterrupted
+    from evalkit.run.result import RunInterrupted
 
     hint = RunInterrupted("my-run", Path("x"), "out dir; rm -rf x").resume_command
     assert shlex.split(hint) == ["python", "scripts/run_eval.py", "--resume", "my-run", "--results-dir", "out dir; rm -rf x"]
