@@ -394,6 +394,62 @@ def categories_option(panel: str | None = None) -> Any:
     )
 
 
+def rejudge_options(*, judge: str, reliability: str, batch: str, answers: str) -> dict[str, Any]:
+    """The flags of judging a stored run's answers, defined once for judge_answers.py and
+    `evalkit score --answers` (each lists them under its own panels): {parameter name:
+    typer.Option}."""
+    return {
+        "allow_truncated_context": typer.Option(
+            False, "--allow-truncated-context", help="Judge chunk text cut to 200 chars when the full text cannot be "
+            "re-read (otherwise exit 2).", rich_help_panel=answers,
+        ),
+        "claim_level": typer.Option(
+            False, "--claim-level", help="Judge groundedness claim by claim (score = 5 × supported / claims).",
+            rich_help_panel=judge,
+        ),
+        "judge_trials": typer.Option(
+            1, "--judge-trials", min=1, help="Judge each answer N times; report per-case spread and the mean's SE.",
+            rich_help_panel=judge,
+        ),
+        "spot_check": typer.Option(
+            0, "--spot-check", min=0, help="Re-judge N random judged cases with a second judge.",
+            rich_help_panel=reliability,
+        ),
+        "spot_check_model": typer.Option(
+            None, "--spot-check-model", help="Second judge model (same provider unless --spot-check-provider).",
+            rich_help_panel=reliability,
+        ),
+        "spot_check_provider": typer.Option(
+            None, "--spot-check-provider", help="Provider of the second judge.", rich_help_panel=reliability,
+        ),
+        "spot_check_prompt_version": typer.Option(
+            None, "--spot-check-prompt-version", help="Second prompt set for the same judge, e.g. v1-alt.",
+            rich_help_panel=reliability,
+        ),
+        "seed": typer.Option(
+            0, "--seed", help="Seed of the spot-check sample (np.random.default_rng).", rich_help_panel=reliability,
+        ),
+        "batch": typer.Option(
+            False, "--batch", help="Submit the judge prompts the cache lacks through the provider's batch API (OpenAI "
+            "Batch API, Anthropic Message Batches: half the price), wait for it, then judge from the cache. Killed, "
+            "rerun the same command: it picks the recorded batch up instead of submitting it again.",
+            rich_help_panel=batch,
+        ),
+        "batch_poll_interval": typer.Option(
+            30.0, "--batch-poll-interval", min=0.0, metavar="SECONDS", help="Seconds between two looks at a running "
+            "batch.", rich_help_panel=batch,
+        ),
+        "batch_resubmit": typer.Option(
+            False, "--batch-resubmit", help="A batch submission was killed before its id was recorded: submit a new one "
+            "(if the provider did receive the first, you pay for both).", rich_help_panel=batch,
+        ),
+        "batch_id": typer.Option(
+            None, "--batch-id", metavar="ID", help="A batch submission was killed before its id was recorded: collect "
+            "this batch (its id from the provider's console).", rich_help_panel=batch,
+        ),
+    }
+
+
 def judge_options(panel: str) -> dict[str, Any]:
     """The judge flags, defined once for every script that builds a judge (run_eval,
     judge_answers, score_abstention's LLM classifier; generate's LLM takes the cache, pinning

@@ -40,6 +40,7 @@ from evalkit.cli.common import (
     max_retry_wait_option,
     plain_metavars,
     quiet_option,
+    rejudge_options,
     rescore_options,
     results_dir_option,
     rps_option,
@@ -74,6 +75,7 @@ _B = "Batch (--answers; half price, answers within 24 h)"
 _O = PANEL_OUTPUT
 _JUDGE = judge_options(_J)
 _CACHE = judge_options(_C)
+_REJUDGE = rejudge_options(judge=_J, reliability=_R, batch=_B, answers=_ANS)
 _RESCORE = rescore_options()
 
 # The flags only one part reads: given without that part, they are refused (exit 2).
@@ -127,19 +129,16 @@ def main(
         None, "--vault", help="Re-read full chunk text from this notes folder when results hold 200-char texts. "
         "(default: the vault config.json records, for in-process reference runs)", rich_help_panel=_ANS,
     ),
-    allow_truncated_context: bool = typer.Option(
-        False, "--allow-truncated-context", help="Judge chunk text cut to 200 chars when the full text cannot be re-read "
-        "(otherwise exit 2).", rich_help_panel=_ANS,
-    ),
+    allow_truncated_context: bool = _REJUDGE["allow_truncated_context"],
     judge_provider: Optional[str] = _JUDGE["judge_provider"],
     judge_model: Optional[str] = _JUDGE["judge_model"],
     judge_base_url: Optional[str] = _JUDGE["judge_base_url"],
     judge_temperature: Optional[float] = _JUDGE["judge_temperature"],
     allow_unpinned: bool = _JUDGE["allow_unpinned"],
-    claim_level: bool = typer.Option(False, "--claim-level", help="Judge groundedness claim by claim (score = 5 × supported / claims).", rich_help_panel=_J),
+    claim_level: bool = _REJUDGE["claim_level"],
     answer_quality: bool = _JUDGE["answer_quality"],
     evaluators: Optional[list[str]] = _JUDGE["evaluators"],
-    judge_trials: int = typer.Option(1, "--judge-trials", min=1, help="Judge each answer N times; report per-case spread and the mean's SE.", rich_help_panel=_J),
+    judge_trials: int = _REJUDGE["judge_trials"],
     concurrency: int = concurrency_option("Judge and classifier requests", _C),
     rps: Optional[float] = rps_option(_C),
     timeout: float = _CACHE["timeout"],
@@ -148,28 +147,15 @@ def main(
     refresh_cache: bool = _CACHE["refresh_cache"],
     cache_path: Path = _CACHE["cache_path"],
     price_file: Optional[Path] = _CACHE["price_file"],
-    spot_check: int = typer.Option(0, "--spot-check", min=0, help="Re-judge N random judged cases with a second judge.", rich_help_panel=_R),
-    spot_check_model: Optional[str] = typer.Option(None, "--spot-check-model", help="Second judge model (same provider unless --spot-check-provider).", rich_help_panel=_R),
-    spot_check_provider: Optional[str] = typer.Option(None, "--spot-check-provider", help="Provider of the second judge.", rich_help_panel=_R),
-    spot_check_prompt_version: Optional[str] = typer.Option(None, "--spot-check-prompt-version", help="Second prompt set for the same judge, e.g. v1-alt.", rich_help_panel=_R),
-    seed: int = typer.Option(0, "--seed", help="Seed of the spot-check sample (np.random.default_rng).", rich_help_panel=_R),
-    batch: bool = typer.Option(
-        False, "--batch", help="Submit the judge prompts the cache lacks through the provider's batch API (OpenAI Batch API, "
-        "Anthropic Message Batches: half the price), wait for it, then judge from the cache. Killed, rerun the same "
-        "command: it picks the recorded batch up instead of submitting it again.", rich_help_panel=_B,
-    ),
-    batch_poll_interval: float = typer.Option(
-        30.0, "--batch-poll-interval", min=0.0, metavar="SECONDS", help="Seconds between two looks at a running batch.",
-        rich_help_panel=_B,
-    ),
-    batch_resubmit: bool = typer.Option(
-        False, "--batch-resubmit", help="A batch submission was killed before its id was recorded: submit a new one "
-        "(if the provider did receive the first, you pay for both).", rich_help_panel=_B,
-    ),
-    batch_id: Optional[str] = typer.Option(
-        None, "--batch-id", metavar="ID", help="A batch submission was killed before its id was recorded: collect this "
-        "batch (its id from the provider's console).", rich_help_panel=_B,
-    ),
+    spot_check: int = _REJUDGE["spot_check"],
+    spot_check_model: Optional[str] = _REJUDGE["spot_check_model"],
+    spot_check_provider: Optional[str] = _REJUDGE["spot_check_provider"],
+    spot_check_prompt_version: Optional[str] = _REJUDGE["spot_check_prompt_version"],
+    seed: int = _REJUDGE["seed"],
+    batch: bool = _REJUDGE["batch"],
+    batch_poll_interval: float = _REJUDGE["batch_poll_interval"],
+    batch_resubmit: bool = _REJUDGE["batch_resubmit"],
+    batch_id: Optional[str] = _REJUDGE["batch_id"],
     quiet: bool = quiet_option(panel=_O),
     json_output: bool = json_option(
         "with one part, that part's object (as its script prints it); with several, run_id, parts, one object per part "
