@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evalkit.errors import InputError, Problem
+from evalkit.errors import MAX_PROBLEMS_SHOWN, InputError, Problem
 from evalkit.interop.importers.base import ImportedCase, ImportOptions, jsonl_items
 from evalkit.jsonio import read_text
 
@@ -167,21 +167,63 @@ def _tsv_topics(text: str, where: str, problems: list[Problem]) -> list[tuple[st
     return out
 
 
-_TOP = re.compile(r"<top>(.*?)</top>", re.S | re.I)
+# The SGML topic parser is one scan, linear in the file (issue 38 item 11): `_TAG` finds every
+# <top> and </top> in one pass (a fixed string, no backtracking), and `_FIELD` reads only the
+# text between a <top> and its </top>, each character once. `<top>(.*?)</top>` searched the
+# rest of the file again for every <top> without a </top>: 500 KB of them took over a minute.
+_TAG = re.compile(r"<(/?)top>", re.I)
 _FIELD = re.compile(r"<(num|title|desc|narr)>(.*?)(?=<(?:num|title|desc|narr)>|$)", re.S | re.I)
 _LABEL = re.compile(r"^\s*(number|description|narrative|topic)\s*:\s*", re.I)
 
 
 def _sgml_topics(text: str, where: str, problems: list[Problem]) -> list[tuple[str, str, int | None]]:
-    out = []
-    for m in _TOP.finditer(text):
-        lineno = text.count("\n", 0, m.start()) + 1
-        fields = {name.lower(): _LABEL.sub("", " ".join(value.split())).strip() for name, value in _FIELD.findall(m.group(1))}
+    """Each <top> ... </top>, in order. A <top> that another <top> or the end of the file
+    reaches before its </top>, and a </top> with no <top> open, are problems at their line
+    (the old search joined such a <top> to the next topic, or dropped it unsaid); past
+    MAX_PROBLEMS_SHOWN of them, one more problem counts the rest."""
+    out: list[tuple[str, str, int | None]] = []
+    line, counted = 1, 0  # the line at offset `counted`: line numbers found moving forward only
+
+    def line_at(pos: int) -> int:
+        nonlocal line, counted
+        line += text.count("\n", counted, pos)
+        counted = pos
+        return line
+
+    misplaced = 0
+
+    def shown() -> bool:
+        """Count one tag out of place; whether it is said (100,000 problems take seconds to
+        make, and say nothing the first ones do not)."""
+        nonlocal misplaced
+        misplaced += 1
+        return misplaced <= MAX_PROBLEMS_SHOWN
+
+    open_at: int | None = None  # where the open <top>'s body starts
+    open_line = 0
+    for tag in _TAG.finditer(text):
+        if not tag.group(1):  # <top>
+            if open_at is not None and shown():
+                problems.append(Problem(f"a <top> without </top>: another <top> opens at line {line_at(tag.start())}",
+                                        path=where, line=open_line))
+            open_at, open_line = tag.end(), line_at(tag.start())
+            continue
+        if open_at is None:
+            if shown():
+                problems.append(Problem("a </top> without a <top> before it", path=where, line=line_at(tag.start())))
+            continue
+        body = text[open_at : tag.start()]
+        open_at = None
+        fields = {name.lower(): _LABEL.sub("", " ".join(value.split())).strip() for name, value in _FIELD.findall(body)}
         qid, question = fields.get("num", ""), fields.get("title") or fields.get("desc", "")
         if not qid or not question:
-            problems.append(Problem("a <top> without <num> and <title> (or <desc>)", path=where, line=lineno))
+            problems.append(Problem("a <top> without <num> and <title> (or <desc>)", path=where, line=open_line))
             continue
-        out.append((qid, question, lineno))
+        out.append((qid, question, open_line))
+    if open_at is not None and shown():
+        problems.append(Problem("a <top> without </top> before the end of the file", path=where, line=open_line))
+    if misplaced > MAX_PROBLEMS_SHOWN:
+        problems.append(Problem(f"… and {misplaced - MAX_PROBLEMS_SHOWN} more <top> or </top> out of place", path=where))
     if not out and not problems:
         problems.append(Problem("no <top> topic found", path=where))
     return out
