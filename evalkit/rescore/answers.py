@@ -60,7 +60,7 @@ from evalkit.store.runs import RunDir, config_hash
 if TYPE_CHECKING:
     from evalkit.judges.batch import BatchOptions
 
-__all__ = ["JudgeRunResult", "SpotCheck", "VaultReader", "judge_run", "judge_run_async", "ks_from_config"]
+__all__ = ["JudgeRunResult", "SpotCheck", "VaultReader", "judge_run", "judge_run_async"]
 
 _COUNT_KEYS = ("n_cases", "n_groundedness", "n_correctness")
 
@@ -111,15 +111,6 @@ class JudgeRunResult:
             "failure": self.failure,
             "warnings": self.warnings,
         }
-
-
-def ks_from_config(cfg: dict[str, Any]) -> list[int]:
-    """The run's cut-offs: settings.k (run_eval), else params.k / k, else [5]."""
-    for holder in (cfg.get("settings"), cfg.get("params"), cfg):
-        if isinstance(holder, dict) and holder.get("k") is not None:
-            k = holder["k"]
-            return [int(x) for x in (k if isinstance(k, list) else [k])]
-    return [5]
 
 
 def _select(records: list[dict[str, Any]], ids: Sequence[str] | None, path: Path) -> list[int]:
