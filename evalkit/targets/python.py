@@ -11,7 +11,6 @@ import inspect
 import sys
 import traceback
 from collections.abc import Callable
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from evalkit.errors import InputError, Problem, TargetError
 from evalkit.net.ratelimit import RateLimiter
 from evalkit.schema import AskRequest, IndexingCoverage
 from evalkit.targets.base import AskResult, parse_ask_response, request_dict
+from evalkit.targets.workers import DaemonThreads, RaisedInWorker, WorkerFailed, WorkerProcesses
 
 _FIELD = "--target"
 
@@ -102,18 +102,25 @@ class CallableTarget:
     min(32, cores + 4) threads: 6 on a 2-core machine, whatever --concurrency said); async
     functions are awaited. If the function raises, that case is recorded as a
     TargetError of kind "exception" (the system failed on it) and the run goes on.
+    The threads are daemons: one stuck in a call that never returns is abandoned at the
+    timeout (a new thread takes the next call) and cannot keep the process from exiting.
 
     Threads share one core for Python code (the GIL), so a function that computes rather
     than waits (a local retriever in pure Python) gains nothing from more of them. With
     `processes=N` (`--target-processes N`) a sync function runs in N worker processes
     instead, each importing its module once (spawned: nothing of the run's own process is
-    inherited); the request goes to them and the answer comes back pickled.
+    inherited); the request goes to them and the answer comes back pickled. A worker that
+    dies (os._exit, a segfault) fails only the case it was running, with its exit code in
+    the detail; one that overruns the timeout is killed; either is replaced for the next
+    case. What the function raises comes back as text (type, message), so an exception that
+    cannot be unpickled is an error of its case like any other.
 
     Args:
         fn: the chatbot function.
         name: how the target is named in results (default: the function's qualname).
         timeout: seconds per call, or None. A sync function that overruns keeps running in
-            its thread; only the wait is abandoned.
+            its (daemon) thread; only the wait is abandoned. In a worker process, the process
+            is killed; the wait for a free worker process does not count.
         rps: at most this many calls per second; None = no limit.
         params: free `--param key=value` options, put into the request's `options`.
         index_stats_fn: optional zero-argument function returning the indexing_coverage dict.
@@ -152,7 +159,8 @@ class CallableTarget:
         self.concurrency = concurrency
         self.processes = processes
         self._spec = spec
-        self._pool: Executor | None = None
+        self._threads: DaemonThreads | None = None
+        self._workers: WorkerProcesses | None = None
         self.name = name or f"python:{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
         self.timeout = timeout
         self.rps = rps or None
@@ -172,24 +180,29 @@ class CallableTarget:
         kwargs.setdefault("index_stats_fn", stats if callable(stats) and stats is not fn else None)
         return cls(fn, name=f"python:{spec}", spec=spec, **kwargs)
 
+    def _in_processes(self, fn: Callable[..., Any]) -> bool:
+        return self.processes is not None and fn is self.fn
+
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         if _is_async(fn):
             result = await fn(*args)
-        elif self.processes is not None and fn is self.fn:
-            if self._pool is None:
-                import multiprocessing
-
-                self._pool = ProcessPoolExecutor(
-                    self.processes, mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_process_init, initargs=(self._spec, list(sys.path)),
-                )
-            result = await asyncio.get_running_loop().run_in_executor(self._pool, _process_call, *args)
         else:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.concurrency or self.MAX_THREADS, thread_name_prefix="evalkit-target")
-            # as asyncio.to_thread, which runs in the loop's default pool: the caller's context goes along
-            call = functools.partial(contextvars.copy_context().run, fn, *args)
-            result = await asyncio.get_running_loop().run_in_executor(self._pool, call)
+            if self._threads is None:
+                self._threads = DaemonThreads(self.concurrency or self.MAX_THREADS, "evalkit-target")
+            if self._in_processes(fn):
+                if self._workers is None:
+                    self._workers = WorkerProcesses(self.processes or 1, _load_in_worker, self._spec or "", list(sys.path))
+                # a thread waits for the worker's answer and enforces the timeout (killing the worker)
+                call = functools.partial(self._workers.call, *args, self.timeout)
+            else:
+                # as asyncio.to_thread, which runs in the loop's default pool: the caller's context goes along
+                call = functools.partial(contextvars.copy_context().run, fn, *args)
+            future = self._threads.submit(call)
+            try:
+                result = await asyncio.wrap_future(future)
+            except asyncio.CancelledError:
+                self._threads.abandon(future)  # at the timeout: the thread may be stuck for good
+                raise
         if inspect.isawaitable(result):
             result = await result
         return result
@@ -205,7 +218,7 @@ class CallableTarget:
             await self._limiter.acquire()
         payload = request_dict(request, self.params)
         try:
-            if self.timeout:
+            if self.timeout and not self._in_processes(self.fn):
                 # asyncio.timeout, not wait_for: on 3.11 wait_for wraps the call in a task of its own
                 async with asyncio.timeout(self.timeout):
                     result = await self._call(self.fn, payload)
@@ -213,6 +226,10 @@ class CallableTarget:
                 result = await self._call(self.fn, payload)
         except TargetError:
             raise
+        except RaisedInWorker as e:
+            raise TargetError("exception", f"{self.name} raised {e.type_name}: {e.message}") from None
+        except WorkerFailed as e:
+            raise TargetError(e.kind, f"{self.name}: {e.detail}") from None  # type: ignore[arg-type]
         except TimeoutError as e:
             # asyncio.timeout's TimeoutError carries no message; a user's TimeoutError usually does.
             detail = str(e) or (f"no answer within {self.timeout:g}s" if self.timeout else "TimeoutError")
@@ -245,27 +262,23 @@ class CallableTarget:
         return out
 
     async def aclose(self) -> None:
-        """Release the worker threads or processes (a call that overran its timeout may still
-        be running in one: it is not waited for). A user's `aclose`/`close` is theirs to call."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        """Release the worker threads and processes. A call that overran its timeout may still
+        be running in a thread: it is not waited for (the threads are daemons). Worker processes
+        are stopped: idle ones exit, busy ones are killed. A user's `aclose`/`close` is theirs
+        to call."""
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
+        if self._threads is not None:
+            self._threads.shutdown()
+            self._threads = None
 
 
-# In a worker process (`processes=`): the function, imported once by `_process_init`.
-_PROCESS_FN: Callable[..., Any] | None = None
-
-
-def _process_init(spec: str, path: list[str]) -> None:
-    global _PROCESS_FN
-    sys.path[:] = path  # the run's: `pkg.module` resolves from the same folders
-    _PROCESS_FN, _ = load_callable(spec)
-
-
-def _process_call(payload: dict[str, Any]) -> Any:
-    """One call in a worker process; the answer as plain data (it travels back pickled)."""
-    assert _PROCESS_FN is not None, "worker process not initialised"
-    return _to_dict(_PROCESS_FN(payload))
+def _load_in_worker(spec: str) -> Callable[[Any], Any]:
+    """In a worker process (`processes=`): the function, imported once, answering plain data
+    (it travels back pickled)."""
+    fn, _ = load_callable(spec)
+    return lambda payload: _to_dict(fn(payload))
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
