@@ -279,7 +279,7 @@ TOLERANCE = 0.0
 
 
 def tolerance_option(panel: str | None = None, *, with_repro: bool = False) -> Any:
-    """`--tolerance` of the reproducibility check (`evalkit repro`, or run_eval's --repro when
+    """`--tolerance` of the reproducibility check (`evalkit reproduce`, or run_eval's --repro when
     with_repro: then None when not given, since it goes with --repro only)."""
     text = "Largest |b - a| of a per-case metric that is not a difference (a chunk's score_final: at least 1e-10)."
     if with_repro:

@@ -265,7 +265,7 @@ def check_labels(
             print("evalkit: nothing written")
             raise typer.Exit(EXIT_STALE)
         for written in labeling.apply_fixes(fixes, outputs, force=force, on_backup=said_backup):
-            print(f"evalkit: wrote {written}; check it with: label_eval.py --validate --eval-set {written}")
+            print(f"evalkit: wrote {written}; check it with: evalkit validate --labels --eval-set {written}")
     if left:
         for issue in left:
             print(printable(f"not fixed: {issue.problem()}"))

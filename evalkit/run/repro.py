@@ -19,7 +19,7 @@ reproducible. Each results.jsonl is read once, streamed: run A's records are red
 compact per-case values in memory, then run B is streamed against them.
 
 `repro_run(values)` runs a config twice (`run_eval --repro`) and `repro_stored(run_id)`
-re-runs a stored run's config (`evalkit repro`); both return a ReproOutcome holding the
+re-runs a stored run's config (`evalkit reproduce`); both return a ReproOutcome holding the
 runs and the ReproReport.
 """
 
@@ -128,7 +128,7 @@ class ReproReport:
         return list(dict.fromkeys((d.case_id, d.trial) for d in self.differences))
 
     def to_json(self) -> dict[str, Any]:
-        """The object `evalkit repro --json` prints."""
+        """The object `evalkit reproduce --json` prints."""
         return {
             "run_a": self.run_a,
             "run_b": self.run_b,
@@ -473,7 +473,7 @@ def repro_stored(
     api_url: str | None = None,
     progress: ProgressFactory | None = None,
 ) -> ReproOutcome:
-    """Re-run a stored run's config into `<run_id>-repro-<n>` and compare (`evalkit repro`).
+    """Re-run a stored run's config into `<run_id>-repro-<n>` and compare (`evalkit reproduce`).
 
     The settings come from its config.json without the per-run ones (run id, resume,
     baseline, thresholds, output flags). The eval set must still be the one the run used.
