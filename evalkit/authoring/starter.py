@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -27,7 +28,13 @@ from evalkit.config import (
 )
 from evalkit.errors import BadConfig, Problem
 from evalkit.project import PROJECT_CONFIG
-from evalkit.store.atomic import SYMLINK_REFUSED, open_no_follow
+from evalkit.store.atomic import (
+    SYMLINK_REFUSED,
+    default_mode,
+    open_no_follow,
+    staged_dir,
+    write_atomic,
+)
 
 # One case of each kind the bundled set holds: single note, reasoning, multi-hop with support
 # groups, a recency rule, and two unanswerable ones (in-domain and general knowledge).
@@ -87,10 +94,19 @@ def init_project(folder: Path, config_text: str) -> InitResult:
     `config_text` is the evalkit.toml to write (`evalkit.cli.init.project_config_text`: it is
     made from run_eval's flags, which live in the CLI).
 
+    Everything that can be checked is checked before the first write (issue 38 item 10): the
+    names it would take, `.gitignore` (a regular file, read as bytes in any encoding, never
+    through a link nor waited on as a FIFO), the bundled notes and cases. Then the notes are
+    built out of sight and renamed in whole, eval_set.jsonl and evalkit.toml written
+    atomically, and `.gitignore` appended to last. When a write fails (a full disk), what
+    this call put in place is taken back, so the same command can simply be run again.
+
     Raises:
-        BadConfig: a file or folder it would write exists already (nothing is written).
+        BadConfig: a file or folder it would write exists already, `.gitignore` is a link or
+            not a regular file, or is too large (nothing is written); a write failed (what
+            was written is removed, `.gitignore` keeps its old bytes).
     """
-    folder.mkdir(parents=True, exist_ok=True)
+    # ---- the plan: nothing below writes
     planned = (PROJECT_CONFIG, DEFAULT_EVAL_SET, DEFAULT_VAULT)
     existing = [name for name in planned if os.path.lexists(folder / name)]
     if existing:
@@ -98,38 +114,127 @@ def init_project(folder: Path, config_text: str) -> InitResult:
             [Problem("exists already; evalkit init writes only into a folder without it", path=str(folder / name))
              for name in existing]
         )
-    if (folder / ".gitignore").is_symlink():  # appended to below: never through a link
-        raise BadConfig(Problem(SYMLINK_REFUSED, path=str(folder / ".gitignore")))
+    gitignore = folder / ".gitignore"
+    old = _read_gitignore(gitignore)
+    missing, appended = _gitignore_addition(old)
     root = bundled_root()
-    result = InitResult(folder=folder)
     vault = root / DEFAULT_VAULT
-    for src in [vault, *sorted(vault.rglob("*"))]:  # the umask's modes, not the installation's (copytree kept those)
-        dest = folder / DEFAULT_VAULT / src.relative_to(vault)
-        if src.is_dir():
-            dest.mkdir()
-        else:
-            shutil.copyfile(src, dest)
-    result.written.append(DEFAULT_VAULT + "/")
-    (folder / DEFAULT_EVAL_SET).write_text("\n".join(starter_cases(root)) + "\n", encoding="utf-8")
-    result.written.append(DEFAULT_EVAL_SET)
-    (folder / PROJECT_CONFIG).write_text(config_text, encoding="utf-8")
-    result.written.append(PROJECT_CONFIG)
-    result.gitignore_added = _extend_gitignore(folder / ".gitignore")
+    sources = [vault, *sorted(vault.rglob("*"))]
+    eval_set = ("\n".join(starter_cases(root)) + "\n").encode("utf-8")
+
+    # ---- the writes, taken back when one fails
+    result = InitResult(folder=folder)
+    placed: list[Path] = []
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with staged_dir(folder / DEFAULT_VAULT) as work:  # a killed init leaves a hidden stage, not half a vault
+            for src in sources:  # the umask's modes, not the installation's (copytree kept those)
+                dest = work / src.relative_to(vault)
+                if src.is_dir():
+                    dest.mkdir(exist_ok=True)
+                else:
+                    shutil.copyfile(src, dest)
+        placed.append(folder / DEFAULT_VAULT)
+        result.written.append(DEFAULT_VAULT + "/")
+        for name, payload in ((DEFAULT_EVAL_SET, eval_set), (PROJECT_CONFIG, config_text.encode("utf-8"))):
+            write_atomic(folder / name, payload, mode=default_mode())
+            placed.append(folder / name)
+            result.written.append(name)
+        if appended:
+            _append_gitignore(gitignore, old, appended)
+            result.gitignore_added = missing
+    except BaseException as e:  # a full disk, a .gitignore swapped for a FIFO, Ctrl-C: take back what was placed
+        for path in reversed(placed):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        if not isinstance(e, OSError):
+            raise
+        where = e.filename if e.filename is not None else folder
+        raise BadConfig(Problem(f"cannot write the starter project ({e.strerror or e}); nothing of it was kept, "
+                                "run evalkit init again when this is fixed", path=str(where))) from None
     return result
 
 
-def _extend_gitignore(path: Path) -> list[str]:
-    """Append the GITIGNORE_LINES a .gitignore lacks (every line it has stays). Returns them."""
-    old = path.read_text(encoding="utf-8") if path.exists() else ""
-    have = old.splitlines()
-    missing = [line for line in GITIGNORE_LINES if line not in have]
+# A .gitignore is a few KB; past this it is not one (and is not read whole).
+MAX_GITIGNORE_BYTES = 16 << 20
+_KIND = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+         (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _not_regular(path: Path, mode: int) -> BadConfig:
+    kind = next((name for test, name in _KIND if test(mode)), "not a regular file")
+    return BadConfig(Problem(f"is {kind}, not a regular file: evalkit init appends its lines only to a file "
+                             "(nothing was written)", path=str(path)))
+
+
+def _read_gitignore(path: Path) -> bytes | None:
+    """The bytes of `.gitignore`, or None when there is none. Refuses a link, anything that is
+    not a regular file (a FIFO would block the read forever) and a file over
+    MAX_GITIGNORE_BYTES, before any write. Any encoding: the bytes are never decoded."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise BadConfig(Problem(f"cannot read ({e.strerror or e})", path=str(path))) from None
+    if stat.S_ISLNK(info.st_mode):  # appended to below: never through a link
+        raise BadConfig(Problem(SYMLINK_REFUSED, path=str(path)))
+    if not stat.S_ISREG(info.st_mode):
+        raise _not_regular(path, info.st_mode)
+    try:
+        # O_NONBLOCK: a FIFO put here since the lstat opens at once and is refused below.
+        fd = open_no_follow(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise BadConfig(Problem(f"cannot read ({e.strerror or e})", path=str(path))) from None
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(f.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            raise _not_regular(path, mode)
+        data = f.read(MAX_GITIGNORE_BYTES + 1)
+    if len(data) > MAX_GITIGNORE_BYTES:
+        raise BadConfig(Problem(f"is over {MAX_GITIGNORE_BYTES >> 20} MB: not a .gitignore evalkit init appends to "
+                                "(nothing was written)", path=str(path)))
+    return data
+
+
+def _gitignore_addition(old: bytes | None) -> tuple[list[str], bytes]:
+    """(the GITIGNORE_LINES `old` lacks, the bytes that append them), or ([], b"") when it
+    lacks none. Lines are compared as bytes, so a .gitignore in any encoding keeps every
+    byte it has; the new lines end as its lines do (CRLF when it uses CRLF)."""
+    have = set((old or b"").splitlines())
+    missing = [line for line in GITIGNORE_LINES if line.encode("utf-8") not in have]
     if not [line for line in missing if not line.startswith("#")]:
-        return []
-    text = "\n".join(missing) + "\n"
-    if have:
-        text = ("\n" if have[-1].strip() else "") + text
-        if not old.endswith("\n"):
-            text = "\n" + text
-    with os.fdopen(open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a", encoding="utf-8") as f:
-        f.write(text)
-    return missing
+        return [], b""
+    eol = b"\r\n" if old and b"\r\n" in old else b"\n"
+    text = eol.join(line.encode("utf-8") for line in missing) + eol
+    if old:
+        lines = old.splitlines()
+        text = (eol if lines[-1].strip() else b"") + text  # a blank line before ours
+        if not old.endswith((b"\n", b"\r")):
+            text = eol + text  # end its last line first
+    return missing, text
+
+
+def _append_gitignore(path: Path, old: bytes | None, text: bytes) -> None:
+    """Append `text` to `path` (created when `old` is None). A failed write leaves the file
+    as it was: cut back to its old length, or removed when this call made it."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | (os.O_CREAT | os.O_EXCL if old is None else 0)
+    fd = open_no_follow(path, flags)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # swapped for a FIFO since it was read
+            raise _not_regular(path, info.st_mode)
+        try:
+            view = memoryview(text)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError as e:
+            if old is None:
+                path.unlink(missing_ok=True)
+            else:
+                os.ftruncate(fd, info.st_size)
+            raise OSError(e.errno, e.strerror, str(path)) from None  # said with the file it was writing
+    finally:
+        os.close(fd)

@@ -2,8 +2,9 @@
 
 Writes evalkit.toml (every run setting, commented out at its default), eval_set.jsonl (a
 few example cases), sample_vault/ (the notes they are about) and .gitignore lines. Refuses,
-writing nothing, when evalkit.toml, eval_set.jsonl or sample_vault/ exists. Exit 0 ok, 2 when
-something is in the way.
+writing nothing, when evalkit.toml, eval_set.jsonl or sample_vault/ exists, or .gitignore is
+not a regular file; a write that fails is taken back (evalkit.authoring.starter.init_project).
+Exit 0 ok, 2 when something is in the way.
 """
 
 from __future__ import annotations

@@ -130,3 +130,78 @@ def test_the_starter_ignores_what_this_repository_ignores() -> None:
     # one list of what keeps note text out of git: the starter's lines are all in ours
     ours = set((ROOT / ".gitignore").read_text().splitlines())
     assert [line for line in GITIGNORE_LINES if not line.startswith("#") and line not in ours] == []
+
+
+# --------------------------------------------------------------------------- .gitignore (issue 38 item 10)
+
+
+def test_a_gitignore_that_is_not_utf8_gains_the_lines_byte_exact(tmp_path: Path) -> None:
+    # Latin-1, CRLF, no final newline: read as text it exited 70 after writing the rest, and
+    # the rerun then refused ("exists already").
+    old = b"caf\xe9/\r\n*.pyc"
+    (tmp_path / ".gitignore").write_bytes(old)
+    res = _init(tmp_path)
+    assert res.exit_code == 0, res.output
+    ours = b"".join(line.encode() + b"\r\n" for line in GITIGNORE_LINES)
+    assert (tmp_path / ".gitignore").read_bytes() == old + b"\r\n" + b"\r\n" + ours
+    assert _init(tmp_path).exit_code == 2  # the usual refusal: everything is there
+
+
+def test_a_gitignore_that_holds_the_lines_already_is_left_alone(tmp_path: Path) -> None:
+    old = b"\xff\xfe junk\n" + "\n".join(GITIGNORE_LINES).encode() + b"\n"
+    (tmp_path / ".gitignore").write_bytes(old)
+    assert _init(tmp_path).exit_code == 0
+    assert (tmp_path / ".gitignore").read_bytes() == old
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_gitignore_that_is_not_a_file_is_refused_before_anything_is_written(tmp_path: Path, kind: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    project = tmp_path / "p"
+    project.mkdir()
+    gitignore = project / ".gitignore"
+    os.mkfifo(gitignore) if kind == "fifo" else gitignore.mkdir()
+    # A child process: were the FIFO opened for reading, it would wait for a writer for ever
+    # (the timeout only bounds that failure; the test asserts the exit and the folder).
+    done = subprocess.run([sys.executable, "-c", "from evalkit.cli.main import app; app()", "init", str(project)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    said = {"fifo": "a FIFO", "folder": "a folder"}[kind]
+    assert done.stderr == (f"evalkit: {gitignore}: is {said}, not a regular file: evalkit init appends its lines "
+                           "only to a file (nothing was written)\n")
+    assert [p.name for p in project.iterdir()] == [".gitignore"]
+    gitignore.unlink() if kind == "fifo" else gitignore.rmdir()
+    assert _init(project).exit_code == 0  # then it runs
+
+
+def test_a_write_that_fails_takes_back_what_init_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk while .gitignore is appended to (the last write): the notes, the eval set and
+    evalkit.toml are taken back and .gitignore keeps its bytes, so the rerun works."""
+    import errno
+    import os
+
+    old = b"node_modules/\n"
+    (tmp_path / ".gitignore").write_bytes(old)
+    real_write = os.write
+    calls = []
+
+    def full_disk(fd: int, data: bytes) -> int:  # the first piece goes in, then the disk is full
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, bytes(data[:10]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full_disk)
+    res = _init(tmp_path)
+    monkeypatch.undo()
+    assert res.exit_code == 2, res.output
+    assert len(calls) == 2  # a part was written before the failure: it was cut off again
+    assert res.stderr == (f"evalkit: {tmp_path / '.gitignore'}: cannot write the starter project (No space left on device); nothing "
+                          "of it was kept, run evalkit init again when this is fixed\n")
+    assert [p.name for p in tmp_path.iterdir()] == [".gitignore"]
+    assert (tmp_path / ".gitignore").read_bytes() == old
+    assert _init(tmp_path).exit_code == 0  # the rerun finishes the job
+    assert (tmp_path / ".gitignore").read_bytes().startswith(old + b"\n# evalkit")
