@@ -11,9 +11,10 @@ and decodes whatever arrives. `BoundedTransport` wraps any httpx transport and:
 - refuses a response whose `Content-Length` is over the cap before reading it;
 - counts the body's bytes as they stream and stops at the cap;
 - with a `deadline`, reads the whole answer (connect, send, every byte of the body) within
-  that many seconds, else raises `httpx.ReadTimeout`: a server trickling a byte a second
-  cannot hold a request for minutes, and the deadline is part of the one HTTP stack, not
-  wrapped around it by each caller.
+  that many seconds, else raises `httpx.ReadTimeout` (carrying the deadline: `deadline_in`
+  tells it from one slow read): a server trickling a byte a second cannot hold a request
+  for minutes, and the deadline is part of the one HTTP stack, not wrapped around it by
+  each caller.
 
 Each refusal raises `ResponseTooLarge`, which callers classify as a
 `response_too_large` failure (not retried: the same request gets the same answer).
@@ -27,7 +28,14 @@ from typing import Any
 
 import httpx
 
-__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "BoundedTransport", "ResponseTooLarge", "bounded_client", "too_large_in"]
+__all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "BoundedTransport",
+    "ResponseTooLarge",
+    "bounded_client",
+    "deadline_in",
+    "too_large_in",
+]
 
 DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 
@@ -119,7 +127,9 @@ class BoundedTransport(httpx.AsyncBaseTransport):
                 finally:
                     await stream.aclose()  # type: ignore[union-attr]
         except TimeoutError:
-            raise httpx.ReadTimeout(f"no complete answer within {self.deadline:g}s", request=request) from None
+            late = httpx.ReadTimeout(f"no complete answer within {self.deadline:g}s", request=request)
+            late.deadline = self.deadline  # type: ignore[attr-defined]
+            raise late from None
         return httpx.Response(response.status_code, headers=response.headers, content=body, extensions=response.extensions)
 
     async def _bounded(self, request: httpx.Request) -> httpx.Response:
@@ -170,6 +180,19 @@ def too_large_in(exc: BaseException | None) -> ResponseTooLarge | None:
     while exc is not None and seen < 10:
         if isinstance(exc, ResponseTooLarge):
             return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def deadline_in(exc: BaseException | None) -> float | None:
+    """The deadline (seconds) of a `BoundedTransport` whose whole answer did not arrive in
+    time, behind an exception (SDKs wrap transport errors); None for any other error,
+    a single slow read included."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, httpx.ReadTimeout) and getattr(exc, "deadline", None) is not None:
+            return float(exc.deadline)  # type: ignore[attr-defined]
         exc = exc.__cause__ or exc.__context__
         seen += 1
     return None
