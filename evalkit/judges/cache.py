@@ -29,6 +29,8 @@ from evalkit.store.atomic import SYMLINK_REFUSED
 
 DEFAULT_CACHE_PATH = Path("cache/judge_cache.sqlite")
 _BUSY_TIMEOUT_MS = 30_000
+# The key of `JudgeCache.writable`'s probe row (never a sha256, so never a judgment's key).
+_PROBE_KEY = "evalkit-write-probe"
 
 _COLUMNS = ("key", "kind", "model", "prompt_version", "created_at", "value")
 _SCHEMA = """
@@ -185,6 +187,7 @@ class JudgeCache:
     Attributes:
         recovered_from: where this instance last moved a damaged file, or None.
         damage: what was wrong with that file.
+        last_error: why the last failed read or write failed (SQLite's message), or None.
 
     Raises:
         BadConfig: `path` cannot be opened (a folder, no permission, a read-only disk), or
@@ -200,6 +203,7 @@ class JudgeCache:
         self._conn: sqlite3.Connection | None = None  # None: given up mid-run, every get misses
         self._ident: tuple[int, int] | None = None
         self._warned = False
+        self.last_error: str | None = None  # why the last read or write the cache failed did fail
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -325,6 +329,7 @@ class JudgeCache:
             except sqlite3.ProgrammingError:
                 raise  # our bug (a closed cache, bad SQL), not the file's
             except _READ_ERRORS as e:
+                self.last_error = _reason(e)
                 if attempt or not self._recover(conn, e, doing):
                     return None
         return None  # pragma: no cover
@@ -369,11 +374,18 @@ class JudgeCache:
             return None  # a damaged entry is a miss: judged again and overwritten
         return redact_data(value) if isinstance(value, dict) else None
 
-    def put(self, key: str, value: Mapping[str, Any], *, kind: str, model: str, prompt_version: str) -> None:
-        """Store (or replace) one judgment, every string in it redacted (errors.redact)."""
+    def put(self, key: str, value: Mapping[str, Any], *, kind: str, model: str, prompt_version: str) -> bool:
+        """Store (or replace) one judgment, every string in it redacted (errors.redact).
+
+        Returns:
+            Whether it was stored: False when the cache could not write it (the disk full,
+            the file locked past the busy timeout, the cache given up), warned once and
+            said in `last_error`. A judgment is only a saving, so most callers go on; batch
+            judging, whose verdicts were paid for and exist nowhere else, keeps them.
+        """
         blob = orjson.dumps(redact_data(dict(value)))
         with self._lock:
-            self._run(
+            done = self._run(
                 lambda c: self._retry_locked(
                     lambda: c.execute(
                         "INSERT OR REPLACE INTO judgments (key, kind, model, prompt_version, created_at, value)"
@@ -383,6 +395,19 @@ class JudgeCache:
                 ),
                 "store a judgment",
             )
+        if done is None and self.last_error is None:
+            self.last_error = "the cache was given up earlier in this run"
+        return done is not None
+
+    def writable(self) -> str | None:
+        """None when a judgment can be stored now, else why not: a probe row is written and
+        removed (batch judging asks before it pays for verdicts it must store)."""
+        key = f"{_PROBE_KEY}-{os.getpid()}-{time.monotonic_ns()}"
+        if not self.put(key, {"probe": True}, kind="probe", model="", prompt_version=""):
+            return self.last_error or "it could not store a judgment"
+        with self._lock:
+            self._run(lambda c: c.execute("DELETE FROM judgments WHERE key = ?", (key,)), "remove its write probe")
+        return None
 
     def count(self) -> int:
         with self._lock:

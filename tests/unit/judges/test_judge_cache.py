@@ -40,6 +40,20 @@ def test_round_trip_and_replace(tmp_path: Path):
     cache.close()
 
 
+def test_put_says_whether_it_stored_and_the_write_probe_leaves_nothing(tmp_path: Path):
+    cache = JudgeCache(tmp_path / "c.sqlite")
+    assert cache.put("k", {"verdict": {"score": 1}}, kind="groundedness", model="m", prompt_version="v") is True
+    assert cache.writable() is None and cache.count() == 1  # the probe row is gone again
+    # The disk full, as SQLite meets it: no page may be added to the file (SQLITE_FULL).
+    pages = cache._conn.execute("PRAGMA page_count").fetchone()[0]
+    cache._conn.execute(f"PRAGMA max_page_count = {pages}")
+    big = {"verdict": {"reasoning": "x" * 200_000}}
+    assert cache.put("k2", big, kind="groundedness", model="m", prompt_version="v") is False
+    assert cache.last_error == "database or disk is full"
+    assert cache.get("k2") is None and cache.get("k") == {"verdict": {"score": 1}}
+    cache.close()
+
+
 def _writer(path: str, prefix: str, n: int, barrier) -> None:
     cache = JudgeCache(Path(path))
     barrier.wait()
