@@ -16,7 +16,15 @@ import orjson
 from pydantic import BaseModel
 
 from evalkit.errors import JudgeConfigError, Problem
-from evalkit.judges.base import BatchReply, BatchStatus, Completion, RenderedPrompt, RetryDecision, inline_refs
+from evalkit.judges.base import (
+    BatchReply,
+    BatchStatus,
+    Completion,
+    RenderedPrompt,
+    RetryDecision,
+    custom_id_in,
+    inline_refs,
+)
 from evalkit.net.retry import retry_after_seconds, retryable_status
 
 
@@ -47,6 +55,31 @@ def _completion(reply: dict[str, Any]) -> Completion:
 
 def _int(value: Any) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def _batch_reply(line: bytes) -> BatchReply:
+    """One line of Message Batches results: {"custom_id", "result": {"type": "succeeded",
+    "message"} | {"type": "errored", "error"} | {"type": "expired" | "canceled"}}. A line of
+    another shape is a bad line: its request's error when its custom_id can be read."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        obj = None
+    custom_id = obj.get("custom_id") if isinstance(obj, dict) else None
+    if not isinstance(custom_id, str) or not custom_id:
+        return BatchReply(custom_id=custom_id_in(line), error=f"unreadable batch result line: {line[:200]!r}", bad_line=True)
+    result = obj.get("result")
+    kind = result.get("type") if isinstance(result, dict) else None
+    if not isinstance(result, dict) or kind not in ("succeeded", "errored", "expired", "canceled"):
+        return BatchReply(custom_id=custom_id, error=f"batch result line without a result: {line[:200]!r}", bad_line=True)
+    if kind == "succeeded":
+        if isinstance(result.get("message"), dict):
+            return BatchReply(custom_id=custom_id, completion=_completion(result["message"]))
+        return BatchReply(custom_id=custom_id, error=f"succeeded without a message: {line[:200]!r}", bad_line=True)
+    error = result.get("error") if isinstance(result.get("error"), dict) else {}
+    inner = error.get("error") if isinstance(error.get("error"), dict) else error
+    detail = inner.get("message") or inner.get("type") or kind
+    return BatchReply(custom_id=custom_id, error=str(detail), unrun=kind in ("expired", "canceled"))
 
 
 @functools.cache
@@ -159,22 +192,22 @@ class AnthropicBackend:
             total=processing + succeeded + failed,
             done=succeeded + failed,
             failed=failed,
+            handle={"results_url": getattr(b, "results_url", None)},
         )
 
-    async def batch_results(self, status: BatchStatus) -> list[BatchReply]:
-        """The results JSONL (results_url), one reply per custom_id."""
-        replies: list[BatchReply] = []
-        async for item in await self._batches().results(status.batch_id):
-            result = item.result.model_dump(mode="json")
-            kind = result.get("type")
-            if kind == "succeeded" and isinstance(result.get("message"), dict):
-                replies.append(BatchReply(custom_id=item.custom_id, completion=_completion(result["message"])))
-                continue
-            error = result.get("error") if isinstance(result.get("error"), dict) else {}
-            inner = error.get("error") if isinstance(error.get("error"), dict) else error
-            detail = inner.get("message") or inner.get("type") or kind or "error"
-            replies.append(BatchReply(custom_id=item.custom_id, error=str(detail), unrun=kind in ("expired", "canceled")))
-        return replies
+    async def batch_results(self, status: BatchStatus, *, http_client: httpx.AsyncClient | None = None) -> list[BatchReply]:
+        """The results JSONL (results_url), one reply per line; downloaded through
+        `http_client` when given (batch judging's: capped, with an overall deadline).
+
+        Read line by line here, not through the SDK's decoder: a line that is not JSON, not
+        an object or without a result is that request's error (`_batch_reply`), where the
+        decoder would stop the whole download."""
+        url = status.handle.get("results_url") or (await self._batches().retrieve(status.batch_id)).results_url
+        if not url:
+            raise anthropic.AnthropicError(f"batch {status.batch_id} has no results_url ({status.status})")
+        client = self._client if http_client is None else self._client.with_options(http_client=http_client)
+        resp = await client.get(url, cast_to=httpx.Response, options={"headers": {"Accept": "application/binary"}})
+        return [_batch_reply(line) for line in resp.content.splitlines() if line.strip()]
 
     def retry_decision(self, exc: BaseException) -> RetryDecision:
         """429, 408, 409, 5xx (incl. 529 overloaded), timeouts and connection errors are retried."""

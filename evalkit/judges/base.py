@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -308,12 +309,28 @@ class BatchStatus:
 @dataclass
 class BatchReply:
     """One request's outcome in a finished batch: a completion, or the provider's error
-    (also "expired" / "canceled" for requests the batch never ran)."""
+    (also "expired" / "canceled" for requests the batch never ran).
+
+    A line of the results file that is not what the provider documents (not JSON, not an
+    object, no result) is a reply too, with `bad_line` set and its error: the request's
+    error when its custom_id can still be read (`custom_id_in`), else with custom_id "".
+    """
 
     custom_id: str
     completion: Completion | None = None
     error: str | None = None
     unrun: bool = False  # the batch expired or was cancelled before running it
+    bad_line: bool = False
+
+
+_CUSTOM_ID = re.compile(rb'"custom_id"\s*:\s*"([A-Za-z0-9_.:-]{1,200})"')
+
+
+def custom_id_in(line: bytes) -> str:
+    """The custom_id a damaged results line still names ("" if none): a line cut short or
+    otherwise unparseable is then that request's error, not an anonymous one."""
+    m = _CUSTOM_ID.search(line)
+    return m.group(1).decode("ascii") if m else ""
 
 
 # --------------------------------------------------------------------------- protocols

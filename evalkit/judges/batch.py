@@ -12,11 +12,21 @@ Batches (half the list price), resumable after a kill. The library behind
    file is uploaded and its id recorded; then the batch is created and its id recorded.
    Every write is atomic (store/atomic.py).
 3. Poll the batch every `poll_interval` seconds, telling `on_progress` each time.
-4. Fill the cache with every reply that validates, as the normal path would have cached
-   it. The normal pass then finds them all: the run's records, metrics.json and config.json
-   are written by the one existing code path. A reply that fails validation, or a request
-   the provider errored, is not cached: the normal pass asks it again at the normal price,
-   with its repair round and bounded retries, exactly as a junk reply is treated there.
+4. Download the results (through a capped client with an overall deadline, `net.limits`)
+   and fill the cache with every reply that validates, as the normal path would have
+   cached it, before anything else. The normal pass then finds them all: the run's
+   records, metrics.json and config.json are written by the one existing code path. A
+   reply that fails validation, a request the provider errored, a results line that cannot
+   be read, or a custom_id whose copies disagree is not cached: the normal pass asks it
+   again at the normal price, with its repair round and bounded retries, exactly as a junk
+   reply is treated there.
+
+Never pay twice: a batch is not started when the judge cache cannot store a judgment (or
+its disk lacks the room for the batch's verdicts). A verdict the cache fails to store after
+the download is kept in `judge_batch_kept.jsonl` in the run folder and the command stops
+(exit 2) without the normal pass; the rerun stores the kept verdicts first and asks none of
+them again. If even that file cannot be written, the batch stays recorded as submitted and
+the rerun downloads its results again.
 
 Resume rule: a state file naming a batch id is polled, never submitted again. A state file
 that says "submitting" without an id (killed between sending the create call and
@@ -32,6 +42,8 @@ import asyncio
 import errno
 import os
 import secrets
+import shutil
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -43,7 +55,7 @@ from typing import Any
 import orjson
 
 from evalkit.errors import InputError, JudgeConfigError, Problem, redact
-from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
+from evalkit.jsonio import MAX_WRITTEN_DEPTH, iter_jsonl, loads
 from evalkit.judges.base import (
     BatchReply,
     BatchStatus,
@@ -56,7 +68,7 @@ from evalkit.judges.settings import JudgeSettings, build_judge, resolve_judge
 from evalkit.net.retry import RetryPolicy
 from evalkit.store.atomic import open_no_follow
 from evalkit.store.runlog import Rec
-from evalkit.store.runs import JUDGE_BATCH_FILE, RunDir
+from evalkit.store.runs import JUDGE_BATCH_FILE, JUDGE_BATCH_KEPT, RunDir
 
 try:
     import fcntl
@@ -65,6 +77,7 @@ except ImportError:  # pragma: no cover - not POSIX
 
 __all__ = [
     "BATCH_PROVIDERS",
+    "KEPT_FILE",
     "STATE_FILE",
     "BatchOptions",
     "BatchProgress",
@@ -75,6 +88,7 @@ __all__ = [
 ]
 
 STATE_FILE = JUDGE_BATCH_FILE
+KEPT_FILE = JUDGE_BATCH_KEPT
 LOCK_FILE = "judge_batch.lock"
 STATE_VERSION = 1
 BATCH_PROVIDERS = ("openai", "anthropic")
@@ -83,6 +97,13 @@ BATCH_PROVIDERS = ("openai", "anthropic")
 _LIMITS = {"openai": (50_000, 180_000_000), "anthropic": (100_000, 230_000_000)}
 # A batch download holds one reply per request: its byte cap grows with the batch.
 _REPLY_BYTES = 64 * 1024
+# The whole download within --timeout plus a second per MiB of that cap (1 MiB/s at least):
+# a results file trickled a byte at a time cannot hold the command for minutes.
+_MIN_DOWNLOAD_RATE = 1024 * 1024
+# Room the judge cache needs for a batch's verdicts: a row (the verdict, its raw reply of at
+# most 2,000 characters, the SQLite page) per request, and the WAL before it is checkpointed.
+_ROW_BYTES = 4 * 1024
+_WAL_BYTES = 8 * 1024 * 1024
 
 
 @dataclass
@@ -110,6 +131,8 @@ class BatchOptions:
         on_progress: told after each submission and each poll (the CLI's progress line).
         sleep: the async sleep between polls (tests inject one).
         max_requests: requests per batch, at most (default: the provider's limit).
+        download_deadline: seconds for the whole download of a batch's results (default:
+            the judge's timeout plus a second per MiB of the download's byte cap).
     """
 
     poll_interval: float = 30.0
@@ -118,6 +141,7 @@ class BatchOptions:
     on_progress: Callable[[BatchProgress], None] | None = None
     sleep: Callable[[float], Awaitable[object]] | None = None
     max_requests: int | None = None
+    download_deadline: float | None = None
 
 
 @dataclass
@@ -298,6 +322,11 @@ class _Batches:
     # The prompts the cache lacks, less the keys in `asked` (see _collect).
     collect: Callable[[set[str]], Awaitable[list[_Pending]]]
     summary: dict[str, Any] = field(default_factory=dict)
+    # Results are downloaded through this client: capped at `cap` bytes, whole within `deadline` s.
+    download_client: Any = None
+    cap: int = 0
+    deadline: float = 0.0
+    deadline_why: str = ""
 
     @property
     def backend(self) -> Any:
@@ -307,9 +336,14 @@ class _Batches:
         if self.options.on_progress is not None:
             self.options.on_progress(event)
 
-    async def api(self, call: Callable[[], Awaitable[Any]]) -> Any:
-        """An idempotent batch API call (poll, download) under the bounded retry policy."""
+    async def api(self, call: Callable[[], Awaitable[Any]], what: str | None = None) -> Any:
+        """An idempotent batch API call (poll, download) under the bounded retry policy.
+        `what` names a download ("the results of openai batch batch_1") for its errors."""
+        from evalkit.net.limits import deadline_in, too_large_in
+
         def retry_on(exc: BaseException) -> bool:
+            if too_large_in(exc) is not None or deadline_in(exc) is not None:
+                return False  # the same file is as large again; the deadline bounds the whole download
             return self.backend.retry_decision(exc).retry
 
         try:
@@ -317,6 +351,16 @@ class _Batches:
                 with attempt:
                     return await call()
         except Exception as exc:  # noqa: BLE001 - sorted: the provider's error, or our bug
+            big, late = too_large_in(exc), deadline_in(exc)
+            if big is not None:
+                raise JudgeConfigError(self._too_large(what, big)) from None
+            if late is not None:
+                raise JudgeConfigError(
+                    Problem(f"{what or self.backend.provider + ' batch API'} did not arrive whole within the download "
+                            f"deadline of {late:g}s ({self.deadline_why}). The batch stays recorded and the provider keeps "
+                            "its results: rerun the same command to download them again (nothing is submitted or paid "
+                            "twice), from a steadier link or with a larger --timeout", field="--batch")
+                ) from None
             decision = self.backend.retry_decision(exc)
             if not decision.provider_error:
                 raise
@@ -326,6 +370,26 @@ class _Batches:
                         field="--batch")
             ) from None
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _too_large(self, what: str | None, big: BaseException) -> Problem:
+        """An answer over the byte cap: the same file is as large on every rerun."""
+        if what is None:
+            return Problem(f"the {self.backend.provider} batch API answered with more than evalkit reads ({redact(str(big))[:300]}); "
+                           "check what answers for the provider (--judge-base-url, HTTPS_PROXY) before you rerun",
+                           field="--batch")
+        return Problem(
+            f"{what} are larger than evalkit downloads: {redact(str(big))[:300]} (the cap: {_REPLY_BYTES // 1024} KiB per "
+            f"request judged, {self.cap} bytes here). No judge reply comes near that size, so this is not the results "
+            "file as the provider makes it, and rerunning as it is meets the same cap. Check what answers for the "
+            "provider (--judge-base-url, HTTPS_PROXY, a gateway): the batch stays recorded, and the same command "
+            f"collects it once the file is right. To give the batch up instead, delete {self.run_path / STATE_FILE} "
+            "(its requests are then asked, and paid for, again)",
+            field="--batch",
+        )
+
+    @property
+    def cache(self) -> Any:
+        return self.llm.cache
 
 
 async def judge_in_batches(
@@ -346,17 +410,19 @@ async def judge_in_batches(
 
     Raises:
         JudgeConfigError: (exit 2, naming the batch and what to do next) no batch API for
-            this judge or no cache; a batch that failed, expired with requests unrun or was
-            refused; a submission of unknown fate (the resume rule); another batch command
-            holding the run.
+            this judge or no cache; a judge cache that cannot store the verdicts (nothing
+            submitted), or that failed to store some after the download (they are kept, and
+            the rerun stores them); a batch that failed, expired with requests unrun or was
+            refused; results over the download cap or past the download deadline; a
+            submission of unknown fate (the resume rule); another batch command holding the run.
     """
     check_batch_settings(settings)
     # At most five prompts per case and trial (abstention, groundedness, correctness, quality, conflict).
     n_prompts = 5 * max(1, settings.trials) * max(1, len(selected))
     # The judge used to collect, submit and fill: no refresh (the collector applies it) and
     # a download cap that grows with the batch (one reply per request).
-    llm = build_judge(replace(settings, refresh_cache=False,
-                              max_response_bytes=max(settings.max_response_bytes, _REPLY_BYTES * n_prompts)))
+    cap = max(settings.max_response_bytes, _REPLY_BYTES * n_prompts)
+    llm = build_judge(replace(settings, refresh_cache=False, max_response_bytes=cap))
     backend = llm.backend
     factor = getattr(backend, "batch_price_factor", None)
     if factor is None:  # pragma: no cover - check_batch_settings refused it already
@@ -365,22 +431,35 @@ async def judge_in_batches(
     async def collect(asked: set[str]) -> list[_Pending]:
         return await _collect(llm, settings, records, selected, contexts, asked=asked)
 
-    b = _Batches(Path(run_path), llm, options, settings.retry_policy or RetryPolicy(), collect)
+    from evalkit.net.limits import bounded_client
+
+    b = _Batches(Path(run_path), llm, options, settings.retry_policy or RetryPolicy(), collect, cap=cap)
+    if options.download_deadline is not None:
+        b.deadline, b.deadline_why = float(options.download_deadline), "as asked"
+    else:
+        b.deadline = settings.timeout + cap / _MIN_DOWNLOAD_RATE
+        b.deadline_why = f"--timeout {settings.timeout:g}s plus a second per MiB of the {cap}-byte download cap"
+    b.download_client = bounded_client(timeout=settings.timeout, max_bytes=cap, deadline=b.deadline)
     b.summary = {"provider": backend.provider, "model": backend.model, "price_factor": factor, "batches": [],
                  "requests": 0, "cached": 0, "left_to_normal_pass": 0, "prompt_tokens": 0, "completion_tokens": 0,
-                 "cost_usd": 0.0, "price_known": llm.price is not None}
+                 "cost_usd": 0.0, "price_known": llm.price is not None, "duplicates": 0, "conflicting": 0,
+                 "bad_lines": 0, "kept_stored": 0}
     try:
         with _locked(b.run_path):
             try:
                 state = read_batch_state(b.run_path)
                 if state is not None:
                     _check_same_judge(b, state)
-                    for entry in state["batches"]:
-                        if entry.get("phase") == "collected":  # by an earlier, killed command
-                            _summarize(b, entry)
                 elif options.batch_id is not None:
                     raise JudgeConfigError(Problem("there is no unrecorded batch submission to attach --batch-id to",
                                                   path=str(b.run_path / STATE_FILE), field="--batch-id"))
+                # Before a batch is started or collected: its verdicts must have somewhere to go.
+                _check_cache_writable(b, state)
+                _store_kept(b)
+                if state is not None:
+                    for entry in state["batches"]:
+                        if entry.get("phase") == "collected":  # by an earlier, killed command
+                            _summarize(b, entry)
                 state = state or _new_state(backend)
                 while True:
                     todo = [e for e in state["batches"] if e.get("phase") != "collected"]
@@ -397,9 +476,151 @@ async def judge_in_batches(
                     # No state to resume (nothing asked, or a batch given up): no lock to keep.
                     (b.run_path / LOCK_FILE).unlink(missing_ok=True)
         b.summary["left_to_normal_pass"] = b.summary["requests"] - b.summary["cached"]
+        b.summary["warnings"] = _warnings(b.summary)
         return b.summary
     finally:
+        await b.download_client.aclose()
         await llm.aclose()
+
+
+def _warnings(s: Mapping[str, Any]) -> list[str]:
+    """What the batch summary holds that the user should hear of (judge_answers prints them)."""
+    out = []
+    if s["bad_lines"]:
+        out.append(f"{s['bad_lines']} lines of the batch results were not what the provider documents (not JSON, not "
+                   "an object, or without a result); each is its request's error, asked again the normal way")
+    if s["conflicting"]:
+        out.append(f"{s['conflicting']} batch requests came back as several different replies under one custom_id; "
+                   "none was trusted, and each was asked again the normal way")
+    if s["duplicates"]:
+        out.append(f"{s['duplicates']} batch requests came back twice or more under one custom_id, the copies "
+                   "identical; each was used once")
+    if s["kept_stored"]:
+        out.append(f"{s['kept_stored']} verdicts an earlier batch paid for, kept when the judge cache could not store "
+                   "them, are stored now")
+    if s.get("kept_unreadable"):
+        out.append(f"{s['kept_unreadable']} lines of the kept verdicts could not be read; those verdicts are asked "
+                   "again the normal way")
+    return out
+
+
+# --------------------------------------------------------------------------- the cache first
+
+
+def _check_cache_writable(b: _Batches, state: Mapping[str, Any] | None) -> None:
+    """Refuse to start or collect a batch whose verdicts the judge cache cannot store.
+
+    Raises:
+        JudgeConfigError: the cache's write probe failed.
+    """
+    cache = b.cache
+    try:
+        why = cache.writable()
+    except (OSError, sqlite3.Error) as e:
+        why = getattr(e, "strerror", None) or str(e) or type(e).__name__
+    if why is None:
+        return
+    waiting = []
+    if (b.run_path / KEPT_FILE).exists():
+        waiting.append(f"the verdicts kept in {b.run_path / KEPT_FILE} are stored then")
+    if state is not None and state.get("batches"):
+        waiting.append("the recorded batch is collected then, not submitted again")
+    raise JudgeConfigError(
+        Problem(f"the judge cache {cache.path} cannot store a judgment now ({why}); --batch stores every verdict it pays "
+                "for there before anything else, so no batch was started or collected. Free space on its disk, or pass "
+                "--cache-path to a cache elsewhere, and rerun the same command"
+                + (f" ({'; '.join(waiting)})" if waiting else ""), field="--batch")
+    )
+
+
+def _check_cache_room(b: _Batches, n: int) -> None:
+    """Refuse to submit a batch of `n` requests when the cache's disk lacks the room for its verdicts.
+
+    Raises:
+        JudgeConfigError: the free space is below the estimate (`_ROW_BYTES`, `_WAL_BYTES`).
+    """
+    need = n * _ROW_BYTES + _WAL_BYTES
+    try:
+        free = shutil.disk_usage(b.cache.path.parent).free
+    except OSError:
+        return  # no figure: the write probe has passed, and a failed store is kept (_keep)
+    if free < need:
+        raise JudgeConfigError(
+            Problem(f"the disk of the judge cache {b.cache.path} has {free:,} bytes free, and the {n} verdicts of this "
+                    f"batch need about {need:,}; --batch stores every verdict it pays for there before anything else, "
+                    "so nothing was submitted. Free space there, pass --cache-path to a cache elsewhere, or judge fewer "
+                    "cases at a time (--ids)", field="--batch")
+        )
+
+
+def _store(b: _Batches, rows: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], str | None]:
+    """Put `rows` (cache entries) into the judge cache: ([], None), or the rows from the
+    first that could not be stored on, and why."""
+    cache = b.cache
+    for i, row in enumerate(rows):
+        try:
+            ok = cache.put(row["key"], row["value"], kind=row["kind"], model=row["model"],
+                           prompt_version=row["prompt_version"])
+            why = None if ok else (cache.last_error or "not stored")
+        except (OSError, sqlite3.Error) as e:
+            why = getattr(e, "strerror", None) or str(e) or type(e).__name__
+        if why is not None:
+            return list(rows[i:]), why
+    return [], None
+
+
+def _read_kept(run_path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The verdicts kept in judge_batch_kept.jsonl, and how many of its lines were not one."""
+    path = run_path / KEPT_FILE
+    if not path.exists():
+        return [], 0
+    bad = 0
+
+    def skip(problem: Problem) -> None:
+        nonlocal bad
+        bad += 1
+
+    rows = []
+    for _, row in iter_jsonl(path, max_depth=MAX_WRITTEN_DEPTH, on_problem=skip):
+        if (isinstance(row, dict) and isinstance(row.get("value"), dict)
+                and all(isinstance(row.get(k), str) for k in ("key", "kind", "model", "prompt_version"))):
+            rows.append(row)
+        else:
+            bad += 1
+    return rows, bad
+
+
+def _keep(b: _Batches, rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """Write `rows` (with any kept before) to judge_batch_kept.jsonl; None, or why it could not be."""
+    try:
+        old, _ = _read_kept(b.run_path)
+        merged = {r["key"]: r for r in [*old, *rows]}
+        RunDir(b.run_path).write_file(KEPT_FILE, [orjson.dumps(r) + b"\n" for r in merged.values()])
+    except (OSError, InputError) as e:
+        return str(e)
+    return None
+
+
+def _store_kept(b: _Batches) -> None:
+    """Store the verdicts an earlier command kept, then remove the file.
+
+    Raises:
+        JudgeConfigError: the cache still cannot store them (they stay kept).
+    """
+    path = b.run_path / KEPT_FILE
+    rows, bad = _read_kept(b.run_path)
+    if not rows and not path.exists():
+        return
+    left, why = _store(b, rows)
+    if left:
+        raise JudgeConfigError(
+            Problem(f"{len(left)} verdicts an earlier batch paid for still cannot be stored in the judge cache "
+                    f"{b.cache.path} ({why}); they stay kept here. Free space on its disk, or pass --cache-path to a "
+                    "cache elsewhere, and rerun the same command", path=str(path), field="--batch")
+        )
+    path.unlink(missing_ok=True)
+    b.summary["kept_stored"] += len(rows)
+    b.summary["kept_unreadable"] = bad  # a damaged line's verdict is asked again by the normal pass
 
 
 def _new_state(backend: Any) -> dict[str, Any]:
@@ -428,6 +649,7 @@ def _add_batch(b: _Batches, state: dict[str, Any], pending: list[_Pending]) -> d
                                "prompt_hash": p.prompt.prompt_hash, "prompt_version": p.prompt.prompt_version}
     max_n, max_bytes = _LIMITS[b.backend.provider]
     n = _first_chunk(lines, b.options.max_requests or max_n, max_bytes)
+    _check_cache_room(b, n)  # before anything is recorded or sent
     keep = set(list(requests)[:n])
     entry = {"tag": tag, "phase": "submitting", "created_at": time.time(), "created": _now(),
              "requests": {k: v for k, v in requests.items() if k in keep}}
@@ -459,8 +681,9 @@ async def _run_batch(b: _Batches, state: dict[str, Any], entry: dict[str, Any]) 
             Problem(f"{provider} batch {status.batch_id} failed: {status.error or status.status}; nothing was judged "
                     "by it. Rerun to submit a new batch, or drop --batch", field="--batch")
         )
-    replies = await b.api(lambda: b.backend.batch_results(status))
-    counts = _fill(b, entry, status, replies)
+    replies = await b.api(lambda: b.backend.batch_results(status, http_client=b.download_client),
+                          what=f"the results of {provider} batch {status.batch_id}")
+    counts, rows = _fill(b, entry, status, replies)
     if entry.get("adopted") and not counts["matched"] and entry["requests"]:
         # Not the batch this run submitted: back to "submitting", so that another
         # --batch-id (or --batch-resubmit) can be tried.
@@ -472,10 +695,38 @@ async def _run_batch(b: _Batches, state: dict[str, Any], entry: dict[str, Any]) 
             Problem(f"batch {status.batch_id} (--batch-id) holds none of this run's requests; check the id",
                     field="--batch-id")
         )
+    # Every verdict paid for goes into the cache before anything else; what the cache cannot
+    # store is kept in the run folder, never left to the normal pass to buy again.
+    unstored, why = _store(b, rows)
+    if unstored:
+        not_kept = _keep(b, unstored)
+        if not_kept is not None:
+            # Nothing recorded as collected: the batch stays "submitted", and a rerun
+            # downloads its results again (free) instead of asking anything anew.
+            raise JudgeConfigError(
+                Problem(f"{len(unstored)} of {counts['succeeded']} verdicts of {provider} batch {status.batch_id} could "
+                        f"not be stored in the judge cache {b.cache.path} ({why}), nor kept in {b.run_path / KEPT_FILE} "
+                        f"({not_kept}); nothing was asked again. The batch stays recorded and {provider} keeps its "
+                        "results: free space (or pass --cache-path to a cache elsewhere) and rerun the same command with "
+                        "--batch, which downloads them again (no new batch, nothing paid twice)", field="--batch")
+            )
+        counts["kept"] = len(unstored)
     entry.update(phase="collected", batch_status=status.status, ended=_now(), counts=counts)
     _save(b, state)
     _summarize(b, entry)
     b.progress(BatchProgress("collected", provider, status.batch_id, len(entry["requests"]), status=status))
+    if unstored:
+        rest = ""
+        if counts["unrun"]:
+            _forget(b, state, entry)
+            rest = f"; the {counts['unrun']} requests the batch never ran go in a new batch then"
+        raise JudgeConfigError(
+            Problem(f"{len(unstored)} of {counts['succeeded']} verdicts of {provider} batch {status.batch_id} could not "
+                    f"be stored in the judge cache {b.cache.path} ({why}); they are kept in {b.run_path / KEPT_FILE}, "
+                    "and nothing was asked again (the run's files are unchanged). Free space on the cache's disk, or "
+                    "pass --cache-path to a cache elsewhere, and rerun the same command with --batch: it stores the "
+                    f"kept verdicts first and asks none of them again{rest}", field="--batch")
+        )
     if counts["unrun"]:
         # Requests the batch never ran: ask them in a new batch (a rerun) rather than at
         # the full price now; what came back is cached and stays.
@@ -603,38 +854,71 @@ async def _poll(b: _Batches, entry: Mapping[str, Any]) -> BatchStatus:
         await sleep(interval)
 
 
-def _fill(b: _Batches, entry: Mapping[str, Any], status: BatchStatus, replies: list[BatchReply]) -> dict[str, Any]:
-    """Cache every reply that validates; count the rest. Returns the entry's counts."""
+def _fill(
+    b: _Batches, entry: Mapping[str, Any], status: BatchStatus, replies: list[BatchReply]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Validate every reply; count the rest. Returns the entry's counts and the cache rows
+    of the replies that validate (stored by the caller, `_store`).
+
+    A custom_id that comes back more than once is used once when its copies are identical,
+    and not at all when they disagree (neither can be trusted: the normal pass asks it).
+    A line that cannot be read is its request's error; one that names no custom_id stands
+    for one request the output does not otherwise mention.
+    """
     requests = entry["requests"]
     counts: dict[str, Any] = {"requests": len(requests), "succeeded": 0, "unusable": 0, "errored": 0, "unrun": 0,
+                              "duplicates": 0, "conflicting": 0, "bad_lines": 0,
                               "prompt_tokens": 0, "completion_tokens": 0, "first_error": None}
-    seen: set[str] = set()
+
+    def error(text: str) -> None:
+        # It goes to metrics.json: a provider's message may quote a key.
+        counts["first_error"] = counts["first_error"] or redact(text)[:300]
+
+    copies: dict[str, list[BatchReply]] = {}
+    anonymous = 0
     for reply in replies:
-        meta = requests.get(reply.custom_id)
-        if meta is None or reply.custom_id in seen:
-            continue  # not ours (an adopted id that is another batch), or a duplicate line
-        seen.add(reply.custom_id)
+        counts["bad_lines"] += reply.bad_line
+        if reply.custom_id in requests:
+            copies.setdefault(reply.custom_id, []).append(reply)
+        elif reply.bad_line and not reply.custom_id:
+            anonymous += 1
+            error(reply.error or "unreadable line")
+        # else: not ours (an adopted id that is another batch)
+    rows: list[dict[str, Any]] = []
+    for custom_id, got in copies.items():
+        meta, reply = requests[custom_id], got[0]
+        if len(got) > 1:
+            if any(other != reply for other in got[1:]):
+                counts["conflicting"] += 1
+                error(f"{meta['kind']}: {len(got)} different replies under custom_id {custom_id}")
+                continue
+            counts["duplicates"] += 1
         if reply.completion is None:
             counts["unrun" if reply.unrun else "errored"] += 1
-            # It goes to metrics.json: a provider's message may quote a key.
-            counts["first_error"] = counts["first_error"] or redact(reply.error or "error")[:300]
+            error(reply.error or "error")
             continue
         counts["prompt_tokens"] += reply.completion.prompt_tokens
         counts["completion_tokens"] += reply.completion.completion_tokens
-        problem = b.llm.accept(meta["kind"], meta["key"], reply.completion, prompt_hash=meta["prompt_hash"],
-                               prompt_version=meta["prompt_version"], batch_id=status.batch_id)
-        if problem is None:
-            counts["succeeded"] += 1
-        else:
+        value, problem = b.llm.accept(meta["kind"], reply.completion, prompt_hash=meta["prompt_hash"],
+                                      batch_id=status.batch_id)
+        if value is None:
             counts["unusable"] += 1
-            counts["first_error"] = counts["first_error"] or f"{meta['kind']}: {problem}"
-    counts["matched"] = len(seen)
-    # A request the output never mentions was not run (OpenAI leaves expired ones out).
-    counts["unrun"] += len(set(requests) - seen)
+            error(f"{meta['kind']}: {problem}")
+            continue
+        counts["succeeded"] += 1
+        rows.append({"key": meta["key"], "kind": meta["kind"], "model": b.backend.model,
+                     "prompt_version": meta["prompt_version"], "value": value})
+    counts["matched"] = len(copies)
+    # A request the output never mentions was not run (OpenAI leaves expired ones out),
+    # unless a line that named no custom_id was its reply: that many are errors instead.
+    missing = len(requests) - len(copies)
+    unreadable = min(anonymous, missing)
+    counts["errored"] += unreadable
+    counts["unrun"] += missing - unreadable
     price = b.llm.price
     cost = price.cost(counts["prompt_tokens"], counts["completion_tokens"]) * b.summary["price_factor"] if price else 0.0
     counts["cost_usd"] = round(cost, 8)
-    return counts
+    return counts, rows
 
 
 def _summarize(b: _Batches, entry: Mapping[str, Any]) -> None:
@@ -648,4 +932,6 @@ def _summarize(b: _Batches, entry: Mapping[str, Any]) -> None:
     s["prompt_tokens"] += int(counts.get("prompt_tokens") or 0)
     s["completion_tokens"] += int(counts.get("completion_tokens") or 0)
     s["cost_usd"] = round(s["cost_usd"] + float(counts.get("cost_usd") or 0.0), 8)
+    for k in ("duplicates", "conflicting", "bad_lines"):
+        s[k] += int(counts.get(k) or 0)
 

@@ -234,28 +234,29 @@ class LLMJudge:
         return self.cache.get(key)
 
     def accept(
-        self, kind: str, key: str, completion: Completion, *, prompt_hash: str, prompt_version: str, batch_id: str | None = None
-    ) -> str | None:
-        """Validate a reply obtained elsewhere (a batch) and cache it as complete_structured
-        caches a first-try reply, so that judging the item later is a cache hit.
+        self, kind: str, completion: Completion, *, prompt_hash: str, batch_id: str | None = None
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        """Validate a reply obtained elsewhere (a batch): the cache entry complete_structured
+        would store for it as a first-try reply, so that once stored (the caller's job:
+        `JudgeCache.put` says whether it could) judging the item is a cache hit.
 
         Returns:
-            None when the reply was valid and cached, else the validation error (nothing cached).
+            (the entry, None) for a valid reply; (None, the validation error) otherwise.
         """
         output = OUTPUT_MODELS[kind]
         try:
             parsed: BaseModel | None = parse_reply(completion, output)
         except ValidationError as e:
-            return _short_errors(e)
+            return None, _short_errors(e)
         stored, verdict = _scrubbed(completion, parsed)
-        if self.cache is not None and verdict is not None:
-            value = self._cache_value(
-                verdict, stored, prompt_hash, (completion.prompt_tokens, completion.completion_tokens), repaired=False
-            )
-            if batch_id is not None:
-                value["batch_id"] = batch_id
-            self.cache.put(key, value, kind=kind, model=self.backend.model, prompt_version=prompt_version)
-        return None
+        if verdict is None:  # pragma: no cover - a parsed reply always has a verdict
+            return None, "no verdict"
+        value = self._cache_value(
+            verdict, stored, prompt_hash, (completion.prompt_tokens, completion.completion_tokens), repaired=False
+        )
+        if batch_id is not None:
+            value["batch_id"] = batch_id
+        return value, None
 
     @staticmethod
     def _cache_value(

@@ -16,7 +16,15 @@ import openai
 import orjson
 from pydantic import BaseModel
 
-from evalkit.judges.base import BatchReply, BatchStatus, Completion, RenderedPrompt, RetryDecision, strict_json_schema
+from evalkit.judges.base import (
+    BatchReply,
+    BatchStatus,
+    Completion,
+    RenderedPrompt,
+    RetryDecision,
+    custom_id_in,
+    strict_json_schema,
+)
 from evalkit.judges.pinning import split_pin
 from evalkit.net.retry import retry_after_seconds, retryable_status
 
@@ -58,19 +66,24 @@ def _completion(data: dict[str, Any]) -> Completion:
 
 def _batch_reply(line: bytes) -> BatchReply:
     """One line of a batch output or error file:
-    {"custom_id", "response": {"status_code", "body"} | null, "error": {"code", "message"} | null}."""
+    {"custom_id", "response": {"status_code", "body"} | null, "error": {"code", "message"} | null}.
+    A line of another shape is a bad line: its request's error when its custom_id can be read."""
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError:
         obj = None
-    if not isinstance(obj, dict):
-        return BatchReply(custom_id="", error=f"unreadable batch output line: {line[:200]!r}")
+    if not isinstance(obj, dict) or not _str(obj.get("custom_id")):
+        return BatchReply(custom_id=custom_id_in(line), error=f"unreadable batch output line: {line[:200]!r}",
+                          bad_line=True)
     custom_id = _str(obj.get("custom_id"))
     response = obj.get("response") if isinstance(obj.get("response"), dict) else {}
     body = response.get("body")
     error = obj.get("error") if isinstance(obj.get("error"), dict) else None
     if error is None and response.get("status_code") == 200 and isinstance(body, dict):
         return BatchReply(custom_id=custom_id, completion=_completion(body))
+    if error is None and not isinstance(body, dict):
+        return BatchReply(custom_id=custom_id, error=f"batch output line without a response or an error: {line[:200]!r}",
+                          bad_line=True)
     if error is None and isinstance(body, dict) and isinstance(body.get("error"), dict):
         error = body["error"]
     detail = (error or {}).get("message") or (error or {}).get("code") or f"HTTP {response.get('status_code')}"
@@ -217,13 +230,15 @@ class OpenAIBackend:
             handle={"output_file_id": b.output_file_id, "error_file_id": b.error_file_id},
         )
 
-    async def batch_results(self, status: BatchStatus) -> list[BatchReply]:
-        """Every line of the output and error files, by custom_id."""
+    async def batch_results(self, status: BatchStatus, *, http_client: httpx.AsyncClient | None = None) -> list[BatchReply]:
+        """Every line of the output and error files, by custom_id; downloaded through
+        `http_client` when given (batch judging's: capped, with an overall deadline)."""
+        client = self._client if http_client is None else self._client.with_options(http_client=http_client)
         replies: list[BatchReply] = []
         for file_id in (status.handle.get("output_file_id"), status.handle.get("error_file_id")):
             if not file_id:
                 continue
-            content = await self._client.files.content(file_id)
+            content = await client.files.content(file_id)
             for line in content.content.splitlines():
                 if line.strip():
                     replies.append(_batch_reply(line))

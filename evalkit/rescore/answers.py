@@ -448,6 +448,7 @@ async def judge_run_async(
             from evalkit.judges.batch import judge_in_batches
 
             batch_summary = await judge_in_batches(run.path, settings, records, selected, contexts, batch)
+            warnings.extend(batch_summary.get("warnings") or [])  # bad result lines, copies of one custom_id
             left = batch_summary["left_to_normal_pass"]
             if left:
                 warnings.append(

@@ -26,7 +26,10 @@ VERDICTS = {"groundedness_verdict": GROUNDED, "correctness_verdict": CORRECT}
 
 class FakeMessageBatches:
     """Anthropic's Message Batches on respx routes. A batch is "in_progress" for its first
-    `polls_before_done` looks, then "ended"; `errored` / `expired` hold request indexes."""
+    `polls_before_done` looks, then "ended"; `errored` / `expired` hold request indexes;
+    `bad` maps an index to the line sent instead of its result (`{cid}` is its custom_id);
+    `copies` maps an index to "same" (its line twice) or "different" (a wrong verdict under
+    its custom_id first, then its own line)."""
 
     def __init__(self, router: respx.Router):
         self.batches: dict[str, dict[str, Any]] = {}
@@ -35,6 +38,8 @@ class FakeMessageBatches:
         self.polls_before_done = 1
         self.errored: set[int] = set()
         self.expired: set[int] = set()
+        self.bad: dict[int, str] = {}
+        self.copies: dict[int, str] = {}
         router.post(f"{API}/messages/batches", name="create").mock(side_effect=self._create)
         router.get(url__regex=rf"{API}/messages/batches/(?P<bid>[^/]+)$", name="retrieve").mock(side_effect=self._retrieve)
         router.get(url__regex=rf"{API}/messages/batches/(?P<bid>[^/]+)/results$", name="results").mock(side_effect=self._results)
@@ -73,8 +78,15 @@ class FakeMessageBatches:
                 result = {"type": "expired"}
             else:
                 name = r["params"]["tool_choice"]["name"]
+                if self.copies.get(i) == "different":  # a wrong verdict first: first-wins would keep it
+                    wrong = anthropic_tool_reply({**VERDICTS[name], "score": 1}, name=name, input_tokens=1000, output_tokens=100)
+                    lines.append(json.dumps({"custom_id": r["custom_id"], "result": {"type": "succeeded", "message": wrong}}))
                 result = {"type": "succeeded", "message": anthropic_tool_reply(VERDICTS[name], name=name, input_tokens=1000, output_tokens=100)}
             lines.append(json.dumps({"custom_id": r["custom_id"], "result": result}))
+            if self.copies.get(i) == "same":
+                lines.append(lines[-1])
+            if i in self.bad:
+                lines[-1] = self.bad[i].replace("{cid}", r["custom_id"])
         return httpx.Response(200, content=("\n".join(lines) + "\n").encode())
 
 
@@ -122,8 +134,8 @@ def test_batch_submits_polls_fills_the_cache_and_writes_the_run(api, anthropic_k
     assert len(requests) == 3 * 2
     params = requests[0]["params"]
     assert params["model"] == ANTHROPIC_MODEL and params["tool_choice"]["type"] == "tool" and params["tools"][0]["input_schema"]
-    # in_progress, then ended; the SDK's results() looks once more for the results_url
-    assert api.polls["msgbatch_1"] == 3
+    # in_progress, then ended (with the results_url the download uses: no third look)
+    assert api.polls["msgbatch_1"] == 2
     assert api.router["messages"].call_count == 0
     assert _scores(results) == [(GROUNDED["score"], CORRECT["score"])] * 3
     batch = out["judge_stats"]["batch"]
@@ -176,7 +188,7 @@ def test_killed_while_submitting_asks_which_batch_then_collects_the_one_named(ap
     assert len(api.batches) == 1
 
     _ok(_invoke(results, tmp_path, "--batch-id", "msgbatch_1"))
-    assert len(api.batches) == 1 and api.polls["msgbatch_1"] == 3
+    assert len(api.batches) == 1 and api.polls["msgbatch_1"] == 2
     assert api.router["messages"].call_count == 0
     assert _scores(results) == [(GROUNDED["score"], CORRECT["score"])] * 3
 
@@ -211,3 +223,84 @@ def test_a_batch_id_that_holds_none_of_the_runs_requests_is_refused(api, anthrop
     _ok(_invoke(results, tmp_path, "--batch-resubmit"))
     assert len(api.batches) == 2 and len(api.requests["msgbatch_2"]) == 6
     assert _scores(results) == [(GROUNDED["score"], CORRECT["score"])] * 3
+
+
+# --------------------------------------------------------------------------- bad lines, copies (issue 38 item 6)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "this is not json",  # names no custom_id: stands for the one request the output lacks
+        '{"custom_id": "{cid}", "result": {"type": "succeeded", "message": {"con',  # cut short: its custom_id is read
+        "[1, 2]",  # JSON, not an object
+        '{"custom_id": "{cid}"}',  # no result
+        '{"custom_id": "{cid}", "result": {"type": "succeeded"}}',  # succeeded without a message
+    ],
+)
+def test_a_bad_result_line_is_that_requests_error_and_no_crash(api, anthropic_key, results, tmp_path, line):
+    api.bad = {3: line}
+    res = _invoke(results, tmp_path)
+    out = _ok(res)
+    assert "Traceback" not in res.output
+    b = out["judge_stats"]["batch"]["batches"][0]
+    assert (b["succeeded"], b["errored"], b["unrun"], b["bad_lines"]) == (5, 1, 0, 1)
+    assert api.router["messages"].call_count == 1 and len(api.batches) == 1  # asked the normal way
+    assert _scores(results) == [(GROUNDED["score"], CORRECT["score"])] * 3
+    assert not (results / RUN_ID / STATE_FILE).exists()  # nothing left to trip a rerun
+
+
+def test_copies_of_one_custom_id_are_used_once_when_identical_and_asked_again_when_not(api, anthropic_key, results, tmp_path):
+    api.copies = {0: "different", 1: "different", 2: "same"}
+    res = _invoke(results, tmp_path)
+    b = _ok(res)["judge_stats"]["batch"]
+    assert (b["conflicting"], b["duplicates"], b["cached"]) == (2, 1, 4)
+    assert api.router["messages"].call_count == 2
+    assert _scores(results) == [(GROUNDED["score"], CORRECT["score"])] * 3  # never the wrong first copy
+    assert "none was trusted" in res.stderr
+
+
+# --------------------------------------------------------------------------- never pay twice, the download (items 5, 9)
+
+
+def test_verdicts_the_full_cache_cannot_store_are_kept_and_never_asked_again(api, anthropic_key, results, tmp_path, monkeypatch):
+    import errno
+
+    from evalkit.judges.batch import KEPT_FILE
+    from evalkit.judges.cache import JudgeCache
+
+    full = {"on": False}
+    put = JudgeCache.put
+
+    def store(self: JudgeCache, *args: Any, **kwargs: Any) -> bool:
+        if full["on"]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return put(self, *args, **kwargs)
+
+    def fills_up(request: httpx.Request, bid: str) -> httpx.Response:
+        full["on"] = True  # the disk fills while the batch runs
+        return api._retrieve(request, bid)
+
+    monkeypatch.setattr(JudgeCache, "put", store)
+    api.router["retrieve"].side_effect = fills_up
+    res = _invoke(results, tmp_path)
+    assert res.exit_code == 2, res.output
+    assert "6 of 6 verdicts of anthropic batch msgbatch_1 could not be stored" in res.stderr
+    assert api.router["messages"].call_count == 0 and (results / RUN_ID / KEPT_FILE).exists()
+
+    full["on"] = False
+    api.router["retrieve"].side_effect = api._retrieve
+    _ok(_invoke(results, tmp_path))
+    assert len(api.batches) == 1 and api.router["results"].call_count == 1 and api.router["messages"].call_count == 0
+    assert _scores(results) == [(GROUNDED["score"], CORRECT["score"])] * 3
+
+
+def test_results_announced_over_the_download_cap_say_so(api, anthropic_key, results, tmp_path):
+    api.router["results"].side_effect = lambda request, bid: httpx.Response(
+        200, headers={"Content-Length": str(10**9)}, content=b"{}\n")
+    res = _invoke(results, tmp_path)
+    assert res.exit_code == 2, res.output
+    assert "the results of anthropic batch msgbatch_1 are larger than evalkit downloads" in res.stderr
+    assert "announces 1000000000 bytes, over the 33554432-byte limit" in res.stderr
+    assert "rerun to carry on" not in res.stderr and api.router["results"].call_count == 1
+    assert api.router["messages"].call_count == 0

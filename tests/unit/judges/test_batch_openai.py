@@ -28,7 +28,10 @@ class FakeBatchAPI:
 
     Each batch answers "in_progress" to its first `polls_before_done` looks, then its
     `final` status. `junk` / `errored` hold indexes (in upload order) of requests whose
-    reply is junk / a per-request error; `unrun` those an expired batch never ran.
+    reply is junk / a per-request error; `unrun` those an expired batch never ran; `bad`
+    maps an index to the line sent instead of its reply (`{cid}` is its custom_id);
+    `copies` maps an index to "same" (its line twice) or "different" (a wrong verdict
+    under its custom_id first, then its own line).
     """
 
     def __init__(self, router: respx.Router):
@@ -40,6 +43,8 @@ class FakeBatchAPI:
         self.junk: set[int] = set()
         self.errored: set[int] = set()
         self.unrun: set[int] = set()
+        self.bad: dict[int, str] = {}
+        self.copies: dict[int, str] = {}
         self.polls: dict[str, int] = {}
         router.post(f"{API}/files", name="upload").mock(side_effect=self._upload)
         router.post(f"{API}/batches", name="create").mock(side_effect=self._create)
@@ -103,18 +108,27 @@ class FakeBatchAPI:
             if (kind == "err") != is_error:
                 continue
             if i in self.unrun:
-                out.append({"id": f"r{i}", "custom_id": cid, "response": None,
-                            "error": {"code": "batch_expired", "message": "This request could not be executed before the completion window expired."}})
+                out.append(json.dumps({"id": f"r{i}", "custom_id": cid, "response": None,
+                            "error": {"code": "batch_expired", "message": "This request could not be executed before the completion window expired."}}))
             elif i in self.errored:
-                out.append({"id": f"r{i}", "custom_id": cid, "response": {"status_code": 500, "request_id": "x", "body": {
-                    "error": {"message": "server had an error", "type": "server_error"}}}, "error": None})
+                out.append(json.dumps({"id": f"r{i}", "custom_id": cid, "response": {"status_code": 500, "request_id": "x", "body": {
+                    "error": {"message": "server had an error", "type": "server_error"}}}, "error": None}))
             else:
                 name = line["body"]["response_format"]["json_schema"]["name"]
                 content = "this is not json" if i in self.junk else json.dumps(VERDICTS[name])
-                out.append({"id": f"r{i}", "custom_id": cid, "error": None, "response": {
-                    "status_code": 200, "request_id": f"req{i}",
-                    "body": openai_reply(content, prompt_tokens=1000, completion_tokens=100)}})
-        return httpx.Response(200, content="".join(json.dumps(x) + "\n" for x in out).encode())
+                if self.copies.get(i) == "different":  # a wrong verdict first: first-wins would keep it
+                    out.append(_output_line(i, cid, json.dumps({**VERDICTS[name], "score": 1})))
+                out.append(_output_line(i, cid, content))
+                if self.copies.get(i) == "same":
+                    out.append(out[-1])
+            if i in self.bad:
+                out[-1] = self.bad[i].replace("{cid}", cid)
+        return httpx.Response(200, content="".join(x + "\n" for x in out).encode())
+
+
+def _output_line(i: int, cid: str, content: str) -> str:
+    return json.dumps({"id": f"r{i}", "custom_id": cid, "error": None, "response": {
+        "status_code": 200, "request_id": f"req{i}", "body": openai_reply(content, prompt_tokens=1000, completion_tokens=100)}})
 
 
 def _chat(request: httpx.Request) -> httpx.Response:
@@ -316,3 +330,197 @@ def test_batch_refuses_a_judge_it_cannot_serve(api, openai_key, results, tmp_pat
     assert res.exit_code == 2, res.output
     assert message in res.stderr
     assert api.creates == 0
+
+
+# --------------------------------------------------------------------------- never pay twice (issue 38 item 5)
+
+
+def _disk_full(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
+    """The judge cache's store fails with ENOSPC while `full["on"]` is true."""
+    import errno
+
+    from evalkit.judges.cache import JudgeCache
+
+    full = {"on": True}
+    put = JudgeCache.put
+
+    def store(self: JudgeCache, *args: Any, **kwargs: Any) -> bool:
+        if full["on"]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return put(self, *args, **kwargs)
+
+    monkeypatch.setattr(JudgeCache, "put", store)
+    return full
+
+
+def test_a_cache_that_cannot_store_refuses_to_start_a_batch(api, openai_key, results, tmp_path, monkeypatch):
+    _disk_full(monkeypatch)
+    before = (results / RUN_ID / "results.jsonl").read_text()
+    for _ in range(2):  # and the rerun, the disk still full
+        res = _invoke(results, tmp_path, "--batch", "--batch-poll-interval", "0")
+        assert res.exit_code == 2, res.output
+        assert "cannot store a judgment now (No space left on device)" in res.stderr and "no batch was started" in res.stderr
+    assert api.router["upload"].call_count == 0 and api.creates == 0 and api.router["chat"].call_count == 0
+    assert (results / RUN_ID / "results.jsonl").read_text() == before
+
+
+def test_the_disk_filling_during_the_batch_keeps_its_replies_and_the_rerun_stores_them(api, openai_key, results, tmp_path, monkeypatch):
+    from evalkit.judges.batch import KEPT_FILE
+
+    full = _disk_full(monkeypatch)
+    full["on"] = False
+
+    def fills_up(request: httpx.Request, bid: str) -> httpx.Response:
+        full["on"] = True  # the disk fills while the batch runs
+        return api._retrieve(request, bid)
+
+    api.router["retrieve"].side_effect = fills_up
+    before = (results / RUN_ID / "results.jsonl").read_text()
+    res = _invoke(results, tmp_path, "--batch", "--batch-poll-interval", "0")
+    assert res.exit_code == 2, res.output
+    assert "8 of 8 verdicts of openai batch batch_1 could not be stored" in res.stderr
+    assert "kept in" in res.stderr and "asks none of them again" in res.stderr
+    # Nothing bought a second time: the normal pass did not run.
+    assert api.router["chat"].call_count == 0 and (results / RUN_ID / "results.jsonl").read_text() == before
+    assert len((results / RUN_ID / KEPT_FILE).read_text().splitlines()) == 8
+
+    res = _invoke(results, tmp_path, "--batch", "--batch-poll-interval", "0")  # the disk still full
+    assert res.exit_code == 2 and "are stored then" in res.stderr, res.output
+
+    full["on"] = False
+    api.router["retrieve"].side_effect = api._retrieve
+    res = _invoke(results, tmp_path, "--batch", "--batch-poll-interval", "0")
+    out = _ok(res)
+    assert api.creates == 1 and api.router["upload"].call_count == 1 and api.router["content"].call_count == 1
+    assert api.router["chat"].call_count == 0
+    assert _scores(results) == [(GROUNDED["score"], CORRECT["score"])] * 4
+    assert out["judge_stats"]["batch"]["kept_stored"] == 8 and "are stored now" in res.stderr
+    assert not (results / RUN_ID / KEPT_FILE).exists() and not (results / RUN_ID / STATE_FILE).exists()
+
+
+def test_replies_that_cannot_be_kept_either_are_downloaded_again_by_the_rerun(api, openai_key, results, tmp_path, monkeypatch):
+    from evalkit.judges.batch import KEPT_FILE
+    from evalkit.store.runs import RunDir, RunFolderError
+
+    full = _disk_full(monkeypatch)
+    full["on"] = False
+    write_file = RunDir.write_file
+
+    def no_room_for_the_kept(self: RunDir, name: str, payload: Any) -> Path:
+        if name == KEPT_FILE:
+            raise RunFolderError(f"{self.path / name}: cannot write {name}: No space left on device")
+        return write_file(self, name, payload)
+
+    monkeypatch.setattr(RunDir, "write_file", no_room_for_the_kept)
+
+    def fills_up(request: httpx.Request, bid: str) -> httpx.Response:
+        full["on"] = True
+        return api._retrieve(request, bid)
+
+    api.router["retrieve"].side_effect = fills_up
+    res = _invoke(results, tmp_path, "--batch", "--batch-poll-interval", "0")
+    assert res.exit_code == 2, res.output
+    assert "nor kept in" in res.stderr and "downloads them again (no new batch, nothing paid twice)" in res.stderr
+    (entry,) = json.loads((results / RUN_ID / STATE_FILE).read_text())["batches"]
+    assert entry["phase"] == "submitted" and entry["batch_id"] == "batch_1"
+
+    full["on"] = False
+    api.router["retrieve"].side_effect = api._retrieve
+    _ok(_invoke(results, tmp_path, "--batch", "--batch-poll-interval", "0"))
+    assert api.creates == 1 and api.router["content"].call_count == 2 and api.router["chat"].call_count == 0
+    assert _scores(results) == [(GROUNDED["score"], CORRECT["score"])] * 4
+
+
+def test_no_room_on_the_caches_disk_for_the_verdicts_refuses_to_submit(api, openai_key, results, tmp_path, monkeypatch):
+    import shutil
+
+    from evalkit.judges import batch as batch_module
+
+    monkeypatch.setattr(batch_module.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**9, 10**9 - 4096, 4096))
+    res = _invoke(results, tmp_path, "--batch", "--batch-poll-interval", "0")
+    assert res.exit_code == 2, res.output
+    assert "has 4,096 bytes free, and the 8 verdicts of this batch need about" in res.stderr
+    assert api.router["upload"].call_count == 0 and api.creates == 0
+    assert not (results / RUN_ID / STATE_FILE).exists()
+
+
+# --------------------------------------------------------------------------- bad lines, copies (issue 38 item 6)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "this is not json",  # names no custom_id: stands for the one request the output lacks
+        "42",  # JSON, not an object
+        '{"id": "r9", "custom_id": "{cid}"}',  # neither a response nor an error
+        '{"id": "r9", "custom_id": "{cid}", "error": null, "response": {"status_code": 200, "bo',  # cut short
+    ],
+)
+def test_a_bad_output_line_is_that_requests_error(api, openai_key, results, tmp_path, line):
+    api.bad = {2: line}
+    res = _invoke(results, tmp_path, "--batch", "--batch-poll-interval", "0")
+    out = _ok(res)
+    assert "Traceback" not in res.output
+    b = out["judge_stats"]["batch"]["batches"][0]
+    assert (b["succeeded"], b["errored"], b["unrun"], b["bad_lines"]) == (7, 1, 0, 1)
+    assert api.router["chat"].call_count == 1 and api.creates == 1  # asked the normal way; no second batch
+    assert _scores(results) == [(GROUNDED["score"], CORRECT["score"])] * 4
+    assert "not what the provider documents" in res.stderr
+
+
+def test_copies_of_one_custom_id_that_disagree_are_both_distrusted_and_asked_again(api, openai_key, results, tmp_path):
+    api.copies = {0: "different", 1: "different", 4: "same"}
+    res = _invoke(results, tmp_path, "--batch", "--batch-poll-interval", "0")
+    out = _ok(res)
+    b = out["judge_stats"]["batch"]
+    assert (b["conflicting"], b["duplicates"], b["cached"]) == (2, 1, 6)
+    # The two disagreeing requests are asked again; the identical copies are used once.
+    assert api.router["chat"].call_count == 2
+    assert _scores(results) == [(GROUNDED["score"], CORRECT["score"])] * 4  # never the wrong first copy
+    assert "none was trusted" in res.stderr and "the copies identical; each was used once" in res.stderr
+
+
+# --------------------------------------------------------------------------- the download (issue 38 item 9)
+
+
+def test_results_over_the_download_cap_say_so_and_are_not_fetched_again(api, openai_key, results, tmp_path):
+    async def endless() -> Any:
+        chunk = b"x" * (1 << 20)
+        for _ in range(40):  # 40 MiB: over the 32 MiB cap, sent without a Content-Length
+            yield chunk
+
+    api.router["content"].side_effect = lambda request, fid: httpx.Response(200, content=endless())
+    res = _invoke(results, tmp_path, "--batch", "--batch-poll-interval", "0")
+    assert res.exit_code == 2, res.output
+    assert "the results of openai batch batch_1 are larger than evalkit downloads" in res.stderr
+    assert "over the 33554432-byte limit" in res.stderr and "rerunning as it is meets the same cap" in res.stderr
+    assert "rerun to carry on" not in res.stderr and "Connection error" not in res.stderr
+    assert api.router["content"].call_count == 1 and api.router["chat"].call_count == 0
+    (entry,) = json.loads((results / RUN_ID / STATE_FILE).read_text())["batches"]
+    assert entry["phase"] == "submitted"  # the paid batch stays recorded
+
+
+def test_a_trickled_results_file_meets_the_download_deadline(api, openai_key, results, tmp_path):
+    import asyncio
+
+    from evalkit.errors import JudgeConfigError
+    from evalkit.judges import JudgeSettings
+    from evalkit.judges.batch import BatchOptions
+    from evalkit.net.retry import RetryPolicy
+    from evalkit.rescore.answers import judge_run
+    from evalkit.store.runs import RunDir
+
+    async def trickle() -> Any:
+        yield b'{"custom_id": '
+        await asyncio.wait_for(asyncio.Event().wait(), 60)  # the rest never comes (the deadline ends it)
+
+    api.router["content"].side_effect = lambda request, fid: httpx.Response(200, content=trickle())
+    settings = JudgeSettings(model=OPENAI_MODEL, cache_path=tmp_path / "cache.sqlite", retry_policy=RetryPolicy.no_wait())
+    with pytest.raises(JudgeConfigError) as e:
+        judge_run(RunDir.open(results, RUN_ID), settings, batch=BatchOptions(poll_interval=0, download_deadline=0.2))
+    assert "the results of openai batch batch_1 did not arrive whole within the download deadline of 0.2s" in str(e.value)
+    assert "rerun the same command to download them again" in str(e.value)
+    assert api.router["content"].call_count == 1  # the deadline bounds the download: not tried again
+    assert api.router["chat"].call_count == 0
+    (entry,) = json.loads((results / RUN_ID / STATE_FILE).read_text())["batches"]
+    assert entry["phase"] == "submitted"
