@@ -37,16 +37,46 @@ _SECRET_SHAPES = re.compile(
     r"|\b(sk-(?:ant-)?[A-Za-z0-9_-]{8,})"  # OpenAI / Anthropic key shapes
     r"|((?:x-)?api[_-]?key(?:[\"']\s*:|\s*=)\s*[\"']?|x-api-key:\s*)[^\s\"',;}&]+"  # "api_key": ..., x-api-key: ...
     r"|(\b[a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+(?=@)"  # a password in a URL's user info
+    r"|((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?basic\s+)[A-Za-z0-9+/_-]+=*"  # a Basic header echoed back
 )
+# The proxy settings httpx and urllib read (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, any other
+# *_PROXY, either case); NO_PROXY lists hosts, not a proxy.
+_PROXY_SUFFIX, _NOT_A_PROXY = "_PROXY", "NO_PROXY"
 
 
 def _secrets() -> list[str]:
-    """Values of the secret-named environment variables worth scrubbing, longest first, each
-    followed by its encoded forms (`_encodings`)."""
-    values = (os.environ.get(name, "") for name in os.environ if name.upper().endswith(_SECRET_SUFFIXES))
+    """Values of the secret-named environment variables worth scrubbing, and the credentials
+    in the proxy settings' URLs (`_proxy_credentials`), longest first, each followed by its
+    encoded forms (`_encodings`)."""
+    values = [os.environ.get(name, "") for name in os.environ if name.upper().endswith(_SECRET_SUFFIXES)]
+    for name, value in os.environ.items():
+        if "@" in value and name.upper().endswith(_PROXY_SUFFIX) and name.upper() != _NOT_A_PROXY:
+            values += _proxy_credentials(value)
     found = {v for v in values if len(v) >= _MIN_SECRET and v.lower() not in _PLACEHOLDERS}
     forms = {f for v in found if len(v) >= _MIN_ANYWHERE for f in _encodings(v)}
     return sorted(found | forms, key=len, reverse=True)
+
+
+@functools.lru_cache(maxsize=16)
+def _proxy_credentials(value: str) -> tuple[str, ...]:
+    """The credentials in a proxy URL (`http://user:pass@proxy:3128`), in every form a proxy's
+    error page or a log can show them (issue 38 item 8): the user info as written and
+    percent-decoded, the password alone (the user name alone is no secret; without a
+    password the user name is the credential), and the `Proxy-Authorization: Basic` value
+    httpx sends, base64 of the decoded `user:pass`, with and without its padding. The
+    longer forms get `_encodings` like any key."""
+    import base64  # here: only a run with a proxy that has credentials pays for them
+    import urllib.parse
+
+    netloc = urllib.parse.urlsplit(value if "://" in value else f"http://{value}").netloc
+    userinfo = netloc.rpartition("@")[0]
+    if not userinfo:
+        return ()
+    user, colon, password = userinfo.partition(":")
+    decoded = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
+    basic = base64.b64encode(decoded.encode("utf-8")).decode("ascii")
+    secret = (password, urllib.parse.unquote(password)) if colon else (user, urllib.parse.unquote(user))
+    return tuple(dict.fromkeys((userinfo, decoded, basic, basic.rstrip("="), *secret)))
 
 
 @functools.lru_cache(maxsize=64)
@@ -76,6 +106,12 @@ def _spaced(value: str) -> re.Pattern[str]:
 
 
 def _scrub(text: str, secrets: list[str]) -> str:
+    # Whole copies first: a head of one secret that another's copy starts with (two base64
+    # forms of a proxy's `user:pass` share their first 18 characters) must not take that copy
+    # for a cut one and leave its tail, which still encodes bits of the password.
+    for value in secrets:
+        if len(value) >= _MIN_ANYWHERE and value in text:
+            text = text.replace(value, "***")
     for value in secrets:
         if len(value) < _MIN_ANYWHERE:
             # A short key (a local server's) only as a whole token: "abcd" must not eat "abcdef".
@@ -100,7 +136,7 @@ def _scrub(text: str, secrets: list[str]) -> str:
         # a long key spaced out (whitespace or dashes between its characters)
         if len(value) >= _MIN_PARTIAL and value[0] in text and ("-" in text or any(c.isspace() for c in text)):
             text = _spaced(value).sub("***", text)
-    return _SECRET_SHAPES.sub(lambda m: (m.group(1) or m.group(3) or m.group(4) or "") + "***", text)
+    return _SECRET_SHAPES.sub(lambda m: (m.group(1) or m.group(3) or m.group(4) or m.group(5) or "") + "***", text)
 
 
 def redact(text: str) -> str:
@@ -110,7 +146,10 @@ def redact(text: str) -> str:
     *_TOKEN, *_SECRET, *PASSWORD, *_PASS), also a head of 16+ characters of one (text cut
     before it was scrubbed); values under 8 characters only as a whole token and under 4
     not at all, nor placeholders such as "ollama"; and key shapes: `Bearer ...`, `sk-...`,
-    `"api_key": ...`, `x-api-key: ...`, a URL's password; and a key of 8+ characters also
+    `"api_key": ...`, `x-api-key: ...`, a URL's password, an `Authorization: Basic ...` or
+    `Proxy-Authorization: Basic ...` header; the credentials in HTTP_PROXY, HTTPS_PROXY,
+    ALL_PROXY (any *_PROXY) URLs, raw, percent-decoded and as their Basic header value
+    (`_proxy_credentials`); and a key of 8+ characters also
     percent-encoded, in base64 or URL-safe base64 (also inside a longer base64 blob, such as
     a Basic header), and (16+) spaced out with whitespace or dashes between its characters.
     Every EvalkitError, every Problem

@@ -172,10 +172,43 @@ def test_environment_secrets(monkeypatch, env, text, expected):
         ("https://bob:hunter2@proxy.example/v1", "https://bob:***@proxy.example/v1"),
         ("http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1"),
         ("settings.api_key: expected a string, got 42", "settings.api_key: expected a string, got 42"),
+        ("Proxy-Authorization: Basic Ym9iOmh1bnRlcjI=\r\n", "Proxy-Authorization: Basic ***\r\n"),
+        ('{"authorization": "Basic Ym9iOmh1bnRlcjI="}', '{"authorization": "Basic ***"}'),
+        ("basic questions, Basic setup", "basic questions, Basic setup"),
     ],
 )
 def test_key_shapes(text, expected):
     assert redact(text) == expected
+
+
+# Issue 38 item 8: the credentials in a proxy URL, in each form a proxy's error page shows them.
+# The Basic values are computed here independently: base64.b64encode(b"user:s3cret") etc.
+_PLAIN_BASIC = "dXNlcjpzM2NyZXQ="  # user:s3cret
+_DECODED_BASIC = "ZXZhbGtpdC11c2VyOnBAczNjcmV0"  # evalkit-user:p@s3cret
+
+
+@pytest.mark.parametrize("name", ["HTTP_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"])
+def test_proxy_credentials_are_secrets(monkeypatch, name):
+    monkeypatch.setenv(name, "http://user:s3cret@127.0.0.1:3128")
+    text = (f"407 from the proxy: Proxy-Authorization: {_PLAIN_BASIC} (as user:s3cret); the password s3cret; "
+            f"unpadded {_PLAIN_BASIC.rstrip('=')}; via http://user:s3cret@127.0.0.1:3128/")
+    assert redact(text) == ("407 from the proxy: Proxy-Authorization: *** (as ***); the password ***; "
+                            "unpadded ***; via http://***@127.0.0.1:3128/")
+    assert redact("the user is user, a s3cretary is not the password") == "the user is user, a s3cretary is not the password"
+
+
+def test_proxy_credentials_percent_encoded_and_without_a_scheme(monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "evalkit-user:p%40s3cret@proxy.example:3128")  # no scheme: httpx takes http://
+    text = f"Basic {_DECODED_BASIC}, evalkit-user:p%40s3cret, evalkit-user:p@s3cret, p@s3cret, p%40s3cret"
+    assert redact(text) == "Basic ***, ***, ***, ***, ***"
+    monkeypatch.setenv("HTTPS_PROXY", "http://tok-1234567890@proxy.example")  # a token alone is the credential
+    assert redact("echo tok-1234567890 and its base64 dG9rLTEyMzQ1Njc4OTA") == "echo *** and its base64 ***"
+
+
+def test_no_proxy_and_proxies_without_credentials_add_no_secret(monkeypatch):
+    monkeypatch.setenv("NO_PROXY", "user@host.example,127.0.0.1")
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
+    assert redact("user@host.example via http://proxy.example:3128") == "user@host.example via http://proxy.example:3128"
 
 
 def test_redact_data_scrubs_every_string_and_keeps_the_shape():
