@@ -20,7 +20,7 @@ says what each means.
 
 from __future__ import annotations
 
-__all__ = ["Cell", "Cfg", "Met", "Rec", "RecConfig", "Rm", "Verdict"]
+__all__ = ["Cell", "Cfg", "Holder", "Met", "Rec", "RecConfig", "Rm", "Verdict"]
 
 
 class Rec:
@@ -180,3 +180,14 @@ class Cfg:
     # inside `eval_set`
     PATHS = "paths"
     GOLD_FORMS = "gold_forms"
+
+
+class Holder:
+    """`.writer.lock`, the run's writer lock (`RunDir.writer`): who holds the run, while it
+    does; empty once released (a killed holder leaves its entry, and the lock is free)."""
+
+    COMMAND = "command"  # the job: run_eval, judge_answers, score_retrieval ...
+    ARGV = "argv"  # the command line as typed (secrets scrubbed, cut to 300 characters)
+    PID = "pid"
+    HOST = "host"
+    STARTED_AT = "started_at"  # UTC, ISO 8601, to the second

@@ -19,6 +19,13 @@ opens the run through `evalkit.derive.open_run` derives them then. A new run tha
 whole before anyone may see it (`evalkit merge`) is made in a hidden staging folder and
 renamed into place (`staged_run`).
 
+One writer per run: every command that changes a run (run_eval and its --resume, the
+re-scorings, judge_answers, a merge's shard runs, label grades) holds the run's writer lock
+(`RunDir.writer`, a flock on `.writer.lock`, which names the holder) from before its first
+read to its last write. A second one is refused at once (`RunBusy`, exit 2, naming the
+holder) instead of losing the first one's update or paying for its work again. The folder
+lock above is a different, short lock (one update), taken inside it.
+
 Operating-system failures on a run folder (not a directory, no permission, name too
 long, disk full) are `RunFolderError`s naming the path: exit 2, one line, no traceback.
 """
@@ -30,6 +37,10 @@ import hashlib
 import os
 import re
 import secrets
+import shlex
+import socket
+import sys
+import threading
 import time
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
@@ -39,7 +50,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from evalkit.errors import BadConfig, InputError, Problem, RunNotFound
+from evalkit.errors import BadConfig, InputError, Problem, RunNotFound, redact
 from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads, read_json
 from evalkit.store.atomic import (
     SYMLINK_REFUSED,
@@ -50,7 +61,12 @@ from evalkit.store.atomic import (
     staged_dir,
     write_atomic,
 )
-from evalkit.store.runlog import Rec
+from evalkit.store.runlog import Holder, Rec
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; writers proceed unlocked there (as folder_lock)
+    fcntl = None  # type: ignore[assignment]
 
 RESULTS_FILE = "results.jsonl"
 METRICS_FILE = "metrics.json"
@@ -73,6 +89,10 @@ DERIVE_PENDING = ".derive-pending"
 RUN_FILES = (RESULTS_FILE, METRICS_FILE, CONFIG_FILE)
 COMMIT_MARKER = ".commit"
 _STAGED_SUFFIX = ".new"
+# The run's writer lock (RunDir.writer): flock'ed by the command changing the run, and holding
+# who that is (runlog.Holder). Created once and never removed (removing a lock file others may
+# have open would let two writers lock two different files); a stale entry is harmless.
+WRITER_LOCK = ".writer.lock"
 # Every file of a run folder written through the atomic writer. `RunDir.write_file` refuses
 # any other name, so recovery's clean-up of `.<name>.<random>.tmp` (below) misses none.
 ATOMIC_FILES = (*RUN_FILES, *DERIVED_FILES, JUDGE_BATCH_FILE, JUDGE_BATCH_KEPT, DERIVE_PENDING)
@@ -116,6 +136,10 @@ def new_run_id(config_hash_hex: str, now: datetime | None = None) -> str:
 
 class RunFolderError(InputError):
     """The operating system refused to create, read or write a run folder or one of its files."""
+
+
+class RunBusy(InputError):
+    """Another command holds the run's writer lock (`RunDir.writer`): exit 2, naming it."""
 
 
 @contextmanager
@@ -166,7 +190,8 @@ def run_folder_taken(path: Path) -> bool:
         RunFolderError: the OS cannot say (e.g. a name too long, a file on the way).
     """
     with _os_errors("cannot create the run folder", path):
-        return path.is_dir() and any(path.iterdir())
+        # The writer lock alone is no run: run_eval takes it as soon as it made the folder.
+        return path.is_dir() and any(p.name != WRITER_LOCK for p in path.iterdir())
 
 
 def check_run_id(run_id: str, flag: str = "--run-id") -> None:
@@ -266,6 +291,67 @@ def _read_json(path: Path) -> dict[str, Any]:
     return value
 
 
+# Writer locks this process holds: run folder (real path) -> [descriptor or None, depth].
+# Re-entrant within a process (`evalkit score` holds a run across its parts, and each part's
+# function takes it again), so two threads of one process are not told apart.
+_HELD: dict[str, list[Any]] = {}
+_HELD_GUARD = threading.Lock()
+_ARGV_CHARS = 300
+
+
+def _forget_held_in_child() -> None:
+    """A forked child (a re-scoring's worker) closes its copies of the writer locks: the
+    parent still holds them, and a child outliving a killed parent must not keep the run."""
+    global _HELD_GUARD
+    for fd, _depth in _HELD.values():
+        if fd is not None:
+            with suppress(OSError):
+                os.close(fd)
+    _HELD.clear()
+    _HELD_GUARD = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_held_in_child)
+
+
+def _shown(text: Any) -> str:
+    """A value read from a lock file another process wrote, safe to print on one line."""
+    return "".join(c if c.isprintable() else "?" for c in str(text))
+
+
+def _holder_entry(command: str) -> bytes:
+    """What `.writer.lock` says while this process holds it (runlog.Holder)."""
+    argv = [Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python", *sys.argv[1:]]
+    line = redact(shlex.join(argv))  # a key given as a flag must not land in the run folder
+    if len(line) > _ARGV_CHARS:
+        line = line[: _ARGV_CHARS - 1] + "…"
+    return orjson.dumps({
+        Holder.COMMAND: command, Holder.ARGV: line, Holder.PID: os.getpid(), Holder.HOST: socket.gethostname(),
+        Holder.STARTED_AT: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }) + b"\n"
+
+
+def _holder_said(raw: bytes) -> str:
+    """Who holds a run, from its `.writer.lock`: "judge_answers (pid 4242, since ...: argv)"."""
+    try:
+        holder = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        holder = None
+    if not isinstance(holder, dict) or not holder.get(Holder.COMMAND):
+        # Between its lock and its entry, or a full disk kept the entry out.
+        return "another command (its entry in the lock file is not written)"
+    where = f"pid {_shown(holder.get(Holder.PID))}"
+    host = holder.get(Holder.HOST)
+    if host and host != socket.gethostname():
+        where += f" on {_shown(host)}"
+    if holder.get(Holder.STARTED_AT):
+        where += f", since {_shown(holder[Holder.STARTED_AT])}"
+    if holder.get(Holder.ARGV):
+        where += f": {_shown(holder[Holder.ARGV])}"
+    return f"{_shown(holder[Holder.COMMAND])} ({where})"
+
+
 class RunDir:
     """One run folder. Cheap to construct; every read streams from disk."""
 
@@ -286,11 +372,18 @@ class RunDir:
         return self.path / CONFIG_FILE
 
     @classmethod
-    def create(cls, results_dir: Path, run_id: str) -> RunDir:
+    def create(cls, results_dir: Path, run_id: str, *, hold: ExitStack | None = None,
+               command: str = "run_eval") -> RunDir:
         """Make a new, empty run folder.
+
+        Args:
+            hold: the new run's writer lock (`writer(command)`) is taken into it, and the
+                folder checked again under it: a run another command made there meanwhile
+                is refused, never written over.
 
         Raises:
             BadConfig: a run with that id exists, or the id breaks RUN_ID_RULE.
+            RunBusy: with `hold`, another command holds the new folder (it is making that run).
             RunFolderError: the OS refused to make the folder, or a symbolic link is in its place.
         """
         check_run_id(run_id)
@@ -305,7 +398,13 @@ class RunDir:
         _refuse_taken(path, run_id)
         with _os_errors("cannot create the run folder", path):
             path.mkdir(parents=True, exist_ok=True)
-        return cls(path)
+        run = cls(path)
+        if hold is not None:
+            with ExitStack() as mine:
+                mine.enter_context(run.writer(command))
+                _refuse_taken(path, run_id)  # finished by another command since the check above
+                hold.enter_context(mine.pop_all())
+        return run
 
     @classmethod
     def open(cls, results_dir: Path, run_id: str, *, flag: str = "--run-id") -> RunDir:
@@ -330,6 +429,73 @@ class RunDir:
         run = cls(path)
         run.recover()
         return run
+
+    # ------------------------------------------------------------------ one writer at a time
+
+    @contextmanager
+    def writer(self, command: str) -> Iterator[None]:
+        """Hold the run's writer lock while the block runs: the one command changing the run.
+
+        A flock on `.writer.lock` in the run folder (not the folder lock, which each update
+        takes inside it for a moment), taken without waiting, and the holder's entry written
+        into the file (`runlog.Holder`: command, command line, pid, host, start time); the
+        entry is emptied when the block ends. The kernel drops the lock when the process dies,
+        so a killed holder never blocks the next command: its entry is left, and overwritten
+        by the next holder. Re-entrant within a process. Where flock is unsupported (Windows,
+        some network filesystems) everything proceeds unlocked, as with the folder lock.
+
+        Args:
+            command: the job, for the entry (run_eval, judge_answers, score_retrieval ...).
+
+        Raises:
+            RunBusy: another process holds it; the message names the holder.
+            RunFolderError: the OS refused the lock file (a symbolic link there is refused).
+        """
+        key = os.path.realpath(self.path)
+        with _HELD_GUARD:
+            held = _HELD.get(key)
+            if held is None:
+                held = _HELD[key] = [self._take_writer(command), 0]
+            held[1] += 1
+        try:
+            yield
+        finally:
+            with _HELD_GUARD:
+                held[1] -= 1
+                if held[1] == 0 and _HELD.get(key) is held:
+                    del _HELD[key]
+                    if held[0] is not None:
+                        with suppress(OSError):
+                            os.ftruncate(held[0], 0)  # released: no holder to name
+                        os.close(held[0])  # releases the lock
+
+    def _take_writer(self, command: str) -> int | None:
+        """The locked descriptor of `.writer.lock` with this process's entry in it, or None
+        where flock is unsupported."""
+        if fcntl is None:
+            return None
+        path = self.path / WRITER_LOCK
+        with _os_errors("cannot take the run's writer lock", path):
+            # Changed in place, so never through a symbolic link (a file outside the run).
+            fd = open_no_follow(path, os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            busy = e.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+            try:
+                who = _holder_said(os.pread(fd, 4096, 0)) if busy else ""
+            except OSError:
+                who = _holder_said(b"")
+            os.close(fd)
+            if not busy:
+                return None  # no flock on this filesystem: unlocked, as folder_lock
+            raise RunBusy(Problem(f"run {self.run_id!r} is being changed by {who}; wait for it to finish or stop it, "
+                                  "then rerun", path=str(path))) from None
+        # Who holds the run is a courtesy: a full disk must not stop the command for it.
+        with suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, _holder_entry(command), 0)
+        return fd
 
     # ------------------------------------------------------------------ interrupted updates
 
