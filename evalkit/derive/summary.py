@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalkit.store.runlog import Met
-from evalkit.store.runs import REPORT_FILE, RESULTS_JSON, SUMMARY_FILE, RunDir
+from evalkit.store.runs import REPORT_FILE, RESULTS_JSON, SUMMARY_FILE, RunBusy, RunDir
 
 if TYPE_CHECKING:
     from evalkit.report.summary_md import WorstCases
@@ -190,15 +190,21 @@ def rederive_pending(run: RunDir) -> bool:
     rendering the files derived from it (the `.derive-pending` mark), render them now,
     from metrics.json as it is, through `write_derived`. Returns whether it did.
 
-    Best effort, like `write_derived`: an unreadable mark is a warning."""
+    Under the run's writer lock: while another command changes the run the mark is its own
+    (it renders them when it is done), and a reader rendering them from the metrics.json it
+    read could write over newer ones. Best effort, like `write_derived`: an unreadable mark
+    or a lock that cannot be taken is a warning."""
     try:
-        pending = run.derive_pending() is not None
+        if run.derive_pending() is None:
+            return False
+        with run.writer("derive"):
+            write_derived(run)
+        return True
+    except RunBusy:
+        return False
     except Exception as e:  # noqa: BLE001 - derived output: never fail the command that opened the run
         log.warning("evalkit: warning: %s: %s", run.path, e)
         return False
-    if pending:
-        write_derived(run)
-    return pending
 
 
 def open_run(results_dir: str | Path, run_id: str, *, flag: str = "--run-id") -> RunDir:

@@ -45,6 +45,8 @@ SCHEMA_VERSION = 1
 KINDS = (Rec.GROUNDEDNESS, Rec.CORRECTNESS)
 JUDGE_METHODS = ("llm", "heuristic")
 QUIT = "quit"
+# The job named in the run's writer lock (store.runs.RunDir.writer) while grades are written.
+WRITER = "label_eval --grade-answers"
 
 
 def grades_path(run: RunDir) -> Path:
@@ -97,6 +99,7 @@ def append_grade(run: RunDir, grade: Mapping[str, Any]) -> dict[str, Any]:
 
     Raises:
         ValueError: the grade breaks the rules above (a caller's bug: the prompt validates).
+        RunBusy: another command is changing the run (its writer lock).
         RunFolderError: the OS refused the write.
     """
     problems = _check_grade(grade)
@@ -110,7 +113,7 @@ def append_grade(run: RunDir, grade: Mapping[str, Any]) -> dict[str, Any]:
     path = grades_path(run)
     try:
         # Appended and cut in place: never through a symbolic link (a file outside the run folder).
-        with os.fdopen(open_no_follow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT), "ab+") as f:
+        with run.writer(WRITER), os.fdopen(open_no_follow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT), "ab+") as f:
             # A torn last line (killed mid-write) would glue onto this one: cut it first.
             f.seek(0, os.SEEK_END)
             if f.tell():
@@ -312,7 +315,20 @@ def grade_cases(
     Returns:
         The outcome. Groundedness blank skips the case (asked again next session); q or end
         of input quits, dropping the case on screen. Junk is re-asked.
+
+    Raises:
+        RunBusy: another command is changing the run; the session holds the run's writer
+            lock from the first case to the last (see `append_grade`).
     """
+    with run.writer(WRITER):
+        return _grade_cases(run, cases, ask=ask, show=show, grader=grader, total=total)
+
+
+def _grade_cases(
+    run: RunDir, cases: Iterable[Mapping[str, Any]], *, ask: Callable[[str], str | None],
+    show: Callable[[str], None], grader: str | None, total: int | None,
+) -> GradingOutcome:
+    """grade_cases' session, under the run's writer lock."""
     out = GradingOutcome()
     cases = list(cases)
     total = total or len(cases)

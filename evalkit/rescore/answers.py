@@ -384,7 +384,21 @@ async def judge_run_async(
             with `batch`, also a batch that failed, expired with requests unrun or was
             refused, a submission of unknown fate, or another batch command on the run
             (judges/batch.py; each names the batch and what to do next).
+        RunBusy: another command is changing the run (its writer lock; nothing is read or asked).
     """
+    # One writer per run, from the first read to the last write: a re-scoring at work on the
+    # run would otherwise lose these verdicts, or these verdicts its numbers.
+    with run.writer("judge_answers"):
+        return await _judge_run(run, settings, ids=ids, vault=vault, allow_truncated_context=allow_truncated_context,
+                                spot_check=spot_check, on_progress=on_progress, batch=batch)
+
+
+async def _judge_run(
+    run: RunDir, settings: JudgeSettings, *, ids: Sequence[str] | None, vault: Path | None,
+    allow_truncated_context: bool, spot_check: SpotCheck | None, on_progress: Callable[[int, int], None] | None,
+    batch: BatchOptions | None,
+) -> JudgeRunResult:
+    """judge_run_async's work, under the run's writer lock."""
     if batch is not None:
         from evalkit.judges.batch import check_batch_settings
 

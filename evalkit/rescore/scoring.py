@@ -692,6 +692,19 @@ def score_retrieval(
             given; snippets required on cut text without allow_truncated_text.
     """
     run = run_id if isinstance(run_id, RunDir) else RunDir.open(Path(results_dir), run_id)
+    # One writer per run, from the first read to the last write: a judge_answers at work on
+    # the run would otherwise lose this re-scoring's numbers, or this one lose its verdicts.
+    with run.writer("score_retrieval"):
+        return _score_retrieval(run, ks=ks, primary_k=primary_k, require_snippets=require_snippets, eval_set=eval_set,
+                                allow_truncated_text=allow_truncated_text, case_sensitive=case_sensitive, workers=workers)
+
+
+def _score_retrieval(
+    run: RunDir, *, ks: Sequence[int] | None, primary_k: int | None, require_snippets: bool | None,
+    eval_set: str | Path | Sequence[str | Path] | None, allow_truncated_text: bool, case_sensitive: bool,
+    workers: int | None,
+) -> RetrievalScoring:
+    """score_retrieval's work, under the run's writer lock."""
     cfg = run.read_config()
     settings = run_settings(run, cfg)
     old = run.read_metrics()
@@ -921,6 +934,16 @@ def score_abstention(
     if classifier is not None and classifier not in _CLASSIFIERS:
         raise BadConfig(Problem(f"unknown classifier {classifier!r}; expected heuristic or llm", field="--classifier"))
     run = run_id if isinstance(run_id, RunDir) else RunDir.open(Path(results_dir), run_id)
+    with run.writer("score_abstention"):  # one writer per run (see score_retrieval)
+        return _score_abstention(run, eval_set=eval_set, classifier=classifier, judge_settings=judge_settings,
+                                 batch_size=batch_size)
+
+
+def _score_abstention(
+    run: RunDir, *, eval_set: str | Path | Sequence[str | Path] | None, classifier: str | None, judge_settings: Any,
+    batch_size: int,
+) -> AbstentionScoring:
+    """score_abstention's work, under the run's writer lock."""
     cfg = run.read_config()
     settings = run_settings(run, cfg)
     old = run.read_metrics()

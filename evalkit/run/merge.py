@@ -8,13 +8,17 @@ its metrics.json is aggregated from it by run_eval's own code, so it equals a si
 machine's run of the same config, except timing: the shards ran side by side, so the
 suite's wall time (`latency.total_ms`) is null and `run_timing` lists each shard's.
 The merged run is written into a hidden staging folder and renamed into place when whole
-(`store.runs.staged_run`), so no one, `latest` included, sees a half-made run.
+(`store.runs.staged_run`), so no one, `latest` included, sees a half-made run: it needs no
+writer lock. The shard runs are read several times over, so each one's writer lock
+(`RunDir.writer`) is held while the merge reads them: a shard being resumed or re-scored is
+refused by name, never merged half-changed.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,11 +63,12 @@ def _label(block: Mapping[str, Any]) -> str:
     return f"{index + 1 if isinstance(index, int) else index}/{block.get('count')}"
 
 
-def _open_shards(results_dir: Path, run_ids: Sequence[str]) -> tuple[list[_ShardRun], list[Problem]]:
+def _open_shards(results_dir: Path, run_ids: Sequence[str], hold: ExitStack) -> tuple[list[_ShardRun], list[Problem]]:
     shards: list[_ShardRun] = []
     problems: list[Problem] = []
     for run_id in run_ids:
         run = RunDir.open(results_dir, run_id, flag="RUN_IDS")
+        hold.enter_context(run.writer("evalkit merge"))  # held until the merged run is in place
         config = run.read_config()
         shard = config.get("shard")
         metrics = run.read_metrics()
@@ -211,7 +216,14 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str, results_dir: str | Path =
             that overlap or do not cover the selection, or `run_id` taken. Nothing is written.
         Whatever stops it later (an error, a kill) leaves no run folder named `run_id`.
         RunNotFound: a run id names no run.
+        RunBusy: another command is changing a shard run.
     """
+    with ExitStack() as hold:
+        return _merge_runs(run_ids, run_id=run_id, results_dir=results_dir, hold=hold)
+
+
+def _merge_runs(run_ids: Sequence[str], *, run_id: str, results_dir: str | Path, hold: ExitStack) -> MergeResult:
+    """merge_runs' work; each shard run's writer lock goes into `hold`."""
     from evalkit.config import build_settings
     from evalkit.derive import RunFacts, derive_run, now_utc
     from evalkit.store.runs import check_run_id, staged_run
@@ -220,7 +232,7 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str, results_dir: str | Path =
     if not run_ids:
         raise BadConfig(Problem("no shard run given", field="RUN_IDS"))
     check_run_id(run_id)
-    shards, problems = _open_shards(results_dir, run_ids)
+    shards, problems = _open_shards(results_dir, run_ids, hold)
     if shards and not problems:
         problems = _check_shards(shards)
     settings_body = dict(shards[0].config.get("settings") or {}) if shards else {}

@@ -10,6 +10,7 @@ import asyncio
 import shlex
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 
 from evalkit.config import RunSettings, judge_identity
 from evalkit.derive import RecordPass, RunFacts, derive_run, now_utc
-from evalkit.errors import BadConfig, EvalkitError, Problem
+from evalkit.errors import BadConfig, EvalkitError, InputError, Problem
 from evalkit.gate.decision import gate_exit_code
 from evalkit.net.breaker import CircuitBreaker
 from evalkit.run.preflight import (
@@ -34,7 +35,7 @@ from evalkit.run.records import WorkList, record_key, run_order
 from evalkit.run.result import RunInterrupted, RunResult, seed_data
 from evalkit.run.session import Prepared, ProgressSink, Session
 from evalkit.store.runlog import Cell, Met
-from evalkit.store.runs import RunDir, new_run_id, point_latest, run_folder_taken
+from evalkit.store.runs import RunBusy, RunDir, new_run_id, point_latest, run_folder_taken
 
 __all__ = ["arun", "run"]
 
@@ -142,18 +143,38 @@ def _stopped_warning(stopped: Mapping[str, Any] | None, n_pending: int) -> dict[
             "message": stopped["message"]}
 
 
-def _create_run_dir(results_dir: Path, run_id: str | None, chash: str, suffix: str = "") -> RunDir:
+def _create_run_dir(results_dir: Path, run_id: str | None, chash: str, suffix: str = "",
+                    hold: ExitStack | None = None) -> RunDir:
     """The run folder: the given --run-id, else `<UTC second>-<hash><suffix>` (a shard's suffix
     is `-shard-<i>-of-<n>`). Two runs of one config in the same second get the next free
-    second, so ids stay unique and time-sorted."""
+    second, so ids stay unique and time-sorted. With `hold`, the new run's writer lock is
+    taken into it as the folder is made (a generated id another run_eval took meanwhile
+    moves on to the next second)."""
     if run_id:
-        return RunDir.create(results_dir, run_id)
+        return RunDir.create(results_dir, run_id, hold=hold)
     now = datetime.now(timezone.utc)
     for step in range(1000):
         candidate = new_run_id(chash, now + timedelta(seconds=step)) + suffix
         if not run_folder_taken(results_dir / candidate):
-            return RunDir.create(results_dir, candidate)
+            try:
+                return RunDir.create(results_dir, candidate, hold=hold)
+            except (RunBusy, BadConfig):
+                continue  # made by another run_eval since the look above
     raise BadConfig(Problem(f"no free run id under {results_dir} for config {chash[:6]}"))
+
+
+def _resumed_writer(values: Mapping[str, Any]) -> AbstractContextManager[object]:
+    """The writer lock of the run `--resume` names (RunDir.writer), taken before its files are
+    read: a second resume of a run is refused before it asks anything again. Nothing when no
+    run is resumed, or when the run cannot be opened (prepare_inputs then says why)."""
+    resume = values.get("resume")
+    if not resume:
+        return nullcontext()
+    try:
+        run = RunDir.open(Path(values.get("results_dir") or "results"), str(resume), flag="--resume")
+    except InputError:
+        return nullcontext()
+    return run.writer("run_eval --resume")
 
 
 def _finished_keys(run: RunDir, *, retry_errors: bool) -> set[tuple[str, int]]:
@@ -237,8 +258,18 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
 
     Its stages: check the inputs and build the judge and the target; open the run folder (a
     new one, after the probe) or resume it; check what this session asks and write
-    config.json; ask the cases; derive metrics.json and the result.
+    config.json; ask the cases; derive metrics.json and the result. The run's writer lock
+    (`RunDir.writer`) is held from before a resumed run's files are read, or from when a
+    new run's folder is made, to the end.
     """
+    with ExitStack() as hold:
+        hold.enter_context(_resumed_writer(values))
+        return await _arun(values, progress, _state, hold)
+
+
+async def _arun(values: Mapping[str, Any], progress: ProgressSink | None, _state: dict | None,
+                hold: ExitStack) -> RunResult:
+    """arun's stages; a new run's writer lock goes into `hold`."""
     state = _state if _state is not None else {}
     # A new run's `git rev-parse` and `git status` (5-10 ms) run in a thread while the
     # eval set loads.
@@ -258,7 +289,7 @@ async def arun(values: Mapping[str, Any], progress: ProgressSink | None = None, 
         if resumed:
             run, probe = _resume_run(p, judge_desc), None
         else:
-            run, probe = await _open_new_run(p, target, judge_desc, git)
+            run, probe = await _open_new_run(p, target, judge_desc, git, hold)
         state.update(run_id=run.run_id, run_dir=run.path, results_dir=s.results_dir)
         work = await _start_session(p, run, target, breaker, probe, progress, resumed=resumed,
                                     vault_given=values.get("vault") is not None)
@@ -290,11 +321,12 @@ def _resume_run(p: Prepared, judge_desc: Mapping[str, Any]) -> RunDir:
 
 
 async def _open_new_run(
-    p: Prepared, target: Any, judge_desc: Mapping[str, Any], git: asyncio.Future | None
+    p: Prepared, target: Any, judge_desc: Mapping[str, Any], git: asyncio.Future | None, hold: ExitStack
 ) -> tuple[RunDir, dict[str, Any] | None]:
-    """A new run's folder, created once the baseline suits the judge and the corpus and the
-    target answered the probe; config.json's body is built (written later, per session).
-    Returns the folder and the probe (None for an empty shard, which asks nothing)."""
+    """A new run's folder, created (its writer lock taken into `hold`) once the baseline suits
+    the judge and the corpus and the target answered the probe; config.json's body is built
+    (written later, per session). Returns the folder and the probe (None for an empty shard,
+    which asks nothing)."""
     s = p.settings
     if p.baseline is not None and not s.ignore_invariants:
         check_baseline_judge(p.baseline, judge_desc, s.baseline)
@@ -310,7 +342,7 @@ async def _open_new_run(
         p.config["shard"] = shard_info
     suffix = f"-shard-{shard_info['number']}-of-{shard_info['count']}" if shard_info else ""
 
-    run = _create_run_dir(Path(s.results_dir), s.run_id, p.config["config_hash"], suffix)
+    run = _create_run_dir(Path(s.results_dir), s.run_id, p.config["config_hash"], suffix, hold)
     p.config["run_id"] = run.run_id
     p.run = run
     return run, probe

@@ -98,7 +98,8 @@ DERIVED = ("summary.md", "results.json")
 def _debris(run: Path) -> list[str]:
     # summary.md and results.json are derived from metrics.json and rewritten after every
     # judging: not debris.
-    return sorted(p.name for p in run.iterdir() if p.name not in (*RUN_FILES, *DERIVED))
+    # .writer.lock, the run's writer lock, is kept (emptied by its holder, or naming a killed one).
+    return sorted(p.name for p in run.iterdir() if p.name not in (*RUN_FILES, *DERIVED, ".writer.lock"))
 
 
 def _derived_agree(run: Path) -> None:

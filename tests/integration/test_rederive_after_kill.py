@@ -20,7 +20,7 @@ from evalkit.cli.judge_answers import app as judge_app
 from evalkit.cli.report import app as report_app
 from evalkit.derive.summary import render_run_summary
 from evalkit.report.html.run import render_run_report, write_run_report
-from evalkit.store.runs import DERIVE_PENDING, RunDir
+from evalkit.store.runs import DERIVE_PENDING, WRITER_LOCK, RunDir
 from tests.support import run_eval_api
 
 pytestmark = pytest.mark.integration
@@ -144,7 +144,7 @@ def test_next_command_rederives_what_a_killed_judging_left_stale(retrieval_only:
     assert res.exit_code == 2, res.output
     _assert_derived_agree(run)
     names = sorted(p.name for p in run.path.iterdir())
-    assert names == ["config.json", "metrics.json", "report.html", "results.json", "results.jsonl", "summary.md"]
+    assert names == [WRITER_LOCK, "config.json", "metrics.json", "report.html", "results.json", "results.jsonl", "summary.md"]
 
 
 def test_evalkit_report_recovers_too(retrieval_only: Path, tmp_path: Path):
@@ -167,4 +167,4 @@ def test_a_derive_that_completes_leaves_no_mark(retrieval_only: Path, tmp_path: 
     assert res.exit_code == 0, res.output
     run = RunDir(results / RUN_ID)
     _assert_derived_agree(run)
-    assert sorted(p.name for p in run.path.iterdir() if p.name.startswith(".")) == []
+    assert sorted(p.name for p in run.path.iterdir() if p.name.startswith(".")) == [WRITER_LOCK]  # kept, empty

@@ -227,7 +227,7 @@ def _run_is_whole(run: Path, ids: list[str]) -> int:
     summary = (run / "summary.md").read_text(encoding="utf-8").splitlines()
     assert sorted(summary) == sorted((render_run_summary(RunDir(run)) + "\n").splitlines())
     names = sorted(p.name for p in run.iterdir())
-    assert names == ["config.json", "metrics.json", "results.json", "results.jsonl", "summary.md"], names
+    assert names == [".writer.lock", "config.json", "metrics.json", "results.json", "results.jsonl", "summary.md"], names
     return lost
 
 

@@ -55,7 +55,9 @@ def test_full_run_over_the_reference_server(reference_server, eval_set, tmp_path
     assert out.exit_code == 0, out.output
     payload = _last_json(out.stdout)
     run_dir = Path(payload["run_dir"])
-    assert sorted(p.name for p in run_dir.iterdir()) == ["config.json", "metrics.json", "results.json", "results.jsonl", "summary.md"]
+    # .writer.lock: the run's writer lock, empty once run_eval let go of it (EVAL.md "One writer per run")
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        ".writer.lock", "config.json", "metrics.json", "results.json", "results.jsonl", "summary.md"]
 
     n_cases = sum(1 for line in eval_set.read_text().splitlines() if line.strip())
     records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]

@@ -1,4 +1,4 @@
-"""Issue 38 items 3 and 4: one writer per run, `RunDir.writer`.
+"""Issue 38 items 3 and 4: one writer per run, `RunDir.writer` and the doors that take it.
 
 Another process holding a run is played here by a second open file description of the
 run's `.writer.lock`, flock'ed by the test: flock refuses it to this process's own
@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from evalkit.store.runs import WRITER_LOCK, RunBusy, RunDir, RunFolderError
+from tests.support import make_case, run_eval_api, write_eval_set
 
+TARGET = "python:tests.integration.waiting_bot:ask"
 ELSEWHERE = {"command": "judge_answers", "argv": "judge_answers.py --run-id r1 --judge-provider heuristic",
              "pid": 4242, "host": socket.gethostname(), "started_at": "2026-11-27T10:00:00Z"}
 BUSY = ("run 'r1' is being changed by judge_answers (pid 4242, since 2026-11-27T10:00:00Z: "
@@ -140,3 +142,94 @@ def test_a_new_run_is_made_under_its_lock_and_checked_again_there(tmp_path: Path
     (run.path / "config.json").write_text("{}")  # ... and has made it
     with pytest.raises(BadConfig, match="already exists"):
         RunDir.create(tmp_path, "r1", hold=ExitStack())
+
+
+# --------------------------------------------------------------------------- every door takes it
+
+
+@pytest.fixture
+def made_run(tmp_path: Path) -> Path:
+    """results/r1: a finished --retrieval-only run of four cases; returns the results folder."""
+    cases = [make_case(i, gold_supports=[{"rel_path": f"notes/c{i}.md", "heading_path": "# H"}]) for i in range(4)]
+    es = write_eval_set(tmp_path / "es.jsonl", cases)
+    results = tmp_path / "results"
+    run_eval_api(eval_set=es, target=TARGET, retrieval_only=True, store_full_text=True, results_dir=results, run_id="r1")
+    return results
+
+
+def _files(run_path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(run_path.iterdir()) if p.name != WRITER_LOCK}
+
+
+def _score_retrieval(results: Path) -> None:
+    from evalkit.rescore.scoring import score_retrieval
+
+    score_retrieval("r1", ks=[3], results_dir=results)
+
+
+def _score_abstention(results: Path) -> None:
+    from evalkit.rescore.scoring import score_abstention
+
+    score_abstention("r1", results_dir=results, classifier="heuristic")
+
+
+def _judge(results: Path) -> None:
+    from evalkit.judges import JudgeSettings
+    from evalkit.rescore.answers import judge_run
+
+    judge_run(RunDir.open(results, "r1"), JudgeSettings(provider="heuristic", use_cache=False))
+
+
+def _grade(results: Path) -> None:
+    from evalkit.judges.grades import append_grade
+
+    append_grade(RunDir.open(results, "r1"), {"test_case_id": "c0", "groundedness": 4, "correctness": 5})
+
+
+def _grade_session(results: Path) -> None:
+    from evalkit.judges.grades import grade_cases
+
+    grade_cases(RunDir.open(results, "r1"), [], ask=lambda prompt: None, show=lambda text: None)
+
+
+def _resume(results: Path) -> None:
+    run_eval_api(resume="r1", results_dir=results)
+
+
+@pytest.mark.parametrize("door", [_score_retrieval, _score_abstention, _judge, _grade, _grade_session, _resume])
+def test_every_library_door_that_changes_a_run_refuses_a_held_one(made_run: Path, door) -> None:
+    run_path = made_run / "r1"
+    before = _files(run_path)
+    with held_elsewhere(run_path), pytest.raises(RunBusy) as e:
+        door(made_run)
+    assert [p.message for p in e.value.problems] == [BUSY]
+    assert _files(run_path) == before
+
+
+def test_merge_refuses_a_shard_run_another_command_holds(tmp_path: Path) -> None:
+    from evalkit.run.merge import merge_runs
+
+    cases = [make_case(i, gold_supports=[{"rel_path": f"notes/c{i}.md", "heading_path": "# H"}]) for i in range(4)]
+    es = write_eval_set(tmp_path / "es.jsonl", cases)
+    results = tmp_path / "results"
+    for i in (1, 2):
+        run_eval_api(eval_set=es, target=TARGET, retrieval_only=True, results_dir=results, run_id=f"s{i}", shard=f"{i}/2")
+    with held_elsewhere(results / "s2", {**ELSEWHERE, "argv": "run_eval.py --resume s2"}), pytest.raises(RunBusy) as e:
+        merge_runs(["s1", "s2"], run_id="all", results_dir=results)
+    assert e.value.problems[0].message.startswith("run 's2' is being changed by judge_answers (pid 4242")
+    assert not (results / "all").exists() and _free(results / "s1")  # the shard taken first is let go
+    assert merge_runs(["s1", "s2"], run_id="all", results_dir=results).n_records == 4
+
+
+def test_a_reader_leaves_a_held_runs_derived_files_to_their_holder(made_run: Path) -> None:
+    from evalkit.derive.summary import open_run, rederive_pending
+    from evalkit.store.runs import DERIVE_PENDING
+
+    run = RunDir.open(made_run, "r1")
+    (run.path / DERIVE_PENDING).write_text("mark")  # the holder changed metrics.json and is rendering
+    summary = (run.path / "summary.md").read_bytes()
+    with held_elsewhere(run.path):
+        assert rederive_pending(run) is False
+    assert (run.path / DERIVE_PENDING).exists() and (run.path / "summary.md").read_bytes() == summary
+    open_run(made_run, "r1")  # nobody holds it now: the mark is settled
+    assert not (run.path / DERIVE_PENDING).exists()
