@@ -22,6 +22,7 @@ from __future__ import annotations
 import shlex
 import sys
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from pathlib import Path
 from typing import Any, Optional
 
@@ -245,56 +246,73 @@ def score_run(
     if set(parts) - {"retrieval"}:
         load_dotenv_once()  # the judge's keys and EVALKIT_JUDGE_*
     objects: dict[str, dict[str, Any]] = {}
-    for part in PARTS:
-        if part not in parts:
-            continue
-        if part == "retrieval":
-            with exit_on_known_errors():
-                from evalkit.rescore.scoring import score_retrieval
+    # Several parts: the run's writer lock across them all (each part's function takes it
+    # again), so no other command changes the run between two of them.
+    with _writer_across(parts, run_id, results_dir, command):
+        for part in PARTS:
+            if part not in parts:
+                continue
+            if part == "retrieval":
+                with exit_on_known_errors():
+                    from evalkit.rescore.scoring import score_retrieval
 
-                result = score_retrieval(
-                    run_id, ks=k or None, primary_k=primary_k, require_snippets=require_snippets, eval_set=eval_set or None,
-                    results_dir=results_dir, allow_truncated_text=allow_truncated_text, workers=workers,
-                )
-            objects[part] = _show_scoring(result, "print_retrieval_scoring", quiet=quiet, json_output=json_output)
-        elif part == "abstention":
-            with exit_on_known_errors():
-                from evalkit.rescore.scoring import score_abstention
-
-                settings = None
-                if classifier == "llm":
-                    from evalkit.judges import JudgeSettings
-
-                    settings = JudgeSettings(
-                        provider=judge_provider, model=judge_model, base_url=judge_base_url, allow_unpinned=allow_unpinned,
-                        use_cache=not no_cache, cache_path=cache_path, concurrency=concurrency,
+                    result = score_retrieval(
+                        run_id, ks=k or None, primary_k=primary_k, require_snippets=require_snippets, eval_set=eval_set or None,
+                        results_dir=results_dir, allow_truncated_text=allow_truncated_text, workers=workers,
                     )
-                result = score_abstention(
-                    run_id, eval_set=eval_set or None, results_dir=results_dir, classifier=classifier, judge_settings=settings,
+                objects[part] = _show_scoring(result, "print_retrieval_scoring", quiet=quiet, json_output=json_output)
+            elif part == "abstention":
+                with exit_on_known_errors():
+                    from evalkit.rescore.scoring import score_abstention
+
+                    settings = None
+                    if classifier == "llm":
+                        from evalkit.judges import JudgeSettings
+
+                        settings = JudgeSettings(
+                            provider=judge_provider, model=judge_model, base_url=judge_base_url, allow_unpinned=allow_unpinned,
+                            use_cache=not no_cache, cache_path=cache_path, concurrency=concurrency,
+                        )
+                    result = score_abstention(
+                        run_id, eval_set=eval_set or None, results_dir=results_dir, classifier=classifier, judge_settings=settings,
+                    )
+                objects[part] = _show_scoring(result, "print_abstention_scoring", quiet=quiet, json_output=json_output)
+            else:
+                result = _judge(
+                    run_id, results_dir, ids=ids, vault=vault, allow_truncated_context=allow_truncated_context,
+                    judge=dict(
+                        provider=judge_provider, model=judge_model, base_url=judge_base_url, temperature=judge_temperature,
+                        allow_unpinned=allow_unpinned, use_cache=not no_cache, refresh_cache=refresh_cache,
+                        cache_path=cache_path, price_file=price_file, claim_level=claim_level, answer_quality=answer_quality,
+                        trials=judge_trials, concurrency=concurrency, rps=rps, timeout=timeout,
+                    ),
+                    evaluators=evaluators, max_retry_wait=max_retry_wait,
+                    spot=(spot_check, spot_check_model, spot_check_provider, spot_check_prompt_version, seed),
+                    batch=(batch, batch_poll_interval, batch_resubmit, batch_id),
+                    quiet=quiet, json_output=json_output, command=command, only=len(parts) == 1,
                 )
-            objects[part] = _show_scoring(result, "print_abstention_scoring", quiet=quiet, json_output=json_output)
-        else:
-            result = _judge(
-                run_id, results_dir, ids=ids, vault=vault, allow_truncated_context=allow_truncated_context,
-                judge=dict(
-                    provider=judge_provider, model=judge_model, base_url=judge_base_url, temperature=judge_temperature,
-                    allow_unpinned=allow_unpinned, use_cache=not no_cache, refresh_cache=refresh_cache,
-                    cache_path=cache_path, price_file=price_file, claim_level=claim_level, answer_quality=answer_quality,
-                    trials=judge_trials, concurrency=concurrency, rps=rps, timeout=timeout,
-                ),
-                evaluators=evaluators, max_retry_wait=max_retry_wait,
-                spot=(spot_check, spot_check_model, spot_check_provider, spot_check_prompt_version, seed),
-                batch=(batch, batch_poll_interval, batch_resubmit, batch_id),
-                quiet=quiet, json_output=json_output, command=command, only=len(parts) == 1,
-            )
-            if result.all_failed:
-                _print_json(objects, parts, run_id, json_output, last=result.to_json())
-                # The instrument failed, not the input: exit 1, like a failed gate.
-                print(f"evalkit: {result.failure}; results.jsonl, metrics.json and config.json were left as they were",
-                      file=sys.stderr)
-                raise typer.Exit(EXIT_GATE)
-            objects[part] = result.to_json()
+                if result.all_failed:
+                    _print_json(objects, parts, run_id, json_output, last=result.to_json())
+                    # The instrument failed, not the input: exit 1, like a failed gate.
+                    print(f"evalkit: {result.failure}; results.jsonl, metrics.json and config.json were left as they were",
+                          file=sys.stderr)
+                    raise typer.Exit(EXIT_GATE)
+                objects[part] = result.to_json()
     _print_json(objects, parts, run_id, json_output)
+
+
+def _writer_across(parts: Sequence[str], run_id: str, results_dir: Path, command: str) -> AbstractContextManager[object]:
+    """The run's writer lock (RunDir.writer) when more than one part is scored; else nothing
+    (the one part's function takes it)."""
+    if len(parts) < 2:
+        return nullcontext()
+    with exit_on_known_errors():
+        from evalkit.store.runs import RunDir
+
+        run = RunDir.open(results_dir, run_id)
+        hold = ExitStack()
+        hold.enter_context(run.writer(command))
+    return hold
 
 
 def _print_json(

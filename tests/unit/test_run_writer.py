@@ -233,3 +233,20 @@ def test_a_reader_leaves_a_held_runs_derived_files_to_their_holder(made_run: Pat
     assert (run.path / DERIVE_PENDING).exists() and (run.path / "summary.md").read_bytes() == summary
     open_run(made_run, "r1")  # nobody holds it now: the mark is settled
     assert not (run.path / DERIVE_PENDING).exists()
+
+
+def test_evalkit_score_refuses_a_held_run_before_its_first_part(made_run: Path) -> None:
+    from typer.testing import CliRunner
+
+    from evalkit.cli.main import app
+
+    run_path = made_run / "r1"
+    before = _files(run_path)
+    with held_elsewhere(run_path):
+        res = CliRunner().invoke(app, ["score", "--run-id", "r1", "--results-dir", str(made_run)])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip() == f"evalkit: {run_path / WRITER_LOCK}: {BUSY}"
+    assert _files(run_path) == before
+    res = CliRunner().invoke(app, ["score", "--run-id", "r1", "--results-dir", str(made_run)])  # both parts, held across
+    assert res.exit_code == 0, res.output
+    assert _entry(run_path) == b""
