@@ -1,5 +1,6 @@
-"""Fault-injection loops (issue 29): kill at random points, corrupt random bytes, race N
-writers, each with a fixed seed, and check that no entry is lost, no command exits 70 or
+"""Fault-injection loops (issues 29, 38): kill at random points, corrupt random bytes, race N
+writers, and fail every command that writes at a random write (SIGKILL, ENOSPC, EIO, a real
+full disk), each with a fixed seed, and check that no entry is lost, no command exits 70 or
 prints a traceback, and nothing is written outside the folders a loop gave its commands.
 
 Every command runs as a subprocess through `AUDIT` (below), which records each write the
@@ -12,15 +13,17 @@ write. The figures of the whole module go to `<pytest basetemp>/reliability_tall
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +32,9 @@ import pytest
 
 from evalkit.derive.summary import render_run_summary
 from evalkit.judges.cache import JudgeCache, source_problem
-from evalkit.store.runs import RunDir, resolve_run_id
+from evalkit.judges.grades import read_grades, sample_cases
+from evalkit.report.html.run import render_run_report
+from evalkit.store.runs import WRITER_LOCK, RunDir, resolve_run_id
 # The hand-built run folder and the OpenAI-compatible judge of the judge_answers tests.
 from tests.integration.test_judge_answers_cli import RUN_ID as JUDGED_RUN, judge_server, run_dir  # noqa: F401
 
@@ -40,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
 VAULT = ROOT / "sample_vault"
 MAIN_SET = ROOT / "eval_set.jsonl"
+RUN_FILES = ("config.json", "metrics.json", "results.json", "results.jsonl", "summary.md")  # a finished run's
 
 # Trial counts: the module takes about half a minute on 2 busy cores. EVALKIT_FAULT_SCALE=N
 # runs N times as many trials (the same seeds, longer sequences) for a deeper search.
@@ -47,19 +53,29 @@ SCALE = int(os.environ.get("EVALKIT_FAULT_SCALE", "1"))
 KILL_TRIALS, KILLS_PER_TRIAL = 4 * SCALE, 3
 CORRUPT_TRIALS = 3 * SCALE  # per file kind
 RACE_TRIALS, WRITERS = 2 * SCALE, 6
+WRITER_TRIALS = 2 * SCALE  # per command that writes (section d)
 
 # The module's figures: test_tally writes and checks them.
-# faults: kills that landed, files corrupted, writers racing; audited_writes: every write the
-# audit hook saw (outside_writes of them were outside the loop's folder).
+# faults: kills that landed, files corrupted, writers racing, write faults that struck (the
+# writers loop, by kind and by command); audited_writes: every write the audit hook saw
+# (outside_writes of them were outside the loop's folder).
 TALLY: dict[str, Any] = {"trials": 0, "faults": 0, "losses": 0, "exit_70s": 0, "audited_writes": 0, "outside_writes": 0,
                          "loops": {}}
 
-# A command under audit: python -c AUDIT LOG GO PRELOAD TARGET ARGS... TARGET is a script
-# (run as __main__) or Python code; GO ("-" for none) is a file to wait for after PRELOAD's
-# modules ("-" for none) are imported, so that N writers start their work together.
+# A command under audit: python -c AUDIT LOG GO PRELOAD FAULT TARGET ARGS... TARGET is a
+# script (run as __main__) or Python code; GO ("-" for none) is a file to wait for after
+# PRELOAD's modules ("-" for none) are imported, so that N writers start their work together.
+#
+# FAULT ("-" for none) is a fault at the write layer, `<kind>:<n>`, striking at the command's
+# n-th write: an open for writing, a rename, a folder or link made, an fsync, or a write of
+# results.jsonl's lines (RunDir's ResultsWriter: the failing write puts half its bytes first,
+# as a full disk does). `kill:<n>` SIGKILLs the process there; `eio:<n>` fails that one write
+# with OSError(EIO); `enospc:<n>` fails it with OSError(ENOSPC), and every later write too
+# (a disk stays full), renames and removals aside. `count:<file>` writes the number of writes
+# to <file> at exit, so that a loop can pick n among them.
 AUDIT = r'''
-import os, sys
-log, go, preload, target, *argv = sys.argv[1:]
+import errno, os, signal, sys
+log, go, preload, fault, target, *argv = sys.argv[1:]
 _fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 _WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _ONE = {"os.remove", "os.rmdir", "os.truncate", "os.chmod", "os.chown", "os.utime", "shutil.rmtree",
@@ -77,24 +93,101 @@ def _note(event, path):
         path = unquote(urlsplit(path).path)
     os.write(_fd, f"{event}\t{os.path.abspath(path)}\n".encode("utf-8", "backslashreplace"))
 
+_kind, _, _at = fault.partition(":") if fault != "-" else ("", "", "")
+_strike_at = int(_at) if _kind in ("kill", "eio", "enospc") else 0
+_writes = 0
+
+def _strike(what, path):
+    """Count one write; at the planned one, the fault: "kill", or the OSError to raise. The
+    first strike is logged (`fault <kind> at <what>`), so that the loop knows it landed."""
+    global _writes
+    _writes += 1
+    if _writes == _strike_at:
+        os.write(_fd, f"fault {_kind} at {what}\t{path or os.getcwd()}\n".encode("utf-8", "backslashreplace"))
+    if _kind == "kill" and _writes == _strike_at:
+        return "kill"
+    if _kind == "eio" and _writes == _strike_at:
+        return OSError(errno.EIO, os.strerror(errno.EIO), path)
+    if _kind == "enospc" and (_writes == _strike_at or (_writes > _strike_at and what != "rename")):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+    return None
+
+def _write(what, path):
+    fault = _strike(what, path)
+    if fault == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif fault is not None:
+        raise fault
+
 def _hook(event, args):
     if event == "open":
         path, mode, flags = args
         if (isinstance(mode, str) and any(c in mode for c in "wax+")) or (flags or 0) & _WRITE:
             _note(event, path)
+            if _kind and not isinstance(path, int):
+                _write("open", path)
     elif event == "os.rename":  # os.replace too
         _note(event, args[0]), _note(event, args[1])
+        if _kind:
+            _write("rename", args[1])
     elif event == "os.mkdir":
         if not isinstance(args[0], int) and not os.path.lexists(args[0]):  # mkdir(exist_ok=True) makes nothing
             _note(event, args[0])
+            if _kind:
+                _write("mkdir", args[0])
     elif event in _ONE:
         _note(event, args[0])
     elif event in _SECOND:
         _note(event, args[1])
+        if _kind and event in ("os.symlink", "os.link"):
+            _write("link", args[1])
     elif event == "subprocess.Popen":  # a child writes where it runs (git in a checkout)
         _note(f"child {args[0]}", args[2] if args[2] is not None else os.getcwd())
 
+if _kind:  # Python picks its temp folder (a probe file) at the first use; here, before any fault
+    import tempfile
+    tempfile.gettempdir()
 sys.addaudithook(_hook)
+if _kind:
+    import atexit
+    _fsync = os.fsync
+
+    def _fsync_counted(fd):
+        _write("fsync", None)
+        return _fsync(fd)
+
+    os.fsync = _fsync_counted
+    if _kind == "count":
+        atexit.register(lambda: (lambda n: open(_at, "w").write(str(n)))(_writes))  # this open not counted
+    from evalkit.store import runs as _runs
+
+    class _Lines:
+        """results.jsonl as a ResultsWriter holds it: each write counted; the one struck
+        writes half its bytes first (a torn line), then dies or fails."""
+
+        def __init__(self, f, path):
+            self._f, self._path = f, path
+
+        def write(self, data):
+            fault = _strike("write", self._path)
+            if fault is not None:
+                self._f.write(data[: len(data) // 2])
+                self._f.flush()
+                if fault == "kill":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                raise fault
+            return self._f.write(data)
+
+        def __getattr__(self, name):
+            return getattr(self._f, name)
+
+    _init = _runs.ResultsWriter.__init__
+
+    def _init_counted(self, path, *args, **kwargs):
+        _init(self, path, *args, **kwargs)
+        self._f = _Lines(self._f, str(path))
+
+    _runs.ResultsWriter.__init__ = _init_counted
 if preload != "-":
     import importlib
     for name in preload.split(","):
@@ -136,22 +229,34 @@ class Sandbox:
             "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "NO_COLOR": "1", "COLUMNS": "200",
         }
 
-    def start(self, target: str | Path, *args: object, go: Path | None = None, preload: str = "-",
-              stdin: int | None = subprocess.DEVNULL) -> subprocess.Popen[str]:
-        """Start `target` (a script under scripts/ by name, or Python code) under audit."""
+    def argv(self, target: str | Path, *args: object, go: Path | None = None, preload: str = "-",
+             fault: str = "-") -> list[str]:
+        """The command line that runs `target` (a script under scripts/ by name, or Python
+        code) under audit, with `fault` (see AUDIT) at its write layer."""
         what = str(SCRIPTS / target) if isinstance(target, str) and target.endswith(".py") else str(target)
-        argv = [sys.executable, "-c", AUDIT, str(self.log), str(go or "-"), preload, what, *map(str, args)]
-        return subprocess.Popen(argv, cwd=self.root, env=self.env(), stdin=stdin, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        return [sys.executable, "-c", AUDIT, str(self.log), str(go or "-"), preload, fault, what, *map(str, args)]
 
-    def run(self, target: str | Path, *args: object, input: str | None = None) -> tuple[int, str, str]:
+    def start(self, target: str | Path, *args: object, go: Path | None = None, preload: str = "-",
+              fault: str = "-", stdin: int | None = subprocess.DEVNULL) -> subprocess.Popen[str]:
+        """Start `target` under audit (`argv`)."""
+        return subprocess.Popen(self.argv(target, *args, go=go, preload=preload, fault=fault), cwd=self.root,
+                                env=self.env(), stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def run(self, target: str | Path, *args: object, input: str | None = None, fault: str = "-") -> tuple[int, str, str]:
         """Run `target` to its end: (exit code, stdout, stderr), counted in the tally."""
-        proc = self.start(target, *args, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL)
+        proc = self.start(target, *args, fault=fault, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL)
         out, err = proc.communicate(input, timeout=120)
         return checked(proc.returncode, err), out, err
 
     def writes(self) -> list[str]:
         """Every audited write: `<event>\t<absolute path>`."""
+        return [line for line in self._log() if not line.startswith("fault ")]
+
+    def struck(self) -> list[str]:
+        """The faults that struck (AUDIT's FAULT): `fault <kind> at <write>\t<path>`."""
+        return [line for line in self._log() if line.startswith("fault ")]
+
+    def _log(self) -> list[str]:
         return self.log.read_text(encoding="utf-8").splitlines() if self.log.exists() else []
 
     def outside_writes(self) -> list[str]:
@@ -215,20 +320,34 @@ def _ids(run: Path) -> list[str]:
     return [json.loads(line)["test_case_id"] for line in (run / "results.jsonl").read_bytes().splitlines()]
 
 
-def _run_is_whole(run: Path, ids: list[str]) -> int:
+def _run_is_whole(run: Path, ids: list[str], extra: tuple[str, ...] = (), *, settled: bool = True) -> int:
     """Lost or duplicated cases of a finished run (0 when each case is there once), after
-    checking that its derived files agree with metrics.json and no temp file is left."""
+    checking that its derived files agree with metrics.json (report.html too, when it has
+    one) and that no temp file is left; `extra`: its files beyond run_eval's five.
+    `settled=False` (a command that went on after a failed write): the records only, since
+    the derived files may wait for the next command (`.derive-pending`)."""
     found = _ids(run)
     lost = len(set(ids) - set(found)) + (len(found) - len(set(found)))
+    if not settled:
+        return lost
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["total_tests"] == len(ids)
     assert json.loads((run / "results.json").read_text())["metrics"] == metrics
     # Sorted: a run renders from its metrics in memory, whose latency rows may come in another order.
     summary = (run / "summary.md").read_text(encoding="utf-8").splitlines()
     assert sorted(summary) == sorted((render_run_summary(RunDir(run)) + "\n").splitlines())
-    names = sorted(p.name for p in run.iterdir())
-    assert names == [".writer.lock", "config.json", "metrics.json", "results.json", "results.jsonl", "summary.md"], names
+    if (run / "report.html").exists():
+        assert _page(run / "report.html") == _page(render_run_report(RunDir(run))), f"{run}/report.html is stale"
+    # And the writer lock's file, kept once made (a merged run, staged whole, has none).
+    names = sorted(p.name for p in run.iterdir() if p.name != WRITER_LOCK)
+    assert names == sorted([*RUN_FILES, *extra]), names
     return lost
+
+
+def _page(page: Path | str) -> str:
+    """A run's report page without the time it was made."""
+    text = page.read_text(encoding="utf-8") if isinstance(page, Path) else page
+    return re.sub(r"report made \S+ by", "report made by", text)
 
 
 def test_the_audit_sees_writes_outside(tmp_path: Path) -> None:
@@ -692,6 +811,405 @@ def test_race_reviewers_of_one_candidates_file(sandbox: Sandbox) -> None:
         lost = len(set(ids) - {d["id"] for d in log}) + len({m[0] for m in mine} - set(new))
         _count("race", trials=1, faults=WRITERS, losses=lost)
         assert lost == 0, f"log {sorted(d['id'] for d in log)}, new version {sorted(new)}"
+
+
+# --------------------------------------------------------------------------- d. every writer
+
+# Every command that writes, driven in a trial folder copied from the same inputs: the
+# command with a fault at a random point, then what its user does next (the same command
+# again, or run_eval --resume), then the checks: nothing lost, the change made once, the
+# derived files in step with metrics.json, no debris. The kinds take turns per command:
+# SIGKILL at a random write, ENOSPC from a random write on (the disk stays full), EIO at one
+# random write, and a real full disk (a tmpfs with a random number of bytes left; injected
+# ENOSPC where no tmpfs can be mounted). The random write is one of those the command makes
+# without a fault (counted by a first run, which is also what a trial is compared with).
+FAULT_KINDS = ("kill", "enospc", "eio", "full")
+BUNDLED_IDS = [json.loads(line)["id"] for line in MAIN_SET.read_text(encoding="utf-8").splitlines() if line.strip()]
+HINDSIGHT = ROOT / "tests" / "data" / "hindsight" / "assistant-baseline.v1.jsonl"
+INIT = "import sys; from evalkit.cli.main import app; sys.argv = ['evalkit', 'init', *sys.argv[1:]]; app()"
+GRADES = "3\n4\n" * 6  # label_eval --grade-answers --sample 6: groundedness, correctness per case
+# What a killed or failed write may leave and the next command must clear: write_atomic's
+# `.<name>.<random>.tmp`, write_together's `.<name>.new` and `.commit`, a stage, the mark.
+_DEBRIS = re.compile(r"\..+\.tmp|\..+\.new|\.commit(\.tmp)?|\.derive-pending")
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What every writer's trial starts from (a copy): the bundled eval set; `base`, a
+    retrieval-only run (answers stored, not judged) with its report.html, so that a re-score
+    re-renders it; `s1` and `s2`, the set's two shards."""
+    root = tmp_path_factory.mktemp("writer-inputs")
+    es, results = root / "eval_set.jsonl", root / "results"
+    _eval_set(es)
+    env = {**os.environ, "HOME": str(root), "PYTHONDONTWRITEBYTECODE": "1", "NO_COLOR": "1"}
+    for cmd in (("run_eval.py", *_run_args(es, results, "base")),
+                ("run_eval.py", *_run_args(es, results, "s1", "--shard", "1/2")),
+                ("run_eval.py", *_run_args(es, results, "s2", "--shard", "2/2")),
+                ("report.py", "--run-id", "base", "--results-dir", results)):
+        done = subprocess.run([sys.executable, str(SCRIPTS / cmd[0]), *map(str, cmd[1:])], cwd=root, env=env,
+                              check=False, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+        assert done.returncode == 0, done.stderr
+    return root
+
+
+@dataclass(frozen=True)
+class Writer:
+    """A command that writes, as a trial drives it in its folder `root` (a copy of `inputs`)."""
+
+    name: str
+    command: Callable[[Path], tuple[Any, ...]]  # (script or code, *arguments)
+    # (root, the fault-free run's root, inputs, settled) -> lost entries, asserting the rest;
+    # settled=False: right after the faulted command exited 0, before anything else ran.
+    check: Callable[[Path, Path, Path, bool], int]
+    again: Callable[[Sandbox, Path, Writer], None] | None = None  # default: the command again, exit 0
+    stdin: str | None = None
+
+
+def _must_pass(sandbox: Sandbox, *cmd: Any, input: str | None = None) -> None:
+    rc, _, err = sandbox.run(*cmd, input=input)
+    _no_traceback(rc, err, f"after the fault: {cmd[0]}")
+    assert rc == 0, f"after the fault: {cmd[0]} exit {rc}\n{err}"
+
+
+def _again(sandbox: Sandbox, root: Path, w: Writer) -> None:
+    _must_pass(sandbox, *w.command(root), input=w.stdin)
+
+
+def _tree(folder: Path, skip: re.Pattern[str] | None = None) -> dict[str, bytes | str]:
+    """Every file under `folder` by relative path: its bytes, or where a link points."""
+    out: dict[str, bytes | str] = {}
+    if not folder.exists():
+        return out
+    for p in sorted(folder.rglob("*")):
+        rel = str(p.relative_to(folder))
+        if skip is not None and skip.search(rel):
+            continue
+        if p.is_symlink():
+            out[rel] = os.readlink(p)
+        elif p.is_file():
+            out[rel] = p.read_bytes()
+        else:
+            out[rel] = "<folder>"
+    return out
+
+
+def _unchanged(root: Path, inputs: Path, *names: str) -> None:
+    """The files `names` (relative) are as the inputs had them."""
+    for name in names:
+        assert (root / name).read_bytes() == (inputs / name).read_bytes(), f"{name} changed"
+
+
+def _no_debris(root: Path) -> None:
+    left = [str(p.relative_to(root)) for p in root.rglob("*") if _DEBRIS.fullmatch(p.name)]
+    assert left == [], f"left behind: {left}"
+
+
+def _base(root: Path) -> Path:
+    return root / "results" / "base"
+
+
+# ---- the writers: command, follow-up, checks
+
+
+def _run_eval_cmd(root: Path) -> tuple[Any, ...]:
+    return ("run_eval.py", *_run_args(root / "eval_set.jsonl", root / "fresh", "r"))
+
+
+def _run_eval_again(sandbox: Sandbox, root: Path, w: Writer) -> None:
+    # Resumed once it has a config.json, else started again (as the kill loop does).
+    if (root / "fresh" / "r" / "config.json").exists():
+        _must_pass(sandbox, "run_eval.py", "--resume", "r", "--results-dir", root / "fresh", "--quiet")
+    else:
+        _again(sandbox, root, w)
+
+
+def _run_eval_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    lost = _run_is_whole(root / "fresh" / "r", BUNDLED_IDS, settled=settled)
+    if settled:
+        assert resolve_run_id(root / "fresh", "latest") == "r"
+    return lost
+
+
+def _rescore_cmd(*flags: Any) -> Callable[[Path], tuple[Any, ...]]:
+    def cmd(root: Path) -> tuple[Any, ...]:
+        return (*flags[:1], "--run-id", "base", "--results-dir", root / "results", *flags[1:], "--quiet")
+    return cmd
+
+
+def _rescore_check(view: Callable[[dict[str, Any]], Any]) -> Callable[[Path, Path, Path, bool], int]:
+    """A re-scoring's check: the run whole, and every record's `view` (what the command
+    changes) as the fault-free run made it."""
+    def check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+        run = _base(root)
+        lost = _run_is_whole(run, BUNDLED_IDS, ("report.html",), settled=settled)
+        got = {r["test_case_id"]: view(r) for r in map(json.loads, (run / "results.jsonl").read_bytes().splitlines())}
+        want = {r["test_case_id"]: view(r) for r in map(json.loads, (_base(ref) / "results.jsonl").read_bytes().splitlines())}
+        assert got == want, f"records differ from the fault-free run's: {sorted(k for k in want if got.get(k) != want[k])[:5]}"
+        if settled:
+            theirs, mine = (json.loads((d / "metrics.json").read_text()) for d in (_base(ref), run))
+            for key in ("ks", "total_tests"):
+                assert mine[key] == theirs[key], key
+        return lost
+    return check
+
+
+def _score_view(record: dict[str, Any]) -> Any:
+    return (record.get("retrieval_metrics") or {}).get("at_k")
+
+
+def _abstention_view(record: dict[str, Any]) -> Any:
+    return record.get("abstention")
+
+
+def _judge_view(record: dict[str, Any]) -> Any:
+    return [(record.get(kind) or {}).get("score") for kind in ("groundedness", "correctness")]
+
+
+def _grade_cmd(root: Path) -> tuple[Any, ...]:
+    return ("label_eval.py", "--grade-answers", "--run-id", "base", "--results-dir", root / "results", "--sample", 6)
+
+
+def _grade_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    run = _base(root)
+    lines = (run / "human_grades.jsonl").read_bytes().splitlines() if (run / "human_grades.jsonl").exists() else []
+    ids = [json.loads(line)["test_case_id"] for line in lines]
+    want = set(read_grades(RunDir(_base(ref))))
+    assert len(want) == 6 and read_grades(RunDir(run)).keys() <= want
+    _unchanged(root, inputs, *(f"results/base/{n}" for n in (*RUN_FILES, "report.html")))
+    if not settled:
+        return len(ids) - len(set(ids))
+    assert sample_cases(RunDir(run), 6, 0) == []  # the sample is graded
+    return len(want - set(ids)) + len(ids) - len(set(ids))
+
+
+def _import_cmd(root: Path) -> tuple[Any, ...]:
+    out = root / "imported"
+    return ("import_cases.py", "--format", "hindsight", HINDSIGHT, "-o", out / "cases.jsonl", "--vault-out", out / "notes")
+
+
+def _import_again(sandbox: Sandbox, root: Path, w: Writer) -> None:
+    # The import replaces what an earlier one wrote only with --force (it keeps a .bak).
+    out = root / "imported"
+    force = ("--force",) if (out / "cases.jsonl").exists() or (out / "notes").exists() else ()
+    _must_pass(sandbox, *w.command(root), *force)
+
+
+def _import_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    mine, theirs = (_tree(r / "imported", re.compile(r"\.bak(\.\d+)?$")) for r in (root, ref))
+    lost = len(set(theirs) - set(mine))
+    assert mine == theirs, sorted(set(mine) ^ set(theirs)) or [k for k in mine if mine[k] != theirs[k]]
+    return lost
+
+
+def _init_again(sandbox: Sandbox, root: Path, w: Writer) -> None:
+    rc, _, err = sandbox.run(INIT, root / "proj")
+    _no_traceback(rc, err, "evalkit init again")
+    if rc == 2:
+        # Killed after it put a piece in place: the rerun names each piece there, writes
+        # nothing, and the user removes them as the message says. Each must be whole.
+        named = [Path(p) for p in re.findall(r"^evalkit: (.+): exists already", err, re.MULTILINE)]
+        assert named and len(named) == len(err.strip().splitlines()), err
+        ref = root.parent / "ref" / "proj"
+        for path in named:
+            assert _tree(path) == _tree(ref / path.name) and path.exists(), f"{path} is not whole"
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        TALLY["loops"]["writers"]["init_refused_after_kill"] = TALLY["loops"]["writers"].get("init_refused_after_kill", 0) + 1
+        rc, _, err = sandbox.run(INIT, root / "proj")
+    assert rc == 0, f"evalkit init again: exit {rc}\n{err}"
+
+
+def _init_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    mine, theirs = _tree(root / "proj"), _tree(ref / "proj")
+    assert mine == theirs, sorted(set(mine) ^ set(theirs)) or [k for k in mine if mine[k] != theirs[k]]
+    return len(set(theirs) - set(mine))
+
+
+def _merge_cmd(root: Path) -> tuple[Any, ...]:
+    return ("merge.py", "s1", "s2", "--run-id", "merged", "--results-dir", root / "results")
+
+
+def _merge_again(sandbox: Sandbox, root: Path, w: Writer) -> None:
+    if not (root / "results" / "merged").exists():
+        _again(sandbox, root, w)
+    else:  # put in place whole; a derived file a failed write left out, the next command that opens it makes
+        _must_pass(sandbox, "report.py", "--run-id", "merged", "--results-dir", root / "results", "-o", root / "merged.html")
+
+
+def _merge_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    _unchanged(root, inputs, *(f"results/{run}/{n}" for run in ("s1", "s2") for n in RUN_FILES))
+    return _run_is_whole(root / "results" / "merged", BUNDLED_IDS, settled=settled)
+
+
+def _redact_cmd(root: Path) -> tuple[Any, ...]:
+    return ("redact.py", "--run-id", "base", "--results-dir", root / "results", "--salt", "s")
+
+
+def _redact_again(sandbox: Sandbox, root: Path, w: Writer) -> None:
+    if not (root / "results" / "base-redacted").exists():  # else it was put in place whole
+        _again(sandbox, root, w)
+
+
+def _redact_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    mine, theirs = (r / "results" / "base-redacted" for r in (root, ref))
+    # The same salt: the same bytes, but for the time it was made (redaction.json, results.json).
+    assert sorted(p.name for p in mine.iterdir()) == sorted(p.name for p in theirs.iterdir())
+    for name in ("config.json", "metrics.json", "results.jsonl", "summary.md"):
+        assert (mine / name).read_bytes() == (theirs / name).read_bytes(), name
+    _unchanged(root, inputs, *(f"results/base/{n}" for n in (*RUN_FILES, "report.html")))
+    found = _ids(mine)
+    return len(set(BUNDLED_IDS) - set(found)) + len(found) - len(set(found))
+
+
+def _report_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    _unchanged(root, inputs, *(f"results/base/{n}" for n in RUN_FILES))
+    return _run_is_whole(_base(root), BUNDLED_IDS, ("report.html",))
+
+
+def _export_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    _unchanged(root, inputs, *(f"results/base/{n}" for n in (*RUN_FILES, "report.html")))
+    mine, theirs = _tree(_base(root) / "trec-anchor"), _tree(_base(ref) / "trec-anchor")
+    assert mine == theirs, sorted(set(mine) ^ set(theirs)) or [k for k in mine if mine[k] != theirs[k]]
+    return len(set(theirs) - set(mine))
+
+
+WRITING_COMMANDS = [
+    Writer("run_eval", _run_eval_cmd, _run_eval_check, _run_eval_again),
+    Writer("score_retrieval", _rescore_cmd("score_retrieval.py", "--k", 3), _rescore_check(_score_view)),
+    Writer("score_abstention", _rescore_cmd("score_abstention.py", "--classifier", "heuristic"),
+           _rescore_check(_abstention_view)),
+    Writer("judge_answers", _rescore_cmd("judge_answers.py", "--judge-provider", "heuristic"), _rescore_check(_judge_view)),
+    Writer("label_eval --grade-answers", _grade_cmd, _grade_check, stdin=GRADES),
+    Writer("import", _import_cmd, _import_check, _import_again),
+    Writer("init", lambda root: (INIT, root / "proj"), _init_check, _init_again),
+    Writer("merge", _merge_cmd, _merge_check, _merge_again),
+    Writer("redact", _redact_cmd, _redact_check, _redact_again),
+    Writer("report", lambda root: ("report.py", "--run-id", "base", "--results-dir", root / "results"), _report_check),
+    Writer("export", lambda root: ("export.py", "--run-id", "base", "--results-dir", root / "results"), _export_check),
+]
+
+
+# A real full disk: in a user and mount namespace of its own (no privilege needed where the
+# kernel allows unprivileged user namespaces), a tmpfs is mounted on the trial folder, its
+# inputs copied in, and all but `free` bytes filled; the command runs; then the filler goes
+# and the folder is copied out as the command left it, onto the real disk at the same path.
+FULL_DISK = r'''
+import json, os, subprocess, sys
+spec = json.loads(sys.argv[1])
+disk = spec["disk"]
+subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={spec['size']}", "tmpfs", disk], check=True)
+subprocess.run(["cp", "-a", spec["inputs"] + "/.", disk], check=True)
+filler = os.path.join(disk, ".filler")
+try:
+    with open(filler, "wb", buffering=0) as f:
+        st = os.statvfs(disk)
+        left = st.f_bavail * st.f_frsize - spec["free"]
+        while left > 0:
+            left -= f.write(b"\0" * min(left, 1 << 20))
+except OSError:
+    pass
+stdin = {"input": spec["stdin"]} if spec["stdin"] is not None else {"stdin": subprocess.DEVNULL}
+proc = subprocess.run(spec["argv"], cwd=spec["cwd"], env=spec["env"], capture_output=True, text=True, timeout=120, **stdin)
+os.remove(filler)
+subprocess.run(["cp", "-a", disk + "/.", spec["out"]], check=True)
+with open(spec["result"], "w") as f:
+    json.dump({"rc": proc.returncode, "stderr": proc.stderr}, f)
+'''
+NAMESPACE = ["unshare", "--user", "--map-root-user", "--mount"]
+
+
+@pytest.fixture(scope="module")
+def full_disk(tmp_path_factory: pytest.TempPathFactory) -> bool:
+    """Whether a tmpfs can be mounted in a namespace here (FULL_DISK)."""
+    if shutil.which("unshare") is None:
+        return False
+    probe = tmp_path_factory.mktemp("tmpfs-probe")
+    done = subprocess.run([*NAMESPACE, "mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(probe)],
+                          check=False, capture_output=True, timeout=60)
+    return done.returncode == 0
+
+
+def _on_a_full_disk(sandbox: Sandbox, root: Path, w: Writer, free: int) -> tuple[int, str]:
+    """Run `w` in `root` on a tmpfs with `free` bytes left (FULL_DISK); (exit code, stderr)."""
+    staged, out, result = (root.with_name(f"{root.name}.{x}") for x in ("in", "out", "json"))
+    root.rename(staged)
+    root.mkdir()
+    out.mkdir()
+    spec = {"disk": str(root), "inputs": str(staged), "out": str(out), "size": 256 << 20, "free": free,
+            "argv": sandbox.argv(*w.command(root)), "env": sandbox.env(), "cwd": str(sandbox.root), "stdin": w.stdin,
+            "result": str(result)}
+    subprocess.run([*NAMESPACE, sys.executable, "-c", FULL_DISK, json.dumps(spec)], check=True, timeout=300,
+                   stdin=subprocess.DEVNULL)
+    root.rmdir()
+    out.rename(root)
+    shutil.rmtree(staged)
+    done = json.loads(result.read_text())
+    result.unlink()
+    return checked(done["rc"], done["stderr"]), done["stderr"]
+
+
+def _written_since(root: Path, since_ns: int) -> int:
+    """Bytes, in 4 KiB pages, of the files under `root` changed since `since_ns`."""
+    return sum(-(-p.stat().st_size // 4096) * 4096 for p in root.rglob("*")
+               if p.is_file() and not p.is_symlink() and p.stat().st_mtime_ns >= since_ns)
+
+
+def _says_why(err: str, kind: str, what: str) -> None:
+    """An exit 2 after a failed write: evalkit's own lines, one naming the OS's reason."""
+    reason = os.strerror(errno.EIO if kind == "eio" else errno.ENOSPC)
+    lines = [line for line in err.strip().splitlines() if not line.startswith(" ")]
+    assert lines and all(line.startswith("evalkit: ") for line in lines), f"{what}:\n{err}"
+    assert reason in err, f"{what}: the reason ({reason}) is not said:\n{err}"
+
+
+@pytest.mark.parametrize("w", WRITING_COMMANDS, ids=[w.name.split()[0] for w in WRITING_COMMANDS])
+def test_every_writer_under_faults(sandbox: Sandbox, inputs: Path, full_disk: bool, w: Writer) -> None:
+    index = WRITING_COMMANDS.index(w)
+    rng = random.Random(2910 + index)
+    ref = sandbox.root / "ref"
+    shutil.copytree(inputs, ref, symlinks=True)
+    count, since = sandbox.root / "writes.count", time.time_ns()
+    rc, _, err = sandbox.run(*w.command(ref), input=w.stdin, fault=f"count:{count}")
+    assert rc == 0, err
+    writes, need = int(count.read_text()), _written_since(ref, since)
+    cell = TALLY["loops"].setdefault("writers", {})
+    cell["full disk"] = "a tmpfs" if full_disk else "injected ENOSPC (no tmpfs could be mounted)"
+    for trial in range(WRITER_TRIALS):
+        kind = FAULT_KINDS[(index + trial) % len(FAULT_KINDS)]
+        if kind == "full" and not full_disk:
+            kind = "enospc"
+        root = sandbox.root / f"trial-{trial}"
+        shutil.copytree(inputs, root, symlinks=True)
+        struck = len(sandbox.struck())
+        if kind == "full":
+            free = rng.randint(0, need)
+            where = f"{free:,} of the {need:,} bytes it writes free"
+            rc, err = _on_a_full_disk(sandbox, root, w, free)
+            landed = rc != 0 or os.strerror(errno.ENOSPC) in err
+        else:
+            n = rng.randint(1, writes)
+            where = f"write {n} of {writes}"
+            rc, _, err = sandbox.run(*w.command(root), input=w.stdin, fault=f"{kind}:{n}")
+            landed = len(sandbox.struck()) > struck
+        what = f"{w.name}, trial {trial}: {kind} at {where}"
+        _no_traceback(rc, err, what)
+        print(f"{what}: exit {rc}", *err.strip().splitlines()[:2], sep="\n  ")
+        if kind == "kill":
+            assert rc in (0, -signal.SIGKILL), f"{what}: exit {rc}\n{err}"
+        else:
+            assert rc in (0, 2), f"{what}: exit {rc}\n{err}"
+        if rc == 2:
+            _says_why(err, kind, what)
+        lost = w.check(root, ref, inputs, False) if rc == 0 else 0  # went on: it did its job
+        (w.again or _again)(sandbox, root, w)
+        lost += w.check(root, ref, inputs, True)
+        _no_debris(root)
+        _count("writers", trials=1, faults=int(landed), losses=lost)
+        for group, name, n in (("trials_by_kind", kind, 1), ("by_kind", kind, int(landed)),
+                               ("by_command", w.name, int(landed))):
+            cell.setdefault(group, {}).setdefault(name, 0)
+            cell[group][name] += n
+        assert lost == 0, what
+        shutil.rmtree(root)
 
 
 # --------------------------------------------------------------------------- the figures
