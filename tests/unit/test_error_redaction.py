@@ -47,6 +47,7 @@ MAKERS = {
     BadConfig: lambda: BadConfig([Problem(TEXT)] * 25),  # more than are shown
     JudgeConfigError: lambda: JudgeConfigError(Problem(TEXT, field="--judge-model")),
     evalkit.store.runs.RunFolderError: lambda: evalkit.store.runs.RunFolderError(Problem(TEXT)),
+    evalkit.store.runs.RunBusy: lambda: evalkit.store.runs.RunBusy(Problem(TEXT)),
     TargetError: lambda: TargetError("http_error", TEXT, status=401),
     JudgeError: lambda: JudgeError("provider_error", TEXT, raw=TEXT),
     GateFailed: lambda: GateFailed([TEXT]),
