@@ -1212,6 +1212,82 @@ def test_every_writer_under_faults(sandbox: Sandbox, inputs: Path, full_disk: bo
         shutil.rmtree(root)
 
 
+# --------------------------------------------------------------------------- e. two commands on one run
+
+# Commands that change one run, released at once (issue 38 items 3, 4): one takes the run's
+# writer lock and each other one is refused, exit 2 naming the holder, or comes after it;
+# a refused one, run again alone, finds the run free. No update is lost: every record holds
+# what each command alone would have made of it.
+RUN_RACE_TRIALS = SCALE  # per race
+RUN_RACES = {
+    "score_retrieval and judge_answers": ("score", "judge"),
+    "score_abstention and score_retrieval": ("abstention", "score"),
+    "three run_eval --resume": ("resume", "resume", "resume"),
+}
+RUN_CHANGERS: dict[str, Callable[[Path], tuple[Any, ...]]] = {
+    "score": _rescore_cmd("score_retrieval.py", "--k", 3),
+    "judge": _rescore_cmd("judge_answers.py", "--judge-provider", "heuristic"),
+    "abstention": _rescore_cmd("score_abstention.py", "--classifier", "heuristic"),
+    "resume": lambda root: ("run_eval.py", "--resume", "base", "--results-dir", root / "results", "--quiet"),
+}
+RUN_CHANGES = {"score": _score_view, "judge": _judge_view, "abstention": _abstention_view}
+RACE_PRELOAD = "evalkit.cli.score_retrieval,evalkit.cli.judge_answers,evalkit.cli.score_abstention,evalkit.cli.run_eval"
+
+
+def _cut_back(run: Path, keep: int) -> None:
+    """`run` as a run_eval killed after `keep` records leaves it."""
+    lines = (run / "results.jsonl").read_bytes().splitlines(keepends=True)
+    (run / "results.jsonl").write_bytes(b"".join(lines[:keep]))
+    for name in ("metrics.json", "summary.md", "results.json"):
+        (run / name).unlink()
+
+
+@pytest.mark.parametrize("race", list(RUN_RACES), ids=lambda race: race.replace(" ", "-"))
+def test_race_commands_on_one_run(sandbox: Sandbox, inputs: Path, race: str) -> None:
+    rng = random.Random(2920 + list(RUN_RACES).index(race))
+    keys = RUN_RACES[race]
+    refs = {}
+    for key in sorted(set(keys) & set(RUN_CHANGES)):  # what each command alone makes of the run
+        refs[key] = sandbox.root / f"ref-{key}"
+        shutil.copytree(inputs, refs[key], symlinks=True)
+        _must_pass(sandbox, *RUN_CHANGERS[key](refs[key]))
+    source = inputs
+    if "resume" in keys:  # a run of the sandbox's own eval set: a resume runs git where that is
+        source = sandbox.root / "made"
+        _eval_set(source / "eval_set.jsonl")
+        _must_pass(sandbox, "run_eval.py", *_run_args(source / "eval_set.jsonl", source / "results", "base"))
+    for trial in range(RUN_RACE_TRIALS):
+        root = sandbox.root / f"race-{trial}"
+        shutil.copytree(source, root, symlinks=True)
+        if "resume" in keys:
+            _cut_back(_base(root), rng.randrange(len(BUNDLED_IDS)))
+        procs = _together(sandbox, sandbox.root / f"go-{trial}", [RUN_CHANGERS[k](root) for k in keys], RACE_PRELOAD)
+        refused = []
+        for key, proc in zip(keys, procs):
+            _, err = proc.communicate(timeout=120)
+            rc = checked(proc.returncode, err)
+            _no_traceback(rc, err, f"{race}, trial {trial}: {key}")
+            assert rc in (0, 2), f"{race}, trial {trial}: {key} exit {rc}\n{err}"
+            if rc == 2:
+                assert "is being changed by" in err.splitlines()[0], f"{race}, trial {trial}: {key}\n{err}"
+                refused.append(key)
+        assert len(refused) < len(keys), f"{race}, trial {trial}: every one refused"
+        for key in refused:  # what its user does next
+            _must_pass(sandbox, *RUN_CHANGERS[key](root))
+        run = _base(root)
+        lost = _run_is_whole(run, BUNDLED_IDS, ("report.html",) if (run / "report.html").exists() else ())
+        records = [json.loads(line) for line in (run / "results.jsonl").read_bytes().splitlines()]
+        for key, ref in refs.items():
+            want = {r["test_case_id"]: RUN_CHANGES[key](r) for r in map(json.loads, (_base(ref) / "results.jsonl").read_bytes().splitlines())}
+            lost += sum(RUN_CHANGES[key](r) != want[r["test_case_id"]] for r in records)
+        _count("race", trials=1, faults=len(keys), losses=lost)
+        cell = TALLY["loops"]["race"]
+        cell["refused"] = cell.get("refused", 0) + len(refused)
+        print(f"{race}, trial {trial}: refused {refused or 'none'}")
+        assert lost == 0, f"{race}, trial {trial}: {lost} records lost an update (refused: {refused})"
+        shutil.rmtree(root)
+
+
 # --------------------------------------------------------------------------- the figures
 
 
