@@ -53,7 +53,7 @@ SCALE = int(os.environ.get("EVALKIT_FAULT_SCALE", "1"))
 KILL_TRIALS, KILLS_PER_TRIAL = 4 * SCALE, 3
 CORRUPT_TRIALS = 3 * SCALE  # per file kind
 RACE_TRIALS, WRITERS = 2 * SCALE, 6
-WRITER_TRIALS = 2 * SCALE  # per command that writes (section d)
+WRITER_TRIALS = SCALE  # per command that writes (section d), the fault kinds taking turns
 
 # The module's figures: test_tally writes and checks them.
 # faults: kills that landed, files corrupted, writers racing, write faults that struck (the
@@ -837,7 +837,8 @@ _DEBRIS = re.compile(r"\..+\.tmp|\..+\.new|\.commit(\.tmp)?|\.derive-pending")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """What every writer's trial starts from (a copy): the bundled eval set; `base`, a
     retrieval-only run (answers stored, not judged) with its report.html, so that a re-score
-    re-renders it; `s1` and `s2`, the set's two shards."""
+    re-renders it; `s1` and `s2`, the set's two shards; `sets/`, an eval set to lock beside
+    one locked already; `review/`, six candidates and the set they go into."""
     root = tmp_path_factory.mktemp("writer-inputs")
     es, results = root / "eval_set.jsonl", root / "results"
     _eval_set(es)
@@ -845,7 +846,12 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for cmd in (("run_eval.py", *_run_args(es, results, "base")),
                 ("run_eval.py", *_run_args(es, results, "s1", "--shard", "1/2")),
                 ("run_eval.py", *_run_args(es, results, "s2", "--shard", "2/2")),
-                ("report.py", "--run-id", "base", "--results-dir", results)):
+                ("report.py", "--run-id", "base", "--results-dir", results),
+                ("lock_eval_set.py", root / "sets" / "other.v1.jsonl", "--run-id", "base")):
+        if cmd[0] == "lock_eval_set.py":
+            _eval_set(root / "sets" / "other.v1.jsonl", limit=3)
+            _eval_set(root / "sets" / "eval_set.v1.jsonl", limit=6)
+            _review_files(root / "review", 6)
         done = subprocess.run([sys.executable, str(SCRIPTS / cmd[0]), *map(str, cmd[1:])], cwd=root, env=env,
                               check=False, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
         assert done.returncode == 0, done.stderr
@@ -1024,6 +1030,33 @@ def _init_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
     return len(set(theirs) - set(mine))
 
 
+def _lock_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    mine, theirs, before = (json.loads((r / "sets" / "eval_sets.lock").read_text())["eval_sets"] for r in (root, ref, inputs))
+    assert mine["other.v1.jsonl"] == before["other.v1.jsonl"]
+    def timeless(entries: dict[str, Any]) -> dict[str, Any]:
+        return {name: {k: v for k, v in entry.items() if k != "locked_at"} for name, entry in entries.items()}
+
+    assert timeless(mine) == timeless(theirs)
+    return len(set(theirs) - set(mine))
+
+
+def _review_cmd(root: Path) -> tuple[Any, ...]:
+    review = root / "review"
+    return ("label_eval.py", "--review-auto", "--eval-set", review / "candidates.jsonl", "--into",
+            review / "eval_set.v1.jsonl", "--results-dir", root / "results")
+
+
+def _review_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    mine, theirs = root / "review", ref / "review"
+    logged = [json.loads(line)["id"] for line in (mine / "candidates.review.jsonl").read_bytes().splitlines()]
+    _unchanged(root, inputs, "review/candidates.jsonl", "review/eval_set.v1.jsonl")
+    if settled:
+        assert (mine / "eval_set.v2.jsonl").read_bytes() == (theirs / "eval_set.v2.jsonl").read_bytes()
+        assert sorted(p.name for p in mine.iterdir()) == sorted(p.name for p in theirs.iterdir())
+    want = [json.loads(line)["id"] for line in (theirs / "candidates.review.jsonl").read_bytes().splitlines()]
+    return len(set(want) - set(logged)) + len(logged) - len(set(logged)) if settled else len(logged) - len(set(logged))
+
+
 def _merge_cmd(root: Path) -> tuple[Any, ...]:
     return ("merge.py", "s1", "s2", "--run-id", "merged", "--results-dir", root / "results")
 
@@ -1079,6 +1112,9 @@ WRITING_COMMANDS = [
            _rescore_check(_abstention_view)),
     Writer("judge_answers", _rescore_cmd("judge_answers.py", "--judge-provider", "heuristic"), _rescore_check(_judge_view)),
     Writer("label_eval --grade-answers", _grade_cmd, _grade_check, stdin=GRADES),
+    Writer("label_eval --review-auto", _review_cmd, _review_check, stdin="a\n" * 6),
+    Writer("lock_eval_set", lambda root: ("lock_eval_set.py", root / "sets" / "eval_set.v1.jsonl", "--run-id", "r"),
+           _lock_check),
     Writer("import", _import_cmd, _import_check, _import_again),
     Writer("init", lambda root: (INIT, root / "proj"), _init_check, _init_again),
     Writer("merge", _merge_cmd, _merge_check, _merge_again),
@@ -1161,7 +1197,7 @@ def _says_why(err: str, kind: str, what: str) -> None:
     assert reason in err, f"{what}: the reason ({reason}) is not said:\n{err}"
 
 
-@pytest.mark.parametrize("w", WRITING_COMMANDS, ids=[w.name.split()[0] for w in WRITING_COMMANDS])
+@pytest.mark.parametrize("w", WRITING_COMMANDS, ids=[w.name.replace(" --", "-") for w in WRITING_COMMANDS])
 def test_every_writer_under_faults(sandbox: Sandbox, inputs: Path, full_disk: bool, w: Writer) -> None:
     index = WRITING_COMMANDS.index(w)
     rng = random.Random(2910 + index)
