@@ -47,8 +47,9 @@ VAULT = ROOT / "sample_vault"
 MAIN_SET = ROOT / "eval_set.jsonl"
 RUN_FILES = ("config.json", "metrics.json", "results.json", "results.jsonl", "summary.md")  # a finished run's
 
-# Trial counts: the module takes about half a minute on 2 busy cores. EVALKIT_FAULT_SCALE=N
-# runs N times as many trials (the same seeds, longer sequences) for a deeper search.
+# Trial counts: the module takes about a minute and a half on 2 busy cores (7 minutes at
+# EVALKIT_FAULT_SCALE=8). EVALKIT_FAULT_SCALE=N runs N times as many trials (the same seeds,
+# longer sequences) for a deeper search.
 SCALE = int(os.environ.get("EVALKIT_FAULT_SCALE", "1"))
 KILL_TRIALS, KILLS_PER_TRIAL = 4 * SCALE, 3
 CORRUPT_TRIALS = 3 * SCALE  # per file kind
