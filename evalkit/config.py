@@ -579,12 +579,20 @@ def flag_of(field: str) -> str:
     return FLAG_OF_FIELD.get(field, "--" + field.replace("_", "-"))
 
 
-def build_settings(values: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> RunSettings:
+def build_settings(
+    values: Mapping[str, Any], base: Mapping[str, Any] | None = None, *, base_path: str | None = None
+) -> RunSettings:
     """Validate user-given values on top of `base` (stored settings on resume, else defaults).
 
+    Args:
+        base_path: the file `base` was read from (a run's config.json): a bad value that
+            came from it, not from a flag, is said at that file's `settings.<name>`, since
+            naming a flag the user never passed sends them to the wrong place.
+
     Raises:
-        BadConfig: one problem per bad value, naming the flag.
+        BadConfig: one problem per bad value, naming the flag (or the file and key).
     """
+    given = {k for k, v in values.items() if v is not None}
     merged = {**(base or {}), **{k: v for k, v in values.items() if v is not None}}
     try:
         return RunSettings.model_validate(merged)
@@ -592,14 +600,17 @@ def build_settings(values: Mapping[str, Any], base: Mapping[str, Any] | None = N
         problems = []
         for err in e.errors():
             name = str(err["loc"][0]) if err["loc"] else ""
-            flag = flag_of(name) if name else None
             msg = err["msg"].removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
                 msg = "unknown setting"
             elif "input" in err and err["type"] != "value_error":
                 # a value_error message already says what it got
                 msg += f", got {err['input']!r}"
-            problems.append(Problem(msg, field=flag))
+            if base_path is not None and name and name not in given and name in (base or {}):
+                problems.append(Problem(f"{msg} (stored by the run: the file is damaged or was written by "
+                                        "another evalkit)", path=base_path, field=f"settings.{name}"))
+            else:
+                problems.append(Problem(msg, field=flag_of(name) if name else None))
         raise BadConfig(problems) from None
 
 

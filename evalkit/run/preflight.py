@@ -26,7 +26,7 @@ from evalkit.gate.invariants import check_invariants, scorer_identity
 from evalkit.run.records import Selection, select_indices
 from evalkit.run.session import Prepared
 from evalkit.store.runlog import Met, Rec
-from evalkit.store.runs import LATEST, RunDir, resolve_run_id
+from evalkit.store.runs import CONFIG_FILE, LATEST, RunDir, resolve_run_id
 
 __all__ = [
     "check_anchors",
@@ -147,7 +147,8 @@ def _resumed_settings(values: Mapping[str, Any], stored: Mapping[str, Any]) -> R
         ran = stored_shard(stored)
         base["shard"] = str(ran) if ran is not None else base["shard"]
     # URLs were stored without credentials; a value given again (or the env) wins.
-    settings = build_settings({**values, "run_id": resume}, base)
+    config_path = Path(values.get("results_dir") or "results") / resume / CONFIG_FILE
+    settings = build_settings({**values, "run_id": resume}, base, base_path=str(config_path))
     if base.get("shard") != settings.shard:
         raise BadConfig(
             Problem(f"cannot resume {resume}: it ran shard {base.get('shard')}, not {settings.shard}", field="--shard")
