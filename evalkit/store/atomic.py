@@ -132,6 +132,13 @@ def write_atomic(
         if check is not None:
             check(Path(tmp))
         os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        if e.filename is None or e.filename == tmp:
+            # A full disk or an I/O error on write or fsync names no file, or our temp one:
+            # the message must name the file the user asked for.
+            raise OSError(e.errno, e.strerror, str(path)) from e
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

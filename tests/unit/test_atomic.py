@@ -79,3 +79,23 @@ def test_trec_files_are_written_with_the_umask_mode(tmp_path: Path) -> None:
         os.umask(old)
     files = sorted((tmp_path / "trec").iterdir())
     assert files and {stat.S_IMODE(p.stat().st_mode) for p in files} == {0o644}
+
+
+def test_a_failed_write_names_the_file_asked_for(tmp_path, monkeypatch) -> None:
+    """ENOSPC and EIO from write or fsync name no file (or the temp one): the error names the
+    file the caller asked for, so `evalkit: <path>: No space left on device` says where."""
+    import errno
+    import os
+
+    from evalkit.store import atomic
+
+    target = tmp_path / "eval_sets.lock"
+    for code in (errno.ENOSPC, errno.EIO):
+        def failing_fsync(fd: int, code: int = code) -> None:
+            raise OSError(code, os.strerror(code))
+
+        monkeypatch.setattr(atomic.os, "fsync", failing_fsync)
+        with pytest.raises(OSError) as caught:
+            atomic.write_atomic(target, b"x")
+        assert caught.value.errno == code and caught.value.filename == str(target)
+        assert list(tmp_path.iterdir()) == []  # the temp file is gone
