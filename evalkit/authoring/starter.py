@@ -101,14 +101,27 @@ def init_project(folder: Path, config_text: str) -> InitResult:
     atomically, and `.gitignore` appended to last. When a write fails (a full disk), what
     this call put in place is taken back, so the same command can simply be run again.
 
+    A piece already there exactly as init writes it (a killed init placed it) counts as done,
+    so the rerun finishes the project; a finished project is refused as before.
+
     Raises:
-        BadConfig: a file or folder it would write exists already, `.gitignore` is a link or
+        BadConfig: a file or folder it would write exists already (not as init writes it, or
+            the whole project is there), `.gitignore` is a link or
             not a regular file, or is too large (nothing is written); a write failed (what
             was written is removed, `.gitignore` keeps its old bytes).
     """
     # ---- the plan: nothing below writes
-    planned = (PROJECT_CONFIG, DEFAULT_EVAL_SET, DEFAULT_VAULT)
-    existing = [name for name in planned if os.path.lexists(folder / name)]
+    root = bundled_root()
+    vault = root / DEFAULT_VAULT
+    sources = [vault, *sorted(vault.rglob("*"))]
+    eval_set = ("\n".join(starter_cases(root)) + "\n").encode("utf-8")
+    payloads = {DEFAULT_EVAL_SET: eval_set, PROJECT_CONFIG: config_text.encode("utf-8")}
+    # A piece that is there already exactly as init writes it was placed by an init that was
+    # killed before it finished: it counts as done, so running the command again finishes
+    # the project. Anything else there is the user's, and is never overwritten.
+    done = {name for name in (PROJECT_CONFIG, DEFAULT_EVAL_SET, DEFAULT_VAULT) if _placed_already(folder, name, payloads, vault)}
+    existing = [name for name in (PROJECT_CONFIG, DEFAULT_EVAL_SET, DEFAULT_VAULT)
+                if name not in done and os.path.lexists(folder / name)]
     if existing:
         raise BadConfig(
             [Problem("exists already; evalkit init writes only into a folder without it", path=str(folder / name))
@@ -117,26 +130,29 @@ def init_project(folder: Path, config_text: str) -> InitResult:
     gitignore = folder / ".gitignore"
     old = _read_gitignore(gitignore)
     missing, appended = _gitignore_addition(old)
-    root = bundled_root()
-    vault = root / DEFAULT_VAULT
-    sources = [vault, *sorted(vault.rglob("*"))]
-    eval_set = ("\n".join(starter_cases(root)) + "\n").encode("utf-8")
+    if len(done) == 3 and not appended:  # a finished project, not a killed init: nothing to do is refused
+        raise BadConfig([Problem("exists already; evalkit init writes only into a folder without it",
+                                 path=str(folder / name)) for name in (PROJECT_CONFIG, DEFAULT_EVAL_SET, DEFAULT_VAULT)])
 
     # ---- the writes, taken back when one fails
     result = InitResult(folder=folder)
     placed: list[Path] = []
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        with staged_dir(folder / DEFAULT_VAULT) as work:  # a killed init leaves a hidden stage, not half a vault
-            for src in sources:  # the umask's modes, not the installation's (copytree kept those)
-                dest = work / src.relative_to(vault)
-                if src.is_dir():
-                    dest.mkdir(exist_ok=True)
-                else:
-                    shutil.copyfile(src, dest)
-        placed.append(folder / DEFAULT_VAULT)
+        if DEFAULT_VAULT not in done:
+            with staged_dir(folder / DEFAULT_VAULT) as work:  # a killed init leaves a hidden stage, not half a vault
+                for src in sources:  # the umask's modes, not the installation's (copytree kept those)
+                    dest = work / src.relative_to(vault)
+                    if src.is_dir():
+                        dest.mkdir(exist_ok=True)
+                    else:
+                        shutil.copyfile(src, dest)
+            placed.append(folder / DEFAULT_VAULT)
         result.written.append(DEFAULT_VAULT + "/")
-        for name, payload in ((DEFAULT_EVAL_SET, eval_set), (PROJECT_CONFIG, config_text.encode("utf-8"))):
+        for name, payload in payloads.items():
+            if name in done:
+                result.written.append(name)
+                continue
             write_atomic(folder / name, payload, mode=default_mode())
             placed.append(folder / name)
             result.written.append(name)
@@ -155,6 +171,31 @@ def init_project(folder: Path, config_text: str) -> InitResult:
         raise BadConfig(Problem(f"cannot write the starter project ({e.strerror or e}); nothing of it was kept, "
                                 "run evalkit init again when this is fixed", path=str(where))) from None
     return result
+
+
+def _placed_already(folder: Path, name: str, payloads: dict[str, bytes], vault: Path) -> bool:
+    """Whether `folder/name` is a regular file (a real folder, for the notes) holding exactly
+    what init writes there: what a killed init left in place."""
+    path = folder / name
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    if name in payloads:
+        return stat.S_ISREG(st.st_mode) and st.st_size == len(payloads[name]) and path.read_bytes() == payloads[name]
+    if not stat.S_ISDIR(st.st_mode):
+        return False
+    ours = {p.relative_to(vault): p for p in vault.rglob("*")}
+    theirs = {p.relative_to(path): p for p in path.rglob("*")}
+    if ours.keys() != theirs.keys():
+        return False
+    for rel, src in ours.items():
+        dest = theirs[rel]
+        if dest.is_symlink() or src.is_dir() != dest.is_dir():
+            return False
+        if src.is_file() and src.read_bytes() != dest.read_bytes():
+            return False
+    return True
 
 
 # A .gitignore is a few KB; past this it is not one (and is not read whole).

@@ -205,3 +205,34 @@ def test_a_write_that_fails_takes_back_what_init_wrote(tmp_path: Path, monkeypat
     assert (tmp_path / ".gitignore").read_bytes() == old
     assert _init(tmp_path).exit_code == 0  # the rerun finishes the job
     assert (tmp_path / ".gitignore").read_bytes().startswith(old + b"\n# evalkit")
+
+
+@pytest.mark.parametrize("left", [("sample_vault",), ("sample_vault", "eval_set.jsonl"),
+                                  ("sample_vault", "eval_set.jsonl", "evalkit.toml")])
+def test_a_killed_init_is_finished_by_running_it_again(tmp_path: Path, left: tuple[str, ...]) -> None:
+    """Issue 38 (the fault loops): init killed after placing some pieces. What it placed is
+    exactly what it writes, so the rerun counts it as done and finishes the project; a
+    piece the user changed is still refused."""
+    whole = tmp_path / "whole"
+    assert _init(whole).exit_code == 0
+    expected = {p.relative_to(whole): p.read_bytes() for p in whole.rglob("*") if p.is_file()}
+    killed = tmp_path / "killed"
+    assert _init(killed).exit_code == 0
+    for name in ("sample_vault", "eval_set.jsonl", "evalkit.toml", ".gitignore"):
+        if name not in left:  # as if the kill came before these were written
+            path = killed / name
+            if path.is_dir():
+                import shutil
+
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+    res = _init(killed)
+    assert res.exit_code == 0, res.output
+    assert {p.relative_to(killed): p.read_bytes() for p in killed.rglob("*") if p.is_file()} == expected
+    # a piece that is not what init writes is the user's: refused, nothing changed
+    (killed / "evalkit.toml").unlink()
+    (killed / "eval_set.jsonl").write_text("mine\n")
+    res = _init(killed)
+    assert res.exit_code == 2 and "eval_set.jsonl: exists already" in res.output
+    assert not (killed / "evalkit.toml").exists()
