@@ -55,7 +55,7 @@ from evalkit.judges.settings import (
     spot_check_settings,
 )
 from evalkit.store.runlog import Cell, Met, Rec
-from evalkit.store.runs import RunDir, config_hash
+from evalkit.store.runs import JUDGE_BATCH_KEPT, RunDir, config_hash
 
 if TYPE_CHECKING:
     from evalkit.judges.batch import BatchOptions
@@ -403,6 +403,13 @@ async def _judge_run(
         from evalkit.judges.batch import check_batch_settings
 
         check_batch_settings(settings)
+    elif (run.path / JUDGE_BATCH_KEPT).exists():
+        # Verdicts a batch paid for wait there for a cache that can store them: a normal pass
+        # would buy them again at full price (issue 38 item 5: never pay twice).
+        raise InputError(Problem(
+            "verdicts an earlier --batch paid for are kept here, waiting for a judge cache that can store them; "
+            "rerun with --batch to store them (a judging without --batch would pay for them again), or delete the "
+            "file to give them up", path=str(run.path / JUDGE_BATCH_KEPT)))
     cfg = run.read_config()
     # After a batch the normal pass reads what it cached: --refresh-cache applied to the batch.
     runner = build_judge_runner(replace(settings, refresh_cache=False) if batch is not None else settings)

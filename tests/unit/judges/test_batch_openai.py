@@ -388,6 +388,12 @@ def test_the_disk_filling_during_the_batch_keeps_its_replies_and_the_rerun_store
     assert res.exit_code == 2 and "are stored then" in res.stderr, res.output
 
     full["on"] = False
+    res = _invoke(results, tmp_path)  # without --batch: refused, nothing bought at full price
+    assert res.exit_code == 2 and "rerun with --batch to store them" in res.stderr, res.output
+    assert api.router["chat"].call_count == 0 and (results / RUN_ID / KEPT_FILE).exists()
+    full["on"] = True
+
+    full["on"] = False
     api.router["retrieve"].side_effect = api._retrieve
     res = _invoke(results, tmp_path, "--batch", "--batch-poll-interval", "0")
     out = _ok(res)
