@@ -20,6 +20,7 @@ import random
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -837,6 +838,15 @@ _DEBRIS = re.compile(r"\..+\.tmp|\..+\.new|\.commit(\.tmp)?|\.derive-pending")
 _KILLED_WRITE = re.compile(r"\..+\.[^.]+\.tmp|\..+\.[^.]+\.stage\.tmp")
 
 
+MATRIX = """\
+[presets.flat]
+params = {bm25_b = 0}
+
+[presets.plain]
+params = {}
+"""
+
+
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """What every writer's trial starts from (a copy): the bundled eval set; `base`, a
@@ -859,6 +869,26 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         done = subprocess.run([sys.executable, str(SCRIPTS / cmd[0]), *map(str, cmd[1:])], cwd=root, env=env,
                               check=False, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
         assert done.returncode == 0, done.stderr
+    # validate --fix: the notes with sv-002's heading renamed, so that one label is fixed.
+    shutil.copytree(VAULT, root / "fix" / "vault")
+    note = root / "fix" / "vault" / "personal" / "recipes" / "Sourdough.md"
+    note.write_text(note.read_text(encoding="utf-8").replace("\n## The starter\n", "\n## Our starter\n"), encoding="utf-8")
+    _eval_set(root / "fix" / "eval_set.jsonl")
+    # merge --cache: two judge caches, 40 judgments each, 10 of them in both.
+    for name, first in (("a", 0), ("b", 30)):
+        cache = JudgeCache(root / "caches" / f"{name}.sqlite")
+        try:
+            for i in range(first, first + 40):
+                cache.put(f"key-{i}", {"score": i % 5}, kind="groundedness", model="m", prompt_version="p")
+        finally:
+            cache.close()
+    (root / "matrix.toml").write_text(MATRIX, encoding="utf-8")
+    # label_eval --accept-top and --new: the bundled set with its first 6 answerable cases unlabeled.
+    cases = [json.loads(line) for line in MAIN_SET.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for case in [c for c in cases if c.get("answerable")][:6]:
+        del case["gold_supports"]
+    (root / "label").mkdir()
+    (root / "label" / "eval_set.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")
     return root
 
 
@@ -875,6 +905,8 @@ class Writer:
     # again, which must exit 0.
     again: Callable[[Sandbox, Path, Writer, int], None] | None = None
     stdin: str | None = None
+    # What the trial's folder needs beyond the inputs, made before the command (not audited).
+    prepare: Callable[[Path], None] | None = None
 
 
 def _must_pass(sandbox: Sandbox, *cmd: Any, input: str | None = None) -> None:
@@ -1110,6 +1142,148 @@ def _export_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
     return len(set(theirs) - set(mine))
 
 
+def _generate_cmd(root: Path) -> tuple[Any, ...]:
+    return ("generate_cases.py", "--vault", VAULT, "-o", root / "gen" / "candidates.jsonl")
+
+
+def _generate_again(sandbox: Sandbox, root: Path, w: Writer, rc: int) -> None:
+    # It writes over an earlier output (and its report) only with --force.
+    force = ("--force",) if any((root / "gen").glob("candidates*.json*")) else ()
+    _must_pass(sandbox, *w.command(root), *force)
+
+
+def _generate_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    # The report names the output by its path, which is the trial's.
+    mine, theirs = ({k: v.replace(str(r).encode(), b"ROOT") if isinstance(v, bytes) else v
+                     for k, v in _tree(r / "gen", re.compile(r"\.bak(\.\d+)?$")).items()} for r in (root, ref))
+    assert mine == theirs, sorted(set(mine) ^ set(theirs)) or [k for k in mine if mine[k] != theirs[k]]
+    return len(set(theirs) - set(mine))
+
+
+def _fix_cmd(root: Path) -> tuple[Any, ...]:
+    fix = root / "fix"
+    return ("validate.py", "--eval-set", fix / "eval_set.jsonl", "--vault", fix / "vault", "--fix", "--yes",
+            "--no-retrieval", "--results-dir", root / "results")
+
+
+def _fix_again(sandbox: Sandbox, root: Path, w: Writer, rc: int) -> None:
+    force = ("--force",) if (root / "fix" / "eval_set.v2.jsonl").exists() else ()
+    _must_pass(sandbox, *w.command(root), *force)
+
+
+def _fix_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    _unchanged(root, inputs, "fix/eval_set.jsonl")
+    mine, theirs = (r / "fix" / "eval_set.v2.jsonl" for r in (root, ref))
+    assert mine.read_bytes() == theirs.read_bytes()
+    found = [json.loads(line)["id"] for line in mine.read_bytes().splitlines()]
+    return len(set(BUNDLED_IDS) - set(found)) + len(found) - len(set(found))
+
+
+def _cache_cmd(root: Path) -> tuple[Any, ...]:
+    caches = root / "caches"
+    return ("merge.py", "--cache", caches / "a.sqlite", "--cache", caches / "b.sqlite", "--into", caches / "into.sqlite")
+
+
+def _cache_rows(path: Path) -> dict[str, Any]:
+    db = sqlite3.connect(path)
+    try:
+        rows = db.execute("SELECT key, kind, model, prompt_version, value FROM judgments").fetchall()
+    finally:
+        db.close()
+    return {row[0]: row[1:] for row in rows}
+
+
+def _cache_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    _unchanged(root, inputs, "caches/a.sqlite", "caches/b.sqlite")
+    mine, theirs = (_cache_rows(r / "caches" / "into.sqlite") for r in (root, ref))
+    assert len(theirs) == 70
+    assert mine == {k: v for k, v in theirs.items() if k in mine}
+    return len(set(theirs) - set(mine))
+
+
+def _repro_prepare(root: Path) -> None:
+    # A run of the trial's own eval set: a reproduction reads the eval set (and asks git about
+    # its folder) where the run's config.json says it was, which must be inside the trial.
+    env = {**os.environ, "HOME": str(root), "PYTHONDONTWRITEBYTECODE": "1", "NO_COLOR": "1"}
+    done = subprocess.run([sys.executable, str(SCRIPTS / "run_eval.py"), *map(str, _run_args(
+        root / "eval_set.jsonl", root / "rp", "base"))], cwd=root, env=env, check=False, capture_output=True, text=True,
+        stdin=subprocess.DEVNULL, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+
+def _repro_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    assert sorted(p.name for p in (root / "rp" / "base").iterdir()) == sorted([*RUN_FILES, WRITER_LOCK])
+    made = sorted(p for p in (root / "rp").iterdir() if p.name.startswith("base-repro"))
+    assert made, "no reproduction run"
+    # The last reproduction is a whole run; one a fault stopped is left as a run stopped
+    # part-way (resumable: a torn last line is settled by the next command that opens it),
+    # its whole records each there once.
+    *stopped, last = sorted(made, key=lambda p: int(p.name.rpartition("-")[2]) if p.name[-1].isdigit() else 0)
+    for run in stopped:
+        raw = (run / "results.jsonl").read_bytes() if (run / "results.jsonl").exists() else b""
+        found = [json.loads(line)["test_case_id"] for line in raw.split(b"\n")[:-1]]
+        assert len(found) == len(set(found)) and set(found) <= set(BUNDLED_IDS), run.name
+    return _run_is_whole(last, BUNDLED_IDS, settled=settled)
+
+
+def _matrix_cmd(root: Path) -> tuple[Any, ...]:
+    return ("run_eval.py", *_run_args(root / "eval_set.jsonl", root / "mx", "m", "--matrix-file", root / "matrix.toml"))
+
+
+def _matrix_again(sandbox: Sandbox, root: Path, w: Writer, rc: int) -> None:
+    # Each preset's run that has a config.json resumed; a matrix stopped before one started run again.
+    started = [root / "mx" / f"m-{p}" for p in ("flat", "plain") if (root / "mx" / f"m-{p}" / "config.json").exists()]
+    for run in started:
+        _must_pass(sandbox, "run_eval.py", "--resume", run.name, "--results-dir", root / "mx", "--quiet")
+    if len(started) < 2:
+        _must_pass(sandbox, *w.command(root))
+
+
+def _matrix_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    lost = 0
+    for preset in ("flat", "plain"):
+        run, theirs = root / "mx" / f"m-{preset}", ref / "mx" / f"m-{preset}"
+        if not settled and not run.exists():
+            continue
+        lost += _run_is_whole(run, BUNDLED_IDS, settled=settled)
+        if settled:
+            a, b = (json.loads((d / "config.json").read_text())["settings"].get("params") for d in (run, theirs))
+            assert a == b, preset
+    return lost
+
+
+def _accept_top_cmd(root: Path) -> tuple[Any, ...]:
+    return ("label_eval.py", "--accept-top", 3, "--eval-set", root / "label" / "eval_set.jsonl", "--vault", VAULT,
+            "--results-dir", root / "results")
+
+
+def _label_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    """The eval set labeled in place as the fault-free run did it (before it, as it was)."""
+    mine, theirs, before = ((r / "label" / "eval_set.jsonl").read_bytes() for r in (root, ref, inputs))
+    assert mine == theirs or (not settled and mine == before)
+    if settled:
+        assert sorted(p.name for p in (root / "label").iterdir()) == ["eval_set.jsonl"]
+    found = [json.loads(line)["id"] for line in mine.splitlines()]
+    want = [json.loads(line)["id"] for line in theirs.splitlines()]
+    return len(set(want) - set(found)) + len(found) - len(set(found)) if settled else len(found) - len(set(found))
+
+
+NEW_CASE = "How long do I proof the loaf?\ny\n\n\n\n"  # question, answerable, no category, difficulty, tags
+
+
+def _new_cmd(root: Path) -> tuple[Any, ...]:
+    return ("label_eval.py", "--new", "--eval-set", root / "label" / "eval_set.jsonl", "--results-dir", root / "results")
+
+
+def _new_again(sandbox: Sandbox, root: Path, w: Writer, rc: int) -> None:
+    # Its user adds the case again unless the set holds it (a kill may strike after the write).
+    if "How long do I proof the loaf?" not in (root / "label" / "eval_set.jsonl").read_text(encoding="utf-8"):
+        _again(sandbox, root, w, rc)
+
+
+# Not driven yet: `evalkit merge --cache` (_cache_cmd, _cache_check). On a full disk it exits 2
+# calling each source cache "not a judge cache (disk I/O error)": SQLite cannot make the
+# source's -shm file, and the message neither names the full disk nor is true of the source.
 WRITING_COMMANDS = [
     Writer("run_eval", _run_eval_cmd, _run_eval_check, _run_eval_again),
     Writer("score_retrieval", _rescore_cmd("score_retrieval.py", "--k", 3), _rescore_check(_score_view)),
@@ -1126,6 +1300,13 @@ WRITING_COMMANDS = [
     Writer("redact", _redact_cmd, _redact_check, _redact_again),
     Writer("report", lambda root: ("report.py", "--run-id", "base", "--results-dir", root / "results"), _report_check),
     Writer("export", lambda root: ("export.py", "--run-id", "base", "--results-dir", root / "results"), _export_check),
+    Writer("generate", _generate_cmd, _generate_check, _generate_again),
+    Writer("validate --fix", _fix_cmd, _fix_check, _fix_again),
+    Writer("reproduce", lambda root: ("repro.py", "--run-id", "base", "--results-dir", root / "rp", "--quiet"),
+           _repro_check, prepare=_repro_prepare),
+    Writer("run_eval --matrix-file", _matrix_cmd, _matrix_check, _matrix_again),
+    Writer("label_eval --accept-top", _accept_top_cmd, _label_check),
+    Writer("label_eval --new", _new_cmd, _label_check, _new_again, stdin=NEW_CASE),
 ]
 
 
@@ -1208,6 +1389,8 @@ def test_every_writer_under_faults(sandbox: Sandbox, inputs: Path, full_disk: bo
     rng = random.Random(2910 + index)
     ref = sandbox.root / "ref"
     shutil.copytree(inputs, ref, symlinks=True)
+    if w.prepare is not None:
+        w.prepare(ref)
     count, since = sandbox.root / "writes.count", time.time_ns()
     rc, _, err = sandbox.run(*w.command(ref), input=w.stdin, fault=f"count:{count}")
     assert rc == 0, err
@@ -1220,6 +1403,8 @@ def test_every_writer_under_faults(sandbox: Sandbox, inputs: Path, full_disk: bo
             kind = "enospc"
         root = sandbox.root / f"trial-{trial}"
         shutil.copytree(inputs, root, symlinks=True)
+        if w.prepare is not None:
+            w.prepare(root)
         struck = len(sandbox.struck())
         if kind == "full":
             free = rng.randint(0, need)
