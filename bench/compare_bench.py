@@ -43,7 +43,6 @@ import hashlib
 import json
 import os
 import random
-import shutil
 import statistics
 import subprocess
 import sys
@@ -56,6 +55,7 @@ import numpy as np
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 from score_bench import _CASE, _WORDS, N_NOTES, N_SECTIONS, _chunk_id, _gold, _heading, _rel_path  # noqa: E402
+from score_bench import case_folder  # noqa: E402
 from score_bench import make_case as _score_case  # noqa: E402
 
 KS = [5, 1, 3, 10]
@@ -139,15 +139,10 @@ def ask_b(request: dict) -> dict:
 
 def prepare(n: int, workdir: Path) -> Path:
     """The N-case folder: eval set and the two runs. Reused when already made."""
-    folder = workdir / f"n{n}"
-    done = folder / "ready"
-    if done.exists():
+    folder, ready = case_folder(workdir, n, make_case)
+    if ready:
         return folder
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    with open(folder / "eval_set.jsonl", "w") as f:
-        for i in range(n):
-            f.write(json.dumps(make_case(i)) + "\n")
+    done = folder / "ready"
     from evalkit import run_eval
 
     for run_id in ("a", "b"):

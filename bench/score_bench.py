@@ -50,6 +50,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 K = 20
@@ -147,17 +148,26 @@ def ask(request: dict) -> dict:
     }
 
 
-def prepare(n: int, workdir: Path) -> Path:
-    """The N-case folder: eval set, a run_eval run, TREC files. Reused when already made."""
+def case_folder(workdir: Path, n: int, case: Callable[[int], dict]) -> tuple[Path, bool]:
+    """(workdir/n<N>, whether it is ready): a folder whose `ready` mark is missing is made
+    anew with an eval set of `case(0) ... case(N - 1)` (compare_bench's folders too)."""
     folder = workdir / f"n{n}"
-    done = folder / "ready"
-    if done.exists():
-        return folder
+    if (folder / "ready").exists():
+        return folder, True
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     with open(folder / "eval_set.jsonl", "w") as f:
         for i in range(n):
-            f.write(json.dumps(make_case(i)) + "\n")
+            f.write(json.dumps(case(i)) + "\n")
+    return folder, False
+
+
+def prepare(n: int, workdir: Path) -> Path:
+    """The N-case folder: eval set, a run_eval run, TREC files. Reused when already made."""
+    folder, ready = case_folder(workdir, n, make_case)
+    if ready:
+        return folder
+    done = folder / "ready"
     from evalkit import run_eval
 
     t0 = time.perf_counter()
