@@ -41,12 +41,12 @@ from evalkit.gate.floors import threshold_check
 from evalkit.gate.regressions import gate_result
 from evalkit.gate.thresholds import BUILTIN_THRESHOLDS, Thresholds
 from evalkit.schema import SCHEMA_VERSION
-from evalkit.store.runlog import Cell, Met, Rec
+from evalkit.store.runlog import Cell, Cfg, Met, Rec
 from evalkit.store.runs import RunDir, dumps_metrics
 
 __all__ = [
     "RecordPass", "RunFacts", "derive_metrics", "derive_run", "gate_of", "now_utc", "open_run", "rederive",
-    "run_invariants", "thresholds_from", "verdicts",
+    "run_invariants", "stored_grades", "stored_settings", "thresholds_from", "verdicts",
 ]
 
 
@@ -105,35 +105,31 @@ class RunFacts:
         warning, and no gate)."""
         config = run.read_config() if config is None else config
         metrics = (run.read_metrics() or {}) if metrics is None else metrics
-        if config.get("config_hash") is None and metrics.get("config_hash") is not None:
-            config = {**config, "config_hash": metrics["config_hash"]}  # a run folder written by hand
-        settings = config.get("settings")
-        if not isinstance(settings, Mapping) or not settings.get("k"):
-            from evalkit.errors import BadConfig, Problem
-
-            raise BadConfig(Problem("config.json has no settings.k (not written by run_eval?)", path=str(run.config_path)))
+        if config.get(Cfg.CONFIG_HASH) is None and metrics.get(Met.CONFIG_HASH) is not None:
+            config = {**config, Cfg.CONFIG_HASH: metrics[Met.CONFIG_HASH]}  # a run folder written by hand
+        settings = stored_settings(run, config)
         s = RunSettings.model_validate({k: v for k, v in settings.items() if k in RunSettings.model_fields})
         agg = metrics.get(Met.AGGREGATE) or {}
         invariants = metrics.get(Met.INVARIANTS) or {}
         timing = metrics.get(Met.RUN_TIMING) or {}
         merged = isinstance(timing, Mapping) and "merged_shards" in timing
-        ks = metrics.get("ks")
+        ks = metrics.get(Met.KS)
         facts = cls(
             settings=s, config=config,
             eval_set_commit_hash=metrics.get(Met.EVAL_SET_COMMIT_HASH, config.get(Met.EVAL_SET_COMMIT_HASH)),
-            dataset_version=metrics.get("dataset_version") or config.get("dataset_version"),
-            judge_stats=agg.get("judge"),
-            pre_run_warnings=[w for w in metrics.get("warnings") or []
+            dataset_version=metrics.get(Met.DATASET_VERSION) or config.get(Cfg.DATASET_VERSION),
+            judge_stats=agg.get(Cell.JUDGE),
+            pre_run_warnings=[w for w in metrics.get(Met.WARNINGS) or []
                               if isinstance(w, Mapping) and not is_health_warning(w)
                               and w.get("kind") != "gate_not_rechecked"],
             session_wall_s=float(timing.get("session_wall_s") or 0.0) if not merged else 0.0,
             timing=dict(timing) if merged else None,
             ks=[int(k) for k in ks] if isinstance(ks, list) and ks else None,
-            cases_version=metrics.get("cases_version"),
+            cases_version=metrics.get(Met.CASES_VERSION),
             gold_forms=invariants.get("gold_forms") if isinstance(invariants.get("gold_forms"), list) else None,
             scorer=invariants.get("scorer") if isinstance(invariants.get("scorer"), Mapping) else None,
             judge=invariants.get("judge"),
-            timestamp=metrics.get("timestamp") if isinstance(metrics.get("timestamp"), str) else None,
+            timestamp=metrics.get(Met.TIMESTAMP) if isinstance(metrics.get(Met.TIMESTAMP), str) else None,
             owned={k: metrics[k] for k in OWNED_BLOCKS if metrics.get(k) is not None},
             owned_aggregate={k: agg[k] for k in OWNED_AGGREGATE if k in agg},
         )
@@ -143,11 +139,25 @@ class RunFacts:
         return facts
 
 
+def stored_settings(run: RunDir, config: Mapping[str, Any]) -> dict[str, Any]:
+    """config.json's `settings` as run_eval stored them (a re-scoring and the TREC export read
+    the run's K, snippets and folder mode there).
+
+    Raises:
+        BadConfig: config.json holds no settings.k (not a run_eval run)."""
+    from evalkit.errors import BadConfig, Problem
+
+    settings = config.get(Cfg.SETTINGS)
+    if not isinstance(settings, Mapping) or not settings.get("k"):
+        raise BadConfig(Problem("config.json has no settings.k (not written by run_eval?)", path=str(run.config_path)))
+    return dict(settings)
+
+
 def _stored_baseline(run: RunDir, s: RunSettings, metrics: Mapping[str, Any]) -> tuple[dict | None, dict | None]:
     """(the baseline run's metrics.json, None) for a run whose metrics.json holds a gate;
     (None, a `gate_not_rechecked` warning) when that run is gone from beside it (issue 25:
     metrics.json must never say "gate passed" about numbers it no longer holds)."""
-    gate = metrics.get("gate")
+    gate = metrics.get(Met.GATE)
     if not isinstance(gate, Mapping):
         return None, None
     base_id = s.baseline or gate.get("baseline_run_id")

@@ -209,9 +209,10 @@ def _checked_settings(
 ) -> tuple[int, bool]:
     """The export's K (the run's primary K by default) and whether snippets are required;
     BadConfig for a K the run did not ask for, or snippets required on cut text."""
-    from evalkit.rescore.scoring import check_ks, run_settings
+    from evalkit.derive import stored_settings
+    from evalkit.rescore.scoring import check_ks
 
-    settings = run_settings(run, cfg)
+    settings = stored_settings(run, cfg)
     k = check_ks([k] if k is not None else None, settings["k"])[0]
     snippets = bool(settings.get("require_snippets")) if require_snippets is None else bool(require_snippets)
     if snippets and not settings.get("store_full_text") and not allow_truncated_text:

@@ -38,7 +38,14 @@ from typing import Any
 
 import orjson
 
-from evalkit.derive import RecordPass, RunFacts, derive_run, rederive, stored_grades
+from evalkit.derive import (
+    RecordPass,
+    RunFacts,
+    derive_run,
+    rederive,
+    stored_grades,
+    stored_settings,
+)
 from evalkit.errors import BadConfig, InputError, Problem
 from evalkit.gate.fields import scored_forms
 from evalkit.gate.invariants import scorer_identity
@@ -441,13 +448,6 @@ def _scoring_json(result: Any, provenance: str, keys: Sequence[str]) -> dict[str
     }
 
 
-def run_settings(run: RunDir, cfg: Mapping[str, Any]) -> dict[str, Any]:
-    settings = cfg.get("settings")
-    if not isinstance(settings, Mapping) or not settings.get("k"):
-        raise BadConfig(Problem("config.json has no settings.k (not written by run_eval?)", path=str(run.config_path)))
-    return dict(settings)
-
-
 def check_ks(ks: Sequence[int] | None, run_ks: Sequence[int], flag: str = "--k") -> list[int]:
     asked = max(run_ks)
     ks = validate_ks(list(ks) if ks else list(run_ks))
@@ -706,7 +706,7 @@ def _score_retrieval(
 ) -> RetrievalScoring:
     """score_retrieval's work, under the run's writer lock."""
     cfg = run.read_config()
-    settings = run_settings(run, cfg)
+    settings = stored_settings(run, cfg)
     old = run.read_metrics()
     ks = plan_ks(ks, primary_k, settings["k"], old)
     snippets = bool(settings.get("require_snippets")) if require_snippets is None else bool(require_snippets)
@@ -945,7 +945,7 @@ def _score_abstention(
 ) -> AbstentionScoring:
     """score_abstention's work, under the run's writer lock."""
     cfg = run.read_config()
-    settings = run_settings(run, cfg)
+    settings = stored_settings(run, cfg)
     old = run.read_metrics()
     per_case = _stored_per_case(old, cfg, settings)
     source, given_cases = _labels(run, cfg, eval_set, per_case.get("dataset_version"))
