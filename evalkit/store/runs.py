@@ -332,6 +332,21 @@ def _holder_entry(command: str) -> bytes:
     }) + b"\n"
 
 
+# A holder writes its entry right after it takes the lock: a refused command that finds the
+# file empty looks again for this long before it says "another command".
+_HOLDER_WAIT_S = 0.5
+
+
+def _holder_bytes(fd: int) -> bytes:
+    """The lock file's entry; re-read for up to _HOLDER_WAIT_S while it is still empty."""
+    deadline = time.monotonic() + _HOLDER_WAIT_S
+    while True:
+        raw = os.pread(fd, 4096, 0)
+        if raw.strip() or time.monotonic() >= deadline:
+            return raw
+        time.sleep(0.01)
+
+
 def _holder_said(raw: bytes) -> str:
     """Who holds a run, from its `.writer.lock`: "judge_answers (pid 4242, since ...: argv)"."""
     try:
@@ -483,7 +498,7 @@ class RunDir:
         except OSError as e:
             busy = e.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
             try:
-                who = _holder_said(os.pread(fd, 4096, 0)) if busy else ""
+                who = _holder_said(_holder_bytes(fd)) if busy else ""
             except OSError:
                 who = _holder_said(b"")
             os.close(fd)
@@ -491,10 +506,12 @@ class RunDir:
                 return None  # no flock on this filesystem: unlocked, as folder_lock
             raise RunBusy(Problem(f"run {self.run_id!r} is being changed by {who}; wait for it to finish or stop it, "
                                   "then rerun", path=str(path))) from None
-        # Who holds the run is a courtesy: a full disk must not stop the command for it.
+        # Who holds the run is a courtesy: a full disk must not stop the command for it. Written
+        # before the old bytes are cut, so the file is never empty while the lock is held.
         with suppress(OSError):
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, _holder_entry(command), 0)
+            entry = _holder_entry(command)
+            os.pwrite(fd, entry, 0)
+            os.ftruncate(fd, len(entry))
         return fd
 
     # ------------------------------------------------------------------ interrupted updates
