@@ -32,7 +32,10 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +180,19 @@ def read_records(run_dir: Path) -> list[dict[str, Any]]:
     """The records of a run folder's results.jsonl, in file order."""
     with open(Path(run_dir) / "results.jsonl", encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+@contextmanager
+def loopback_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[ThreadingHTTPServer]:
+    """`handler` served on 127.0.0.1 at a free port, in a daemon thread, for the block; its
+    port is `server.server_address[1]`. Request threads are daemons too, so a handler that
+    hangs on purpose cannot hold the test's exit."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()

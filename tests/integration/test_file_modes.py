@@ -13,16 +13,16 @@ import base64
 import json
 import os
 import stat
-import threading
 import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from evalkit.cli.main import app
+from tests.support import loopback_server
 
 pytestmark = pytest.mark.integration
 
@@ -153,12 +153,8 @@ class _Echo(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def echo_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with loopback_server(_Echo) as server:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
 
 
 def test_a_key_echoed_encoded_by_the_target_is_in_no_file_and_no_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

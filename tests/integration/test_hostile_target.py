@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import json
 import resource
-import threading
 import time
 import zlib
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
-from tests.support import make_case, read_records, run_eval_api, write_eval_set
+from tests.support import (
+    loopback_server,
+    make_case,
+    read_records,
+    run_eval_api,
+    write_eval_set,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -90,15 +95,8 @@ class _Hostile(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def hostile() -> Iterator[str]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Hostile)
-    srv.daemon_threads = True
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with loopback_server(_Hostile) as srv:
         yield f"http://127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
 def _ask(url: str, tmp_path: Path, question: str, **kw):

@@ -4,9 +4,8 @@ OpenAI-compatible judge served on a real loopback socket, --vault, --ids, exit c
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.cli.judge_answers import app
-from tests.support import write_run
+from tests.support import loopback_server, write_run
 
 pytestmark = pytest.mark.integration
 
@@ -203,14 +202,8 @@ class _FakeJudgeServer(BaseHTTPRequestHandler):
 @pytest.fixture
 def judge_server() -> Iterator[str]:
     _FakeJudgeServer.calls = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeJudgeServer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with loopback_server(_FakeJudgeServer) as server:
         yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_local_llm_judge_then_warm_cache_makes_zero_calls(run_dir: Path, judge_server: str, tmp_path: Path):

@@ -16,14 +16,14 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from evalkit.judges.batch import STATE_FILE
-from tests.support import write_run
+from tests.support import loopback_server, write_run
 
 pytestmark = pytest.mark.integration
 
@@ -123,15 +123,8 @@ def server() -> Iterator[tuple[str, _BatchServer]]:
         def do_POST(self) -> None:  # noqa: N802
             self._serve("POST")
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with loopback_server(Handler) as httpd:
         yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def _record(i: int) -> dict[str, Any]:

@@ -17,14 +17,22 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from evalkit.store.runs import WRITER_LOCK
-from tests.support import ROOT, make_case, read_records, run_eval_api, start_run_eval_script, write_eval_set
+from tests.support import (
+    ROOT,
+    loopback_server,
+    make_case,
+    read_records,
+    run_eval_api,
+    start_run_eval_script,
+    write_eval_set,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -128,15 +136,11 @@ class _HeldJudge(BaseHTTPRequestHandler):
 @pytest.fixture
 def held_judge() -> Iterator[str]:
     _HeldJudge.asked, _HeldJudge.release = threading.Event(), threading.Event()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _HeldJudge)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        _HeldJudge.release.set()
-        server.shutdown()
-        server.server_close()
+    with loopback_server(_HeldJudge) as server:
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+        finally:
+            _HeldJudge.release.set()
 
 
 def _score_retrieval(results: Path, *args: str):

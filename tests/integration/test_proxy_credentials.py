@@ -16,15 +16,14 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
-from tests.support import make_case, run_args, write_eval_set
+from tests.support import loopback_server, make_case, run_args, write_eval_set
 
 pytestmark = pytest.mark.integration
 
@@ -65,14 +64,8 @@ class _EchoingProxy(BaseHTTPRequestHandler):
 @pytest.fixture
 def proxy_port() -> Iterator[int]:
     _EchoingProxy.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoingProxy)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with loopback_server(_EchoingProxy) as server:
         yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _basic(user: str, password: str) -> str:

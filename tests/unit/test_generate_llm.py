@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,11 @@ import respx
 import tenacity
 from typer.testing import CliRunner
 
-from evalkit.authoring.generate_llm import GEN_PROMPT_VERSION, answer_in_vault, generate_with_llm
+from evalkit.authoring.generate_llm import (
+    GEN_PROMPT_VERSION,
+    answer_in_vault,
+    generate_with_llm,
+)
 from evalkit.authoring.sections import (
     Section,
     parse_wikilinks,
@@ -37,6 +40,7 @@ from evalkit.evalset.load import load_eval_set
 from evalkit.judges.settings import JudgeSettings
 from evalkit.net.retry import RetryPolicy
 from evalkit.reference.tokens import terms
+from tests.support import loopback_server
 from tests.unit.judges.judge_helpers import (
     ANTHROPIC_MODEL,
     ANTHROPIC_URL,
@@ -401,15 +405,8 @@ class _Compat(BaseHTTPRequestHandler):
 @pytest.fixture
 def compat_server() -> Iterator[str]:
     _Compat.auth = []
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Compat)
-    srv.daemon_threads = True
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with loopback_server(_Compat) as srv:
         yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
 def test_cli_against_a_loopback_server(vault: Path, tmp_path: Path, compat_server: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 import zlib
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -17,6 +16,7 @@ from evalkit.judges import JudgeItem
 from evalkit.judges.base import JudgeFailure
 from evalkit.judges.settings import JudgeSettings, build_judge
 from evalkit.net.retry import RetryPolicy
+from tests.support import loopback_server
 from tests.unit.judges.judge_helpers import CORRECT, openai_reply
 
 ITEM = JudgeItem(
@@ -99,15 +99,8 @@ _BOMB = _gzip_bomb(300)
 @pytest.fixture
 def server() -> Iterator[tuple[str, type]]:
     handler = type("H", (_Hostile,), {"mode": "ok", "seen_encoding": []})
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    srv.daemon_threads = True
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with loopback_server(handler) as srv:
         yield f"http://127.0.0.1:{srv.server_address[1]}/v1", handler
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
 def _judge(tmp_path, base_url: str, timeout: float):
