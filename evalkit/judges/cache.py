@@ -11,9 +11,11 @@ open, and a damaged file, found then or mid-run, is moved aside to
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -31,6 +33,11 @@ DEFAULT_CACHE_PATH = Path("cache/judge_cache.sqlite")
 _BUSY_TIMEOUT_MS = 30_000
 # The key of `JudgeCache.writable`'s probe row (never a sha256, so never a judgment's key).
 _PROBE_KEY = "evalkit-write-probe"
+# Below this many free bytes, an I/O error of SQLite's is taken for a full disk: a write
+# of its (a page, the WAL index's 32 KiB) no longer fits.
+_NEARLY_FULL = 1 << 20
+# Rows read from a merge source at a time (well under SQLite's 32,766 bound parameters).
+_MERGE_BATCH = 500
 
 _COLUMNS = ("key", "kind", "model", "prompt_version", "created_at", "value")
 _SCHEMA = """
@@ -92,18 +99,66 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 
 def _check_read_only(path: Path, *, table_required: bool = False) -> str | None:
-    """`_damage` of the file at `path`, opened read-only: nothing written, not even its WAL.
+    """`_damage` of the file at `path`, opened read-only (`_read_only`).
 
     Raises:
         sqlite3.DatabaseError, UnicodeDecodeError (`_READ_ERRORS`): the file could not be
             opened or read (damage or not).
     """
-    conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_MS / 1000)
-    conn.text_factory = _text
+    conn = _read_only(path)
     try:
         return _damage(conn, table_required=table_required)
     finally:
         conn.close()
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the cache at `path`: nothing written beside it.
+
+    A read-only reader of a WAL database makes its -wal and -shm files, and cannot remove
+    them when it closes (that takes a writer's checkpoint): reading a cache would leave
+    two files beside it, and on a full disk fail with "disk I/O error" about a sound file.
+    A database with no -wal file has no open connection and all of it is in the main file,
+    so it is read as immutable (no lock, no -shm). One with a -wal is read the usual way;
+    should that fail for want of space while the -wal holds nothing, it too is read as
+    immutable and the files this open made are removed.
+
+    Raises:
+        sqlite3.DatabaseError, UnicodeDecodeError (`_READ_ERRORS`): it could not be opened.
+    """
+    uri = path.absolute().as_uri()
+    wal = Path(f"{path}-wal")
+    if os.path.lexists(wal):
+        made_by_others = {s for s in ("-wal", "-shm") if os.path.lexists(f"{path}{s}")}  # never removed here
+        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_MS / 1000)
+        conn.text_factory = _text
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # opens the WAL index
+            return conn
+        except _READ_ERRORS as e:
+            conn.close()
+            if _is_damage(e) or (wal.is_file() and wal.stat().st_size > 0):
+                raise
+            for suffix in {"-wal", "-shm"} - made_by_others:
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+    conn = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=_BUSY_TIMEOUT_MS / 1000)
+    conn.text_factory = _text
+    return conn
+
+
+def io_reason(error: BaseException, path: Path) -> str:
+    """SQLite's words for a failed read or write, with the OS's when the disk is full:
+    "disk I/O error" or "database or disk is full" alone send the user to the wrong file."""
+    reason = _reason(error)
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is None or code & 0xFF not in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR):
+        return reason
+    folder = path.absolute().parent
+    try:
+        full = code & 0xFF == sqlite3.SQLITE_FULL or shutil.disk_usage(folder).free < _NEARLY_FULL
+    except OSError:
+        full = False
+    return f"{reason}: {os.strerror(errno.ENOSPC)} on the disk holding {folder}" if full else reason
 
 
 def _damage(conn: sqlite3.Connection, *, table_required: bool) -> str | None:
@@ -183,6 +238,8 @@ class JudgeCache:
             table with other columns), on open or mid-run: True moves it (and its -wal and
             -shm) aside to `<name>.corrupt-<UTC time>`, starts a new cache and warns on the
             `evalkit` logger; False raises BadConfig (a cache the caller only merges into).
+        fix: the way round a cache that cannot be used, said in its errors (every command
+            that judges has --no-cache; merge has another target).
 
     Attributes:
         recovered_from: where this instance last moved a damaged file, or None.
@@ -194,9 +251,10 @@ class JudgeCache:
             it is damaged and repair is False or it cannot be moved aside.
     """
 
-    def __init__(self, path: Path = DEFAULT_CACHE_PATH, *, repair: bool = True):
+    def __init__(self, path: Path = DEFAULT_CACHE_PATH, *, repair: bool = True, fix: str = _FIX):
         self.path = Path(path)
         self.repair = repair
+        self.fix = fix
         self.recovered_from: Path | None = None
         self.damage: str | None = None
         self._lock = threading.Lock()
@@ -207,7 +265,7 @@ class JudgeCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            why = f"cannot be made: its folder cannot be created ({e.strerror or e}); fix the path, {_FIX}"
+            why = f"cannot be made: its folder cannot be created ({e.strerror or e}); fix the path, {self.fix}"
             raise BadConfig(self._problem(why)) from None
         self._open()
 
@@ -221,7 +279,7 @@ class JudgeCache:
             self._put_aside(problem)
             problem = self._connect()
             if problem is not None:  # the new file at once damaged: nothing more to try
-                why = f"was moved aside, but a new one could not be started there ({problem}); check the disk, {_FIX}"
+                why = f"was moved aside, but a new one could not be started there ({problem}); check the disk, {self.fix}"
                 raise BadConfig(self._problem(why))
 
     def _connect(self) -> str | None:
@@ -233,10 +291,10 @@ class JudgeCache:
         # SQLite follows a link (and keeps its -wal beside the target): a file outside the folder.
         links = [p for p in (Path(f"{self.path}{s}") for s in ("", "-wal", "-shm", "-journal")) if p.is_symlink()]
         if links:
-            raise BadConfig(Problem(f"{SYMLINK_REFUSED}, {_FIX}", path=str(links[0])))
+            raise BadConfig(Problem(f"{SYMLINK_REFUSED}, {self.fix}", path=str(links[0])))
         if self.path.exists() and not self.path.is_file():
             what = "a folder, not a file" if self.path.is_dir() else "not a regular file"
-            raise BadConfig(self._problem(f"is {what}; move it away, {_FIX}"))
+            raise BadConfig(self._problem(f"is {what}; move it away, {self.fix}"))
         self._ident = _identity(self.path)
         if self._ident is not None:
             # Read-only, so that the check writes nothing: closing a read-write connection
@@ -263,7 +321,8 @@ class JudgeCache:
             if conn is not None:
                 conn.close()
             if not _is_damage(e):
-                raise BadConfig(self._problem(f"cannot be opened ({e}); check its permissions and the disk, {_FIX}")) from None
+                raise BadConfig(self._problem(
+                    f"cannot be opened ({io_reason(e, self.path)}); check its permissions and the disk, {self.fix}")) from None
             return _reason(e)
         self._ident = self._ident or _identity(self.path)
         self._conn = conn
@@ -292,7 +351,7 @@ class JudgeCache:
                     os.rename(f"{self.path}{suffix}", f"{dest}{suffix}")
         except OSError as e:
             raise BadConfig(
-                self._problem(f"is damaged ({problem}) and cannot be moved aside ({e.strerror or e}); remove it, {_FIX}")
+                self._problem(f"is damaged ({problem}) and cannot be moved aside ({e.strerror or e}); remove it, {self.fix}")
             ) from None
         self.recovered_from, self.damage = dest, problem
         log.warning(
@@ -435,18 +494,29 @@ class CacheMerge:
                 "sources": self.sources}
 
 
-def source_problem(path: Path) -> str | None:
+def source_problem(path: Path, *, empty_ok: bool = False) -> str | None:
     """What keeps `path` from being read as a judge cache, or None. Opened read-only: a
-    cache the user only reads from (merge's sources, stats) is never moved or changed."""
+    cache the user only reads from (merge's sources, stats) is never moved or changed.
+    `empty_ok`: a database with no table at all is fine (a merge's target that a full disk
+    stopped before it held anything)."""
     if path.is_dir():
         return "is a folder, not a judge cache file"
     if not path.is_file():
         return "no such file"
     try:
-        problem = _check_read_only(path, table_required=True)
+        problem = _check_read_only(path, table_required=not (empty_ok and _is_empty(path)))
     except _READ_ERRORS as e:
-        return f"not a judge cache ({_reason(e)})"
+        return f"not a judge cache ({_reason(e)})" if _is_damage(e) else f"could not be read ({io_reason(e, path)})"
     return None if problem is None else f"not a judge cache ({problem})"
+
+
+def _is_empty(path: Path) -> bool:
+    """Whether the SQLite file at `path` holds no table (nothing, or only a header)."""
+    conn = _read_only(path)
+    try:
+        return conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
+    finally:
+        conn.close()
 
 
 def merge_caches(target: str | Path, sources: Sequence[str | Path]) -> CacheMerge:
@@ -471,12 +541,12 @@ def merge_caches(target: str | Path, sources: Sequence[str | Path]) -> CacheMerg
         problems.append(Problem("is the target itself", path=str(target), field="--into"))
     if not paths:
         problems.append(Problem("no cache to merge", field="CACHE"))
-    if target.exists() and (msg := source_problem(target)) is not None:
+    if target.exists() and (msg := source_problem(target, empty_ok=True)) is not None:
         problems.append(Problem(f"{msg}; move it away or merge into another file", path=str(target), field="--into"))
     if problems:
         raise BadConfig(problems)
     # repair=False: the user's --into is reported, never moved aside.
-    cache = JudgeCache(target, repair=False)
+    cache = JudgeCache(target, repair=False, fix="or merge into another file")
     result = CacheMerge(target=target)
     try:
         conn = cache._conn
@@ -486,7 +556,8 @@ def merge_caches(target: str | Path, sources: Sequence[str | Path]) -> CacheMerg
                     added, same, conflicts = _merge_one(conn, path)
                 except _READ_ERRORS as e:
                     # Damage the quick check missed (it compares no index with its table), or the disk.
-                    why = f"not a judge cache ({_reason(e)})" if _is_damage(e) else f"could not be merged into {target} ({e})"
+                    why = (f"not a judge cache ({_reason(e)})" if _is_damage(e)
+                           else f"could not be merged into {target} ({io_reason(e, target)})")
                     raise BadConfig(Problem(f"{why}; nothing of it was merged", path=str(path))) from None
                 result.added += added
                 result.same += same
@@ -498,25 +569,31 @@ def merge_caches(target: str | Path, sources: Sequence[str | Path]) -> CacheMerg
 
 
 def _merge_one(conn: sqlite3.Connection, path: Path) -> tuple[int, int, int]:
-    """Copy `path`'s judgments into `conn`'s cache in one transaction: (added, same, conflicts)."""
-    conn.execute("ATTACH DATABASE ? AS src", (str(path),))  # only read from
+    """Copy `path`'s judgments into `conn`'s cache in one transaction: (added, same, conflicts).
+
+    The source is read through its own read-only connection (`_read_only`), not ATTACHed:
+    an attached file is opened read-write, and would get a -wal and -shm of its own.
+    """
+    src = _read_only(path)
     try:
+        rows = src.execute(f"SELECT {', '.join(_COLUMNS)} FROM judgments")
         conn.execute("BEGIN IMMEDIATE")
         try:
-            same = conn.execute(
-                "SELECT COUNT(*) FROM src.judgments s JOIN main.judgments m ON m.key = s.key AND m.value = s.value"
-            ).fetchone()[0]
-            conflicts = conn.execute(
-                "SELECT COUNT(*) FROM src.judgments s JOIN main.judgments m ON m.key = s.key AND m.value != s.value"
-            ).fetchone()[0]
-            added = conn.execute(
-                "INSERT OR IGNORE INTO main.judgments (key, kind, model, prompt_version, created_at, value)"
-                " SELECT key, kind, model, prompt_version, created_at, value FROM src.judgments"
-            ).rowcount
+            added = same = conflicts = 0
+            while batch := rows.fetchmany(_MERGE_BATCH):
+                keys = [row[0] for row in batch]
+                held = dict(conn.execute(
+                    f"SELECT key, value FROM judgments WHERE key IN ({', '.join('?' * len(keys))})", keys).fetchall())
+                same += sum(1 for row in batch if row[0] in held and held[row[0]] == row[-1])
+                conflicts += sum(1 for row in batch if row[0] in held and held[row[0]] != row[-1])
+                new = [row for row in batch if row[0] not in held]
+                conn.executemany(f"INSERT OR IGNORE INTO judgments ({', '.join(_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)", new)
+                added += len(new)
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite has rolled back itself after some errors (a full disk)
+                conn.execute("ROLLBACK")
             raise
     finally:
-        conn.execute("DETACH DATABASE src")
+        src.close()
     return added, same, conflicts

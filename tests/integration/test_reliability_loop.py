@@ -1281,10 +1281,7 @@ def _new_again(sandbox: Sandbox, root: Path, w: Writer, rc: int) -> None:
         _again(sandbox, root, w, rc)
 
 
-# Not driven yet: `evalkit merge --cache` (_cache_cmd, _cache_check). On a full disk it exits 2
-# calling each source cache "not a judge cache (disk I/O error)": SQLite cannot make the
-# source's -shm file, and the message neither names the full disk nor is true of the source.
-# Nor a run matrix (_matrix_cmd): killed in its first preset, the resumed preset done, the
+# Not driven yet: a run matrix (_matrix_cmd): killed in its first preset, the resumed preset done, the
 # matrix run again refuses ("run 'm-flat' exists already") and no way on was found in time.
 WRITING_COMMANDS = [
     Writer("run_eval", _run_eval_cmd, _run_eval_check, _run_eval_again),
@@ -1299,6 +1296,7 @@ WRITING_COMMANDS = [
     Writer("import", _import_cmd, _import_check, _import_again),
     Writer("init", lambda root: (INIT, root / "proj"), _init_check, _init_again),
     Writer("merge", _merge_cmd, _merge_check, _merge_again),
+    Writer("merge --cache", _cache_cmd, _cache_check),
     Writer("redact", _redact_cmd, _redact_check, _redact_again),
     Writer("report", lambda root: ("report.py", "--run-id", "base", "--results-dir", root / "results"), _report_check),
     Writer("export", lambda root: ("export.py", "--run-id", "base", "--results-dir", root / "results"), _export_check),
@@ -1370,6 +1368,17 @@ def _on_a_full_disk(sandbox: Sandbox, root: Path, w: Writer, free: int) -> tuple
     return checked(done["rc"], done["stderr"]), done["stderr"]
 
 
+def _killed_after(sandbox: Sandbox, command: tuple[Any, ...], stdin: str | None, delay: float) -> tuple[int, str]:
+    """Run `command`, SIGKILLed `delay` seconds after it starts unless it ended: (exit code, stderr)."""
+    proc = sandbox.start(*command, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL)
+    try:
+        proc.communicate(stdin, timeout=delay)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    _, err = proc.communicate(timeout=120)
+    return checked(proc.returncode, err), err
+
+
 def _written_since(root: Path, since_ns: int) -> int:
     """Bytes, in 4 KiB pages, of the files under `root` changed since `since_ns`."""
     return sum(-(-p.stat().st_size // 4096) * 4096 for p in root.rglob("*")
@@ -1394,6 +1403,7 @@ def test_every_writer_under_faults(sandbox: Sandbox, inputs: Path, full_disk: bo
         w.prepare(ref)
     count, since = sandbox.root / "writes.count", time.time_ns()
     rc, _, err = sandbox.run(*w.command(ref), input=w.stdin, fault=f"count:{count}")
+    took = (time.time_ns() - since) / 1e9  # where a timed kill may strike (no limit asserted)
     assert rc == 0, err
     writes, need = int(count.read_text()), _written_since(ref, since)
     cell = TALLY["loops"].setdefault("writers", {})
@@ -1402,6 +1412,10 @@ def test_every_writer_under_faults(sandbox: Sandbox, inputs: Path, full_disk: bo
         kind = FAULT_KINDS[(index + trial) % len(FAULT_KINDS)]
         if kind == "full" and not full_disk:
             kind = "enospc"
+        if writes == 0:
+            # All its writes are SQLite's, which the write layer cannot reach: a SIGKILL at a
+            # random moment, or a real full disk.
+            kind = "full" if kind != "kill" and full_disk else "kill"
         root = sandbox.root / f"trial-{trial}"
         shutil.copytree(inputs, root, symlinks=True)
         if w.prepare is not None:
@@ -1412,6 +1426,11 @@ def test_every_writer_under_faults(sandbox: Sandbox, inputs: Path, full_disk: bo
             where = f"{free:,} of the {need:,} bytes it writes free"
             rc, err = _on_a_full_disk(sandbox, root, w, free)
             landed = rc != 0 or os.strerror(errno.ENOSPC) in err
+        elif writes == 0:
+            delay = rng.uniform(0, took)
+            where = f"{delay:.2f} s in"
+            rc, err = _killed_after(sandbox, w.command(root), w.stdin, delay)
+            landed = rc == -signal.SIGKILL
         else:
             n = rng.randint(1, writes)
             where = f"write {n} of {writes}"
