@@ -12,37 +12,66 @@ from typing import Any
 import orjson
 import pytest
 
-from evalkit.report.html.run import write_run_report
-from evalkit.report.html.cases import ALPHABET, BLOCK, FIRST_ROWS, case_detail, case_row, pack, unpack
-from evalkit.report.html.run import render_run_report
+from evalkit.report.html.cases import (
+    ALPHABET,
+    BLOCK,
+    FIRST_ROWS,
+    case_detail,
+    case_row,
+    pack,
+    unpack,
+)
+from evalkit.report.html.run import render_run_report, write_run_report
 from evalkit.store.runs import RunDir
 from tests.browser import synthetic
 from tests.browser.hostile import HOSTILE, HOSTILE_PATH, SCRIPT, make_hostile_run
 
 
-def _page_data(html: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The packed rows and detail blocks of a run page, unpacked."""
+def _page_data(html: str) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """The packed rows and blocks of a run page, unpacked: {"details": [...], "chunks": [...],
+    "anchors": [...]}, split as the rows' `blocks` counts say."""
     (rows,) = re.findall(r'<template id="case-rows">([^<]*)</template>', html)
     (details,) = re.findall(r'<template id="case-details">(.*?)</template>', html, re.S)
-    return unpack(rows), [unpack(p) for p in re.findall(r"<p>([^<]*)</p>", details)]
+    rows = unpack(rows)
+    blocks = [unpack(p) for p in re.findall(r"<p>([^<]*)</p>", details)]
+    counts = rows["blocks"]
+    assert len(blocks) == counts["details"] + counts["chunks"] + counts["anchors"]
+    d, c = counts["details"], counts["details"] + counts["chunks"]
+    return rows, {"details": blocks[:d], "chunks": blocks[d:c], "anchors": blocks[c:]}
 
 
-def _detail(rows: dict[str, Any], blocks: list[dict[str, Any]], row: int) -> dict[str, Any]:
+def _detail(rows: dict[str, Any], blocks: dict[str, list[Any]], row: int) -> dict[str, Any]:
     """Row `row`'s details, as cases.js finds them: the `detail` column (else the row's own
-    position) names a block and a slot; chunk 0 in `chunk` means "the next one stored"."""
+    position) names a detail block and a slot; chunk 0 in `chunk` means "the next new one"
+    (numbered from the block's `base`), else 1 + a chunk number; chunk n is item n % size of
+    chunk block n // size, and so are anchors; a rank is stored less its position.
+    A chunk comes back as (anchor text, text, cut, score, rank)."""
     slot = rows["detail"][row] if "detail" in rows else row
-    blk, k = blocks[slot // rows["block"]], slot % rows["block"]
+    blk, k = blocks["details"][slot // rows["block"]], slot % rows["block"]
+
+    def anchor(a: int) -> str:
+        return blocks["anchors"][a // rows["anchor_block"]][a % rows["anchor_block"]]
+
+    def chunk(x: int) -> tuple[str, str, bool]:
+        c, i = blocks["chunks"][x // rows["chunk_block"]], x % rows["chunk_block"]
+        return anchor(c["anchor"][i]), c["text"][i], bool(c["cut"][i])
+
     start = sum(blk["n_chunks"][:k])
-    bodies, stored = [], 0
+    bodies, stored = [], blk["base"]
     for ref in blk["chunk"]:
         bodies.append(stored if ref == 0 else ref - 1)
         stored += ref == 0
     chunks = [
-        (blk["path"][b], blk["heading"][b], blk["text"][b], bool(blk["cut"][b]), blk["score"][j], blk["rank"][j])
-        for j, b in ((j, bodies[j]) for j in range(start, start + blk["n_chunks"][k]))
+        (*chunk(bodies[j]), blk["score"][j], None if blk["rank"][j] is None else blk["rank"][j] + j - start + 1)
+        for j in range(start, start + blk["n_chunks"][k])
     ]
     return {"answer": blk["answer"][k], "answer_cut": bool(blk["answer_cut"][k]), "chunks": chunks,
-            "refs": blk["refs"][k], "gold": blk["gold"][k], "judge": blk["judge"][k]}
+            "refs": [anchor(a) for a in blk["refs"][k]], "gold": [anchor(a) for a in blk["gold"][k]], "judge": blk["judge"][k]}
+
+
+def _shown(detail: dict[str, Any]) -> dict[str, Any]:
+    """`case_detail`'s value as the page shows it: a chunk's path and heading as one anchor text."""
+    return {**detail, "chunks": [(f"{p} › {h}" if h else p, t, cut, score, rank) for p, h, t, cut, score, rank in detail["chunks"]]}
 
 
 @pytest.mark.parametrize("value", [
@@ -74,7 +103,7 @@ def test_every_case_is_in_the_table_in_eval_set_order(big: tuple[Path, str]) -> 
     rows, blocks = _page_data(html)
     assert rows["n"] == 6000 and rows["index"] == list(range(6000))  # no cut; the file's order was not this
     assert rows["id"][:2] == ["q000000", "q000001"]
-    assert len(blocks) == -(-6000 // BLOCK)
+    assert len(blocks["details"]) == -(-6000 // BLOCK)
     assert "Showing the first" not in html
     assert len(re.findall(r"<tr data-category=", html)) == FIRST_ROWS  # drawn before the script runs
 
@@ -99,11 +128,12 @@ def test_each_row_finds_its_own_details_though_the_file_is_out_of_order(big: tup
     assert "detail" in rows  # the file's order differs from the table's
     for i in (0, 7, 8, 255, 256, 3001, 5999):
         want = case_detail(synthetic.record(i, 4))
-        assert _detail(rows, blocks, i) == {**want, "chunks": [tuple(c) for c in want["chunks"]]}, i
+        assert _detail(rows, blocks, i) == _shown(want), i
 
 
-def test_a_chunk_repeated_in_a_block_is_stored_once(tmp_path: Path) -> None:
-    results = synthetic.write_run(tmp_path, 40, chunks=3)
+def test_a_chunk_retrieved_again_is_stored_once_in_the_page(tmp_path: Path) -> None:
+    n = 3 * BLOCK  # the popular chunks repeat across detail blocks too
+    results = synthetic.write_run(tmp_path, n, chunks=3)
     path = results / "big" / "results.jsonl"
     records = [orjson.loads(line) for line in path.read_bytes().splitlines()]
     for r in records:  # every case retrieves the same two notes, then one of its own
@@ -111,22 +141,41 @@ def test_a_chunk_repeated_in_a_block_is_stored_once(tmp_path: Path) -> None:
         r["retrieved_chunks"][0]["rel_path"] = r["retrieved_chunks"][1]["rel_path"] = "popular.md"
         r["retrieved_chunks"][0]["heading_path"] = "# A"
         r["retrieved_chunks"][1]["heading_path"] = "# B"
+        r["retrieved_chunks"][2]["rank"] = 7  # a rank that is not its position
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     rows, blocks = _page_data(write_run_report("big", results_dir=results).read_text(encoding="utf-8"))
-    (blk,) = blocks
-    assert len(blk["text"]) == 2 + 40  # the two popular chunks once, then one per case
-    assert blk["chunk"][:6] == [0, 0, 0, 1, 2, 0]  # case 1 refers back to the first two
+    texts = [t for blk in blocks["chunks"] for t in blk["text"]]
+    assert len(texts) == 2 + n and texts.count("the popular note") == 2  # the two popular chunks once in the page
+    anchors = [a for blk in blocks["anchors"] for a in blk]
+    assert len(anchors) == len(set(anchors)) and {"popular.md › # A", "popular.md › # B"} <= set(anchors)
+    first, second = blocks["details"][:2]
+    assert first["chunk"][:6] == [0, 0, 0, 1, 2, 0]  # case 1 refers back to the first two
+    assert second["chunk"][:3] == [1, 2, 0] and second["base"] == 2 + BLOCK  # so does every later block
+    assert first["rank"][:6] == [0, 0, 4, 0, 0, 4]  # ranks less their position
     by_id = {r["test_case_id"]: r for r in records}
+    for row in (*range(40), BLOCK, n - 1):
+        assert _detail(rows, blocks, row) == _shown(case_detail(by_id[rows["id"][row]])), row
+
+
+def test_chunks_beyond_the_remembered_ones_are_stored_again_and_read_right(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalkit.report.html import cases
+
+    monkeypatch.setattr(cases, "KEPT", 5)  # remember 5 chunks and 5 anchors only
+    results = synthetic.write_run(tmp_path, 40, chunks=3)
+    rows, blocks = _page_data(write_run_report("big", results_dir=results).read_text(encoding="utf-8"))
+    texts = [t for blk in blocks["chunks"] for t in blk["text"]]
+    assert len(texts) == 40 * 3  # nothing repeats in this run: every chunk is new either way
+    anchors = [a for blk in blocks["anchors"] for a in blk]
+    assert len(anchors) > len(set(anchors))  # an anchor seen after the first 5 is stored again
     for row in range(40):
-        want = case_detail(by_id[rows["id"][row]])
-        assert _detail(rows, blocks, row)["chunks"] == [tuple(c) for c in want["chunks"]]
+        assert _detail(rows, blocks, row) == _shown(case_detail(synthetic.record(row, 3))), row
 
 
 def test_a_cap_keeps_the_lowest_case_indexes_and_only_their_details(tmp_path: Path) -> None:
     results = synthetic.write_run(tmp_path, 30)
     html = write_run_report("big", results_dir=results, max_cases=5).read_text(encoding="utf-8")
     rows, blocks = _page_data(html)
-    assert rows["index"] == [0, 1, 2, 3, 4] and sum(len(b["answer"]) for b in blocks) == 5
+    assert rows["index"] == [0, 1, 2, 3, 4] and sum(len(b["answer"]) for b in blocks["details"]) == 5
     for i in range(5):
         assert _detail(rows, blocks, i)["answer"] == synthetic.record(i)["answer"]
     assert "Showing the first 5 of 30 cases" in html
@@ -150,12 +199,12 @@ def test_hostile_text_survives_packing_exactly(tmp_path: Path) -> None:
     assert SCRIPT in rows["question"][row]
     detail = _detail(rows, blocks, row)
     assert HOSTILE in detail["answer"]
-    assert any(HOSTILE in text for _, _, text, *_ in detail["chunks"])
-    assert any(path == HOSTILE_PATH for path, *_ in detail["chunks"])
+    assert any(HOSTILE in text for _, text, *_ in detail["chunks"])
+    assert any(anchor.startswith(HOSTILE_PATH + " › ") for anchor, *_ in detail["chunks"])
 
 
 def test_a_run_with_no_records_has_an_empty_table(tmp_path: Path) -> None:
     synthetic.write_run(tmp_path, 0)
     html = write_run_report("big", results_dir=tmp_path).read_text(encoding="utf-8")
     rows, blocks = _page_data(html)
-    assert rows["n"] == 0 and blocks == []
+    assert rows["n"] == 0 and blocks == {"details": [], "chunks": [], "anchors": []}

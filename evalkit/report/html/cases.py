@@ -4,7 +4,7 @@ compressed blocks read only when a row is expanded (static/cases.js draws both).
     with read_case_table(run) as table:      # streams results.jsonl once
         table.rows        # the packed columns (a str for the page)
         table.first       # the first rows as CaseRow, drawn by the template before any script runs
-        table.detail_pieces()                # the packed detail blocks, streamed from a temp file
+        table.detail_pieces()                # the packed blocks, streamed from temp files
 
 A page cannot load files beside it under the report's CSP (`default-src 'none'`), so both
 live in the page, each packed once (`pack`): JSON, raw deflate (the browser's
@@ -14,8 +14,10 @@ textContent only.
 
 Rows are in eval-set order (case index, then file order). Details are in file order, in
 blocks of `BLOCK` records; a row finds its record through the `detail` column (absent when
-it is the row's own position). Memory stays near the size of the columns: detail blocks
-go to a temp file as soon as they are full.
+it is the row's own position). A retrieved chunk's text and an anchor's text are stored once
+per page, in blocks of their own (`_Details`): a run retrieves the same chunks over and over,
+and real text compresses about 3 to 1 where a number per mention costs a few bytes. Memory
+stays near the size of the columns: blocks go to temp files as soon as they are full.
 """
 
 from __future__ import annotations
@@ -34,11 +36,19 @@ import orjson
 from evalkit.store.runlog import Rec
 from evalkit.store.runs import RunDir
 
-__all__ = ["ALPHABET", "BLOCK", "CASE_FIELDS", "FIRST_ROWS", "CaseRow", "CaseTable", "case_detail", "case_row", "pack", "read_case_table", "unpack"]
+__all__ = ["ALPHABET", "ANCHOR_BLOCK", "BLOCK", "CHUNK_BLOCK", "CASE_FIELDS", "FIRST_ROWS", "CaseRow", "CaseTable", "case_detail", "case_row", "pack", "read_case_table", "unpack"]
 
 # Records per detail block: one expand unpacks one block (about 1.5 MB of JSON at 20 chunks
 # of 200 characters a case); 1,024 would compress 1-2% better and unpack 4 times as much.
 BLOCK = 256
+# Distinct chunks per chunk block: an expand unpacks the blocks of its chunks (up to K of
+# them, about 120 kB of JSON each at 200 characters a chunk).
+CHUNK_BLOCK = 512
+# Distinct anchors per anchor block.
+ANCHOR_BLOCK = 2048
+# Distinct chunks (and anchors) remembered for reuse: 131,072 keys of ~500 bytes (~65 MB)
+# at most; more than a real index's chunks are rarely retrieved by one run.
+KEPT = 1 << 17
 # Rows drawn by the template: the page shows them before (or without) its script.
 FIRST_ROWS = 50
 OUTCOMES = ("hit", "miss", "unanswerable", "unlabeled", "error")
@@ -230,50 +240,130 @@ def case_detail(record: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-class _DetailBlock:
-    """Up to BLOCK records' details as columns. A chunk seen twice in a block (the same
-    path, heading and text: a popular note) is stored once: `chunk` is 0 for a chunk stored
-    next (in order), else 1 + the number of the stored chunk it repeats. Mostly zeros
-    compress to nothing, where plain numbers 0, 1, 2, ... cost 5% of the page."""
+class _Blocks:
+    """Packed blocks of one kind, in page order: packed in the pool's threads (deflate lets go
+    of the GIL), written to their own temp file as soon as each is ready."""
 
-    def __init__(self) -> None:
+    def __init__(self, pool: Any, ahead: int) -> None:
+        self.pool, self.ahead = pool, ahead
+        self.spool: IO[bytes] = tempfile.TemporaryFile(prefix="evalkit-report-")  # noqa: SIM115 - closed by CaseTable
+        self.pending: deque[Any] = deque()  # futures of packed blocks, in page order
+        self.count = 0
+
+    def submit(self, value: Any) -> None:
+        self.pending.append(self.pool.submit(_pack_json, orjson.dumps(value)))
+        self.count += 1
+        self.spill(self.ahead)
+
+    def spill(self, limit: int = 0) -> None:
+        while len(self.pending) > limit:
+            self.spool.write(b"<p>" + self.pending.popleft().result().encode("ascii") + b"</p>")
+
+
+class _Details:
+    """Every record's details, in three kinds of blocks:
+
+    - chunk blocks: each distinct retrieved chunk once (a run retrieves the same chunks over
+      and over), numbered in order of first appearance, CHUNK_BLOCK a block, as columns
+      `anchor` (its anchor's number), `text`, `cut`;
+    - anchor blocks: each distinct anchor text once ("path › heading" of a chunk, a cited
+      reference or a gold support), ANCHOR_BLOCK a block, as a list;
+    - detail blocks: BLOCK records a block, as columns: `answer`, `answer_cut`, `n_chunks`,
+      then per retrieved chunk `chunk` (0: the next new chunk, numbered from the block's
+      `base`; else 1 + the number of a chunk stored before), `score` and `rank` (minus its
+      position, 1-based: 0 for the usual 1, 2, 3, ...; null when none), and per record
+      `refs` and `gold` (anchor numbers) and `judge` (lines).
+
+    Mostly zeros compress to nothing. Only the first KEPT distinct chunks and anchors are
+    remembered (memory stays bounded when a run's chunks never repeat); a chunk seen again
+    after that is stored again, which costs size, never correctness.
+    """
+
+    def __init__(self, pool: Any, ahead: int) -> None:
+        self.details, self.chunks, self.anchors = _Blocks(pool, ahead), _Blocks(pool, ahead), _Blocks(pool, ahead)
+        self.chunk_ids: dict[tuple[str, str, str, bool], int] = {}
+        self.anchor_ids: dict[str, int] = {}
+        self.n_chunks = self.n_anchors = 0
+        self.chunk_block: dict[str, list[Any]] = {"anchor": [], "text": [], "cut": []}
+        self.anchor_block: list[str] = []
         self.n = 0
-        self.cols: dict[str, list[Any]] = {
-            k: [] for k in ("answer", "answer_cut", "n_chunks", "chunk", "score", "rank", "path", "heading", "text", "cut",
-                            "refs", "gold", "judge")
-        }
-        self._seen: dict[tuple[str, str, str, bool], int] = {}
+        self.block = self._new_block()
+
+    def _new_block(self) -> dict[str, Any]:
+        cols: dict[str, Any] = {k: [] for k in ("answer", "answer_cut", "n_chunks", "chunk", "score", "rank", "refs", "gold",
+                                                "judge")}
+        cols["base"] = self.n_chunks
+        return cols
+
+    def anchor(self, text: str) -> int:
+        number = self.anchor_ids.get(text)
+        if number is None:
+            number = self.n_anchors
+            self.n_anchors += 1
+            if number < KEPT:
+                self.anchor_ids[text] = number
+            self.anchor_block.append(text)
+            if len(self.anchor_block) == ANCHOR_BLOCK:
+                self.anchors.submit(self.anchor_block)
+                self.anchor_block = []
+        return number
 
     def add(self, detail: Mapping[str, Any]) -> None:
-        cols, seen = self.cols, self._seen
+        """One record's `case_detail`."""
+        cols, ids, store = self.block, self.chunk_ids, self.chunk_block
         cols["answer"].append(detail["answer"])
         cols["answer_cut"].append(1 if detail["answer_cut"] else 0)
         cols["n_chunks"].append(len(detail["chunks"]))
         chunk, score, rank = cols["chunk"], cols["score"], cols["rank"]
-        for c in detail["chunks"]:
+        for position, c in enumerate(detail["chunks"], start=1):
             key = c[:4]  # path, heading, text, cut
-            body = seen.get(key)
-            if body is None:
-                seen[key] = len(seen)
-                cols["path"].append(c[0])
-                cols["heading"].append(c[1])
-                cols["text"].append(c[2])
-                cols["cut"].append(1 if c[3] else 0)
+            number = ids.get(key)
+            if number is None:
+                number = self.n_chunks
+                self.n_chunks += 1
+                if number < KEPT:
+                    ids[key] = number
+                store["anchor"].append(self.anchor(f"{c[0]} › {c[1]}" if c[1] else c[0]))
+                store["text"].append(c[2])
+                store["cut"].append(1 if c[3] else 0)
+                if len(store["text"]) == CHUNK_BLOCK:
+                    self.chunks.submit(store)
+                    self.chunk_block = store = {"anchor": [], "text": [], "cut": []}
                 chunk.append(0)
             else:
-                chunk.append(body + 1)
+                chunk.append(number + 1)
             score.append(c[4])
-            rank.append(c[5])
-        cols["refs"].append(detail["refs"])
-        cols["gold"].append(detail["gold"])
+            rank.append(None if c[5] is None else c[5] - position)
+        cols["refs"].append([self.anchor(a) for a in detail["refs"]])
+        cols["gold"].append([self.anchor(a) for a in detail["gold"]])
         cols["judge"].append(detail["judge"])
         self.n += 1
+        if self.n == BLOCK:
+            self.details.submit(cols)
+            self.block, self.n = self._new_block(), 0
+
+    def finish(self) -> None:
+        """Pack the last, partly filled blocks and wait for every block."""
+        if self.n:
+            self.details.submit(self.block)
+        if self.chunk_block["text"]:
+            self.chunks.submit(self.chunk_block)
+        if self.anchor_block:
+            self.anchors.submit(self.anchor_block)
+        for kind in (self.details, self.chunks, self.anchors):
+            kind.spill()
+
+    def spools(self) -> list[IO[bytes]]:
+        return [self.details.spool, self.chunks.spool, self.anchors.spool]
+
+    def counts(self) -> dict[str, int]:
+        return {"details": self.details.count, "chunks": self.chunks.count, "anchors": self.anchors.count}
 
 
 @dataclass
 class CaseTable:
     """The case table of one run, read by `read_case_table`; close it (or use `with`) to
-    drop its temp file."""
+    drop its temp files."""
 
     rows: str  # the packed columns (see `_columns`)
     first: list[CaseRow]
@@ -281,25 +371,25 @@ class CaseTable:
     shown: int  # rows in the table (total, unless capped)
     categories: list[str]
     outcomes: list[str]
-    n_blocks: int
-    _spool: IO[bytes] | None = field(default=None, repr=False)
+    blocks: dict[str, int]  # how many detail, chunk and anchor blocks the page holds, in that order
+    _spools: list[IO[bytes]] = field(default_factory=list, repr=False)
 
     @property
     def capped(self) -> bool:
         return self.shown < self.total
 
     def detail_pieces(self, size: int = 1 << 20) -> Iterator[bytes]:
-        """The detail blocks as page text, one `<p>` each (base 85 inside), in pieces of `size`."""
-        if self._spool is None:
-            return
-        self._spool.seek(0)
-        while piece := self._spool.read(size):
-            yield piece
+        """The page's blocks as page text, one `<p>` each (base 85 inside), in pieces of
+        `size`: the detail blocks, then the chunk blocks, then the anchor blocks."""
+        for spool in self._spools:
+            spool.seek(0)
+            while piece := spool.read(size):
+                yield piece
 
     def close(self) -> None:
-        if self._spool is not None:
-            self._spool.close()
-            self._spool = None
+        for spool in self._spools:
+            spool.close()
+        self._spools = []
 
     def __enter__(self) -> CaseTable:
         return self
@@ -322,8 +412,8 @@ def _kept_lines(run: RunDir, max_cases: int) -> set[int]:
 
 
 def read_case_table(run: RunDir, *, max_cases: int | None = None, first_rows: int = FIRST_ROWS) -> CaseTable:
-    """Stream results.jsonl once into the case table: columns in memory, detail blocks packed
-    into a temp file as they fill.
+    """Stream results.jsonl once into the case table: columns in memory, detail, chunk and
+    anchor blocks packed into temp files as they fill.
 
     Args:
         run: the run folder.
@@ -332,28 +422,20 @@ def read_case_table(run: RunDir, *, max_cases: int | None = None, first_rows: in
         first_rows: how many rows (in eval-set order) to return as CaseRow for the template.
 
     Returns:
-        The CaseTable; close it when its detail blocks have been written out.
+        The CaseTable; close it when its blocks have been written out.
     """
     import os
-    from concurrent.futures import Future, ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor
 
     keep = _kept_lines(run, max_cases) if max_cases is not None else None
     rows: list[CaseRow] = []
     sort_keys: list[tuple[int, int]] = []
-    spool: IO[bytes] = tempfile.TemporaryFile(prefix="evalkit-report-")  # noqa: SIM115 - owned by the CaseTable
-    block = _DetailBlock()
-    n_blocks = 0
     total = 0
-    # deflate is most of the time (level 7: ~0.3 ms a case, the rest ~0.1 ms): a thread per core
+    # deflate runs in a thread per core beside the reading; at most 2 blocks ahead per worker
     workers = max(1, min(4, os.cpu_count() or 1))
-    pending: deque[Future[str]] = deque()  # blocks being packed, in page order; at most 2 per worker
-
-    def spill(limit: int) -> None:
-        while len(pending) > limit:
-            spool.write(b"<p>" + pending.popleft().result().encode("ascii") + b"</p>")
-
-    try:
-        with ThreadPoolExecutor(workers, thread_name_prefix="evalkit-report") as pool:
+    with ThreadPoolExecutor(workers, thread_name_prefix="evalkit-report") as pool:
+        details = _Details(pool, 2 * workers)
+        try:
             for seq, record in enumerate(run.iter_results()):
                 total += 1
                 if keep is not None and seq not in keep:
@@ -361,28 +443,21 @@ def read_case_table(run: RunDir, *, max_cases: int | None = None, first_rows: in
                 row = case_row(record, seq)
                 sort_keys.append((row.index, seq))
                 rows.append(row)
-                block.add(case_detail(record))
-                if block.n == BLOCK:
-                    pending.append(pool.submit(_pack_json, orjson.dumps(block.cols)))
-                    n_blocks += 1
-                    block = _DetailBlock()
-                    spill(2 * workers)
-            if block.n:
-                pending.append(pool.submit(_pack_json, orjson.dumps(block.cols)))
-                n_blocks += 1
-            spill(0)
-        order = sorted(range(len(rows)), key=sort_keys.__getitem__)
-        del sort_keys
-        rows = [rows[i] for i in order]
-        packed = pack(_columns(rows, order))
-    except BaseException:
-        spool.close()
-        raise
+                details.add(case_detail(record))
+            details.finish()
+            order = sorted(range(len(rows)), key=sort_keys.__getitem__)
+            del sort_keys
+            rows = [rows[i] for i in order]
+            packed = pack(_columns(rows, order, details.counts()))
+        except BaseException:
+            for spool in details.spools():
+                spool.close()
+            raise
     categories = sorted({r.category for r in rows if r.category})
     outcomes = [o for o in OUTCOMES if any(r.outcome == o for r in rows)]
     return CaseTable(
         rows=packed, first=rows[:first_rows], total=total, shown=len(rows), categories=categories, outcomes=outcomes,
-        n_blocks=n_blocks, _spool=spool,
+        blocks=details.counts(), _spools=details.spools(),
     )
 
 
@@ -396,14 +471,18 @@ def _bool(v: bool | None) -> int | None:
     return None if v is None else int(v)
 
 
-def _columns(rows: list[CaseRow], detail: list[int]) -> dict[str, Any]:
+def _columns(rows: list[CaseRow], detail: list[int], blocks: dict[str, int]) -> dict[str, Any]:
     """The table's columns, one list per field (null = no value); categories and outcomes as
-    codes into their name lists; errors as {row: text}, since most rows have none."""
+    codes into their name lists; errors as {row: text}, since most rows have none; and where
+    the details are (`blocks`: how many of each kind, in page order; their sizes)."""
     categories, category = _codes([r.category for r in rows])
     outcomes, outcome = _codes([r.outcome for r in rows])
     cols: dict[str, Any] = {
         "n": len(rows),
         "block": BLOCK,
+        "chunk_block": CHUNK_BLOCK,
+        "anchor_block": ANCHOR_BLOCK,
+        "blocks": blocks,
         "index": [r.index for r in rows],
         "id": [r.id for r in rows],
         "question": [r.question for r in rows],

@@ -2,8 +2,9 @@
  *
  * Data (evalkit/report/html/cases.py): <template id="case-rows"> holds the table's columns,
  * packed (JSON, raw deflate, base 85); <template id="case-details">, after this script, holds
- * one packed block of per-case details per <p>, unpacked when a row of that block is first
- * expanded. Run text reaches the page through textContent and attribute values only.
+ * one packed block per <p>: per-case details, then the text of each distinct chunk, then each
+ * distinct anchor, unpacked when a row that needs them is first expanded. Run text reaches
+ * the page through textContent and attribute values only.
  *
  * Drawing: case rows have one height; the body holds a spacer, the rows in view plus a
  * margin (each open row followed by its detail row), and a spacer. Sorting and filtering
@@ -26,7 +27,7 @@
   var OVERSCAN = 12;          // rows drawn beyond each edge of the view
   var DETAIL_GUESS = 420;     // px of a detail row not measured yet
   var EXPAND_LIMIT = 200;     // "expand all" opens at most this many rows
-  var KEPT_BLOCKS = 16;       // unpacked detail blocks kept (about 1.5 MB of JSON each)
+  var KEPT_BLOCKS = 16;       // unpacked detail blocks kept (about 0.2 MB of JSON each; 4 times as many chunk blocks)
   var MISSING = "\u2014";
 
   // Base 85 digits: printable ASCII without " & ' ( ) < > @ \ (cases.ALPHABET).
@@ -190,7 +191,9 @@
       return tr;
     }
 
-    // ---- details, unpacked a block at a time
+    // ---- details, unpacked a block at a time (cases._Details): a row's record is in a
+    // detail block; its chunks' text in chunk blocks; anchor texts in anchor blocks. The
+    // template holds the detail blocks, then the chunk blocks, then the anchor blocks.
 
     var detailsParsed = new Promise(function (resolve) {
       if (document.readyState === "loading") {
@@ -199,33 +202,68 @@
         resolve();
       }
     });
-    var blocks = new Map();   // block number -> Promise of the unpacked block (most recent last)
-    function block(b) {
-      var found = blocks.get(b);
-      if (found) { blocks.delete(b); blocks.set(b, found); return found; }
+    var counts = data.blocks;
+    var kinds = {
+      details: { first: 0, kept: KEPT_BLOCKS, cache: new Map(), prepare: prepareDetails },
+      chunks: { first: counts.details, kept: 4 * KEPT_BLOCKS, cache: new Map(), prepare: null },
+      anchors: { first: counts.details + counts.chunks, kept: KEPT_BLOCKS, cache: new Map(), prepare: null }
+    };
+    function prepareDetails(blk) {
+      var starts = new Int32Array(blk.n_chunks.length + 1);
+      for (var i = 0; i < blk.n_chunks.length; i += 1) { starts[i + 1] = starts[i] + blk.n_chunks[i]; }
+      blk.starts = starts;
+      // chunk j is stored chunk number bodies[j]: 0 in `chunk` means "the next new one"
+      var bodies = new Int32Array(blk.chunk.length), stored = blk.base;
+      for (var j = 0; j < blk.chunk.length; j += 1) {
+        bodies[j] = blk.chunk[j] === 0 ? stored++ : blk.chunk[j] - 1;
+      }
+      blk.bodies = bodies;
+      return blk;
+    }
+    function block(kind, b) {   // Promise of block b of a kind (most recently used last)
+      var k = kinds[kind], found = k.cache.get(b);
+      if (found) { k.cache.delete(b); k.cache.set(b, found); return found; }
       var holder = document.getElementById("case-details");
-      var p = holder && holder.content.children[b];
-      found = p ? unpack(p.textContent) : Promise.reject(new Error("no detail block " + b));
-      found = found.then(function (blk) {
-        var starts = new Int32Array(blk.n_chunks.length + 1);
-        for (var i = 0; i < blk.n_chunks.length; i += 1) { starts[i + 1] = starts[i] + blk.n_chunks[i]; }
-        blk.starts = starts;
-        // chunk j is stored chunk number bodies[j]: 0 in `chunk` means "the next one stored"
-        var bodies = new Int32Array(blk.chunk.length), stored = 0;
-        for (var j = 0; j < blk.chunk.length; j += 1) {
-          bodies[j] = blk.chunk[j] === 0 ? stored++ : blk.chunk[j] - 1;
-        }
-        blk.bodies = bodies;
-        return blk;
-      });
-      blocks.set(b, found);
-      if (blocks.size > KEPT_BLOCKS) { blocks.delete(blocks.keys().next().value); }
+      var p = holder && holder.content.children[k.first + b];
+      found = p && b < counts[kind] ? unpack(p.textContent) : Promise.reject(new Error("no " + kind + " block " + b));
+      if (k.prepare) { found = found.then(k.prepare); }
+      k.cache.set(b, found);
+      if (k.cache.size > k.kept) { k.cache.delete(k.cache.keys().next().value); }
       return found;
     }
+    // The blocks holding items `numbers` of a kind: {block number: unpacked block}.
+    function blocksOf(kind, numbers, size) {
+      var wanted = {};
+      numbers.forEach(function (x) { wanted[Math.floor(x / size)] = true; });
+      var keys = Object.keys(wanted);
+      return Promise.all(keys.map(function (b) { return block(kind, Number(b)); })).then(function (list) {
+        var out = {};
+        keys.forEach(function (b, i) { out[b] = list[i]; });
+        return out;
+      });
+    }
     function loadDetail(row) {
-      var slot = data.detail ? data.detail[row] : row;
-      return detailsParsed.then(function () { return block(Math.floor(slot / data.block)); })
-        .then(function (blk) { return { blk: blk, k: slot % data.block }; });
+      var slot = data.detail ? data.detail[row] : row, k = slot % data.block, found = { k: k };
+      return detailsParsed.then(function () { return block("details", Math.floor(slot / data.block)); })
+        .then(function (blk) {
+          found.blk = blk;
+          found.bodies = Array.prototype.slice.call(blk.bodies, blk.starts[k], blk.starts[k + 1]);
+          return blocksOf("chunks", found.bodies, data.chunk_block);
+        })
+        .then(function (chunks) {
+          var size = data.chunk_block;
+          found.chunk = function (x) {
+            var c = chunks[Math.floor(x / size)], i = x % size;
+            return { anchor: c.anchor[i], text: c.text[i], cut: c.cut[i] };
+          };
+          var anchors = found.blk.refs[k].concat(found.blk.gold[k], found.bodies.map(function (x) { return found.chunk(x).anchor; }));
+          return blocksOf("anchors", anchors, data.anchor_block);
+        })
+        .then(function (anchors) {
+          var size = data.anchor_block;
+          found.anchor = function (a) { return anchors[Math.floor(a / size)][a % size]; };
+          return found;
+        });
     }
 
     function list(box, title, items) {
@@ -240,24 +278,24 @@
       box.textContent = "";
       box.appendChild(el("h4", "", blk.answer_cut[k] ? "answer (cut)" : "answer"));
       box.appendChild(el("pre", "answer", blk.answer[k] || "(empty)"));
-      list(box, "cited", blk.refs[k]);
-      list(box, "gold supports", blk.gold[k]);
+      list(box, "cited", blk.refs[k].map(found.anchor));
+      list(box, "gold supports", blk.gold[k].map(found.anchor));
       var from = blk.starts[k], to = blk.starts[k + 1];
       box.appendChild(el("h4", "", "retrieved chunks (" + (to - from) + ")"));
       if (to > from) {
         var ol = el("ol", "chunks");
         for (var j = from; j < to; j += 1) {
-          var ref = blk.bodies[j], rank = blk.rank[j], li = el("li");
+          var chunk = found.chunk(blk.bodies[j]), li = el("li");
+          // `rank` is stored less its position (1-based): 0 for the usual order
+          var rank = blk.rank[j] === null ? null : blk.rank[j] + (j - from + 1);
           li.value = rank === null ? j - from + 1 : rank;
           var gold = rank !== null && rank === first;
           if (gold) { li.className = "chunk-gold"; }
-          var heading = blk.heading[ref];
           var score = blk.score[j];
-          var headLine = el("div", "chunk-head", blk.path[ref] + (heading ? " \u203a " + heading : "") +
-            " \u00b7 score " + fixed(score === null ? NaN : score, 3));
+          var headLine = el("div", "chunk-head", found.anchor(chunk.anchor) + " \u00b7 score " + fixed(score === null ? NaN : score, 3));
           if (gold) { headLine.appendChild(el("span", "badge", "first gold match")); }
           li.appendChild(headLine);
-          li.appendChild(el("pre", "chunk-text", blk.text[ref] + (blk.cut[ref] ? "\u2026" : "")));
+          li.appendChild(el("pre", "chunk-text", chunk.text + (chunk.cut ? "\u2026" : "")));
           ol.appendChild(li);
         }
         box.appendChild(ol);
