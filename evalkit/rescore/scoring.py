@@ -158,6 +158,13 @@ def _short(version: str | None) -> str:
     return "none recorded" if not version else version
 
 
+def _config_damaged(cfg: Mapping[str, Any], version: str) -> bool:
+    """Whether config.json's dataset_version, not the eval set, is what changed: the eval set
+    still hashes to the version config.json's eval_set block records (run_eval writes the
+    two alike; bytes damaged in one leave the other as it was)."""
+    return version == (cfg.get("eval_set") or {}).get("version")
+
+
 def _labels(
     run: RunDir,
     cfg: Mapping[str, Any],
@@ -198,6 +205,16 @@ def _labels(
             ]
         )
     version = eval_set_version(paths)
+    if version != run_version and _config_damaged(cfg, version):
+        raise BadConfig(
+            Problem(
+                f"{_short(run_version)} is not the version its eval_set block records, which "
+                f"{', '.join(paths)} still hashes to: config.json looks damaged; restore it, or pass "
+                f"{' '.join(f'--eval-set {p}' for p in paths)} to re-score with the eval set as it is",
+                path=str(run.config_path),
+                field="dataset_version",
+            )
+        )
     if version != run_version:
         raise BadConfig(
             Problem(

@@ -322,6 +322,24 @@ def test_abstention_relabelled_answerable(run) -> None:
     assert agg["n"]["recall_at_k_avg"] == 4 and agg["recall_at_k_avg"] == 3 / 4
 
 
+def test_a_damaged_dataset_version_in_config_json_is_named(run) -> None:
+    # Issue 38: bytes damaged in config.json's dataset_version read as "the eval set changed
+    # since run r1", sending the user to an eval set that had not changed.
+    results_dir, run_id, es = run
+    config = results_dir / run_id / "config.json"
+    cfg = json.loads(config.read_text())
+    version = cfg["dataset_version"]
+    assert cfg["eval_set"]["version"] == version == eval_set_version([str(es)])
+    config.write_text(config.read_text().replace(f'"dataset_version": "{version}"', f'"dataset_version": "{version[:-1]}Z"'))
+    for score in (score_retrieval, score_abstention):
+        with pytest.raises(BadConfig) as e:
+            score(run_id, results_dir=results_dir)
+        (problem,) = e.value.problems
+        assert problem.path == str(config) and "config.json looks damaged" in problem.message
+    # Given again, the eval set scores the run as it is.
+    assert score_retrieval(run_id, results_dir=results_dir, eval_set=es).metrics["aggregate_metrics"]["n"]
+
+
 def test_llm_classifier_needs_a_model(run) -> None:
     results_dir, run_id, _ = run
     with pytest.raises(InputError, match="--classifier llm needs an LLM judge"):
