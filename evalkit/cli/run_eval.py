@@ -272,7 +272,7 @@ def main(
     results_dir: Optional[Path] = run_setting(results_dir_option(_O, "--output-dir")),
     run_id: Optional[str] = typer.Option(None, "--run-id", metavar="RUN_ID", help="Name the run folder (default: <UTC time>-<config hash>).", rich_help_panel=_O),
     resume: Optional[str] = typer.Option(
-        None, "--resume", metavar="RUN_ID", help="Finish an interrupted run: same config, skip finished cases.", rich_help_panel=_O
+        None, "--resume", metavar="RUN_ID", help="Finish an interrupted run: same config, skip finished cases. With --matrix or --matrix-file: the matrix's id.", rich_help_panel=_O
     ),
     retry_errors: Optional[bool] = typer.Option(
         None,

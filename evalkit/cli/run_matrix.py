@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evalkit.cli.common import EXIT_GATE, EXIT_INCOMPLETE, EXIT_OK
+from evalkit.cli.common import EXIT_GATE, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK
 from evalkit.errors import BadConfig, Problem
 
 
@@ -21,6 +21,7 @@ def run_matrix_cli(values: dict[str, Any], matrix: list[str] | None, matrix_file
     from evalkit.report.matrix import print_matrix
     from evalkit.report.run import RunProgress
     from evalkit.run.matrix import (
+        MatrixInterrupted,
         load_matrix_file,
         parse_matrix_axes,
         parse_order_spec,
@@ -31,8 +32,6 @@ def run_matrix_cli(values: dict[str, Any], matrix: list[str] | None, matrix_file
         raise BadConfig(Problem("give --matrix or --matrix-file, not both", field="--matrix-file"))
     if not matrix and matrix_file is None:
         raise BadConfig(Problem("--expect-order needs --matrix or --matrix-file", field="--expect-order"))
-    if values.get("resume"):
-        raise BadConfig(Problem("--resume is not supported with --matrix; rerun the matrix with a new --run-id", field="--resume"))
     order = parse_order_spec(expect_order) if expect_order is not None else None
     presets = load_matrix_file(matrix_file) if matrix_file is not None else parse_matrix_axes(matrix or [])
 
@@ -45,7 +44,11 @@ def run_matrix_cli(values: dict[str, Any], matrix: list[str] | None, matrix_file
             err.print(f"preset {preset.name}")
         return RunProgress(err, disable=quiet)
 
-    result = run_matrix(values, presets, expect_order=order, progress=progress)
+    try:
+        result = run_matrix(values, presets, expect_order=order, progress=progress)
+    except MatrixInterrupted as e:
+        print(f"evalkit: interrupted; finish the matrix with {e.resume_hint}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if json_output:
         import orjson
 

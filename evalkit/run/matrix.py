@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -306,30 +307,53 @@ def _matrix_id(values: Mapping[str, Any], presets: list[Preset]) -> str:
     return new_run_id(hashlib.sha256(body).hexdigest(), datetime.now(timezone.utc))
 
 
+class MatrixInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a matrix. Its runs so far are kept; the same command with
+    `--resume <matrix_id>` finishes the preset that was stopped and runs the rest."""
+
+    def __init__(self, matrix_id: str, stopped: BaseException):
+        self.matrix_id = matrix_id
+        self.stopped = stopped
+        super().__init__(f"interrupted matrix {matrix_id}")
+
+    @property
+    def resume_hint(self) -> str:
+        return f"the same command with --resume {shlex.quote(self.matrix_id)}"
+
+
 def _check_before_running(values: Mapping[str, Any], presets: list[Preset], order: OrderSpec | None,
-                          matrix_id: str, results_dir: Path) -> None:
-    from evalkit.store.runs import run_folder_taken, run_id_problem
+                          matrix_id: str, results_dir: Path, *, resume: bool) -> set[str]:
+    """Refuse (BadConfig) what cannot run; returns the presets whose run has started (its
+    config.json written), which `resume` finishes instead of refusing."""
+    from evalkit.store.runs import CONFIG_FILE, run_folder_taken, run_id_problem
 
     problems: list[Problem] = []
-    if values.get("resume"):
-        problems.append(Problem("--resume is not supported with --matrix; rerun the matrix with a new --run-id", field="--resume"))
     names = [p.name for p in presets]
     if order is not None:
         unknown = [n for n in order.presets if n not in names]
         if unknown:
             problems.append(Problem(f"unknown preset(s) {', '.join(map(repr, unknown))}; the presets are {', '.join(names)}",
                                     field="--expect-order"))
+    started: set[str] = set()
     for p in presets:
         run_id = f"{matrix_id}-{p.name}"
         why = run_id_problem(run_id, new=True)
         if why is not None:
-            problems.append(Problem(why, field="--run-id"))
+            problems.append(Problem(why, field="--resume" if resume else "--run-id"))
+        elif resume and (results_dir / run_id / CONFIG_FILE).is_file():
+            started.add(p.name)
         elif run_folder_taken(results_dir / run_id):
-            problems.append(Problem(f"run {run_id!r} exists already; choose another --run-id", field="--run-id"))
-    if (results_dir / f"{matrix_id}.matrix.json").exists():
+            fix = (f"it has no {CONFIG_FILE} (stopped before it began): remove it and resume the matrix again" if resume
+                   else f"finish the matrix with --resume {matrix_id}, or choose another --run-id")
+            problems.append(Problem(f"run {run_id!r} exists already; {fix}", field="--run-id"))
+    if not resume and (results_dir / f"{matrix_id}.matrix.json").exists():
         problems.append(Problem(f"matrix {matrix_id!r} exists already ({results_dir / f'{matrix_id}.matrix.json'})", field="--run-id"))
+    if resume and not started and not (results_dir / f"{matrix_id}.matrix.json").exists():
+        problems.append(Problem(f"no run of matrix {matrix_id!r} in {results_dir}: nothing to resume "
+                                f"(the runs are named {matrix_id}-<preset>)", field="--resume"))
     if problems:
         raise BadConfig(problems)
+    return started
 
 
 def _num(x: Any) -> float | None:
@@ -391,12 +415,16 @@ def run_matrix(
         MatrixResult; `results/<matrix_id>.matrix.json` holds the same.
 
     Raises:
-        BadConfig: bad presets, an unknown preset or metric in expect_order, --resume, or
-            a run id already taken; raised before anything runs.
+        BadConfig: bad presets, an unknown preset or metric in expect_order, or a run id
+            already taken; raised before anything runs. With `resume` (the matrix id):
+            each preset's run that has started is resumed (refused by run_eval if its
+            settings changed; `retry_errors` redoes its failed cases), the others run,
+            and the comparisons and matrix.json are made again.
     """
     from evalkit.compare import compare_runs
     from evalkit.compare.compute import DEFAULT_RESAMPLES
     from evalkit.run.api import run_eval
+    from evalkit.run.result import RunInterrupted
     from evalkit.store.runs import write_json_atomic
 
     presets = list(presets)
@@ -406,8 +434,12 @@ def run_matrix(
     metric_name = expect_order.metric if expect_order is not None else (metric or DEFAULT_ORDER_METRIC)
     key = resolve_metric(metric_name, ks)
     results_dir = Path(base.get("results_dir") or "results")
-    matrix_id = base.pop("run_id", None) or _matrix_id(base, presets)
-    _check_before_running(base, presets, expect_order, matrix_id, results_dir)
+    resume, given = base.pop("resume", None), base.pop("run_id", None)
+    retry_errors = bool(base.pop("retry_errors", False))
+    if resume and given and given != resume:
+        raise BadConfig(Problem(f"--run-id {given} and --resume {resume} name different matrices", field="--resume"))
+    matrix_id = resume or given or _matrix_id(base, presets)
+    started = _check_before_running(base, presets, expect_order, matrix_id, results_dir, resume=bool(resume))
 
     user_params = dict(base.pop("params", None) or {})
     rows: list[MatrixRow] = []
@@ -415,7 +447,13 @@ def run_matrix(
         kwargs = {**base, **preset.flags, "params": {**user_params, **preset.params}, "run_id": f"{matrix_id}-{preset.name}"}
         if not kwargs["params"]:
             kwargs.pop("params")
-        result = run_eval(progress=progress(preset) if progress else None, **kwargs)
+        if preset.name in started:
+            # Its own settings given again: run_eval refuses the resume if they changed.
+            kwargs.update(resume=kwargs["run_id"], retry_errors=retry_errors)
+        try:
+            result = run_eval(progress=progress(preset) if progress else None, **kwargs)
+        except RunInterrupted as e:
+            raise MatrixInterrupted(matrix_id, e) from None
         rows.append(_row(preset, result, metric_name))
         if on_run is not None:
             on_run(preset, result)

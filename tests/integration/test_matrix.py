@@ -120,7 +120,7 @@ def test_presets_compared_on_answer_quality(tmp_path: Path) -> None:
         (["--matrix", "bm25_b=0,1", "--expect-order", "0<=2"], "unknown preset(s) '2'"),
         (["--matrix", "bm25_b=0,1", "--expect-order", "0<=1:ndcg@20"], "ndcg@20: the runs measure K = 5, 10"),
         (["--matrix", "bm25_b=0,1", "--expect-order", "0<=1:nDCG"], "unknown metric"),
-        (["--matrix", "bm25_b=0,1", "--resume", "x"], "not supported with --matrix"),
+        (["--matrix", "bm25_b=0,1", "--resume", "x"], "no run of matrix 'x'"),
         (["--expect-order", "a<=b"], "needs --matrix"),
         (["--answer-quality"], "needs a judge"),
         (["--matrix", "bm25_b"], "expected KEY=V1,V2"),
@@ -131,3 +131,48 @@ def test_bad_input_exits_2_before_anything_runs(tmp_path: Path, args: list[str],
     assert code == 2, out + err
     assert needle in err
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
+
+
+def test_a_stopped_matrix_is_finished_with_resume(matrix_run: tuple[Path, int, str], tmp_path: Path) -> None:
+    # Issue 38: a matrix killed in a preset could not be finished ("run ... exists already").
+    # Here, as a kill leaves it: `default` stopped after 20 cases, `tuned` not begun.
+    done, _, _ = matrix_run
+    results = tmp_path / "results"
+    results.mkdir()
+    for preset in ("bad", "default"):
+        src, dst = done / "results" / f"mx-{preset}", results / f"mx-{preset}"
+        dst.mkdir()
+        (dst / "config.json").write_bytes((src / "config.json").read_bytes())
+        lines = (src / "results.jsonl").read_bytes().splitlines(keepends=True)
+        (dst / "results.jsonl").write_bytes(b"".join(lines if preset == "bad" else lines[:20]))
+    (tmp_path / "m.toml").write_text(MATRIX_TOML, encoding="utf-8")
+    matrix = ["--matrix-file", str(tmp_path / "m.toml"), "--expect-order", "bad<=default<=tuned:ndcg@5"]
+
+    code, _, err = _run(tmp_path, *matrix, "--run-id", "mx")
+    assert code == 2 and "finish the matrix with --resume mx" in err
+    code, _, err = _run(tmp_path, *matrix, "--resume", "mx")
+    assert code == 0, err
+    for preset in ("bad", "default", "tuned"):
+        ids = [json.loads(line)["test_case_id"] for line in (results / f"mx-{preset}" / "results.jsonl").read_bytes().splitlines()]
+        assert len(ids) == len(set(ids)) == 59, preset
+    # The same table as the matrix that was never stopped (its runs' scores are deterministic).
+    mine, theirs = (json.loads((d / "mx.matrix.json").read_text()) for d in (results, done / "results"))
+    assert [r["values"] for r in mine["rows"]] == [r["values"] for r in theirs["rows"]]
+    assert mine["order"]["pairs"] == theirs["order"]["pairs"]
+    # Resuming a finished matrix makes the same table again.
+    code, _, err = _run(tmp_path, *matrix, "--resume", "mx")
+    assert code == 0, err
+    assert json.loads((results / "mx.matrix.json").read_text())["rows"] == mine["rows"]
+
+
+def test_resume_refuses_a_preset_whose_settings_changed(matrix_run: tuple[Path, int, str], tmp_path: Path) -> None:
+    done, _, _ = matrix_run
+    results = tmp_path / "results"
+    results.mkdir()
+    dst = results / "mx-bad"
+    dst.mkdir()
+    (dst / "config.json").write_bytes((done / "results" / "mx-bad" / "config.json").read_bytes())
+    (tmp_path / "m.toml").write_text(MATRIX_TOML.replace("bm25_k1 = 10", "bm25_k1 = 9"), encoding="utf-8")
+    code, _, err = _run(tmp_path, "--matrix-file", str(tmp_path / "m.toml"), "--resume", "mx")
+    assert code == 2 and "cannot resume mx-bad: the result-affecting config differs" in err, err
+    assert sorted(p.name for p in results.iterdir()) == ["mx-bad"]

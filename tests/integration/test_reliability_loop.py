@@ -1230,13 +1230,18 @@ def _matrix_cmd(root: Path) -> tuple[Any, ...]:
     return ("run_eval.py", *_run_args(root / "eval_set.jsonl", root / "mx", "m", "--matrix-file", root / "matrix.toml"))
 
 
+def _matrix_ok(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    lost = _matrix_check(root, ref, inputs, settled)
+    if settled:
+        mine, theirs = (json.loads((r / "mx" / "m.matrix.json").read_text()) for r in (root, ref))
+        assert [r["values"] for r in mine["rows"]] == [r["values"] for r in theirs["rows"]]
+    return lost
+
+
 def _matrix_again(sandbox: Sandbox, root: Path, w: Writer, rc: int) -> None:
-    # Each preset's run that has a config.json resumed; a matrix stopped before one started run again.
-    started = [root / "mx" / f"m-{p}" for p in ("flat", "plain") if (root / "mx" / f"m-{p}" / "config.json").exists()]
-    for run in started:
-        _must_pass(sandbox, "run_eval.py", "--resume", run.name, "--results-dir", root / "mx", "--quiet")
-    if len(started) < 2:
-        _must_pass(sandbox, *w.command(root))
+    # Its user runs the same command with --resume once any of its runs has begun, else again.
+    begun = (root / "mx").exists() and any(p.name.startswith("m-") for p in (root / "mx").iterdir())
+    _must_pass(sandbox, *w.command(root), *(("--resume", "m") if begun else ()))
 
 
 def _matrix_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
@@ -1281,8 +1286,6 @@ def _new_again(sandbox: Sandbox, root: Path, w: Writer, rc: int) -> None:
         _again(sandbox, root, w, rc)
 
 
-# Not driven yet: a run matrix (_matrix_cmd): killed in its first preset, the resumed preset done, the
-# matrix run again refuses ("run 'm-flat' exists already") and no way on was found in time.
 WRITING_COMMANDS = [
     Writer("run_eval", _run_eval_cmd, _run_eval_check, _run_eval_again),
     Writer("score_retrieval", _rescore_cmd("score_retrieval.py", "--k", 3), _rescore_check(_score_view)),
@@ -1297,6 +1300,7 @@ WRITING_COMMANDS = [
     Writer("init", lambda root: (INIT, root / "proj"), _init_check, _init_again),
     Writer("merge", _merge_cmd, _merge_check, _merge_again),
     Writer("merge --cache", _cache_cmd, _cache_check),
+    Writer("run_eval --matrix-file", _matrix_cmd, _matrix_ok, _matrix_again),
     Writer("redact", _redact_cmd, _redact_check, _redact_again),
     Writer("report", lambda root: ("report.py", "--run-id", "base", "--results-dir", root / "results"), _report_check),
     Writer("export", lambda root: ("export.py", "--run-id", "base", "--results-dir", root / "results"), _export_check),
