@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -27,6 +27,9 @@ from evalkit.cli.common import (
     plain_metavars,
     results_dir_option,
 )
+
+if TYPE_CHECKING:
+    from evalkit.gate.thresholds import Thresholds
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)

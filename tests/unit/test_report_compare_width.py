@@ -11,7 +11,6 @@ changes, never inside a name.
 from __future__ import annotations
 
 import io
-from pathlib import Path
 from typing import Any
 
 import pytest
