@@ -27,6 +27,15 @@ from pydantic import (
     model_validator,
 )
 
+from evalkit.defaults import (  # noqa: F401  (the names this module has always offered)
+    DEFAULT_EVAL_SET,
+    DEFAULT_RESULTS_DIR,
+    DEFAULT_VAULT,
+    FLAG_OF_FIELD,
+    TRUNCATE_CHARS,
+    default_of,
+    flag_of,
+)
 from evalkit.errors import BadConfig, Problem
 from evalkit.gate.thresholds import Thresholds
 from evalkit.project import read_project_config
@@ -48,10 +57,6 @@ SCOPE_PARTS = ("vaults", "folders", "collection")
 EVALUATORS: tuple[str, ...] = ("retrieval", Rec.GROUNDEDNESS, Rec.CORRECTNESS, "abstention", "conflict", "answer_quality")
 DEFAULT_EVALUATORS: tuple[str, ...] = EVALUATORS[:-1]
 
-DEFAULT_EVAL_SET = "eval_set.jsonl"
-DEFAULT_VAULT = "sample_vault"
-DEFAULT_RESULTS_DIR = "results"
-TRUNCATE_CHARS = 200
 # What one results.jsonl record keeps of text a target or judge produced (EVAL.md "The
 # runner", record size): beyond these, text is cut or items dropped, and the record says so.
 ANSWER_STORE_CHARS = 20_000
@@ -89,22 +94,25 @@ _GATE_DEFAULTS = Thresholds()
 
 
 class RunSettings(BaseModel):
-    """Every run_eval flag, resolved. Field names are the flags with `-` -> `_`."""
+    """Every run_eval flag, resolved. Field names are the flags with `-` -> `_`.
+
+    The defaults the CLI's help says are read from evalkit.defaults (plain values, so that
+    `--help` says them without building this model)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    eval_set: list[str] = Field(default_factory=lambda: [DEFAULT_EVAL_SET], min_length=1)
+    eval_set: list[str] = Field(default_factory=lambda: default_of("eval_set"), min_length=1)
     api_url: str | None = None
     target: str | None = None
-    vault: str = DEFAULT_VAULT
+    vault: str = default_of("vault")
     # Issue 26: the vault id the in-process reference chatbot serves (and puts into chunk ids);
     # None: the eval set's one vault under --send-scope vaults/both, else the folder's name.
     vault_id: str | None = None
-    k: list[int] = Field(default_factory=lambda: [5], min_length=1)
-    folder_mode: FolderMode = "off"
-    send_scope: str = "none"
-    rerank_vector_weight: float = Field(0.7, ge=0)
-    rerank_lexical_weight: float = Field(0.3, ge=0)
+    k: list[int] = Field(default_factory=lambda: default_of("k"), min_length=1)
+    folder_mode: FolderMode = default_of("folder_mode")
+    send_scope: str = default_of("send_scope")
+    rerank_vector_weight: float = Field(default_of("rerank_vector_weight"), ge=0)
+    rerank_lexical_weight: float = Field(default_of("rerank_lexical_weight"), ge=0)
     retrieval_only: bool = False
     # Issue 30: `--evaluators a,b,...`, a subset of EVALUATORS (retrieval is always scored);
     # None = DEFAULT_EVALUATORS. `--evaluators retrieval` is stored as retrieval_only. Hashed
@@ -113,20 +121,20 @@ class RunSettings(BaseModel):
     judge_model: str | None = None
     judge_provider: str | None = None
     judge_base_url: str | None = None
-    judge_temperature: float = Field(0.0, ge=0)
-    allow_unpinned: bool = False
+    judge_temperature: float = Field(default_of("judge_temperature"), ge=0)
+    allow_unpinned: bool = default_of("allow_unpinned")
     # Issue 13: seed 002's answer-quality judge; in the judge's identity (its prompt version), so hashed.
-    answer_quality: bool = False
-    no_cache: bool = False
-    results_dir: str = DEFAULT_RESULTS_DIR
+    answer_quality: bool = default_of("answer_quality")
+    no_cache: bool = default_of("no_cache")
+    results_dir: str = default_of("results_dir")
     store_full_text: bool = False
-    concurrency: int = Field(4, ge=1)
+    concurrency: int = Field(default_of("concurrency"), ge=1)
     # Issue 27: a sync python: target's calls in N worker processes (CPU-bound functions);
     # how calls are made, not what is asked: not hashed.
-    target_processes: int | None = Field(None, ge=1)
-    timeout: float = Field(60.0, gt=0)
-    retries: int = Field(3, ge=0)
-    rps: float | None = Field(None, gt=0)
+    target_processes: int | None = Field(default_of("target_processes"), ge=1)
+    timeout: float = Field(default_of("timeout"), gt=0)
+    retries: int = Field(default_of("retries"), ge=0)
+    rps: float | None = Field(default_of("rps"), gt=0)
     params: dict[str, Any] = Field(default_factory=dict)
     limit: int | None = Field(None, ge=1)
     ids: list[str] | None = None
@@ -165,19 +173,19 @@ class RunSettings(BaseModel):
     phase_budgets_ms: dict[str, float] = Field(default_factory=dict)
     # Issue 13: ask every case N times (Evalite's trialCount); each answer is a record with
     # its `trial`. Hashed only when > 1, so single-trial runs keep their config_hash.
-    trials: int = Field(1, ge=1, le=100)
+    trials: int = Field(default_of("trials"), ge=1, le=100)
     # Issue 14: scenario suite file (evalkit/metrics/suite.py); it weighs metrics, never changes them: not hashed.
     suite: str | None = None
-    max_error_rate: float = Field(0.0, ge=0, le=1)
-    max_retry_wait: float = Field(60.0, ge=0)
-    max_response_bytes: int = Field(32 * 1024 * 1024, ge=1024)
-    no_probe: bool = False
+    max_error_rate: float = Field(default_of("max_error_rate"), ge=0, le=1)
+    max_retry_wait: float = Field(default_of("max_retry_wait"), ge=0)
+    max_response_bytes: int = Field(default_of("max_response_bytes"), ge=1024)
+    no_probe: bool = default_of("no_probe")
     allow_regressions: bool = False
     # Issue 36: what decides the --baseline gate: the verdict (None: the verdict, or the
     # threshold gate when a threshold flag is set or the baseline has no per-case records),
     # and what not enough evidence exits with. They judge the numbers: not hashed.
-    gate: Literal["verdict", "threshold"] | None = None
-    on_inconclusive: Literal["exit-4", "pass", "fail"] = "exit-4"
+    gate: Literal["verdict", "threshold"] | None = default_of("gate")
+    on_inconclusive: Literal["exit-4", "pass", "fail"] = default_of("on_inconclusive")
     ignore_invariants: bool = False
     # Issue 25: a --baseline gate that could not compare Recall@K or MRR@K fails unless this.
     allow_missing_metrics: bool = False
@@ -186,10 +194,10 @@ class RunSettings(BaseModel):
     # Issue 36: the --baseline gate accepts a baseline holding the same cases with other gold labels.
     allow_label_change: bool = False
     # Issue 26: a run in which no retrieved chunk matched any gold support exits 2 unless this.
-    allow_format_mismatch: bool = False
+    allow_format_mismatch: bool = default_of("allow_format_mismatch")
     require_snippets: bool = False
-    quiet: bool = False
-    json_output: bool = False
+    quiet: bool = default_of("quiet")
+    json_output: bool = default_of("json_output")
     seed: int | None = None
     # Issue 13: structured-output validity (evalkit/metrics/validity.py). Hashed only when set, the
     # schema by its content (sha256), so runs without one keep their config_hash.
@@ -566,17 +574,6 @@ def project_run_defaults(start: Path | None = None) -> dict[str, Any]:
     if problems:
         raise BadConfig(problems)
     return dict(table)
-
-
-# The run_eval flags not named after their field (`--` + the field, `_` -> `-`): the one
-# list of them, for messages here and for the CLI's parameter -> field mapping.
-FLAG_OF_FIELD = {"json_output": "--json", "thresholds": "--threshold", "params": "--param",
-                 "phase_budgets_ms": "--latency-budget"}
-
-
-def flag_of(field: str) -> str:
-    """The run_eval flag that sets RunSettings' `field`: `json_output` -> `--json`."""
-    return FLAG_OF_FIELD.get(field, "--" + field.replace("_", "-"))
 
 
 def build_settings(

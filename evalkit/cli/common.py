@@ -11,6 +11,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand
 
+from evalkit.defaults import DEFAULT_RESULTS_DIR, default_of
 from evalkit.errors import GateFailed, InputError, format_error
 
 # Help panels several scripts share: `--help` lists options by task under these titles
@@ -45,10 +46,9 @@ class PanelledCommand(TyperCommand):
 
 
 def settings_default(field: str) -> Any:
-    """RunSettings' default of `field` (a fresh copy of a list or dict)."""
-    from evalkit.config import RunSettings
-
-    return RunSettings.model_fields[field].get_default(call_default_factory=True)
+    """RunSettings' default of `field` (a fresh copy of a list), from evalkit.defaults, where
+    RunSettings reads it too: --help does not build the pydantic models."""
+    return default_of(field)
 
 
 def run_default(field: str, *, show: Callable[[Any], str] | None = None) -> str:
@@ -95,10 +95,8 @@ RUN_ID = run_id_option()
 
 def results_dir_option(panel: str | None = None, *aliases: str) -> Any:
     """`--results-dir`, the folder of run folders (run_eval also takes --output-dir)."""
-    # evalkit.config.DEFAULT_RESULTS_DIR; a literal so that scripts that never build a
-    # RunSettings do not import pydantic for --help (a test holds the two equal).
     return typer.Option(
-        Path("results"), "--results-dir", *aliases, metavar="PATH", help="Folder holding run folders.", rich_help_panel=panel,
+        Path(DEFAULT_RESULTS_DIR), "--results-dir", *aliases, metavar="PATH", help="Folder holding run folders.", rich_help_panel=panel,
     )
 
 

@@ -10,9 +10,11 @@ names; `--help` of every one shows its own text.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
 import typer
+import typer.main
 from typer.core import TyperGroup
 
 BUILD = "Build an eval set"
@@ -78,19 +80,80 @@ FLAG_ALIASES = [
 ]
 
 
+class LazyCommands(MutableMapping[str, Any]):
+    """The sub-commands by name, in listing order, each built on first use (its module imported
+    then): `evalkit --help` lists them from COMMANDS and imports none of them, and `evalkit run`
+    imports run_eval's module only (issue 39 item 5: importing every command's module was most of
+    a start-up's CPU)."""
+
+    def __init__(self, names: list[str], build: Callable[[str], Any]):
+        self._names = list(names)
+        self._build = build
+        self._built: dict[str, Any] = {}
+
+    def built(self, name: str) -> Any:
+        """The command if it was built already, else None (builds nothing)."""
+        return self._built.get(name)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            if name not in self._names:
+                raise KeyError(name)
+            self._built[name] = self._build(name)
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        if name not in self._names:
+            self._names.append(name)
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        self._names.remove(name)
+        self._built.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+
 class GroupedCommands(TyperGroup):
     """`evalkit --help` with the sub-commands listed by job (their rich_help_panel, in GROUPS
     order), each with its whole short help: wrapped to the terminal, never cut with "...",
-    in one column across the groups."""
+    in one column across the groups. The commands are LazyCommands: the listing comes from
+    COMMANDS and ALIASES, a command's module is imported when that command is used."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        commands = LazyCommands(list(_MOUNTS), _build)
+        for name, command in self.commands.items():  # none are registered on `app` itself
+            commands[name] = command
+        self.commands = commands
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)  # the names: TyperGroup's own would build every command
+
+    def _listing(self, name: str) -> tuple[str | None, str, bool]:
+        """(panel, short help, hidden) of sub-command `name`, from the command if it was built,
+        else from what it is mounted with (the same values, without importing its module)."""
+        command = self.commands.built(name) if isinstance(self.commands, LazyCommands) else self.commands.get(name)
+        if command is None:
+            _spec, options = _MOUNTS[name]
+            return options.get("group"), options.get("short_help") or "", bool(options.get("hidden"))
+        text = command.short_help or command.get_short_help_str(limit=10_000)
+        return getattr(command, "rich_help_panel", None), text, command.hidden
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         rows: dict[str, list[tuple[str, str]]] = {}
-        shown = [(n, c) for n in self.list_commands(ctx) if (c := self.get_command(ctx, n)) is not None and not c.hidden]
-        width = max((len(n) for n, _ in shown), default=0)
-        for name, command in shown:
-            panel = getattr(command, "rich_help_panel", None) or "Commands"
-            text = command.short_help or command.get_short_help_str(limit=10_000)
-            rows.setdefault(panel, []).append((name.ljust(width), text))
+        shown = [(n, *self._listing(n)) for n in self.list_commands(ctx)]
+        shown = [(n, panel, text) for n, panel, text, hidden in shown if not hidden]
+        width = max((len(n) for n, *_ in shown), default=0)
+        for name, panel, text in shown:
+            rows.setdefault(panel or "Commands", []).append((name.ljust(width), text))
         for title in [*GROUPS, *(t for t in rows if t not in GROUPS)]:
             if rows.get(title):
                 with formatter.section(title):
@@ -120,10 +183,33 @@ def _main(
     """Evaluate a retrieval-backed chatbot."""
 
 
-def _mount(name: str, spec: str, *, group: str | None = None, short_help: str | None = None, help: str | None = None,
-           hidden: bool = False, settings: dict[str, Any] | None = None) -> None:
+def mounted(name: str) -> typer.Typer:
+    """A Typer app holding sub-command `name` alone, mounted as `evalkit` mounts it (its
+    module imported now): what its click command is built from, and where tests find its callback."""
+    spec, options = _MOUNTS[name]
+    holder = typer.Typer(add_completion=False, rich_markup_mode=app.rich_markup_mode)
+    _mount(holder, name, spec, **options)
+    return holder
+
+
+def _build(name: str) -> Any:
+    """Sub-command `name` as a click command, built as typer builds a group's commands."""
+    holder = mounted(name)
+    if holder.registered_commands:
+        return typer.main.get_command_from_info(
+            holder.registered_commands[0], pretty_exceptions_short=app.pretty_exceptions_short,
+            rich_markup_mode=app.rich_markup_mode,
+        )
+    return typer.main.get_group_from_info(
+        holder.registered_groups[0], pretty_exceptions_short=app.pretty_exceptions_short,
+        rich_markup_mode=app.rich_markup_mode, suggest_commands=app.suggest_commands,
+    )
+
+
+def _mount(into: typer.Typer, name: str, spec: str, *, group: str | None = None, short_help: str | None = None,
+           help: str | None = None, hidden: bool = False, settings: dict[str, Any] | None = None) -> None:
     """Mount `spec` (a module under evalkit.cli, or module:command for one command of a
-    group app) as sub-command `name`."""
+    group app) as sub-command `name` of `into`."""
     module, _, leaf = spec.partition(":")
     sub: typer.Typer = importlib.import_module(f"evalkit.cli.{module}").app
     commands = sub.registered_commands
@@ -135,13 +221,14 @@ def _mount(name: str, spec: str, *, group: str | None = None, short_help: str | 
         cmd = commands[0]
         text = help or (sub.info.help if isinstance(sub.info.help, str) and not leaf else cmd.help)
         # cls: the script's command class (PanelledCommand lists --help by panel).
-        app.command(name=name, help=text, short_help=short_help, cls=cmd.cls,
-                    rich_help_panel=group, hidden=hidden, **(settings or {}))(cmd.callback)
+        into.command(name=name, help=text, short_help=short_help, cls=cmd.cls,
+                     rich_help_panel=group, hidden=hidden, **(settings or {}))(cmd.callback)
     else:
-        app.add_typer(sub, name=name, short_help=short_help, rich_help_panel=group, hidden=hidden)
+        into.add_typer(sub, name=name, short_help=short_help, rich_help_panel=group, hidden=hidden)
 
 
-for _name, _spec, _group, _short in COMMANDS:
-    _mount(_name, _spec, group=_group, short_help=_short, help=HELP.get(_name))
-for _name, _spec, _runs, _help, _settings in ALIASES:
-    _mount(_name, _spec, help=_help, hidden=True, settings=_settings)
+# name -> (spec, how it is mounted), in the order `evalkit --help` and list_commands give them.
+_MOUNTS: dict[str, tuple[str, dict[str, Any]]] = {
+    **{name: (spec, {"group": group, "short_help": short, "help": HELP.get(name)}) for name, spec, group, short in COMMANDS},
+    **{name: (spec, {"help": help_, "hidden": True, "settings": settings}) for name, spec, _runs, help_, settings in ALIASES},
+}

@@ -31,8 +31,8 @@ from evalkit.cli.common import (
     eval_set_option,
     exit_on_known_errors,
     gate_options,
-    judge_options,
     json_option,
+    judge_options,
     k_option,
     load_dotenv_once,
     max_retry_wait_option,
@@ -44,10 +44,10 @@ from evalkit.cli.common import (
     run_setting,
     selection_options,
     target_options,
-    vault_id_option,
     tolerance_option,
+    vault_id_option,
 )
-from evalkit.config import FLAG_OF_FIELD, TRUNCATE_CHARS
+from evalkit.defaults import FLAG_OF_FIELD, TRUNCATE_CHARS
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)

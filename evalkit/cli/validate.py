@@ -18,7 +18,6 @@ The one door for every check of an eval set (`evalkit validate`); `label_eval.py
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -192,6 +191,8 @@ def _check_eval_set(
 
 def _fetch_stats(api_url: str, timeout: float) -> tuple[object | None, str]:
     """GET {api_url}/api/v1/index/stats through the HTTP target (same client, retries, key)."""
+    import asyncio
+
     from evalkit.targets.http import HttpTarget, safe_url
 
     async def fetch() -> object | None:
@@ -290,6 +291,7 @@ def build_target_from(target: str | None, api_url: str | None, vault: Path | Non
 
 def with_target(make_target: Callable[[], Any], work: Callable[[Any], Awaitable[Any]]) -> Any:
     """Build the target, run `work` with it, close it: all in one event loop."""
+    import asyncio  # not at the top: --help need not load it
 
     async def go() -> Any:
         t = make_target()

@@ -105,13 +105,15 @@ def test_aliases_are_hidden_and_still_answer() -> None:
 
 
 def _callback(name: str):
-    return next(c.callback for c in app.registered_commands if c.name == name)
+    # `evalkit` builds each sub-command when it is used (main.LazyCommands); mounted(name) is
+    # what it is built from
+    return next(c.callback for c in cli_main.mounted(name).registered_commands if c.name == name)
 
 
 def test_renamed_commands_run_the_same_callback() -> None:
     assert _callback("repro") is _callback("reproduce")
     assert _callback("validate-labels") is _callback("validate")
-    cache = next(g.typer_instance for g in app.registered_groups if g.name == "cache")
+    cache = next(g.typer_instance for g in cli_main.mounted("cache").registered_groups if g.name == "cache")
     stats = next(c.callback for c in cache.registered_commands if c.callback.__name__ == "stats")
     assert _callback("show-cache") is stats
 

@@ -124,21 +124,25 @@ def test_every_run_setting_with_a_default_shows_that_default() -> None:
 
 
 def test_a_changed_run_default_changes_the_help_with_no_second_edit() -> None:
-    # RunSettings is read when the options are built: change two defaults there, and
-    # run_eval --help (and label_eval's shared --vault) follow
+    # The defaults live in evalkit.defaults (plain values, so --help need not build the
+    # pydantic models): change two there, and RunSettings, run_eval --help and label_eval's
+    # shared --vault all follow
     code = (
-        "from evalkit.config import RunSettings\n"
-        "RunSettings.model_fields['concurrency'].default = 7\n"
-        "RunSettings.model_fields['vault'].default = 'my_notes'\n"
+        "from evalkit.defaults import RUN_DEFAULTS\n"
+        "RUN_DEFAULTS['concurrency'] = 7\n"
+        "RUN_DEFAULTS['vault'] = 'my_notes'\n"
         "import typer.main\n"
         "from evalkit.cli import run_eval, label_eval\n"
         "for app in (run_eval.app, label_eval.app):\n"
         "    params = {p.name: p.help for p in typer.main.get_command(app).params}\n"
         "    print(params.get('concurrency'), '|', params['vault'])\n"
+        "from evalkit.config import RunSettings\n"
+        "print(RunSettings().concurrency, RunSettings().vault)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    run, label = out.stdout.splitlines()
+    run, label, model = out.stdout.splitlines()
     assert "(default: 7)" in run and "(default: my_notes)" in run
     assert "(default: my_notes)" in label
+    assert model == "7 my_notes"
 
