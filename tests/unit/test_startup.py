@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,3 +71,53 @@ def test_export_import_and_merge_are_callable_from_the_package() -> None:
 
     assert (evalkit.export_trec, evalkit.import_cases, evalkit.merge_runs) == (export_trec, import_cases, merge_runs)
     assert {"export_trec", "import_cases", "merge_runs"} <= set(evalkit.__all__)
+
+
+# Issue 39 item 5: --help of every script and of `evalkit` builds no pydantic model and loads
+# no SDK: what made it cost 0.26-0.37 s of CPU was what it imported (bench/startup_bench.py
+# times it; a test says what is loaded, never how long it takes).
+_NOT_FOR_HELP = ("pydantic", "evalkit.config", "evalkit.schema", "openai", "anthropic", "httpx", "numpy", "rich",
+                 "asyncio", "jinja2", "textual")
+_SCRIPTS = sorted(p.name for p in (ROOT / "scripts").glob("*.py"))
+
+
+def _loaded_by_help(argv0: str, run: str, own: tuple[str, ...] = ()) -> list[str]:
+    """What of _NOT_FOR_HELP, and which evalkit.cli modules beyond common, main and `own`, are
+    loaded once `run` has printed the help."""
+    allowed = ("evalkit.cli.common", "evalkit.cli.main", *own)
+    code = (
+        "import atexit, runpy, sys\n"
+        f"atexit.register(lambda: print('loaded:', sorted(m for m in sys.modules if m in {_NOT_FOR_HELP!r}"
+        f" or m.startswith('evalkit.cli.') and m not in {allowed!r})))\n"
+        f"sys.argv = [{argv0!r}, '--help']\n{run}\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100", "TERM": "dumb"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1].startswith("loaded: "), out.stdout
+    return eval(out.stdout.splitlines()[-1].removeprefix("loaded: "))
+
+
+@pytest.mark.parametrize("script", _SCRIPTS)
+def test_script_help_builds_no_model_and_loads_no_sdk(script: str) -> None:
+    # its own cli module may load (label_eval's also validate's, whose helpers it shares)
+    own = re.findall(r"^from (evalkit\.cli\.\w+) import app$", (ROOT / "scripts" / script).read_text(), flags=re.M)
+    own += ["evalkit.cli.validate"] if script == "label_eval.py" else []
+    assert _loaded_by_help(f"scripts/{script}", f"runpy.run_path('scripts/{script}', run_name='__main__')", tuple(own)) == []
+
+
+def test_evalkit_help_imports_no_command_module() -> None:
+    # `evalkit --help` lists the commands from COMMANDS; none of their modules is imported
+    assert _loaded_by_help("evalkit", "from evalkit.cli.main import app\napp()") == []
+
+
+def test_evalkit_command_imports_only_its_own_module() -> None:
+    code = (
+        "import sys\nfrom evalkit.cli.main import app\nsys.argv = ['evalkit', 'export', '--help']\n"
+        "try:\n    app()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('evalkit.cli.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    assert eval(out.stdout.splitlines()[-1]) == ["evalkit.cli.common", "evalkit.cli.export", "evalkit.cli.main"]
