@@ -20,6 +20,8 @@ figures were taken at, and reads their `--json` rows:
     judge         judge_bench.py --concurrency 4 16 64 (a 200 ms OpenAI-compatible judge)
     compare       compare_bench.py --n 10000, and --n 100000 --reference-rows 24 (compare_runs on two
                   runs with realistic slices, beside the resampling it did before issue 36)
+    startup       startup_bench.py --repeat 7 (CPU of every script's --help and `evalkit --help`, beside a
+                  bare interpreter in the same rounds; issue 39 item 5)
 
 The raw rows and the machine go to bench/table.json, so `--only` and `--render` keep what was
 not re-measured (each row says when it was measured). The "issue 27" column is the figure the
@@ -45,7 +47,7 @@ BENCH = Path(__file__).resolve().parent
 README = BENCH / "README.md"
 STORE = BENCH / "table.json"
 BEGIN, END = "<!-- table:begin (bench/table.py writes this part) -->", "<!-- table:end -->"
-PARTS = ("report", "concurrency", "memory", "judge", "compare")
+PARTS = ("report", "concurrency", "memory", "judge", "compare", "startup")
 
 
 def _run(args: list[str]) -> list[dict]:
@@ -85,6 +87,8 @@ def measure(part: str) -> list[dict]:
         rows = [{"bench": "compare", **r} for r in _run(["compare_bench.py", "--n", "10000", "--repeat", "3"])]
         return rows + [{"bench": "compare", **r} for r in _run(["compare_bench.py", "--n", "100000", "--repeat", "3",
                                                                  "--reference-rows", "24"])]
+    if part == "startup":
+        return [{"bench": "startup", **r} for r in _run(["startup_bench.py", "--repeat", "7"])]
     raise ValueError(part)
 
 
@@ -198,6 +202,15 @@ def figures(rows: list[dict]) -> list[tuple[str, str, str, str, float | None, Ca
                     _one(cmp, "cpu_s", job="compare", n=n, tree=""), None))
         out.append((f"the resampling compare did before issue 36, {n:,} cases: wall", "—", "—", "s",
                     _one(cmp, "wall_s", job="reference", n=n), None))
+    # Issue 39 item 5: CPU of --help, medians of alternating rounds, fresh processes.
+    st = _pick(rows, bench="startup")
+    helps = [r["cpu_s"] for r in st if r["command"].endswith(".py --help")]
+    out.append(("--help of every script in scripts/: CPU, the largest", "0.26–0.30 s (issue 39)", "≤ 0.12 s", "s",
+                max(helps) if helps else None, lambda v: v <= 0.12))
+    out.append(("evalkit --help: CPU", "0.37 s (issue 39)", "≤ 0.12 s", "s", _one(st, "cpu_s", command="evalkit --help"),
+                lambda v: v <= 0.12))
+    out.append(("a bare interpreter (python -c pass), the same rounds: CPU", "0.02 s (issue 39)", "—", "s",
+                _one(st, "cpu_s", command="python -c pass"), None))
     return out
 
 
