@@ -208,3 +208,46 @@ def test_a_run_with_no_records_has_an_empty_table(tmp_path: Path) -> None:
     html = write_run_report("big", results_dir=tmp_path).read_text(encoding="utf-8")
     rows, blocks = _page_data(html)
     assert rows["n"] == 0 and blocks == {"details": [], "chunks": [], "anchors": []}
+
+
+def test_chunks_of_unusual_types_show_what_case_detail_says(tmp_path: Path) -> None:
+    """The page finds a chunk seen before by its fields as they come; a field that is missing,
+    of another type or unhashable takes the long way, and what a row shows does not change."""
+    results = synthetic.write_run(tmp_path, 6, chunks=2)
+    path = results / "big" / "results.jsonl"
+    records = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    odd = [
+        {"rel_path": "a.md", "heading_path": None, "text": "same", "text_truncated": True, "rank": 1, "score_final": 0.5},
+        {"rel_path": "a.md", "heading_path": "", "text": "same", "text_truncated": 1, "rank": 2, "score_final": 1},  # = the first
+        {"rel_path": 7, "heading_path": "# H", "text": ["not", "text"], "rank": "3", "score_final": float("nan")},
+        {"rel_path": 7.0, "heading_path": "# H", "text": "t", "text_truncated": "yes", "rank": 4, "score_final": True},
+        {"rel_path": "7", "heading_path": "# H", "text": "t", "text_truncated": False, "rank": None, "score_final": 1e300},
+        "not a chunk",
+        {"rel_path": "b.md", "heading_path": "# B", "text": "same", "text_truncated": False, "rank": 9, "score_final": -0.00005},
+    ]
+    for r in records:
+        r["retrieved_chunks"] = odd + r["retrieved_chunks"]
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    rows, blocks = _page_data(write_run_report("big", results_dir=results).read_text(encoding="utf-8"))
+    by_id = {r["test_case_id"]: r for r in records}
+    for row in range(6):
+        assert _detail(rows, blocks, row) == _shown(case_detail(by_id[rows["id"][row]])), row
+    texts = [t for blk in blocks["chunks"] for t in blk["text"]]
+    assert texts.count("same") == 2  # a.md's chunk once (None and "" headings, True and 1 the same), b.md's once
+    assert texts.count("t") == 2  # "7" and 7 are one path as text; 7.0 shows as "7.0"
+
+
+def test_scores_are_rounded_as_pythons_round_does() -> None:
+    import math
+    import random
+
+    from evalkit.report.html.cases import _round_scores, _score
+
+    rng = random.Random(39)
+    values: list[Any] = [rng.random() for _ in range(20_000)] + [rng.uniform(-2e4, 2e4) for _ in range(5_000)]
+    values += [k / 1e4 + 5e-5 for k in range(-2_000, 2_000)] + [k / 2e4 for k in range(-5_000, 5_000)]  # at and near ties
+    values += [rng.random() * 10 ** rng.randint(-8, 8) for _ in range(10_000)]
+    values += [0.0, -0.0, math.inf, -math.inf, math.nan, None, 1e300, -1e-300, 5e-5, 1.5e-4, 2.5e-4]
+    got, want = _round_scores(values), [_score(v) for v in values]
+    assert [None if g is None else (g, math.copysign(1, g)) for g in got] == [
+        None if w is None else (w, math.copysign(1, w)) for w in want]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 import tempfile
 import zlib
 from collections import deque
@@ -52,9 +53,10 @@ KEPT = 1 << 17
 # Rows drawn by the template: the page shows them before (or without) its script.
 FIRST_ROWS = 50
 OUTCOMES = ("hit", "miss", "unanswerable", "unlabeled", "error")
-# Level 7 makes a 5,000-case page 4% smaller than level 6 for 1.9x the deflate time (level 8:
-# 6%, 5x); blocks are deflated in threads beside the reading (zlib lets go of the GIL).
-_DEFLATE_LEVEL = 7
+# Measured on the 5,000-case SciFact run's blocks (8.4 MB of JSON): level 6 deflates them to
+# 3.12 MB in 0.38 s, level 7 to 3.12 MB in 0.48 s, level 9 3.11 MB in 0.71 s, level 4 3.25 MB
+# in 0.14 s. Blocks are deflated in threads beside the reading (zlib lets go of the GIL).
+_DEFLATE_LEVEL = 6
 
 
 # Base 85 over printable ASCII without " & ' ( ) < > @ \ : nothing that could end an element
@@ -214,40 +216,84 @@ def _judge_lines(record: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _score(v: Any) -> float | None:
+    return round(v, 4) if type(v) is float and v - v == 0.0 else _num(v, 4)  # v - v: 0 unless inf or nan
+
+
+def _round_scores(values: list[Any]) -> list[float | None]:
+    """`_score` of each value of a block's score column, which holds floats as they came and
+    what `_score` made of anything else: numpy's rint(v * 1e4) / 1e4 where that is Python's
+    round(v, 4) to the bit (|v| < 1e4 and v * 1e4 at least 1e-6 from a tie: the product is
+    then within 2e-12 of the exact one, so both pick the same integer k, and k / 1e4 is
+    rounded once either way), Python's own round elsewhere; None for none, inf and nan."""
+    import numpy as np
+
+    a = np.asarray(values, dtype=np.float64)  # None -> nan
+    with np.errstate(invalid="ignore", over="ignore"):  # inf and nan go Python's way below
+        y = a * 1e4
+        out: list[float | None] = (np.rint(y) / 1e4).tolist()
+        safe = (np.abs(a) < 1e4) & (np.abs(y - np.floor(y) - 0.5) > 1e-6)  # nan compares False: not safe
+    for i in np.flatnonzero(~safe).tolist():
+        out[i] = _score(values[i])
+    return out
+
+
+def _rank(v: Any) -> int | None:
+    return v if type(v) is int else None
+
+
 def _chunk(c: Mapping[str, Any]) -> tuple[str, str, str, bool, float | None, int | None]:
-    # (path, heading, text, text cut, score, rank). 2 million of these make a 100,000-case
-    # page: the usual types take the short way.
-    path, heading, text, score, rank = c.get("rel_path"), c.get("heading_path"), c.get("text"), c.get("score_final"), c.get("rank")
+    # (path, heading, text, text cut, score, rank)
+    path, heading, text = c.get("rel_path"), c.get("heading_path"), c.get("text")
     return (
         path if type(path) is str else _text(path), heading if type(heading) is str else _text(heading),
-        text if type(text) is str else _text(text), bool(c.get("text_truncated")),
-        round(score, 4) if type(score) is float and math.isfinite(score) else _num(score, 4), rank if type(rank) is int else None,
+        text if type(text) is str else _text(text), bool(c.get("text_truncated")), _score(c.get("score_final")),
+        _rank(c.get("rank")),
     )
 
 
-def case_detail(record: Mapping[str, Any]) -> dict[str, Any]:
-    """What an expanded row shows: the answer, cited and gold anchors, the retrieved chunks
-    (path, heading, score, rank, text as stored) and the judges' words."""
+def _is_mapping(v: Any) -> bool:
+    return type(v) is dict or isinstance(v, Mapping)  # records come from orjson: dicts, the short way
+
+
+def _chunks_of(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [c for c in record.get("retrieved_chunks") or [] if _is_mapping(c)]
+
+
+def _words(record: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything an expanded row shows but the retrieved chunks."""
     case = record.get("case") or {}
-    chunks = [c for c in record.get("retrieved_chunks") or [] if isinstance(c, Mapping)]
     return {
         "answer": _text(record.get("answer")),
         "answer_cut": bool(record.get(Rec.ANSWER_TRUNCATED)),
-        "chunks": [_chunk(c) for c in chunks],
-        "refs": [_anchor(r) for r in record.get("references") or [] if isinstance(r, Mapping)],
-        "gold": [_anchor(s) for s in case.get("gold_supports") or [] if isinstance(s, Mapping)],
+        "refs": [_anchor(r) for r in record.get("references") or [] if _is_mapping(r)],
+        "gold": [_anchor(s) for s in case.get("gold_supports") or [] if _is_mapping(s)],
         "judge": _judge_lines(record),
     }
 
 
+def case_detail(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What an expanded row shows: the answer, cited and gold anchors, the retrieved chunks
+    (path, heading, text as stored, text cut, score, rank) and the judges' words."""
+    return {**_words(record), "chunks": [_chunk(c) for c in _chunks_of(record)]}
+
+
+# The fields that say which chunk a retrieved chunk is, fetched in one call: as they come from
+# results.jsonl (str, str, str, bool) they are the stored key itself (`_chunk`'s first four).
+_CHUNK_KEY = operator.itemgetter("rel_path", "heading_path", "text", "text_truncated")
+
+
 class _Blocks:
     """Packed blocks of one kind, in page order: packed in the pool's threads (deflate lets go
-    of the GIL), written to their own temp file as soon as each is ready."""
+    of the GIL), written to their own temp file. The reading thread writes a few MB at a time:
+    each write lets go of the GIL, and getting it back from busy packers costs milliseconds."""
 
     def __init__(self, pool: Any, ahead: int) -> None:
         self.pool, self.ahead = pool, ahead
         self.spool: IO[bytes] = tempfile.TemporaryFile(prefix="evalkit-report-")  # noqa: SIM115 - closed by CaseTable
         self.pending: deque[Any] = deque()  # futures of packed blocks, in page order
+        self.ready: list[bytes] = []
+        self.ready_size = 0
         self.count = 0
 
     def submit(self, value: Any) -> None:
@@ -256,8 +302,15 @@ class _Blocks:
         self.spill(self.ahead)
 
     def spill(self, limit: int = 0) -> None:
-        while len(self.pending) > limit:
-            self.spool.write(b"<p>" + self.pending.popleft().result().encode("ascii") + b"</p>")
+        """Take the packed blocks in order while more than `limit` are pending or the first is done."""
+        pending = self.pending
+        while pending and (len(pending) > limit or pending[0].done()):
+            piece = b"<p>" + pending.popleft().result().encode("ascii") + b"</p>"
+            self.ready.append(piece)
+            self.ready_size += len(piece)
+        if self.ready_size > (4 << 20) or (limit == 0 and self.ready):
+            self.spool.write(b"".join(self.ready))
+            self.ready, self.ready_size = [], 0
 
 
 class _Details:
@@ -308,44 +361,71 @@ class _Details:
                 self.anchor_block = []
         return number
 
-    def add(self, detail: Mapping[str, Any]) -> None:
-        """One record's `case_detail`."""
-        cols, ids, store = self.block, self.chunk_ids, self.chunk_block
-        cols["answer"].append(detail["answer"])
-        cols["answer_cut"].append(1 if detail["answer_cut"] else 0)
-        cols["n_chunks"].append(len(detail["chunks"]))
+    def add(self, record: Mapping[str, Any]) -> None:
+        """One results.jsonl record: what `case_detail` says of it. 2 million chunks make a
+        100,000-case page, so a chunk seen before is found by its fields as they come (one
+        itemgetter call, one dict lookup); only a new chunk or unusual types take `_chunk`."""
+        cols, ids = self.block, self.chunk_ids
+        words = _words(record)
+        cols["answer"].append(words["answer"])
+        cols["answer_cut"].append(1 if words["answer_cut"] else 0)
         chunk, score, rank = cols["chunk"], cols["score"], cols["rank"]
-        for position, c in enumerate(detail["chunks"], start=1):
-            key = c[:4]  # path, heading, text, cut
-            number = ids.get(key)
+        position = 0
+        for c in record.get("retrieved_chunks") or ():
+            if type(c) is not dict and not isinstance(c, Mapping):
+                continue
+            position += 1
+            try:
+                number = ids.get(_CHUNK_KEY(c))
+            except (KeyError, TypeError):  # a field missing, or a value no key can hold
+                number = None
             if number is None:
-                number = self.n_chunks
-                self.n_chunks += 1
-                if number < KEPT:
-                    ids[key] = number
-                store["anchor"].append(self.anchor(f"{c[0]} › {c[1]}" if c[1] else c[0]))
-                store["text"].append(c[2])
-                store["cut"].append(1 if c[3] else 0)
-                if len(store["text"]) == CHUNK_BLOCK:
-                    self.chunks.submit(store)
-                    self.chunk_block = store = {"anchor": [], "text": [], "cut": []}
-                chunk.append(0)
+                key = _chunk(c)[:4]  # path, heading, text, cut
+                number = ids.get(key)
+                if number is None:
+                    number = self._new_chunk(key)
+                    chunk.append(0)
+                else:
+                    chunk.append(number + 1)
             else:
                 chunk.append(number + 1)
-            score.append(c[4])
-            rank.append(None if c[5] is None else c[5] - position)
-        cols["refs"].append([self.anchor(a) for a in detail["refs"]])
-        cols["gold"].append([self.anchor(a) for a in detail["gold"]])
-        cols["judge"].append(detail["judge"])
+            # a float is rounded with the block's others (_round_scores); _rank inline
+            v = c.get("score_final")
+            score.append(v if type(v) is float else _score(v))
+            v = c.get("rank")
+            rank.append(v - position if type(v) is int else None)
+        cols["n_chunks"].append(position)
+        cols["refs"].append([self.anchor(a) for a in words["refs"]])
+        cols["gold"].append([self.anchor(a) for a in words["gold"]])
+        cols["judge"].append(words["judge"])
         self.n += 1
         if self.n == BLOCK:
-            self.details.submit(cols)
-            self.block, self.n = self._new_block(), 0
+            self._submit()
+
+    def _submit(self) -> None:
+        self.block["score"] = _round_scores(self.block["score"])
+        self.details.submit(self.block)
+        self.block, self.n = self._new_block(), 0
+
+    def _new_chunk(self, key: tuple[str, str, str, bool]) -> int:
+        number = self.n_chunks
+        self.n_chunks += 1
+        if number < KEPT:
+            self.chunk_ids[key] = number
+        path, heading, text, cut = key
+        store = self.chunk_block
+        store["anchor"].append(self.anchor(f"{path} › {heading}" if heading else path))
+        store["text"].append(text)
+        store["cut"].append(1 if cut else 0)
+        if len(store["text"]) == CHUNK_BLOCK:
+            self.chunks.submit(store)
+            self.chunk_block = {"anchor": [], "text": [], "cut": []}
+        return number
 
     def finish(self) -> None:
         """Pack the last, partly filled blocks and wait for every block."""
         if self.n:
-            self.details.submit(self.block)
+            self._submit()
         if self.chunk_block["text"]:
             self.chunks.submit(self.chunk_block)
         if self.anchor_block:
@@ -443,7 +523,7 @@ def read_case_table(run: RunDir, *, max_cases: int | None = None, first_rows: in
                 row = case_row(record, seq)
                 sort_keys.append((row.index, seq))
                 rows.append(row)
-                details.add(case_detail(record))
+                details.add(record)
             details.finish()
             order = sorted(range(len(rows)), key=sort_keys.__getitem__)
             del sort_keys
