@@ -1,31 +1,36 @@
-"""How big is a run's HTML report, and how fast does it open, sort and filter in Chromium?
+"""How big is a run's HTML report with real text, how fast is it written, and how fast does it
+open, sort and filter in Chromium? Beside the page of a reference evalkit, in the same rounds.
 
-For N in 1,000 / 5,000 / 100,000 cases it uses the synthetic run of `score_bench.py` (made
-once, cached under --workdir: K = 20 chunks per case, chunk text cut to 200 characters,
-written by `evalkit.run_eval()`), then:
+The runs are real text (`real_runs.py`: SciFact abstracts and the obsidian-tasks user guide,
+K = 20 chunks of at most 300 characters, stored cut to 200, TF-IDF ranked, one gold support per
+case, a fifth never retrieved; written by `run_eval`, made once under --workdir). For each
+round, for each run, for the reference and this checkout in alternating order:
 
-    write   `write_run_report` in a fresh process: wall time, peak RSS, page size
+    write   `write_run_report` in a fresh process: wall and CPU time, peak RSS, page size,
+            the load average when it ended
     open    the page in headless Debian chromium (the browser tests' launcher), a fresh
-            context each time: "table drawn" is when the first frame after the case table
-            became usable was painted (ms from navigation start); "load" is the load event
-    sort    a click on a header until the next frame is painted: latency (numbers),
-            then id (text; the first text sort of a column also makes its sort keys)
-    filter  the category select set to one category; the search box set to "note 12"
-    expand  (new pages) a click on the first question until its chunks are on the page
+            context: "first row" is the first frame painted with a case row in the table
+            (the template draws the first rows before any script); "table drawn" the first
+            frame painted after the case table became usable; "load" the load event (ms from
+            navigation start)
+    sort    a click on a header until the next frame is painted: latency (numbers), then id
+            (text; the first text sort of a column also makes its sort keys)
+    filter  the category select set to one category; the search box set to a word of the corpus
+    expand  a click on the first question until its chunks are on the page
 
-Each browser figure is the median of --repeat fresh page loads (after one uncounted load
-that warms the browser up). Pages written by another
-checkout (`--checkout DIR`: its evalkit is imported instead of this one) are measured the
-same way, so the numbers before and after a change come from one script; the page before
-issue 27 has no "expand" step (its details were inline).
+Figures are medians over the rounds (after one uncounted load that warms the browser up).
+The reference is an evalkit tree (`--reference DIR`, or `--reference-commit C`: `git archive
+C evalkit` into the workdir; default REFERENCE, the page before issue 39 item 2); `--no-reference`
+measures this checkout only.
 
 Usage:
-    python bench/report_bench.py                            # N = 1000 5000 100000
-    python bench/report_bench.py --n 1000 5000 --repeat 5
-    git archive <commit> evalkit | tar -x -C /tmp/old && python bench/report_bench.py --checkout /tmp/old --n 1000 5000
+    python bench/report_bench.py                                  # the runs of RUNS, 3 rounds
+    python bench/report_bench.py --runs scifact:5000 --repeat 5
+    python bench/report_bench.py --runs scifact:100000 --repeat 2 --json rows.jsonl
 
-Targets (issue 27 item 1): 5,000 cases ≤ 5 MB and usable in ≤ 1 s; 100,000 cases usable
-in ≤ 2 s, none cut; a sort or filter of 100,000 rows ≤ 200 ms.
+Targets (issue 39 item 2): 5,000 real cases ≤ 5 MB with the first row ≤ 1 s; 100,000 cases
+written in ≤ 10 s; opening, sort and filter within issue 27's targets (usable ≤ 1 s at 5,000
+and ≤ 2 s at 100,000; a sort or filter of 100,000 rows ≤ 200 ms).
 Results: bench/README.md, section "Run report at scale".
 """
 
@@ -44,27 +49,39 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+# The evalkit before issue 39 item 2 (chunk text stored once per 256-case block).
+REFERENCE = "9299810"
+RUNS = ("scifact:5000", "obsidian-tasks:5000", "scifact:100000")
+# A word of each corpus for the search box (a few percent of the questions hold it).
+SEARCH = {"scifact": "cancer", "obsidian-tasks": "filter"}
+
 _WRITE_JOB = textwrap.dedent(
     """
-    import json, resource, sys, time
+    import json, os, resource, sys, time
     from evalkit.report.html.run import write_run_report
     results, out = sys.argv[1], sys.argv[2]
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     path = write_run_report("bench", results_dir=results, output=out)
-    wall = time.perf_counter() - t0
-    print(json.dumps({"wall_s": wall, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(json.dumps({"wall_s": wall, "cpu_s": cpu, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      "load": os.getloadavg()[0]}))
     """
 )
 
-# Installed before the page's own script: on each frame, checks whether the case table is
-# usable (the new page marks it data-ready; the old one adds class "js" once its rows are
-# wired), then notes the time once that frame has been painted.
+# Installed before the page's own script: on each frame, notes (once each, after that frame
+# has been painted) when a case row is on the page and when the case table is usable (the
+# page marks it data-ready).
 _READY_HOOK = """
 (() => {
-  const ready = () => document.querySelector('#cases-table[data-ready]') ||
-    (document.documentElement.classList.contains('js') && !document.querySelector('#cases-table[data-virtual]'));
   const tick = () => {
-    if (ready()) { setTimeout(() => { window.__tableDrawnAt = performance.now(); }, 0); return; }
+    if (window.__firstRowAt === undefined && document.querySelector('#cases-table tbody tr')) {
+      window.__firstRowAt = null;
+      setTimeout(() => { window.__firstRowAt = performance.now(); }, 0);
+    }
+    if (document.querySelector('#cases-table[data-ready]')) {
+      setTimeout(() => { window.__tableDrawnAt = performance.now(); }, 0);
+      return;
+    }
     requestAnimationFrame(tick);
   };
   requestAnimationFrame(tick);
@@ -96,35 +113,44 @@ async ([kind, arg]) => {
 """
 
 
-def _score_bench():
-    spec = importlib.util.spec_from_file_location("score_bench", ROOT / "bench" / "score_bench.py")
+def _real_runs():
+    spec = importlib.util.spec_from_file_location("real_runs", ROOT / "bench" / "real_runs.py")
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     return module
 
 
-def write(folder: Path, out: Path, checkout: Path | None) -> dict:
-    env = dict(os.environ)
-    if checkout is not None:
-        env["PYTHONPATH"] = str(checkout)
-    done = subprocess.run(
-        [sys.executable, "-c", _WRITE_JOB, str(folder / "results"), str(out)], capture_output=True, text=True, env=env,
-        cwd=str(checkout or ROOT), check=False,
-    )
+def reference_tree(workdir: Path, commit: str) -> Path:
+    """`git archive <commit> evalkit` under workdir (made once)."""
+    tree = workdir / f"evalkit-{commit}"
+    if not (tree / "evalkit" / "__init__.py").exists():
+        tree.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "evalkit"], capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree
+
+
+def write(folder: Path, out: Path, tree: Path) -> dict:
+    """Write the report of folder/results/bench with the evalkit of `tree`, in a fresh process."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run([sys.executable, "-c", _WRITE_JOB, str(folder / "results"), str(out)], capture_output=True,
+                          text=True, env=env, cwd=str(tree), check=False)
     if done.returncode != 0:
         raise SystemExit(f"writing the report failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure(browser, url: str, *, expand: bool) -> dict[str, float]:
+def measure(browser, url: str, search: str) -> dict[str, float]:
     """One fresh page load of `url` and the timed actions on it."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     try:
         page = context.new_page()
         page.add_init_script(_READY_HOOK)
-        page.goto(url, wait_until="load", timeout=600_000)
-        page.wait_for_function("window.__tableDrawnAt !== undefined", timeout=600_000)
+        page.goto(url, wait_until="load", timeout=900_000)
+        page.wait_for_function("typeof window.__tableDrawnAt === 'number' && typeof window.__firstRowAt === 'number'",
+                               timeout=900_000)
         out = {
+            "first_row_ms": page.evaluate("window.__firstRowAt"),
             "drawn_ms": page.evaluate("window.__tableDrawnAt"),
             "load_ms": page.evaluate("performance.getEntriesByType('navigation')[0].loadEventStart"),
         }
@@ -134,10 +160,9 @@ def measure(browser, url: str, *, expand: bool) -> dict[str, float]:
         out["sort_text2_ms"] = page.evaluate(_TIMED, ["sort", "id"])
         out["filter_ms"] = page.evaluate(_TIMED, ["select", category])
         page.evaluate(_TIMED, ["select", ""])
-        out["search_ms"] = page.evaluate(_TIMED, ["search", "note 12"])
+        out["search_ms"] = page.evaluate(_TIMED, ["search", search])
         page.evaluate(_TIMED, ["search", ""])
-        if expand:
-            out["expand_ms"] = page.evaluate(_TIMED, ["expand", ""])
+        out["expand_ms"] = page.evaluate(_TIMED, ["expand", ""])
         return out
     finally:
         context.close()
@@ -145,12 +170,14 @@ def measure(browser, url: str, *, expand: bool) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n", type=int, nargs="+", default=[1000, 5000, 100000])
-    ap.add_argument("--repeat", type=int, default=3, help="Fresh page loads per page (medians are shown).")
-    ap.add_argument("--workdir", type=Path, default=Path("/tmp/evalkit_score_bench"),
-                    help="Where the synthetic runs live (shared with score_bench.py).")
-    ap.add_argument("--checkout", type=Path, default=None, help="Write the pages with the evalkit under this folder.")
-    ap.add_argument("--json", type=Path, help="Also append each row to this JSON-lines file (bench/table.py reads it).")
+    ap.add_argument("--runs", nargs="+", default=list(RUNS), help="corpus:N of each run (corpus: scifact, obsidian-tasks)")
+    ap.add_argument("--repeat", type=int, default=3, help="Rounds (each: every run, reference and this tree alternating).")
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/evalkit_real_runs"), help="Where the real-text runs live.")
+    ref = ap.add_mutually_exclusive_group()
+    ref.add_argument("--reference", type=Path, help="An evalkit tree to write the reference pages with.")
+    ref.add_argument("--reference-commit", default=REFERENCE, help="Make the reference tree from this commit.")
+    ref.add_argument("--no-reference", action="store_true", help="Measure this checkout only.")
+    ap.add_argument("--json", type=Path, help="Also append each measurement to this JSON-lines file (bench/table.py reads it).")
     args = ap.parse_args()
 
     from tests.browser import chromium
@@ -160,40 +187,74 @@ def main() -> None:
         raise SystemExit(f"report_bench: {why}")
     from playwright.sync_api import sync_playwright
 
-    score_bench = _score_bench()
-    label = "new" if args.checkout is None else args.checkout.name
-    rows = []
+    real_runs = _real_runs()
+    runs = [(c, int(n)) for c, n in (r.split(":") for r in args.runs)]
+    trees = {"new": ROOT}
+    if not args.no_reference:
+        trees = {"reference": args.reference or reference_tree(args.workdir, args.reference_commit), "new": ROOT}
     # Made before the browser starts: playwright's sync API runs an event loop, and run_eval
     # (which makes a missing run) cannot start its own inside one.
-    folders = {n: score_bench.prepare(n, args.workdir) for n in args.n}
+    folders = {(c, n): real_runs.prepare(c, n, args.workdir) for c, n in runs}
+    rows: list[dict] = []
     with sync_playwright() as p:
         browser = chromium.launch(p)
         try:
-            for k, n in enumerate(args.n):
-                folder = folders[n]
-                out = args.workdir / f"report-{label}-{n}.html"
-                wrote = write(folder, out, args.checkout)
-                if k == 0:  # a first load pays the browser's own warm-up: not counted
-                    measure(browser, out.resolve().as_uri(), expand=False)
-                runs = [measure(browser, out.resolve().as_uri(), expand=args.checkout is None) for _ in range(args.repeat)]
-                med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-                rows.append((n, out.stat().st_size / 1e6, wrote, med))
-                print(f"  n={n}: {json.dumps({k: round(v, 1) for k, v in med.items()})}", file=sys.stderr)
+            warm = True
+            for round_ in range(args.repeat):
+                for corpus, n in runs:
+                    order = list(trees) if round_ % 2 == 0 else list(reversed(trees))
+                    for label in order:
+                        out = args.workdir / f"report-{label}-{corpus}-{n}.html"
+                        wrote = write(folders[(corpus, n)], out, trees[label])
+                        url = out.resolve().as_uri()
+                        if warm:  # a first load pays the browser's own warm-up: not counted
+                            measure(browser, url, SEARCH[corpus])
+                            warm = False
+                        m = measure(browser, url, SEARCH[corpus])
+                        row = {"corpus": corpus, "n": n, "tree": label, "round": round_, "page_mb": out.stat().st_size / 1e6,
+                               "write": wrote, **m}
+                        rows.append(row)
+                        print(f"  round {round_} {corpus} n={n} {label}: {row['page_mb']:.2f} MB, write "
+                              f"{wrote['wall_s']:.1f} s wall {wrote['cpu_s']:.1f} s CPU (load {wrote['load']:.1f}), "
+                              f"{json.dumps({k: round(v) for k, v in m.items()})}", file=sys.stderr)
         finally:
             browser.close()
 
     if args.json is not None:
         with open(args.json, "a") as f:
-            for n, mb, wrote, m in rows:
-                f.write(json.dumps({"n": n, "page_mb": mb, "write": wrote, **m}) + "\n")
-    print("| N | page MB | write s | write RSS MB | table drawn ms | load ms | sort latency ms | sort id ms (1st / 2nd) "
-          "| filter ms | search ms | expand ms |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for n, mb, wrote, m in rows:
-        expand = f"{m['expand_ms']:.0f}" if "expand_ms" in m else "—"
-        print(f"| {n:,} | {mb:.2f} | {wrote['wall_s']:.1f} | {wrote['rss_mb']:.0f} | {m['drawn_ms']:.0f} | {m['load_ms']:.0f} "
-              f"| {m['sort_num_ms']:.0f} | {m['sort_text_ms']:.0f} / {m['sort_text2_ms']:.0f} | {m['filter_ms']:.0f} "
-              f"| {m['search_ms']:.0f} | {expand} |")
+            for row in rows:
+                f.write(json.dumps(row) + "\n")
+    print(table(rows))
+
+
+def table(rows: list[dict]) -> str:
+    """Medians per run and tree, and this tree's figures over the reference's (same rounds)."""
+    def med(got: list[dict], key) -> float:
+        return statistics.median(key(r) for r in got)
+
+    keys = [("page MB", lambda r: r["page_mb"], "{:.2f}"), ("write s", lambda r: r["write"]["wall_s"], "{:.1f}"),
+            ("write CPU s", lambda r: r["write"]["cpu_s"], "{:.1f}"), ("write RSS MB", lambda r: r["write"]["rss_mb"], "{:.0f}"),
+            ("first row ms", lambda r: r["first_row_ms"], "{:.0f}"), ("table drawn ms", lambda r: r["drawn_ms"], "{:.0f}"),
+            ("load ms", lambda r: r["load_ms"], "{:.0f}"), ("sort latency ms", lambda r: r["sort_num_ms"], "{:.0f}"),
+            ("sort id ms", lambda r: r["sort_text_ms"], "{:.0f}"), ("filter ms", lambda r: r["filter_ms"], "{:.0f}"),
+            ("search ms", lambda r: r["search_ms"], "{:.0f}"), ("expand ms", lambda r: r["expand_ms"], "{:.0f}")]
+    loads = [r["write"]["load"] for r in rows]
+    lines = [f"Load average (1 min) at the writes: {min(loads):.1f}–{max(loads):.1f} on {os.cpu_count()} CPUs; "
+             f"medians of {len({r['round'] for r in rows})} rounds.", "",
+             "| run | tree | " + " | ".join(k for k, _, _ in keys) + " |", "| --- | --- |" + " ---: |" * len(keys)]
+    groups: dict[tuple[str, int], dict[str, list[dict]]] = {}
+    for r in rows:
+        groups.setdefault((r["corpus"], r["n"]), {}).setdefault(r["tree"], []).append(r)
+    for (corpus, n), by_tree in groups.items():
+        for label, got in by_tree.items():
+            lines.append(f"| {corpus} {n:,} | {label} | " + " | ".join(f.format(med(got, k)) for _, k, f in keys) + " |")
+        if "reference" in by_tree and "new" in by_tree:
+            ratios = []
+            for _, k, _f in keys:
+                ref, new = med(by_tree["reference"], k), med(by_tree["new"], k)
+                ratios.append(f"{new / ref:.2f}×" if ref else "—")
+            lines.append(f"| {corpus} {n:,} | new / reference | " + " | ".join(ratios) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
