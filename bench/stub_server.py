@@ -65,14 +65,18 @@ RESPONSE: dict[str, Any] = {
 }
 
 
-def _handler(delay_s: float) -> type[BaseHTTPRequestHandler]:
-    body = json.dumps(RESPONSE).encode()
-    ok = (
-        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-        + str(len(body)).encode()
-        + b"\r\n\r\n"
-        + body
-    )
+def _ok(body: bytes) -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+
+
+def _handler(delay_s: float, corpus: str | None = None) -> type[BaseHTTPRequestHandler]:
+    ok = _ok(json.dumps(RESPONSE).encode())
+    # With a corpus: answers of real text (real_answers.py), the one a question names.
+    pool: list[bytes] = []
+    if corpus:
+        from real_answers import answers
+
+        pool = [_ok(json.dumps(a).encode()) for a in answers(corpus)]
     stats = b'{"docs_processed": 5, "chunks_attempted": 5, "chunks_embedded": 5}'
     stats_ok = (
         b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
@@ -91,11 +95,15 @@ def _handler(delay_s: float) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                self.rfile.read(length)
+            body = self.rfile.read(length) if length else b""
+            answer = ok
+            if pool and body:
+                from real_answers import answer_index
+
+                answer = pool[answer_index(json.loads(body)["question"], len(pool))]
             if delay_s > 0:
                 time.sleep(delay_s)
-            self.wfile.write(ok if self.path.startswith("/api/v1/ask") else not_found)
+            self.wfile.write(answer if self.path.startswith("/api/v1/ask") else not_found)
 
         def do_GET(self) -> None:
             self.wfile.write(stats_ok if self.path.startswith("/api/v1/index/stats") else not_found)
@@ -111,13 +119,14 @@ class _Server(ThreadingHTTPServer):
         pass
 
 
-def start_stub_server(delay_ms: float = 50.0, port: int = 0) -> tuple[str, Callable[[], None]]:
-    """Serve the stub on 127.0.0.1 in a background thread of this process.
+def start_stub_server(delay_ms: float = 50.0, port: int = 0, corpus: str | None = None) -> tuple[str, Callable[[], None]]:
+    """Serve the stub on 127.0.0.1 in a background thread of this process (with `corpus`,
+    scifact or obsidian: answers of real text, real_answers.py).
 
     Returns:
         (base_url, stop); stop() shuts the server down and closes the socket.
     """
-    httpd = _Server(("127.0.0.1", port), _handler(delay_ms / 1000))
+    httpd = _Server(("127.0.0.1", port), _handler(delay_ms / 1000, corpus))
     thread = threading.Thread(
         target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="stub-server", daemon=True
     )
@@ -132,14 +141,14 @@ def start_stub_server(delay_ms: float = 50.0, port: int = 0) -> tuple[str, Calla
     return f"http://{host}:{bound}", stop
 
 
-def start_stub_process(delay_ms: float = 50.0) -> tuple[str, Callable[[], None]]:
+def start_stub_process(delay_ms: float = 50.0, corpus: str | None = None) -> tuple[str, Callable[[], None]]:
     """Run the stub in a child Python process (no GIL shared with the caller).
 
     Returns:
         (base_url, stop); stop() terminates the child and waits for it.
     """
     proc = subprocess.Popen(
-        [sys.executable, __file__, "--delay-ms", str(delay_ms)],
+        [sys.executable, __file__, "--delay-ms", str(delay_ms), *(["--corpus", corpus] if corpus else [])],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -164,8 +173,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--delay-ms", type=float, default=50.0, help="fixed answer delay L in ms")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = any free port)")
+    parser.add_argument("--corpus", choices=["scifact", "obsidian"], help="answers of real text (real_answers.py)")
     args = parser.parse_args()
-    base_url, stop = start_stub_server(args.delay_ms, args.port)
+    base_url, stop = start_stub_server(args.delay_ms, args.port, args.corpus)
     print(base_url, flush=True)
     try:
         threading.Event().wait()
