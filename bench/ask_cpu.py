@@ -60,6 +60,10 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _sys() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
+
+
 def child(job: str, a: argparse.Namespace) -> dict:
     sys.path.insert(0, str(HERE))
     import asyncio
@@ -78,9 +82,9 @@ def child(job: str, a: argparse.Namespace) -> dict:
         where = {"api_url": a.url} if job == "http" else {"target": f"python:{tmp / 'bot.py'}:ask"}
         common = dict(concurrency=a.c, retrieval_only=True, no_probe=True, quiet=True, retries=0, timeout=30, **where)
         run_eval(str(es), results_dir=str(tmp / f"warm-{job}-{os.getpid()}"), limit=WARMUP, **common)
-        c0, t0 = _cpu(), time.perf_counter()
+        c0, s0, t0 = _cpu(), _sys(), time.perf_counter()
         result = run_eval(str(es), results_dir=str(tmp / f"run-{job}-{os.getpid()}"), **common)
-        out |= {"wall_s": time.perf_counter() - t0, "cpu_s": _cpu() - c0, "errors": result.n_errors,
+        out |= {"wall_s": time.perf_counter() - t0, "cpu_s": _cpu() - c0, "sys_s": _sys() - s0, "errors": result.n_errors,
                 "loop_s": result.metrics["run_timing"]["session_wall_s"]}
         return out
     if job == "aiohttp":
@@ -114,9 +118,9 @@ def child(job: str, a: argparse.Namespace) -> dict:
             await asyncio.gather(*(worker() for _ in range(a.c)))
 
     asyncio.run(go(WARMUP))
-    c0, t0 = _cpu(), time.perf_counter()
+    c0, s0, t0 = _cpu(), _sys(), time.perf_counter()
     asyncio.run(go(a.n))
-    out |= {"wall_s": time.perf_counter() - t0, "cpu_s": _cpu() - c0, "errors": 0}
+    out |= {"wall_s": time.perf_counter() - t0, "cpu_s": _cpu() - c0, "sys_s": _sys() - s0, "errors": 0}
     return out
 
 
@@ -155,7 +159,8 @@ def main() -> None:
                     row = json.loads(done.stdout.strip().splitlines()[-1])
                     row["efficiency"] = a.n * a.delay_ms / 1000 / a.c / row["wall_s"]
                     rows.append(row)
-                    print(f"{job}: {1000 * row['cpu_s'] / a.n:.3f} ms/ask, efficiency {row['efficiency']:.3f}",
+                    print(f"{job}: {1000 * row['cpu_s'] / a.n:.3f} ms/ask ({1000 * row['sys_s'] / a.n:.3f} system), "
+                          f"efficiency {row['efficiency']:.3f}",
                           file=sys.stderr)
                 load.append(os.getloadavg()[0])
     finally:

@@ -20,6 +20,9 @@ figures were taken at, and reads their `--json` rows:
     judge         judge_bench.py --concurrency 4 16 64 (a 200 ms OpenAI-compatible judge)
     compare       compare_bench.py --n 10000, and --n 100000 --reference-rows 24 (compare_runs on two
                   runs with realistic slices, beside the resampling it did before issue 36)
+    askcpu        ask_cpu.py --repeat 3 (C = 64, L = 50 ms, SciFact answers: CPU per ask of run_eval over HTTP
+                  and over a python: target, beside a bare aiohttp client and a bare asyncio loop in the
+                  same rounds; issue 39 item 4)
     startup       startup_bench.py --repeat 7 (CPU of every script's --help and `evalkit --help`, beside a
                   bare interpreter in the same rounds; issue 39 item 5)
 
@@ -47,7 +50,7 @@ BENCH = Path(__file__).resolve().parent
 README = BENCH / "README.md"
 STORE = BENCH / "table.json"
 BEGIN, END = "<!-- table:begin (bench/table.py writes this part) -->", "<!-- table:end -->"
-PARTS = ("report", "concurrency", "memory", "judge", "compare", "startup")
+PARTS = ("report", "concurrency", "memory", "judge", "compare", "askcpu", "startup")
 
 
 def _run(args: list[str]) -> list[dict]:
@@ -87,6 +90,8 @@ def measure(part: str) -> list[dict]:
         rows = [{"bench": "compare", **r} for r in _run(["compare_bench.py", "--n", "10000", "--repeat", "3"])]
         return rows + [{"bench": "compare", **r} for r in _run(["compare_bench.py", "--n", "100000", "--repeat", "3",
                                                                  "--reference-rows", "24"])]
+    if part == "askcpu":
+        return [{"bench": "askcpu", **r} for r in _run(["ask_cpu.py", "--repeat", "3"])]
     if part == "startup":
         return [{"bench": "startup", **r} for r in _run(["startup_bench.py", "--repeat", "7"])]
     raise ValueError(part)
@@ -202,6 +207,25 @@ def figures(rows: list[dict]) -> list[tuple[str, str, str, str, float | None, Ca
                     _one(cmp, "cpu_s", job="compare", n=n, tree=""), None))
         out.append((f"the resampling compare did before issue 36, {n:,} cases: wall", "—", "—", "s",
                     _one(cmp, "wall_s", job="reference", n=n), None))
+    # Issue 39 item 4: CPU per ask at C = 64, L = 50 ms, answers of real text, references in the same rounds.
+    ask = _pick(rows, bench="askcpu")
+    per_ask = lambda r: 1000 * r["cpu_s"] / r["n"]  # noqa: E731
+    http, aio = _one(ask, per_ask, job="http"), _one(ask, per_ask, job="aiohttp")
+    py, loop = _one(ask, per_ask, job="python"), _one(ask, per_ask, job="loop")
+    http_eff, aio_eff = _one(ask, "efficiency", job="http"), _one(ask, "efficiency", job="aiohttp")
+    out += [
+        ("run_eval, HTTP target, C = 64, L = 50 ms, real text: CPU per ask", "0.82–0.99 ms (issue 39)", "≤ 0.4 ms", "ms1",
+         http, lambda v: v <= 0.4),
+        ("a bare aiohttp client, the same asks and rounds: CPU per ask", "0.19–0.23 ms (issue 39)", "—", "ms1", aio, None),
+        ("run_eval, python: target: CPU per call on top of a bare asyncio loop calling it", "0.30–0.44 ms (issue 39)",
+         "≤ 0.15 ms", "ms1", None if py is None or loop is None else py - loop, lambda v: v <= 0.15),
+        ("run_eval, HTTP target, C = 64, L = 50 ms, real text: efficiency", "—", "≥ 0.9 (quiet machine)", "eff",
+         http_eff, None),
+        ("the same, as a share of the bare aiohttp client's efficiency in the same rounds", "0.59 (1/1.69, issue 39)",
+         "≥ 0.8", "x", None if http_eff is None or not aio_eff else http_eff / aio_eff, lambda v: v >= 0.8),
+        ("run_eval, python: target, C = 64, L = 50 ms, real text: efficiency (bare loop beside it)", "0.83 (0.95)",
+         "≥ 0.9 (quiet machine)", "eff", _one(ask, "efficiency", job="python"), None),
+    ]
     # Issue 39 item 5: CPU of --help, medians of alternating rounds, fresh processes.
     st = _pick(rows, bench="startup")
     helps = [r["cpu_s"] for r in st if r["command"].endswith(".py --help")]
