@@ -115,22 +115,32 @@ class BoundedTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if self.deadline is None:
             return await self._bounded(request)
+        response, body = await self.read(request)
+        return httpx.Response(response.status_code, headers=response.headers, content=body, extensions=response.extensions)
+
+    async def read(self, request: httpx.Request) -> tuple[httpx.Response, bytes]:
+        """Send `request`; its response (status and headers, its stream read and closed) and
+        whole body, capped, within the deadline when there is one. The body is what
+        `handle_async_request`'s response holds as `content`, without building a second
+        response around it and reading it through httpx's decoders (identity was asked for;
+        gzip is inflated here): the HTTP target's ask reads it so (bench/README.md)."""
         try:
             async with asyncio.timeout(self.deadline):
                 response = await self._bounded(request)
                 stream = response.stream
                 try:
-                    # The body is read here, off the capped stream itself: httpx's own read
-                    # (aread, aiter_bytes, aiter_raw) would add three generator layers per
-                    # chunk and decode nothing (identity was asked for; gzip is inflated below).
+                    # Read here, off the capped stream itself: httpx's own read (aread,
+                    # aiter_bytes, aiter_raw) would add three generator layers per chunk.
                     body = b"".join([chunk async for chunk in stream])  # type: ignore[union-attr]
                 finally:
                     await stream.aclose()  # type: ignore[union-attr]
         except TimeoutError:
+            if self.deadline is None:
+                raise
             late = httpx.ReadTimeout(f"no complete answer within {self.deadline:g}s", request=request)
             late.deadline = self.deadline  # type: ignore[attr-defined]
             raise late from None
-        return httpx.Response(response.status_code, headers=response.headers, content=body, extensions=response.extensions)
+        return response, body
 
     async def _bounded(self, request: httpx.Request) -> httpx.Response:
         request.headers["Accept-Encoding"] = "identity"

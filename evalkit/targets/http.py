@@ -22,10 +22,14 @@ import orjson
 from pydantic import ValidationError
 
 from evalkit.errors import BadConfig, Problem, TargetError
-from evalkit.net.limits import DEFAULT_MAX_RESPONSE_BYTES, BoundedTransport, ResponseTooLarge
+from evalkit.net.limits import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    BoundedTransport,
+    ResponseTooLarge,
+)
 from evalkit.net.ratelimit import RateLimiter
-from evalkit.net.transport import ConnectionStack
 from evalkit.net.retry import RetryPolicy, retryable_status
+from evalkit.net.transport import ConnectionStack
 from evalkit.schema import AskRequest, IndexingCoverage
 from evalkit.targets.base import AskResult, parse_ask_response, request_body
 
@@ -140,11 +144,13 @@ class HttpTarget:
             self._conn = BoundedTransport(ConnectionStack(), max_bytes=self.max_response_bytes, deadline=self.timeout)
         return self._conn
 
-    async def _send(self, conn: _Conn, method: str, url: httpx.URL, content: bytes | None = None) -> httpx.Response:
-        """Send one request on a client or a bare transport; the body is read before returning."""
+    async def _send(self, conn: _Conn, method: str, url: httpx.URL, content: bytes | None = None) -> tuple[httpx.Response, bytes]:
+        """Send one request on a client or our transport: the response and its whole body
+        (read; the response's own stream closed)."""
         if isinstance(conn, httpx.AsyncClient):
             headers = self._post_headers if content is not None else self._headers
-            return await conn.request(method, url, content=content, headers=headers, timeout=self.timeout)
+            response = await conn.request(method, url, content=content, headers=headers, timeout=self.timeout)
+            return response, response.content
         if content is None:
             request = httpx.Request(method, url, headers=self._get_head, extensions=self._extensions)
         else:
@@ -152,15 +158,15 @@ class HttpTarget:
             # Host and Content-Length (about 5 us of the ask's CPU, bench/README.md).
             head = [*self._post_head, (b"Content-Length", str(len(content)).encode())]
             request = httpx.Request(method, url, headers=head, stream=httpx.ByteStream(content), extensions=self._extensions)
-        response = await conn.handle_async_request(request)
+        # The body as BoundedTransport reads it, not through a second httpx.Response (its
+        # read costs as much again per ask as the rest of this layer, bench/README.md).
+        response, body = await conn.read(request)
         response.request = request
-        try:
-            await response.aread()
-        finally:
-            await response.aclose()
-        return response
+        return response, body
 
-    async def _bounded_send(self, conn: _Conn, method: str, url: httpx.URL, content: bytes | None = None) -> httpx.Response:
+    async def _bounded_send(
+        self, conn: _Conn, method: str, url: httpx.URL, content: bytes | None = None
+    ) -> tuple[httpx.Response, bytes]:
         """`_send` within --timeout for the whole try: our transport bounds it itself
         (BoundedTransport's deadline); an injected httpx client is bounded here."""
         if isinstance(conn, httpx.AsyncClient):
@@ -182,7 +188,7 @@ class HttpTarget:
                 # Most asks succeed at once: the first try skips tenacity's set-up (about
                 # 0.07 ms per ask); a failure replays into the policy as its first attempt,
                 # so waits, Retry-After and the bound are the policy's own.
-                response, elapsed_ms = await self._watched_try(content)
+                response, body, elapsed_ms = await self._watched_try(content)
             except Exception as first:
                 attempts = 0
                 async for attempt in self._policy.retrying():
@@ -190,7 +196,7 @@ class HttpTarget:
                         attempts += 1
                         if attempts == 1:
                             raise first
-                        response, elapsed_ms = await self._watched_try(content)
+                        response, body, elapsed_ms = await self._watched_try(content)
         except httpx.HTTPStatusError as e:
             raise _status_error(e.response, attempts) from None
         except ResponseTooLarge as e:
@@ -208,20 +214,20 @@ class HttpTarget:
             raise TargetError("http_error", f"{type(e).__name__}: {e} ({_tries(attempts)})", attempts=attempts) from None
 
         if not response.is_success:
-            raise _status_error(response, attempts)
+            raise _status_error(_whole(response, body), attempts)
         try:
-            raw = orjson.loads(response.content)
+            raw = orjson.loads(body)
         except orjson.JSONDecodeError:
             ctype = response.headers.get("content-type", "no content-type")
             raise TargetError(
-                "invalid_response", f"response is not JSON ({ctype}): {_snippet(response)!r}"
+                "invalid_response", f"response is not JSON ({ctype}): {_snippet(_whole(response, body))!r}"
             ) from None
         result = parse_ask_response(raw, request, source="response")
         result.attempts = attempts
         result.elapsed_ms = elapsed_ms
         return result
 
-    async def _watched_try(self, content: bytes) -> tuple[httpx.Response, float]:
+    async def _watched_try(self, content: bytes) -> tuple[httpx.Response, bytes, float]:
         """`_try`, with its outcome told to the retry policy's circuit breaker, if it has one
         (`evalkit.net.breaker`: a target failing every request stops being retried)."""
         breaker = self._policy.breaker
@@ -235,21 +241,22 @@ class HttpTarget:
         breaker.success()
         return out
 
-    async def _try(self, content: bytes) -> tuple[httpx.Response, float]:
+    async def _try(self, content: bytes) -> tuple[httpx.Response, bytes, float]:
         """One try: rate limit, send; a retryable status raises HTTPStatusError. Returns the
-        response and the try's own wall time in ms."""
+        response, its body and the try's own wall time in ms."""
         if self._limiter is not None:
             await self._limiter.acquire()
         conn = self._checkout()
         start = time.perf_counter()
         try:
-            response = await self._bounded_send(conn, "POST", self._ask_url, content)
+            response, body = await self._bounded_send(conn, "POST", self._ask_url, content)
         except TimeoutError:
             raise httpx.ReadTimeout(f"no complete answer within {self.timeout:g}s") from None
         elapsed_ms = (time.perf_counter() - start) * 1000
         if retryable_status(response.status_code):
-            raise httpx.HTTPStatusError(f"HTTP {response.status_code}", request=response.request, response=response)
-        return response, elapsed_ms
+            whole = _whole(response, body)
+            raise httpx.HTTPStatusError(f"HTTP {response.status_code}", request=whole.request, response=whole)
+        return response, body, elapsed_ms
 
     async def index_stats(self) -> IndexingCoverage | None:
         """GET /api/v1/index/stats once; None on 404, any error or an invalid body."""
@@ -257,7 +264,7 @@ class HttpTarget:
         try:
             if self._limiter is not None:
                 await self._limiter.acquire()
-            response = await self._bounded_send(conn, "GET", self._stats_url)
+            response, body = await self._bounded_send(conn, "GET", self._stats_url)
         except (TimeoutError, httpx.TimeoutException):
             log.info("index stats unavailable: no answer within %gs", self.timeout)
             return None
@@ -269,7 +276,7 @@ class HttpTarget:
                 log.info("index stats unavailable: HTTP %s", response.status_code)
             return None
         try:
-            return IndexingCoverage.model_validate(orjson.loads(response.content))
+            return IndexingCoverage.model_validate(orjson.loads(body))
         except (orjson.JSONDecodeError, ValidationError):
             log.info("index stats unavailable: invalid body")
             return None
@@ -293,6 +300,13 @@ class HttpTarget:
 
 
 _Conn = httpx.AsyncClient | httpx.AsyncBaseTransport
+
+
+def _whole(response: httpx.Response, body: bytes) -> httpx.Response:
+    """`response` with its body as `content` (the error paths read its text and headers)."""
+    whole = httpx.Response(response.status_code, headers=response.headers, content=body, extensions=response.extensions)
+    whole.request = response.request
+    return whole
 
 
 def _tries(attempts: int) -> str:

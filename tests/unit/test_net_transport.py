@@ -284,6 +284,42 @@ def test_the_byte_cap_and_deadline_hold_over_it(serve: Callable[..., Server]) ->
     assert deadline_in(wrapped) == 0.3 and deadline_in(httpx.ReadTimeout("slow")) is None
 
 
+def test_read_gives_the_body_handle_async_request_gives_as_content() -> None:
+    # BoundedTransport.read (the HTTP target's ask): the same status, headers and body as
+    # handle_async_request's response content, gzip inflated, the cap and the deadline held
+    import gzip
+
+    body = b'{"answer": "' + "é".encode() * 5000 + b'"}'
+    answers = {
+        "/plain": lambda: httpx.Response(200, headers={"Content-Type": "application/json"}, content=body),
+        "/gzip": lambda: httpx.Response(200, headers={"Content-Encoding": "gzip"}, content=gzip.compress(body)),
+        "/big": lambda: httpx.Response(200, content=b"x" * 5000),
+    }
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/slow":
+            await asyncio.sleep(5)
+        return answers[request.url.path]()
+
+    def bounded(**kwargs: Any) -> BoundedTransport:
+        return BoundedTransport(httpx.MockTransport(slow), **kwargs)
+
+    async def go() -> None:
+        for path in ("/plain", "/gzip"):
+            response, got = await bounded(deadline=5).read(httpx.Request("GET", f"http://x{path}"))
+            whole = await bounded(deadline=5).handle_async_request(httpx.Request("GET", f"http://x{path}"))
+            assert (response.status_code, got) == (whole.status_code, whole.content) == (200, body)
+            assert response.headers.get("Content-Encoding") is None  # inflated here, not again by httpx
+        response, got = await bounded().read(httpx.Request("GET", "http://x/plain"))  # no deadline
+        assert got == body
+        with pytest.raises(ResponseTooLarge):
+            await bounded(max_bytes=1000, deadline=5).read(httpx.Request("GET", "http://x/big"))
+        with pytest.raises(httpx.ReadTimeout, match="no complete answer within 0.1s"):
+            await bounded(deadline=0.1).read(httpx.Request("GET", "http://x/slow"))
+
+    asyncio.run(go())
+
+
 def test_the_stack_holds_one_connection_per_request_in_flight(serve: Callable[..., Server]) -> None:
     def handler(conn: socket.socket, request: bytes, n: int) -> bool:
         time.sleep(0.02)
