@@ -14,6 +14,10 @@ In its own process (what the benchmark should use):
     from stub_server import start_stub_process
     base_url, stop = start_stub_process(delay_ms=50)
 
+With `corpus="scifact"` (or "obsidian"; `--corpus` by hand) it answers with real text instead:
+the answer a question names, K = 5 chunks of SciFact abstracts or obsidian-tasks sections
+(real_answers.py; bench/ask_cpu.py).
+
 Or by hand: `python bench/stub_server.py --delay-ms 50 [--port 8099]` prints the base URL.
 """
 
