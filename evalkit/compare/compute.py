@@ -105,7 +105,8 @@ _METRIC_ORDER = (*AT_K_METRICS, *PLAIN_METRIC_ORDER)
 _LOWER_IS_BETTER = LOWER_IS_BETTER
 _HIGHER_IS_BETTER = frozenset(_METRIC_ORDER) - _LOWER_IS_BETTER
 # Scopes in report order: the groupings readers scan first, tags (the most numerous) last.
-_GROUPING_ORDER = (Met.BY_ANSWERABLE, Met.BY_CATEGORY, Met.BY_DIFFICULTY, Met.BY_DOMAIN, Met.BY_LANGUAGE, Met.BY_SCENARIO, Met.BY_TAG)
+_GROUPING_ORDER = (Met.BY_ANSWERABLE, Met.BY_CATEGORY, Met.BY_DIFFICULTY, Met.BY_DOMAIN, Met.BY_LANGUAGE, Met.BY_SCENARIO,
+                   Met.BY_TURN, Met.BY_FOLLOW_UP, Met.BY_TAG)
 # hallucination = 1 - abstention accuracy case by case: one test, shown on both rows.
 _MIRRORED = {"hallucination_rate_unanswerable": "abstention_accuracy"}
 # Judge scores: what a different judge (model, prompt, temperature) makes incomparable.
@@ -219,16 +220,18 @@ def _min_p(n_changed: int, resamples: int) -> float:
     return max(exact, 1.0 / (resamples + 1))
 
 
-def _paired_diff(row: DeltaRow, ta: CaseTable, tb: CaseTable, pairing: _Pairing) -> np.ndarray:
+def _paired_diff(row: DeltaRow, ta: CaseTable, tb: CaseTable, pairing: _Pairing) -> tuple[np.ndarray, np.ndarray | None]:
     """d_i = b_i − a_i of a row over the cases of its scope both runs scored (the data of its
-    paired test, in the row's own direction: a mirrored row's differences change sign)."""
+    paired test, in the row's own direction: a mirrored row's differences change sign), and
+    each one's conversation (`_Pairing.cluster`), or None for a run of single questions."""
     column = _MIRRORED.get(row.metric, row.metric)
     key = f"{column}@{row.k}" if row.k is not None else column
     pos = np.asarray(pairing.scope_pos.get(row.scope, []), dtype=np.int64)
     va, vb = ta.column(key)[pairing.ia[pos]], tb.column(key)[pairing.ib[pos]]
     both = ~(np.isnan(va) | np.isnan(vb))
     d = vb[both] - va[both]
-    return 0.0 - d if row.metric in _MIRRORED else d
+    clusters = None if pairing.cluster is None else pairing.cluster[pos][both]
+    return (0.0 - d if row.metric in _MIRRORED else d), clusters
 
 
 # ---------------------------------------------------------------- the steps of compare_runs
@@ -243,6 +246,10 @@ class _Pairing:
     ia: np.ndarray
     ib: np.ndarray
     scope_pos: dict[str, list[int]]
+    # Runs of conversations (DESIGN.md §10): per paired case, a number its conversation's
+    # turns share (a single question its own); the tests and intervals resample these. None
+    # when no case is a turn.
+    cluster: np.ndarray | None = None
 
 
 def _pair(ta: CaseTable, tb: CaseTable) -> _Pairing:
@@ -254,7 +261,13 @@ def _pair(ta: CaseTable, tb: CaseTable) -> _Pairing:
     for pos, (ra, rb) in enumerate(zip(ia.tolist(), ib.tolist(), strict=True)):
         for scope in set(ta.scopes[ra]) & set(tb.scopes[rb]):
             scope_pos.setdefault(scope, []).append(pos)
-    return _Pairing(ids, ia, ib, scope_pos)
+    cluster = None
+    if ta.conversation:
+        numbers: dict[str, int] = {}
+        labels = [ta.conversation.get(int(ra)) for ra in ia.tolist()]
+        cluster = np.array([numbers.setdefault(c if c is not None else f"\0{i}", len(numbers)) for i, c in enumerate(labels)],
+                           dtype=np.int64)
+    return _Pairing(ids, ia, ib, scope_pos, cluster)
 
 
 def _notes(
@@ -367,7 +380,9 @@ def _test_rows(
                                            (orient * d[nonzero] + 0.0).tobytes())), digest_size=32).digest()
         if ident not in tests:
             name = f"{key}|{row.scope}"
-            result = compare_paired(va, vb, seed=seed, key=name, resamples=resamples, confidence=confidence, alpha=alpha)
+            clusters = None if pairing.cluster is None else pairing.cluster[pos]
+            result = compare_paired(va, vb, seed=seed, key=name, resamples=resamples, confidence=confidence, alpha=alpha,
+                                    clusters=clusters)
             tests[ident] = (result, int(nonzero.size), orient, name)
         test_of[id(row)] = ident
         result, changed, first_orient, row.test = tests[ident]
@@ -459,9 +474,10 @@ def _verdict(
         if reason is not None or row is None:
             not_compared.append({"metric": name, "reason": reason or "no row"})
             continue
+        diff, clusters = _paired_diff(row, ta, tb, pairing)
         members.append(Member(metric=metric, k=k, direction=row.direction or "higher_is_better", margin=margin,
-                              source=source, diff=_paired_diff(row, ta, tb, pairing), test=row.test,
-                              family=metric_key(_MIRRORED.get(metric, metric), k), gated=gated))
+                              source=source, diff=diff, test=row.test,
+                              family=metric_key(_MIRRORED.get(metric, metric), k), gated=gated, clusters=clusters))
     # Report order: the gated set first, then the rest, each in the rows' order.
     rank = {(r.metric, r.k): i for i, r in enumerate(rows) if r.scope == "overall"}
     members.sort(key=lambda m: (not m.gated, rank.get((m.metric, m.k), len(rank))))
@@ -692,6 +708,7 @@ def compare_runs(
             seed=seed, resamples=resamples, confidence=confidence, alpha=alpha, correction=correction,
             family_size=family_size, n_tested=sum(1 for r in rows if r.p_value is not None),
             n_significant=sum(1 for r in rows if r.significant), normal_from={"ci": NORMAL_CI_FROM, "p": NORMAL_P_FROM},
+            unit="conversation" if pairing is not None and pairing.cluster is not None else "case",
             methods=_method_counts(rows),
         ),
         invariants=InvariantReport(ok=not violations, violations=violations, ignored=bool(violations and ignore_invariants),

@@ -80,6 +80,10 @@ class StatsSettings(BaseModel):
     family_size: int = Field(description="tests in the multiple-testing family (m)")
     n_tested: int = Field(description="delta rows with a paired test (in the family or not)")
     n_significant: int = Field(description="delta rows significant after correction")
+    unit: Literal["case", "conversation"] = Field(
+        "case", description="what the intervals and tests resample: the case, or for runs of conversations the whole "
+        "conversation (its turns are not independent; EVAL.md, \"Conversations\")"
+    )
     normal_from: dict[str, int] = Field(
         default_factory=dict, description='{"ci": 30, "p": 100}: the effective changed cases from which a test\'s '
         'interval, and its p-value, come from normal theory instead of draws (EVAL.md, "Normal theory for many changed cases")'

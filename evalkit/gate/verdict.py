@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -185,17 +185,26 @@ class Interval:
     variance: float | None = None  # Σ (d_i − d̄)² / (n − 1): the observed part of sd², without the guard
 
 
-def paired_interval(diff: Sequence[float] | np.ndarray, *, scale: float, confidence: float) -> Interval:
+def paired_interval(diff: Sequence[float] | np.ndarray, *, scale: float, confidence: float,
+                    clusters: Sequence[Any] | np.ndarray | None = None) -> Interval:
     """d̄ ∓ t_{n−1}((1 + c)/2) · s/√n, with s² = (Σ (d_i − d̄)² + scale²) / (n − 1), clipped to
     [−scale, scale] (no label changes: every margin is at most the scale).
+
+    With `clusters` (one label per difference; the turns of one conversation share one), the
+    cluster-robust form over the G clusters: S_g a cluster's sum of differences and n_g its
+    cases, u_g = S_g − n_g·d̄, Var(d̄) = G/(G − 1) · Σ u_g² / n², and
+    d̄ ∓ t_{G−1}((1 + c)/2) · √(Var(d̄) + scale² / (n (G − 1))). With one case per cluster it is
+    the interval above. `variance` is then n·Var(d̄): the per-case variance of the same
+    standard error (the design effect folded in), which the power figures read.
 
     Args:
         diff: the paired differences d_i = b_i − a_i over the cases both runs scored.
         scale: R, the metric's largest value (1 for rates and @K metrics, 5 for a judge mean).
         confidence: c, e.g. 1 − 2α/m for a family of m (each bound one-sided at α/m).
+        clusters: None, or a label per difference.
 
     Returns:
-        Interval; n = 0: every field None; n = 1: the mean only (no interval).
+        Interval; n = 0: every field None; n = 1 (or one cluster): the mean only (no interval).
     """
     d = np.asarray(diff, dtype=np.float64)
     n = int(d.size)
@@ -204,6 +213,18 @@ def paired_interval(diff: Sequence[float] | np.ndarray, *, scale: float, confide
     mean = math.fsum(d.tolist()) / n + 0.0
     if n < 2:
         return Interval(n, mean, None, None, None, confidence)
+    if clusters is not None:
+        _, groups = np.unique(np.asarray(clusters), return_inverse=True)
+        g = int(groups.max()) + 1 if groups.size else 0
+        if g < n:
+            if g < 2:
+                return Interval(n, mean, None, None, None, confidence)
+            u = np.bincount(groups, weights=d) - np.bincount(groups) * mean
+            var_mean = g / (g - 1) * math.fsum((u * u).tolist()) / (n * n)
+            se = math.sqrt(var_mean + scale * scale / (n * (g - 1)))
+            half = t_quantile((1.0 + confidence) / 2.0, g - 1) * se
+            return Interval(n, mean, se * math.sqrt(n), max(mean - half, -scale) + 0.0, min(mean + half, scale) + 0.0,
+                            confidence, n * var_mean)
     variance = math.fsum(((d - mean) ** 2).tolist()) / (n - 1)
     sd = math.sqrt(variance + scale * scale / (n - 1))
     half = t_quantile((1.0 + confidence) / 2.0, n - 1) * sd / math.sqrt(n)
@@ -462,6 +483,7 @@ class Member:
     test: str | None
     family: str  # members with the same family key are one test (hallucination = 1 − abstention accuracy)
     gated: bool = True  # must be shown no worse than its margin for the merge to pass
+    clusters: np.ndarray | None = None  # per difference, its conversation (paired_interval), or None
 
 
 def _reason(label: str, direction: str, margin: float, ghi: float | None, more: int | None, n: int) -> str:
@@ -500,7 +522,7 @@ def _too_few_reason(scale: float, n: int, margin: float, floor: float, more: int
 
 def _metric_verdict(m: Member, confidence: float, power: float) -> MetricVerdict:
     scale = _scale(m.metric)
-    iv = paired_interval(m.diff, scale=scale, confidence=confidence)
+    iv = paired_interval(m.diff, scale=scale, confidence=confidence, clusters=m.clusters)
     changed = int(np.count_nonzero(m.diff))
     label: Label = "inconclusive"
     mde = needed = ghi = None

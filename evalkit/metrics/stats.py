@@ -546,6 +546,69 @@ def rng_for(seed: int, key: str) -> np.random.Generator:
     return np.random.default_rng(_seed_sequence(seed, key))
 
 
+def _groups(a: ArrayLike, b: ArrayLike, clusters: ArrayLike) -> np.ndarray | None:
+    """The cluster of each case `paired` keeps, numbered 0..G-1; None when no cluster holds
+    two of them (the case is then the unit, and the numbers are the unclustered ones)."""
+    va, vb = _column(a, "a"), _column(b, "b")
+    labels = np.asarray(clusters)
+    if labels.shape != va.shape:
+        raise ValueError(f"expected one cluster label per case: {labels.shape[0]} labels for {va.shape[0]} cases")
+    kept = labels[~(np.isnan(va) | np.isnan(vb))]
+    _, numbered = np.unique(kept, return_inverse=True)
+    return numbered if numbered.size and int(np.bincount(numbered).max()) > 1 else None
+
+
+def _cluster_sums(d: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(each cluster's sum of differences, its number of cases)."""
+    return np.bincount(groups, weights=d), np.bincount(groups).astype(np.float64)
+
+
+def cluster_interval(
+    sums: ArrayLike, sizes: ArrayLike, *, resamples: int = DEFAULT_RESAMPLES, confidence: float = 0.95,
+    rng: np.random.Generator, normal_from: float = NORMAL_CI_FROM,
+) -> tuple[tuple[float, float], Literal["bootstrap", "normal"]]:
+    """The interval of the mean difference over cases when the unit drawn is a cluster
+    (a conversation): the estimate is d̄ = Σ S_g / Σ n_g over the G clusters, S_g a cluster's
+    sum of differences and n_g its cases.
+
+    - "bootstrap": R resamples of G clusters drawn uniformly with replacement, each giving
+      Σ S / Σ n over the clusters drawn; the interval their `numpy.quantile` (linear) at
+      (1 − c)/2 and (1 + c)/2, as `bootstrap_ci`.
+    - "normal", once `effective_changes` of the residuals u_g = S_g − n_g·d̄ reaches
+      `normal_from`: the same Cornish–Fisher interval as `normal_ci` with the cluster-robust
+      spread: se = √(Σ u_g²) / n and skewness γ = Σ u_g³ / (Σ u_g²)^{3/2} (n = Σ n_g). With
+      one case per cluster these are `normal_ci`'s se and γ.
+
+    Returns:
+        ((lo, hi), method).
+    """
+    s, m = np.asarray(sums, dtype=np.float64), np.asarray(sizes, dtype=np.float64)
+    r, c = _check_resamples(resamples), _check_confidence(confidence)
+    n, g = float(m.sum()), s.shape[0]
+    mean = float(s.sum()) / n
+    u = s - m * mean
+    sq = u * u
+    s2, s4 = float(sq.sum()), float(np.dot(sq, sq))
+    if s2 == 0.0:
+        return (mean, mean), "normal"
+    if s2 * s2 / s4 >= normal_from:
+        se = math.sqrt(s2) / n
+        gamma = float(np.dot(sq, u)) / s2**1.5
+        ends = []
+        for q in ((1.0 - c) / 2.0, (1.0 + c) / 2.0):
+            z = NormalDist().inv_cdf(q)
+            ends.append(mean + se * (z + gamma * (z * z - 1.0) / 6.0))
+        return (ends[0], ends[1]), "normal"
+    means = np.empty(r, dtype=np.float64)
+    rows = max(1, _CHUNK_ELEMENTS // g)
+    for start in range(0, r, rows):
+        stop = min(r, start + rows)
+        idx = rng.integers(0, g, size=(stop - start, g))
+        means[start:stop] = s[idx].sum(axis=1) / m[idx].sum(axis=1)
+    lo, hi = np.quantile(means, [(1.0 - c) / 2.0, (1.0 + c) / 2.0], method="linear")
+    return (float(lo), float(hi)), "bootstrap"
+
+
 def compare_paired(
     a: ArrayLike,
     b: ArrayLike,
@@ -557,6 +620,7 @@ def compare_paired(
     alpha: float | None = None,
     normal_ci_from: float = NORMAL_CI_FROM,
     normal_p_from: float = NORMAL_P_FROM,
+    clusters: ArrayLike | None = None,
 ) -> PairedComparison:
     """Paired comparison of one metric in one scope: run a (baseline) vs run b (new).
 
@@ -587,6 +651,11 @@ def compare_paired(
         normal_ci_from: the effective number of changed cases from which `normal_ci`
             replaces the bootstrap (math.inf: never).
         normal_p_from: the same for `normal_test` and the Monte-Carlo test.
+        clusters: one label per case (same order as `a`), cases of one label not independent
+            (the turns of one conversation): the interval and the test then resample whole
+            clusters (`cluster_interval`; the sign-flip test over each cluster's sum of
+            differences, which is the case test when every cluster holds one case). None,
+            or every label its own case: the case is the unit, as above.
 
     Returns:
         PairedComparison; with n = 0 every mean, delta, CI end, p and method is None.
@@ -600,18 +669,29 @@ def compare_paired(
     ci_method = p_method = None
     drawn = 0
     delta = math.fsum(d.tolist()) / n if n else None
-    if n:
-        # The centred moments, once: the switch's effective changes and the normal interval read them.
+    groups = _groups(a, b, clusters) if clusters is not None and n else None
+    if groups is not None:
+        sums, sizes = _cluster_sums(d, groups)
         mean = float(d.mean())
-        x = d - mean
-        sq = x * x
-        m2, m4 = float(sq.sum()), float(np.dot(sq, sq))
         if float(d.min()) == float(d.max()):
             ci, ci_method = (float(d[0]), float(d[0])), "exact"
-        elif m2 * m2 / m4 >= normal_ci_from:
-            ci, ci_method = _normal_interval(mean, n, m2 / n, float(np.dot(sq, x)) / n, c), "normal"
         else:
-            ci, ci_method = bootstrap_ci(d, resamples=r, confidence=c, rng=np.random.default_rng(boot_seq)), "bootstrap"
+            ci, ci_method = cluster_interval(sums, sizes, resamples=r, confidence=c, rng=np.random.default_rng(boot_seq),
+                                             normal_from=normal_ci_from)
+        d = sums  # the test's units: one sum of differences per cluster
+    if n:
+        # The centred moments, once: the switch's effective changes and the normal interval read them.
+        if groups is None:
+            mean = float(d.mean())
+            x = d - mean
+            sq = x * x
+            m2, m4 = float(sq.sum()), float(np.dot(sq, sq))
+            if float(d.min()) == float(d.max()):
+                ci, ci_method = (float(d[0]), float(d[0])), "exact"
+            elif m2 * m2 / m4 >= normal_ci_from:
+                ci, ci_method = _normal_interval(mean, n, m2 / n, float(np.dot(sq, x)) / n, c), "normal"
+            else:
+                ci, ci_method = bootstrap_ci(d, resamples=r, confidence=c, rng=np.random.default_rng(boot_seq)), "bootstrap"
         e = d[d != 0.0]
         if not e.shape[0]:
             p, p_method = 1.0, "exact"
