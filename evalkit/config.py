@@ -111,6 +111,10 @@ class RunSettings(BaseModel):
     k: list[int] = Field(default_factory=lambda: default_of("k"), min_length=1)
     folder_mode: FolderMode = default_of("folder_mode")
     send_scope: str = default_of("send_scope")
+    # Issue 40: what a conversation's later turn is sent as its history (DESIGN.md §10):
+    # the chatbot's own earlier answers (live), the eval set's reference answers, or none.
+    # Hashed only when not live, so runs without it keep their config_hash.
+    history: Literal["live", "reference", "none"] = default_of("history")
     rerank_vector_weight: float = Field(default_of("rerank_vector_weight"), ge=0)
     rerank_lexical_weight: float = Field(default_of("rerank_lexical_weight"), ge=0)
     retrieval_only: bool = False
@@ -435,6 +439,8 @@ class RunSettings(BaseModel):
             out["evaluators"] = list(self.evaluators)
         if self.trials > 1:  # N answers per case: another run
             out["trials"] = self.trials
+        if self.history != "live":  # what a conversation's later turns are sent
+            out["history"] = self.history
         validity = response_validity_identity(self)
         if validity is not None:  # changes what response_validity measures
             out["response_validity"] = validity

@@ -23,6 +23,7 @@ RUN_DEFAULTS: dict[str, Any] = {
     "vault": DEFAULT_VAULT,
     "k": [5],
     "folder_mode": "off",
+    "history": "live",
     "send_scope": "none",
     "rerank_vector_weight": 0.7,
     "rerank_lexical_weight": 0.3,

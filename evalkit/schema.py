@@ -168,8 +168,40 @@ class CaseExpectations(BaseModel):
         return self
 
 
+class Message(BaseModel):
+    """One earlier turn of a conversation as the chatbot is sent it (DESIGN.md §10)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant"]
+    content: str | None = Field(
+        description="The text; an assistant turn whose reference answer the eval set lacks is null "
+        "(only a run with live history can send it: the chatbot's own answer)."
+    )
+
+
+class TurnOf(BaseModel):
+    """Where a turn case sits in its conversation: set by the loader from a line's `turns`,
+    never written by hand (evalset/turns.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(description="The conversation's id (the line's `id`).")
+    turn: int = Field(ge=1, description="1-based position of this turn.")
+    turns: int = Field(ge=1, description="How many turns the conversation has.")
+    follow_up: str | None = Field(
+        None, description="What kind of turn it is (e.g. follow-up, clarification), as the eval set says."
+    )
+    history: list[Message] = Field(
+        default_factory=list,
+        description="The reference conversation before this turn, oldest first: each earlier question and its "
+        "expected_answer.",
+    )
+
+
 class EvalCase(_Open):
-    """One line of eval_set.jsonl (seed 000, "Test Case Format", plus our additions)."""
+    """One line of eval_set.jsonl (seed 000, "Test Case Format", plus our additions), or one
+    turn of a line that holds a conversation (`turns`, evalset/turns.py)."""
 
     id: str = Field(description="Unique case id (ints are turned into strings).")
     question: str = Field(min_length=1)
@@ -212,6 +244,9 @@ class EvalCase(_Open):
     scenario: str | None = Field(
         None, description="Scenario family (seed 004), e.g. follow_up_recall: --suite weighs scenarios."
     )
+    conversation: TurnOf | None = Field(
+        None, description="Set by the loader on each turn of a conversation (a line with `turns`); absent otherwise."
+    )
 
     @field_validator("id", mode="before")
     @classmethod
@@ -247,6 +282,10 @@ class AskRequest(BaseModel):
     rerank_weights: RerankWeights = Field(default_factory=RerankWeights)
     options: dict[str, Any] = Field(default_factory=dict)
     debug: bool = True
+    # A conversation's turn (DESIGN.md §10): the earlier turns, oldest first, and the
+    # conversation's id. Left out of the body of a single question (request_body).
+    history: list[Message] | None = None
+    conversation_id: str | None = None
 
 
 class Reference(_Open):

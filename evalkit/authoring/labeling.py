@@ -34,6 +34,7 @@ from evalkit.errors import BadConfig, InputError, Problem, TargetError
 from evalkit.evalset.anchorcheck import Corpus, check_support, corpus_from_index_stats, corpus_from_vault
 from evalkit.evalset.anchors import heading_components, match_support, normalize_heading_path, normalize_rel_path
 from evalkit.evalset.load import EvalSet, load_eval_set
+from evalkit.evalset.turns import conversation_of
 from evalkit.store.atomic import backup
 from evalkit.schema import (  # the label sources: in schema, read by the runner too
     AUTO,
@@ -198,6 +199,14 @@ class EvalSetFile:
 
     def _where(self, case_id: str) -> int:
         if case_id not in self._index:
+            conversation = conversation_of(case_id, self._index)
+            if conversation is not None:
+                # A turn lives inside its conversation's line (evalset/turns.py); editing one
+                # turn in place is not built yet (issue 40 item 6), and nothing is written.
+                raise InputError(Problem(
+                    f"{case_id!r} is a turn of conversation {conversation!r}: editing a conversation's turns here is not "
+                    "supported yet; edit its line's `turns` by hand", path=str(self.path),
+                    line=self._index[conversation] + 1, field="turns"))
             raise InputError(Problem(f"no case with id {case_id!r}", path=str(self.path), field="id"))
         return self._index[case_id]
 

@@ -83,6 +83,13 @@ def main(
     folder_mode: Optional[str] = run_setting(
         typer.Option(None, "--folder-mode", metavar="MODE", help="off | on | on_with_fallback.", rich_help_panel=_T)
     ),
+    history: Optional[str] = run_setting(typer.Option(
+        None, "--history", metavar="MODE",
+        help="live | reference | none: what a conversation's later turns are sent as the turns before them: the "
+        "chatbot's own earlier answers, the eval set's reference answers (expected_answer; a late turn is not "
+        "punished for an early mistake), or nothing (each turn asked alone).",
+        rich_help_panel=_T,
+    )),
     send_scope: Optional[str] = run_setting(typer.Option(
         None,
         "--send-scope",

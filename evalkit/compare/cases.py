@@ -36,7 +36,7 @@ from evalkit.compare.sources import RunSource, ranked_chunks
 # The aggregate's per-record reduction: reusing it keeps one definition of which cases
 # count toward which mean. (A public name for it is requested from metrics/aggregate.py.)
 from evalkit.metrics.aggregate import extract_case as _reduce_record
-from evalkit.metrics.aggregate import language_key
+from evalkit.metrics.aggregate import language_key, turn_keys
 from evalkit.metrics.keys import metric_key
 from evalkit.metrics.registry import METRICS, REPORT_ORDER, by_key
 from evalkit.metrics.retrieval import AT_K_METRICS
@@ -66,7 +66,7 @@ PER_CASE_METRICS = (*_READ_AS_IS, *(m.key for m in METRICS if m.per_case == "der
 _READ_RESPONSE = tuple(m.key for m in METRICS if m.per_case == "derived" and m.stage == "response")
 _GROUPING_SCOPES = (
     (Met.BY_TAG, "tag"), (Met.BY_CATEGORY, "category"), (Met.BY_DIFFICULTY, "difficulty"), (Met.BY_DOMAIN, "domain"),
-    (Met.BY_LANGUAGE, "language"), (Met.BY_SCENARIO, "scenario"),
+    (Met.BY_LANGUAGE, "language"), (Met.BY_SCENARIO, "scenario"), (Met.BY_TURN, "turn"), (Met.BY_FOLLOW_UP, "follow_up"),
 )
 _IDS_SHOWN = 20
 _JUDGE_FLIP_POINTS = 1.0
@@ -89,6 +89,7 @@ def _scopes(case: Mapping[str, Any], answerable: bool) -> tuple[str, ...]:
     lang = language_key(case)
     if lang is not None:
         out.append(f"language:{lang}")
+    out += [scope_name(grouping, key) for grouping, key in turn_keys(case)]
     return tuple(out)
 
 
@@ -117,6 +118,8 @@ class CaseTable:
         self._at_k_names = [(str(k), [(m, metric_key(m, k)) for m in AT_K_METRICS]) for k in ks]
         self._columns = list(self.cols.items())
         self.scopes: list[tuple[str, ...]] = []
+        # row -> its conversation's id, for the turns of a conversation (DESIGN.md §10).
+        self.conversation: dict[int, str] = {}
         self.answers: list[bytes | None] = []
         self.duplicates: list[str] = []
         self.missing_ids = 0
@@ -198,6 +201,9 @@ class CaseTable:
                 v = values.get(key)
                 col[row] = math.nan if v is None else float(v)
         self.scopes[row] = self._intern(_scopes(case, x["answerable"]))
+        conv = case.get("conversation")
+        if isinstance(conv, Mapping) and conv.get("id") is not None:
+            self.conversation[row] = str(conv["id"])
         self.answers[row] = None if target_error else _answer_digest(record.get("answer"))
         self._target_errors[row] = target_error
         self._error_kinds[row] = kind
@@ -217,6 +223,9 @@ class CaseTable:
             self.cols[key][row] = math.fsum(got) / len(got) if got else math.nan
         case = record.get("case") if isinstance(record.get("case"), Mapping) else {}
         self.scopes[row] = self._intern(_scopes(case, x["answerable"]))
+        conv = case.get("conversation")
+        if isinstance(conv, Mapping) and conv.get("id") is not None:
+            self.conversation[row] = str(conv["id"])
         if not target_error:
             self.answers[row] = _answer_digest(record.get("answer"))
         # Unscoreable only when no trial could be scored; a failed trial counts in error_rate.

@@ -190,6 +190,7 @@ def run_invariants(
     missing_fields: Iterable[str], judge: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
     asked_k: int | None = None,
     scorer: Mapping[str, Any] | None = None, gold_forms: Iterable[str] | None = None,
+    history: str | None = None,
 ) -> dict[str, Any]:
     """metrics.json's `invariants`: what seed 000 §10.1 compares beyond the dataset version.
 
@@ -200,7 +201,8 @@ def run_invariants(
     config.json's (`gate.scorer_identity()` of the run_eval that scored the records); a
     run made before evalkit recorded one has none. `gold_forms` (`fields.scored_forms`):
     the gold support forms the labels use, so a field one target leaves out blinds only
-    the metrics that read it (gate.fields); none for a run made before.
+    the metrics that read it (gate.fields); none for a run made before. `history`: what a
+    run of conversations sent its later turns (--history), absent for single questions.
     """
     if isinstance(judge, Mapping):
         judge = dict(judge) or None
@@ -213,6 +215,8 @@ def run_invariants(
         out["scorer"] = dict(scorer)
     if gold_forms is not None:
         out["gold_forms"] = list(gold_forms)
+    if history is not None:
+        out["history"] = history
     return out
 
 
@@ -237,10 +241,12 @@ class RecordPass:
         from evalkit.compare.trials import TrialStats
         from evalkit.derive.health import RunHealth
         from evalkit.metrics.aggregate import RecordTable
+        from evalkit.metrics.conversations import ConversationStats
         from evalkit.report.summary_md import WorstCases
 
         ks = list(ks or s.k)  # the cut-offs the per-case values hold (RunFacts.cutoffs)
         self.table = RecordTable(ks)
+        self.conversations = ConversationStats(ks[0])
         self.health = RunHealth()
         self.missing: set[str] = set()
         self.worst = WorstCases(ks[0])
@@ -266,7 +272,9 @@ class RecordPass:
                 self._rows = None
         if self.grades and rec.get(Rec.CASE_ID) in self.grades:
             self.graded.append(rec)
-        self.table.add_record(rec)
+        x = self.table.add_record(rec)
+        if Rec.HISTORY in rec or (rec.get(Rec.CASE) or {}).get("conversation") is not None:
+            self.conversations.add(rec, x)
         self.health.add(rec)
         self.missing.update(rec.get(Rec.MISSING_FIELDS) or [])
         self.worst.add(rec)
@@ -398,6 +406,9 @@ def derive_metrics(run: RunDir, facts: RunFacts, records: RecordPass) -> tuple[d
     }
     if trials is not None:
         metrics["trials"] = trials.result()
+    conversations = records.conversations.result()
+    if conversations is not None:
+        metrics[Met.CONVERSATIONS] = conversations
     agg = metrics[Met.AGGREGATE]
     # JudgeRunner.stats(): cache hits/misses, calls, tokens, cost (this session's calls).
     agg["judge"] = dict(facts.judge_stats) if facts.judge_stats is not None else None
@@ -415,7 +426,8 @@ def derive_metrics(run: RunDir, facts: RunFacts, records: RecordPass) -> tuple[d
     scorer = facts.scorer if facts.scorer is not None else config.get("scorer")
     judge = facts.judge if facts.judge is not None else _judge_of(config)
     metrics[Met.INVARIANTS] = run_invariants(missing, judge, s.request_k, scorer,
-                                           list(forms) if forms is not None else None)
+                                           list(forms) if forms is not None else None,
+                                           history=s.history if conversations is not None else None)
     metrics["warnings"] = [*facts.pre_run_warnings, *health.warnings()]
     metrics.update(facts.owned)
     gate = verdicts(metrics, s, facts.baseline, run, config)

@@ -26,9 +26,10 @@ import re
 import subprocess
 import zlib
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple, overload
 
@@ -38,6 +39,7 @@ from pydantic import ValidationError
 from evalkit.errors import BadConfig, BadEvalSet, InputError, Problem
 from evalkit.evalset.anchors import support_forms
 from evalkit.evalset.lock import eval_set_problem
+from evalkit.evalset.turns import TURNS, expand, in_turn
 from evalkit.jsonio import loads
 from evalkit.project import PROJECT_CONFIG, read_project_config
 from evalkit.schema import BUILTIN_CATEGORIES, RECENCY_RULES, CaseConstraints, CaseExpectations, EvalCase, GoldSupport
@@ -103,6 +105,8 @@ class StoredCases(_Column):
         self._last: tuple[int, bytes] = (-1, b"")  # the block last read, decompressed
         self.ids: list[str] = []
         self._facets: list[tuple[tuple[str, ...], str | None]] = []  # (tags, category) per case
+        # A conversation's turn cases (evalset/turns.py): index -> (conversation id, turn).
+        self.turns: dict[int, tuple[str, int]] = {}
         self._shared: dict[tuple[tuple[str, ...], str | None], tuple[tuple[str, ...], str | None]] = {}
 
     def _add_file(self, domain: str | None) -> int:
@@ -118,6 +122,8 @@ class StoredCases(_Column):
         self._end.append(len(self._open))
         if len(self._open) >= _BLOCK_BYTES:
             self._seal()
+        if case.conversation is not None:
+            self.turns[len(self.ids)] = (case.conversation.id, case.conversation.turn)
         self.ids.append(case.id)
         self._facets.append(self._shared.setdefault(facets, facets))
 
@@ -233,9 +239,29 @@ class EvalSet:
     # index of the case -> its recency_conflict_rule, for the cases that have one (which
     # judges a run needs is known without rebuilding every case).
     recency_rules: dict[int, str] = field(default_factory=dict)
+    _turns: dict[int, tuple[str, int]] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.cases)
+
+    @property
+    def turns(self) -> Mapping[int, tuple[str, int]]:
+        """Case index -> (conversation id, 1-based turn) for each turn of a conversation
+        (evalset/turns.py); empty for a set of single questions."""
+        if isinstance(self.cases, StoredCases):
+            return self.cases.turns
+        if self._turns is None:  # a set built in code: its cases looked at once
+            self._turns = {i: (c.conversation.id, c.conversation.turn) for i, c in enumerate(self.cases)
+                           if c.conversation is not None}
+        return self._turns
+
+    @property
+    def has_conversations(self) -> bool:
+        return bool(self.turns)
+
+    def turn_of(self, index: int) -> tuple[str, int] | None:
+        """(conversation id, turn) of case `index`, or None for a single question."""
+        return self.turns.get(index)
 
     def location(self, index: int) -> tuple[str | None, int | None]:
         """(path, line) of case `index`, or (None, None) when the set was not read from a file."""
@@ -409,25 +435,24 @@ def read_eval_set(
                 if not raw.strip():
                     continue
                 where = {"path": str(path), "line": lineno}
-                case = _read_case(raw, where, problems, domain=path.stem if from_folder else None)
-                if case is None:
-                    continue
-                problems.extend(case_problems(case, file_allowed, where))
-                warnings.extend((len(cases), w) for w in case_warnings(case, where))
-                if case.recency_conflict_rule is not None:
-                    recency_rules[len(cases)] = case.recency_conflict_rule
-                first = seen.get(case.id)
-                if first is not None:
-                    at_path, at_line = locations[first]
-                    problems.append(Problem(f"id {case.id!r} duplicates {at_path}:{at_line}", field="id", **where))
-                else:
-                    seen[case.id] = len(cases)
-                if visit is not None:
-                    visit(len(cases), case, str(path), lineno)
-                identity.add(case)
-                cases._add(file_no, raw, case)
-                locations.file.append(file_no)
-                locations.line.append(lineno)
+                for line, case, turn in _read_cases(raw, where, problems, domain=path.stem if from_folder else None):
+                    named = (lambda found: found) if turn is None else partial(in_turn, index=turn[0], turn=turn[1])
+                    problems.extend(named(case_problems(case, file_allowed, where)))
+                    warnings.extend((len(cases), w) for w in named(case_warnings(case, where)))
+                    if case.recency_conflict_rule is not None:
+                        recency_rules[len(cases)] = case.recency_conflict_rule
+                    first = seen.get(case.id)
+                    if first is not None:
+                        at_path, at_line = locations[first]
+                        problems.append(Problem(f"id {case.id!r} duplicates {at_path}:{at_line}", field="id", **where))
+                    else:
+                        seen[case.id] = len(cases)
+                    if visit is not None:
+                        visit(len(cases), case, str(path), lineno)
+                    identity.add(case)
+                    cases._add(file_no, line, case)
+                    locations.file.append(file_no)
+                    locations.line.append(lineno)
         info = {"path": str(path), "sha256": digest.hexdigest(), **_git_info(path)}
         file_infos.append(info)
         if (locked_out := eval_set_problem(path, info["sha256"])) is not None:
@@ -450,18 +475,45 @@ def read_eval_set(
     return eval_set, problems
 
 
-def _read_case(raw: bytes, where: dict[str, Any], problems: list[Problem], *, domain: str | None) -> EvalCase | None:
-    """One line as an EvalCase, or None once its problems are added: not JSON, not an object,
-    or fields the model refuses (with the typo hints, which are added either way). `domain`:
-    the folder file's stem, for a case that names none."""
+def _read_cases(
+    raw: bytes, where: dict[str, Any], problems: list[Problem], *, domain: str | None
+) -> list[tuple[bytes, EvalCase, tuple[int, dict[str, Any]] | None]]:
+    """The cases of one line, each with the bytes StoredCases keeps for it and, for a turn
+    of a conversation (evalset/turns.py), (its index, the turn's object); none once the
+    line's problems are added. A conversation with a bad turn gives no case at all."""
     try:
         obj = loads(raw, **where)  # the one reader's rules: strict UTF-8, depth, said where
     except InputError as e:
         problems.extend(e.problems)
-        return None
+        return []
     if not isinstance(obj, dict):
         problems.append(Problem(f"expected a JSON object, got {type(obj).__name__}", **where))
-        return None
+        return []
+    if TURNS not in obj:
+        if "conversation" in obj:
+            problems.append(Problem("set by evalkit on each turn of a conversation; write `turns` instead",
+                                    field="conversation", **where))
+            return []
+        case = _read_case(obj, where, problems, domain=domain)
+        return [] if case is None else [(raw, case, None)]
+    flats, shape = expand(obj, where)
+    problems.extend(shape)
+    out = []
+    for index, flat in flats:
+        turn = obj[TURNS][index]
+        found: list[Problem] = []
+        case = _read_case(flat, where, found, domain=domain)
+        # A shared field's problem is found in every turn: said once.
+        problems.extend(p for p in in_turn(found, index, turn) if p not in problems)
+        if case is not None:
+            out.append((orjson.dumps(flat), case, (index, turn)))
+    return out if not shape and len(out) == len(flats) else []
+
+
+def _read_case(obj: dict[str, Any], where: dict[str, Any], problems: list[Problem], *, domain: str | None) -> EvalCase | None:
+    """One case's object as an EvalCase, or None once its problems are added: fields the
+    model refuses (with the typo hints, which are added either way). `domain`: the folder
+    file's stem, for a case that names none."""
     obj = _convert_bob(obj)
     if domain is not None and obj.get("domain") is None:
         obj["domain"] = domain
@@ -545,7 +597,8 @@ def _field_names(model: type[EvalCase] | type[GoldSupport]) -> list[str]:
     return names
 
 
-_CASE_FIELDS = _field_names(EvalCase)
+# A line's keys: a case's fields (`conversation` is evalkit's own) and a conversation's `turns`.
+_CASE_FIELDS = [*(f for f in _field_names(EvalCase) if f != "conversation"), TURNS]
 _SUPPORT_FIELDS = _field_names(GoldSupport)
 # Snake names first (the messages list them), then seed 004's camelCase spellings.
 _CONSTRAINT_FIELDS = [*CaseConstraints.model_fields, "tokenBudget", "topK"]

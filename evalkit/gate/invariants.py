@@ -224,6 +224,10 @@ def check_invariants(
     ib = baseline_metrics.get(Met.INVARIANTS) if isinstance(baseline_metrics.get(Met.INVARIANTS), Mapping) else {}
     inn = new_metrics.get(Met.INVARIANTS) if isinstance(new_metrics.get(Met.INVARIANTS), Mapping) else {}
     out += _judge_violations(ib.get("judge"), inn.get("judge"))
+    hb, hn = ib.get("history"), inn.get("history")
+    if hb and hn and hb != hn:
+        # A turn sent the chatbot's own answers is another question than one sent the reference's.
+        out.append(f"history modes differ (--history {hb} vs {hn}): a conversation's later turns were asked differently")
     scorer = _scorer_violation(baseline_metrics, new_metrics)
     if scorer is not None:
         out.append(scorer)

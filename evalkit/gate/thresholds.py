@@ -52,7 +52,8 @@ _DEFAULT = {m.gated: float(m.margin) for m in METRICS if m.gated is not None and
 BUILTIN_THRESHOLDS: tuple[str, ...] = tuple(m.gated for m in METRICS if m.gated is not None)
 # What `--gate-by` may name: metrics.aggregate.GROUPINGS without "by_" (not imported here:
 # aggregate loads numpy, and config imports this module; a test keeps the two equal).
-GATE_BY: tuple[str, ...] = ("tag", "category", "difficulty", "domain", "answerable", "language", "scenario")
+GATE_BY: tuple[str, ...] = ("tag", "category", "difficulty", "domain", "answerable", "language", "scenario", "turn",
+                            "follow_up")
 # A slice whose n for a metric is below this is not gated on it (a slice of one case is a
 # flip: --fail-on-flip covers it).
 DEFAULT_MIN_SLICE_N = 2

@@ -58,12 +58,28 @@ LATENCY_PHASES = ("folder_selection", "retrieval", "generation", "judge")
 _KNOWN_LATENCY_KEYS = frozenset({"total_ms", *(f"{p}_ms" for p in LATENCY_PHASES)})
 _JUDGES = (Rec.GROUNDEDNESS, Rec.CORRECTNESS, "answer_quality")
 _QUALITY_DIMENSIONS = ("relevance", Rec.GROUNDEDNESS, "completeness")
-GROUPINGS = (Met.BY_TAG, Met.BY_CATEGORY, Met.BY_DIFFICULTY, Met.BY_DOMAIN, Met.BY_ANSWERABLE, Met.BY_LANGUAGE, Met.BY_SCENARIO)
+GROUPINGS = Met.GROUPINGS
 _GROUP_FIELDS = (
     (Met.BY_CATEGORY, "category"), (Met.BY_DIFFICULTY, "difficulty"), (Met.BY_DOMAIN, "domain"), (Met.BY_SCENARIO, "scenario")
 )
 # A citation marker in an answer: [1], [2, 3] (as judges/heuristic.py reads them).
 _CITATION_MARKER = re.compile(r"\[\d{1,6}(?:\s*,\s*\d{1,6})*\]")
+
+
+FIRST_TURN, FOLLOW_UP_TURN = "first", "follow-up"
+
+
+def turn_keys(case: Mapping) -> list[tuple[str, str]]:
+    """The conversation slices of a case, as (grouping, key): a turn's position (`by_turn`:
+    "first", or "follow-up" for every later turn) and its kind (`by_follow_up`, when the eval
+    set names one); none for a single question."""
+    conv = case.get("conversation")
+    if not isinstance(conv, Mapping) or not isinstance(conv.get("turn"), int):
+        return []
+    out = [(Met.BY_TURN, FIRST_TURN if conv["turn"] == 1 else FOLLOW_UP_TURN)]
+    if conv.get("follow_up"):
+        out.append((Met.BY_FOLLOW_UP, str(conv["follow_up"])))
+    return out
 
 
 def language_key(case: Mapping) -> str | None:
@@ -415,6 +431,8 @@ class RecordTable:
         lang = language_key(case)
         if lang is not None:
             _rows(groups[Met.BY_LANGUAGE], lang).append(row)
+        for grouping, key in turn_keys(case):
+            _rows(groups[grouping], key).append(row)
 
     def merge(self, other: RecordTable) -> None:
         """Append `other`'s rows after this table's (a later part of the same records)."""

@@ -57,6 +57,10 @@ class ReferenceConfig:
         answer_base_url/model/api_key: OpenAI-compatible chat for generative answers (optional).
         timeout: seconds per try of a call to either endpoint (the whole answer: connect,
             send, every byte).
+        history_questions: a conversation's turn (a request with `history`) is searched with
+            the last this-many earlier user questions added to its own: "and if I complete
+            it early?" finds the note "How do I recur a task?" named. 0 ignores the history.
+            The request option `history_questions` sets it per request.
     """
 
     chunker: ChunkerConfig = field(default_factory=ChunkerConfig)
@@ -74,6 +78,7 @@ class ReferenceConfig:
     answer_model: str | None = None
     answer_api_key: str | None = field(default=None, repr=False)
     timeout: float = 60.0
+    history_questions: int = 3
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> ReferenceConfig:
@@ -260,13 +265,15 @@ class ReferenceChatbot:
         threshold = _number_option(req.options, "abstain_threshold", self.config.abstain_threshold, 0.0, 1.0)
         k1 = _number_option(req.options, "bm25_k1", self.config.bm25_k1, 0.0, None)
         b = _number_option(req.options, "bm25_b", self.config.bm25_b, 0.0, 1.0)
+        n_earlier = int(_number_option(req.options, "history_questions", self.config.history_questions, 0.0, None))
         index = self._index(k1, b)
         # An option this chatbot does not know changes nothing: it says so, so a run made with
         # `--param top_k_rerank=3` is not mistaken for a run that measured that setting.
         ignored = sorted(k for k in req.options if k not in OPTIONS)
 
         t0 = time.perf_counter()
-        qterms = terms(req.question)
+        query = search_query(req.question, req.history, n_earlier)
+        qterms = terms(query)
         lexical = index.scores(qterms)
         allowed = self._filter_mask(req.vaults, req.folders)
         lexical = np.where(allowed, lexical, 0.0)
@@ -281,7 +288,7 @@ class ReferenceChatbot:
         t2 = time.perf_counter()
         vector = None
         if self._embedder is not None and self._vectors is not None and self.chunks:
-            qv = normalize_rows(self._embedder.embed([req.question]))[0]
+            qv = normalize_rows(self._embedder.embed([query]))[0]
             vector = self._vectors @ qv
         w = req.rerank_weights
         hits = fuse(lexical, vector, allowed, self._chunk_ids, req.k, w.vector, w.lexical)
@@ -406,7 +413,17 @@ def _under_any(rel_path: str, prefixes: set[str]) -> bool:
 
 
 # The request options this chatbot honours (`--param key=value`); others are named back.
-OPTIONS = frozenset({"abstain_threshold", "bm25_k1", "bm25_b"})
+OPTIONS = frozenset({"abstain_threshold", "bm25_k1", "bm25_b", "history_questions"})
+
+
+def search_query(question: str, history: Any, n_earlier: int) -> str:
+    """What a turn is searched with: its question after the last `n_earlier` user questions
+    of its history (the reference chatbot's whole query rewrite; a real one would ask an LLM
+    to make the follow-up stand alone)."""
+    if not history or n_earlier <= 0:
+        return question
+    earlier = [m.content for m in history if m.role == "user" and m.content]
+    return " ".join([*earlier[-n_earlier:], question])
 MAX_CACHED_INDEXES = 4
 
 

@@ -278,7 +278,36 @@ def print_run_summary(
         print_trials(metrics["trials"], console, k=(metrics.get(Met.AGGREGATE) or {}).get("k"))
     if isinstance(metrics.get("suite"), Mapping):
         print_suite(metrics["suite"], console)
+    for line in conversation_lines(metrics):
+        console.print(escape(line))
     console.print(f"run folder: [bold]{escape(str(run_dir))}[/bold]")
+
+
+def conversation_lines(metrics: Mapping[str, Any]) -> list[str]:
+    """A run of conversations in a few lines (DESIGN.md §10): Recall@K on first turns and on
+    follow-ups, per conversation, and where conversations first fail. Empty otherwise."""
+    conv = metrics.get(Met.CONVERSATIONS)
+    if not isinstance(conv, Mapping):
+        return []
+    k = conv.get("k")
+    by_turn = metrics.get(Met.BY_TURN) if isinstance(metrics.get(Met.BY_TURN), Mapping) else {}
+
+    def recall(cell: Any) -> str:
+        if not isinstance(cell, Mapping) or cell.get("recall_at_k_avg") is None:
+            return "—"
+        return f"{cell['recall_at_k_avg']:.3f} ({(cell.get('n') or {}).get('recall_at_k_avg', cell.get('n_cases'))})"
+
+    first = conv.get("first_failure_by_turn") or {}
+    failing = ", ".join(f"turn {t} ×{n}" for t, n in first.items() if t != "none") or "none"
+    per_conv = conv.get("recall_at_k_avg")
+    invariants = metrics.get(Met.INVARIANTS) if isinstance(metrics.get(Met.INVARIANTS), Mapping) else {}
+    return [
+        f"conversations: {conv.get('n_conversations')}, {conv.get('n_turns')} turns, --history "
+        f"{invariants.get('history', '?')}",
+        f"  Recall@{k}: first turns {recall(by_turn.get('first'))}, follow-ups {recall(by_turn.get('follow-up'))}, "
+        f"per conversation {'—' if per_conv is None else f'{per_conv:.3f}'}",
+        f"  every turn passes in {conv.get('pass_rate', 0):.3f} of them; first failing turn: {failing}",
+    ]
 
 
 def print_gate(gate: Mapping[str, Any], console: Console) -> None:

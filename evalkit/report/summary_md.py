@@ -252,6 +252,9 @@ def render_summary(
     out += _table(["metric", "value", "n"], [[cell(a), cell(b), cell(c)] for a, b, c in summary_rows(metrics, judge)],
                   ["---", "---:", "---:"])
     out += _by_category_section(metrics.get(Met.BY_CATEGORY), k)
+    # Conversations (DESIGN.md §10): "retrieval falls apart after turn 1" is the by_turn table.
+    out += _by_category_section(metrics.get(Met.BY_TURN), k, title="By turn", column="turn")
+    out += _by_category_section(metrics.get(Met.BY_FOLLOW_UP), k, title="By kind of turn", column="follow_up")
     out += _suite_section(metrics.get("suite"))
     out += _gate_section(metrics.get("gate"))
     out += _thresholds_section(metrics.get("thresholds"))
@@ -267,12 +270,14 @@ def render_summary(
     return "\n".join(out)
 
 
-def _by_category_section(by_category: Any, k: int | None) -> list[str]:
-    """The category table, a value's n beside it where it differs from the category's cases."""
+def _by_category_section(by_category: Any, k: int | None, *, title: str = "By category",
+                         column: str = "category") -> list[str]:
+    """The category table (or another grouping's), a value's n beside it where it differs
+    from the slice's cases."""
     if not isinstance(by_category, Mapping) or not by_category:
         return []
-    out = ["", "## By category", ""]
-    head = ["category", "cases"] + [short_label_of(key, k) for _, key in _CATEGORY_COLUMNS]
+    out = ["", f"## {title}", ""]
+    head = [column, "cases"] + [short_label_of(key, k) for _, key in _CATEGORY_COLUMNS]
     rows = []
     for name, c in sorted(by_category.items()):
         c = c if isinstance(c, Mapping) else {}

@@ -72,13 +72,12 @@ def prepare_inputs(values: Mapping[str, Any]) -> Prepared:
             )
         )
     # (position in the set, id) pairs: the run rebuilds each case from the stored set when it asks it.
-    selected = Selection(
-        select_indices(eval_set.keys, ids=settings.ids, tags=settings.tag, categories=settings.category, limit=settings.limit),
-        eval_set.ids,
-    )
+    selected = Selection(_select(eval_set, settings), eval_set.ids)
     unsharded, shard_info = selected, None
     if settings.shard:  # issue 15: this machine's slice of the selection (may be empty)
-        selected, shard_info = _shard_selection(selected, settings.shard)
+        selected, shard_info = _shard_selection(selected, settings.shard, eval_set)
+    if settings.history == "reference" and eval_set.has_conversations:
+        _check_reference_history(eval_set, selected)
     baseline = _read_baseline(settings, eval_set, len(selected)) if settings.baseline else None
     prepared = Prepared(settings, eval_set, selected, baseline, stored_config=stored, unsharded=unsharded)
     prepared.response_validator = response_validator
@@ -184,15 +183,53 @@ def _read_baseline(settings: RunSettings, eval_set: EvalSet, n_selected: int) ->
     return baseline
 
 
+def _select(eval_set: EvalSet, settings: RunSettings) -> list[int]:
+    """The positions of the cases to run (--ids, --tag, --category, --limit): whole
+    conversations, a conversation's id naming its turns and counting once for --limit."""
+    if not eval_set.has_conversations:
+        return select_indices(eval_set.keys, ids=settings.ids, tags=settings.tag, categories=settings.category,
+                              limit=settings.limit)
+    from evalkit.evalset.turns import conversation_ids, whole_conversations
+
+    ids = conversation_ids(eval_set.ids, eval_set.turns, settings.ids) if settings.ids else settings.ids
+    chosen = select_indices(eval_set.keys, ids=ids, tags=settings.tag, categories=settings.category)
+    return whole_conversations(chosen, eval_set.turns, settings.limit)
+
+
+def _check_reference_history(eval_set: EvalSet, selected: Selection) -> None:
+    """--history reference sends each earlier turn's expected_answer: refused (BadConfig)
+    when a selected turn's history lacks one, each conversation named once."""
+    gaps: dict[str, tuple[list[int], str | None, int | None]] = {}
+    for i, _ in selected:
+        turn = eval_set.turn_of(i)
+        if turn is None or turn[1] == 1:
+            continue
+        case = eval_set.cases[i]
+        missing = [n // 2 + 1 for n, m in enumerate(case.conversation.history) if m.role == "assistant" and m.content is None]
+        if missing:
+            gaps[turn[0]] = (missing, *eval_set.location(i))  # the last turn's history holds every earlier one
+    if gaps:
+        raise BadConfig([
+            Problem(f"--history reference sends each earlier turn's expected_answer, and turn(s) "
+                    f"{', '.join(map(str, missing))} of conversation {cid!r} have none; add them, or run with --history live",
+                    path=path, line=line, field="turns")
+            for cid, (missing, path, line) in gaps.items()
+        ])
+
+
 def _shard_selection(
-    selected: Selection, shard_spec: str
+    selected: Selection, shard_spec: str, eval_set: EvalSet
 ) -> tuple[Selection, dict[str, Any]]:
     """The shard's cases and config.json's `shard` block: which shard, its cases, and the
-    whole selection it is a slice of (count and ids' sha256), which `evalkit merge` checks."""
+    whole selection it is a slice of (count and ids' sha256), which `evalkit merge` checks.
+    A conversation's turns go to one shard: the one its id falls in."""
     from evalkit.evalset.shard import ids_sha256, parse_shard
 
     shard = parse_shard(shard_spec)
-    mine = Selection((i for i, _ in shard.select(selected, id_of=str)), selected.ids)
+    turns = eval_set.turns
+    conversation = {eval_set.ids[i]: cid for i, (cid, _) in turns.items()}
+    mine = Selection((i for i, _ in shard.select(selected, id_of=lambda case_id: conversation.get(case_id, case_id))),
+                     selected.ids)
     all_ids = [case_id for _, case_id in selected]
     # `index` stays 0-based (sha256 mod count), as in run folders stored before shards counted
     # from 1 (issue 28), so merge and resume read old and new folders alike; `number` is the

@@ -149,14 +149,16 @@ def select_cases(
 # --------------------------------------------------------------------------- records
 
 
-def build_request(case: EvalCase, settings: RunSettings) -> AskRequest:
+def build_request(case: EvalCase, settings: RunSettings, *, history: list[dict[str, Any]] | None = None) -> AskRequest:
     """The /api/v1/ask request for one case (K = the largest --k).
 
     The case's `vaults` / `folders` / `collection` are sent only as `--send-scope` says
     (default none): they are written from the gold labels, so a filter built from them
     tells the chatbot where the answer is. The collection (seed 002's, kept by the GNO
     importer) goes as `options.collection`, the contract's free options, as GNO's search
-    takes it; a case without one sends none.
+    takes it; a case without one sends none. A conversation's turn sends `history` (the
+    turns before it, as --history makes them) and the conversation's id, unless --history
+    none (DESIGN.md §10).
     """
     scope = settings.scope_sent
     options = dict(settings.params)
@@ -173,6 +175,8 @@ def build_request(case: EvalCase, settings: RunSettings) -> AskRequest:
         rerank_weights=RerankWeights(vector=settings.rerank_vector_weight, lexical=settings.rerank_lexical_weight),
         options=options,
         debug=True,
+        history=history,
+        conversation_id=case.conversation.id if case.conversation is not None and history is not None else None,
     )
 
 
@@ -313,7 +317,8 @@ def _base_record(case_index: int, case: EvalCase, config: dict, coverage: dict |
         "schema_version": SCHEMA_VERSION,
         Rec.CASE_ID: case.id,
         Rec.CASE_INDEX: case_index,
-        "case": case.model_dump(mode="json"),
+        # A single question's case as before conversations: no `conversation: null`.
+        "case": case.model_dump(mode="json", exclude=None if case.conversation is not None else {"conversation"}),
         "question": case.question,
         "answer": None,
         Rec.ANSWER_TRUNCATED: False,

@@ -34,7 +34,7 @@ from evalkit.run.provenance import build_config, git_revision
 from evalkit.run.records import WorkList, record_key, run_order
 from evalkit.run.result import RunInterrupted, RunResult, seed_data
 from evalkit.run.session import Prepared, ProgressSink, Session
-from evalkit.store.runlog import Cell, Met
+from evalkit.store.runlog import Cell, Met, Rec
 from evalkit.store.runs import RunBusy, RunDir, new_run_id, point_latest, run_folder_taken
 
 __all__ = ["arun", "run"]
@@ -185,6 +185,31 @@ def _finished_keys(run: RunDir, *, retry_errors: bool) -> set[tuple[str, int]]:
         for r in run.iter_results()
         if not retry_errors or not r.get("error") or r["error"].get("kind") == "empty_answer"
     }
+
+
+def _live_history(run: RunDir, pending: Sequence[tuple[int, str, int]], eval_set: Any) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """--history live on a resume: for each conversation (and trial) with a pending turn, the
+    turns before its first pending one as the session would have sent them, from their
+    stored records (the question, then the chatbot's answer unless the target failed)."""
+    first: dict[tuple[str, int], int] = {}
+    for case_index, _, trial in pending:
+        turn = eval_set.turn_of(case_index)
+        if turn is not None:
+            key = (turn[0], trial)
+            first[key] = min(first.get(key, turn[1]), turn[1])
+    if not first:
+        return {}
+    found: dict[tuple[str, int], list[tuple[int, list[dict[str, Any]]]]] = {}
+    for r in run.iter_results():
+        conv = (r.get(Rec.CASE) or {}).get("conversation") or {}
+        key = (conv.get("id"), int(r.get(Rec.TRIAL) or 1))
+        if key not in first or not isinstance(conv.get("turn"), int) or conv["turn"] >= first[key]:
+            continue
+        said = [{"role": "user", "content": r.get(Rec.QUESTION)}]
+        if not r.get(Rec.ERROR) and r.get(Rec.ANSWER):
+            said.append({"role": "assistant", "content": r[Rec.ANSWER]})
+        found.setdefault(key, []).append((conv["turn"], said))
+    return {key: [m for _, said in sorted(turns, key=lambda t: t[0]) for m in said] for key, turns in found.items()}
 
 
 def _finalize_order(run: RunDir, selected: Sequence[tuple[int, str]], trials: int = 1) -> int:
@@ -373,6 +398,8 @@ async def _start_session(
     done = _finished_keys(run, retry_errors=s.retry_errors) if resumed else set()
     n_work = len(p.selected) * s.trials
     pending = WorkList(p.selected, s.trials, done)
+    if resumed and s.history == "live" and p.eval_set.has_conversations:
+        p.live_history = _live_history(run, pending, p.eval_set)
     if resumed and pending:
         # A resume probes with a case it is about to ask anyway: finished cases are not re-asked.
         probe = await probe_target(s, target, p.eval_set.cases[pending[0][0]])

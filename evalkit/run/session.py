@@ -56,6 +56,9 @@ class Prepared:
     response_validator: Any = None  # evalkit.metrics.validity.ResponseValidator, or None
     suite: Any = None  # evalkit.metrics.suite.Suite given with --suite (a resume keeps the stored one), or None
     shard_info: dict[str, Any] | None = None  # config.json's `shard` block with --shard (issue 15), else None
+    # --history live on a resume: (conversation id, trial) -> the finished turns as the next
+    # one is sent them, from the stored records (runner._live_history).
+    live_history: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
     # The run's cases before --shard (`selected` itself without it). What the hashed config
     # and the target are derived from, so that every shard of a run hashes alike (issue 36).
     unsharded: Selection | None = None
@@ -78,6 +81,30 @@ class _Answer:
     case: EvalCase
     result: Any  # the target's AskResult, or the TargetError it raised
     total_ms: float
+    history: list[dict[str, Any]] | None = None  # what a conversation's turn was sent, or None
+
+
+def _units(pending: Sequence[tuple[int, str, int]], eval_set: EvalSet) -> list[list[tuple[int, tuple[int, str, int]]]]:
+    """`pending` as units of work, each [(position, item)]: a single case alone, a
+    conversation's pending turns (one trial) together in turn order, so that one worker
+    asks them one after another while other conversations go in parallel (DESIGN.md §10)."""
+    turn_of = eval_set.turn_of
+    units: list[list[tuple[int, tuple[int, str, int]]]] = []
+    open_units: dict[tuple[str, int], list[tuple[int, tuple[int, str, int]]]] = {}
+    for pos, item in enumerate(pending):
+        turn = turn_of(item[0])
+        if turn is None:
+            units.append([(pos, item)])
+            continue
+        key = (turn[0], item[2])
+        unit = open_units.get(key)
+        if unit is None:
+            unit = open_units[key] = []
+            units.append(unit)
+        unit.append((pos, item))
+    for unit in open_units.values():
+        unit.sort(key=lambda x: turn_of(x[1][0])[1])  # type: ignore[index]
+    return units
 
 
 @dataclass(slots=True)
@@ -125,18 +152,46 @@ class Session:
         self._next = 0
         self._held: dict[int, tuple[dict[str, Any], dict | None]] = {}
         self._early: set[int] = set()
+        # --history live: (conversation id, trial) -> the turns so far as sent next, the
+        # chatbot's own answers in them; a resume starts from the stored records' (`p.live`).
+        self._live: dict[tuple[str, int], list[dict[str, Any]]] = dict(p.live_history)
 
-    async def _ask(self, case_index: int) -> _Answer:
+    def _history(self, case: EvalCase, trial: int) -> list[dict[str, Any]] | None:
+        """What a conversation's turn is sent as the turns before it (--history), or None."""
+        conv = case.conversation
+        if conv is None or self.s.history == "none":
+            return None
+        if self.s.history == "reference":
+            return [m.model_dump() for m in conv.history]
+        return list(self._live.get((conv.id, trial), ()))
+
+    def _heard(self, answer: _Answer, trial: int) -> None:
+        """--history live: the turn asked and the chatbot's answer, for the conversation's next
+        turn. A turn the target failed adds its question alone (the chatbot said nothing)."""
+        conv = answer.case.conversation
+        if conv is None or self.s.history != "live":
+            return
+        said = None if isinstance(answer.result, TargetError) else answer.result.response.answer
+        turns = self._live.setdefault((conv.id, trial), [])
+        turns.append({"role": "user", "content": answer.case.question})
+        if said:
+            turns.append({"role": "assistant", "content": said})
+
+    async def _ask(self, case_index: int, trial: int = 1) -> _Answer:
         """Ask the target about one case; the answer (or its error) and how long it took."""
         # Rebuilt from the stored set when it is asked, and dropped with its record.
         case: EvalCase = self.p.eval_set.cases[case_index]
-        request = build_request(case, self.s)
+        history = self._history(case, trial) if case.conversation is not None else None
+        request = build_request(case, self.s, history=history)
         start = time.perf_counter()
         try:
             result: Any = await self.target.ask(request, case_id=case.id)
         except TargetError as e:
             result = e
-        return _Answer(case, result, (time.perf_counter() - start) * 1000)
+        answer = _Answer(case, result, (time.perf_counter() - start) * 1000, history)
+        if case.conversation is not None:
+            self._heard(answer, trial)
+        return answer
 
     def _record(self, case_index: int, answer: _Answer, trial: int) -> tuple[dict[str, Any], dict | None, list]:
         """The record of one answer, the target's versions when it answered, and the full chunks."""
@@ -173,11 +228,13 @@ class Session:
             versions = dump_model(debug.versions) if debug is not None and debug.versions is not None else {}
         if self.s.trials > 1:
             record["trial"] = trial  # (test_case_id, trial) is the record's key (EVAL.md "Trials")
+        if answer.history is not None:
+            record[Rec.HISTORY] = answer.history
         return record, versions, full_chunks
 
     async def _case(self, case_index: int, trial: int = 1) -> tuple[dict[str, Any], dict | None]:
         """The finished record (judged, when the run judges), and the target's versions when it answered."""
-        record, versions, full_chunks = self._record(case_index, await self._ask(case_index), trial)
+        record, versions, full_chunks = self._record(case_index, await self._ask(case_index, trial), trial)
         if self.judge is not None:
             # The judge runner decides what to judge: it skips target errors and scores
             # empty answers by rule, and never raises for one case's failure.
@@ -268,24 +325,27 @@ class Session:
         queue: asyncio.Queue = asyncio.Queue(maxsize=self.hold_cap)
         self.out = self.run.open_writer(fsync_interval=FSYNC_INTERVAL_S)
         writer = asyncio.create_task(self._writer(queue))
-        todo = iter(enumerate(pending))
+        units = _units(pending, self.p.eval_set) if self.p.eval_set.has_conversations else None
+        todo = iter(units) if units is not None else ([x] for x in enumerate(pending))
 
         breaker = self.breaker
 
         async def worker() -> None:
-            for pos, (case_index, _, trial) in todo:  # shared iterator: each case is taken once
-                if breaker is not None and breaker.open:
-                    return  # not asked: no record, so a resume asks it
-                self.n_asked += 1
-                if self.judge is None:
-                    # The record is built by the writer. Workers run in step (their answers
-                    # arrive together), so CPU spent here before the next ask delays every
-                    # worker behind it: at C = 64 about 8 ms a round against a 50 ms target.
-                    await queue.put((pos, _Unbuilt(case_index, trial, await self._ask(case_index))))
-                else:
-                    await queue.put((pos, await self._case(case_index, trial)))
+            for unit in todo:  # shared iterator: each case (or conversation) is taken once
+                for pos, (case_index, _, trial) in unit:  # a conversation's turns in order
+                    if breaker is not None and breaker.open:
+                        return  # not asked: no record, so a resume asks it
+                    self.n_asked += 1
+                    if self.judge is None:
+                        # The record is built by the writer. Workers run in step (their answers
+                        # arrive together), so CPU spent here before the next ask delays every
+                        # worker behind it: at C = 64 about 8 ms a round against a 50 ms target.
+                        await queue.put((pos, _Unbuilt(case_index, trial, await self._ask(case_index, trial))))
+                    else:
+                        await queue.put((pos, await self._case(case_index, trial)))
 
-        workers = [asyncio.create_task(worker()) for _ in range(min(self.s.concurrency, len(pending)))]
+        n_units = len(units) if units is not None else len(pending)
+        workers = [asyncio.create_task(worker()) for _ in range(min(self.s.concurrency, n_units))]
         try:
             await asyncio.gather(*workers)
         finally:

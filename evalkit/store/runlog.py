@@ -54,6 +54,7 @@ class Rec:
     ERROR = "error"
     JUDGE_ERRORS = "judge_errors"
     MISSING_FIELDS = "missing_fields"
+    HISTORY = "history"  # a conversation's turn: the earlier turns it was sent (DESIGN.md §10)
     ATTEMPTS = "attempts"
     RESPONSE_VALIDITY = "response_validity"
 
@@ -116,6 +117,7 @@ class Met:
     KS = "ks"  # the cut-offs the per-case values hold, primary first
     SEED = "seed"
     AGGREGATE = "aggregate_metrics"  # the overall Cell
+    CONVERSATIONS = "conversations"  # metrics/conversations.py, for a run of conversations
     BY_TAG = "by_tag"
     BY_CATEGORY = "by_category"
     BY_DIFFICULTY = "by_difficulty"
@@ -123,6 +125,8 @@ class Met:
     BY_ANSWERABLE = "by_answerable"
     BY_LANGUAGE = "by_language"
     BY_SCENARIO = "by_scenario"
+    BY_TURN = "by_turn"  # a conversation's turns: "first" or "follow-up" (DESIGN.md §10)
+    BY_FOLLOW_UP = "by_follow_up"  # a turn's kind, as the eval set's `follow_up` says
     TOTAL_TESTS = "total_tests"
     ANSWERABLE_TESTS = "answerable_tests"
     UNANSWERABLE_TESTS = "unanswerable_tests"
@@ -137,7 +141,8 @@ class Met:
     ABSTENTION_SCORING = "abstention_scoring"
 
     # The slices, one Cell per group, in metrics.json's order.
-    GROUPINGS = (BY_TAG, BY_CATEGORY, BY_DIFFICULTY, BY_DOMAIN, BY_ANSWERABLE, BY_LANGUAGE, BY_SCENARIO)
+    GROUPINGS = (BY_TAG, BY_CATEGORY, BY_DIFFICULTY, BY_DOMAIN, BY_ANSWERABLE, BY_LANGUAGE, BY_SCENARIO, BY_TURN,
+                 BY_FOLLOW_UP)
 
 
 class Cell:

@@ -113,6 +113,10 @@ def request_body(request: AskRequest, params: Mapping[str, Any] | None = None) -
     """
     body = request.model_dump(mode="json", exclude={"debug"})
     body["options"] = {**(params or {}), **body.get("options", {})}
+    # A single question's body stays as it was before conversations (DESIGN.md §10).
+    for key in ("history", "conversation_id"):
+        if body.get(key) is None:
+            body.pop(key, None)
     return body
 
 

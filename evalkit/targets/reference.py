@@ -99,7 +99,9 @@ class ReferenceTarget:
 
             cfg = self.chatbot.config
             offline = not cfg.embeddings_base_url and not cfg.generative
-            desc.update(tie_break=TIE_BREAK, deterministic=True if offline else None)
+            # How it searches a conversation's turn (ReferenceConfig.history_questions).
+            desc.update(tie_break=TIE_BREAK, deterministic=True if offline else None,
+                        history_questions=cfg.history_questions)
         return desc
 
     async def aclose(self) -> None:

@@ -1,0 +1,194 @@
+"""Conversations (issue 40, DESIGN.md §10): an eval-set line with `turns` is one case per
+turn; a later turn is asked with the turns before it; each turn is scored as a case and
+the run says how conversations fare.
+
+The bundled eval_set.conversations.jsonl holds three conversations over sample_vault whose
+follow-ups ("What action items came out of it?") name nothing: the reference chatbot finds
+their note only when it searches with the earlier questions (ReferenceConfig.history_questions).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from tests.support import ROOT, read_records, run_eval_api, write_eval_set
+
+from evalkit.errors import BadConfig, InputError
+from evalkit.evalset.load import load_eval_set, read_eval_set
+
+CONVERSATIONS = ROOT / "eval_set.conversations.jsonl"
+VAULT = ROOT / "sample_vault"
+
+# A python: target that answers each turn with the history it was sent, so the test can
+# read what each request carried; it sleeps a little at random to shuffle the workers.
+BOT = '''
+import json, random, time
+SEEN = []
+
+def ask(request):
+    time.sleep(random.random() / 200)
+    history = request.get("history")
+    n = len(history or [])
+    return {"answer": f"answer to {request['question']} after {n} messages",
+            "references": [], "abstained": False,
+            "debug": {"retrieved_chunks": [], "history_sent": history, "conversation_id": request.get("conversation_id")}}
+'''
+
+
+def _turns(**conv):
+    return {"id": "c1", "tags": ["t"], "turns": [
+        {"question": "First?", "answerable": True, "expected_answer": "One."},
+        {"question": "Second?", "answerable": True, "follow_up": "follow-up", "tags": ["late"]},
+        {"question": "Third?", "answerable": False, "follow_up": "clarification"},
+    ], **conv}
+
+
+def test_a_line_with_turns_is_one_case_per_turn(tmp_path: Path) -> None:
+    es = load_eval_set([write_eval_set(tmp_path / "es.jsonl", [_turns(), {"id": "q", "question": "Alone?", "answerable": True}])])
+    assert list(es.ids) == ["c1#1", "c1#2", "c1#3", "q"]
+    first, second, third, alone = es.cases
+    assert second.tags == ["t", "late"] and second.conversation.follow_up == "follow-up"
+    assert (third.conversation.turn, third.conversation.turns) == (3, 3) and not third.answerable
+    # The reference history: each earlier question and its expected_answer (none for turn 2).
+    assert [(m.role, m.content) for m in third.conversation.history] == [
+        ("user", "First?"), ("assistant", "One."), ("user", "Second?"), ("assistant", None)]
+    assert first.conversation.history == [] and alone.conversation is None
+    assert es.turns == {0: ("c1", 1), 1: ("c1", 2), 2: ("c1", 3)}
+
+
+@pytest.mark.parametrize(("line", "field", "needle"), [
+    (_turns(question="Top?"), "question", "belongs in each turn"),
+    ({"id": "c1", "turns": []}, "turns", "non-empty list"),
+    ({"id": "c1", "turns": [{"question": "Q?", "answerable": "yes"}]}, "turns[0].answerable", "JSON boolean"),
+    ({"id": "c1", "turns": [{"question": "Q?", "answerable": True}, 7]}, "turns[1]", "expected an object"),
+    ({"id": "c1", "turns": [{"question": "Q?", "answerable": True, "id": "x"}]}, "turns[0].id", "set by evalkit"),
+    ({"id": "q", "question": "Q?", "answerable": True, "conversation": {}}, "conversation", "write `turns`"),
+    ({"id": "c1", "turns": [{"question": "Q?", "answerable": True, "follow_up": 3}]}, "turns[0].follow_up", "string"),
+])
+def test_a_bad_conversation_is_named_to_its_turn_and_field(tmp_path: Path, line: dict, field: str, needle: str) -> None:
+    es, problems = read_eval_set([write_eval_set(tmp_path / "es.jsonl", [line])])
+    assert any(p.field == field and needle in p.message and p.line == 1 for p in problems), problems
+    assert len(es) == 0  # a conversation with a bad turn runs not even its good ones
+
+
+def test_follow_ups_fail_without_history_and_pass_with_it(tmp_path: Path) -> None:
+    runs = {mode: run_eval_api(eval_set=CONVERSATIONS, vault=VAULT, retrieval_only=True, results_dir=tmp_path,
+                               run_id=mode, history=mode) for mode in ("live", "none", "reference")}
+    recall = {mode: {k: v["recall_at_k_avg"] for k, v in r.metrics["by_turn"].items()} for mode, r in runs.items()}
+    # Measured with the reference chatbot (history_questions = 3) on sample_vault at K = 5.
+    assert recall["live"] == recall["reference"] == {"first": 1.0, "follow-up": 1.0}
+    assert recall["none"] == {"first": 1.0, "follow-up": 0.0}
+    for mode, r in runs.items():
+        assert r.metrics["invariants"]["history"] == mode
+        conv = r.metrics["conversations"]
+        assert (conv["n_conversations"], conv["n_turns"]) == (3, 7)
+        # Independently: per conversation, the mean hit@5 over its turns, then the mean of those.
+        per: dict[str, list[float]] = {}
+        for rec in read_records(r.run_dir):
+            per.setdefault(rec["case"]["conversation"]["id"], []).append(rec["retrieval_metrics"]["at_k"]["5"]["recall_any"])
+        assert conv["recall_at_k_avg"] == pytest.approx(math.fsum(sum(v) / len(v) for v in per.values()) / 3)
+    # The summary says it in the per-position table.
+    assert "## By turn" in (runs["none"].run_dir / "summary.md").read_text()
+
+
+def test_each_turn_is_sent_the_turns_before_it(tmp_path: Path) -> None:
+    (tmp_path / "bot.py").write_text(BOT)
+    cases = [_turns(id=f"c{i}") for i in range(6)]
+    es = write_eval_set(tmp_path / "es.jsonl", [{**c, "turns": [{**t, "answerable": True} for t in c["turns"]]} for c in cases])
+    run = run_eval_api(eval_set=es, target=f"python:{tmp_path / 'bot.py'}:ask", retrieval_only=True, results_dir=tmp_path / "r",
+                       run_id="live", concurrency=4, no_probe=True)
+    records = {r["test_case_id"]: r for r in read_records(run.run_dir)}
+    for i in range(6):
+        third = records[f"c{i}#3"]
+        # Live history: the questions and the chatbot's own answers, oldest first.
+        assert third["history"] == [
+            {"role": "user", "content": "First?"}, {"role": "assistant", "content": "answer to First? after 0 messages"},
+            {"role": "user", "content": "Second?"}, {"role": "assistant", "content": "answer to Second? after 2 messages"},
+        ]
+        assert third["answer"] == "answer to Third? after 4 messages"
+        assert records[f"c{i}#1"]["history"] == []
+    # The request carried the conversation's id too; a single question carries neither.
+    # --history reference: the eval set's answers instead of the chatbot's.
+    answered = _turns()
+    answered["turns"][1]["expected_answer"] = "Two."
+    es = write_eval_set(tmp_path / "answered.jsonl", [answered])
+    reference = run_eval_api(eval_set=es, target=f"python:{tmp_path / 'bot.py'}:ask", retrieval_only=True,
+                             results_dir=tmp_path / "r", run_id="ref", history="reference", no_probe=True)
+    again = {r["test_case_id"]: r for r in read_records(reference.run_dir)}
+    assert again["c1#3"]["history"] == [{"role": "user", "content": "First?"}, {"role": "assistant", "content": "One."},
+                                        {"role": "user", "content": "Second?"}, {"role": "assistant", "content": "Two."}]
+    assert again["c1#3"]["answer"] == "answer to Third? after 4 messages"
+
+
+def test_reference_history_needs_every_earlier_answer(tmp_path: Path) -> None:
+    es = write_eval_set(tmp_path / "es.jsonl", [_turns()])
+    with pytest.raises(BadConfig, match="turn\\(s\\) 2 of conversation 'c1' have none"):
+        run_eval_api(eval_set=es, vault=VAULT, retrieval_only=True, results_dir=tmp_path, history="reference")
+
+
+def test_selection_keeps_conversations_whole(tmp_path: Path) -> None:
+    both = dict(eval_set=CONVERSATIONS, vault=VAULT, retrieval_only=True, results_dir=tmp_path)
+    assert [r["test_case_id"] for r in read_records(run_eval_api(**both, run_id="one", ids=["sv-conv-02"]).run_dir)] == [
+        "sv-conv-02#1", "sv-conv-02#2"]
+    # --limit counts a conversation once; a turn's id brings its whole conversation.
+    assert len(read_records(run_eval_api(**both, run_id="lim", limit=2).run_dir)) == 5
+    assert len(read_records(run_eval_api(**both, run_id="turn", ids=["sv-conv-03#2"]).run_dir)) == 2
+
+
+def test_a_resumed_conversation_goes_on_from_its_first_unfinished_turn(tmp_path: Path) -> None:
+    # As a kill leaves it: turn 1 of c0 written, the rest not.
+    (tmp_path / "bot.py").write_text(BOT)
+    es = write_eval_set(tmp_path / "es.jsonl", [{**_turns(id="c0"), "turns": [{**t, "answerable": True} for t in _turns()["turns"]]}])
+    settings = dict(eval_set=es, target=f"python:{tmp_path / 'bot.py'}:ask", retrieval_only=True, results_dir=tmp_path / "r",
+                    no_probe=True)
+    run = run_eval_api(**settings, run_id="cut")
+    results = run.run_dir / "results.jsonl"
+    results.write_bytes(results.read_bytes().splitlines(keepends=True)[0])
+    (run.run_dir / "metrics.json").unlink()
+    resumed = run_eval_api(eval_set=es, results_dir=tmp_path / "r", resume="cut")
+    records = read_records(resumed.run_dir)
+    assert [r["test_case_id"] for r in records] == ["c0#1", "c0#2", "c0#3"]
+    # Turn 2 was sent turn 1 as stored: its question and the chatbot's stored answer.
+    assert records[1]["history"] == [{"role": "user", "content": "First?"},
+                                     {"role": "assistant", "content": "answer to First? after 0 messages"}]
+    assert records[2]["answer"] == "answer to Third? after 4 messages"
+
+
+def test_compare_refuses_runs_asked_with_other_history(tmp_path: Path) -> None:
+    from evalkit.compare import compare_runs
+
+    for mode in ("live", "none"):
+        run_eval_api(eval_set=CONVERSATIONS, vault=VAULT, retrieval_only=True, results_dir=tmp_path, run_id=mode, history=mode)
+    with pytest.raises(InputError, match="history modes differ"):
+        compare_runs("live", "none", results_dir=tmp_path)
+
+
+def test_a_single_question_request_is_unchanged(tmp_path: Path) -> None:
+    from evalkit.schema import AskRequest
+    from evalkit.targets.base import request_body
+
+    assert set(request_body(AskRequest(question="Q?"))) == {"question", "k", "folder_mode", "vaults", "folders",
+                                                           "rerank_weights", "options"}
+    body = request_body(AskRequest(question="Q?", history=[{"role": "user", "content": "P?"}], conversation_id="c1"))
+    assert body["history"] == [{"role": "user", "content": "P?"}] and body["conversation_id"] == "c1"
+    json.dumps(body)
+
+
+def test_compare_resamples_conversations(tmp_path: Path) -> None:
+    from evalkit.compare import compare_runs
+
+    both = dict(eval_set=CONVERSATIONS, vault=VAULT, retrieval_only=True, results_dir=tmp_path)
+    run_eval_api(**both, run_id="a")
+    run_eval_api(**both, run_id="b", params={"history_questions": 0})
+    c = compare_runs("a", "b", results_dir=tmp_path)
+    assert c.stats.unit == "conversation"
+    row = next(r for r in c.deltas if r.scope == "overall" and r.metric == "recall_any" and r.k == 5)
+    # 4 follow-ups lost, over 3 conversations: the sign-flip test has 2^3 patterns, not 2^4.
+    assert row.paired_delta == pytest.approx(-4 / 7) and row.p_value == pytest.approx(2 / 8)
+    single = dict(eval_set=ROOT / "eval_set.jsonl", vault=VAULT, retrieval_only=True, results_dir=tmp_path / "s", limit=5)
+    run_eval_api(**single, run_id="a")
+    run_eval_api(**single, run_id="b")
+    assert compare_runs("a", "b", results_dir=tmp_path / "s").stats.unit == "case"
