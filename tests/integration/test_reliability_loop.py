@@ -468,6 +468,41 @@ def test_kill_at_random_points_then_resume(sandbox: Sandbox) -> None:
         assert lost == 0
 
 
+def test_kill_conversations_at_random_points_then_resume(sandbox: Sandbox) -> None:
+    # Issue 40: a run of conversations (live history) killed mid-conversation and resumed
+    # loses and duplicates no turn, and each turn is sent what the fault-free run sent it.
+    rng = random.Random(2911)
+    _conv_prepare(sandbox.root)
+    es, results, ids = sandbox.root / "conv.jsonl", sandbox.root / "results", _conv_ids()
+    rc, _, err = sandbox.run("run_eval.py", *_run_args(es, sandbox.root / "ref", "ref", "--concurrency", 3))
+    assert rc == 0, err
+    want = {r["test_case_id"]: (r["history"], r["answer"]) for r in map(json.loads, (sandbox.root / "ref" / "ref" / "results.jsonl").read_bytes().splitlines())}
+    for trial in range(KILL_TRIALS):
+        run_id = f"conv-{trial}"
+        run = results / run_id
+        kills = 0
+        for attempt in range(KILLS_PER_TRIAL + 20):
+            args = (["--resume", run_id, "--results-dir", results, "--quiet"] if (run / "config.json").exists()
+                    else _run_args(es, results, run_id, "--concurrency", 3))
+            proc = sandbox.start("run_eval.py", *args)
+            if kills < KILLS_PER_TRIAL:
+                _kill_at_random(proc, rng, run)
+            _, err = proc.communicate(timeout=120)
+            rc = checked(proc.returncode, err)
+            _no_traceback(rc, err, f"conversations trial {trial} attempt {attempt}")
+            if rc == -signal.SIGKILL:
+                kills += 1
+                continue
+            assert rc == 0, f"conversations trial {trial} attempt {attempt}: exit {rc}\n{err}"
+            if kills >= KILLS_PER_TRIAL:
+                break
+        lost = _run_is_whole(run, ids)
+        got = {r["test_case_id"]: (r["history"], r["answer"]) for r in map(json.loads, (run / "results.jsonl").read_bytes().splitlines())}
+        assert got == want
+        _count("kill", trials=1, faults=kills, losses=lost)
+        assert lost == 0
+
+
 def test_a_run_killed_before_its_config_json_starts_again(sandbox: Sandbox) -> None:
     # Found while building the kill loop (a kill rarely lands in that window): a run_eval
     # killed while writing its first file left only `.config.json.<x>.tmp`; a fresh run then
@@ -979,6 +1014,49 @@ def _run_eval_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
     return lost
 
 
+# Conversations (issue 40): the bundled three, four times over (12 conversations, 28 turns),
+# asked with live history, so a resumed turn is sent the answers stored before the fault.
+CONVERSATIONS = ROOT / "eval_set.conversations.jsonl"
+
+
+def _conv_prepare(root: Path) -> None:
+    lines = [json.loads(line) for line in CONVERSATIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    with open(root / "conv.jsonl", "w", encoding="utf-8") as f:
+        for n in range(4):
+            for conv in lines:
+                f.write(json.dumps({**conv, "id": f"{conv['id']}-{n}"}) + "\n")
+
+
+def _conv_ids() -> list[str]:
+    lines = [json.loads(line) for line in CONVERSATIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [f"{c['id']}-{n}#{t}" for n in range(4) for c in lines for t in range(1, len(c["turns"]) + 1)]
+
+
+def _conv_cmd(root: Path) -> tuple[Any, ...]:
+    return ("run_eval.py", *_run_args(root / "conv.jsonl", root / "conv", "c", "--concurrency", 3))
+
+
+def _conv_again(sandbox: Sandbox, root: Path, w: Writer, rc: int) -> None:
+    if (root / "conv" / "c" / "config.json").exists():
+        _must_pass(sandbox, "run_eval.py", "--resume", "c", "--results-dir", root / "conv", "--quiet")
+    else:
+        _again(sandbox, root, w, rc)
+
+
+def _conv_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    """Every turn once; settled, each turn was sent the history and gave the answer the
+    fault-free run's did (a resumed conversation went on from its first unfinished turn)."""
+    run = root / "conv" / "c"
+    if not settled and not (run / "results.jsonl").exists():
+        return 0
+    lost = _run_is_whole(run, _conv_ids(), settled=settled)
+    if settled:
+        mine, theirs = ({r["test_case_id"]: (r["history"], r["answer"]) for r in map(json.loads, (d / "results.jsonl").read_bytes().splitlines())}
+                        for d in (run, ref / "conv" / "c"))
+        assert mine == theirs
+    return lost
+
+
 def _rescore_cmd(*flags: Any) -> Callable[[Path], tuple[Any, ...]]:
     def cmd(root: Path) -> tuple[Any, ...]:
         return (*flags[:1], "--run-id", "base", "--results-dir", root / "results", *flags[1:], "--quiet")
@@ -1301,6 +1379,7 @@ WRITING_COMMANDS = [
     Writer("merge", _merge_cmd, _merge_check, _merge_again),
     Writer("merge --cache", _cache_cmd, _cache_check),
     Writer("run_eval --matrix-file", _matrix_cmd, _matrix_ok, _matrix_again),
+    Writer("run_eval (conversations)", _conv_cmd, _conv_check, _conv_again, prepare=_conv_prepare),
     Writer("redact", _redact_cmd, _redact_check, _redact_again),
     Writer("report", lambda root: ("report.py", "--run-id", "base", "--results-dir", root / "results"), _report_check),
     Writer("export", lambda root: ("export.py", "--run-id", "base", "--results-dir", root / "results"), _export_check),
