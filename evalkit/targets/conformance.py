@@ -130,6 +130,7 @@ async def check_conformance(target: Any, questions: Sequence[str], *, k: int = 5
         "" if sent_versions == answered else "send debug.versions (retriever, chunker, models) so two runs can be told "
         "apart; without them evalkit records the run's flags",
     ))
+    rows.append(await _conversation_row(target, questions[0], k))
     stats = await target.index_stats()
     files = getattr(stats, "files", None) if stats is not None else None
     rows.append(ConformanceRow(
@@ -141,6 +142,27 @@ async def check_conformance(target: Any, questions: Sequence[str], *, k: int = 5
         "run_eval then checks every gold label's note against it before the first case",
     ))
     return report
+
+
+FOLLOW_UP = "Can you say more about that?"
+
+
+async def _conversation_row(target: Any, first: str, k: int) -> ConformanceRow:
+    """A conversation's second turn, as a run of an eval set with `turns` sends it (DESIGN.md
+    §10): the first question and its answer as `history`, and a `conversation_id`. A target
+    that refuses the two fields answers single questions still, so a refusal is a warning."""
+    title = "a conversation's turn answered (history, conversation_id; optional)"
+    try:
+        answer = (await target.ask(AskRequest(question=first, k=k, debug=True), case_id=None)).response.answer
+        history = [{"role": "user", "content": first}, {"role": "assistant", "content": answer or ""}]
+        await target.ask(AskRequest(question=FOLLOW_UP, k=k, debug=True, history=history, conversation_id="evalkit-check"),
+                         case_id=None)
+    except TargetError as e:
+        return ConformanceRow(
+            "conversation", title, "warn", f"{FOLLOW_UP!r} after {first!r}: {e.kind}{f' {e.status}' if e.status else ''}: "
+            f"{e.detail}", "accept `history` and `conversation_id` in the request (ignore them if you do not use them), "
+            "or run eval sets with conversations using --history none")
+    return ConformanceRow("conversation", title, "pass", f"{FOLLOW_UP!r} answered with the first turn as history")
 
 
 def check_target(

@@ -35,7 +35,7 @@ def ask(request):
         chunks[0]["rel_path"] = "/home/me/vault/Getting Started/Tags.md"
     elif BREAK == "retrieved_chunks":
         chunks = []
-    if BREAK == "answers":
+    if BREAK == "answers" or (BREAK == "conversation" and "history" in request):
         return {{"no_answer": True}}
     answer = {{"answer": "Tags live in comments.", "abstained": False,
                "debug": {{"retrieved_chunks": chunks[: request["k"]], "versions": {{"retriever_version": "t"}}}}}}
@@ -116,3 +116,12 @@ def test_the_command_exits_1_on_a_failed_rule_and_0_on_a_pass(tmp_path: Path) ->
                                     "--eval-set", str(ROOT / "eval_set.jsonl")])
     assert good.exit_code == 0, good.output
     assert "passed" in good.stdout
+
+
+def test_a_bot_that_refuses_conversations_is_warned_not_failed(tmp_path: Path) -> None:
+    # Issue 40: a conversation's turn carries history and conversation_id; a bot that breaks on
+    # them still answers single questions, so the row warns and the target passes.
+    report = check_target(target=_bot(tmp_path, "conversation"))
+    row = next(r for r in report.rows if r.rule == "conversation")
+    assert row.status == "warn" and "--history none" in row.fix and report.passed
+    assert next(r for r in check_target(target=_bot(tmp_path, None)).rows if r.rule == "conversation").status == "pass"
