@@ -210,6 +210,8 @@ def _ranked_chunks(chunks: Sequence[Any]) -> list[dict[str, Any]]:
 
 # Locations and ids are kept whole: they are what anchors and re-scoring match on.
 _KEEP_WHOLE = frozenset({"chunk_id", "rel_path", "heading_path"})
+# Values with no string inside (exact types: a subclass goes through _cut_strings).
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 def _cut_strings(value: Any) -> tuple[Any, bool]:
@@ -234,7 +236,15 @@ def _stored(item: Mapping[str, Any], full_text: bool) -> tuple[dict[str, Any], b
     cut = False
     if not full_text:
         for key, value in out.items():
-            if key not in _KEEP_WHOLE:
+            if key in _KEEP_WHOLE:
+                continue
+            kind = type(value)
+            if kind is str:
+                # The common leaves decided here: _cut_strings' answer without its call and
+                # tuple (a chunk has a dozen fields; this runs for every chunk of every case).
+                if len(value) > TRUNCATE_CHARS:
+                    out[key], cut = value[:TRUNCATE_CHARS], True
+            elif kind not in _SCALARS:
                 out[key], was_cut = _cut_strings(value)
                 cut = cut or was_cut
     return out, cut
