@@ -11,6 +11,8 @@ real text (real_answers.py: SciFact abstracts or obsidian-tasks sections, K = 5 
     python        evalkit.run_eval, a python: target: `async def ask(request)` that sleeps L
                   and returns the answer its question names
     loop          a bare asyncio loop: C tasks calling the same function N times
+    target        (only when asked for with --jobs) evalkit's HTTP target alone, no runner: C tasks
+                  calling HttpTarget.ask N times, what the HTTP stack costs by itself
 
 Per job: wall, efficiency = (N · L / C) / wall, and CPU per ask = (user + system CPU of the
 process during the timed part) / N. Rounds alternate the four jobs, so a slow spell of the
@@ -20,6 +22,8 @@ ratios to its reference in the same rounds, the load average during the rounds.
     python bench/ask_cpu.py                          # N = 2560, C = 64, L = 50 ms, 3 rounds
     python bench/ask_cpu.py --repeat 5 --corpus obsidian
     python bench/ask_cpu.py --jobs http aiohttp      # some of the jobs only
+    python bench/ask_cpu.py --jobs target aiohttp --before /tmp/old-tree   # also a checkout of
+                                  # evalkit from before a change, its jobs in the same rounds
 
 Needs aiohttp for its reference (a bench dependency only: `pip install aiohttp`).
 Results: bench/README.md, "Runner CPU per ask".
@@ -39,7 +43,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-JOBS = ("http", "aiohttp", "python", "loop")
+JOBS = ("http", "aiohttp", "python", "loop", "target")
 WARMUP = 20
 BOT = """import asyncio
 import sys
@@ -104,6 +108,22 @@ def child(job: str, a: argparse.Namespace) -> dict:
                             orjson.loads(await r.read())
 
                 await asyncio.gather(*(worker() for _ in range(a.c)))
+    elif job == "target":
+        from evalkit.schema import AskRequest
+        from evalkit.targets import build_target
+
+        async def go(n: int) -> None:
+            target = build_target(target=None, api_url=a.url, vault=Path("."), timeout=30, retries=0, rps=None, params={})
+            todo = iter(range(n))
+
+            async def worker() -> None:
+                for i in todo:
+                    await target.ask(AskRequest(question=question_for(i), k=5))
+
+            try:
+                await asyncio.gather(*(worker() for _ in range(a.c)))
+            finally:
+                await target.aclose()
     else:  # loop
         sys.path.insert(0, str(tmp))
         from bot import ask
@@ -132,6 +152,8 @@ def main() -> None:
     ap.add_argument("--corpus", choices=["scifact", "obsidian"], default="scifact")
     ap.add_argument("--repeat", type=int, default=3, help="rounds (each job once per round, a fresh process each)")
     ap.add_argument("--jobs", nargs="+", choices=JOBS, default=list(JOBS))
+    ap.add_argument("--before", type=Path,
+                    help="a checkout of the code before a change: its evalkit jobs run too, in the same rounds")
     ap.add_argument("--json", type=Path, help="also append each row to this JSON-lines file (bench/table.py reads it)")
     ap.add_argument("--child", choices=JOBS, help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
@@ -149,32 +171,41 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / "bot.py").write_text(BOT.format(here=str(HERE), corpus=a.corpus, delay=a.delay_ms / 1000))
+            # (label, job, PYTHONPATH): with --before, each evalkit job also runs on the old tree.
+            runs = [(job, job, None) for job in a.jobs]
+            if a.before:
+                runs += [(f"{job} before", job, str(a.before.resolve())) for job in a.jobs if job in ("http", "python", "target")]
             for _ in range(max(1, a.repeat)):
-                for job in a.jobs:
+                for label, job, tree in runs:
                     cmd = [sys.executable, __file__, "--child", job, "--url", url, "--tmp", tmp, "--n", str(a.n),
                            "--c", str(a.c), "--delay-ms", str(a.delay_ms), "--corpus", a.corpus]
-                    done = subprocess.run(cmd, capture_output=True, text=True)
+                    env = dict(os.environ, PYTHONPATH=tree) if tree else None
+                    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
                     if done.returncode != 0:
-                        raise SystemExit(f"{job} failed:\n{done.stderr}")
+                        raise SystemExit(f"{label} failed:\n{done.stderr}")
                     row = json.loads(done.stdout.strip().splitlines()[-1])
+                    row["job"] = label
                     row["efficiency"] = a.n * a.delay_ms / 1000 / a.c / row["wall_s"]
                     rows.append(row)
-                    print(f"{job}: {1000 * row['cpu_s'] / a.n:.3f} ms/ask ({1000 * row['sys_s'] / a.n:.3f} system), "
+                    print(f"{label}: {1000 * row['cpu_s'] / a.n:.3f} ms/ask ({1000 * row['sys_s'] / a.n:.3f} system), "
                           f"efficiency {row['efficiency']:.3f}",
                           file=sys.stderr)
                 load.append(os.getloadavg()[0])
     finally:
         stop()
+    labels = list(dict.fromkeys(r["job"] for r in rows))
     med = {job: {k: statistics.median(r[k] for r in rows if r["job"] == job) for k in ("cpu_s", "wall_s", "efficiency")}
-           for job in a.jobs}
+           for job in labels}
     print(f"N = {a.n}, C = {a.c}, L = {a.delay_ms:g} ms, {a.corpus} answers (K = 5), {a.repeat} alternating rounds, "
           f"load average {min(load):.1f}-{max(load):.1f}; {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
     print("| job | CPU per ask ms | wall s | efficiency |")
     print("| --- | ---: | ---: | ---: |")
-    for job in a.jobs:
+    for job in labels:
         m = med[job]
         print(f"| {job} | {1000 * m['cpu_s'] / a.n:.3f} | {m['wall_s']:.2f} | {m['efficiency']:.3f} |")
-    for runner, ref in (("http", "aiohttp"), ("python", "loop")):
+    pairs = [("http", "aiohttp"), ("target", "aiohttp"), ("python", "loop")]
+    pairs += [(f"{job} before", ref) for job, ref in pairs] + [(job, f"{job} before") for job in ("http", "python", "target")]
+    for runner, ref in pairs:
         if runner in med and ref in med:
             r, f = med[runner], med[ref]
             extra = 1000 * (r["cpu_s"] - f["cpu_s"]) / a.n
