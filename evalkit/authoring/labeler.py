@@ -401,6 +401,7 @@ def open_session(
 async def retrieve(session: LabelSession, target: Any, k: int) -> None:
     """Ask the target for the current case's top `k` chunks (debug on) unless already cached."""
     from evalkit.config import RunSettings
+    from evalkit.evalset.turns import reference_history
     from evalkit.run.records import build_request
     from evalkit.schema import EvalCase
 
@@ -410,7 +411,8 @@ async def retrieve(session: LabelSession, target: Any, k: int) -> None:
     # The question as it is on disk: the session's edits do not change what is asked.
     case = EvalCase.model_validate(session.doc.case(state.case_id))
     try:
-        result = await target.ask(build_request(case, RunSettings(k=[k])), case_id=case.id)
+        request = build_request(case, RunSettings(k=[k]), history=reference_history(case))
+        result = await target.ask(request, case_id=case.id)
     except TargetError as e:
         session.set_chunks([], error=str(e), state=state)
         return

@@ -34,7 +34,7 @@ from evalkit.errors import BadConfig, InputError, Problem, TargetError
 from evalkit.evalset.anchorcheck import Corpus, check_support, corpus_from_index_stats, corpus_from_vault
 from evalkit.evalset.anchors import heading_components, match_support, normalize_heading_path, normalize_rel_path
 from evalkit.evalset.load import EvalSet, load_eval_set
-from evalkit.evalset.turns import conversation_of
+from evalkit.evalset.turns import TURNS, expand, reference_history, turn_id
 from evalkit.store.atomic import backup
 from evalkit.schema import (  # the label sources: in schema, read by the runner too
     AUTO,
@@ -96,6 +96,8 @@ class EvalSetFile:
         self._lines: list[bytes] = data.splitlines(keepends=True)
         self._index: dict[str, int] = {}
         self._dupes: set[str] = set()
+        # A conversation's turns (evalset/turns.py): turn case id -> (line, index in `turns`).
+        self._turns: dict[str, tuple[int, int]] = {}
         for i, raw in enumerate(self._lines):
             case_id = _case_id(raw)
             if case_id is None:
@@ -104,22 +106,65 @@ class EvalSetFile:
                 self._dupes.add(case_id)
             else:
                 self._index[case_id] = i
+                for n in range(_turn_count(raw)):
+                    self._turns[turn_id(case_id, n + 1)] = (i, n)
         self._sha = hashlib.sha256(data).hexdigest()  # what is on disk, to detect edits behind our back
         self.dirty = False
         self.backed_up: Path | None = None  # the `.bak` copy a `write(replace=True)` made
 
     @property
     def ids(self) -> list[str]:
-        """Case ids in file order (the first line of a duplicated id)."""
-        return list(self._index)
+        """Case ids in file order (the first line of a duplicated id); a conversation's line
+        gives its turns' ids (`c1#1`, `c1#2`, ...), as the loader reads it."""
+        turns: dict[int, list[str]] = {}
+        for tid, (line, _) in self._turns.items():
+            turns.setdefault(line, []).append(tid)
+        return [x for cid, line in self._index.items() for x in turns.get(line, [cid])]
 
     def line_of(self, case_id: str) -> int:
-        """1-based line number of a case (as read_eval_set numbers lines)."""
+        """1-based line number of a case (as read_eval_set numbers lines); a turn's is its conversation's."""
+        if case_id in self._turns:
+            return self._turns[case_id][0] + 1
         return self._where(case_id) + 1
 
     def case(self, case_id: str) -> dict[str, Any]:
-        """A fresh copy of the case's JSON object, key order and unknown fields included."""
+        """A fresh copy of the case's JSON object, key order and unknown fields included; a
+        turn's is the turn case the loader makes of it (evalset/turns.py)."""
+        if case_id in self._turns:
+            line, n = self._turns[case_id]
+            return self._turn_case(line, n)[1]
         return orjson.loads(self._lines[self._where(case_id)])
+
+    def _turn_case(self, line: int, n: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the conversation's line, its turn `n` as a case)."""
+        obj = orjson.loads(self._lines[line])
+        flats, problems = expand(obj, {"path": str(self.path), "line": line + 1})
+        if problems:
+            raise InputError(problems)
+        return obj, dict(flats[n][1])
+
+    def _replace_turn(self, case_id: str, obj: dict[str, Any]) -> None:
+        """A turn case edited (a labeler's gold supports, answerable...) written back into its
+        conversation's line: each changed field into the turn's own object, the tags the turn
+        adds to the line's as its own `tags`; the line's shared fields are left as they are."""
+        line, n = self._turns[case_id]
+        conv, old = self._turn_case(line, n)
+        turn = conv["turns"][n]
+        shared_tags = conv.get("tags") if isinstance(conv.get("tags"), list) else []
+        for key in [*old, *(k for k in obj if k not in old)]:
+            if key in ("id", "conversation") or obj.get(key) == old.get(key):
+                continue
+            if key == "tags" and isinstance(obj.get("tags"), list):
+                own = [t for t in obj["tags"] if t not in shared_tags]
+                if own:
+                    turn["tags"] = own
+                else:
+                    turn.pop("tags", None)
+            elif key not in obj:
+                turn.pop(key, None)
+            else:
+                turn[key] = obj[key]
+        self.replace(conv["id"], conv)
 
     def replace(self, case_id: str, obj: dict[str, Any]) -> None:
         """Replace the line of case `case_id` with `obj` (its id must stay the same).
@@ -129,6 +174,12 @@ class EvalSetFile:
         Raises:
             InputError: no such id, an id on several lines, or `obj` changes the id.
         """
+        if case_id in self._turns:
+            if obj.get("id") != case_id:
+                raise InputError(Problem(f"a replacement must keep id {case_id!r}, got {obj.get('id')!r}", path=str(self.path),
+                                         line=self._turns[case_id][0] + 1, field="id"))
+            self._replace_turn(case_id, obj)
+            return
         i = self._where(case_id)
         if obj.get("id") != case_id:
             raise InputError(Problem(f"a replacement must keep id {case_id!r}, got {obj.get('id')!r}", path=str(self.path), line=i + 1, field="id"))
@@ -199,16 +250,18 @@ class EvalSetFile:
 
     def _where(self, case_id: str) -> int:
         if case_id not in self._index:
-            conversation = conversation_of(case_id, self._index)
-            if conversation is not None:
-                # A turn lives inside its conversation's line (evalset/turns.py); editing one
-                # turn in place is not built yet (issue 40 item 6), and nothing is written.
-                raise InputError(Problem(
-                    f"{case_id!r} is a turn of conversation {conversation!r}: editing a conversation's turns here is not "
-                    "supported yet; edit its line's `turns` by hand", path=str(self.path),
-                    line=self._index[conversation] + 1, field="turns"))
             raise InputError(Problem(f"no case with id {case_id!r}", path=str(self.path), field="id"))
         return self._index[case_id]
+
+
+def _turn_count(raw: bytes) -> int:
+    """How many turns a conversation's line holds (0: not a conversation)."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return 0
+    turns = obj.get(TURNS) if isinstance(obj, dict) else None
+    return len(turns) if isinstance(turns, list) else 0
 
 
 def _case_id(raw: bytes) -> str | None:
@@ -554,7 +607,7 @@ async def _retrieve(
     async def one(n: int, case: EvalCase) -> None:
         async with gate:
             try:
-                result = await target.ask(build_request(case, settings), case_id=case.id)
+                result = await target.ask(build_request(case, settings, history=reference_history(case)), case_id=case.id)
             except TargetError as e:
                 out[n] = e
                 return

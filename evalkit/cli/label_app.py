@@ -151,6 +151,10 @@ class LabelApp(App[None]):
         head = Text()
         head.append(f"[{s.index + 1}/{len(s.case_ids)}] {st.case_id}", style="bold")
         head.append(f"  answerable={str(obj.get('answerable')).lower()}" + ("  *changed" if st.changed else ""))
+        for message in (obj.get("conversation") or {}).get("history") or []:
+            # A conversation's turn: the turns before it, as the chatbot is sent them.
+            said = message.get("content") or "(no expected_answer)"
+            head.append(f"\n  {'you' if message.get('role') == 'user' else 'bot'}: {said[:200]}", style="dim")
         head.append(f"\n{obj.get('question', '')}\n", style="bold yellow")
         for i, sup in enumerate(s.supports):
             snips = "; ".join(sup.get("snippets", []))

@@ -37,12 +37,14 @@ def turn_id(conversation_id: str, turn: int) -> str:
     return f"{conversation_id}{TURN_SEPARATOR}{turn}"
 
 
-def conversation_of(case_id: str, conversations: Mapping[str, Any] | None = None) -> str | None:
-    """The conversation a case id is a turn of, when `conversations` (ids) holds it; else None."""
-    head, sep, tail = case_id.rpartition(TURN_SEPARATOR)
-    if not sep or not tail.isdigit():
+def reference_history(case: Any) -> list[dict[str, Any]] | None:
+    """What a labeler sends with a turn (an EvalCase): the turns before it with the eval set's
+    answers, as `--history reference` does, an earlier turn without an `expected_answer`
+    with its question alone; None for a single question."""
+    conv = getattr(case, "conversation", None)
+    if conv is None:
         return None
-    return head if conversations is None or head in conversations else None
+    return [m.model_dump() for m in conv.history if m.content is not None]
 
 
 def expand(obj: Mapping[str, Any], where: Mapping[str, Any]) -> tuple[list[tuple[int, dict[str, Any]]], list[Problem]]:

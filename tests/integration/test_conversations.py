@@ -192,3 +192,40 @@ def test_compare_resamples_conversations(tmp_path: Path) -> None:
     run_eval_api(**single, run_id="a")
     run_eval_api(**single, run_id="b")
     assert compare_runs("a", "b", results_dir=tmp_path / "s").stats.unit == "case"
+
+
+def test_labeling_writes_a_turn_back_into_its_conversation(tmp_path: Path) -> None:
+    # Issue 40 item 6: --accept-top labels an unlabeled turn, asked with the turns before it;
+    # the turn's gold supports land in its own object of the line's `turns`, nothing else moves.
+    import asyncio
+
+    from evalkit.authoring.labeling import EvalSetFile, accept_top
+    from evalkit.targets import build_target
+
+    lines = CONVERSATIONS.read_text(encoding="utf-8").splitlines()
+    first = json.loads(lines[0])
+    del first["turns"][1]["gold_supports"]
+    es = tmp_path / "es.jsonl"
+    es.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n", encoding="utf-8")
+    before = es.read_text(encoding="utf-8").splitlines()
+
+    async def go():
+        target = build_target(vault=VAULT, timeout=30, retries=0, rps=None, params={}, target=None, api_url=None)
+        try:
+            return await accept_top(es, target, 1, results_dir=tmp_path / "results")
+        finally:
+            await target.aclose()
+
+    result = asyncio.run(go())
+    assert result.labeled == ["sv-conv-01#2"]
+    after = es.read_text(encoding="utf-8").splitlines()
+    assert after[1:] == before[1:]
+    line = json.loads(after[0])
+    turn = line["turns"][1]
+    # Asked with the first turn's question and answer, the reference chatbot's top chunk is the note's action items.
+    assert turn["gold_supports"][0]["heading_path"].endswith("## Action items") and turn["label_source"] == "auto"
+    assert {k: v for k, v in line.items() if k != "turns"} == {k: v for k, v in first.items() if k != "turns"}
+    assert line["turns"][0] == first["turns"][0] and "conversation" not in turn and "id" not in turn
+    assert EvalSetFile(es).ids == [f"sv-conv-01#{n}" for n in (1, 2, 3)] + ["sv-conv-02#1", "sv-conv-02#2",
+                                                                          "sv-conv-03#1", "sv-conv-03#2"]
+    load_eval_set([es])  # still a valid eval set
