@@ -322,6 +322,53 @@ def test_run_folder_files_read_back_what_evalkit_writes_and_no_deeper(tmp_path: 
     assert [r["test_case_id"] for r in run.iter_results()] == ["a"]
 
 
+def test_counted_lines_are_the_lines_and_their_bracket_counts(tmp_path: Path) -> None:
+    # The block reader's count is what `bytes.count` says, line by line, wherever a block ends:
+    # lines across block boundaries, a line longer than the buffer, blank lines, brackets in
+    # strings, an unterminated last line; and `end` stops before the first line starting there.
+    import io
+    import random
+
+    rng = random.Random(7)
+    lines = [b"\n", b'{"a": "[{[{"}\n', _deep(300) + b"\n", b'{"x": "' + b"y" * 5000 + b'", "z": [[{}]]}\n']
+    lines += [bytes(rng.choice(b'[]{}ab"\\ ') for _ in range(rng.randrange(1, 900))) + b"\n" for _ in range(200)]
+    lines.append(b'{"last": [1]}')  # no line ending
+    data = b"".join(lines)
+    for chunk in (64, 1000, 1 << 18):
+        got = list(jsonio.iter_counted_lines(io.BytesIO(data), chunk=chunk))
+        assert [raw for raw, _ in got] == lines
+        assert [n for _, n in got] == [raw.count(b"[") + raw.count(b"{") for raw in lines]
+        cut = len(lines[0]) + len(lines[1]) + 1  # inside line 2: lines 1-3 start before it
+        assert [raw for raw, _ in jsonio.iter_counted_lines(io.BytesIO(data), cut, chunk=chunk)] == lines[:3]
+    assert list(jsonio.iter_counted_lines(io.BytesIO(b""))) == []
+    # And loads takes the count instead of counting: the guard walks what it says is deep.
+    assert loads(_deep(200), max_depth=MAX_WRITTEN_DEPTH, openers=200) == _nest(200)
+    with pytest.raises(InputError, match="nested too deeply"):
+        loads(_deep(300), max_depth=MAX_WRITTEN_DEPTH, openers=600)
+
+
+def test_a_deep_record_is_refused_wherever_the_reader_blocks_fall(tmp_path: Path) -> None:
+    # results.jsonl is read a block at a time: a deep record longer than a block (its brackets
+    # in several blocks) or after many ordinary ones is refused at its own line all the same.
+    from evalkit.store.runs import RunDir
+
+    run = RunDir(tmp_path)
+    ok = orjson.dumps({"test_case_id": "a", "text": "w " * 200, "response": _nest(MAX_WRITTEN_DEPTH - 1)})
+    long_deep = b'{"test_case_id": "b", "pad": "' + b"p" * 600_000 + b'", "x": ' + _deep(300) + b"}"
+    for body, line in ((ok + b"\n" + long_deep + b"\n", 2), (ok + b"\n" * 1 + (ok + b"\n") * 2000 + long_deep + b"\n", 2002)):
+        (tmp_path / "results.jsonl").write_bytes(body)
+        with pytest.raises(InputError) as e:
+            list(run.iter_results())
+        assert [str(p) for p in e.value.problems] == [
+            f"{run.results_path}:{line}: corrupt record: JSON nested too deeply: more than {MAX_WRITTEN_DEPTH} levels "
+            "of arrays and objects"
+        ]
+    (tmp_path / "results.jsonl").write_bytes((ok + b"\n") * 3000)  # 254 levels, as orjson writes: read back
+    assert sum(1 for _ in run.iter_results()) == 3000
+    spans = run.split_results(3)
+    assert sum(sum(1 for _ in run.iter_results(a, b)) for a, b in spans) == 3000
+
+
 # ----------------------------------------------------------------- bad bytes at their lines
 
 def test_bad_bytes_in_tsv_inputs_are_said_at_their_line(tmp_path: Path) -> None:
