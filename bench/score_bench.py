@@ -27,14 +27,27 @@ pytrec_eval is not a dependency of evalkit: give its interpreter with --trec-pyt
 (a venv with `pip install pytrec_eval-terrier`). Without it the script says so and times
 ranx (test extra) on the same TREC files instead.
 
+Real text (the default since issue 39, `--data scifact`): the same, but the notes are SciFact's
+abstracts cut into ~300-character sections (/work/shared/corpora/scifact), each case has one
+gold support (a section) and asks with a SciFact claim, and a fifth of the cases never retrieve
+their gold (the others at a rank that favours the top). Each round runs, alternating, each in a
+fresh process: score_retrieval at a new K (results.jsonl rewritten), the same again (nothing
+changed per case: the derive alone, which is one process), pytrec_eval, the parse floor
+(orjson over results.jsonl's lines), the floor plus the depth guard as it was before issue 39
+(two bytes.count per line), and RunDir.iter_results (the bounded reader, guard included). It
+prints every job with its CPU over the floor's and its wall over pytrec_eval's of the same
+round, and the load average when it started; --json writes the rows for bench/table.py.
+
 Usage:
-    python bench/score_bench.py                                  # N = 1000 10000 100000
+    python bench/score_bench.py --trec-python /tmp/benchenv/bin/python --n 100000 --repeat 3
+    python bench/score_bench.py --data synthetic                 # N = 1000 10000 100000
     python bench/score_bench.py --n 1000 10000 --repeat 3
     python bench/score_bench.py --trec-python /tmp/benchenv/bin/python
     python bench/score_bench.py --check                          # also compare the values
     python bench/score_bench.py --phases                         # read / score / aggregate split
 
-Target: evalkit within 1.5x of pytrec_eval at 100,000 cases, under 500 MB peak RSS.
+Targets: evalkit within 1.5x of pytrec_eval at 100,000 cases, under 500 MB peak RSS (issue 10);
+scoring within 2x of the parse floor, the depth guard within 10 % of it (issue 39).
 Results: bench/README.md, section "Re-scoring a stored run".
 """
 
@@ -43,6 +56,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
 import re
 import shutil
@@ -182,7 +196,7 @@ def prepare(n: int, workdir: Path) -> Path:
     return folder
 
 
-def write_trec(folder: Path) -> None:
+def write_trec(folder: Path, locate: Callable[[dict], str] | None = None) -> None:
     """qrels.trec (qid 0 docid rel) from the eval set; run.trec (qid Q0 docid rank score tag) from results.jsonl."""
     import orjson
 
@@ -190,7 +204,7 @@ def write_trec(folder: Path) -> None:
         for line in src:
             case = orjson.loads(line)
             for s in case["gold_supports"]:
-                doc = s.get("chunk_id") or _locate(s)
+                doc = s.get("chunk_id") or (locate or _locate)(s)
                 out.write(f"{case['id']} 0 {doc} {int(s['relevance'])}\n")
     with open(folder / "results" / "bench" / "results.jsonl", "rb") as src, open(folder / "run.trec", "w") as out:
         for line in src:
@@ -203,6 +217,143 @@ def _locate(support: dict) -> str:
     m = re.match(r"area\d+/note(\d+)\.md$", support["rel_path"])
     s = int(support["heading_path"].rsplit(" ", 1)[1])
     return _chunk_id(int(m.group(1)), s)
+
+
+# --------------------------------------------------------------------------- real text (issue 39)
+
+# The issue's setting: chunks of real text (SciFact abstracts, cut at word boundaries to about
+# 300 characters, each its own section), one gold support per case, and a fifth of the cases
+# never retrieving it; the gold chunk of the others at a rank that favours the top.
+SCIFACT = Path("/work/shared/corpora/scifact")
+CHUNK_CHARS = 300
+MISS_RATE = 0.2
+_REAL_CASE = re.compile(r"^case (\d+):")
+
+
+class _Corpus:
+    """SciFact's abstracts as notes of ~300-character sections, and its queries (read once)."""
+
+    def __init__(self, root: Path = SCIFACT) -> None:
+        import orjson
+
+        self.notes: list[tuple[str, str, list[str]]] = []  # (doc id, title, section texts)
+        with open(root / "corpus.jsonl", "rb") as f:
+            for line in f:
+                doc = orjson.loads(line)
+                parts = _cut(doc["text"]) or [doc["title"]]
+                self.notes.append((doc["_id"], " ".join(doc["title"].split()), parts))
+        with open(root / "queries.jsonl", "rb") as f:
+            self.queries = [orjson.loads(line)["text"] for line in f]
+
+    def rel_path(self, d: int) -> str:
+        return f"scifact/{self.notes[d][0]}.md"
+
+    def heading(self, d: int, s: int) -> str:
+        title = self.notes[d][1].replace(">", "-")  # a title's ">" would split the heading path
+        return f"# {title} > ## Part {s + 1}"
+
+    def chunk_id(self, d: int, s: int) -> str:
+        return hashlib.sha256(f"scifact|{self.notes[d][0]}|{s}".encode()).hexdigest()[:32]
+
+
+def _cut(text: str) -> list[str]:
+    words, parts, cur = text.split(), [], ""
+    for w in words:
+        if cur and len(cur) + 1 + len(w) > CHUNK_CHARS:
+            parts.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    return [*parts, cur] if cur else parts
+
+
+_CORPUS: _Corpus | None = None
+
+
+def corpus() -> _Corpus:
+    global _CORPUS
+    if _CORPUS is None:
+        _CORPUS = _Corpus()
+    return _CORPUS
+
+
+def _real_gold(i: int) -> tuple[random.Random, int, int]:
+    """(rng, note, section) of case i's one gold support: a pure function of i."""
+    c = corpus()
+    rng = random.Random(i * 7919 + 23)
+    d = rng.randrange(len(c.notes))
+    return rng, d, rng.randrange(len(c.notes[d][2]))
+
+
+def make_real_case(i: int) -> dict:
+    c = corpus()
+    rng, d, s = _real_gold(i)
+    return {
+        "id": f"q{i:06d}",
+        "question": f"case {i}: {c.queries[i % len(c.queries)]}",
+        "answerable": True,
+        "gold_supports": [{"rel_path": c.rel_path(d), "heading_path": c.heading(d, s), "relevance": 1}],
+        "category": rng.choice(CATEGORIES),
+        "tags": rng.sample(TAGS, rng.randint(1, 2)),
+        "difficulty": rng.choice(DIFFICULTIES),
+    }
+
+
+def ask_real(request: dict) -> dict:
+    """The Python-callable target on real text: K chunks; the gold one, unless the case is one
+    of the fifth that never retrieve it, at a rank drawn to favour the top; the others from
+    the same abstract (a third) or any other."""
+    c = corpus()
+    i = int(_REAL_CASE.match(request["question"]).group(1))
+    _, d, s = _real_gold(i)
+    rng = random.Random(i * 104729 + 5)
+    k = request["k"]
+    seen = {(d, s)}
+    picked: list[tuple[int, int]] = []
+    while len(picked) < k:
+        other = d if rng.random() < 0.33 else rng.randrange(len(c.notes))
+        loc = (other, rng.randrange(len(c.notes[other][2])))
+        if loc not in seen:
+            seen.add(loc)
+            picked.append(loc)
+    if rng.random() >= MISS_RATE:
+        rank = min(int(rng.expovariate(0.35)), k - 1)  # 0-based; about a third at rank 1
+        picked[rank] = (d, s)
+    chunks = []
+    for rank, (note, part) in enumerate(picked, start=1):
+        chunks.append({
+            "chunk_id": c.chunk_id(note, part), "rel_path": c.rel_path(note), "heading_path": c.heading(note, part),
+            "start_line": 2 * part + 3, "end_line": 2 * part + 3, "score_vector": round(1.0 / rank, 6),
+            "score_lexical": round(rng.random(), 6), "score_final": round(1.0 / rank, 6),
+            "text": c.notes[note][2][part], "rank": rank,
+        })
+    top = chunks[0]
+    return {
+        "answer": f"{c.notes[picked[0][0]][1]} [1].",
+        "references": [{key: top[key] for key in ("chunk_id", "rel_path", "heading_path")}],
+        "debug": {"retrieved_chunks": chunks, "timings_ms": {"retrieval": 1.0}},
+    }
+
+
+def prepare_real(n: int, workdir: Path) -> Path:
+    """The N-case folder on real text (eval set, a run_eval run, TREC files); reused when made."""
+    folder, ready = case_folder(workdir / "scifact", n, make_real_case)
+    if ready:
+        return folder
+    from evalkit import run_eval
+
+    t0 = time.perf_counter()
+    result = run_eval(
+        eval_set=str(folder / "eval_set.jsonl"), k=[K], target=f"python:{Path(__file__).resolve()}:ask_real",
+        retrieval_only=True, results_dir=str(folder / "results"), run_id="bench", concurrency=16, no_probe=True,
+        quiet=True,
+    )
+    print(f"  n={n} (scifact): run_eval wrote {result.n_cases} cases in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    c = corpus()
+    locate = {(c.rel_path(d), c.heading(d, s)): c.chunk_id(d, s) for d in range(len(c.notes)) for s in range(len(c.notes[d][2]))}
+    write_trec(folder, lambda support: locate[(support["rel_path"], support["heading_path"])])
+    (folder / "ready").write_text("ok\n")
+    return folder
 
 
 # --------------------------------------------------------------------------- the timed jobs
@@ -306,19 +457,125 @@ def _has_pytrec(python: str) -> bool:
     return subprocess.run([python, "-c", "import pytrec_eval"], capture_output=True, check=False).returncode == 0
 
 
+# The parse floor and the reader (issue 39): CPU and wall of reading results.jsonl and nothing
+# else. "floor": each line parsed by orjson (`for line in f`, a 1 MB buffer); "floor+count": the
+# same plus the depth guard as it was before issue 39 (two `bytes.count` per line); "reader":
+# `RunDir.iter_results`, the bounded reader every command reads records with (guard included).
+_READ_JOB = textwrap.dedent(
+    """
+    import json, resource, sys, time
+    import numpy, orjson  # imports are not timed (numpy: the reader's, imported on first use)
+    from evalkit.store.runs import RunDir
+    folder, how = sys.argv[1], sys.argv[2]
+    path = folder + "/results/bench/results.jsonl"
+    c0, t0, n = time.process_time(), time.perf_counter(), 0
+    if how == "reader":
+        for rec in RunDir(folder + "/results/bench").iter_results():
+            n += 1
+    else:
+        count = how == "floor+count"
+        with open(path, "rb", buffering=1 << 20) as f:
+            for line in f:
+                orjson.loads(line)
+                if count:
+                    line.count(b"[") + line.count(b"{") > 254
+                n += 1
+    print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "n": n,
+                      "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    """
+)
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def real_rounds(args: argparse.Namespace, trec_python: str) -> None:
+    """Issue 39's comparison on real text, alternating in each round (each job a fresh process):
+    score_retrieval at a new K (results.jsonl rewritten), the same again (nothing changed per
+    case: the derive alone), pytrec_eval on the same run and labels, the parse floor, the
+    floor with the old depth guard, and the reader. Ratios are taken within a round."""
+    rows: list[dict] = []
+    print("| N | job | procs | wall s | CPU s | peak RSS MB | CPU / parse floor | wall / pytrec_eval | load |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for n in args.n:
+        folder = prepare_real(n, args.workdir)
+        for r in range(args.repeat):
+            # A new K each round (alternating sets), so every round's first job rewrites.
+            ks = ["10"] if r % 2 == 0 else ["10", "5"]
+            jobs = [
+                ("new K", sys.executable, _EVALKIT_REAL_JOB, ["auto", *ks]),
+                ("unchanged", sys.executable, _EVALKIT_REAL_JOB, ["1", *ks]),
+                ("pytrec_eval", trec_python, _PYTREC_JOB, []),
+                ("floor", sys.executable, _READ_JOB, ["floor"]),
+                ("floor+count", sys.executable, _READ_JOB, ["floor+count"]),
+                ("reader", sys.executable, _READ_JOB, ["reader"]),
+            ]
+            got = {}
+            for name, python, code, extra in jobs:
+                load = _load()
+                got[name] = {**_job(python, code, folder, *extra), "load": load}
+            for name, res in got.items():
+                row = {"n": n, "data": "scifact", "round": r, "job": name, **{k: v for k, v in res.items() if k != "values"},
+                       "cpu_vs_floor": res["cpu_s"] / got["floor"]["cpu_s"],
+                       "wall_vs_pytrec": res["wall_s"] / got["pytrec_eval"]["wall_s"]}
+                rows.append(row)
+                print(f"| {n:,} | {name} | {res.get('processes', 1)} | {res['wall_s']:.2f} | {res['cpu_s']:.2f} | "
+                      f"{res['rss_mb']:.0f} | {row['cpu_vs_floor']:.2f} | {row['wall_vs_pytrec']:.2f} | {res['load']:.1f} |",
+                      flush=True)
+            if args.check:
+                print(f"    evalkit @10: {got['unchanged']['values']}\n    pytrec_eval: {got['pytrec_eval']['values']}",
+                      flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            for row in rows:
+                f.write(json.dumps(row) + "\n")
+
+
+_EVALKIT_REAL_JOB = textwrap.dedent(
+    """
+    import json, resource, sys, time
+    import evalkit
+    from evalkit.rescore.scoring import score_retrieval
+    folder, workers, ks = sys.argv[1], sys.argv[2], [int(k) for k in sys.argv[3:]]
+    cpu = lambda: sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+                      for f in ("ru_utime", "ru_stime"))
+    c0, t0 = cpu(), time.perf_counter()
+    res = score_retrieval("bench", ks=ks, results_dir=folder + "/results", workers=None if workers == "auto" else int(workers))
+    wall, cpu_s = time.perf_counter() - t0, cpu() - c0
+    at = res.metrics["aggregate_metrics"]["at_k"]["10"]
+    rss = max(resource.getrusage(w).ru_maxrss for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
+    print(json.dumps({"wall_s": wall, "cpu_s": cpu_s, "rss_mb": rss, "processes": res.processes,
+                      "rewritten": res.results_rewritten,
+                      "values": {m: at[m] for m in ("recall_frac", "precision", "ndcg", "mrr")}, "n": at["n"]}))
+    """
+)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, nargs="+", default=[1000, 10000, 100000])
-    ap.add_argument("--repeat", type=int, default=1, help="Time each job this many times (fresh processes).")
+    ap.add_argument("--data", choices=("scifact", "synthetic"), default="scifact",
+                    help="scifact: real text, one gold support per case, a fifth never retrieved (issue 39's rounds); "
+                    "synthetic: the 14-word vocabulary of the earlier sessions")
+    ap.add_argument("--repeat", type=int, default=1, help="Rounds (each job once per round, fresh processes).")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/evalkit_score_bench"))
     ap.add_argument("--trec-python", default=sys.executable, help="Interpreter that has pytrec_eval.")
     ap.add_argument("--workers", nargs="+", default=["auto", "1"],
-                    help="score_retrieval's workers per timed job: 'auto' (its default) and/or numbers.")
+                    help="synthetic: score_retrieval's workers per timed job: 'auto' (its default) and/or numbers.")
     ap.add_argument("--check", action="store_true", help="Print both tools' @10 means side by side.")
-    ap.add_argument("--phases", action="store_true", help="Also split evalkit's CPU time: read / score / aggregate.")
+    ap.add_argument("--phases", action="store_true", help="synthetic: also split evalkit's CPU time: read / score / aggregate.")
+    ap.add_argument("--json", type=Path, help="scifact: also write every job's row here, one JSON object a line.")
     args = ap.parse_args()
 
     trec = "pytrec_eval" if _has_pytrec(args.trec_python) else "ranx"
+    if args.data == "scifact":
+        if trec != "pytrec_eval":
+            raise SystemExit(f"pytrec_eval cannot be imported by {args.trec_python}: pass --trec-python")
+        print(f"load average at the start: {_load():.1f} (2 CPUs shared with other sessions: read the ratios, "
+              "taken within one round)", file=sys.stderr)
+        real_rounds(args, args.trec_python)
+        return
     if trec == "ranx":
         print(f"pytrec_eval cannot be imported by {args.trec_python}: timing ranx instead", file=sys.stderr)
     print(f"| N | evalkit procs | evalkit wall s | µs/case | CPU s | peak RSS MB | {trec} wall s | CPU s | RSS MB "
