@@ -25,6 +25,9 @@ figures were taken at, and reads their `--json` rows:
                   same rounds; issue 39 item 4)
     startup       startup_bench.py --repeat 7 (CPU of every script's --help and `evalkit --help`, beside a
                   bare interpreter in the same rounds; issue 39 item 5)
+    score         score_bench.py --n 100000 --repeat 3 (score_retrieval on 100,000 real-text cases,
+                  beside pytrec_eval, the parse floor and the old depth guard in the same rounds; issue 39
+                  item 3; pytrec_eval's interpreter from $EVALKIT_TREC_PYTHON, default /tmp/benchenv/bin/python)
 
 The raw rows and the machine go to bench/table.json, so `--only` and `--render` keep what was
 not re-measured (each row says when it was measured). The "issue 27" column is the figure the
@@ -50,7 +53,7 @@ BENCH = Path(__file__).resolve().parent
 README = BENCH / "README.md"
 STORE = BENCH / "table.json"
 BEGIN, END = "<!-- table:begin (bench/table.py writes this part) -->", "<!-- table:end -->"
-PARTS = ("report", "concurrency", "memory", "judge", "compare", "askcpu", "startup")
+PARTS = ("report", "concurrency", "memory", "judge", "compare", "askcpu", "startup", "score")
 
 
 def _run(args: list[str]) -> list[dict]:
@@ -94,6 +97,10 @@ def measure(part: str) -> list[dict]:
         return [{"bench": "askcpu", **r} for r in _run(["ask_cpu.py", "--repeat", "3"])]
     if part == "startup":
         return [{"bench": "startup", **r} for r in _run(["startup_bench.py", "--repeat", "7"])]
+    if part == "score":
+        trec = os.environ.get("EVALKIT_TREC_PYTHON", "/tmp/benchenv/bin/python")
+        return [{"bench": "score", **r} for r in _run(["score_bench.py", "--n", "100000", "--repeat", "3",
+                                                       "--trec-python", trec])]
     raise ValueError(part)
 
 
@@ -235,6 +242,22 @@ def figures(rows: list[dict]) -> list[tuple[str, str, str, str, float | None, Ca
                 lambda v: v <= 0.12))
     out.append(("a bare interpreter (python -c pass), the same rounds: CPU", "0.02 s (issue 39)", "—", "s",
                 _one(st, "cpu_s", command="python -c pass"), None))
+    # Issue 39 item 3: score_retrieval on real text, its references in the same rounds (medians of the per-round ratios).
+    sc = _pick(rows, bench="score", n=100000)
+    out += [
+        ("score_retrieval, 100,000 real-text cases, nothing changed per case: CPU / the parse floor's", "5.4× (issue 39)",
+         "≤ 2×", "x", _one(sc, "cpu_vs_floor", job="unchanged"), lambda v: v <= 2),
+        ("the same: wall / pytrec_eval's (TREC files)", "3.9× (issue 39)", "—", "x",
+         _one(sc, "wall_vs_pytrec", job="unchanged"), None),
+        ("score_retrieval at a new K (results.jsonl rewritten, 2 processes): CPU / the parse floor's", "—", "—", "x",
+         _one(sc, "cpu_vs_floor", job="new K"), None),
+        ("score_retrieval at a new K, 100,000 cases: wall", "33.7 s (issue 39)", "—", "s", _one(sc, "wall_s", job="new K"),
+         None),
+        ("reading results.jsonl (RunDir.iter_results, depth guard included): CPU / the parse floor's", "1.38× (issue 39)",
+         "≤ 1.10×", "x", _one(sc, "cpu_vs_floor", job="reader"), lambda v: v <= 1.10),
+        ("the parse floor with the guard as it was (two bytes.count a line), same rounds", "1.38× (issue 39)", "—", "x",
+         _one(sc, "cpu_vs_floor", job="floor+count"), None),
+    ]
     return out
 
 
