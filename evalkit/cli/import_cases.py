@@ -3,7 +3,8 @@
 `evalkit import --format gno queries.json ask-cases.json --docid-map docids.tsv` writes
 eval_set.jsonl (or --output), after loading it with evalkit's own eval-set loader; an
 existing file is kept unless --force. `evalkit import --format hindsight fixture.jsonl
---vault-out DIR` also writes each case's seedFacts as notes under DIR. Exit 0 ok; 2 bad
+--vault-out DIR` also writes each case's seedFacts as notes under DIR, and `--format mtrag
+generation_tasks.jsonl --vault-out DIR` MTRAG's conversations and their passages. Exit 0 ok; 2 bad
 input (every problem is named by file, item index or line, and field).
 """
 
@@ -32,12 +33,13 @@ def main(
     paths: Optional[list[Path]] = typer.Argument(
         None, metavar="PATH...", help="Fixture files (JSON or JSONL), converted in order (none for --format trec)."
     ),
-    fmt: str = typer.Option(..., "--format", metavar="FORMAT", help="Fixture format: gno | hindsight | beir | trec."),
+    fmt: str = typer.Option(..., "--format", metavar="FORMAT", help="Fixture format: gno | hindsight | beir | trec | mtrag."),
     output: Path = typer.Option(Path("eval_set.jsonl"), "--output", "-o", metavar="PATH", help="Eval set to write."),
     force: bool = force_option(" (and a --vault-out an earlier import wrote)"),
     vault_out: Optional[Path] = typer.Option(
         None, "--vault-out", "--vault", metavar="DIR", help="Where the notes are written: hindsight's seedFacts, one "
-        "folder per case; beir's documents, one note each (a new or empty folder; required by hindsight and beir)."
+        "folder per case; beir's documents, one note each; mtrag's passages, one note per source document "
+        "(a new or empty folder; required by hindsight, beir and mtrag)."
     ),
     split: Optional[str] = typer.Option(
         None, "--split", metavar="NAME", help="--format beir: the qrels/<NAME>.tsv whose queries are imported. (default: test)"
@@ -92,18 +94,26 @@ def main(
     for c in cases:
         for w in c.warnings:
             print(printable(f"evalkit: warning: {w}"), file=sys.stderr)
-    supports = [s for c in cases for s in c.case.get("gold_supports", [])]
+    # A conversation's labels are on its turns (--format mtrag): count those, one per case.
+    labeled = [t for c in cases for t in c.case.get("turns", [c.case])]
+    supports = [s for t in labeled for s in t.get("gold_supports", [])]
     graded = sum(1 for s in supports if s.get("graded_only"))
-    unlabeled = sum(1 for c in cases if not c.case.get("gold_supports"))
+    unlabeled = sum(1 for t in labeled if not t.get("gold_supports"))
+    turns = len(labeled) != len(cases)
     typer.echo(
-        f"evalkit: wrote {len(cases)} cases to {output}: {len(supports) - graded} gold supports, "
-        f"{graded} graded-only (nDCG only), {unlabeled} cases without supports"
+        f"evalkit: wrote {len(cases)} {'conversations' if turns else 'cases'} to {output}: "
+        + (f"{len(labeled)} turns, " if turns else "")
+        + f"{len(supports) - graded} gold supports, {graded} graded-only (nDCG only), "
+        f"{unlabeled} {'turns' if turns else 'cases'} without supports"
     )
     if vault_out is not None:
+        # hindsight gives each case its own folder of facts; mtrag's notes are one corpus
+        per_case = fmt != "mtrag"
         typer.echo(
-            f"evalkit: wrote {n_notes} notes to {vault_out} (one folder per case); run them with: "
+            f"evalkit: wrote {n_notes} notes to {vault_out} "
+            f"({'one folder per case' if per_case else 'one per source document'}); run them with: "
             f"evalkit run --eval-set {shlex.quote(str(output))} --vault {shlex.quote(str(vault_out))} "
-            "--send-scope folders --retrieval-only"
+            + ("--send-scope folders " if per_case else "") + "--retrieval-only"
         )
 
 

@@ -34,6 +34,7 @@ FORMATS: dict[str, str] = {
     "hindsight": "evalkit.interop.importers.hindsight:convert",
     "beir": "evalkit.interop.importers.beir:convert",  # streams: the CLI calls beir.import_beir
     "trec": "evalkit.interop.importers.trec:convert",  # paths: the topics file, then the qrels files
+    "mtrag": "evalkit.interop.importers.mtrag:convert",  # conversations; their passages become notes
 }
 
 
