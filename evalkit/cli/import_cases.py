@@ -23,8 +23,9 @@ app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
     add_completion=False,
     help="Convert another harness's fixtures into an evalkit eval set: --format gno (seed 002's queries.json / "
-    "ask-cases.json) or --format hindsight (seed 004's JSONL; its seedFacts become notes under --vault-out). "
-    "Exit 0 ok, 2 bad input.",
+    "ask-cases.json), --format hindsight (seed 004's JSONL; its seedFacts become notes under --vault-out), "
+    "--format beir, --format trec, or --format mtrag (MTRAG's generation tasks: one conversation per line, "
+    "their gold passages become notes under --vault-out). Exit 0 ok, 2 bad input.",
 )
 
 
