@@ -47,9 +47,11 @@ BLOCK = 256
 CHUNK_BLOCK = 512
 # Distinct anchors per anchor block.
 ANCHOR_BLOCK = 2048
-# Distinct chunks (and anchors) remembered for reuse: 131,072 keys of ~500 bytes (~65 MB)
-# at most; more than a real index's chunks are rarely retrieved by one run.
-KEPT = 1 << 17
+# Distinct chunks (and anchors) remembered for reuse: 65,536 keys of ~500 bytes (~33 MB) at
+# most, so a run whose chunks never repeat stays within the report's memory target. SciFact's
+# whole index is 32,804 chunks; a run that retrieves more distinct chunks than this stores a
+# later repeat again (a bigger page, the same rows).
+KEPT = 1 << 16
 # Rows drawn by the template: the page shows them before (or without) its script.
 FIRST_ROWS = 50
 OUTCOMES = ("hit", "miss", "unanswerable", "unlabeled", "error")
@@ -365,35 +367,37 @@ class _Details:
         """One results.jsonl record: what `case_detail` says of it. 2 million chunks make a
         100,000-case page, so a chunk seen before is found by its fields as they come (one
         itemgetter call, one dict lookup); only a new chunk or unusual types take `_chunk`."""
-        cols, ids = self.block, self.chunk_ids
+        cols = self.block
         words = _words(record)
         cols["answer"].append(words["answer"])
         cols["answer_cut"].append(1 if words["answer_cut"] else 0)
-        chunk, score, rank = cols["chunk"], cols["score"], cols["rank"]
+        # bound once: these run 20 times a record
+        find, key_of = self.chunk_ids.get, _CHUNK_KEY
+        chunk, score, rank = cols["chunk"].append, cols["score"].append, cols["rank"].append
         position = 0
         for c in record.get("retrieved_chunks") or ():
             if type(c) is not dict and not isinstance(c, Mapping):
                 continue
             position += 1
             try:
-                number = ids.get(_CHUNK_KEY(c))
+                number = find(key_of(c))
             except (KeyError, TypeError):  # a field missing, or a value no key can hold
                 number = None
             if number is None:
                 key = _chunk(c)[:4]  # path, heading, text, cut
-                number = ids.get(key)
+                number = find(key)
                 if number is None:
-                    number = self._new_chunk(key)
-                    chunk.append(0)
+                    self._new_chunk(key)
+                    chunk(0)
                 else:
-                    chunk.append(number + 1)
+                    chunk(number + 1)
             else:
-                chunk.append(number + 1)
+                chunk(number + 1)
             # a float is rounded with the block's others (_round_scores); _rank inline
             v = c.get("score_final")
-            score.append(v if type(v) is float else _score(v))
+            score(v if type(v) is float else _score(v))
             v = c.get("rank")
-            rank.append(v - position if type(v) is int else None)
+            rank(v - position if type(v) is int else None)
         cols["n_chunks"].append(position)
         cols["refs"].append([self.anchor(a) for a in words["refs"]])
         cols["gold"].append([self.anchor(a) for a in words["gold"]])
