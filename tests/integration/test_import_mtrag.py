@@ -109,6 +109,23 @@ def test_a_hostile_passage_stays_its_own_section_and_chunks(tmp_path: Path) -> N
             assert line in body, line  # every line of the passage, as written (the escapes aside)
 
 
+def test_a_passage_given_twice_keeps_its_first_text_and_says_so(tmp_path: Path) -> None:
+    tasks = [_task("c1", 1, ["Q?"], [("doc-a-0-10", "first text")], "ANSWERABLE"),
+             _task("c2", 1, ["R?"], [("doc-a-0-10", "second text")], "ANSWERABLE")]
+    cases = import_cases("mtrag", [_write(tmp_path / "t.jsonl", tasks)])
+    assert "first text" in cases[0].files["govt/doc-a.md"] and not cases[1].files
+    assert len(cases[0].warnings) == 1 and "t.jsonl:2: passage 'doc-a-0-10' has another text at" in cases[0].warnings[0]
+
+
+def test_the_cli_asks_for_a_notes_folder_and_names_the_passages(tmp_path: Path) -> None:
+    from evalkit.cli.main import app
+
+    source = _write(tmp_path / "t.jsonl", [_task("c1", 1, ["Q?"], [("doc-a-0-10", "text")], "ANSWERABLE")])
+    done = CliRunner().invoke(app, ["import", "--format", "mtrag", str(source), "--output", str(tmp_path / "es.jsonl")])
+    assert done.exit_code == 2 and "--format mtrag writes the fixtures' gold passages as notes (1 here)" in done.output
+    assert not (tmp_path / "es.jsonl").exists()
+
+
 def test_a_bad_task_is_named_by_line_and_field(tmp_path: Path) -> None:
     bad = _task("c", 2, ["Q1?", "A1."], [], "ANSWERABLE")  # turn 2 needs 3 messages
     worse = {**_task("d", 1, ["Q?"], [], "ANSWERABLE"), "answerability": ["MAYBE"]}
@@ -132,6 +149,19 @@ def test_mtrag_imports_validates_and_runs_with_recall_at_5_per_turn_as_computed_
     checked = runner.invoke(app, ["validate", "--eval-set", str(eval_set), "--vault", str(vault)], catch_exceptions=False)
     assert checked.exit_code == 0, checked.output
     assert "all found" in checked.output
+
+    # Each passage is its own run of chunks in the reference chatbot's index: every chunk under
+    # one passage's heading, every passage with a chunk, nothing skipped.
+    headings: dict[str, set[str]] = {}
+    for line in MTRAG.read_text(encoding="utf-8").splitlines():
+        task = json.loads(line)
+        for c in task["contexts"]:
+            rel = f"{task['Collection']}/{c['document_id'].rsplit('-', 2)[0]}.md"
+            headings.setdefault(rel, set()).add(f"# {c['document_id']}")
+    assert sorted(p.relative_to(vault).as_posix() for p in vault.rglob("*.md")) == sorted(headings)
+    for rel, want in headings.items():
+        doc = chunk_markdown((vault / rel).read_bytes(), rel)
+        assert not doc.skipped and {c.heading_path for c in doc.chunks} == want, rel
 
     result = run({"vault": str(vault), "eval_set": [str(eval_set)], "retrieval_only": True, "k": [K],
                   "results_dir": str(tmp_path / "results"), "concurrency": 4})

@@ -36,7 +36,8 @@ passage has one; not indexed), then each passage, in offset order, under its own
 `# <document_id>` and a blank line. The passage text is escaped so Markdown keeps it one
 paragraph run under its heading (`escape_passage`); `convert` reads every note back with
 evalkit's Markdown reader and refuses one whose headings are not exactly its passages.
-Each note travels on the first conversation that cites it (`ImportedCase.files`).
+Each note travels on the first conversation that cites it (`ImportedCase.files`). A passage id
+given twice with two texts keeps its first, with a warning (its anchor holds either way).
 """
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ def convert(paths: Sequence[Path], options: ImportOptions) -> list[ImportedCase]
             note that would not read back as its passages.
     """
     problems: list[Problem] = []
+    said: list[str] = []  # warnings of the whole import: the first case carries them
     conversations: dict[str, list[_Task]] = {}
     notes: dict[str, _Note] = {}
     for path in paths:
@@ -144,7 +146,7 @@ def convert(paths: Sequence[Path], options: ImportOptions) -> list[ImportedCase]
                 continue
             conversations.setdefault(item["conversation_id"], []).append(task)
             for ctx in item["contexts"]:
-                _collect(notes, item["Collection"], ctx, f"{path}:{line}", problems)
+                _collect(notes, item["Collection"], ctx, f"{path}:{line}", problems, said)
     if problems:
         raise InputError(problems)
     texts = {rel: _note_text(note) for rel, note in notes.items()}
@@ -161,8 +163,10 @@ def convert(paths: Sequence[Path], options: ImportOptions) -> list[ImportedCase]
         files = {rel: texts[rel] for rel in cited if rel not in placed}
         placed.update(files)
         first = min(tasks, key=lambda t: (str(t.path), t.line))
-        warnings = tuple(f"{first.path}:{first.line}: passage {p.document_id!r} is empty; its heading has no text"
+        warnings = tuple(f"{p.where}: passage {p.document_id!r} is empty; its heading has no text"
                          for rel in files for p in notes[rel].passages.values() if not p.text.strip())
+        if not out:
+            warnings = (*said, *warnings)
         out.append(ImportedCase(case, str(first.path), index, line=first.line, files=files, warnings=warnings))
     if problems:
         raise InputError(problems)
@@ -248,8 +252,9 @@ def _task(item: Any, path: Path, line: int, problems: list[Problem]) -> _Task | 
     return _Task(path, line, turn, item, messages)
 
 
-def _collect(notes: dict[str, _Note], collection: str, ctx: dict[str, Any], where: str, problems: list[Problem]) -> None:
-    """File a task's gold passage under its note; the same passage id must hold the same text."""
+def _collect(notes: dict[str, _Note], collection: str, ctx: dict[str, Any], where: str, problems: list[Problem],
+             warnings: list[str]) -> None:
+    """File a task's gold passage under its note (a passage id given twice: its first text)."""
     pid = ctx["document_id"]
     rel = note_of(collection, pid)
     m = _PASSAGE_ID.fullmatch(pid)
@@ -262,8 +267,8 @@ def _collect(notes: dict[str, _Note], collection: str, ctx: dict[str, Any], wher
     seen = note.passages.get(pid)
     if seen is None:
         note.passages[pid] = _Passage(pid, ctx["text"], title, where)
-    elif seen.text != ctx["text"]:
-        _add(problems, Problem(f"passage {pid!r} has another text at {seen.where}", path=where, field="contexts"))
+    elif seen.text != ctx["text"]:  # the anchor still holds: the note keeps the first text, and says so
+        warnings.append(f"{where}: passage {pid!r} has another text at {seen.where}; the note keeps that one")
 
 
 def _offsets(pid: str) -> tuple[int, int, str]:

@@ -27,6 +27,8 @@ __all__ = [
     "write_vault",
 ]
 
+# What a format's notes are, for check_vault_out's message (hindsight's seed facts otherwise).
+_NOTES_OF = {"mtrag": "gold passages"}
 # Left in a folder write_vault made: what `--force` may replace (hidden: no chatbot indexes it).
 VAULT_MARKER = ".evalkit-import.json"
 
@@ -188,7 +190,8 @@ def check_vault_out(
     if vault_out is None:
         if n_notes:
             raise BadConfig(Problem(
-                f"{name} writes the fixtures' seed facts as notes ({n_notes} here) and needs a folder for them: "
+                f"{name} writes the fixtures' {_NOTES_OF.get(fmt or '', 'seed facts')} as notes ({n_notes} here) "
+                "and needs a folder for them: "
                 "pass --vault-out DIR (a new or empty folder), then run the eval set with --vault DIR",
                 field="--vault-out",
             ))
