@@ -103,8 +103,13 @@ class AdapterTarget:
     - `debug.timings_ms.retrieval` for a bare retriever (for a generating object the
       harness's own total time is the measure).
 
-    Subclasses set `framework` and implement `_ask`/`_aask` (question -> answer or None,
-    hits) and `describe_object`.
+    A conversation's turn (DESIGN.md §10) comes with `history`, the turns before it as
+    `[{"role": "user" | "assistant", "content": str}]`; `_ask`/`_aask` receive it (None for a
+    single question) and pass it to a framework object that takes one (a chat engine, a chain
+    with a history key); others are asked the turn's question alone.
+
+    Subclasses set `framework` and implement `_ask`/`_aask` (question, history -> answer or
+    None, hits) and `describe_object`.
     """
 
     framework = ""
@@ -118,21 +123,21 @@ class AdapterTarget:
         """What the object is, for `debug.versions.retriever_version`."""
         return f"{self.framework}:{type(self.obj).__name__}"
 
-    def _ask(self, question: str) -> tuple[str | None, list[Hit]]:
+    def _ask(self, question: str, history: list[dict[str, str]] | None = None) -> tuple[str | None, list[Hit]]:
         raise NotImplementedError
 
-    async def _aask(self, question: str) -> tuple[str | None, list[Hit]]:
+    async def _aask(self, question: str, history: list[dict[str, str]] | None = None) -> tuple[str | None, list[Hit]]:
         raise NotImplementedError
 
     async def __call__(self, request: Mapping[str, Any]) -> dict[str, Any]:
         t0 = time.perf_counter()
-        answer, hits = await self._aask(_question(request))
+        answer, hits = await self._aask(_question(request), _history(request))
         return self._response(request, answer, hits, (time.perf_counter() - t0) * 1000)
 
     def ask(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """The sync form of `await target(request)`."""
         t0 = time.perf_counter()
-        answer, hits = self._ask(_question(request))
+        answer, hits = self._ask(_question(request), _history(request))
         return self._response(request, answer, hits, (time.perf_counter() - t0) * 1000)
 
     def _response(
@@ -154,6 +159,16 @@ class AdapterTarget:
             "abstain_reason": None if top else "the retriever returned no chunks",
             "debug": debug,
         }
+
+
+def _history(request: Mapping[str, Any]) -> list[dict[str, str]] | None:
+    """The request's `history` (a conversation's earlier turns), messages without text left
+    out; None when it has none."""
+    history = request.get("history") if isinstance(request, Mapping) else None
+    if not isinstance(history, list):
+        return None
+    return [{"role": str(m.get("role")), "content": m["content"]} for m in history
+            if isinstance(m, Mapping) and isinstance(m.get("content"), str)]
 
 
 def _question(request: Mapping[str, Any]) -> str:

@@ -149,6 +149,7 @@ class LangChainTarget(AdapterTarget):
         input_key: str | None = None,
         answer_key: str = "answer",
         context_key: str = "context",
+        history_key: str | None = None,
         versions: Mapping[str, Any] | None = None,
     ):
         core = _require()
@@ -168,20 +169,27 @@ class LangChainTarget(AdapterTarget):
         self.input_key = input_key
         self.answer_key = answer_key
         self.context_key = context_key
+        self.history_key = history_key
         self._core_version = getattr(core, "__version__", "?")
         super().__init__(obj, notes_dir=notes_dir, versions=versions)
 
     def describe_object(self) -> str:
         return f"langchain-core {self._core_version}: {type(self.obj).__name__}"
 
-    def _input(self, question: str) -> Any:
-        return {self.input_key: question} if self.kind == "chain" and self.input_key else question
+    def _input(self, question: str, history: list[dict[str, str]] | None = None) -> Any:
+        if self.kind != "chain" or not self.input_key:
+            return question
+        given: dict[str, Any] = {self.input_key: question}
+        if self.history_key:
+            # LangChain's message tuples, as a MessagesPlaceholder takes them; [] on a first turn.
+            given[self.history_key] = [("human" if m["role"] == "user" else "ai", m["content"]) for m in history or []]
+        return given
 
-    def _ask(self, question: str) -> tuple[str | None, list[Hit]]:
-        return self._read(self.obj.invoke(self._input(question)))
+    def _ask(self, question: str, history: list[dict[str, str]] | None = None) -> tuple[str | None, list[Hit]]:
+        return self._read(self.obj.invoke(self._input(question, history)))
 
-    async def _aask(self, question: str) -> tuple[str | None, list[Hit]]:
-        return self._read(await self.obj.ainvoke(self._input(question)))
+    async def _aask(self, question: str, history: list[dict[str, str]] | None = None) -> tuple[str | None, list[Hit]]:
+        return self._read(await self.obj.ainvoke(self._input(question, history)))
 
     def _hits(self, documents: Iterable[Any]) -> list[Hit]:
         return hits_of(documents, path_key=self.path_key, headers_to_split_on=self.headers_to_split_on)
@@ -217,6 +225,7 @@ def target(
     input_key: str | None = None,
     answer_key: str = "answer",
     context_key: str = "context",
+    history_key: str | None = None,
     versions: Mapping[str, Any] | None = None,
 ) -> LangChainTarget:
     """A LangChain retriever or chain as an evalkit Python target.
@@ -236,6 +245,10 @@ def target(
             `create_retrieval_chain`); None = with the question string.
         answer_key: the answer's key in a chain's dict output.
         context_key: the retrieved Documents' key in a chain's dict output.
+        history_key: a chain that takes a conversation's earlier turns under this key
+            (`"chat_history"` for a `create_history_aware_retriever` chain) is given them as
+            `("human" | "ai", text)` tuples, oldest first, `[]` on a first turn; None = the
+            turn's question alone (needs `input_key`).
         versions: extra `debug.versions` fields (e.g. `{"llm_model": "..."}`).
 
     Raises:
@@ -251,5 +264,6 @@ def target(
         input_key=input_key,
         answer_key=answer_key,
         context_key=context_key,
+        history_key=history_key,
         versions=versions,
     )

@@ -138,14 +138,17 @@ class LlamaIndexTarget(AdapterTarget):
         core = _require()
         from llama_index.core.base.base_query_engine import BaseQueryEngine
         from llama_index.core.base.base_retriever import BaseRetriever
+        from llama_index.core.chat_engine.types import BaseChatEngine
 
         if isinstance(obj, BaseQueryEngine):
             self.kind = "query_engine"
         elif isinstance(obj, BaseRetriever):
             self.kind = "retriever"
+        elif isinstance(obj, BaseChatEngine):
+            self.kind = "chat_engine"
         else:
             raise TypeError(
-                f"expected a LlamaIndex retriever or query engine, got {type(obj).__module__}.{type(obj).__name__}"
+                f"expected a LlamaIndex retriever, query engine or chat engine, got {type(obj).__module__}.{type(obj).__name__}"
             )
         self.path_key = path_key
         self._core_version = getattr(core, "__version__", "?")
@@ -154,20 +157,34 @@ class LlamaIndexTarget(AdapterTarget):
     def describe_object(self) -> str:
         return f"llama-index-core {self._core_version}: {type(self.obj).__name__}"
 
-    def _ask(self, question: str) -> tuple[str | None, list[Hit]]:
+    def _ask(self, question: str, history: list[dict[str, str]] | None = None) -> tuple[str | None, list[Hit]]:
         if self.kind == "retriever":
             return None, hits_of(self.obj.retrieve(question), path_key=self.path_key)
+        if self.kind == "chat_engine":
+            return self._read(self.obj.chat(question, chat_history=chat_messages(history)))
         return self._read(self.obj.query(question))
 
-    async def _aask(self, question: str) -> tuple[str | None, list[Hit]]:
+    async def _aask(self, question: str, history: list[dict[str, str]] | None = None) -> tuple[str | None, list[Hit]]:
         if self.kind == "retriever":
             return None, hits_of(await self.obj.aretrieve(question), path_key=self.path_key)
+        if self.kind == "chat_engine":
+            return self._read(await self.obj.achat(question, chat_history=chat_messages(history)))
         return self._read(await self.obj.aquery(question))
 
     def _read(self, response: Any) -> tuple[str, list[Hit]]:
         text = getattr(response, "response", None)
         answer = str(text) if text is not None else str(response)
         return answer, hits_of(getattr(response, "source_nodes", None) or [], path_key=self.path_key)
+
+
+def chat_messages(history: list[dict[str, str]] | None) -> list[Any]:
+    """A conversation's earlier turns as LlamaIndex ChatMessages (a chat engine's chat_history).
+    An empty list, not None, for a first turn: a chat engine given None would use the
+    history it kept from the conversation before, which belongs to another case."""
+    from llama_index.core.llms import ChatMessage, MessageRole
+
+    roles = {"user": MessageRole.USER, "assistant": MessageRole.ASSISTANT}
+    return [ChatMessage(role=roles.get(m["role"], MessageRole.USER), content=m["content"]) for m in history or []]
 
 
 def target(
@@ -180,8 +197,11 @@ def target(
     back: build it with at least the largest `--k`; the target keeps the first `k`.
 
     Args:
-        obj: a `BaseRetriever` (the answer is then the top chunk's text) or a
-            `BaseQueryEngine` (its response and `source_nodes`).
+        obj: a `BaseRetriever` (the answer is then the top chunk's text), a
+            `BaseQueryEngine` (its response and `source_nodes`), or a `BaseChatEngine` (e.g.
+            `index.as_chat_engine(chat_mode="condense_plus_context")`: a conversation's turn
+            is asked with the turns before it as `chat_history`; the others are asked the
+            turn's question alone).
         notes_dir: the notes folder the eval set's `rel_path`s are relative to.
         path_key: the node metadata key holding the note's file path.
         versions: extra `debug.versions` fields (e.g. `{"llm_model": "..."}`).

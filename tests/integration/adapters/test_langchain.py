@@ -163,6 +163,29 @@ def test_a_chain_with_an_answer_and_its_context(corpus: Path) -> None:
         assert chunks[0]["heading_path"] == DATE_FORMAT
 
 
+def test_a_chain_with_a_history_key_is_sent_the_earlier_turns(corpus: Path) -> None:
+    # Issue 40: a conversation's turn comes with `history`; a chain given history_key gets it as
+    # LangChain message tuples ([] on a first turn), beside its input.
+    from langchain_core.runnables import RunnableLambda
+
+    retriever = _retriever(_sections(corpus, strip_headers=True), k=6)
+    seen: list = []
+
+    def answer(x):
+        seen.append(x["chat_history"])
+        return {"answer": "ok", "context": retriever.invoke(x["input"])}
+
+    ask = langchain.target(RunnableLambda(answer), notes_dir=corpus, headers_to_split_on=HEADERS, input_key="input",
+                           history_key="chat_history")
+    history = [{"role": "user", "content": "Is the date format configurable?"}, {"role": "assistant", "content": "No."}]
+    request = {"question": "Why not?", "k": 4, "history": history}
+    for got in (asyncio.run(ask(request)), ask.ask(request)):
+        assert got["answer"] == "ok" and len(got["debug"]["retrieved_chunks"]) == 4
+    assert seen == [[("human", "Is the date format configurable?"), ("ai", "No.")]] * 2
+    ask.ask({"question": "First?", "k": 4})
+    assert seen[-1] == []
+
+
 def test_a_retriever_answers_with_its_top_chunk_and_abstains_on_nothing(corpus: Path) -> None:
     retriever = _retriever(_sections(corpus, strip_headers=True))
     ask = langchain.target(retriever, notes_dir=corpus, headers_to_split_on=HEADERS)

@@ -112,6 +112,52 @@ def test_a_query_engine_answers_with_its_source_nodes(corpus: Path, nodes: list)
         assert answer["debug"]["versions"]["retriever_version"].endswith("RetrieverQueryEngine")
 
 
+def test_a_chat_engine_is_sent_a_conversations_earlier_turns(corpus: Path, nodes: list) -> None:
+    # Issue 40: a conversation's turn comes with `history`; a chat engine gets it as chat_history
+    # (an empty one on a first turn, never the engine's own memory of another case).
+    from llama_index.core.chat_engine import CondensePlusContextChatEngine
+    from llama_index.core.chat_engine.types import AgentChatResponse, BaseChatEngine
+    from llama_index.core.llms import MockLLM
+    from llama_index.retrievers.bm25 import BM25Retriever
+
+    retriever = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=4)
+    seen: list = []
+
+    class Recorder(BaseChatEngine):
+        def chat(self, message, chat_history=None):
+            seen.append([(m.role.value, m.content) for m in chat_history])
+            return AgentChatResponse(response="ok", source_nodes=retriever.retrieve(message))
+
+        async def achat(self, message, chat_history=None):
+            return self.chat(message, chat_history)
+
+        def stream_chat(self, message, chat_history=None):
+            raise NotImplementedError
+
+        async def astream_chat(self, message, chat_history=None):
+            raise NotImplementedError
+
+        def reset(self) -> None:
+            pass
+
+        @property
+        def chat_history(self):
+            return []
+
+    ask = llamaindex.target(Recorder(), notes_dir=corpus)
+    history = [{"role": "user", "content": "How do I limit tasks?"}, {"role": "assistant", "content": "With limit."}]
+    request = {"question": "And in each group?", "k": 3, "history": history, "conversation_id": "c1"}
+    for answer in (asyncio.run(ask(request)), ask.ask(request)):
+        assert answer["answer"] == "ok" and len(answer["debug"]["retrieved_chunks"]) == 3
+    assert seen == [[("user", "How do I limit tasks?"), ("assistant", "With limit.")]] * 2
+    ask.ask({"question": "First?", "k": 3})
+    assert seen[-1] == []
+    # A stock chat engine runs the same way.
+    engine = CondensePlusContextChatEngine.from_defaults(retriever, llm=MockLLM(max_tokens=8))
+    answer = llamaindex.target(engine, notes_dir=corpus).ask(request)
+    check_contract_chunks(answer["debug"]["retrieved_chunks"], corpus)
+
+
 def test_a_retriever_answers_with_its_top_chunk(corpus: Path, nodes: list) -> None:
     from llama_index.retrievers.bm25 import BM25Retriever
 
@@ -197,7 +243,7 @@ def test_gold_labels_match_the_converted_paths_not_the_raw_ones(corpus: Path, no
 
 
 def test_not_a_retriever_or_query_engine(corpus: Path) -> None:
-    with pytest.raises(TypeError, match="LlamaIndex retriever or query engine"):
+    with pytest.raises(TypeError, match="LlamaIndex retriever, query engine or chat engine"):
         llamaindex.target(lambda q: [], notes_dir=corpus)
 
 
