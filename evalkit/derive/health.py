@@ -33,11 +33,19 @@ Each warning is `{"kind", "severity", "message", "n", "of", "ids"}`; ids are cap
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import accumulate
 from typing import Any, NamedTuple
 
-from evalkit.evalset.anchors import match_support, normalize_rel_path
+from evalkit.evalset.anchors import (
+    int_or_none,
+    match_support,
+    normalize_rel_path,
+    path_components,
+    support_form,
+)
 from evalkit.schema import REVIEW_SOURCES
 from evalkit.store.runlog import Rec
 from evalkit.targets.contract import ContractCheck
@@ -202,7 +210,8 @@ class RunHealth:
                     ),
                 }
             )
-        never = [cid for cid, supports in gold.items() if not any(_ever_matched(s, seen_by_file, seen_ids) for s in supports)]
+        matched = _SeenChunks(seen_by_file, seen_ids).matched
+        never = [cid for cid, supports in gold.items() if not any(map(matched, supports))]
         if never:
             many = len(never) > len(gold) * NO_CHUNKS_SHARE
             out.append(
@@ -276,8 +285,22 @@ class RunHealth:
 
 def _other_path_forms(gold: Mapping[str, tuple[_Support, ...]], seen_by_file: Mapping[str, list]) -> dict[str, str]:
     """Gold paths never retrieved as such, each with a retrieved path that is another form of
-    it: equal case-folded or without `.md`, or one ending with the other at a `/`."""
+    it: equal case-folded or without `.md`, or one ending with the other at a `/`. The
+    retrieved path given is the first such one in the run (as the target first wrote it).
+
+    Lookups, not a scan of every retrieved path per gold path: each retrieved form `q` is
+    indexed whole and by every tail after a `/` (`q` ends with "/" + tail), and a gold form
+    looks up itself in both and each of its own tails in the first."""
+    whole: dict[str, int] = {}  # retrieved form -> its first position among the retrieved paths
+    tails: dict[str, int] = {}  # tail after a "/" of a retrieved form -> first position
     seen = [p for p in seen_by_file if p]
+    for pos, p in enumerate(seen):
+        q = p.casefold().removesuffix(".md")
+        whole.setdefault(q, pos)
+        at = q.find("/")
+        while at >= 0:
+            tails.setdefault(q[at + 1 :], pos)
+            at = q.find("/", at + 1)
     out: dict[str, str] = {}
     for supports in gold.values():
         for s in supports:
@@ -285,15 +308,109 @@ def _other_path_forms(gold: Mapping[str, tuple[_Support, ...]], seen_by_file: Ma
             if not g or g in seen_by_file or g in out:
                 continue
             bare = g.casefold().removesuffix(".md")
-            for p in seen:
-                q = p.casefold().removesuffix(".md")
-                if q == bare or q.endswith("/" + bare) or bare.endswith("/" + q):
-                    out[g] = seen_by_file[p][0][0]  # as the target first wrote it
-                    break
+            # q == bare, q ends with "/" + bare, bare ends with "/" + q: the first q of the three.
+            found = [x for x in (whole.get(bare), tails.get(bare)) if x is not None]
+            at = bare.find("/")
+            while at >= 0:
+                x = whole.get(bare[at + 1 :])
+                if x is not None:
+                    found.append(x)
+                at = bare.find("/", at + 1)
+            if found:
+                out[g] = seen_by_file[seen[min(found)]][0][0]  # as the target first wrote it
     return out
 
 
+class _FileIndex(NamedTuple):
+    """What the chunks retrieved from one file offer `match_support` (without snippets,
+    case-sensitive), so a support costs a few lookups instead of a pass over them:
+
+    - `ids`: str() of the chunk ids that are not None but falsy (0, ""): the run-wide id set
+      holds the others, and these match only a support of their own file;
+    - `headings`: every prefix of every chunk's heading components, () included (the anchor
+      form: the chunk's components start with the support's);
+    - `loose`: the same for the chunks without both line numbers (the span form falls back
+      to the anchor form on them);
+    - `starts`, `reach`: the chunks with both line numbers, by start line, and the largest end
+      line up to each (the span form: some chunk starts at or before the support's end and
+      ends at or after its start).
+    """
+
+    ids: frozenset[str]
+    headings: frozenset[tuple[str, ...]]
+    loose: frozenset[tuple[str, ...]]
+    starts: list[int]
+    reach: list[int]
+
+
+def _file_index(locations: Sequence[tuple[Any, ...]]) -> _FileIndex:
+    ids: set[str] = set()
+    headings: set[tuple[str, ...]] = set()
+    loose: set[tuple[str, ...]] = set()
+    spans: list[tuple[int, int]] = []
+    for _, heading_path, start, end, chunk_id in locations:
+        if chunk_id is not None and not chunk_id:
+            ids.add(str(chunk_id))
+        comps = path_components(heading_path, True)
+        prefixes = [comps[:i] for i in range(len(comps) + 1)]
+        headings.update(prefixes)
+        start, end = int_or_none(start), int_or_none(end)
+        if start is not None and end is not None:
+            spans.append((start, end))
+        else:
+            loose.update(prefixes)
+    spans.sort()
+    reach = list(accumulate((e for _, e in spans), max))
+    return _FileIndex(frozenset(ids), frozenset(headings), frozenset(loose), [s for s, _ in spans], reach)
+
+
+class _SeenChunks:
+    """Whether a gold support matches any chunk retrieved in the run, by lookups: the answer
+    of `match_support(support, chunk)` over every chunk of its file, and its id over the
+    run's ids (see `_ever_matched`), with each file's chunks indexed once (`_FileIndex`)."""
+
+    def __init__(self, seen_by_file: Mapping[str, list], seen_ids: set[str]) -> None:
+        self.seen_by_file, self.seen_ids = seen_by_file, seen_ids
+        self.files: dict[str, _FileIndex | None] = {}  # None: the file's values are not plain; scan it
+
+    def matched(self, support: _Support) -> bool:
+        gold_id = support.chunk_id
+        if gold_id is not None and str(gold_id) in self.seen_ids:
+            return True
+        file = normalize_rel_path(support.rel_path)
+        locations = self.seen_by_file.get(file)
+        if not locations:
+            return False
+        index = self.files.get(file, False)
+        if index is False:
+            index = self.files[file] = _file_index(locations) if all(map(_plain, locations)) else None
+        if index is None:
+            return _ever_matched(support, self.seen_by_file, self.seen_ids)
+        if gold_id is not None and str(gold_id) != "" and str(gold_id) in index.ids:
+            return True
+        if not file:
+            return False  # no file: matched by id only (match_support)
+        span, heading_given, heading, _ = support_form(support, True)
+        if span is not None:
+            at = bisect_right(index.starts, span[1])  # chunks starting at or before the support's end
+            if at and index.reach[at - 1] >= span[0]:
+                return True
+            return heading_given and heading in index.loose
+        return heading in index.headings
+
+
+# The values a stored run's chunks carry (JSON strings, integers, null): on them the index
+# is exactly the scan. Other types (a float line number, a bool) are left to the scan.
+def _plain(location: tuple[Any, ...]) -> bool:
+    _, heading_path, start, end, _ = location
+    return (type(heading_path) is str or heading_path is None) and type(start) in _LINE and type(end) in _LINE
+
+
+_LINE = frozenset({int, type(None)})
+
+
 def _ever_matched(support: _Support, seen_by_file: Mapping[str, list], seen_ids: set[str]) -> bool:
+    """The scan `_SeenChunks` answers by lookups: kept for files whose values are not plain."""
     if support.chunk_id is not None and str(support.chunk_id) in seen_ids:
         return True
     for rel_path, heading_path, start, end, chunk_id in seen_by_file.get(normalize_rel_path(support.rel_path), ()):
