@@ -372,8 +372,17 @@ class _SeenChunks:
     def __init__(self, seen_by_file: Mapping[str, list], seen_ids: set[str]) -> None:
         self.seen_by_file, self.seen_ids = seen_by_file, seen_ids
         self.files: dict[str, _FileIndex | None] = {}  # None: the file's values are not plain; scan it
+        # By identity: equal supports are one object (`RunHealth._support`), and many cases
+        # share one (100,000 cases of a few thousand notes), all held until the warnings are made.
+        self.known: dict[int, bool] = {}
 
     def matched(self, support: _Support) -> bool:
+        known = self.known.get(id(support))
+        if known is None:
+            known = self.known[id(support)] = self._matched(support)
+        return known
+
+    def _matched(self, support: _Support) -> bool:
         gold_id = support.chunk_id
         if gold_id is not None and str(gold_id) in self.seen_ids:
             return True
