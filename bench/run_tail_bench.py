@@ -61,6 +61,7 @@ import random
 import re
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -174,20 +175,30 @@ def prepare(corpus: str, n: int, workdir: Path) -> Path:
 # --------------------------------------------------------------------------- the target
 
 _POOL: dict | None = None
+_POOL_LOCK = threading.Lock()  # a sync target is called from several threads: load the pool once
 
 
 def _pool() -> dict:
+    """The index the target answers from, lean: it lives in the measured process."""
     global _POOL
-    if _POOL is None:
-        folder = Path(os.environ[POOL_ENV])
-        chunks = [json.loads(line) for line in open(folder / "chunks.jsonl")]
-        golds = json.loads((folder / "golds.json").read_text())
-        indexed = [i for i, c in enumerate(chunks) if c["indexed"]]
-        by_file: dict[str, list[int]] = {}
-        for i in indexed:
-            by_file.setdefault(chunks[i]["rel_path"], []).append(i)
-        _POOL = {"chunks": chunks, "hit": golds["hit"], "miss": golds["miss"], "indexed": indexed, "by_file": by_file}
-    return _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            folder = Path(os.environ[POOL_ENV])
+            keys = ("chunk_id", "rel_path", "heading_path", "start_line", "end_line", "text")
+            chunks, indexed = [], []
+            with open(folder / "chunks.jsonl") as f:
+                for i, line in enumerate(f):
+                    c = json.loads(line)
+                    chunks.append(tuple(c[k] for k in keys))
+                    if c["indexed"]:
+                        indexed.append(i)
+            golds = json.loads((folder / "golds.json").read_text())
+            by_file: dict[str, list[int]] = {}
+            for i in indexed:
+                by_file.setdefault(chunks[i][1], []).append(i)
+            _POOL = {"chunks": chunks, "hit": [i for i, _ in golds["hit"]], "miss": [i for i, _ in golds["miss"]],
+                     "indexed": indexed, "by_file": by_file}
+        return _POOL
 
 
 def ask(request: dict) -> dict:
@@ -196,8 +207,8 @@ def ask(request: dict) -> dict:
     chunks, indexed = pool["chunks"], pool["indexed"]
     i = int(_CASE.match(request["question"]).group(1))
     rng, missed, g = _plan(i, len(pool["hit"]), len(pool["miss"]))
-    gold_chunk = (pool["miss"] if missed else pool["hit"])[g][0]
-    same = pool["by_file"].get(chunks[gold_chunk]["rel_path"]) or indexed
+    gold_chunk = (pool["miss"] if missed else pool["hit"])[g]
+    same = pool["by_file"].get(chunks[gold_chunk][1]) or indexed
     picked = [] if missed else [gold_chunk]
     seen = set(picked)
     k = request["k"]
@@ -211,10 +222,9 @@ def ask(request: dict) -> dict:
     rng.shuffle(picked)
     out = []
     for rank, j in enumerate(picked, start=1):
-        c = chunks[j]
-        out.append({"chunk_id": c["chunk_id"], "rel_path": c["rel_path"], "heading_path": c["heading_path"],
-                    "start_line": c["start_line"], "end_line": c["end_line"], "text": c["text"],
-                    "score_final": 1.0 / rank, "rank": rank})
+        chunk_id, rel_path, heading_path, start_line, end_line, text = chunks[j]
+        out.append({"chunk_id": chunk_id, "rel_path": rel_path, "heading_path": heading_path, "start_line": start_line,
+                    "end_line": end_line, "text": text, "score_final": 1.0 / rank, "rank": rank})
     return {"answer": "See the guide.", "abstained": False, "debug": {"retrieved_chunks": out}}
 
 
