@@ -251,3 +251,16 @@ def test_scores_are_rounded_as_pythons_round_does() -> None:
     got, want = _round_scores(values), [_score(v) for v in values]
     assert [None if g is None else (g, math.copysign(1, g)) for g in got] == [
         None if w is None else (w, math.copysign(1, w)) for w in want]
+
+
+def test_a_long_text_packed_in_pieces_side_by_side_is_one_stream() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from evalkit.report.html import cases
+
+    value = {"question": [f"question {i}: what does note {i * 7919 % 997} say?" for i in range(60_000)]}  # > 2 pieces
+    assert len(orjson.dumps(value)) > 2 * cases._PIECE
+    with ThreadPoolExecutor(2) as pool:
+        text, again = pack(value, pool), pack(value, pool)
+    assert unpack(text) == value and text == again  # the same pieces however the threads ran
+    assert abs(len(text) - len(pack(value))) < 100  # each piece primed with the 32 kB before it
