@@ -153,6 +153,10 @@ def _not_comparable(violations: list[str], a: RunSource, b: RunSource) -> list[N
             metrics = list(_JUDGE_METRICS)
         elif v.startswith("K differs"):
             metrics = list(ANSWER_METRICS)
+        elif v.startswith("history modes differ"):
+            # Comparing how a chatbot does with and without the conversation is the point of
+            # --ignore-invariants here: every number is comparable, the report says how it was asked.
+            metrics = []
         else:
             metrics = ["*"]
         out.append(NotComparable(reason=v, metrics=metrics))

@@ -9,7 +9,9 @@ computed as for any case. This adds what only a whole conversation has, as metri
   (hit rate at the primary K) over its answerable, labeled turns, so that a long
   conversation counts as much as a short one (the overall recall_at_k_avg weighs turns);
 - `pass_rate`: the share of conversations whose every turn passes (failure stage `pass`,
-  metrics/stages.py);
+  metrics/stages.py); a turn nothing could be checked on (`unlabeled`: an answerable turn
+  without gold supports, `unknown`) neither passes nor fails, and a conversation of such
+  turns only is left out (`n.pass_rate`);
 - `first_failure_by_turn`: for each turn position, how many conversations first fail
   there (`"none"`: never), so "retrieval falls apart after turn 1" is one line;
 - `first_failure_stage`: at that first failing turn, which stage failed, counted.
@@ -29,6 +31,7 @@ from evalkit.store.runlog import Cell, Rec
 __all__ = ["ConversationStats"]
 
 _PASS = STAGE_CODE["pass"]
+_NOT_CHECKED = frozenset({STAGE_CODE["unlabeled"], STAGE_CODE["unknown"]})
 
 
 class ConversationStats:
@@ -67,7 +70,7 @@ class ConversationStats:
         if not self._turns:
             return None
         means: list[float] = []
-        passed = 0
+        passed = checked = 0
         first: dict[str, int] = {}
         stages: dict[str, int] = {}
         for turns in self._turns.values():
@@ -75,21 +78,24 @@ class ConversationStats:
             hits = [h for _, _, h in turns if h is not None]
             if hits:
                 means.append(math.fsum(hits) / len(hits))
-            failing = next(((turn, stage) for turn, stage, _ in turns if stage != _PASS), None)
+            scored = [(turn, stage) for turn, stage, _ in turns if stage not in _NOT_CHECKED]
+            if not scored:
+                continue
+            checked += 1
+            failing = next(((turn, stage) for turn, stage in scored if stage != _PASS), None)
             if failing is None:
                 passed += 1
                 first["none"] = first.get("none", 0) + 1
             else:
                 first[str(failing[0])] = first.get(str(failing[0]), 0) + 1
                 stages[STAGES[failing[1]]] = stages.get(STAGES[failing[1]], 0) + 1
-        n = len(self._turns)
         return {
-            "n_conversations": n,
+            "n_conversations": len(self._turns),
             "n_turns": sum(len(t) for t in self._turns.values()),
             "k": self.k,
             "recall_at_k_avg": math.fsum(means) / len(means) if means else None,
-            "n": {"recall_at_k_avg": len(means), "pass_rate": n},
-            "pass_rate": passed / n,
+            "n": {"recall_at_k_avg": len(means), "pass_rate": checked},
+            "pass_rate": passed / checked if checked else None,
             "first_failure_by_turn": dict(sorted(first.items(), key=lambda kv: (kv[0] == "none", int(kv[0]) if kv[0] != "none" else 0))),
             "first_failure_stage": dict(sorted(stages.items())),
         }

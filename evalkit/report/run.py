@@ -306,7 +306,8 @@ def conversation_lines(metrics: Mapping[str, Any]) -> list[str]:
         f"{invariants.get('history', '?')}",
         f"  Recall@{k}: first turns {recall(by_turn.get('first'))}, follow-ups {recall(by_turn.get('follow-up'))}, "
         f"per conversation {'—' if per_conv is None else f'{per_conv:.3f}'}",
-        f"  every turn passes in {conv.get('pass_rate', 0):.3f} of them; first failing turn: {failing}",
+        f"  every checked turn passes in {'—' if conv.get('pass_rate') is None else format(conv['pass_rate'], '.3f')} "
+        f"of them; first failing turn: {failing}",
     ]
 
 

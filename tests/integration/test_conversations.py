@@ -164,6 +164,12 @@ def test_compare_refuses_runs_asked_with_other_history(tmp_path: Path) -> None:
         run_eval_api(eval_set=CONVERSATIONS, vault=VAULT, retrieval_only=True, results_dir=tmp_path, run_id=mode, history=mode)
     with pytest.raises(InputError, match="history modes differ"):
         compare_runs("live", "none", results_dir=tmp_path)
+    # Asked for (with and without the history is the comparison a user wants), every number
+    # stays comparable and the report says how each run was asked.
+    c = compare_runs("live", "none", results_dir=tmp_path, ignore_invariants=True)
+    assert c.invariants.ignored and any("history modes differ" in v for v in c.invariants.violations)
+    row = next(r for r in c.deltas if r.scope == "turn:follow-up" and r.metric == "recall_any" and r.k == 5)
+    assert row.comparable and row.paired_delta == -1.0
 
 
 def test_a_single_question_request_is_unchanged(tmp_path: Path) -> None:
