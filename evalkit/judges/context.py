@@ -17,7 +17,7 @@ no source. judge_answers refuses cut context unless `--allow-truncated-context`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -183,3 +183,68 @@ def full_context(record: Mapping[str, Any], reader: ChunkReader | None) -> tuple
                 c = {**c, "text": text, "text_truncated": False}
         out.append(c)
     return out, missing
+
+
+# --------------------------------------------------------------------------- conversations
+
+
+def _chunk_key(chunk: Mapping[str, Any]) -> Any:
+    return chunk.get("chunk_id") or (chunk.get("rel_path"), chunk.get("heading_path"), chunk.get("start_line"),
+                                     (chunk.get("text") or "")[:200])
+
+
+def with_earlier_turns(own: Sequence[Mapping[str, Any]],
+                       earlier: Sequence[tuple[int, Sequence[Mapping[str, Any]]]]) -> list[dict[str, Any]]:
+    """A conversation turn's judge context (DESIGN.md §10): its own chunks in rank order, then
+    what the turns before it retrieved, the latest turn first, each chunk once and marked
+    `earlier_turn: n`. An answer that reuses a fact an earlier turn retrieved is grounded by
+    it; the turn's own retrieval metrics read only its own chunks.
+
+    Args:
+        own: the turn's chunks (full text where the caller has it).
+        earlier: (turn, its chunks) of the turns before it.
+    """
+    out = [dict(c) for c in own]
+    seen = {_chunk_key(c) for c in out}
+    for turn, chunks in sorted(earlier, key=lambda t: -t[0]):
+        for c in chunks:
+            key = _chunk_key(c)
+            if key not in seen:
+                seen.add(key)
+                out.append({**c, "earlier_turn": turn})
+    return out
+
+
+def turn_key(record: Mapping[str, Any]) -> tuple[tuple[str, int], int] | None:
+    """((conversation id, trial), turn) of a conversation turn's record, or None."""
+    conv = (record.get("case") or {}).get("conversation")
+    if not isinstance(conv, Mapping) or not isinstance(conv.get("turn"), int):
+        return None
+    return (str(conv.get("id")), int(record.get("trial") or 1)), conv["turn"]
+
+
+def conversation_contexts(
+    records: Sequence[Mapping[str, Any]], selected: Sequence[int], contexts: dict[int, list[dict[str, Any]] | None],
+    reader: ChunkReader | None,
+) -> dict[int, list[dict[str, Any]] | None]:
+    """`contexts` (judge_answers' recovered full texts, None: the record's own) with each
+    selected turn's earlier turns added (`with_earlier_turns`), their texts recovered the
+    same way; a single question's context is left as it is."""
+    turns: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for i, r in enumerate(records):
+        key = turn_key(r)
+        if key is not None:
+            turns.setdefault(key[0], []).append((key[1], i))
+
+    def own(j: int) -> list[dict[str, Any]]:
+        got = contexts.get(j) if j in contexts else full_context(records[j], reader)[0]
+        return got if got is not None else context_from_record(dict(records[j]))
+
+    out = dict(contexts)
+    for i in selected:
+        key = turn_key(records[i])
+        if key is None or key[1] == 1:
+            continue
+        earlier = [(t, own(j)) for t, j in turns.get(key[0], []) if t < key[1]]
+        out[i] = with_earlier_turns(own(i), earlier)
+    return out

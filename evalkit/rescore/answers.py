@@ -30,7 +30,7 @@ from evalkit.config import judge_identity
 from evalkit.derive import RunFacts, rederive
 from evalkit.errors import InputError, Problem
 from evalkit.judges.base import JudgeItem, JudgeOutcome
-from evalkit.judges.context import VaultReader, context_source, full_context
+from evalkit.judges.context import VaultReader, context_source, conversation_contexts, full_context, turn_key
 from evalkit.judges.provenance import (
     identity_key,
     identity_of_description,
@@ -424,6 +424,8 @@ async def _judge_run(
             # the conflict judge then judges too: its prompt version is part of the judge's description
             runner.settings = replace(runner.settings, conflict_cases=True)
         contexts, context, why = _recover_contexts(records, selected, cfg, vault)
+        if any(turn_key(records[i]) is not None for i in selected):  # a conversation's turns see the earlier ones' chunks
+            contexts = conversation_contexts(records, selected, contexts, context_source(cfg, vault).reader)
         n_cut = context["cases_judged_on_cut_text"]
         if n_cut and not allow_truncated_context:
             raise InputError(

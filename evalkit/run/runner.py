@@ -213,6 +213,28 @@ def _live_history(run: RunDir, pending: Sequence[tuple[int, str, int]], eval_set
     return {key: [m for _, said in sorted(turns, key=lambda t: t[0]) for m in said] for key, turns in found.items()}
 
 
+def _earlier_contexts(run: RunDir, pending: Sequence[tuple[int, str, int]], eval_set: Any,
+                      config: Mapping[str, Any]) -> dict[tuple[str, int], list[tuple[int, list[dict[str, Any]]]]]:
+    """A judged run's resume: for each conversation (and trial) with a pending turn, the
+    chunks of its finished turns, their texts recovered as judge_answers recovers them
+    (judges.context), so a later turn's judge sees what it would have in one session."""
+    from evalkit.judges.context import context_source, full_context, turn_key
+    from evalkit.judges.runner import context_from_record
+
+    wanted = {(turn[0], trial) for case_index, _, trial in pending if (turn := eval_set.turn_of(case_index)) is not None}
+    if not wanted:
+        return {}
+    reader = context_source(config, None).reader
+    out: dict[tuple[str, int], list[tuple[int, list[dict[str, Any]]]]] = {}
+    for r in run.iter_results():
+        key = turn_key(r)
+        if key is None or key[0] not in wanted:
+            continue
+        recovered = full_context(r, reader)[0]
+        out.setdefault(key[0], []).append((key[1], recovered if recovered is not None else context_from_record(r)))
+    return out
+
+
 def _finalize_order(run: RunDir, selected: Sequence[tuple[int, str]], trials: int = 1) -> int:
     """Rewrite results.jsonl in run order (trial, then eval-set order), one record per
     selected (case, trial). Returns the count."""
@@ -401,6 +423,8 @@ async def _start_session(
     pending = WorkList(p.selected, s.trials, done)
     if resumed and s.history == "live" and p.eval_set.has_conversations:
         p.live_history = _live_history(run, pending, p.eval_set)
+    if resumed and p.eval_set.has_conversations and not s.retrieval_only:
+        p.earlier_contexts = _earlier_contexts(run, pending, p.eval_set, p.config)
     if resumed and pending:
         # A resume probes with a case it is about to ask anyway: finished cases are not re-asked.
         probe = await probe_target(s, target, p.eval_set.cases[pending[0][0]])

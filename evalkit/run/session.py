@@ -18,6 +18,7 @@ from evalkit.config import RunSettings
 from evalkit.derive import RecordPass
 from evalkit.errors import JudgeError, TargetError
 from evalkit.evalset.load import EvalSet
+from evalkit.judges.context import with_earlier_turns
 from evalkit.run.records import (
     Selection,
     build_record,
@@ -59,6 +60,9 @@ class Prepared:
     # --history live on a resume: (conversation id, trial) -> the finished turns as the next
     # one is sent them, from the stored records (runner._live_history).
     live_history: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    # A judged run's resume: (conversation id, trial) -> (turn, its chunks, texts recovered as
+    # judge_answers recovers them) of the finished turns (runner._earlier_contexts).
+    earlier_contexts: dict[tuple[str, int], list[tuple[int, list[dict[str, Any]]]]] = field(default_factory=dict)
     # The run's cases before --shard (`selected` itself without it). What the hashed config
     # and the target are derived from, so that every shard of a run hashes alike (issue 36).
     unsharded: Selection | None = None
@@ -155,6 +159,10 @@ class Session:
         # --history live: (conversation id, trial) -> the turns so far as sent next, the
         # chatbot's own answers in them; a resume starts from the stored records' (`p.live`).
         self._live: dict[tuple[str, int], list[dict[str, Any]]] = dict(p.live_history)
+        # A judged run of conversations: (conversation id, trial) -> (turn, its full chunks) of
+        # the turns judged so far, which a later turn's judge sees too (judges.context).
+        self._judged: dict[tuple[str, int], list[tuple[int, list[dict[str, Any]]]]] = {
+            k: list(v) for k, v in p.earlier_contexts.items()}
 
     def _history(self, case: EvalCase, trial: int) -> list[dict[str, Any]] | None:
         """What a conversation's turn is sent as the turns before it (--history), or None."""
@@ -234,12 +242,19 @@ class Session:
 
     async def _case(self, case_index: int, trial: int = 1) -> tuple[dict[str, Any], dict | None]:
         """The finished record (judged, when the run judges), and the target's versions when it answered."""
-        record, versions, full_chunks = self._record(case_index, await self._ask(case_index, trial), trial)
+        answer = await self._ask(case_index, trial)
+        record, versions, full_chunks = self._record(case_index, answer, trial)
         if self.judge is not None:
+            context = full_chunks
+            conv = answer.case.conversation
+            if conv is not None:
+                seen = self._judged.setdefault((conv.id, trial), [])
+                context = with_earlier_turns(full_chunks, [(t, c) for t, c in seen if t < conv.turn])
+                seen.append((conv.turn, full_chunks))
             # The judge runner decides what to judge: it skips target errors and scores
             # empty answers by rule, and never raises for one case's failure.
             try:
-                record = await self.judge.judge_record(record, context=full_chunks)
+                record = await self.judge.judge_record(record, context=context)
             except JudgeError as e:
                 record[Rec.JUDGE_ERRORS].append({"judge": "runner", "reason": e.reason, "detail": e.detail})
         return record, versions

@@ -235,3 +235,28 @@ def test_labeling_writes_a_turn_back_into_its_conversation(tmp_path: Path) -> No
     assert EvalSetFile(es).ids == [f"sv-conv-01#{n}" for n in (1, 2, 3)] + ["sv-conv-02#1", "sv-conv-02#2",
                                                                           "sv-conv-03#1", "sv-conv-03#2"]
     load_eval_set([es])  # still a valid eval set
+
+
+def test_a_turns_judge_sees_the_earlier_turns_chunks_in_a_run_and_a_rejudge_alike(tmp_path: Path) -> None:
+    # Issue 40 item 4: an answer that reuses what an earlier turn retrieved is grounded by it.
+    # The run's judge and judge_answers build the same context, so they give one number.
+    import subprocess
+    import sys
+
+    run = run_eval_api(eval_set=CONVERSATIONS, vault=VAULT, results_dir=tmp_path, run_id="j", judge_provider="heuristic")
+    first = {r["test_case_id"]: r for r in read_records(run.run_dir)}
+    third = first["sv-conv-01#3"]
+    own = [c["chunk_id"] for c in third["retrieved_chunks"]]
+    seen = third["judge_input"]["context_chunk_ids"]
+    assert seen[: len(own)] == own and len(seen) > len(own)
+    earlier = {c["chunk_id"] for t in ("sv-conv-01#1", "sv-conv-01#2") for c in first[t]["retrieved_chunks"]}
+    assert set(seen[len(own):]) <= earlier and set(seen) == set(own) | earlier
+    assert first["sv-conv-01#1"]["judge_input"]["context_chunk_ids"] == [c["chunk_id"] for c in first["sv-conv-01#1"]["retrieved_chunks"]]
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "judge_answers.py"), "--run-id", "j", "--results-dir",
+                           str(tmp_path), "--judge-provider", "heuristic", "--no-cache", "--quiet"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    again = {r["test_case_id"]: r for r in read_records(run.run_dir)}
+    for case_id, rec in first.items():
+        assert again[case_id]["judge_input"]["context_sha256"] == rec["judge_input"]["context_sha256"], case_id
+        assert again[case_id]["groundedness"]["score"] == rec["groundedness"]["score"], case_id
