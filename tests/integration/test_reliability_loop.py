@@ -430,6 +430,36 @@ def _phase(before: tuple[int, int, int], run: Path, n_cases: int) -> str:
     return "asking" if lines < n_cases else "after the last case"
 
 
+def _kill_and_finish(sandbox: Sandbox, rng: random.Random, es: Path, results: Path, run_id: str, n_cases: int,
+                     *extra: object) -> int:
+    """run_eval of `es` SIGKILLed KILLS_PER_TRIAL times at random moments, each time resumed
+    once it has a config.json (else started again), then left to finish; the kills landed."""
+    run = results / run_id
+    kills = 0
+    for attempt in range(KILLS_PER_TRIAL + 20):
+        # After a kill: resume the run once it has a config.json, else start it again.
+        args = (["--resume", run_id, "--results-dir", results, "--quiet"] if (run / "config.json").exists()
+                else _run_args(es, results, run_id, *extra))
+        before = _state(run)
+        proc = sandbox.start("run_eval.py", *args)
+        if kills < KILLS_PER_TRIAL:
+            _kill_at_random(proc, rng, run)
+        _, err = proc.communicate(timeout=120)
+        rc = checked(proc.returncode, err)
+        _no_traceback(rc, err, f"{run_id} attempt {attempt}")
+        if rc == -signal.SIGKILL:
+            kills += 1
+            phases = TALLY["loops"].setdefault("kill", {}).setdefault("phases", {})
+            phase = _phase(before, run, n_cases)
+            phases[phase] = phases.get(phase, 0) + 1
+            continue
+        # Killed at any point, the next command carries on: never an exit 2 over debris.
+        assert rc == 0, f"{run_id} attempt {attempt} after {kills} kills: exit {rc}\n{err}"
+        if kills >= KILLS_PER_TRIAL:
+            break
+    return kills
+
+
 def test_kill_at_random_points_then_resume(sandbox: Sandbox) -> None:
     rng = random.Random(2901)
     es = sandbox.root / "eval_set.jsonl"
@@ -437,35 +467,17 @@ def test_kill_at_random_points_then_resume(sandbox: Sandbox) -> None:
     results = sandbox.root / "results"
     for trial in range(KILL_TRIALS):
         run_id = f"killed-{trial}"
-        run = results / run_id
-        kills = 0
-        for attempt in range(KILLS_PER_TRIAL + 20):
-            # After a kill: resume the run once it has a config.json, else start it again.
-            args = (["--resume", run_id, "--results-dir", results, "--quiet"] if (run / "config.json").exists()
-                    else _run_args(es, results, run_id))
-            before = _state(run)
-            proc = sandbox.start("run_eval.py", *args)
-            if kills < KILLS_PER_TRIAL:
-                _kill_at_random(proc, rng, run)
-            _, err = proc.communicate(timeout=120)
-            rc = checked(proc.returncode, err)
-            _no_traceback(rc, err, f"trial {trial} attempt {attempt}")
-            if rc == -signal.SIGKILL:
-                kills += 1
-                phases = TALLY["loops"].setdefault("kill", {}).setdefault("phases", {})
-                phase = _phase(before, run, len(ids))
-                phases[phase] = phases.get(phase, 0) + 1
-                continue
-            # Killed at any point, the next command carries on: never an exit 2 over debris.
-            assert rc == 0, f"trial {trial} attempt {attempt} after {kills} kills: exit {rc}\n{err}"
-            if kills >= KILLS_PER_TRIAL:
-                break
+        kills = _kill_and_finish(sandbox, rng, es, results, run_id, len(ids))
         assert kills == KILLS_PER_TRIAL
-        lost = _run_is_whole(run, ids)
+        lost = _run_is_whole(results / run_id, ids)
         assert resolve_run_id(results, "latest") == run_id
         assert sorted(p.name for p in results.iterdir()) == sorted(["latest", *(f"killed-{t}" for t in range(trial + 1))])
         _count("kill", trials=1, faults=kills, losses=lost)
         assert lost == 0
+
+
+def _turns_sent(run: Path) -> dict[str, tuple[Any, Any]]:
+    return {r["test_case_id"]: (r["history"], r["answer"]) for r in map(json.loads, (run / "results.jsonl").read_bytes().splitlines())}
 
 
 def test_kill_conversations_at_random_points_then_resume(sandbox: Sandbox) -> None:
@@ -476,29 +488,12 @@ def test_kill_conversations_at_random_points_then_resume(sandbox: Sandbox) -> No
     es, results, ids = sandbox.root / "conv.jsonl", sandbox.root / "results", _conv_ids()
     rc, _, err = sandbox.run("run_eval.py", *_run_args(es, sandbox.root / "ref", "ref", "--concurrency", 3))
     assert rc == 0, err
-    want = {r["test_case_id"]: (r["history"], r["answer"]) for r in map(json.loads, (sandbox.root / "ref" / "ref" / "results.jsonl").read_bytes().splitlines())}
+    want = _turns_sent(sandbox.root / "ref" / "ref")
     for trial in range(KILL_TRIALS):
-        run_id = f"conv-{trial}"
-        run = results / run_id
-        kills = 0
-        for attempt in range(KILLS_PER_TRIAL + 20):
-            args = (["--resume", run_id, "--results-dir", results, "--quiet"] if (run / "config.json").exists()
-                    else _run_args(es, results, run_id, "--concurrency", 3))
-            proc = sandbox.start("run_eval.py", *args)
-            if kills < KILLS_PER_TRIAL:
-                _kill_at_random(proc, rng, run)
-            _, err = proc.communicate(timeout=120)
-            rc = checked(proc.returncode, err)
-            _no_traceback(rc, err, f"conversations trial {trial} attempt {attempt}")
-            if rc == -signal.SIGKILL:
-                kills += 1
-                continue
-            assert rc == 0, f"conversations trial {trial} attempt {attempt}: exit {rc}\n{err}"
-            if kills >= KILLS_PER_TRIAL:
-                break
+        run = results / f"conv-{trial}"
+        kills = _kill_and_finish(sandbox, rng, es, results, run.name, len(ids), "--concurrency", 3)
         lost = _run_is_whole(run, ids)
-        got = {r["test_case_id"]: (r["history"], r["answer"]) for r in map(json.loads, (run / "results.jsonl").read_bytes().splitlines())}
-        assert got == want
+        assert _turns_sent(run) == want
         _count("kill", trials=1, faults=kills, losses=lost)
         assert lost == 0
 
@@ -1051,9 +1046,7 @@ def _conv_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
         return 0
     lost = _run_is_whole(run, _conv_ids(), settled=settled)
     if settled:
-        mine, theirs = ({r["test_case_id"]: (r["history"], r["answer"]) for r in map(json.loads, (d / "results.jsonl").read_bytes().splitlines())}
-                        for d in (run, ref / "conv" / "c"))
-        assert mine == theirs
+        assert _turns_sent(run) == _turns_sent(ref / "conv" / "c")
     return lost
 
 
