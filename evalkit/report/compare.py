@@ -245,6 +245,7 @@ def method_line(c: Comparison) -> str:
     return (
         f"{c.n['a']} cases in a, {c.n['b']} in b, {c.n['paired']} paired · K = {ks} · {name} over {s.family_size} "
         f"test(s), α = {s.alpha:g} · {s.resamples:,} resamples, seed {s.seed}"
+        + (" · whole conversations resampled" if s.unit == "conversation" else "")
     )
 
 
