@@ -170,11 +170,14 @@ def _check_eval_set(
     for problem in sorted(listed, key=lambda p: (order.get(p.path, -1), p.line or 0)):
         print(problem)
     n_cases = len(result.eval_set.cases)
+    turns = result.eval_set.turns
+    # A conversation's turns are cases (evalset/turns.py): said so, beside the count.
+    of = f" ({_n(len(turns), 'turn')} of {_n(len({c for c, _ in turns.values()}), 'conversation')})" if turns else ""
     if result.problems:
         print(f"evalkit: {_n(len(result.problems), 'problem')} in the eval set; fix them before running it")
     if corpus is not None:
         found = len(result.anchor_problems)
-        checked = f"{_n(result.n_anchors, 'gold anchor')} of {_n(n_cases, 'case')} checked against {corpus.source}"
+        checked = f"{_n(result.n_anchors, 'gold anchor')} of {_n(n_cases, 'case')}{of} checked against {corpus.source}"
         scope = "" if corpus.has_outlines else " (file existence only)"
         print(f"evalkit: {checked}{scope}: " + (_n(found, "problem") if found else "all found"))
     else:
@@ -182,7 +185,7 @@ def _check_eval_set(
     if result.warnings:
         print(f"evalkit: {_n(len(result.warnings), 'warning')}: rules that scoring cannot check as written")
     if not result.problems and not result.anchor_problems:
-        print(f"evalkit: {_n(n_cases, 'case')} OK")
+        print(f"evalkit: {_n(n_cases, 'case')}{of} OK")
     if result.problems:
         raise typer.Exit(EXIT_INPUT)
     if result.anchor_problems:

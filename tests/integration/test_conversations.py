@@ -260,3 +260,14 @@ def test_a_turns_judge_sees_the_earlier_turns_chunks_in_a_run_and_a_rejudge_alik
     for case_id, rec in first.items():
         assert again[case_id]["judge_input"]["context_sha256"] == rec["judge_input"]["context_sha256"], case_id
         assert again[case_id]["groundedness"]["score"] == rec["groundedness"]["score"], case_id
+
+
+def test_validate_counts_turns_and_conversations() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "validate.py"), "--eval-set", str(CONVERSATIONS), "--vault",
+                           str(VAULT)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "8 gold anchors of 7 cases (7 turns of 3 conversations) checked against vault" in done.stdout
+    assert done.stdout.rstrip().endswith("evalkit: 7 cases (7 turns of 3 conversations) OK")
