@@ -39,8 +39,8 @@ from evalkit.store.runs import RunDir
 
 __all__ = ["ALPHABET", "ANCHOR_BLOCK", "BLOCK", "CHUNK_BLOCK", "CASE_FIELDS", "FIRST_ROWS", "CaseRow", "CaseTable", "case_detail", "case_row", "pack", "read_case_table", "unpack"]
 
-# Records per detail block: one expand unpacks one block (about 1.5 MB of JSON at 20 chunks
-# of 200 characters a case); 1,024 would compress 1-2% better and unpack 4 times as much.
+# Records per detail block: one expand unpacks one block (about 0.2 MB of JSON at 20 chunks
+# a case: numbers, the answer and the judges' words; chunk text is in chunk blocks).
 BLOCK = 256
 # Distinct chunks per chunk block: an expand unpacks the blocks of its chunks (up to K of
 # them, about 120 kB of JSON each at 200 characters a chunk).
@@ -240,7 +240,7 @@ def _round_scores(values: list[Any]) -> list[float | None]:
     """`_score` of each value of a block's score column, which holds floats as they came and
     what `_score` made of anything else: numpy's rint(v * 1e4) / 1e4 where that is Python's
     round(v, 4) to the bit (|v| < 1e4 and v * 1e4 at least 1e-6 from a tie: the product is
-    then within 2e-12 of the exact one, so both pick the same integer k, and k / 1e4 is
+    then within 1e-8 of the exact one, so both pick the same integer k, and k / 1e4 is
     rounded once either way), Python's own round elsewhere; None for none, inf and nan."""
     import numpy as np
 
