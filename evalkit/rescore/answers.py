@@ -19,13 +19,12 @@ the session failed, nothing is rewritten and `JudgeRunResult.all_failed` is set.
 from __future__ import annotations
 
 import asyncio
-import gc
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalkit.collector import fewer_collections
 from evalkit.config import judge_identity
 from evalkit.derive import RunFacts, rederive
 from evalkit.errors import InputError, Problem
@@ -492,7 +491,9 @@ async def _judge_run(
 
         tasks = [asyncio.ensure_future(one(i)) for i in selected]
         try:
-            with _fewer_collections():
+            # Each judge call's objects die by reference count; at C = 64 the collector ran every
+            # call or two (bench/README.md, "Judging at scale").
+            with fewer_collections():
                 await asyncio.gather(*tasks)
         except BaseException:
             for t in tasks:
@@ -555,24 +556,6 @@ async def _judge_run(
         session_judge=description,
         context=context,
     )
-
-
-@contextmanager
-def _fewer_collections() -> Iterator[None]:
-    """Run the cyclic garbage collector less often while judge calls are in flight.
-
-    Each call allocates a few hundred objects (the SDK's request and response, httpx's,
-    the verdict) that die by reference count, yet at C = 64 they set off a young-generation
-    collection every call or two, and their promotion a full collection (100 ms and more,
-    with every call in flight waiting) every few hundred: about 0.1 of the efficiency at
-    C = 64 (bench/README.md, "Judging at scale"). The thresholds are restored on the way out.
-    """
-    old = gc.get_threshold()
-    gc.set_threshold(max(old[0], 50_000), *old[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*old)
 
 
 def _clear_batch(run: RunDir, batch: BatchOptions | None) -> None:

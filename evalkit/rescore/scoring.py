@@ -24,13 +24,11 @@ from the re-scored records, and the result says so.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import os
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from evalkit.collector import fewer_collections
 from evalkit.derive import (
     RecordPass,
     RunFacts,
@@ -328,22 +327,6 @@ def _missing_problem(missing: list[str], source: EvalSetSource) -> BadConfig:
     )
 
 
-@contextmanager
-def _fewer_collections() -> Iterator[None]:
-    """Run the cyclic garbage collector less often while records stream through.
-
-    Each parsed record is a few hundred dicts and lists that die by reference count (JSON
-    holds no cycles), yet they trigger a young-generation collection about once a record:
-    about 15% of a re-scoring. The thresholds are restored on the way out.
-    """
-    old = gc.get_threshold()
-    gc.set_threshold(max(old[0], 50_000), *old[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*old)
-
-
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -590,7 +573,7 @@ def _score_part(span: tuple[int, int | None, str]) -> _Tally:
     assert _JOB is not None
     start, end, path = span
     tally = _Tally()
-    with _fewer_collections(), open(path, "wb", buffering=1 << 20) as f:
+    with fewer_collections(), open(path, "wb", buffering=1 << 20) as f:
         for rec in _rescored(_JOB, tally, start, end):
             f.write(orjson.dumps(rec, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
     return tally
@@ -763,7 +746,7 @@ def _score_retrieval(
         _retrieval_warnings(result, tally)
         f.owned = {**f.owned, Met.RETRIEVAL_SCORING: {**result.provenance(), "warnings": list(result.warnings)}}
 
-    with _fewer_collections():
+    with fewer_collections():
         if result.results_rewritten:
             metrics, _ = rederive(run, facts, _rescored_stream(job, tally, workers), before_derive=finish)
         else:
@@ -1048,7 +1031,7 @@ def _score_abstention(
         _abstention_warnings(result, tally, cases.regrouped)
         f.owned = {**f.owned, Met.ABSTENTION_SCORING: {**result.provenance(), "warnings": list(result.warnings)}}
 
-    with _fewer_collections():
+    with fewer_collections():
         if not rewrite:
             records = RecordPass(facts.settings, rows=True, ks=facts.cutoffs, grades=stored_grades(run))
             for rec in labelled():
