@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit.config import CLAIM_STORE_CHARS, LIST_STORE_ITEMS, stored_answer
+from evalkit.defaults import TRUNCATE_CHARS
 from evalkit.errors import JudgeConfigError, Problem
 from evalkit.judges.base import Judge, JudgeFailure, JudgeItem, JudgeOutcome
 from evalkit.judges.cache import context_hash
@@ -61,7 +62,6 @@ __all__ = [
     "judge_input_of",
 ]
 
-TRUNCATE_CHARS = 200
 
 
 def build_judge_runner(settings: JudgeSettings) -> JudgeRunner:
