@@ -184,3 +184,33 @@ def _blank_png(w: int, h: int) -> bytes:
     raw = b"".join(b"\x00" + b"\xff\xff\xff" * w for _ in range(h))
     ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def test_a_conversations_turn_shows_the_turns_before_it(report_page: Any, tmp_path: Path) -> None:
+    # Issue 40 item 8: an expanded turn says where it sits in its conversation and what it was
+    # sent, as text (a hostile answer in the history runs nothing).
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+
+    from evalkit import run_eval
+    from evalkit.report.html.run import write_run_report
+
+    root = Path(__file__).resolve().parents[2]
+    bot = tmp_path / "bot.py"
+    bot.write_text(f"def ask(request):\n    return {{'answer': {SCRIPT!r}, 'references': [], 'abstained': False, "
+                   "'debug': {'retrieved_chunks': []}}\n")
+    lines = (root / "eval_set.conversations.jsonl").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "es.jsonl").write_text(lines[1] + "\n", encoding="utf-8")  # sv-conv-02: two turns
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(run_eval, eval_set=str(tmp_path / "es.jsonl"), target=f"python:{bot}:ask", retrieval_only=True,
+                    results_dir=str(tmp_path / "r"), run_id="conv", no_probe=True).result()
+    page = _open(report_page, write_run_report("conv", results_dir=tmp_path / "r").resolve().as_uri())
+    page.click('button[data-expand="open"]')
+    details = page.locator("#cases-table tr.case-detail-row")
+    assert details.count() == 2
+    second = details.nth(1)
+    second.locator("ol.chunks, h4").first.wait_for()
+    text = second.inner_text()
+    question = json.loads(lines[1])["turns"][0]["question"]
+    assert "sv-conv-02 · turn 2 of 2" in text and f"you: {question}" in text and f"bot: {SCRIPT[:200]}" in text
+    assert report_page.problems() == {k: [] for k in report_page.problems()}

@@ -65,7 +65,8 @@ def _detail(rows: dict[str, Any], blocks: dict[str, list[Any]], row: int) -> dic
         (*chunk(bodies[j]), blk["score"][j], None if blk["rank"][j] is None else blk["rank"][j] + j - start + 1)
         for j in range(start, start + blk["n_chunks"][k])
     ]
-    return {"answer": blk["answer"][k], "answer_cut": bool(blk["answer_cut"][k]), "chunks": chunks,
+    return {"turn": blk["turn"][k], "history": blk["history"][k],
+            "answer": blk["answer"][k], "answer_cut": bool(blk["answer_cut"][k]), "chunks": chunks,
             "refs": [anchor(a) for a in blk["refs"][k]], "gold": [anchor(a) for a in blk["gold"][k]], "judge": blk["judge"][k]}
 
 

@@ -276,10 +276,29 @@ def _chunks_of(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [c for c in record.get("retrieved_chunks") or [] if _is_mapping(c)]
 
 
+# A conversation's earlier turns as a row shows them: each message cut like chunk text.
+_MESSAGE_CHARS = 200
+
+
+def _turn(record: Mapping[str, Any]) -> tuple[str, list[list[str]]]:
+    """A conversation turn's place ("sv-conv-01 · turn 2 of 3") and what it was sent (the
+    record's `history`: [role, text] each); ("", []) for a single question."""
+    conv = (record.get("case") or {}).get("conversation")
+    if not _is_mapping(conv):
+        return "", []
+    place = f"{_text(conv.get('id'))} \u00b7 turn {_text(conv.get('turn'))} of {_text(conv.get('turns'))}"
+    sent = [[_text(m.get("role")), _text(m.get("content"))[:_MESSAGE_CHARS]] for m in record.get(Rec.HISTORY) or []
+            if _is_mapping(m)]
+    return place, sent
+
+
 def _words(record: Mapping[str, Any]) -> dict[str, Any]:
     """Everything an expanded row shows but the retrieved chunks."""
     case = record.get("case") or {}
+    place, sent = _turn(record)
     return {
+        "turn": place,
+        "history": sent,
         "answer": _text(record.get("answer")),
         "answer_cut": bool(record.get(Rec.ANSWER_TRUNCATED)),
         "refs": [_anchor(r) for r in record.get("references") or [] if _is_mapping(r)],
@@ -359,8 +378,8 @@ class _Details:
         self.block = self._new_block()
 
     def _new_block(self) -> dict[str, Any]:
-        cols: dict[str, Any] = {k: [] for k in ("answer", "answer_cut", "n_chunks", "chunk", "score", "rank", "refs", "gold",
-                                                "judge")}
+        cols: dict[str, Any] = {k: [] for k in ("turn", "history", "answer", "answer_cut", "n_chunks", "chunk", "score", "rank",
+                                                "refs", "gold", "judge")}
         cols["base"] = self.n_chunks
         return cols
 
@@ -383,6 +402,8 @@ class _Details:
         itemgetter call, one dict lookup); only a new chunk or unusual types take `_chunk`."""
         cols = self.block
         words = _words(record)
+        cols["turn"].append(words["turn"])
+        cols["history"].append(words["history"])
         cols["answer"].append(words["answer"])
         cols["answer_cut"].append(1 if words["answer_cut"] else 0)
         # bound once: these run 20 times a record

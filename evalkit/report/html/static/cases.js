@@ -276,6 +276,14 @@
     function fillDetail(box, row, found) {
       var blk = found.blk, k = found.k, first = num.first_rank[row];
       box.textContent = "";
+      if (blk.turn && blk.turn[k]) {
+        // a conversation's turn: where it sits, and the turns before it as it was sent them
+        box.appendChild(el("h4", "", "conversation"));
+        box.appendChild(el("p", "note", blk.turn[k]));
+        blk.history[k].forEach(function (m) {
+          box.appendChild(el("p", "turn-" + (m[0] === "user" ? "user" : "bot"), (m[0] === "user" ? "you: " : "bot: ") + m[1]));
+        });
+      }
       box.appendChild(el("h4", "", blk.answer_cut[k] ? "answer (cut)" : "answer"));
       box.appendChild(el("pre", "answer", blk.answer[k] || "(empty)"));
       list(box, "cited", blk.refs[k].map(found.anchor));
