@@ -32,6 +32,7 @@ from evalkit.compare.models import (
     StageTransitions,
 )
 from evalkit.compare.sources import RunSource, ranked_chunks
+from evalkit.defaults import TRUNCATE_CHARS
 
 # The aggregate's per-record reduction: reusing it keeps one definition of which cases
 # count toward which mean. (A public name for it is requested from metrics/aggregate.py.)
@@ -407,7 +408,12 @@ def case_details(source: RunSource, wanted: set[str], *, top_chunks: int = 3) ->
             continue
         abstention = record.get("abstention") if isinstance(record.get("abstention"), Mapping) else {}
         abstained = abstention.get("abstained")
+        conv = case.get("conversation") if isinstance(case.get("conversation"), Mapping) else None
         out[str(cid)] = {
+            # A conversation's turn (DESIGN.md §10): where it sits and what it was sent, each message cut.
+            "turn": f"{conv.get('id')} · turn {conv.get('turn')} of {conv.get('turns')}" if conv else None,
+            "history": [[str(m.get("role")), str(m.get("content") or "")[:TRUNCATE_CHARS]] for m in record.get(Rec.HISTORY) or []
+                        if isinstance(m, Mapping)],
             "question": record.get("question") or case.get("question"),
             "top": _refs(ranked_chunks(record)[:top_chunks]),
             "gold": _refs(case.get("gold_supports") or []),

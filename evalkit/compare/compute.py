@@ -507,6 +507,8 @@ def _cases(
         flip.top_a, flip.top_b = xa.get("top", []), xb.get("top", [])
         flip.gold = xb.get("gold") or xa.get("gold") or []
         flip.abstained_a, flip.abstained_b = xa.get("abstained"), xb.get("abstained")
+        flip.turn = xb.get("turn") or xa.get("turn")
+        flip.history_a, flip.history_b = xa.get("history") or [], xb.get("history") or []
     counts: dict[str, dict[str, int]] = {}
     for label, group in (("regressions", regressions), ("improvements", improvements)):
         for flip in group:

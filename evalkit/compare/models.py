@@ -174,6 +174,9 @@ class Flip(BaseModel):
     gold: list[ChunkRef] = Field(default_factory=list, description="the case's gold supports")
     abstained_a: bool | None = None
     abstained_b: bool | None = None
+    turn: str | None = Field(None, description='a conversation\'s turn: where it sits ("c1 · turn 2 of 3"); null otherwise')
+    history_a: list[list[str]] = Field(default_factory=list, description="[role, text] the turn was sent in run a (200 chars each)")
+    history_b: list[list[str]] = Field(default_factory=list, description="the same in run b")
 
 
 class Flips(BaseModel):

@@ -194,6 +194,14 @@ def test_compare_resamples_conversations(tmp_path: Path) -> None:
     row = next(r for r in c.deltas if r.scope == "overall" and r.metric == "recall_any" and r.k == 5)
     # 4 follow-ups lost, over 3 conversations: the sign-flip test has 2^3 patterns, not 2^4.
     assert row.paired_delta == pytest.approx(-4 / 7) and row.p_value == pytest.approx(2 / 8)
+    # Each flipped turn says where it sits and what each run sent it (item 8, the compare page).
+    flip = next(f for f in c.flips.regressions if f.id == "sv-conv-01#2")
+    assert flip.turn == "sv-conv-01 · turn 2 of 3"
+    assert flip.history_a[0] == flip.history_b[0] == ["user", "What happened in the invoice export outage?"]
+    from evalkit.report.html.compare import write_compare_report
+
+    page = write_compare_report("a", "b", results_dir=tmp_path).read_text(encoding="utf-8")
+    assert "sv-conv-01 · turn 2 of 3: run a was sent" in page and "you: What happened in the invoice export outage?" in page
     single = dict(eval_set=ROOT / "eval_set.jsonl", vault=VAULT, retrieval_only=True, results_dir=tmp_path / "s", limit=5)
     run_eval_api(**single, run_id="a")
     run_eval_api(**single, run_id="b")

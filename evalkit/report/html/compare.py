@@ -178,6 +178,9 @@ def _flip_case(group: list[Flip]) -> dict[str, Any]:
         "gold": _chunks(f.gold),
         "abstained_a": f.abstained_a,
         "abstained_b": f.abstained_b,
+        "turn": f.turn,
+        "history_a": f.history_a,
+        "history_b": f.history_b,
     }
 
 
