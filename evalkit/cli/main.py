@@ -200,9 +200,11 @@ def _build(name: str) -> Any:
             holder.registered_commands[0], pretty_exceptions_short=app.pretty_exceptions_short,
             rich_markup_mode=app.rich_markup_mode,
         )
+    # suggest_commands came in typer 0.20; pyproject's lower bound (0.19) has none.
+    suggest = {"suggest_commands": app.suggest_commands} if hasattr(app, "suggest_commands") else {}
     return typer.main.get_group_from_info(
         holder.registered_groups[0], pretty_exceptions_short=app.pretty_exceptions_short,
-        rich_markup_mode=app.rich_markup_mode, suggest_commands=app.suggest_commands,
+        rich_markup_mode=app.rich_markup_mode, **suggest,
     )
 
 

@@ -50,6 +50,13 @@ class Shard:
         return [(i, c) for i, c in selected if self.holds(id_of(c))]
 
 
+def shard_unit(case_id: str, conversation: str | None) -> str:
+    """What decides a case's shard: its conversation's id for a turn of one (a conversation's
+    turns are asked in order, with the turns before them, so they stay in one shard), else
+    its own id. The run's selection and `evalkit merge`'s check both use it."""
+    return conversation if conversation is not None else case_id
+
+
 def shard_of(case_id: str, count: int) -> int:
     """The shard index (0-based) of a case id among `count`: sha256(id)[:8] as big-endian int, mod count."""
     digest = hashlib.sha256(str(case_id).encode("utf-8")).digest()

@@ -223,12 +223,11 @@ def _shard_selection(
     """The shard's cases and config.json's `shard` block: which shard, its cases, and the
     whole selection it is a slice of (count and ids' sha256), which `evalkit merge` checks.
     A conversation's turns go to one shard: the one its id falls in."""
-    from evalkit.evalset.shard import ids_sha256, parse_shard
+    from evalkit.evalset.shard import ids_sha256, parse_shard, shard_unit
 
     shard = parse_shard(shard_spec)
-    turns = eval_set.turns
-    conversation = {eval_set.ids[i]: cid for i, (cid, _) in turns.items()}
-    mine = Selection((i for i, _ in shard.select(selected, id_of=lambda case_id: conversation.get(case_id, case_id))),
+    conversation = {eval_set.ids[i]: cid for i, (cid, _) in eval_set.turns.items()}
+    mine = Selection((i for i, _ in shard.select(selected, id_of=lambda case_id: shard_unit(case_id, conversation.get(case_id)))),
                      selected.ids)
     all_ids = [case_id for _, case_id in selected]
     # `index` stays 0-based (sha256 mod count), as in run folders stored before shards counted

@@ -368,7 +368,15 @@ class Session:
             for w in workers:
                 w.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
-            queue.put_nowait(None)
+            # The writer's stop mark, behind what the workers put. On a Ctrl-C (or a timeout)
+            # the queue may be full: put_nowait's QueueFull hid the interrupt. The writer is
+            # the only one taking from it now, so waiting for room ends; one that died has
+            # nothing to stop.
+            if not writer.done():
+                try:
+                    queue.put_nowait(None)
+                except asyncio.QueueFull:
+                    await queue.put(None)
             try:
                 await asyncio.shield(writer)
             finally:

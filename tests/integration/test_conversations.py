@@ -279,3 +279,21 @@ def test_validate_counts_turns_and_conversations() -> None:
     assert done.returncode == 0, done.stderr
     assert "8 gold anchors of 7 cases (7 turns of 3 conversations) checked against vault" in done.stdout
     assert done.stdout.rstrip().endswith("evalkit: 7 cases (7 turns of 3 conversations) OK")
+
+
+def test_shards_keep_conversations_whole_and_merge(tmp_path: Path) -> None:
+    # A conversation's turns go to the shard of its id; `evalkit merge` checks records by the
+    # same rule (it once hashed each turn's own id and refused the merge).
+    from evalkit.run.merge import merge_runs
+
+    both = dict(eval_set=CONVERSATIONS, vault=VAULT, retrieval_only=True, results_dir=tmp_path, run_id="s")
+    # sha256 of the ids puts sv-conv-01 and -02 in shard 3/3 and sv-conv-03 in 1/3 (2/3 is empty).
+    shards = [run_eval_api(**both | {"run_id": f"s-{n}"}, shard=f"{n}/3") for n in (1, 2, 3)]
+    held = [[r["case"]["conversation"]["id"] for r in read_records(s.run_dir)] if (s.run_dir / "results.jsonl").exists()
+            else [] for s in shards]
+    assert held == [["sv-conv-03"] * 2, [], ["sv-conv-01"] * 3 + ["sv-conv-02"] * 2]
+    merged = merge_runs(["s-1", "s-2", "s-3"], results_dir=tmp_path, run_id="all")
+    ids = [c.id for c in load_eval_set([CONVERSATIONS]).cases]
+    assert sorted(r["test_case_id"] for r in read_records(merged.run_dir)) == sorted(ids) and len(ids) == 7
+    assert merged.metrics["conversations"]["n_conversations"] == 3
+

@@ -83,12 +83,20 @@ _SCRIPTS = sorted(p.name for p in (ROOT / "scripts").glob("*.py"))
 
 def _loaded_by_help(argv0: str, run: str, own: tuple[str, ...] = ()) -> list[str]:
     """What of _NOT_FOR_HELP, and which evalkit.cli modules beyond common, main and `own`, are
-    loaded once `run` has printed the help."""
+    loaded once `run` has printed the help. What typer loads to print a bare app's help (one
+    option in a help panel, as every evalkit command has) is not counted: typer 0.19
+    (pyproject's lower bound) renders help panels through rich."""
     allowed = ("evalkit.cli.common", "evalkit.cli.main", *own)
     code = (
-        "import atexit, runpy, sys\n"
-        f"atexit.register(lambda: print('loaded:', sorted(m for m in sys.modules if m in {_NOT_FOR_HELP!r}"
-        f" or m.startswith('evalkit.cli.') and m not in {allowed!r})))\n"
+        "import atexit, contextlib, io, runpy, sys\nimport typer\n"
+        "_bare = typer.Typer(rich_markup_mode=None, add_completion=False)\n"
+        "def _one(x: int = typer.Option(0, '--x', rich_help_panel='p')) -> None: ...\n"
+        "_bare.command()(_one)\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(BaseException):\n"
+        "    _bare(['--help'], prog_name='bare')\n"
+        "_by_typer = set(sys.modules)\n"
+        f"atexit.register(lambda: print('loaded:', sorted(m for m in sys.modules if m not in _by_typer and (m in {_NOT_FOR_HELP!r}"
+        f" or m.startswith('evalkit.cli.') and m not in {allowed!r}))))\n"
         f"sys.argv = [{argv0!r}, '--help']\n{run}\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
