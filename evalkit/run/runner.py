@@ -180,12 +180,26 @@ def _resumed_writer(values: Mapping[str, Any]) -> AbstractContextManager[object]
 
 def _finished_keys(run: RunDir, *, retry_errors: bool) -> set[tuple[str, int]]:
     """(case, trial) pairs a resume skips: every recorded one, or with --retry-errors only
-    those the target did not fail (an empty answer is the system's answer, not a transient failure)."""
-    return {
-        record_key(r)
-        for r in run.iter_results()
-        if not retry_errors or not r.get("error") or r["error"].get("kind") == "empty_answer"
-    }
+    those the target did not fail (an empty answer is the system's answer, not a transient
+    failure). A conversation's turns after a failed one are redone with it: they were asked
+    with a history that lacked its answer (their new records replace the old)."""
+    done: set[tuple[str, int]] = set()
+    turns: dict[tuple[str, int], tuple[tuple[str, int], int]] = {}  # key -> ((conversation, trial), turn)
+    redo_from: dict[tuple[str, int], int] = {}  # (conversation, trial) -> its first failed turn
+    for r in run.iter_results():
+        key = record_key(r)
+        conv = (r.get(Rec.CASE) or {}).get("conversation")
+        place = None
+        if isinstance(conv, Mapping) and isinstance(conv.get("turn"), int):
+            place = ((str(conv.get("id")), key[1]), conv["turn"])
+            turns[key] = place
+        if not retry_errors or not r.get("error") or r["error"].get("kind") == "empty_answer":
+            done.add(key)
+        elif place is not None:
+            redo_from[place[0]] = min(redo_from.get(place[0], place[1]), place[1])
+    if redo_from:
+        done -= {key for key, (unit, turn) in turns.items() if unit in redo_from and turn > redo_from[unit]}
+    return done
 
 
 def _live_history(run: RunDir, pending: Sequence[tuple[int, str, int]], eval_set: Any) -> dict[tuple[str, int], list[dict[str, Any]]]:

@@ -297,3 +297,30 @@ def test_shards_keep_conversations_whole_and_merge(tmp_path: Path) -> None:
     assert sorted(r["test_case_id"] for r in read_records(merged.run_dir)) == sorted(ids) and len(ids) == 7
     assert merged.metrics["conversations"]["n_conversations"] == 3
 
+
+
+def test_retry_errors_redoes_a_failed_turn_and_the_turns_after_it(tmp_path: Path) -> None:
+    # The turns after a failed one were asked with a history that lacked its answer.
+    flag = tmp_path / "broken"
+    flag.touch()
+    (tmp_path / "bot.py").write_text(
+        "from pathlib import Path\n"
+        + BOT.replace("def ask(request):\n", "def ask(request):\n"
+                      f"    if request['question'] == 'Second?' and Path({str(flag)!r}).exists():\n"
+                      "        raise RuntimeError('down')\n"))
+    es = write_eval_set(tmp_path / "es.jsonl", [{**_turns(id="c0"), "turns": [{**t, "answerable": True} for t in _turns()["turns"]]},
+                                                {"id": "q", "question": "Alone?", "answerable": True}])
+    settings = dict(eval_set=es, target=f"python:{tmp_path / 'bot.py'}:ask", retrieval_only=True, results_dir=tmp_path / "r",
+                    no_probe=True, max_error_rate=1.0)
+    run = run_eval_api(**settings, run_id="r1")
+    first = {r["test_case_id"]: r for r in read_records(run.run_dir)}
+    assert first["c0#2"]["error"] and first["c0#3"]["history"] == [
+        {"role": "user", "content": "First?"}, {"role": "assistant", "content": "answer to First? after 0 messages"},
+        {"role": "user", "content": "Second?"}]
+    flag.unlink()
+    again = run_eval_api(eval_set=es, results_dir=tmp_path / "r", resume="r1", retry_errors=True)
+    records = read_records(again.run_dir)
+    assert [r["test_case_id"] for r in records] == ["c0#1", "c0#2", "c0#3", "q"]
+    by_id = {r["test_case_id"]: r for r in records}
+    assert not by_id["c0#2"].get("error") and by_id["c0#3"]["answer"] == "answer to Third? after 4 messages"
+    assert by_id["c0#1"] == first["c0#1"] and by_id["q"] == first["q"]  # finished ones are not asked again
