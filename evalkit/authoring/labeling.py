@@ -99,14 +99,14 @@ class EvalSetFile:
         # A conversation's turns (evalset/turns.py): turn case id -> (line, index in `turns`).
         self._turns: dict[str, tuple[int, int]] = {}
         for i, raw in enumerate(self._lines):
-            case_id = _case_id(raw)
+            case_id, n_turns = _addressed(raw)
             if case_id is None:
                 continue
             if case_id in self._index:
                 self._dupes.add(case_id)
             else:
                 self._index[case_id] = i
-                for n in range(_turn_count(raw)):
+                for n in range(n_turns):
                     self._turns[turn_id(case_id, n + 1)] = (i, n)
         self._sha = hashlib.sha256(data).hexdigest()  # what is on disk, to detect edits behind our back
         self.dirty = False
@@ -254,24 +254,19 @@ class EvalSetFile:
         return self._index[case_id]
 
 
-def _turn_count(raw: bytes) -> int:
-    """How many turns a conversation's line holds (0: not a conversation)."""
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return 0
-    turns = obj.get(TURNS) if isinstance(obj, dict) else None
-    return len(turns) if isinstance(turns, list) else 0
-
-
-def _case_id(raw: bytes) -> str | None:
+def _addressed(raw: bytes) -> tuple[str | None, int]:
+    """A line's case id (None: not addressable) and how many turns it holds (0: not a
+    conversation), from one parse."""
     if not raw.strip():
-        return None
+        return None, 0
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return None
-    return obj.get("id") if isinstance(obj, dict) and isinstance(obj.get("id"), str) else None
+        return None, 0
+    if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
+        return None, 0
+    turns = obj.get(TURNS)
+    return obj["id"], len(turns) if isinstance(turns, list) else 0
 
 
 def _dumps(obj: dict[str, Any]) -> bytes:

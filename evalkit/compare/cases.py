@@ -33,6 +33,7 @@ from evalkit.compare.models import (
 )
 from evalkit.compare.sources import RunSource, ranked_chunks
 from evalkit.defaults import TRUNCATE_CHARS
+from evalkit.evalset.turns import case_turn, turn_place
 
 # The aggregate's per-record reduction: reusing it keeps one definition of which cases
 # count toward which mean. (A public name for it is requested from metrics/aggregate.py.)
@@ -65,10 +66,6 @@ _READ_AS_IS = tuple(m.key for m in METRICS if m.per_case == "as_is")
 PER_CASE_METRICS = (*_READ_AS_IS, *(m.key for m in METRICS if m.per_case == "derived"))
 # Derived per case, but already by extract_case (None for a target error): the response's.
 _READ_RESPONSE = tuple(m.key for m in METRICS if m.per_case == "derived" and m.stage == "response")
-_GROUPING_SCOPES = (
-    (Met.BY_TAG, "tag"), (Met.BY_CATEGORY, "category"), (Met.BY_DIFFICULTY, "difficulty"), (Met.BY_DOMAIN, "domain"),
-    (Met.BY_LANGUAGE, "language"), (Met.BY_SCENARIO, "scenario"), (Met.BY_TURN, "turn"), (Met.BY_FOLLOW_UP, "follow_up"),
-)
 _IDS_SHOWN = 20
 _JUDGE_FLIP_POINTS = 1.0
 _EPS = 1e-9
@@ -201,16 +198,20 @@ class CaseTable:
             for key, col in self._columns:
                 v = values.get(key)
                 col[row] = math.nan if v is None else float(v)
-        self.scopes[row] = self._intern(_scopes(case, x["answerable"]))
-        conv = case.get("conversation")
-        if isinstance(conv, Mapping) and conv.get("id") is not None:
-            self.conversation[row] = str(conv["id"])
+        self._file(row, case, x["answerable"])
         self.answers[row] = None if target_error else _answer_digest(record.get("answer"))
         self._target_errors[row] = target_error
         self._error_kinds[row] = kind
         self._judge_errors[row] = self._intern(tuple(sorted(set(x[Rec.JUDGE_ERRORS]))))
         self._empty[row] = bool(x["empty"])
         self.stages[row] = self._stage(row, x)
+
+    def _file(self, row: int, case: Mapping[str, Any], answerable: bool) -> None:
+        """The slices a row's case is in, and its conversation when it is a turn of one."""
+        self.scopes[row] = self._intern(_scopes(case, answerable))
+        turn = case_turn(case)
+        if turn is not None:
+            self.conversation[row] = turn[0]
 
     def _add_trial(
         self, row: int, values: dict[str, float | None], target_error: bool, kind: str | None, record: Mapping, x: dict
@@ -223,10 +224,7 @@ class CaseTable:
             got = [v[key] for v, _, _ in trials if v.get(key) is not None]
             self.cols[key][row] = math.fsum(got) / len(got) if got else math.nan
         case = record.get("case") if isinstance(record.get("case"), Mapping) else {}
-        self.scopes[row] = self._intern(_scopes(case, x["answerable"]))
-        conv = case.get("conversation")
-        if isinstance(conv, Mapping) and conv.get("id") is not None:
-            self.conversation[row] = str(conv["id"])
+        self._file(row, case, x["answerable"])
         if not target_error:
             self.answers[row] = _answer_digest(record.get("answer"))
         # Unscoreable only when no trial could be scored; a failed trial counts in error_rate.
@@ -408,10 +406,9 @@ def case_details(source: RunSource, wanted: set[str], *, top_chunks: int = 3) ->
             continue
         abstention = record.get("abstention") if isinstance(record.get("abstention"), Mapping) else {}
         abstained = abstention.get("abstained")
-        conv = case.get("conversation") if isinstance(case.get("conversation"), Mapping) else None
         out[str(cid)] = {
             # A conversation's turn (DESIGN.md §10): where it sits and what it was sent, each message cut.
-            "turn": f"{conv.get('id')} · turn {conv.get('turn')} of {conv.get('turns')}" if conv else None,
+            "turn": turn_place(case),
             "history": [[str(m.get("role")), str(m.get("content") or "")[:TRUNCATE_CHARS]] for m in record.get(Rec.HISTORY) or []
                         if isinstance(m, Mapping)],
             "question": record.get("question") or case.get("question"),

@@ -37,6 +37,33 @@ def turn_id(conversation_id: str, turn: int) -> str:
     return f"{conversation_id}{TURN_SEPARATOR}{turn}"
 
 
+def case_turn(case: Any) -> tuple[str, int] | None:
+    """(conversation id, turn) of a case as a record holds it (its JSON `case`), or None for
+    a single question: the one reading of a stored turn's place."""
+    conv = case.get("conversation") if isinstance(case, Mapping) else None
+    if not isinstance(conv, Mapping) or conv.get("id") is None or not isinstance(conv.get("turn"), int):
+        return None
+    return str(conv["id"]), conv["turn"]
+
+
+def record_turn(record: Mapping[str, Any]) -> tuple[tuple[str, int], int] | None:
+    """((conversation id, trial), turn) of a results.jsonl record, or None for a single question:
+    a `--trials` run asks each conversation once per trial."""
+    found = case_turn(record.get("case"))
+    if found is None:
+        return None
+    trial = record.get("trial")
+    return (found[0], trial if type(trial) is int else 1), found[1]
+
+
+def turn_place(case: Any) -> str | None:
+    """Where a stored turn sits, as the reports say it ("c1 · turn 2 of 3"); None otherwise."""
+    found = case_turn(case)
+    if found is None:
+        return None
+    return f"{found[0]} \u00b7 turn {found[1]} of {case['conversation'].get('turns')}"
+
+
 def reference_history(case: Any) -> list[dict[str, Any]] | None:
     """What a labeler sends with a turn (an EvalCase): the turns before it with the eval set's
     answers, as `--history reference` does, an earlier turn without an `expected_answer`

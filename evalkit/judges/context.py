@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from evalkit.errors import InputError, Problem
+from evalkit.evalset.turns import record_turn
 from evalkit.judges.runner import context_from_record
 
 
@@ -215,14 +216,6 @@ def with_earlier_turns(own: Sequence[Mapping[str, Any]],
     return out
 
 
-def turn_key(record: Mapping[str, Any]) -> tuple[tuple[str, int], int] | None:
-    """((conversation id, trial), turn) of a conversation turn's record, or None."""
-    conv = (record.get("case") or {}).get("conversation")
-    if not isinstance(conv, Mapping) or not isinstance(conv.get("turn"), int):
-        return None
-    return (str(conv.get("id")), int(record.get("trial") or 1)), conv["turn"]
-
-
 def conversation_contexts(
     records: Sequence[Mapping[str, Any]], selected: Sequence[int], contexts: dict[int, list[dict[str, Any]] | None],
     reader: ChunkReader | None,
@@ -232,7 +225,7 @@ def conversation_contexts(
     same way; a single question's context is left as it is."""
     turns: dict[tuple[str, int], list[tuple[int, int]]] = {}
     for i, r in enumerate(records):
-        key = turn_key(r)
+        key = record_turn(r)
         if key is not None:
             turns.setdefault(key[0], []).append((key[1], i))
 
@@ -242,7 +235,7 @@ def conversation_contexts(
 
     out = dict(contexts)
     for i in selected:
-        key = turn_key(records[i])
+        key = record_turn(records[i])
         if key is None or key[1] == 1:
             continue
         earlier = [(t, own(j)) for t, j in turns.get(key[0], []) if t < key[1]]

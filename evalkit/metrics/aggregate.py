@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from evalkit.evalset.turns import case_turn
 from evalkit.metrics.abstention import AbstentionTally
 from evalkit.metrics.expectations import expectation_values
 from evalkit.metrics.keys import HEADLINE_AT_K, metric_key
@@ -73,12 +74,13 @@ def turn_keys(case: Mapping) -> list[tuple[str, str]]:
     """The conversation slices of a case, as (grouping, key): a turn's position (`by_turn`:
     "first", or "follow-up" for every later turn) and its kind (`by_follow_up`, when the eval
     set names one); none for a single question."""
-    conv = case.get("conversation")
-    if not isinstance(conv, Mapping) or not isinstance(conv.get("turn"), int):
+    turn = case_turn(case)
+    if turn is None:
         return []
-    out = [(Met.BY_TURN, FIRST_TURN if conv["turn"] == 1 else FOLLOW_UP_TURN)]
-    if conv.get("follow_up"):
-        out.append((Met.BY_FOLLOW_UP, str(conv["follow_up"])))
+    out = [(Met.BY_TURN, FIRST_TURN if turn[1] == 1 else FOLLOW_UP_TURN)]
+    kind = case["conversation"].get("follow_up")
+    if kind:
+        out.append((Met.BY_FOLLOW_UP, str(kind)))
     return out
 
 

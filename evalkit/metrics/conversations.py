@@ -25,8 +25,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from evalkit.evalset.turns import record_turn
 from evalkit.metrics.stages import STAGE_CODE, STAGES, case_stage
-from evalkit.store.runlog import Cell, Rec
+from evalkit.store.runlog import Cell
 
 __all__ = ["ConversationStats"]
 
@@ -43,8 +44,8 @@ class ConversationStats:
         self._turns: dict[tuple[str, int], list[tuple[int, int, float | None]]] = {}
 
     def add(self, record: Mapping[str, Any], x: Mapping[str, Any]) -> None:
-        conv = (record.get(Rec.CASE) or {}).get("conversation")
-        if not isinstance(conv, Mapping) or not isinstance(conv.get("turn"), int):
+        place = record_turn(record)
+        if place is None:
             return
         values, abstention = x["values"], x["abstention"]
         hit = x[Cell.AT_K][str(self.k)]["recall_any"] if x["answerable"] and not x["unlabeled"] else None
@@ -59,8 +60,7 @@ class ConversationStats:
             correctness=values.get("correctness_avg"),
         )
         hit = None if hit is None or (isinstance(hit, float) and math.isnan(hit)) else float(hit)
-        key = (str(conv.get("id")), int(record.get(Rec.TRIAL) or 1))
-        self._turns.setdefault(key, []).append((conv["turn"], stage, hit))
+        self._turns.setdefault(place[0], []).append((place[1], stage, hit))
 
     def __bool__(self) -> bool:
         return bool(self._turns)

@@ -29,7 +29,8 @@ from evalkit.config import judge_identity
 from evalkit.derive import RunFacts, rederive
 from evalkit.errors import InputError, Problem
 from evalkit.judges.base import JudgeItem, JudgeOutcome
-from evalkit.judges.context import VaultReader, context_source, conversation_contexts, full_context, turn_key
+from evalkit.evalset.turns import record_turn
+from evalkit.judges.context import VaultReader, context_source, conversation_contexts, full_context
 from evalkit.judges.provenance import (
     identity_key,
     identity_of_description,
@@ -423,7 +424,7 @@ async def _judge_run(
             # the conflict judge then judges too: its prompt version is part of the judge's description
             runner.settings = replace(runner.settings, conflict_cases=True)
         contexts, context, why = _recover_contexts(records, selected, cfg, vault)
-        if any(turn_key(records[i]) is not None for i in selected):  # a conversation's turns see the earlier ones' chunks
+        if any(record_turn(records[i]) is not None for i in selected):  # a conversation's turns see the earlier ones' chunks
             contexts = conversation_contexts(records, selected, contexts, context_source(cfg, vault).reader)
         n_cut = context["cases_judged_on_cut_text"]
         if n_cut and not allow_truncated_context:

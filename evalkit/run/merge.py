@@ -122,6 +122,7 @@ def _check_records(shards: list[_ShardRun], trials: int) -> list[Problem]:
     """Every record in its shard, each (case, trial) once, each shard complete, the whole
     selection covered. Streams each results.jsonl once, keeping only keys."""
     from evalkit.evalset.shard import ids_sha256, shard_of, shard_unit
+    from evalkit.evalset.turns import case_turn
 
     problems: list[Problem] = []
     owner: dict[tuple[str, int], str] = {}
@@ -137,9 +138,8 @@ def _check_records(shards: list[_ShardRun], trials: int) -> list[Problem]:
                                         field="RUN_IDS"))
                 continue
             owner[key] = s.run.run_id
-            conv = (rec.get(Rec.CASE) or {}).get("conversation")
-            unit = shard_unit(key[0], str(conv["id"]) if isinstance(conv, dict) and conv.get("id") is not None else None)
-            if shard_of(unit, count) != s.shard["index"]:
+            turn = case_turn(rec.get(Rec.CASE))
+            if shard_of(shard_unit(key[0], turn[0] if turn is not None else None), count) != s.shard["index"]:
                 foreign += 1
             pos = run_order(rec)
             if pos < last:

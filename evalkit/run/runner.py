@@ -20,6 +20,7 @@ from evalkit.collector import fewer_collections
 from evalkit.config import RunSettings, judge_identity
 from evalkit.derive import RecordPass, RunFacts, derive_run, now_utc
 from evalkit.errors import BadConfig, EvalkitError, InputError, Problem
+from evalkit.evalset.turns import record_turn
 from evalkit.gate.decision import gate_exit_code
 from evalkit.net.breaker import CircuitBreaker
 from evalkit.run.preflight import (
@@ -187,11 +188,8 @@ def _finished_keys(run: RunDir, *, retry_errors: bool) -> set[tuple[str, int]]:
     turns: dict[tuple[str, int], tuple[tuple[str, int], int]] = {}  # key -> ((conversation, trial), turn)
     redo_from: dict[tuple[str, int], int] = {}  # (conversation, trial) -> its first failed turn
     for r in run.iter_results():
-        key = record_key(r)
-        conv = (r.get(Rec.CASE) or {}).get("conversation")
-        place = None
-        if isinstance(conv, Mapping) and isinstance(conv.get("turn"), int):
-            place = ((str(conv.get("id")), key[1]), conv["turn"])
+        key, place = record_key(r), record_turn(r)
+        if place is not None:
             turns[key] = place
         if not retry_errors or not r.get("error") or r["error"].get("kind") == "empty_answer":
             done.add(key)
@@ -202,51 +200,43 @@ def _finished_keys(run: RunDir, *, retry_errors: bool) -> set[tuple[str, int]]:
     return done
 
 
-def _live_history(run: RunDir, pending: Sequence[tuple[int, str, int]], eval_set: Any) -> dict[tuple[str, int], list[dict[str, Any]]]:
-    """--history live on a resume: for each conversation (and trial) with a pending turn, the
-    turns before its first pending one as the session would have sent them, from their
-    stored records (the question, then the chatbot's answer unless the target failed)."""
+def _resumed_conversations(p: Prepared, run: RunDir, pending: Sequence[tuple[int, str, int]]) -> None:
+    """A resume of a run of conversations: for each conversation (and trial) with a pending
+    turn, its turns before the first pending one, read from their records in one pass, as
+    the session would have had them: what the next turn is sent under --history live (the
+    question, then the chatbot's answer unless the target failed; `p.live_history`), and,
+    when the run judges, their chunks with texts recovered as judge_answers recovers them
+    (judges.context; `p.earlier_contexts`)."""
+    s = p.settings
+    live, judged = s.history == "live", not s.retrieval_only
     first: dict[tuple[str, int], int] = {}
     for case_index, _, trial in pending:
-        turn = eval_set.turn_of(case_index)
+        turn = p.eval_set.turn_of(case_index)
         if turn is not None:
-            key = (turn[0], trial)
-            first[key] = min(first.get(key, turn[1]), turn[1])
-    if not first:
-        return {}
-    found: dict[tuple[str, int], list[tuple[int, list[dict[str, Any]]]]] = {}
+            first[(turn[0], trial)] = min(first.get((turn[0], trial), turn[1]), turn[1])
+    if not first or not (live or judged):
+        return
+    if judged:
+        from evalkit.judges.context import context_source, full_context
+        from evalkit.judges.runner import context_from_record
+
+        reader = context_source(p.config, None).reader
+    said: dict[tuple[str, int], list[tuple[int, list[dict[str, Any]]]]] = {}
     for r in run.iter_results():
-        conv = (r.get(Rec.CASE) or {}).get("conversation") or {}
-        key = (conv.get("id"), int(r.get(Rec.TRIAL) or 1))
-        if key not in first or not isinstance(conv.get("turn"), int) or conv["turn"] >= first[key]:
+        place = record_turn(r)
+        if place is None or place[0] not in first or place[1] >= first[place[0]]:
             continue
-        said = [{"role": "user", "content": r.get(Rec.QUESTION)}]
-        if not r.get(Rec.ERROR) and r.get(Rec.ANSWER):
-            said.append({"role": "assistant", "content": r[Rec.ANSWER]})
-        found.setdefault(key, []).append((conv["turn"], said))
-    return {key: [m for _, said in sorted(turns, key=lambda t: t[0]) for m in said] for key, turns in found.items()}
-
-
-def _earlier_contexts(run: RunDir, pending: Sequence[tuple[int, str, int]], eval_set: Any,
-                      config: Mapping[str, Any]) -> dict[tuple[str, int], list[tuple[int, list[dict[str, Any]]]]]:
-    """A judged run's resume: for each conversation (and trial) with a pending turn, the
-    chunks of its finished turns, their texts recovered as judge_answers recovers them
-    (judges.context), so a later turn's judge sees what it would have in one session."""
-    from evalkit.judges.context import context_source, full_context, turn_key
-    from evalkit.judges.runner import context_from_record
-
-    wanted = {(turn[0], trial) for case_index, _, trial in pending if (turn := eval_set.turn_of(case_index)) is not None}
-    if not wanted:
-        return {}
-    reader = context_source(config, None).reader
-    out: dict[tuple[str, int], list[tuple[int, list[dict[str, Any]]]]] = {}
-    for r in run.iter_results():
-        key = turn_key(r)
-        if key is None or key[0] not in wanted:
-            continue
-        recovered = full_context(r, reader)[0]
-        out.setdefault(key[0], []).append((key[1], recovered if recovered is not None else context_from_record(r)))
-    return out
+        unit, turn = place
+        if live:
+            messages = [{"role": "user", "content": r.get(Rec.QUESTION)}]
+            if not r.get(Rec.ERROR) and r.get(Rec.ANSWER):
+                messages.append({"role": "assistant", "content": r[Rec.ANSWER]})
+            said.setdefault(unit, []).append((turn, messages))
+        if judged:
+            recovered = full_context(r, reader)[0]
+            p.earlier_contexts.setdefault(unit, []).append((turn, recovered if recovered is not None else context_from_record(r)))
+    p.live_history = {unit: [m for _, messages in sorted(turns, key=lambda t: t[0]) for m in messages]
+                      for unit, turns in said.items()}
 
 
 def _finalize_order(run: RunDir, selected: Sequence[tuple[int, str]], trials: int = 1) -> int:
@@ -435,10 +425,8 @@ async def _start_session(
     done = _finished_keys(run, retry_errors=s.retry_errors) if resumed else set()
     n_work = len(p.selected) * s.trials
     pending = WorkList(p.selected, s.trials, done)
-    if resumed and s.history == "live" and p.eval_set.has_conversations:
-        p.live_history = _live_history(run, pending, p.eval_set)
-    if resumed and p.eval_set.has_conversations and not s.retrieval_only:
-        p.earlier_contexts = _earlier_contexts(run, pending, p.eval_set, p.config)
+    if resumed and p.eval_set.has_conversations:
+        _resumed_conversations(p, run, pending)
     if resumed and pending:
         # A resume probes with a case it is about to ask anyway: finished cases are not re-asked.
         probe = await probe_target(s, target, p.eval_set.cases[pending[0][0]])

@@ -90,8 +90,10 @@ class _Answer:
 
 def _units(pending: Sequence[tuple[int, str, int]], eval_set: EvalSet) -> list[list[tuple[int, tuple[int, str, int]]]]:
     """`pending` as units of work, each [(position, item)]: a single case alone, a
-    conversation's pending turns (one trial) together in turn order, so that one worker
-    asks them one after another while other conversations go in parallel (DESIGN.md §10)."""
+    conversation's pending turns (one trial) together, so that one worker asks them one
+    after another while other conversations go in parallel (DESIGN.md §10). `pending` is in
+    eval-set order within a trial (WorkList), and a line's turns are consecutive cases in
+    turn order, so each unit is in turn order as gathered."""
     turn_of = eval_set.turn_of
     units: list[list[tuple[int, tuple[int, str, int]]]] = []
     open_units: dict[tuple[str, int], list[tuple[int, tuple[int, str, int]]]] = {}
@@ -106,8 +108,6 @@ def _units(pending: Sequence[tuple[int, str, int]], eval_set: EvalSet) -> list[l
             unit = open_units[key] = []
             units.append(unit)
         unit.append((pos, item))
-    for unit in open_units.values():
-        unit.sort(key=lambda x: turn_of(x[1][0])[1])  # type: ignore[index]
     return units
 
 

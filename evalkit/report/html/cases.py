@@ -34,6 +34,7 @@ from typing import IO, Any
 
 import orjson
 
+from evalkit.evalset.turns import turn_place
 from evalkit.store.runlog import Rec
 from evalkit.store.runs import RunDir
 
@@ -283,10 +284,9 @@ _MESSAGE_CHARS = 200
 def _turn(record: Mapping[str, Any]) -> tuple[str, list[list[str]]]:
     """A conversation turn's place ("sv-conv-01 · turn 2 of 3") and what it was sent (the
     record's `history`: [role, text] each); ("", []) for a single question."""
-    conv = (record.get("case") or {}).get("conversation")
-    if not _is_mapping(conv):
+    place = turn_place(record.get("case"))
+    if place is None:
         return "", []
-    place = f"{_text(conv.get('id'))} \u00b7 turn {_text(conv.get('turn'))} of {_text(conv.get('turns'))}"
     sent = [[_text(m.get("role")), _text(m.get("content"))[:_MESSAGE_CHARS]] for m in record.get(Rec.HISTORY) or []
             if _is_mapping(m)]
     return place, sent
