@@ -272,6 +272,25 @@ class LabelSession:
         self.case.obj["required_support_groups"] = groups or None
         self._touch()
 
+    def drop_support(self, i: int) -> None:
+        """Drop gold support `i` of the current case (its groups re-indexed, as `toggle` does);
+        an index out of range changes nothing. The studio's "remove" on one support row."""
+        if 0 <= i < len(self.supports):
+            self._remove_support(i)
+            self._touch()
+
+    def set_key_facts(self, facts: Sequence[str]) -> None:
+        """The current case's `expected_key_facts` (blank ones dropped; none: the field removed),
+        as `label --review-auto`'s edit writes them (review.apply_edits)."""
+        from evalkit.authoring.review import apply_edits
+
+        kept = [f.strip() for f in facts if f.strip()]
+        edited = apply_edits(self.case.obj, key_facts=kept)
+        if edited != self.case.obj:
+            self.case.obj.clear()
+            self.case.obj.update(edited)
+            self._touch()
+
     def section_text(self, pos: int | None = None) -> str:
         """`o`: the whole note section the chunk is in (its heading chain's lines), or the chunk text."""
         c = self.chunk(pos)

@@ -1,0 +1,123 @@
+"""The studio's routes: server-rendered pages (Jinja2, autoescaped) and one JSON door for edits.
+
+    GET  /                      the eval sets and runs
+    GET  /queue?set=&filter=&run=   the cases of one eval set (all, unlabeled, failed in a run)
+    GET  /case?set=&id=&run=&note=&q=   label one case: question, gold, the run's chunks, the notes
+    GET  /static/<name>         the bundled script and stylesheet (a fixed list)
+    POST /api/edit              one edit (editing.edit_case): 200 the case now, 409 a conflict,
+                                422 a refused edit
+
+Everything a page shows comes from `StudioProject`, which finds files by name only; the
+`Guard` middleware (guard.py) decides who gets here at all. Starlette is imported here, and
+this module only when `evalkit serve-studio` runs.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from evalkit.errors import InputError
+from evalkit.studio.editing import Conflict, EditRefused, edit_case
+from evalkit.studio.guard import Guard, csrf_value
+from evalkit.studio.project import StudioProject
+from evalkit.studio.views import case_view, queue_view, render
+
+__all__ = ["create_app"]
+
+STATIC = {"studio.js": "text/javascript; charset=utf-8", "studio.css": "text/css; charset=utf-8"}
+# An edit is a few hundred bytes; this refuses anything that is not one before parsing it.
+MAX_EDIT_BYTES = 1 << 20
+
+
+def create_app(project: StudioProject, *, token: str, port: int) -> Guard:
+    """The studio as an ASGI app: the routes behind the Guard.
+
+    Args:
+        project: what it serves.
+        token: this start's secret (the printed URL carries it).
+        port: the port it listens on (the Host and Origin it answers to).
+    """
+    csrf = csrf_value(token)
+
+    def page(name: str, **context: Any) -> HTMLResponse:
+        return HTMLResponse(render(name, csrf=csrf, sets=project.set_names(), **context))
+
+    async def home(request: Request) -> Response:
+        return page("home.html.j2", title="evalkit studio", runs=project.runs(), vault=str(project.vault or ""))
+
+    async def queue(request: Request) -> Response:
+        q = request.query_params
+        path = project.eval_set(q.get("set"))
+        if path is None:
+            return _missing("no such eval set")
+        view = await run_in_threadpool(queue_view, project, q.get("set", ""), path, q.get("filter") or "all", q.get("run") or None)
+        return page("queue.html.j2", title=f"queue: {view['set']}", view=view)
+
+    async def case(request: Request) -> Response:
+        q = request.query_params
+        path = project.eval_set(q.get("set"))
+        if path is None:
+            return _missing("no such eval set")
+        try:
+            view = await run_in_threadpool(case_view, project, q.get("set", ""), path, q.get("id", ""), q.get("run") or None,
+                                           q.get("note") or None, q.get("q") or "", q.get("filter") or "all")
+        except InputError:
+            return _missing("no such case")
+        return page("case.html.j2", title=f"{view['case_id']}: label", view=view)
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in STATIC:
+            return _missing("no such file")
+        text = resources.files("evalkit.studio").joinpath("static", name).read_bytes()
+        return Response(text, media_type=STATIC[name])
+
+    async def edit(request: Request) -> Response:
+        body = await request.body()
+        if len(body) > MAX_EDIT_BYTES:
+            return JSONResponse({"error": "an edit is at most 1 MB"}, status_code=413)
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return JSONResponse({"error": "the body is not JSON"}, status_code=400)
+        if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("set", "id", "version", "op")):
+            return JSONResponse({"error": "an edit is {set, id, version, op, args}"}, status_code=400)
+        path = project.eval_set(data["set"])
+        if path is None:
+            return JSONResponse({"error": "no such eval set"}, status_code=404)
+        args = data.get("args") if isinstance(data.get("args"), dict) else {}
+        try:
+            done = await run_in_threadpool(edit_case, path, data["id"], data["version"], data["op"], args,
+                                           results_dir=project.results_dir, corpus=project.corpus)
+        except Conflict as e:
+            return JSONResponse({"conflict": True, "error": _text(e), "current": e.current, "version": e.version}, status_code=409)
+        except EditRefused as e:
+            return JSONResponse({"error": _text(e), "problems": [p.message for p in e.problems]}, status_code=422)
+        except InputError as e:  # no such case, a frozen file, the file changed on disk meanwhile
+            return JSONResponse({"error": _text(e), "problems": [p.message for p in e.problems]}, status_code=409)
+        return JSONResponse({"case": done.case, "version": done.version, "written": done.written, "warnings": done.warnings})
+
+    app = Starlette(routes=[
+        Route("/", home),
+        Route("/queue", queue),
+        Route("/case", case),
+        Route("/static/{name}", static),
+        Route("/api/edit", edit, methods=["POST"]),
+    ])
+    return Guard(app, token=token, port=port)
+
+
+def _missing(what: str) -> Response:
+    return Response(what + "\n", status_code=404, media_type="text/plain; charset=utf-8")
+
+
+def _text(e: InputError) -> str:
+    return "; ".join(str(p) for p in e.problems)

@@ -1,0 +1,127 @@
+// evalkit studio: posts each edit with the case's version, keeps an unsaved key-facts draft
+// in localStorage, and maps the keys shown on screen. No inline script anywhere (the CSP).
+"use strict";
+(function () {
+  const csrf = (document.querySelector('meta[name="studio-csrf"]') || {}).content || "";
+  const box = document.getElementById("case");
+  const alertBox = document.getElementById("alert");
+  const statusBox = document.getElementById("status");
+  const facts = document.querySelector("[data-facts]");
+  const draftNote = document.getElementById("draft");
+  const draftKey = box ? "evalkit-studio-draft|" + box.dataset.set + "|" + box.dataset.id : null;
+
+  function say(text) { if (statusBox) statusBox.textContent = text; }
+  function fail(text) { alertBox.textContent = text; alertBox.hidden = false; }
+
+  function factsList() {
+    return facts.value.split("\n").map(function (s) { return s.trim(); }).filter(Boolean);
+  }
+
+  async function post(op, args) {
+    alertBox.hidden = true;
+    say("saving…");
+    let res;
+    try {
+      res = await fetch("/api/edit", {
+        method: "POST", credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-Studio-CSRF": csrf },
+        body: JSON.stringify({ set: box.dataset.set, id: box.dataset.id, version: box.dataset.version, op: op, args: args }),
+      });
+    } catch (e) {
+      say(""); fail("not saved: the studio did not answer (is `evalkit serve-studio` still running?)"); return;
+    }
+    const data = await res.json().catch(function () { return {}; });
+    if (res.status === 200) {
+      if (op === "key_facts" && draftKey) localStorage.removeItem(draftKey);
+      say("saved");
+      // a draft of the key facts typed since is kept (the reload restores it)
+      if (op !== "key_facts" && draftKey && facts && facts.value !== facts.defaultValue) {
+        localStorage.setItem(draftKey, JSON.stringify({ version: data.version, text: facts.value }));
+      }
+      location.reload();
+    } else if (res.status === 409 && data.conflict) {
+      say("");
+      document.getElementById("conflict-current").textContent = JSON.stringify(data.current, null, 2);
+      document.getElementById("conflict").hidden = false;
+      document.getElementById("conflict-reload").focus();
+    } else {
+      say("");
+      fail("not saved: " + (data.error || res.status));
+    }
+  }
+
+  document.addEventListener("click", function (ev) {
+    const button = ev.target.closest("button[data-op]");
+    if (!button || !box) return;
+    const op = button.dataset.op;
+    const args = {};
+    if (op === "toggle") { args.rel_path = button.dataset.relPath; args.heading_path = button.dataset.headingPath; }
+    if (op === "answerable") args.value = button.dataset.value === "true";
+    if (op === "drop_support") args.index = parseInt(button.dataset.index, 10);
+    if (op === "key_facts") args.facts = factsList();
+    post(op, args);
+  });
+
+  const reload = document.getElementById("conflict-reload");
+  if (reload) reload.addEventListener("click", function () { location.reload(); });
+
+  document.querySelectorAll("select[data-autosubmit]").forEach(function (sel) {
+    sel.addEventListener("change", function () { sel.form.submit(); });
+  });
+
+  // The key-facts draft: every keystroke kept until saved, restored when the page comes back
+  // at the same version of the case (a tab closed mid-edit loses nothing typed).
+  if (facts && draftKey) {
+    const kept = JSON.parse(localStorage.getItem(draftKey) || "null");
+    if (kept && kept.version === box.dataset.version && kept.text !== facts.value) {
+      facts.value = kept.text;
+      draftNote.textContent = "unsaved draft restored: save it or edit it";
+    } else if (kept && kept.version !== box.dataset.version) {
+      localStorage.removeItem(draftKey);
+      if (kept.text !== facts.value) draftNote.textContent = "a draft made against an older version of this case was dropped";
+    }
+    facts.addEventListener("input", function () {
+      localStorage.setItem(draftKey, JSON.stringify({ version: box.dataset.version, text: facts.value }));
+      draftNote.textContent = "unsaved";
+    });
+    facts.addEventListener("keydown", function (ev) {
+      if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); post("key_facts", { facts: factsList() }); }
+    });
+  }
+
+  // Keys: a case page's and the queue's. Ignored while typing in a text box (Esc leaves it).
+  const rows = Array.from(document.querySelectorAll("[data-queue] tr[data-row]"));
+  let selected = -1;
+  function select(n) {
+    if (!rows.length) return;
+    selected = Math.max(0, Math.min(rows.length - 1, n));
+    rows.forEach(function (r, i) { r.classList.toggle("selected", i === selected); r.setAttribute("aria-selected", i === selected ? "true" : "false"); });
+    rows[selected].scrollIntoView({ block: "nearest" });
+  }
+  document.addEventListener("keydown", function (ev) {
+    const t = ev.target;
+    if (t && (t.tagName === "TEXTAREA" || t.tagName === "INPUT" || t.tagName === "SELECT")) {
+      if (ev.key === "Escape") t.blur();
+      return;
+    }
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const key = ev.key;
+    if (key === "?") { const k = document.getElementById("keys"); k.hidden = !k.hidden; return; }
+    if (rows.length) {
+      if (key === "j") select(selected + 1);
+      else if (key === "k") select(selected - 1);
+      else if (key === "Enter" && selected >= 0) rows[selected].querySelector("a").click();
+      return;
+    }
+    if (!box) return;
+    if (key === "j" || key === "k") {
+      const a = document.getElementById(key === "j" ? "next-link" : "prev-link");
+      if (a) a.click();
+    } else if (key === "f" && facts) { ev.preventDefault(); facts.focus(); }
+    else if (key === "/") { const q = document.getElementById("q"); if (q) { ev.preventDefault(); q.focus(); } }
+    else {
+      const button = document.querySelector('button[data-key="' + CSS.escape(key) + '"]');
+      if (button) { ev.preventDefault(); button.click(); }
+    }
+  });
+})();

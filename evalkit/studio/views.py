@@ -1,0 +1,174 @@
+"""What the studio's pages show, as plain dicts for the templates, and the page renderer.
+
+The views read the eval set through `EvalSetFile` (as the labeler does), decide which chunk
+or heading a support covers with the labeler's own session (`LabelSession.support_for`, the
+rule its space key uses), say what a run made of a case with `metrics.stages.record_stage`
+(the reports' failure stages), and list warnings as `validate --labels` words them
+(editing.support_warnings). No Starlette here: the views are tested without a server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from evalkit.studio.editing import case_version, support_warnings
+from evalkit.studio.project import StudioProject
+
+__all__ = ["FILTERS", "NOT_FAILED", "case_view", "link", "queue_ids", "queue_view", "render"]
+
+FILTERS = ("all", "unlabeled", "failed")
+# Stages (metrics.stages.STAGES) that are not a failure of the run: nothing to fix in the chatbot.
+NOT_FAILED = ("pass", "unlabeled", "unknown")
+# A note shown whole is cut here: a 5 MB log file is not read in a browser panel.
+MAX_NOTE_LINES = 2000
+
+
+def link(path: str, **params: Any) -> str:
+    """`/case?set=...&id=...`: the parameters that are not None or "" in the query, encoded."""
+    kept = {k: v for k, v in params.items() if v not in (None, "")}
+    return path + ("?" + urlencode(kept) if kept else "")
+
+
+@lru_cache(maxsize=1)
+def _environment() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("evalkit.studio", "templates"),
+        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+    )
+    env.globals["link"] = link
+    return env
+
+
+def render(name: str, **context: Any) -> str:
+    """Render `templates/<name>` (autoescaped: every text from a note, a case or a run is text)."""
+    return _environment().get_template(name).render(**context)
+
+
+def _stage(record: Mapping[str, Any] | None) -> str | None:
+    if not record:
+        return None
+    from evalkit.metrics.stages import record_stage
+
+    cfg = record.get("config") if isinstance(record.get("config"), Mapping) else {}
+    k = cfg.get("k") or (cfg.get("ks") or [None])[0] or len(record.get("retrieved_chunks") or []) or 1
+    return record_stage(record, int(k))
+
+
+def _unlabeled(case: Mapping[str, Any]) -> bool:
+    # the labeler's rule (labeler.choose_cases): answerable, and no gold support yet
+    return case.get("answerable") is not False and not case.get("gold_supports")
+
+
+def queue_rows(project: StudioProject, path: Path, run_id: str | None) -> list[dict[str, Any]]:
+    """One row per case (a conversation: one per turn), in file order."""
+    from evalkit.authoring.labeling import EvalSetFile
+
+    doc = EvalSetFile(path)
+    records = project.run_records(run_id) or {}
+    rows = []
+    for case_id in doc.ids:
+        case = doc.case(case_id)
+        stage = _stage(records.get(case_id))
+        rows.append({
+            "id": case_id, "question": str(case.get("question") or ""), "answerable": case.get("answerable") is not False,
+            "supports": len(case.get("gold_supports") or []), "unlabeled": _unlabeled(case),
+            "source": case.get("label_source"), "stage": stage, "failed": stage is not None and stage not in NOT_FAILED,
+        })
+    return rows
+
+
+def _filtered(rows: list[dict[str, Any]], filter_: str) -> list[dict[str, Any]]:
+    if filter_ == "unlabeled":
+        return [r for r in rows if r["unlabeled"]]
+    if filter_ == "failed":
+        return [r for r in rows if r["failed"]]
+    return rows
+
+
+def queue_ids(project: StudioProject, path: Path, filter_: str, run_id: str | None) -> list[str]:
+    """The case ids a queue walks, in file order."""
+    return [r["id"] for r in _filtered(queue_rows(project, path, run_id), filter_)]
+
+
+def queue_view(project: StudioProject, set_name: str, path: Path, filter_: str, run_id: str | None) -> dict[str, Any]:
+    """The queue page: the filtered rows, counts, the filters and runs to choose from."""
+    filter_ = filter_ if filter_ in FILTERS else "all"
+    run_id = run_id if run_id in project.runs() else None
+    rows = queue_rows(project, path, run_id)
+    shown = _filtered(rows, filter_)
+    return {
+        "set": set_name, "filter": filter_, "filters": FILTERS, "run": run_id, "runs": project.runs(), "rows": shown,
+        "n_all": len(rows), "n_unlabeled": sum(r["unlabeled"] for r in rows), "n_failed": sum(r["failed"] for r in rows),
+    }
+
+
+def _covering(doc: Any, case_id: str, items: Sequence[Mapping[str, Any]]) -> list[int | None]:
+    """For each chunk-like item {rel_path, heading_path}: the support the labeler's space key
+    would drop for it (LabelSession.support_for), or None (it would select it)."""
+    from evalkit.authoring.labeler import LabelSession
+
+    session = LabelSession(doc, [case_id])
+    session.set_chunks([{"rel_path": i.get("rel_path"), "heading_path": i.get("heading_path"), "rank": n}
+                        for n, i in enumerate(items, start=1)])
+    return [session.support_for(pos) for pos in range(len(items))]
+
+
+def case_view(project: StudioProject, set_name: str, path: Path, case_id: str, run_id: str | None, note: str | None,
+              query: str, filter_: str = "all") -> dict[str, Any]:
+    """The labeling page of one case.
+
+    Raises:
+        InputError: no case `case_id` in the file.
+    """
+    from evalkit.authoring.labeling import EvalSetFile
+    from evalkit.authoring.review import case_problems
+    from evalkit.evalset.turns import case_turn, turn_id
+
+    doc = EvalSetFile(path)
+    case = doc.case(case_id)
+    filter_ = filter_ if filter_ in FILTERS else "all"
+    run_id = run_id if run_id in project.runs() else None
+    record = (project.run_records(run_id) or {}).get(case_id)
+    chunks = [c for c in (record or {}).get("retrieved_chunks") or [] if isinstance(c, Mapping)]
+    ids = queue_ids(project, path, filter_, run_id)
+    here = ids.index(case_id) if case_id in ids else None
+    supports = [s for s in case.get("gold_supports") or [] if isinstance(s, Mapping)]
+
+    outline = project.outline(note)
+    headings: list[dict[str, Any]] = []
+    lines: list[tuple[int, str]] = []
+    if outline is not None:
+        chains = [c for c in outline.spans if c]
+        items = [{"rel_path": note, "heading_path": " > ".join(c)} for c in chains]
+        for chain, item, cover in zip(chains, items, _covering(doc, case_id, items), strict=True):
+            headings.append({**item, "level": len(chain), "title": chain[-1], "line": outline.spans[chain][0], "covered_by": cover})
+        lines = list(enumerate(outline.lines[:MAX_NOTE_LINES], start=1))
+
+    conversation = None
+    place = case_turn(case)
+    if place is not None:  # a conversation's turn: its turns, each labeled on its own
+        total = case.get("conversation", {}).get("turns")
+        conversation = [{"id": t, "question": str(doc.case(t).get("question") or ""), "here": t == case_id}
+                        for t in (turn_id(place[0], n) for n in range(1, (total if type(total) is int else 0) + 1))]
+    return {
+        "set": set_name, "case_id": case_id, "version": case_version(case), "case": case, "line": doc.line_of(case_id),
+        "question": str(case.get("question") or ""), "answerable": case.get("answerable") is not False,
+        "facts": [str(f) for f in case.get("expected_key_facts") or []],
+        "supports": supports, "groups": case.get("required_support_groups") or [],
+        "problems": case_problems(case), "warnings": support_warnings(case, project.corpus, chunks if record else None),
+        "run": run_id, "runs": project.runs(), "record": record, "stage": _stage(record),
+        "answer": str((record or {}).get("answer") or ""),
+        "chunks": [{**c, "covered_by": cover} for c, cover in zip(chunks, _covering(doc, case_id, chunks), strict=True)],
+        "filter": filter_, "position": None if here is None else here + 1, "total": len(ids),
+        "prev": ids[here - 1] if here else None, "next": ids[here + 1] if here is not None and here + 1 < len(ids) else None,
+        "notes": project.notes(), "note": note if outline is not None else None, "headings": headings, "lines": lines,
+        "cut": outline is not None and len(outline.lines) > MAX_NOTE_LINES,
+        "query": query, "hits": project.search(query) if query.strip() else [], "conversation": conversation,
+    }
+
