@@ -258,7 +258,7 @@ def _grade_answers(modes: list[str], run_id: str | None, results_dir: Path, samp
         if not run_id:
             raise BadConfig(Problem("--grade-answers needs --run-id ID (the run whose answers to grade)", field="--run-id"))
         run = RunDir.open(results_dir, run_id)
-        cases = grades.sample_cases(run, sample, seed)
+        cases = grades.sample_cases(run, sample, seed, grader=grader)
 
         def ask(prompt: str) -> str | None:
             print(prompt, end="", flush=True)

@@ -1,20 +1,32 @@
-"""Human grades of a run's answers, and how well the judge agrees with them.
+"""Human grades of a run's answers, and how well the judge and the graders agree.
 
 A person grades a seeded sample of a run's answers for groundedness and correctness on the
-judge's 0-5 scale (`label_eval.py --grade-answers`). Each grade is one line appended to
-`results/<run_id>/human_grades.jsonl` as soon as it is given, so a killed session loses at
-most the case on screen; the last line for a case wins, so regrading is appending.
+judge's 0-5 scale (`label_eval.py --grade-answers`); the browser workbench and imports
+(`evalkit.interop.importers.mtrag_ratings`) write the same lines. Each grade is one line
+appended to `results/<run_id>/human_grades.jsonl` as soon as it is given, so a killed
+session loses at most the case on screen. A line names its grader and what was graded
+(sha256 of the answer, of the context shown and of the expected facts); several graders of
+one case are kept apart, and the last line of a (case, grader) wins, so regrading is
+appending. Lines written before graders and hashes were stored (schema_version 1) still
+read: they are the grader "" (unnamed) and graded whatever the record holds.
 
-`agreement` compares those grades with the judge scores stored in results.jsonl:
-quadratic weighted kappa (judges/reliability.py) on integer grades, the judge's score
-rounded half up and clipped to 0-5 (4.5 -> 5, as `to_grade` does for the spot-check), and
-the mean absolute error on the raw scores. Only judge-made scores count (method "llm" or
-"heuristic"): a score set by rule (abstained, empty answer) is not the judge's opinion.
+The public door, for every writer and reader: `append_grade`, `read_grades`,
+`read_grade_lines`, `graded_item`, `agreement` / `agreement_of`.
+
+`agreement_of` compares the grades with the judge scores stored in results.jsonl, and the
+graders with each other (formulas: evalkit.metrics.agreement; EVAL.md "Judge vs human
+grades"). Only judge-made scores count (method "llm" or "heuristic"): a score set by rule
+(abstained, empty answer) is not the judge's opinion. A grade whose answer hash differs
+from the record's answer graded another answer (the run was re-run): it is stale, left out
+and counted.
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -25,25 +37,38 @@ import orjson
 
 from evalkit.errors import InputError, Problem
 from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
+from evalkit.judges.cache import context_hash
 from evalkit.judges.reliability import (
     SCALE,
     quadratic_weighted_kappa,
     sample_indices,
     to_grade,
 )
+from evalkit.metrics.agreement import (
+    cohen_kappa,
+    confusion_matrix,
+    fleiss_kappa,
+    krippendorff_alpha,
+    pairwise_kappas,
+    spearman,
+)
 from evalkit.store.atomic import open_no_follow
 from evalkit.store.runlog import Rec
 from evalkit.store.runs import RunDir, RunFolderError
 
 __all__ = [
-    "GRADES_FILE", "KINDS", "GradingOutcome", "agreement", "agreement_of", "append_grade", "format_case", "grade_cases",
-    "grades_path", "parse_grade", "read_grades", "sample_cases",
+    "GRADES_FILE", "KINDS", "UNNAMED", "GradingOutcome", "agreement", "agreement_of", "append_grade", "format_case",
+    "grade_cases", "graded_item", "grades_path", "human_reference", "parse_grade", "read_grade_lines", "read_grades",
+    "sample_cases",
 ]
 
 GRADES_FILE = "human_grades.jsonl"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 KINDS = (Rec.GROUNDEDNESS, Rec.CORRECTNESS)
 JUDGE_METHODS = ("llm", "heuristic")
+# The grader of a line that names none (schema_version 1, or `label_eval` without --grader).
+UNNAMED = ""
+HASHES = ("answer_sha256", "context_sha256", "facts_sha256")
 QUIT = "quit"
 # The job named in the run's writer lock (store.runs.RunDir.writer) while grades are written.
 WRITER = "label_eval --grade-answers"
@@ -53,46 +78,88 @@ def grades_path(run: RunDir) -> Path:
     return run.path / GRADES_FILE
 
 
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def graded_item(record: Mapping[str, Any]) -> dict[str, str]:
+    """What a grade of this record is a grade of, as three sha256 hex digests.
+
+    - answer_sha256: of the record's `answer` (UTF-8), as the judge's `judge_input` hashes it.
+    - context_sha256: `judges.cache.context_hash` over the record's retrieved chunks in rank
+      order, ids and texts as stored (what the grader was shown).
+    - facts_sha256: of the canonical JSON `[expected_key_facts, expected_answer]` of the case.
+    """
+    from evalkit.judges.runner import context_from_record
+
+    case = record.get("case") or {}
+    facts = orjson.dumps([case.get("expected_key_facts") or [], case.get("expected_answer")])
+    return {
+        "answer_sha256": _sha256(record.get("answer") or ""),
+        "context_sha256": context_hash(context_from_record(dict(record))),
+        "facts_sha256": hashlib.sha256(facts).hexdigest(),
+    }
+
+
 def _gradable(record: Mapping[str, Any]) -> bool:
     """An answered case the target did not fail: there is an answer to grade."""
     return not record.get("error") and bool((record.get("answer") or "").strip())
 
 
-def sample_cases(run: RunDir, n: int, seed: int) -> list[dict[str, Any]]:
+def sample_cases(run: RunDir, n: int, seed: int, *, grader: str | None = None) -> list[dict[str, Any]]:
     """The seeded sample of a run's answers still to grade, in eval-set order.
 
     The sample is drawn over every answered case without a target error
     (`sample_indices(len(eligible), n, seed)`, eligible in case_index order), and only
-    then are already-graded cases dropped: the same n and seed give the same sample, so a
-    rerun resumes it instead of drawing new cases.
+    then are cases this grader already graded dropped: the same n and seed give the same
+    sample, so a rerun resumes it instead of drawing new cases, and a second grader gets
+    the same sample as the first.
 
     Returns:
         The records (dicts from results.jsonl) of the sampled cases not yet graded.
     """
     eligible = [r for r in run.read_results() if _gradable(r)]
     done = read_grades(run)
+    who = grader or UNNAMED
     chosen = [eligible[i] for i in sample_indices(len(eligible), n, seed)]
-    return [r for r in chosen if r.get(Rec.CASE_ID) not in done]
+    return [r for r in chosen if who not in done.get(r.get(Rec.CASE_ID), {})]
+
+
+def _whole(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int) and SCALE[0] <= v <= SCALE[1]
 
 
 def _check_grade(grade: Mapping[str, Any]) -> list[str]:
     problems = []
     if not isinstance(grade.get(Rec.CASE_ID), str) or not grade.get(Rec.CASE_ID):
         problems.append(f"test_case_id: expected a non-empty string, got {grade.get(Rec.CASE_ID)!r}")
+    v1 = grade.get("schema_version", 1) == 1
     for kind in KINDS:
         v = grade.get(kind)
-        if isinstance(v, bool) or not isinstance(v, int) or not SCALE[0] <= v <= SCALE[1]:
+        # schema 1 lines hold both grades; later ones may hold one (an import rating one aspect)
+        if (v is not None or v1) and not _whole(v):
             problems.append(f"{kind}: expected a whole number {SCALE[0]}-{SCALE[1]}, got {v!r}")
+    if not v1 and all(grade.get(k) is None for k in KINDS):
+        problems.append(f"expected a grade: {' or '.join(KINDS)}")
+    grader = grade.get("grader")
+    if grader is not None and not isinstance(grader, str):
+        problems.append(f"grader: expected a string, got {grader!r}")
+    for h in HASHES:
+        if grade.get(h) is not None and not isinstance(grade.get(h), str):
+            problems.append(f"{h}: expected a hex string, got {grade.get(h)!r}")
     return problems
 
 
-def append_grade(run: RunDir, grade: Mapping[str, Any]) -> dict[str, Any]:
+def append_grade(run: RunDir, grade: Mapping[str, Any], *, record: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Append one grade as one line of human_grades.jsonl, flushed and fsynced.
 
     Args:
         run: the run folder.
-        grade: {test_case_id, groundedness, correctness (whole numbers 0-5), grader?, graded_at?};
+        grade: {test_case_id, groundedness?, correctness? (whole numbers 0-5, at least one),
+            grader?, graded_at?, answer_sha256?, context_sha256?, facts_sha256?, source?};
             graded_at defaults to now (UTC, ISO 8601). The input is not modified.
+        record: the results.jsonl record graded: its `graded_item` hashes fill the hashes
+            the grade does not give.
 
     Returns:
         The line written, as a dict (with schema_version and graded_at).
@@ -102,14 +169,23 @@ def append_grade(run: RunDir, grade: Mapping[str, Any]) -> dict[str, Any]:
         RunBusy: another command is changing the run (its writer lock).
         RunFolderError: the OS refused the write.
     """
-    problems = _check_grade(grade)
-    if problems:
-        raise ValueError("; ".join(problems))
     line = {
+        **(graded_item(record) if record is not None else {}),
+        **{k: v for k, v in grade.items() if v is not None or k in KINDS},
         "schema_version": SCHEMA_VERSION,
-        **grade,
         "graded_at": grade.get("graded_at") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+    problems = _check_grade(line)
+    if problems:
+        raise ValueError("; ".join(problems))
+    append_lines(run, [line])
+    return line
+
+
+def append_lines(run: RunDir, lines: Iterable[Mapping[str, Any]]) -> int:
+    """Append checked grade lines to human_grades.jsonl in one write, fsynced (an import's
+    many grades); returns how many. `append_grade` is the one-grade door."""
+    data = b"".join(orjson.dumps(dict(x)) + b"\n" for x in lines)
     path = grades_path(run)
     try:
         # Appended and cut in place: never through a symbolic link (a file outside the run folder).
@@ -120,18 +196,18 @@ def append_grade(run: RunDir, grade: Mapping[str, Any]) -> dict[str, Any]:
                 f.seek(-1, os.SEEK_END)
                 if f.read(1) != b"\n":
                     f.seek(0)
-                    data = f.read()
-                    f.truncate(data.rfind(b"\n") + 1)
-            f.write(orjson.dumps(line) + b"\n")
+                    old = f.read()
+                    f.truncate(old.rfind(b"\n") + 1)
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
     except OSError as e:
         raise RunFolderError(Problem(f"cannot write {GRADES_FILE}: {e.strerror or e}", path=str(path))) from None
-    return line
+    return data.count(b"\n")
 
 
-def read_grades(run: RunDir) -> dict[str, dict[str, Any]]:
-    """The grades of human_grades.jsonl by case id; the last line for a case wins.
+def read_grade_lines(run: RunDir) -> list[dict[str, Any]]:
+    """Every valid line of human_grades.jsonl, in file order (schema 1 and 2).
 
     A partial last line (killed mid-write) is ignored.
 
@@ -140,14 +216,14 @@ def read_grades(run: RunDir) -> dict[str, dict[str, Any]]:
     """
     path = grades_path(run)
     if not path.exists():
-        return {}
+        return []
     try:
         data = path.read_bytes()
     except OSError as e:
         raise RunFolderError(Problem(f"cannot read {GRADES_FILE}: {e.strerror or e}", path=str(path))) from None
     lines = data.split(b"\n")
     torn = lines.pop()  # b"" when the file ends with a newline
-    grades: dict[str, dict[str, Any]] = {}
+    out: list[dict[str, Any]] = []
     problems = []
     for lineno, raw in enumerate(lines, 1):
         if not raw.strip():
@@ -161,17 +237,31 @@ def read_grades(run: RunDir) -> dict[str, dict[str, Any]]:
         if bad:
             problems += [Problem(b, path=str(path), line=lineno) for b in bad]
             continue
-        grades[g[Rec.CASE_ID]] = g
+        out.append(g)
     if torn.strip():
         try:
             g = orjson.loads(torn)
             if isinstance(g, dict) and not _check_grade(g):
-                grades[g[Rec.CASE_ID]] = g
+                out.append(g)
         except orjson.JSONDecodeError:
             pass  # the line being written when the session died
     if problems:
         raise InputError(problems)
-    return grades
+    return out
+
+
+def read_grades(run: RunDir) -> dict[str, dict[str, dict[str, Any]]]:
+    """The grades of human_grades.jsonl: case id -> grader -> that grader's last line for
+    the case (`latest_grades(read_grade_lines(run))`)."""
+    return latest_grades(read_grade_lines(run))
+
+
+def latest_grades(lines: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """case id -> grader (UNNAMED when a line names none) -> the last line of that pair."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for g in lines:
+        out.setdefault(g[Rec.CASE_ID], {})[g.get("grader") or UNNAMED] = dict(g)
+    return out
 
 
 def _judge_score(record: Mapping[str, Any] | None, kind: str) -> float | None:
@@ -181,45 +271,122 @@ def _judge_score(record: Mapping[str, Any] | None, kind: str) -> float | None:
     return None
 
 
+def _stale(grade: Mapping[str, Any], record: Mapping[str, Any] | None) -> bool:
+    """The grade names an answer other than the record's (the case was answered again)."""
+    h = grade.get("answer_sha256")
+    return record is not None and h is not None and h != _sha256(record.get("answer") or "")
+
+
+def human_reference(by_grader: Mapping[str, Mapping[str, Any]], kind: str,
+                    record: Mapping[str, Any] | None = None) -> tuple[float | None, int]:
+    """The humans' value of one case: the mean of its graders' `kind` grades, leaving out
+    grades of another answer than the record's (stale). Returns (mean or None, n stale)."""
+    vals = []
+    stale = 0
+    for g in by_grader.values():
+        if g.get(kind) is None:
+            continue
+        if _stale(g, record):
+            stale += 1
+        else:
+            vals.append(int(g[kind]))
+    return (math.fsum(vals) / len(vals) if vals else None), stale
+
+
 def agreement(run: RunDir) -> dict[str, dict[str, Any]]:
-    """Judge-vs-human agreement of a run: `agreement_of(read_grades(run), results.jsonl)`."""
+    """Judge-vs-human and human-vs-human agreement of a run:
+    `agreement_of(read_grades(run), results.jsonl)`."""
     return agreement_of(read_grades(run), run.iter_results())
 
 
-def agreement_of(grades: Mapping[str, Mapping[str, Any]], records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Judge-vs-human agreement per kind, over graded cases the judge scored.
+def _humans(by_case: Mapping[str, Mapping[str, Mapping[str, Any]]], kind: str,
+            records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Agreement among the graders of `kind` over cases graded by two or more; None without such a case."""
+    units: list[list[int]] = []
+    ratings: dict[str, dict[str, int]] = {}
+    for cid, by_grader in by_case.items():
+        vals = {who: int(g[kind]) for who, g in by_grader.items() if g.get(kind) is not None and not _stale(g, records.get(cid))}
+        if len(vals) >= 2:
+            units.append(list(vals.values()))
+            for who, v in vals.items():
+                ratings.setdefault(who, {})[cid] = v
+    if not units:
+        return None
+    scale = list(range(SCALE[0], SCALE[1] + 1))
+    # Fleiss' kappa needs one number of raters per case: the commonest one (ties: the larger).
+    m = max(Counter(len(u) for u in units).items(), key=lambda x: (x[1], x[0]))[0]
+    table = [[u.count(c) for c in scale] for u in units if len(u) == m]
+    pairs = pairwise_kappas(ratings, scale, weights="quadratic")
+    kappas = [p["kappa"] for p in pairs if p["kappa"] is not None]
+    return {
+        "n_cases": len(units),
+        "n_grades": sum(len(u) for u in units),
+        "n_graders": len(ratings),
+        "alpha_ordinal": krippendorff_alpha(units, "ordinal"),
+        "alpha_interval": krippendorff_alpha(units, "interval"),
+        "fleiss_kappa": fleiss_kappa(table),
+        "fleiss_n": len(table),
+        "fleiss_raters": m,
+        "pairwise_kappa_quadratic": pairs,
+        "mean_pairwise_kappa_quadratic": math.fsum(kappas) / len(kappas) if kappas else None,
+    }
 
-    For each kind, pairs (h, j) = (human grade, stored judge score), judge-made only:
-      kappa_quadratic = quadratic_weighted_kappa(h, to_grade(j)) on the 0-5 scale, where
-          to_grade rounds half up and clips (4.49 -> 4, 4.5 -> 5); None when n = 0 or
-          both raters gave one and the same grade to every case.
+
+def agreement_of(grades: Mapping[str, Mapping[str, Mapping[str, Any]]], records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Judge-vs-human and human-vs-human agreement per kind.
+
+    The humans' value h of a case is the mean of its graders' grades (`human_reference`;
+    one grader: that grade). For each kind, pairs (h, j) = (humans' value, stored judge
+    score) over graded cases the judge scored, judge-made only:
+      kappa_quadratic = quadratic_weighted_kappa(to_grade(h), to_grade(j)) on the 0-5 scale,
+          where to_grade rounds half up and clips (4.49 -> 4, 4.5 -> 5); None when n = 0 or
+          both sides gave one and the same grade to every case.
+      kappa = the same without weights (Cohen's kappa).
+      spearman = Spearman's rho of (h, j) on the raw values; None under 2 pairs or constant.
+      confusion = 6 × 6 counts, row = to_grade(h), column = to_grade(j), grades 0..5.
       mae = Σ |h - j| / n on the raw judge score; None when n = 0.
-      n = number of pairs; n_without_judge_score = grades whose case has no judge-made
-          score of that kind (rule-scored, judge error, not judged, not in the run).
+      n = number of pairs; n_without_judge_score = graded cases without a judge-made score
+          of that kind (rule-scored, judge error, not judged, not in the run);
+          n_stale = grades of another answer than the record's, left out.
+      humans = agreement among graders (`_humans`): Krippendorff's alpha (ordinal, interval),
+          Fleiss' kappa, pairwise quadratic Cohen's kappa; None when no case has 2 graders.
 
     Args:
-        grades: case id -> grade (from `read_grades`).
+        grades: case id -> grader -> grade (from `read_grades`).
         records: results.jsonl records (only the graded ones are kept).
 
     Returns:
-        {"groundedness": {kappa_quadratic, mae, n, n_without_judge_score}, "correctness": {...}}
+        {"groundedness": {...}, "correctness": {...}}
     """
     by_id = {r.get(Rec.CASE_ID): r for r in records if r.get(Rec.CASE_ID) in grades}
+    scale = list(range(SCALE[0], SCALE[1] + 1))
     out: dict[str, dict[str, Any]] = {}
     for kind in KINDS:
-        human: list[int] = []
+        human: list[float] = []
         judge: list[float] = []
-        for cid, g in grades.items():
+        n_graded = n_stale = 0
+        for cid, by_grader in grades.items():
+            h, stale = human_reference(by_grader, kind, by_id.get(cid))
+            n_stale += stale
+            if h is None:
+                continue
+            n_graded += 1
             j = _judge_score(by_id.get(cid), kind)
             if j is not None:
-                human.append(int(g[kind]))
+                human.append(h)
                 judge.append(j)
         n = len(human)
+        hg, jg = [to_grade(h) for h in human], [to_grade(j) for j in judge]
         out[kind] = {
-            "kappa_quadratic": quadratic_weighted_kappa(human, [to_grade(j) for j in judge]),
-            "mae": sum(abs(h - j) for h, j in zip(human, judge, strict=True)) / n if n else None,
+            "kappa_quadratic": quadratic_weighted_kappa(hg, jg),
+            "kappa": cohen_kappa(hg, jg, scale),
+            "spearman": spearman(human, judge),
+            "confusion": confusion_matrix(hg, jg, scale),
+            "mae": math.fsum(abs(h - j) for h, j in zip(human, judge, strict=True)) / n if n else None,
             "n": n,
-            "n_without_judge_score": len(grades) - n,
+            "n_without_judge_score": n_graded - n,
+            "n_stale": n_stale,
+            "humans": _humans(grades, kind, by_id),
         }
     return out
 
@@ -349,6 +516,6 @@ def _grade_cases(
         grade: dict[str, Any] = {Rec.CASE_ID: cid, Rec.GROUNDEDNESS: g, Rec.CORRECTNESS: c}
         if grader:
             grade["grader"] = grader
-        append_grade(run, grade)
+        append_grade(run, grade, record=record)
         out.graded.append(cid)
     return out

@@ -55,8 +55,11 @@ def test_piped_session_junk_skip_quit_then_resume(graded_run: Path):
     # by hand: one pair each; groundedness |4 - 4.0| = 0, correctness |3 - 3.0| = 0
     assert "groundedness kappa —, MAE 0.00, n 1; correctness kappa —, MAE 0.00, n 1" in res.output
 
+    # another grader is given the whole sample: graders are kept apart (issue 42)
+    res = _grade(graded_run, "q\n", "--grader", "bob")
+    assert _shown(res.output) == first[:1]
     # the same seed resumes the same sample: the skipped case and the one quit on
-    res = _grade(graded_run, "5\n2\n1\n1\n")
+    res = _grade(graded_run, "5\n2\n1\n1\n", "--grader", "ana")
     assert res.exit_code == 0, res.output
     assert _shown(res.output) == first[1:]
     lines = [json.loads(ln) for ln in (graded_run / "r1" / GRADES_FILE).read_text().splitlines()]
@@ -65,7 +68,7 @@ def test_piped_session_junk_skip_quit_then_resume(graded_run: Path):
     # by hand: groundedness |4-4| + |5-4| + |1-4| = 4 -> MAE 4/3; correctness |3-3| + |2-3| + |1-3| = 3 -> 1
     assert "groundedness kappa 0.00, MAE 1.33, n 3; correctness kappa 0.00, MAE 1.00, n 3" in res.output
 
-    res = _grade(graded_run, "")
+    res = _grade(graded_run, "", "--grader", "ana")
     assert res.exit_code == 0 and "every case of the sample" in res.output and _shown(res.output) == []
 
 

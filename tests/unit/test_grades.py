@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -73,9 +74,11 @@ def test_agreement_matches_hand_computation(tmp_path: Path):
 
 def test_agreement_without_pairs_is_null_not_zero(tmp_path: Path):
     run = _run(tmp_path, [_rec(0, "q1", None, None)])
-    assert grades.agreement(run)["groundedness"] == {"kappa_quadratic": None, "mae": None, "n": 0, "n_without_judge_score": 0}
+    empty = {"kappa_quadratic": None, "kappa": None, "spearman": None, "confusion": [[0] * 6] * 6, "mae": None, "n": 0,
+             "n_stale": 0, "humans": None}
+    assert grades.agreement(run)["groundedness"] == {**empty, "n_without_judge_score": 0}
     _grade(run, "q1", 3, 3)
-    assert grades.agreement(run)["correctness"] == {"kappa_quadratic": None, "mae": None, "n": 0, "n_without_judge_score": 1}
+    assert grades.agreement(run)["correctness"] == {**empty, "n_without_judge_score": 1}
 
 
 def test_sample_is_seeded_eligible_only_and_resumes(tmp_path: Path):
@@ -95,15 +98,15 @@ def test_sample_is_seeded_eligible_only_and_resumes(tmp_path: Path):
 def test_grades_file_lines_and_torn_tail(tmp_path: Path):
     run = _run(tmp_path, [_rec(0, "q1")])
     line = grades.append_grade(run, {"test_case_id": "q1", "groundedness": 2, "correctness": 5, "grader": "ana"})
-    assert line["schema_version"] == 1 and line["grader"] == "ana" and line["graded_at"]
+    assert line["schema_version"] == 2 and line["grader"] == "ana" and line["graded_at"]
     path = tmp_path / "r1" / grades.GRADES_FILE
     with open(path, "ab") as f:
         f.write(b'{"test_case_id": "q1", "groundedn')  # killed mid-write
-    assert grades.read_grades(run)["q1"]["groundedness"] == 2
-    _grade(run, "q1", 4, 4)  # cuts the torn tail before appending
+    assert grades.read_grades(run)["q1"]["ana"]["groundedness"] == 2
+    grades.append_grade(run, {"test_case_id": "q1", "groundedness": 4, "correctness": 4, "grader": "ana"})  # cuts the torn tail
     lines = path.read_text().splitlines()
     assert len(lines) == 2 and json.loads(lines[1])["groundedness"] == 4
-    assert grades.read_grades(run)["q1"]["correctness"] == 4
+    assert grades.read_grades(run)["q1"]["ana"]["correctness"] == 4
 
 
 @pytest.mark.parametrize("bad", [{"test_case_id": "q1", "groundedness": 6, "correctness": 1},
@@ -147,3 +150,66 @@ def test_format_case_shows_chunks_cut_in_rank_order_and_expectations():
     assert "expected answer: the answer" in text and "key facts: fact A" in text
     assert "\x1b" not in text and "\\x1b" in text
     assert "score" not in text  # the judge's verdict is not shown to the grader
+
+
+def test_graders_kept_apart_last_line_wins_per_grader(tmp_path: Path):
+    run = _run(tmp_path, [_rec(0, "q1", 2, 2), _rec(1, "q2", 5, 5)])
+    for who, g, c in (("ana", 0, 0), ("bob", 4, 3), ("ana", 2, 2)):  # ana regrades q1
+        grades.append_grade(run, {"test_case_id": "q1", "groundedness": g, "correctness": c, "grader": who})
+    by = grades.read_grades(run)["q1"]
+    assert {who: g["groundedness"] for who, g in by.items()} == {"ana": 2, "bob": 4}
+    # the humans' value of q1 is the graders' mean: (2 + 4) / 2 = 3; judge 2 -> |3 - 2| = 1
+    a = grades.agreement(run)["groundedness"]
+    assert a["n"] == 1 and a["mae"] == pytest.approx(1.0)
+    # a second grader is given the same sample, less what they graded
+    assert [r["test_case_id"] for r in grades.sample_cases(run, 2, seed=0, grader="bob")] == ["q2"]
+    assert [r["test_case_id"] for r in grades.sample_cases(run, 2, seed=0, grader="cy")] == ["q1", "q2"]
+
+
+def test_schema_1_lines_still_read(tmp_path: Path):
+    run = _run(tmp_path, [_rec(0, "q1", 3, 3)])
+    path = tmp_path / "r1" / grades.GRADES_FILE
+    path.write_text('{"schema_version": 1, "test_case_id": "q1", "groundedness": 1, "correctness": 2, "graded_at": "x"}\n'
+                    '{"schema_version": 1, "test_case_id": "q1", "groundedness": 3, "correctness": 2, "graded_at": "y"}\n')
+    assert grades.read_grades(run) == {"q1": {grades.UNNAMED: {"schema_version": 1, "test_case_id": "q1", "groundedness": 3,
+                                                               "correctness": 2, "graded_at": "y"}}}
+    # schema 1 held both grades: a line without one is refused, as before
+    path.write_text('{"schema_version": 1, "test_case_id": "q1", "groundedness": 1}\n')
+    with pytest.raises(InputError, match="correctness"):
+        grades.read_grades(run)
+
+
+def test_grade_records_what_was_graded_and_a_stale_grade_is_left_out(tmp_path: Path):
+    rec = _rec(0, "q1", 4, 4)
+    run = _run(tmp_path, [rec])
+    line = grades.append_grade(run, {"test_case_id": "q1", "groundedness": 4, "grader": "ana"}, record=rec)
+    assert line["answer_sha256"] == hashlib.sha256(b"an answer").hexdigest()
+    assert line["context_sha256"] == grades.graded_item(rec)["context_sha256"] and len(line["facts_sha256"]) == 64
+    assert line.get("correctness") is None  # one aspect graded
+    assert grades.agreement(run)["groundedness"]["n"] == 1 and grades.agreement(run)["correctness"]["n"] == 0
+    # the case is answered again: the grade is of another answer
+    run2 = _run(tmp_path / "again", [_rec(0, "q1", 4, 4, answer="a new answer")])
+    grades.append_lines(run2, [line])
+    a = grades.agreement(run2)["groundedness"]
+    assert a["n"] == 0 and a["n_stale"] == 1
+
+
+def test_agreement_among_graders_equals_the_kernels(tmp_path: Path):
+    from evalkit.metrics.agreement import fleiss_kappa, krippendorff_alpha
+
+    run = _run(tmp_path, [_rec(i, f"q{i}", 3, 3) for i in range(4)])
+    table = {"q0": (5, 5, 4), "q1": (2, 3, 2), "q2": (0, 1, None), "q3": (4, 4, 4)}
+    for cid, vals in table.items():
+        for who, v in zip(("ana", "bob", "cy"), vals, strict=True):
+            if v is not None:
+                grades.append_grade(run, {"test_case_id": cid, "groundedness": v, "grader": who})
+    h = grades.agreement(run)["groundedness"]["humans"]
+    units = [[v for v in vals if v is not None] for vals in table.values()]
+    assert h["n_cases"] == 4 and h["n_grades"] == 11 and h["n_graders"] == 3
+    assert h["alpha_ordinal"] == pytest.approx(krippendorff_alpha(units, "ordinal"))
+    assert h["alpha_interval"] == pytest.approx(krippendorff_alpha(units, "interval"))
+    # Fleiss over the cases with the commonest number of graders (3): q0, q1, q3
+    assert h["fleiss_raters"] == 3 and h["fleiss_n"] == 3
+    rows = [[u.count(c) for c in range(6)] for u in (units[0], units[1], units[3])]
+    assert h["fleiss_kappa"] == pytest.approx(fleiss_kappa(rows))
+    assert [p["graders"] for p in h["pairwise_kappa_quadratic"]] == [["ana", "bob"], ["ana", "cy"], ["bob", "cy"]]
