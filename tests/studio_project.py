@@ -5,6 +5,8 @@ the in-process reference chatbot."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,3 +53,29 @@ def write_project(root: Path, *, run: bool = True) -> dict[str, Path]:
         run_eval_api(eval_set=str(eval_set), vault=str(vault), k=[3], results_dir=str(results), run_id="r1", retrieval_only=True,
                      quiet=True, concurrency=1)
     return {"root": root, "vault": vault, "eval_set": eval_set, "results": results}
+
+
+@contextmanager
+def running_studio(project: Any, token: str = "browser-test-token") -> Iterator[str]:
+    """The studio on a real socket (127.0.0.1, a free port) in a thread; yields the printed URL."""
+    import threading
+
+    import uvicorn
+
+    from evalkit.studio.app import create_app
+    from evalkit.studio.server import bind, studio_url
+
+    sock = bind(0)
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(create_app(project, token=token, port=port), log_level="warning", lifespan="off", access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started and thread.is_alive():
+            thread.join(0.02)
+        yield studio_url(port, token)
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()

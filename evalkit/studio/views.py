@@ -136,8 +136,14 @@ def case_view(project: StudioProject, set_name: str, path: Path, case_id: str, r
     run_id = run_id if run_id in project.runs() else None
     record = (project.run_records(run_id) or {}).get(case_id)
     chunks = [c for c in (record or {}).get("retrieved_chunks") or [] if isinstance(c, Mapping)]
-    ids = queue_ids(project, path, filter_, run_id)
+    rows = queue_rows(project, path, run_id)
+    ids = [r["id"] for r in _filtered(rows, filter_)]
     here = ids.index(case_id) if case_id in ids else None
+    # the queue's neighbours in file order, also when this case has just left the filter (labeled)
+    order = {r["id"]: n for n, r in enumerate(rows)}
+    at = order.get(case_id, -1)
+    before = [i for i in ids if order[i] < at]
+    after = [i for i in ids if order[i] > at]
     supports = [s for s in case.get("gold_supports") or [] if isinstance(s, Mapping)]
 
     outline = project.outline(note)
@@ -166,7 +172,7 @@ def case_view(project: StudioProject, set_name: str, path: Path, case_id: str, r
         "answer": str((record or {}).get("answer") or ""),
         "chunks": [{**c, "covered_by": cover} for c, cover in zip(chunks, _covering(doc, case_id, chunks), strict=True)],
         "filter": filter_, "position": None if here is None else here + 1, "total": len(ids),
-        "prev": ids[here - 1] if here else None, "next": ids[here + 1] if here is not None and here + 1 < len(ids) else None,
+        "prev": before[-1] if before else None, "next": after[0] if after else None,
         "notes": project.notes(), "note": note if outline is not None else None, "headings": headings, "lines": lines,
         "cut": outline is not None and len(outline.lines) > MAX_NOTE_LINES,
         "query": query, "hits": project.search(query) if query.strip() else [], "conversation": conversation,

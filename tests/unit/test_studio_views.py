@@ -70,3 +70,15 @@ def test_help_and_the_command_module_import_no_server() -> None:
     assert out.returncode == 0, out.stderr
     assert "Listens on 127.0.0.1 only" in out.stdout
     assert out.stdout.splitlines()[-1] == "[]"
+
+
+def test_the_next_case_is_found_after_this_one_has_left_the_filter(tmp_path: Path) -> None:
+    p = write_project(tmp_path, run=False)
+    project = StudioProject([p["eval_set"]], p["vault"], p["results"], root=p["root"])
+    from evalkit.authoring.labeling import EvalSetFile
+    from evalkit.studio.editing import case_version, edit_case
+
+    version = case_version(EvalSetFile(p["eval_set"]).case("g-3"))
+    edit_case(p["eval_set"], "g-3", version, "answerable", {"value": False}, results_dir=p["results"])
+    view = case_view(project, "eval_set.jsonl", p["eval_set"], "g-3", None, None, "", "unlabeled")
+    assert (view["position"], view["prev"], view["next"]) == (None, "g-1", "g-4")  # labeled now: out of the queue
