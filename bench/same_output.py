@@ -53,7 +53,7 @@ async def ask(request):
     return POOL[answer_index(request["question"], len(POOL))]
 """
 
-ODD_BOT = '''import copy, math, sys
+ODD_BOT = '''import copy, math, sys, time
 sys.path.insert(0, {here!r})
 from real_answers import answer_index, answers
 from pydantic import BaseModel
@@ -121,6 +121,7 @@ def _odd(n, base):
 
 
 def ask(request):
+    time.sleep({delay})
     i = answer_index(request["question"], 10 ** 9)
     return _odd(i, POOL[i % len(POOL)])
 '''
@@ -134,7 +135,8 @@ def _runs(tmp: Path, url: str) -> dict[str, dict]:
         sets[corpus] = tmp / f"es-{corpus}.jsonl"
         eval_set(sets[corpus], n, answers(corpus))
         (tmp / f"bot_{corpus}.py").write_text(GOOD_BOT.format(here=str(HERE), corpus=corpus))
-    (tmp / "bot_odd.py").write_text(ODD_BOT.format(here=str(HERE)))
+    (tmp / "bot_odd.py").write_text(ODD_BOT.format(here=str(HERE), delay=0))
+    (tmp / "bot_odd_slow.py").write_text(ODD_BOT.format(here=str(HERE), delay=0.02))
     base = dict(concurrency=16, retries=0, timeout=30, quiet=True, no_probe=True)
     return {
         "scifact-python": dict(base, eval_set=str(sets["scifact"]), target=f"python:{tmp / 'bot_scifact.py'}:ask",
@@ -146,7 +148,10 @@ def _runs(tmp: Path, url: str) -> dict[str, dict]:
                                limit=200),
         "odd-answers": dict(base, eval_set=str(sets["scifact"]), target=f"python:{tmp / 'bot_odd.py'}:ask",
                             retrieval_only=True, limit=230),
-        "odd-answers-judged": dict(base, eval_set=str(sets["scifact"]), target=f"python:{tmp / 'bot_odd.py'}:ask",
+        # One at a time, 20 ms each: a judged run's error record takes the run's versions as they
+        # stand when it is built, which, before the first answer's are recorded (in a thread),
+        # depends on timing (in any tree).
+        "odd-answers-judged": dict(base, concurrency=1, eval_set=str(sets["scifact"]), target=f"python:{tmp / 'bot_odd_slow.py'}:ask",
                                    limit=92),
         "conversations-live": dict(base, eval_set=str(ROOT / "eval_set.conversations.jsonl"),
                                    vault=str(ROOT / "sample_vault"), retrieval_only=True, history="live", trials=2),
@@ -171,6 +176,16 @@ def _mask(value, timed: bool = False):
     if isinstance(value, list):
         return ["<t>" if timed and not isinstance(v, dict | list) else _mask(v, timed) for v in value]
     return value
+
+
+def _paths(old, new, at: str = "") -> list[str]:
+    """Where two JSON values differ: "path: old -> new" (or "key order" when only that)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = [p for k in dict.fromkeys([*old, *new]) for p in _paths(old.get(k, "<absent>"), new.get(k, "<absent>"), f"{at}.{k}")]
+        return out or ([f"{at}: key order {list(old)} -> {list(new)}"] if list(old) != list(new) else [])
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [p for i, (o, n) in enumerate(zip(old, new)) for p in _paths(o, n, f"{at}[{i}]")]
+    return [] if json.dumps(old) == json.dumps(new) else [f"{at}: {json.dumps(old)[:200]} -> {json.dumps(new)[:200]}"]
 
 
 _NUMBER = re.compile(r"\d[\d,]*(\.\d+)?")
@@ -227,6 +242,12 @@ def main() -> None:
                     old, new = _text(dirs["before"] / f, f), _text(dirs["after"] / f, f)
                     if old != new:
                         same = False
+                        if f == "results.jsonl" and len(old) == len(new):
+                            for o, n in zip(old, new):
+                                if o != n:
+                                    print(f"{name}: record {json.loads(o).get('test_case_id')}: "
+                                          + "; ".join(_paths(json.loads(o), json.loads(n)))[:1500])
+                            continue
                         diff = list(difflib.unified_diff(old, new, f"before/{f}", f"after/{f}", n=0, lineterm=""))
                         print(f"{name}: {f} differs ({len(diff)} diff lines):\n" + "\n".join(d[:400] for d in diff[:12]))
                 n = sum(1 for _ in open(dirs["after"] / "results.jsonl")) if (dirs["after"] / "results.jsonl").exists() else 0

@@ -195,17 +195,23 @@ def dump_model(obj: Any) -> Any:
     return dict(obj)
 
 
-def _ranked_chunks(chunks: Sequence[Any]) -> list[dict[str, Any]]:
-    """Chunks as dicts in rank order, each with a 1-based `rank` (list position when absent).
+def _ranked_chunks(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chunks (plain dicts, the caller's own) in rank order, each with a 1-based `rank` (list
+    position when absent).
 
     A chunk without a rank takes its list position, then all are sorted by rank (stable:
     ties keep list order), so the first K here are the top K the metrics score.
     """
-    dicts = [dump_model(c) for c in chunks]
-    for pos, d in enumerate(dicts, start=1):
-        if d.get("rank") is None:
-            d["rank"] = pos
-    return sorted(dicts, key=lambda d: d["rank"])
+    in_order = True
+    last = 0
+    for pos, d in enumerate(chunks, start=1):
+        rank = d.get("rank")
+        if rank is None:
+            d["rank"] = rank = pos
+        if in_order and rank < last:
+            in_order = False
+        last = rank
+    return list(chunks) if in_order else sorted(chunks, key=lambda d: d["rank"])
 
 
 # Locations and ids are kept whole: they are what anchors and re-scoring match on.
@@ -434,18 +440,21 @@ def build_record(
     from evalkit.metrics.expectations import score_expectations
     from evalkit.metrics.retrieval import score_case_retrieval
 
-    response = result.response
-    debug = response.debug
-    ranked = _ranked_chunks(debug.retrieved_chunks if debug is not None else [])
+    # The answer as plain JSON data (AskResult.plain: the validated response's model_dump), so
+    # every dict below is its own copy.
+    response = result.plain
+    debug = response["debug"]
+    ranked = _ranked_chunks(debug["retrieved_chunks"] if debug is not None else [])
     chunks = ranked[: settings.request_k]
-    references = [dump_model(r) for r in response.references]
+    references = response["references"]
     n_refs_stored = max(LIST_STORE_ITEMS, settings.request_k)
-    folder_selection = dump_model(debug.folder_selection) if debug is not None else None
-    own_versions = dump_model(debug.versions) if debug is not None and debug.versions is not None else None
+    folder_selection = debug["folder_selection"] if debug is not None else None
+    own_versions = debug["versions"] if debug is not None else None
     versions = versions_tuple(settings, eval_set, own_versions, judge_desc) if own_versions else run_versions
 
     record = _base_record(case_index, case, record_config(settings, versions, judge_desc), coverage)
-    record["answer"] = response.answer
+    answer = response["answer"]
+    record["answer"] = answer
     if settings.retrieval_only:
         record.update(stored_answer(record))
     record["references"] = [_stored(r, settings.store_full_text)[0] for r in references[:n_refs_stored]]
@@ -478,14 +487,15 @@ def build_record(
         require_snippets=settings.require_snippets,
     )
     # On the full chunk text and the whole answer, before either is cut for storage.
-    record["expectations"] = score_expectations(record["case"], chunks, response.answer)
-    if response.abstained is not None:
+    record["expectations"] = score_expectations(record["case"], chunks, answer)
+    abstained = response["abstained"]
+    if abstained is not None:
         record["abstention"].update(
-            score_case_abstention(case.answerable, response.abstained),
+            score_case_abstention(case.answerable, abstained),
             method="target",
-            reason=response.abstain_reason,
+            reason=response["abstain_reason"],
         )
-    if not (response.answer or "").strip() and not response.abstained:
+    if not (answer or "").strip() and not abstained:
         record["error"] = {"kind": "empty_answer", "status": None, "detail": "the target returned an empty answer"}
     # An empty answer is the system's own answer, with a latency: it is judged against its budget.
     record["latency_budget"] = _latency_budget(record, settings)

@@ -179,7 +179,7 @@ class Session:
         conv = answer.case.conversation
         if conv is None or self.s.history != "live":
             return
-        said = None if isinstance(answer.result, TargetError) else answer.result.response.answer
+        said = None if isinstance(answer.result, TargetError) else answer.result.plain["answer"]
         turns = self._live.setdefault((conv.id, trial), [])
         turns.append({"role": "user", "content": answer.case.question})
         if said:
@@ -232,8 +232,8 @@ class Session:
             if validator is not None:
                 raw = result.raw if result.raw is not None else result.response.model_dump(mode="json", exclude_unset=True)
                 record["response_validity"] = validator.check(raw)
-            debug = result.response.debug
-            versions = dump_model(debug.versions) if debug is not None and debug.versions is not None else {}
+            debug = result.plain["debug"]
+            versions = dict(debug["versions"]) if debug is not None and debug["versions"] is not None else {}
         if self.s.trials > 1:
             record["trial"] = trial  # (test_case_id, trial) is the record's key (EVAL.md "Trials")
         if answer.history is not None:

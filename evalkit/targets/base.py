@@ -8,7 +8,6 @@ anything else escaping `ask()` is a bug and should crash loudly.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import ValidationError
@@ -23,6 +22,7 @@ __all__ = [
     "find_missing_fields",
     "format_validation_error",
     "parse_ask_response",
+    "plain_response",
     "request_body",
     "request_dict",
 ]
@@ -54,12 +54,15 @@ _VERSION_FIELDS = (
 )
 
 
-@dataclass
 class AskResult:
     """One validated answer from a target.
 
     Attributes:
-        response: the validated response (unknown fields kept as extras).
+        response: the validated response (unknown fields kept as extras). When
+            `parse_ask_response` proved the answer valid without pydantic (`plain_response`),
+            it is built on first use, from `raw`.
+        plain: the response as plain JSON data, exactly `response.model_dump(mode="json")`
+            (what a record is built from); made without the model when the fast path could.
         missing_fields: contract fields absent from the raw response, as paths
             like "debug.retrieved_chunks[].score_lexical"; empty for a full implementation.
         server_timings_ms: the server's own folder_selection / retrieval / generation
@@ -73,13 +76,44 @@ class AskResult:
             --response-schema; not stored). None when a target built the result itself.
     """
 
-    response: AskResponse
-    missing_fields: list[str] = field(default_factory=list)
-    server_timings_ms: dict[str, float] = field(default_factory=dict)
-    attempts: int = 1
-    elapsed_ms: float | None = None
-    logged_total_ms: float | None = None
-    raw: Mapping[str, Any] | None = None
+    __slots__ = ("_response", "_plain", "missing_fields", "server_timings_ms", "attempts", "elapsed_ms",
+                 "logged_total_ms", "raw")
+
+    def __init__(
+        self,
+        response: AskResponse | None = None,
+        missing_fields: list[str] | None = None,
+        server_timings_ms: dict[str, float] | None = None,
+        attempts: int = 1,
+        elapsed_ms: float | None = None,
+        logged_total_ms: float | None = None,
+        raw: Mapping[str, Any] | None = None,
+        *,
+        plain: dict[str, Any] | None = None,
+    ) -> None:
+        if response is None and (plain is None or raw is None):
+            raise ValueError("an AskResult needs its response, or its plain form and the raw answer it came from")
+        self._response = response
+        self._plain = plain
+        self.missing_fields = missing_fields if missing_fields is not None else []
+        self.server_timings_ms = server_timings_ms if server_timings_ms is not None else {}
+        self.attempts = attempts
+        self.elapsed_ms = elapsed_ms
+        self.logged_total_ms = logged_total_ms
+        self.raw = raw
+
+    @property
+    def response(self) -> AskResponse:
+        if self._response is None:
+            # The fast path checked `raw` field by field, so this validates as it did.
+            self._response = AskResponse.model_validate(self.raw)
+        return self._response
+
+    @property
+    def plain(self) -> dict[str, Any]:
+        if self._plain is None:
+            self._plain = self.response.model_dump(mode="json")
+        return self._plain
 
 
 @runtime_checkable
@@ -227,6 +261,10 @@ def _missing_in_items(items: Any, fields: Sequence[str], prefix: str) -> list[st
 def parse_ask_response(raw: Any, request: AskRequest | None = None, *, source: str = "response") -> AskResult:
     """Validate a decoded response and note what it left out.
 
+    An answer made of plain JSON values whose every contract field has exactly its type
+    (`plain_response`) is taken without pydantic; anything else is validated by
+    `AskResponse`, with the same result and the same errors.
+
     Args:
         raw: the decoded JSON (or a dict from an in-process target).
         request: the request it answers, for mode-dependent missing fields.
@@ -237,11 +275,22 @@ def parse_ask_response(raw: Any, request: AskRequest | None = None, *, source: s
     """
     if not isinstance(raw, Mapping):
         raise TargetError("invalid_response", f"{source} is not an object (got {_json_type(raw)})")
+    plain = plain_response(raw)
+    if plain is not None:
+        timings: dict[str, float] = {}
+        debug = plain["debug"]
+        if debug is not None and debug["timings_ms"] is not None:
+            for key, value in debug["timings_ms"].items():
+                # plain holds finite numbers only: as model_dump() gives them
+                if type(value) is float or type(value) is int:
+                    timings[key] = float(value)
+        return AskResult(missing_fields=find_missing_fields(raw, request), server_timings_ms=timings, raw=raw,
+                         plain=plain)
     try:
         response = AskResponse.model_validate(raw)
     except ValidationError as e:
         raise TargetError("invalid_response", f"{source} failed validation: {format_validation_error(e)}") from None
-    timings: dict[str, float] = {}
+    timings = {}
     if response.debug is not None and response.debug.timings_ms is not None:
         for key, value in response.debug.timings_ms.model_dump().items():
             if isinstance(value, int | float) and not isinstance(value, bool):
@@ -249,6 +298,184 @@ def parse_ask_response(raw: Any, request: AskRequest | None = None, *, source: s
     return AskResult(
         response=response, missing_fields=find_missing_fields(raw, request), server_timings_ms=timings, raw=raw
     )
+
+
+# --------------------------------------------------------------------------- the fast path
+#
+# `plain_response(raw)` is `AskResponse.model_validate(raw).model_dump(mode="json")` for the
+# answers it can vouch for, and None for every other. It vouches only where pydantic would
+# keep the value as it is: a declared field of exactly its type (an int in a float field
+# becomes that float, as pydantic makes it), extra fields of plain JSON values (dicts with
+# string keys, lists, strings, ints, bools, None, finite floats). Anything pydantic would
+# coerce, reject or serialize differently (a "3" for an int, a tuple, a set, a NaN, a model
+# object, a missing required field) goes to pydantic, which then says the same as before.
+
+
+class _Unsure(Exception):
+    """The fast path cannot vouch for a value: pydantic decides."""
+
+
+_UNSURE = _Unsure()
+_REQUIRED = object()
+
+
+def _extra(value: Any) -> Any:
+    """A copy of a JSON-plain value (what model_dump(mode="json") gives for it); _Unsure otherwise."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        if value - value == 0.0:  # finite: inf - inf and NaN - NaN are NaN
+            return value
+        raise _UNSURE
+    if kind is dict:
+        out = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                raise _UNSURE
+            out[k] = _extra(v)
+        return out
+    if kind is list:
+        return [_extra(v) for v in value]
+    raise _UNSURE
+
+
+def _str(value: Any) -> Any:
+    if type(value) is str:
+        return value
+    raise _UNSURE
+
+
+def _opt_str(value: Any) -> Any:
+    if value is None or type(value) is str:
+        return value
+    raise _UNSURE
+
+
+def _opt_int(value: Any) -> Any:
+    if value is None or type(value) is int:
+        return value
+    raise _UNSURE
+
+
+def _opt_float(value: Any) -> Any:
+    kind = type(value)
+    if kind is float:
+        if value - value == 0.0:
+            return value
+    elif value is None:
+        return None
+    elif kind is int and -(1 << 53) <= value <= 1 << 53:  # exactly that float
+        return float(value)
+    raise _UNSURE
+
+
+def _opt_bool(value: Any) -> Any:
+    if value is None or type(value) is bool:
+        return value
+    raise _UNSURE
+
+
+def _str_list(value: Any) -> Any:
+    if type(value) is list and all(type(v) is str for v in value):
+        return list(value)
+    raise _UNSURE
+
+
+# A field's annotation -> the check that passes its value through (or _Unsure).
+_CHECKS: dict[Any, Any] = {str: _str, str | None: _opt_str, int | None: _opt_int, float | None: _opt_float,
+                           bool | None: _opt_bool, list[str]: _str_list}
+
+
+def _fields(model: Any, nested: Mapping[str, Any] = {}) -> tuple[tuple[str, Any, Any], ...]:  # noqa: B006
+    """(name, check, default) per field of a response model, in declaration order (the order
+    model_dump gives); `nested` names the checks of fields holding models. Built once from
+    schema.py, so a field added there is checked here or refused at import."""
+    out = []
+    for name, info in model.model_fields.items():
+        check = nested.get(name) or _CHECKS.get(info.annotation)
+        if check is None or info.alias is not None or info.validation_alias is not None:
+            raise TypeError(f"plain_response: no fast check for {model.__name__}.{name} ({info.annotation})")
+        if info.is_required():
+            default = _REQUIRED
+        elif info.default_factory is not None:
+            default = info.default_factory
+        else:
+            default = (lambda v: lambda: v)(info.default)
+        out.append((name, check, default))
+    return tuple(out)
+
+
+def _model_check(fields: tuple[tuple[str, Any, Any], ...], *, optional: bool) -> Any:
+    names = frozenset(name for name, _, _ in fields)
+
+    def check(value: Any) -> Any:
+        if value is None and optional:
+            return None
+        if type(value) is not dict:
+            raise _UNSURE
+        out = {}
+        for name, field_check, default in fields:
+            if name in value:
+                out[name] = field_check(value[name])
+            elif default is _REQUIRED:
+                raise _UNSURE
+            else:
+                out[name] = default()
+        if len(value) > len(out) or not names.issuperset(value):
+            for key, v in value.items():
+                if key not in names:
+                    if type(key) is not str:
+                        raise _UNSURE
+                    out[key] = _extra(v)
+        return out
+
+    return check
+
+
+def _list_of(check: Any) -> Any:
+    def checked(value: Any) -> Any:
+        if type(value) is not list:
+            raise _UNSURE
+        return [check(v) for v in value]
+
+    return checked
+
+
+def _fast_checks() -> Any:
+    from evalkit.schema import (
+        DebugInfo,
+        FolderSelection,
+        Reference,
+        RetrievedChunk,
+        Timings,
+        Versions,
+    )
+
+    chunk = _model_check(_fields(RetrievedChunk), optional=False)
+    debug = _model_check(_fields(DebugInfo, {
+        "retrieved_chunks": _list_of(chunk),
+        "folder_selection": _model_check(_fields(FolderSelection), optional=True),
+        "timings_ms": _model_check(_fields(Timings), optional=True),
+        "versions": _model_check(_fields(Versions), optional=True),
+    }), optional=True)
+    reference = _model_check(_fields(Reference), optional=False)
+    return _model_check(_fields(AskResponse, {"references": _list_of(reference), "debug": debug}), optional=False)
+
+
+_response_check = _fast_checks()
+
+
+def plain_response(raw: Any) -> dict[str, Any] | None:
+    """`AskResponse.model_validate(raw).model_dump(mode="json")`, without pydantic, when every
+    value of `raw` is one the fast path vouches for (see above); None otherwise (then
+    pydantic validates: it may accept with a coercion, or reject)."""
+    try:
+        return _response_check(raw)
+    except _Unsure:
+        return None
+    except RecursionError:  # extra values nested deeper than Python recurses: pydantic says
+        return None
 
 
 def _json_type(value: Any) -> str:
