@@ -92,6 +92,7 @@ class StudioProject:
         """
         if not run_id or run_id not in self.runs():
             return None
+        from evalkit.store.runlog import Rec
         from evalkit.store.runs import RunDir
 
         run = RunDir.open(self.results_dir, run_id)
@@ -104,7 +105,7 @@ class StudioProject:
             return {}
         cached = self._records.get(run_id)
         if cached is None or cached[0] != stamp:
-            by_id = {str(r.get("test_case_id")): r for r in run.iter_results()}
+            by_id = {str(r.get(Rec.CASE_ID)): r for r in run.iter_results()}
             self._records[run_id] = cached = (stamp, by_id)
         return cached[1]
 

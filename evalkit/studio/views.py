@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from evalkit.store.runlog import Rec, RecConfig
 from evalkit.studio.editing import case_version, support_warnings
 from evalkit.studio.project import StudioProject
 
@@ -55,8 +56,8 @@ def _stage(record: Mapping[str, Any] | None) -> str | None:
         return None
     from evalkit.metrics.stages import record_stage
 
-    cfg = record.get("config") if isinstance(record.get("config"), Mapping) else {}
-    k = cfg.get("k") or (cfg.get("ks") or [None])[0] or len(record.get("retrieved_chunks") or []) or 1
+    cfg = record.get(Rec.CONFIG) if isinstance(record.get(Rec.CONFIG), Mapping) else {}
+    k = cfg.get(RecConfig.K) or len(record.get(Rec.RETRIEVED_CHUNKS) or []) or 1
     return record_stage(record, int(k))
 
 
@@ -135,7 +136,7 @@ def case_view(project: StudioProject, set_name: str, path: Path, case_id: str, r
     filter_ = filter_ if filter_ in FILTERS else "all"
     run_id = run_id if run_id in project.runs() else None
     record = (project.run_records(run_id) or {}).get(case_id)
-    chunks = [c for c in (record or {}).get("retrieved_chunks") or [] if isinstance(c, Mapping)]
+    chunks = [c for c in (record or {}).get(Rec.RETRIEVED_CHUNKS) or [] if isinstance(c, Mapping)]
     rows = queue_rows(project, path, run_id)
     ids = [r["id"] for r in _filtered(rows, filter_)]
     here = ids.index(case_id) if case_id in ids else None
@@ -169,7 +170,7 @@ def case_view(project: StudioProject, set_name: str, path: Path, case_id: str, r
         "supports": supports, "groups": case.get("required_support_groups") or [],
         "problems": case_problems(case), "warnings": support_warnings(case, project.corpus, chunks if record else None),
         "run": run_id, "runs": project.runs(), "record": record, "stage": _stage(record),
-        "answer": str((record or {}).get("answer") or ""),
+        "answer": str((record or {}).get(Rec.ANSWER) or ""),
         "chunks": [{**c, "covered_by": cover} for c, cover in zip(chunks, _covering(doc, case_id, chunks), strict=True)],
         "filter": filter_, "position": None if here is None else here + 1, "total": len(ids),
         "prev": before[-1] if before else None, "next": after[0] if after else None,
