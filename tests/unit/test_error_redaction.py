@@ -15,6 +15,7 @@ import typer
 import evalkit
 import evalkit.reference.openai_compat
 import evalkit.store.runs
+import evalkit.studio.editing
 from evalkit.cli.common import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, exit_on_known_errors
 from evalkit.compare.compute import IncomparableRuns
 from evalkit.errors import (
@@ -53,6 +54,9 @@ MAKERS = {
     GateFailed: lambda: GateFailed([TEXT]),
     evalkit.reference.openai_compat.BackendError: lambda: evalkit.reference.openai_compat.BackendError(TEXT),
     IncomparableRuns: lambda: IncomparableRuns("a", "b", [TEXT]),
+    # the studio's refusals (the case a Conflict carries is the user's own eval set line, sent back to their page)
+    evalkit.studio.editing.Conflict: lambda: evalkit.studio.editing.Conflict(Path("eval_set.jsonl"), TEXT, {"id": "c"}),
+    evalkit.studio.editing.EditRefused: lambda: evalkit.studio.editing.EditRefused(Problem(TEXT, field="op")),
 }
 
 
