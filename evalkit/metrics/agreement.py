@@ -143,7 +143,7 @@ def krippendorff_alpha(units: Sequence[Sequence[float | None]], level: Level = "
     expected = float((np.outer(n_c, n_c) * d2).sum())
     if expected == 0:
         return None
-    return 1.0 - (n - 1) * float((o * d2).sum()) / expected
+    return 1.0 - float(n - 1) * float((o * d2).sum()) / expected
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:
