@@ -127,6 +127,11 @@ def main(
     sample: int = typer.Option(20, "--sample", min=1, help="--grade-answers: how many answers the seeded sample holds.", rich_help_panel=_G),
     seed: int = typer.Option(0, "--seed", help="--grade-answers: the sample's seed (same seed = same sample, so a rerun resumes it).", rich_help_panel=_G),
     grader: Optional[str] = typer.Option(None, "--grader", help="--grade-answers: your name, stored with each grade.", rich_help_panel=_G),
+    plan_width: Optional[float] = typer.Option(
+        None, "--plan-width", min=1e-9, rich_help_panel=_G,
+        help="--grade-answers: grade nothing; print how many more graded cases would narrow each corrected (PPI++) "
+        "interval to this width, and which cases to grade next (a seeded uniform draw, --seed).",
+    ),
 ) -> None:
     """Label the gold supports of EVAL_SET. No mode flag opens the full-screen interactive
     labeler (it needs a terminal) on its unlabeled answerable cases; a mode flag below runs
@@ -167,7 +172,7 @@ def main(
         _review_candidates(eval_set or [], into, output=output, results_dir=results_dir, vault=vault, reviewer=reviewer, force=force)
         return
     if grade_answers:
-        _grade_answers(modes, run_id, results_dir, sample, seed, grader)
+        _grade_answers(modes, run_id, results_dir, sample, seed, grader, plan_width)
         return
     paths = eval_set or [Path(p) for p in settings_default("eval_set")]
     if new:
@@ -246,7 +251,8 @@ def main(
     )
 
 
-def _grade_answers(modes: list[str], run_id: str | None, results_dir: Path, sample: int, seed: int, grader: str | None) -> None:
+def _grade_answers(modes: list[str], run_id: str | None, results_dir: Path, sample: int, seed: int, grader: str | None,
+                   plan_width: float | None = None) -> None:
     """--grade-answers: the seeded sample's ungraded cases, one prompt at a time, then the agreement."""
     with exit_on_known_errors():
         from evalkit.errors import BadConfig, Problem
@@ -258,6 +264,9 @@ def _grade_answers(modes: list[str], run_id: str | None, results_dir: Path, samp
         if not run_id:
             raise BadConfig(Problem("--grade-answers needs --run-id ID (the run whose answers to grade)", field="--run-id"))
         run = RunDir.open(results_dir, run_id)
+        if plan_width is not None:
+            _print_plan(grades.plan_grading(run, plan_width, seed=seed))
+            return
         cases = grades.sample_cases(run, sample, seed, grader=grader)
 
         def ask(prompt: str) -> str | None:
@@ -273,6 +282,20 @@ def _grade_answers(modes: list[str], run_id: str | None, results_dir: Path, samp
             print(f"\nevalkit: {len(outcome.graded)} graded, {len(outcome.skipped)} skipped, "
                   f"{len(cases) - len(outcome.graded) - len(outcome.skipped)} left; grades in {grades.grades_path(run)}")
         _print_agreement(grades.agreement(run))
+
+
+def _print_plan(plan: dict[str, Any]) -> None:
+    for kind in ("groundedness", "correctness"):
+        p = plan.get(kind)
+        if p is None:
+            print(f"evalkit: {kind}: no corrected interval to plan from (needs 2+ graded and 1+ ungraded scored cases)")
+        elif p["n_needed"] is None:
+            print(f"evalkit: {kind}: width {p['width_now']:.3f} now; even grading every case would not reach {p['width']:g}")
+        else:
+            print(f"evalkit: {kind}: width {p['width_now']:.3f} now with {p['n_labeled']} graded; "
+                  f"{p['n_needed']} graded ({p['n_more']} more) would bring it to {p['width']:g}")
+    if plan["next"]:
+        print("evalkit: grade next: " + ", ".join(printable(c) for c in plan["next"]))
 
 
 def _print_agreement(agree: dict[str, dict[str, Any]]) -> None:

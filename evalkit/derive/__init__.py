@@ -256,6 +256,12 @@ class RecordPass:
         # None: not known when the pass began (derive_metrics reads them from the run).
         self.grades = dict(grades) if grades is not None else None
         self.graded: list[dict[str, Any]] = []
+        self.scores: list[tuple] = []  # judges.grades.score_row of every record, for judge_ppi
+        self._score_row = None
+        if self.grades:
+            from evalkit.judges.grades import score_row
+
+            self._score_row = score_row  # looked up once: add() runs per record
         self._rows: IO[bytes] | None = None
         if rows:
             from evalkit.report.results_json import MAX_CASES, encode_row
@@ -270,8 +276,10 @@ class RecordPass:
             else:  # results.json leaves the rows of a bigger run out
                 self._rows.close()
                 self._rows = None
-        if self.grades and rec.get(Rec.CASE_ID) in self.grades:
-            self.graded.append(rec)
+        if self._score_row is not None:
+            self.scores.append(self._score_row(rec))
+            if rec.get(Rec.CASE_ID) in self.grades:
+                self.graded.append(rec)
         x = self.table.add_record(rec)
         if Rec.HISTORY in rec or (rec.get(Rec.CASE) or {}).get("conversation") is not None:
             self.conversations.add(rec, x)
@@ -416,10 +424,15 @@ def derive_metrics(run: RunDir, facts: RunFacts, records: RecordPass) -> tuple[d
     if records.grades is None:
         records.grades = stored_grades(run)
         records.graded = list(run.iter_results()) if records.grades else []
+        if records.grades:
+            from evalkit.judges.grades import score_row
+
+            records.scores = [score_row(r) for r in records.graded]
     if records.grades:  # human grades against the verdicts in the records
-        from evalkit.judges.grades import agreement_of
+        from evalkit.judges.grades import agreement_of, corrected_means
 
         agg[Cell.JUDGE_AGREEMENT] = agreement_of(records.grades, records.graded)
+        agg[Cell.JUDGE_PPI] = corrected_means(records.grades, records.scores)
     forms = facts.gold_forms
     if forms is None and isinstance(eval_set.get("gold_forms"), list):
         forms = scored_forms(eval_set["gold_forms"], s.require_snippets)

@@ -58,7 +58,7 @@ from evalkit.store.runs import RunDir, RunFolderError
 
 __all__ = [
     "GRADES_FILE", "KINDS", "UNNAMED", "GradingOutcome", "agreement", "agreement_of", "append_grade", "format_case",
-    "grade_cases", "graded_item", "grades_path", "human_reference", "parse_grade", "read_grade_lines", "read_grades",
+    "ScoreRow", "corrected_means", "next_cases", "plan_grading", "grade_cases", "graded_item", "grades_path", "human_reference", "score_row", "parse_grade", "read_grade_lines", "read_grades",
     "sample_cases",
 ]
 
@@ -271,16 +271,20 @@ def _judge_score(record: Mapping[str, Any] | None, kind: str) -> float | None:
     return None
 
 
-def _stale(grade: Mapping[str, Any], record: Mapping[str, Any] | None) -> bool:
-    """The grade names an answer other than the record's (the case was answered again)."""
+def _stale(grade: Mapping[str, Any], record: Mapping[str, Any] | str | None) -> bool:
+    """The grade names an answer other than the record's (the case was answered again);
+    `record` may be given as its answer's sha256."""
     h = grade.get("answer_sha256")
-    return record is not None and h is not None and h != _sha256(record.get("answer") or "")
+    if record is None or h is None:
+        return False
+    return h != (record if isinstance(record, str) else _sha256(record.get("answer") or ""))
 
 
 def human_reference(by_grader: Mapping[str, Mapping[str, Any]], kind: str,
-                    record: Mapping[str, Any] | None = None) -> tuple[float | None, int]:
+                    record: Mapping[str, Any] | str | None = None) -> tuple[float | None, int]:
     """The humans' value of one case: the mean of its graders' `kind` grades, leaving out
-    grades of another answer than the record's (stale). Returns (mean or None, n stale)."""
+    grades of another answer than the record's (stale; `record` or its answer's sha256).
+    Returns (mean or None, n stale)."""
     vals = []
     stale = 0
     for g in by_grader.values():
@@ -388,6 +392,112 @@ def agreement_of(grades: Mapping[str, Mapping[str, Mapping[str, Any]]], records:
             "n_stale": n_stale,
             "humans": _humans(grades, kind, by_id),
         }
+    return out
+
+
+ScoreRow = tuple[str, str, float | None, float | None]
+
+
+def score_row(record: Mapping[str, Any]) -> ScoreRow:
+    """What `corrected_means` needs of a record: (case id, sha256 of its answer, its
+    groundedness score, its correctness score), a score being any non-null one (rule scores
+    included, as the run's means include them)."""
+    def score(kind: str) -> float | None:
+        v = record.get(kind)
+        return float(v["score"]) if isinstance(v, Mapping) and v.get("score") is not None else None
+
+    return (str(record.get(Rec.CASE_ID)), _sha256(record.get("answer") or ""), score(KINDS[0]), score(KINDS[1]))
+
+
+def _split(grades: Mapping[str, Mapping[str, Mapping[str, Any]]], rows: Iterable[ScoreRow],
+           kind: str) -> tuple[list[float], list[float], list[float]]:
+    """(h, judge score) of the scored cases with a human value, and the judge scores of the rest."""
+    pos = 2 + KINDS.index(kind)
+    y: list[float] = []
+    f: list[float] = []
+    fu: list[float] = []
+    for row in rows:
+        j = row[pos]
+        if j is None:
+            continue
+        h = human_reference(grades[row[0]], kind, row[1])[0] if row[0] in grades else None
+        if h is None:
+            fu.append(j)
+        else:
+            y.append(h)
+            f.append(j)
+    return y, f, fu
+
+
+def corrected_means(grades: Mapping[str, Mapping[str, Mapping[str, Any]]], rows: Iterable[ScoreRow], *,
+                    confidence: float = 0.95) -> dict[str, Any]:
+    """The judge means of a run corrected by its human grades (PPI++, evalkit.metrics.ppi).
+
+    Per kind, over the cases with a score (the population the run's `<kind>_avg` is the mean
+    of): labeled = those with a (non-stale) human value h (`human_reference`), unlabeled =
+    the rest. `judge` = the raw judge mean over every scored case and its normal interval
+    (`classical_mean_ci`); `humans` = the humans' mean over the labeled cases and theirs;
+    `estimate`, `ci`, `se`, `lambda` = `ppi_mean_ci(h, judge on labeled, judge on unlabeled)`.
+    When every scored case is graded, the estimate is the humans' mean and its interval
+    (`lambda` 0). A kind with fewer than 2 labeled cases is None.
+
+    Returns:
+        {"method": "ppi++", "confidence": c, "groundedness": {...} | None, "correctness": ...}
+    """
+    from evalkit.metrics.ppi import classical_mean_ci, ppi_mean_ci
+
+    rows = list(rows)
+    out: dict[str, Any] = {"method": "ppi++", "confidence": confidence}
+    for kind in KINDS:
+        y, f, fu = _split(grades, rows, kind)
+        if len(y) < 2:
+            out[kind] = None
+            continue
+        humans = classical_mean_ci(y, confidence=confidence)
+        if fu:
+            est = ppi_mean_ci(y, f, fu, confidence=confidence)
+        else:
+            est = {"estimate": humans["mean"], "ci": humans["ci"], "se": humans["se"], "lambda": 0.0,
+                   "n_labeled": len(y), "n_unlabeled": 0}
+        out[kind] = {**est, "judge": classical_mean_ci(f + fu, confidence=confidence), "humans": humans}
+    return out
+
+
+def next_cases(rows: Iterable[ScoreRow], grades: Mapping[str, Mapping[str, Mapping[str, Any]]], n: int,
+               seed: int) -> list[str]:
+    """Which cases to grade next: a seeded uniform draw (`sample_indices`) of n scored cases
+    (a groundedness or correctness score) that nobody graded yet (stale grades do not
+    count), in run order. Uniform on purpose: PPI's interval needs the graded cases to be a
+    uniform sample of the scored ones, and an earlier uniform sample plus a uniform draw
+    from the rest is one (EVAL.md, "Corrected means")."""
+    left = [r[0] for r in rows if (r[2] is not None or r[3] is not None)
+            and not any(not _stale(g, r[1]) for g in grades.get(r[0], {}).values())]
+    return [left[i] for i in sample_indices(len(left), n, seed)]
+
+
+def plan_grading(run: RunDir, width: float, *, seed: int = 0, confidence: float = 0.95,
+                 max_next: int = 50) -> dict[str, Any]:
+    """How many graded cases would narrow each corrected interval to `width`, and which to grade.
+
+    Returns:
+        {"width", "confidence", "groundedness": grading_plan(...) | None (under 2 graded
+        cases, or nothing left ungraded), "correctness": ..., "n_more": the larger n_more
+        (None when a kind cannot reach the width), "next": up to min(n_more, max_next) case
+        ids (`next_cases`, seeded)}
+    """
+    from evalkit.metrics.ppi import grading_plan
+
+    grades = read_grades(run)
+    rows = [score_row(r) for r in run.iter_results()]
+    out: dict[str, Any] = {"width": width, "confidence": confidence}
+    more: list[int | None] = []
+    for kind in KINDS:
+        y, f, fu = _split(grades, rows, kind)
+        out[kind] = grading_plan(y, f, fu, width, confidence=confidence) if len(y) >= 2 and fu else None
+        if out[kind] is not None:
+            more.append(out[kind]["n_more"])
+    out["n_more"] = None if None in more or not more else max(more)
+    out["next"] = next_cases(rows, grades, min(out["n_more"] or 0, max_next), seed)
     return out
 
 

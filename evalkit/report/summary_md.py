@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from evalkit.metrics.registry import short_label_of, shown_in
-from evalkit.store.runlog import Met, Rec, Rm
+from evalkit.store.runlog import Cell, Met, Rec, Rm
 
 __all__ = [
     "QUESTION_CHARS",
@@ -259,6 +259,7 @@ def render_summary(
     out += _gate_section(metrics.get("gate"))
     out += _thresholds_section(metrics.get("thresholds"))
     out += _trials_section(metrics.get("trials"), k)
+    out += _corrected_section(agg.get(Cell.JUDGE_PPI))
     warnings = [w for w in metrics.get("warnings") or [] if isinstance(w, Mapping | str)]
     if warnings:
         out += ["", "## Warnings", ""]
@@ -345,6 +346,31 @@ def _thresholds_section(thresholds: Any) -> list[str]:
     out += [f"  - not measured: {cell(s.get('metric'))} ({cell(s.get('reason'))})"
             for s in thresholds.get("not_measured") or [] if s.get("metric") not in named]
     return out
+
+
+def _corrected_section(block: Any) -> list[str]:
+    """The judge means corrected by the human grades (PPI++), beside the raw judge means."""
+    if not isinstance(block, Mapping) or not any(isinstance(block.get(k), Mapping) for k in ("groundedness", "correctness")):
+        return []
+    pct = round(100 * float(block.get("confidence") or 0.95))
+
+    def ci(c: Any) -> str:
+        return f"[{_fmt(c[0])}, {_fmt(c[1])}]" if isinstance(c, list) and len(c) == 2 else "—"
+
+    rows = []
+    for kind in ("groundedness", "correctness"):
+        b = block.get(kind)
+        if not isinstance(b, Mapping):
+            continue
+        judge, humans = b.get("judge") or {}, b.get("humans") or {}
+        rows.append([kind, f"{_fmt(judge.get('mean'))} {ci(judge.get('ci'))}", f"{_fmt(b.get('estimate'))} {ci(b.get('ci'))}",
+                     f"{_fmt(humans.get('mean'))} {ci(humans.get('ci'))}", _fmt(b.get("lambda")),
+                     f"{b.get('n_labeled')} / {(b.get('n_labeled') or 0) + (b.get('n_unlabeled') or 0)}"])
+    out = ["", "## Judge means corrected by human grades", "",
+           f"Prediction-powered (PPI++) estimates with {pct}% intervals: the judge's score on every case, "
+           "corrected by the human grades of the graded ones (EVAL.md, \"Corrected means\").", ""]
+    return out + _table(["score", "judge mean", "corrected", "humans only", "λ", "graded / scored"],
+                        [[cell(x) for x in r] for r in rows], ["---", "---:", "---:", "---:", "---:", "---:"])
 
 
 def _trials_section(trials: Any, k: int | None) -> list[str]:

@@ -158,6 +158,7 @@ class Cell:
     JUDGE = "judge"  # the judges' statistics (aggregate only)
     JUDGE_RELIABILITY = "judge_reliability"  # judge_answers' spot check (aggregate only)
     JUDGE_AGREEMENT = "judge_agreement"  # against human grades (aggregate only)
+    JUDGE_PPI = "judge_ppi"  # judge means corrected by human grades, PPI++ (aggregate only)
     INDEXING_COVERAGE = "indexing_coverage"
     COST = "cost"
 

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from evalkit.cli.label_eval import app as label_app
 from evalkit.judges.grades import GRADES_FILE
+from evalkit.metrics.ppi import ppi_mean_ci
 from tests.integration.test_judge_answers_cli import RUN_ID, _invoke, _record, run_dir  # noqa: F401 - fixture
 from tests.support import write_run
 
@@ -106,8 +107,47 @@ def test_judge_answers_writes_judge_agreement_when_grades_exist(run_dir: Path): 
         judge = {cid: recs[cid][kind]["score"] for cid in human}
         assert a["mae"] == pytest.approx(sum(abs(human[c] - judge[c]) for c in human) / 2)
 
+        # issue 42: the corrected mean beside the raw one, over the cases the run's mean is over
+        b = metrics["aggregate_metrics"]["judge_ppi"][kind]
+        scored = {cid: r[kind]["score"] for cid, r in recs.items() if (r.get(kind) or {}).get("score") is not None}
+        assert b["judge"]["mean"] == pytest.approx(metrics["aggregate_metrics"][f"{kind}_avg"])
+        assert b["judge"]["n"] == len(scored) and b["n_labeled"] == 2 == b["humans"]["n"]
+        rest = [v for cid, v in scored.items() if cid not in human]
+        want = (ppi_mean_ci(list(human.values()), [scored[c] for c in human], rest)["estimate"] if rest
+                else sum(human.values()) / 2)
+        assert b["estimate"] == pytest.approx(want)
+    assert metrics["aggregate_metrics"]["judge_ppi"]["method"] == "ppi++"
+    assert "## Judge means corrected by human grades" in (run_dir / RUN_ID / "summary.md").read_text()
+
     # the grades removed, a re-judge drops the stale agreement
     grades_file.unlink()
     assert _invoke(run_dir, "--quiet", "--allow-truncated-context").exit_code == 0
     metrics = json.loads((run_dir / RUN_ID / "metrics.json").read_text())
-    assert "judge_agreement" not in metrics["aggregate_metrics"]
+    assert "judge_agreement" not in metrics["aggregate_metrics"] and "judge_ppi" not in metrics["aggregate_metrics"]
+
+
+def test_plan_width_says_how_many_grades_and_which_cases(tmp_path: Path):
+    from evalkit.judges import grades as grades_mod
+    from evalkit.store.runs import RunDir
+
+    records = [_record(i, f"q{i}", f"Answer {i}.") for i in range(40)]
+    for i, r in enumerate(records):
+        r["groundedness"] = {"score": float(i % 6), "method": "llm"}
+        r["correctness"] = {"score": float((i * 7) % 6), "method": "llm"}
+    results = write_run(tmp_path / "results", "r1", records, config=None)
+    run = RunDir.open(results, "r1")
+    for i in range(0, 20, 2):  # ten graded, the humans a point below the judge
+        grades_mod.append_grade(run, {"test_case_id": f"q{i}", "groundedness": max(0, i % 6 - 1),
+                                      "correctness": max(0, (i * 7) % 6 - 1), "grader": "ana"}, record=records[i])
+    plan = grades_mod.plan_grading(run, 0.8, seed=3)
+    res = CliRunner().invoke(label_app, ["--grade-answers", "--run-id", "r1", "--results-dir", str(results),
+                                         "--plan-width", "0.8", "--seed", "3"])
+    assert res.exit_code == 0, res.output
+    g = plan["groundedness"]
+    assert f"{g['n_needed']} graded ({g['n_more']} more) would bring it to 0.8" in res.output
+    assert plan["n_more"] == max(g["n_more"], plan["correctness"]["n_more"])
+    # next: ungraded cases only, as many as the plan asks, the same for the same seed
+    assert len(plan["next"]) == plan["n_more"] and not {f"q{i}" for i in range(0, 20, 2)} & set(plan["next"])
+    assert "grade next: " + ", ".join(plan["next"]) in res.output
+    assert grades_mod.plan_grading(run, 0.8, seed=3)["next"] == plan["next"]
+    assert not (results / "r1" / GRADES_FILE).read_text().count("\n") - 10  # nothing graded

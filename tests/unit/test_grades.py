@@ -213,3 +213,28 @@ def test_agreement_among_graders_equals_the_kernels(tmp_path: Path):
     rows = [[u.count(c) for c in range(6)] for u in (units[0], units[1], units[3])]
     assert h["fleiss_kappa"] == pytest.approx(fleiss_kappa(rows))
     assert [p["graders"] for p in h["pairwise_kappa_quadratic"]] == [["ana", "bob"], ["ana", "cy"], ["bob", "cy"]]
+
+
+def test_corrected_means_is_ppi_over_the_scored_cases(tmp_path: Path):
+    from evalkit.metrics.ppi import classical_mean_ci, ppi_mean_ci
+
+    recs = [_rec(i, f"q{i}", g, c) for i, (g, c) in enumerate([(4, 3), (5, 4), (3, 3), (4, 5), (2, None), (5, 2)])]
+    recs.append(_rec(6, "q6", {"score": 0, "method": "rule"}, {"score": 0, "method": "rule"}))  # rule scores count
+    run = _run(tmp_path, recs)
+    for cid, who, g, c in (("q0", "ana", 3, 2), ("q0", "bob", 4, 2), ("q1", "ana", 4, 4), ("q4", "ana", 1, 3)):
+        grades.append_grade(run, {"test_case_id": cid, "groundedness": g, "correctness": c, "grader": who}, record=recs[int(cid[1])])
+    # a grade of another answer: stale, so q2 counts as ungraded
+    grades.append_grade(run, {"test_case_id": "q2", "groundedness": 0, "correctness": 0, "answer_sha256": "0" * 64})
+    out = grades.corrected_means(grades.read_grades(run), [grades.score_row(r) for r in recs])
+    assert out["method"] == "ppi++" and out["confidence"] == 0.95
+    # groundedness: labeled q0 (h = (3 + 4) / 2), q1, q4; unlabeled q2, q3, q5, q6
+    g = out["groundedness"]
+    assert g == ({**ppi_mean_ci([3.5, 4, 1], [4, 5, 2], [3, 4, 5, 0]),
+                               "judge": classical_mean_ci([4, 5, 2, 3, 4, 5, 0]), "humans": classical_mean_ci([3.5, 4, 1])})
+    # correctness: q4 has no score, so only q0 and q1 are labeled
+    assert out["correctness"]["n_labeled"] == 2 and out["correctness"]["n_unlabeled"] == 4
+    # every scored case graded: the humans' mean and interval
+    only = grades.corrected_means(grades.read_grades(run), [grades.score_row(r) for r in recs[:2]])["groundedness"]
+    assert only["estimate"] == pytest.approx(3.75) and only["lambda"] == 0.0 and only["n_unlabeled"] == 0
+    # under two graded cases: nothing to correct with
+    assert grades.corrected_means({}, [grades.score_row(r) for r in recs])["groundedness"] is None
