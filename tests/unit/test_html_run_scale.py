@@ -265,3 +265,209 @@ def test_a_long_text_packed_in_pieces_side_by_side_is_one_stream() -> None:
         text, again = pack(value, pool), pack(value, pool)
     assert unpack(text) == value and text == again  # the same pieces however the threads ran
     assert abs(len(text) - len(pack(value))) < 100  # each piece primed with the 32 kB before it
+
+
+# ---- read side by side (issue 39 item 2): forked readers of byte ranges, merged in order
+
+
+def _varied_run(tmp_path: Path, n: int = 2_000) -> tuple[Path, list[dict[str, Any]]]:
+    """A run whose chunks repeat across the whole file (so across every byte range), with
+    records out of order, without a case index, with odd chunks, judges' words, conversation
+    turns, and a partial last line (a killed writer's)."""
+    results = synthetic.write_run(tmp_path, n, chunks=5)
+    path = results / "big" / "results.jsonl"
+    records = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    for k, r in enumerate(records):
+        i = r["case_index"]
+        for c in r["retrieved_chunks"]:  # 60 distinct chunks, seen again and again
+            c["text"] = f"popular text {(i + c['rank']) % 60}"
+            c["rel_path"] = f"notes/p{(i + c['rank']) % 60 % 7}.md"
+            c["score_final"] = (i * 7 + c["rank"]) % 1000 / 997
+        if k % 97 == 5:
+            del r["case_index"]  # sorts by its line
+        if k % 89 == 3:
+            r["retrieved_chunks"] = [{"rel_path": 7, "text": ["x"], "rank": "2", "score_final": True}, "not a chunk",
+                                     *r["retrieved_chunks"]]
+        if k % 53 == 1:
+            r["groundedness"] = {"score": 4, "reasoning": "fine", "unsupported_claims": ["one claim"]}
+            r["references"].append({"rel_path": f"new/{k}.md", "heading_path": "# N"})  # an anchor first seen late
+        if k % 71 == 2:
+            r["case"]["conversation"] = {"id": f"conv-{k}", "turn": 2, "turns": 3}
+            r["history"] = [{"role": "user", "content": "earlier " * 40}, {"role": "assistant", "content": "reply"}]
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records) + b'{"test_case_id": "torn')
+    return results, records
+
+
+def _table_of(results: Path, **kwargs: Any) -> tuple[Any, ...]:
+    from evalkit.report.html.cases import read_case_table
+
+    with read_case_table(RunDir.open(results, "big"), **kwargs) as t:
+        return t.rows, t.first, t.total, t.shown, t.categories, t.outcomes, t.blocks, b"".join(t.detail_pieces())
+
+
+@pytest.mark.parametrize("processes", [2, 3])
+def test_read_side_by_side_the_case_table_is_the_one_process_table_byte_for_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, processes: int
+) -> None:
+    from evalkit.report.html import cases
+
+    monkeypatch.setattr(cases, "BATCH", 300)  # several batches a reader, not a multiple of BLOCK
+    monkeypatch.setattr(cases._Collector, "block_size", 300)
+    results, records = _varied_run(tmp_path)
+    alone = _table_of(results, processes=1)
+    forks = _forks(monkeypatch)
+    side_by_side = _table_of(results, processes=processes)
+    assert len(forks) == processes - 1
+    assert side_by_side == alone  # columns, first rows, counts and every packed block
+    rows, blocks = _page_data(render_run_report(RunDir.open(results, "big")))
+    by_id = {r["test_case_id"]: r for r in records}
+    stored = [(a, t, cut) for blk in blocks["chunks"] for a, t, cut in zip(blk["anchor"], blk["text"], blk["cut"])]
+    assert len(stored) == len(set(stored)) < 400  # each distinct chunk once, across the ranges too
+    for row in range(0, rows["n"], 37):
+        assert _detail(rows, blocks, row) == _shown(case_detail(by_id[rows["id"][row]])), row
+
+
+def test_side_by_side_with_few_chunks_remembered_every_row_still_shows_its_details(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from evalkit.report.html import cases
+
+    monkeypatch.setattr(cases, "KEPT", 5)  # the readers and this process each remember 5 chunks and anchors
+    results, records = _varied_run(tmp_path, 600)
+    monkeypatch.setattr(cases, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    pids = _forks(monkeypatch)
+    rows, blocks = _page_data(render_run_report(RunDir.open(results, "big")))
+    by_id = {r["test_case_id"]: r for r in records}
+    for row in range(rows["n"]):
+        assert _detail(rows, blocks, row) == _shown(case_detail(by_id[rows["id"][row]])), row
+    assert len(pids) == 1
+
+
+def test_a_small_run_or_a_running_thread_is_read_by_this_process_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import threading
+
+    from evalkit.report.html import cases
+
+    results, _ = _varied_run(tmp_path, 300)
+    run = RunDir.open(results, "big")
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert run.results_path.stat().st_size < cases.PARALLEL_MIN_BYTES and cases._spans(run, None) is None
+    monkeypatch.setattr(cases, "PARALLEL_MIN_BYTES", 0)
+    spans = cases._spans(run, None)
+    assert spans is not None and len(spans) == 2 and spans[0][0] == 0 and spans[-1][1] is None
+    assert spans[0][1] == spans[1][0] and run.results_path.read_bytes()[spans[1][0] - 1:spans[1][0]] == b"\n"
+    assert spans[0][1] < run.results_path.stat().st_size / 2  # this process, which also merges and packs, reads less
+    assert cases._spans(run, 1) is None
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert cases._spans(run, 2) is None  # forking a process with another thread running can deadlock
+    finally:
+        stop.set()
+        other.join()
+
+
+def _no_child_left(pids: list[int]) -> None:
+    import os
+
+    for pid in pids:
+        with pytest.raises(ChildProcessError):  # ended and reaped: no zombie, nothing running
+            os.waitpid(pid, os.WNOHANG)
+
+
+def _forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    import os
+
+    pids: list[int] = []
+    real_fork = os.fork
+
+    def fork() -> int:
+        pid = real_fork()
+        if pid:
+            pids.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", fork)
+    return pids
+
+
+def test_a_corrupt_record_in_a_readers_range_is_reported_at_its_line_as_by_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    from evalkit.errors import InputError
+
+    results, _ = _varied_run(tmp_path / "run", 400)
+    path = results / "big" / "results.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[350] = b'{"test_case_id": "q-bad", oops}\n'  # in the last range
+    path.write_bytes(b"".join(lines))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    with pytest.raises(InputError) as alone:
+        _table_of(results, processes=1)
+    pids = _forks(monkeypatch)
+    with pytest.raises(InputError) as side_by_side:
+        _table_of(results, processes=2)
+    assert len(pids) == 1
+    assert str(side_by_side.value) == str(alone.value) and ":351: corrupt record" in str(alone.value)
+    _no_child_left(pids)
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_a_reader_that_dies_leaves_the_page_to_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from evalkit.report.html import cases
+
+    results, _ = _varied_run(tmp_path, 500)
+    alone = _table_of(results, processes=1)
+    monkeypatch.setattr(cases, "BATCH", 100)
+    monkeypatch.setattr(cases._Collector, "block_size", 100)
+    real = cases._read_range
+
+    def dies_after_a_batch(run: RunDir, start: int, end: int | None, spool: Any, done: int) -> None:
+        real(run, start, start + 20_000, spool, done)  # a batch or two handed over, then
+        os.kill(os.getpid(), 9)
+
+    monkeypatch.setattr(cases, "_read_range", dies_after_a_batch)
+    pids = _forks(monkeypatch)
+    assert _table_of(results, processes=2) == alone
+    assert len(pids) == 1
+    _no_child_left(pids)
+
+
+def test_ctrl_c_while_readers_run_ends_them_and_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+    import time
+
+    from evalkit.report.html import cases
+
+    results, _ = _varied_run(tmp_path / "run", 400)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+
+    def slow(run: RunDir, start: int, end: int | None, spool: Any, done: int) -> None:
+        time.sleep(600)  # still reading when Ctrl-C comes
+
+    monkeypatch.setattr(cases, "_read_range", slow)
+
+    pids = _forks(monkeypatch)
+    real_batches = cases._Reader.batches
+
+    def batches(self: Any) -> Any:  # Ctrl-C while this process waits for a reader's first batch
+        raise KeyboardInterrupt
+        yield from real_batches(self)
+
+    monkeypatch.setattr(cases._Reader, "batches", batches)
+    with pytest.raises(KeyboardInterrupt):
+        _table_of(results, processes=3)
+    assert len(pids) == 2
+    _no_child_left(pids)
+    assert list((tmp_path / "tmp").iterdir()) == []

@@ -27,10 +27,11 @@ import math
 import operator
 import tempfile
 import zlib
+from array import array
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import orjson
 
@@ -38,7 +39,7 @@ from evalkit.evalset.turns import turn_place
 from evalkit.store.runlog import Rec
 from evalkit.store.runs import RunDir
 
-__all__ = ["ALPHABET", "ANCHOR_BLOCK", "BLOCK", "CHUNK_BLOCK", "CASE_FIELDS", "FIRST_ROWS", "CaseRow", "CaseTable", "case_detail", "case_row", "pack", "read_case_table", "unpack"]
+__all__ = ["ALPHABET", "ANCHOR_BLOCK", "BATCH", "BLOCK", "CHUNK_BLOCK", "CASE_FIELDS", "FIRST_ROWS", "PARALLEL_MIN_BYTES", "CaseRow", "CaseTable", "case_detail", "case_row", "pack", "read_case_table", "unpack"]
 
 # Records per detail block: one expand unpacks one block (about 0.2 MB of JSON at 20 chunks
 # a case: numbers, the answer and the judges' words; chunk text is in chunk blocks).
@@ -53,6 +54,8 @@ ANCHOR_BLOCK = 2048
 # whole index is 32,804 chunks; a run that retrieves more distinct chunks than this stores a
 # later repeat again (a bigger page, the same rows).
 KEPT = 1 << 16
+# Records a forked reader hands over at a time (`_Collector`): a few MB pickled.
+BATCH = 2048
 # Rows drawn by the template: the page shows them before (or without) its script.
 FIRST_ROWS = 50
 OUTCOMES = ("hit", "miss", "unanswerable", "unlabeled", "error")
@@ -367,6 +370,8 @@ class _Details:
     after that is stored again, which costs size, never correctness.
     """
 
+    block_size = BLOCK  # records a detail block holds
+
     def __init__(self, pool: Any, ahead: int) -> None:
         self.details, self.chunks, self.anchors = _Blocks(pool, ahead), _Blocks(pool, ahead), _Blocks(pool, ahead)
         self.chunk_ids: dict[tuple[str, str, str, bool], int] = {}
@@ -376,6 +381,7 @@ class _Details:
         self.anchor_block: list[str] = []
         self.n = 0
         self.block = self._new_block()
+        self.rounded = False  # True once records come merged (`merge`): their scores are rounded already
 
     def _new_block(self) -> dict[str, Any]:
         cols: dict[str, Any] = {k: [] for k in ("turn", "history", "answer", "answer_cut", "n_chunks", "chunk", "score", "rank",
@@ -390,11 +396,14 @@ class _Details:
             self.n_anchors += 1
             if number < KEPT:
                 self.anchor_ids[text] = number
-            self.anchor_block.append(text)
-            if len(self.anchor_block) == ANCHOR_BLOCK:
-                self.anchors.submit(self.anchor_block)
-                self.anchor_block = []
+            self._store_anchor(text)
         return number
+
+    def _store_anchor(self, text: str) -> None:
+        self.anchor_block.append(text)
+        if len(self.anchor_block) == ANCHOR_BLOCK:
+            self.anchors.submit(self.anchor_block)
+            self.anchor_block = []
 
     def add(self, record: Mapping[str, Any]) -> None:
         """One results.jsonl record: what `case_detail` says of it. 2 million chunks make a
@@ -438,28 +447,96 @@ class _Details:
         cols["gold"].append([self.anchor(a) for a in words["gold"]])
         cols["judge"].append(words["judge"])
         self.n += 1
-        if self.n == BLOCK:
+        if self.n == self.block_size:
             self._submit()
 
     def _submit(self) -> None:
-        self.block["score"] = _round_scores(self.block["score"])
+        if not self.rounded:
+            self.block["score"] = _round_scores(self.block["score"])
         self.details.submit(self.block)
         self.block, self.n = self._new_block(), 0
 
     def _new_chunk(self, key: tuple[str, str, str, bool]) -> int:
+        number = self._number_chunk(key)
+        path, heading = key[0], key[1]
+        self._store_chunk(key, self.anchor(f"{path} › {heading}" if heading else path))
+        return number
+
+    def _number_chunk(self, key: tuple[str, str, str, bool]) -> int:
         number = self.n_chunks
         self.n_chunks += 1
         if number < KEPT:
             self.chunk_ids[key] = number
-        path, heading, text, cut = key
+        return number
+
+    def _store_chunk(self, key: tuple[str, str, str, bool], anchor: int) -> None:
         store = self.chunk_block
-        store["anchor"].append(self.anchor(f"{path} › {heading}" if heading else path))
-        store["text"].append(text)
-        store["cut"].append(1 if cut else 0)
+        store["anchor"].append(anchor)
+        store["text"].append(key[2])
+        store["cut"].append(1 if key[3] else 0)
         if len(store["text"]) == CHUNK_BLOCK:
             self.chunks.submit(store)
             self.chunk_block = {"anchor": [], "text": [], "cut": []}
-        return number
+
+    def merge(self, batch: dict[str, Any], part: _PartNumbers) -> None:
+        """The records of a forked reader's batch (`_Collector`), as if `add` had read them
+        here after every record before: its chunks and anchors, numbered by that reader in
+        order of first appearance in its range, become the page's own (one lookup per
+        distinct one, not per mention), its chunk column is renumbered with numpy, and its
+        records fill the detail blocks from where they stand. `part` holds the reader's
+        numbering across its batches."""
+        import numpy as np
+
+        if not self.rounded:  # the open block's scores as they came, before the rounded ones join them
+            self.block["score"] = _round_scores(self.block["score"])
+            self.rounded = True
+        anchors = part.anchors
+        for text in batch["anchors"]:
+            anchors.append(self.anchor(text))
+        before = self.n_chunks
+        find = self.chunk_ids.get
+        for key, a in zip(batch["chunks"], batch["chunk_anchors"]):
+            number = find(key)
+            part.fresh.append(number is None)
+            if number is None:
+                number = self._number_chunk(key)
+                self._store_chunk(key, anchors[a])
+            part.chunks.append(number)
+        cols = batch["cols"]
+        local = cols["chunk"]  # 0: the range's next new chunk; else 1 + its number in the range
+        first = local == 0
+        ids = np.where(first, part.seen + np.cumsum(first) - 1, local - 1)
+        part.seen = len(part.chunks)
+        fresh = np.frombuffer(part.fresh, np.bool_)[ids]
+        number = np.frombuffer(part.chunks, np.int64)[ids]
+        refs = np.where(first & fresh, 0, number + 1)  # new to the page: 0 where it is first seen
+        new_before = np.zeros(len(refs) + 1, np.int64)
+        np.cumsum(refs == 0, out=new_before[1:])
+        n = len(cols["answer"])
+        starts = np.zeros(n + 1, np.int64)
+        np.cumsum(cols["n_chunks"], out=starts[1:])
+        starts_l, new_before_l, refs_l = starts.tolist(), new_before.tolist(), refs.tolist()
+        cited = [[anchors[a] for a in r] for r in cols["refs"]]
+        gold = [[anchors[a] for a in g] for g in cols["gold"]]
+        i = 0
+        while i < n:
+            block = self.block
+            if self.n == 0:  # a block opened here: its first new chunk's number
+                block["base"] = before + new_before_l[starts_l[i]]
+            j = min(i + self.block_size - self.n, n)
+            a, b = starts_l[i], starts_l[j]
+            for name in ("turn", "history", "answer", "answer_cut", "n_chunks"):
+                block[name] += cols[name][i:j]
+            block["chunk"] += refs_l[a:b]
+            block["score"] += cols["score"][a:b]
+            block["rank"] += cols["rank"][a:b]
+            block["refs"] += cited[i:j]
+            block["gold"] += gold[i:j]
+            block["judge"] += cols["judge"][i:j]
+            self.n += j - i
+            i = j
+            if self.n == self.block_size:
+                self._submit()
 
     def finish(self) -> None:
         """Pack the last, partly filled blocks and wait for every block."""
@@ -477,6 +554,55 @@ class _Details:
 
     def counts(self) -> dict[str, int]:
         return {"details": self.details.count, "chunks": self.chunks.count, "anchors": self.anchors.count}
+
+
+@dataclass
+class _PartNumbers:
+    """A forked reader's numbering as the page's: chunk i of its range is the page's chunk
+    `chunks[i]`, first stored by that range when `fresh[i]`; its anchor i is `anchors[i]`."""
+
+    chunks: array = field(default_factory=lambda: array("q"))
+    fresh: bytearray = field(default_factory=bytearray)
+    anchors: array = field(default_factory=lambda: array("q"))
+    seen: int = 0  # chunks numbered in the batches merged so far
+
+
+class _Collector(_Details):
+    """`_Details` in a forked reader: the same reading of each record, numbered within its
+    byte range, but nothing packed: every `BATCH` records (and at the end) `emit` gets a
+    batch for `_Details.merge` in the parent: the detail columns of those records (scores
+    rounded; the chunk column an array), the chunks and anchors they saw first (keys and
+    anchor numbers; texts)."""
+
+    block_size = BATCH
+
+    def __init__(self, emit: Callable[[dict[str, Any]], None]) -> None:
+        self.emit = emit
+        self.chunk_ids, self.anchor_ids = {}, {}
+        self.n_chunks = self.n_anchors = 0
+        self.new_chunks: list[tuple[str, str, str, bool]] = []
+        self.new_chunk_anchors: list[int] = []
+        self.anchor_block = []
+        self.n = 0
+        self.block = self._new_block()
+
+    def _store_anchor(self, text: str) -> None:
+        self.anchor_block.append(text)
+
+    def _store_chunk(self, key: tuple[str, str, str, bool], anchor: int) -> None:
+        self.new_chunks.append(key)
+        self.new_chunk_anchors.append(anchor)
+
+    def _submit(self) -> None:
+        import numpy as np
+
+        cols = self.block
+        del cols["base"]
+        cols["score"] = _round_scores(cols["score"])
+        cols["chunk"] = np.array(cols["chunk"], np.int64)
+        self.emit({"cols": cols, "chunks": self.new_chunks, "chunk_anchors": self.new_chunk_anchors, "anchors": self.anchor_block})
+        self.block, self.n = self._new_block(), 0
+        self.new_chunks, self.new_chunk_anchors, self.anchor_block = [], [], []
 
 
 @dataclass
@@ -530,54 +656,280 @@ def _kept_lines(run: RunDir, max_cases: int) -> set[int]:
     return {-s for _, s in heap}
 
 
-def read_case_table(run: RunDir, *, max_cases: int | None = None, first_rows: int = FIRST_ROWS) -> CaseTable:
+def read_case_table(
+    run: RunDir, *, max_cases: int | None = None, first_rows: int = FIRST_ROWS, processes: int | None = None
+) -> CaseTable:
     """Stream results.jsonl once into the case table: columns in memory, detail, chunk and
     anchor blocks packed into temp files as they fill.
+
+    A large results.jsonl is read side by side: this process reads the first part while
+    forked readers each read a later byte range (`_fork_readers`), then merges what they
+    read in file order; the page is the one this process alone would write, byte for byte
+    (a run that retrieves more than KEPT distinct chunks may store a repeat fewer times).
 
     Args:
         run: the run folder.
         max_cases: keep only this many records, the lowest case indexes (None: all). Costs a
-            second pass over results.jsonl.
+            second pass over results.jsonl, and is read by this process alone.
         first_rows: how many rows (in eval-set order) to return as CaseRow for the template.
+        processes: how many processes read results.jsonl (1: this one alone). Default: one
+            per core (at most 4) from `PARALLEL_MIN_BYTES` on, else 1.
 
     Returns:
         The CaseTable; close it when its blocks have been written out.
     """
+    keep = _kept_lines(run, max_cases) if max_cases is not None else None
+    spans = _spans(run, processes) if keep is None else None
+    if spans is None:
+        return _read(run, keep, first_rows, None)
+    try:
+        return _read(run, None, first_rows, spans)
+    except _ReaderFailed:  # this process alone reads it again, and says what was wrong where
+        return _read(run, None, first_rows, None)
+
+
+def _read(run: RunDir, keep: set[int] | None, first_rows: int, spans: list[tuple[int, int | None]] | None) -> CaseTable:
+    """`read_case_table`: this process reads `spans[0]` (all of results.jsonl when None), a
+    forked reader each later span."""
     import os
     from concurrent.futures import ThreadPoolExecutor
 
-    keep = _kept_lines(run, max_cases) if max_cases is not None else None
+    from evalkit.collector import fewer_collections
+
     rows: list[CaseRow] = []
     sort_keys: list[tuple[int, int]] = []
     total = 0
-    # deflate runs in a thread per core beside the reading; at most 2 blocks ahead per worker
-    workers = max(1, min(4, os.cpu_count() or 1))
-    with ThreadPoolExecutor(workers, thread_name_prefix="evalkit-report") as pool:
-        details = _Details(pool, 2 * workers)
-        try:
-            for seq, record in enumerate(run.iter_results()):
-                total += 1
-                if keep is not None and seq not in keep:
-                    continue
-                row = case_row(record, seq)
-                sort_keys.append((row.index, seq))
-                rows.append(row)
-                details.add(record)
-            details.finish()
-            order = sorted(range(len(rows)), key=sort_keys.__getitem__)
-            del sort_keys
-            rows = [rows[i] for i in order]
-            packed = pack(_columns(rows, order, details.counts()), pool)
-        except BaseException:
-            for spool in details.spools():
-                spool.close()
-            raise
+    readers = _fork_readers(run, spans[1:]) if spans else []  # before the threads start
+    try:
+        # deflate runs in a thread per core beside the reading; at most 2 blocks ahead per worker
+        workers = max(1, min(4, os.cpu_count() or 1))
+        with ThreadPoolExecutor(workers, thread_name_prefix="evalkit-report") as pool:
+            details = _Details(pool, 2 * workers)
+            try:
+                with fewer_collections():  # rows and blocks pile up: young collections would rescan them
+                    for seq, record in enumerate(run.iter_results(*spans[0]) if spans else run.iter_results()):
+                        total += 1
+                        if keep is not None and seq not in keep:
+                            continue
+                        row = case_row(record, seq)
+                        sort_keys.append((row.index, seq))
+                        rows.append(row)
+                        details.add(record)
+                    for reader in readers:
+                        numbers = _PartNumbers()
+                        for batch in reader.batches():
+                            got = [CaseRow(*values) for values in batch["rows"]]
+                            for k in batch["unindexed"]:  # a record without a case index sorts by its line
+                                got[k].index = total + k
+                            sort_keys += [(row.index, total + k) for k, row in enumerate(got)]
+                            rows += got
+                            total += len(got)
+                            details.merge(batch, numbers)
+                details.finish()
+                order = sorted(range(len(rows)), key=sort_keys.__getitem__)
+                del sort_keys
+                rows = [rows[i] for i in order]
+                packed = pack(_columns(rows, order, details.counts()), pool)
+            except BaseException:
+                for spool in details.spools():
+                    spool.close()
+                raise
+    finally:
+        for reader in readers:
+            reader.close()
     categories = sorted({r.category for r in rows if r.category})
     outcomes = [o for o in OUTCOMES if any(r.outcome == o for r in rows)]
     return CaseTable(
         rows=packed, first=rows[:first_rows], total=total, shown=len(rows), categories=categories, outcomes=outcomes,
         blocks=details.counts(), _spools=details.spools(),
     )
+
+
+# ---- reading side by side: forked readers, each a byte range of results.jsonl
+
+# results.jsonl from this size on is read side by side (a 5,000-case run of SciFact text is
+# 70 MB); below it a fork and the hand-over cost more than they save.
+PARALLEL_MIN_BYTES = 48 << 20
+_MAX_PROCESSES = 4
+# This process also merges the readers' batches and deflates every block in its threads, so
+# it reads a smaller share of the file than each reader (a fraction of an equal share).
+_OWN_SHARE = 0.6
+_ROW_VALUES = operator.attrgetter(*CaseRow.__slots__)  # type: ignore[attr-defined]
+
+
+class _ReaderFailed(Exception):
+    """A forked reader ended without handing over all of its range."""
+
+
+def _spans(run: RunDir, processes: int | None) -> list[tuple[int, int | None]] | None:
+    """The byte ranges of results.jsonl each process reads (this one the first), or None when
+    this process reads it alone: one process asked for or one core, a small file, no fork
+    (not Linux), or another thread running (forking it can deadlock)."""
+    import bisect
+    import os
+    import sys
+    import threading
+
+    if processes is None:
+        processes = min(os.cpu_count() or 1, _MAX_PROCESSES)
+        try:
+            if run.results_path.stat().st_size < PARALLEL_MIN_BYTES:
+                return None
+        except OSError:
+            return None
+    if processes <= 1 or sys.platform != "linux" or threading.active_count() > 1:
+        return None
+    slices = run.split_results(20 * processes)
+    starts = [a for a, _ in slices]
+    size = run.results_path.stat().st_size
+    own = _OWN_SHARE / processes
+    cuts = sorted({bisect.bisect_left(starts, size * (own + (1 - own) * k / (processes - 1))) for k in range(processes - 1)})
+    cuts = [c for c in cuts if 0 < c < len(starts)]
+    if not cuts:
+        return None
+    bounds = [0, *(starts[c] for c in cuts)]
+    return [(a, b) for a, b in zip(bounds, [*bounds[1:], None])]
+
+
+class _Reader:
+    """A forked process reading one byte range (`_read_range`): each batch is appended to
+    an anonymous temp file (its length, then its pickle), and one byte on a pipe says so."""
+
+    def __init__(self, pid: int, spool: IO[bytes], ready: int) -> None:
+        self.pid: int | None = pid
+        self.spool, self.ready = spool, ready
+
+    def batches(self) -> Iterator[dict[str, Any]]:
+        """The batches in order, each as soon as it is written; _ReaderFailed if the reader
+        ended otherwise than done."""
+        import os
+        import pickle
+
+        fd, at = self.spool.fileno(), 0
+        while os.read(self.ready, 1):  # the end of the pipe: the reader has exited
+            size = int.from_bytes(_pread(fd, 8, at), "little")
+            yield pickle.loads(_pread(fd, size, at + 8))
+            at += 8 + size
+        assert self.pid is not None
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = None
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise _ReaderFailed(f"a forked reader of the case table ended with status {status}")
+
+    def close(self) -> None:
+        """End the reader if it still runs (an error or Ctrl-C here), and drop its file."""
+        import os
+        import signal
+
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(self.pid, 0)
+            self.pid = None
+        if self.ready >= 0:
+            os.close(self.ready)
+            self.ready = -1
+        self.spool.close()
+
+
+def _pread(fd: int, size: int, at: int) -> bytes:
+    import os
+
+    got = []
+    while size:
+        piece = os.pread(fd, size, at)
+        if not piece:
+            raise _ReaderFailed("a forked reader's batch is cut short")
+        got.append(piece)
+        size -= len(piece)
+        at += len(piece)
+    return b"".join(got)
+
+
+def _fork_readers(run: RunDir, spans: list[tuple[int, int | None]]) -> list[_Reader]:
+    """A forked reader for each span. Their files are anonymous (nothing is left on disk,
+    however a process ends); a reader ignores Ctrl-C (this process ends it), and stops
+    when this one is gone (its pipe breaks)."""
+    import os
+
+    readers: list[_Reader] = []
+    try:
+        for start, end in spans:
+            spool = tempfile.TemporaryFile(prefix="evalkit-report-")  # noqa: SIM115 - closed by _Reader.close
+            try:
+                ready, done = os.pipe()
+            except BaseException:
+                spool.close()
+                raise
+            try:
+                pid = os.fork()
+            except BaseException:
+                spool.close()
+                os.close(ready)
+                os.close(done)
+                raise
+            if pid == 0:  # the reader
+                _reader_main(run, start, end, spool, done, [r.ready for r in readers] + [ready])
+            os.close(done)
+            readers.append(_Reader(pid, spool, ready))
+    except BaseException:
+        for reader in readers:
+            reader.close()
+        raise
+    return readers
+
+
+def _reader_main(run: RunDir, start: int, end: int | None, spool: IO[bytes], done: int, others: list[int]) -> NoReturn:
+    """A forked reader's whole life: it never returns into the caller's code, and says how
+    it ended only by its exit status (this process reads the range again after a failure,
+    and reports what was wrong there)."""
+    import os
+    import signal
+
+    status = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for fd in others:
+            os.close(fd)
+        _read_range(run, start, end, spool, done)
+        status = 0
+    finally:
+        os._exit(status)
+
+
+def _read_range(run: RunDir, start: int, end: int | None, spool: IO[bytes], done: int) -> None:
+    """Read results.jsonl[start:end] as `read_case_table` reads records, a batch at a time
+    into `spool` (`_Collector`), with the row of each record (a record without a case
+    index listed in `unindexed`: the parent knows its line)."""
+    import os
+    import pickle
+
+    from evalkit.collector import fewer_collections
+
+    rows: list[tuple[Any, ...]] = []
+    unindexed: list[int] = []
+
+    def emit(batch: dict[str, Any]) -> None:
+        batch["rows"], batch["unindexed"] = rows, unindexed
+        data = pickle.dumps(batch, pickle.HIGHEST_PROTOCOL)
+        spool.write(len(data).to_bytes(8, "little"))
+        spool.write(data)
+        spool.flush()
+        os.write(done, b"\x01")
+        rows.clear()
+        unindexed.clear()
+
+    details = _Collector(emit)
+    with fewer_collections():
+        for seq, record in enumerate(run.iter_results(start, end)):
+            if _int(record.get(Rec.CASE_INDEX)) is None:
+                unindexed.append(len(rows))
+            rows.append(_ROW_VALUES(case_row(record, seq)))
+            details.add(record)
+        if details.n:
+            details._submit()
 
 
 def _codes(values: list[str]) -> tuple[list[str], list[int]]:
