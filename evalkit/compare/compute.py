@@ -91,7 +91,7 @@ from evalkit.metrics.stats import (
     noise_sentence,
     significant,
 )
-from evalkit.store.runlog import Met
+from evalkit.store.runlog import Cell, Met
 from evalkit.store.runs import RunDir
 
 __all__ = ["IncomparableRuns", "compare_runs", "select_metrics"]
@@ -446,16 +446,33 @@ def _method_counts(rows: list[DeltaRow]) -> dict[str, dict[str, int]]:
     return counts
 
 
+def corrected_deltas(ma: Mapping[str, Any], mb: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
+    """{judge mean key: (θ_b − θ_a, se)} for each judge kind both runs' metrics.json correct by
+    human grades (`aggregate_metrics.judge_ppi`, PPI++); empty when either run has none."""
+    from evalkit.metrics.ppi import corrected_difference
+
+    pa = (ma.get(Met.AGGREGATE) or {}).get(Cell.JUDGE_PPI) or {}
+    pb = (mb.get(Met.AGGREGATE) or {}).get(Cell.JUDGE_PPI) or {}
+    out = {}
+    for kind in ("groundedness", "correctness"):
+        d = corrected_difference(pa.get(kind), pb.get(kind))
+        if d is not None:
+            out[f"{kind}_avg"] = d
+    return out
+
+
 def _verdict(
     rows: list[DeltaRow], ta: CaseTable, tb: CaseTable, pairing: _Pairing,
     margins: dict[tuple[str, int | None], tuple[float | None, Any]], skipped: dict[str, str], gate_k: int | None, alpha: float,
+    corrected: Mapping[str, tuple[float, float]] | None = None,
 ) -> MergeVerdict:
     """The merge verdict over every metric both runs computed case by case (at the gate's K,
     and any other K a `--margin` names), each on its overall row's paired data against its
     margin (`verdict.resolve_margins`). Gated: the registry's gated set and every metric a
     `--margin` names. A gated metric the gate skipped, or whose row is missing or not
     comparable, is listed in `not_compared` with the reason; so is any metric whose row
-    exists but cannot be compared."""
+    exists but cannot be compared. `corrected`: {judge metric: (delta, se)} of the runs'
+    PPI++-corrected means (`corrected_deltas`), judged instead of the judge's paired scores."""
     overall = {(r.metric, r.k): r for r in rows if r.scope == "overall"}
     members, not_compared = [], []
     for (metric, k), (margin, source) in margins.items():
@@ -481,7 +498,8 @@ def _verdict(
         diff, clusters = _paired_diff(row, ta, tb, pairing)
         members.append(Member(metric=metric, k=k, direction=row.direction or "higher_is_better", margin=margin,
                               source=source, diff=diff, test=row.test,
-                              family=metric_key(_MIRRORED.get(metric, metric), k), gated=gated, clusters=clusters))
+                              family=metric_key(_MIRRORED.get(metric, metric), k), gated=gated, clusters=clusters,
+                              corrected=(corrected or {}).get(metric)))
     # Report order: the gated set first, then the rest, each in the rows' order.
     rank = {(r.metric, r.k): i for i, r in enumerate(rows) if r.scope == "overall"}
     members.sort(key=lambda m: (not m.gated, rank.get((m.metric, m.k), len(rank))))
@@ -674,7 +692,8 @@ def compare_runs(
         stages = stage_transitions(ta, tb, pairing.ia, pairing.ib, pairing.ids, primary)
         skipped = {s["metric"]: s["reason"] for s in skipped_metrics(
             sa.metrics, sb.metrics, allow_mixed_judges=allow_mixed_judges, not_comparable=partial)}
-        merge = _verdict(rows, ta, tb, pairing, resolved, skipped, gate_k, alpha)
+        merge = _verdict(rows, ta, tb, pairing, resolved, skipped, gate_k, alpha,
+                         corrected_deltas(sa.metrics, sb.metrics))
     else:
         merge = MergeVerdict(available=False, summary="one side has no per-case results (a bare metrics.json)",
                              alpha=alpha, confidence=1.0 - alpha)

@@ -61,6 +61,10 @@ class MetricVerdict(BaseModel):
         "or shown worse) with 80% power if the observed change and sd held; null otherwise"
     )
     more_cases: int | None = Field(description="cases_needed − n")
+    interval: Literal["paired", "ppi++"] = Field(
+        "paired", description="paired: the t-interval of the paired differences; ppi++: both runs have human grades, and "
+        "the interval is of the difference of their PPI++-corrected means (EVAL.md, \"Corrected means\")"
+    )
     test: str | None = Field(description="the delta row's paired test (rows sharing it share the interval)")
 
 

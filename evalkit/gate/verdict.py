@@ -484,6 +484,10 @@ class Member:
     family: str  # members with the same family key are one test (hallucination = 1 − abstention accuracy)
     gated: bool = True  # must be shown no worse than its margin for the merge to pass
     clusters: np.ndarray | None = None  # per difference, its conversation (paired_interval), or None
+    # (delta, se) of the difference of both runs' PPI++-corrected means (judge metrics whose
+    # runs both have human grades: metrics.ppi.corrected_difference); it replaces the paired
+    # interval of the judge's own scores, which is about the judge, not about the humans.
+    corrected: tuple[float, float] | None = None
 
 
 def _reason(label: str, direction: str, margin: float, ghi: float | None, more: int | None, n: int) -> str:
@@ -520,7 +524,32 @@ def _too_few_reason(scale: float, n: int, margin: float, floor: float, more: int
             f"this set cannot judge a {margin:g} margin; {add}")
 
 
+def _corrected_verdict(m: Member, confidence: float) -> MetricVerdict:
+    """The label from the corrected interval delta ∓ z_{(1+c)/2} · se (PPI++ is normal in the
+    limit), clipped to the scale; the paired-cases figures (mde, cases to settle) do not apply."""
+    scale = _scale(m.metric)
+    delta, se = m.corrected  # type: ignore[misc]
+    half = _z((1.0 + confidence) / 2.0) * se
+    lo, hi = max(delta - half, -scale) + 0.0, min(delta + half, scale) + 0.0
+    label = classify(lo, hi, m.margin, m.direction)
+    if label == "inconclusive":
+        bound = f"-{m.margin:g}" if m.direction == "higher_is_better" else f"+{m.margin:g}"
+        reason = (f"not settled: the interval reaches past {bound} and past 0; more human grades would narrow it "
+                  "(label --grade-answers --plan-width)")
+    else:
+        reason = _reason(label, m.direction, m.margin, _good(lo, hi, m.direction)[1], None, 2)
+    return MetricVerdict(
+        metric=m.metric, k=m.k, label=label_of(m.metric, m.k), direction=m.direction,  # type: ignore[arg-type]
+        margin=m.margin, margin_source=m.source, n=int(m.diff.size), n_changed=int(np.count_nonzero(m.diff)),
+        delta=delta, ci=[lo, hi], sd=None, verdict=label, gated=m.gated, judgeable=True, mde=None, cases_needed=None,
+        more_cases=None, test=m.test, interval="ppi++",
+        reason=reason + " (corrected by human grades, PPI++: both runs have them)",
+    )
+
+
 def _metric_verdict(m: Member, confidence: float, power: float) -> MetricVerdict:
+    if m.corrected is not None:
+        return _corrected_verdict(m, confidence)
     scale = _scale(m.metric)
     iv = paired_interval(m.diff, scale=scale, confidence=confidence, clusters=m.clusters)
     changed = int(np.count_nonzero(m.diff))

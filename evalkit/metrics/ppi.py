@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["classical_mean_ci", "grading_plan", "power_lambda", "ppi_mean_ci"]
+__all__ = ["classical_mean_ci", "corrected_difference", "grading_plan", "power_lambda", "ppi_mean_ci"]
 
 
 def _z(confidence: float) -> float:
@@ -128,3 +128,25 @@ def grading_plan(
         needed = None
     return {"width": width, "width_now": now["ci"][1] - now["ci"][0], "n_labeled": n, "n_needed": needed,
             "n_more": None if needed is None else needed - n, "lambda": lam}
+
+
+def corrected_difference(a: Any, b: Any) -> tuple[float, float] | None:
+    """(θ_b − θ_a, √(se_a² + se_b²)) of two runs' corrected means (`judge_ppi.<kind>` blocks,
+    {estimate, se, ...}); None unless both hold a number for each.
+
+    The two estimates rest on different human grades (of different answers), so their errors
+    are taken as independent. Both use the judge on the same cases, whose errors are usually
+    positively correlated between the runs; leaving that covariance out overstates the
+    variance, so the interval errs wide, never narrow, on that account.
+    """
+    def part(x: Any) -> tuple[float, float] | None:
+        if not isinstance(x, dict):
+            return None
+        est, se = x.get("estimate"), x.get("se")
+        ok = isinstance(est, int | float) and isinstance(se, int | float) and math.isfinite(est) and math.isfinite(se)
+        return (float(est), float(se)) if ok else None
+
+    pa, pb = part(a), part(b)
+    if pa is None or pb is None:
+        return None
+    return pb[0] - pa[0], math.sqrt(pa[1] ** 2 + pb[1] ** 2)

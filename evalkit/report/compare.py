@@ -183,12 +183,13 @@ def verdict_cells(m: MetricVerdict) -> list[str]:
     a gated metric's name ends in GATED_MARK, a margin --margin set in MARGIN_MARK."""
     interval = "—" if m.ci is None else f"[{format_change(m.ci[0])}, {format_change(m.ci[1])}]"
     settle = "—"
+    corrected = m.interval == "ppi++"  # judged on the human-corrected means: no paired-case figures
     if m.verdict == "inconclusive":
-        settle = "on the bound" if m.more_cases is None else f"+{m.more_cases:,}"
+        settle = "more grades" if corrected else "on the bound" if m.more_cases is None else f"+{m.more_cases:,}"
     return [
-        label_of(m.metric, m.k) + (f" {GATED_MARK}" if m.gated else ""), str(m.n), format_change(m.delta), interval,
-        margin_bound(m), m.verdict,
-        ("—" if m.ci is None else "none") if m.mde is None else f"±{m.mde:.3f}", settle,
+        label_of(m.metric, m.k) + (" (PPI++)" if corrected else "") + (f" {GATED_MARK}" if m.gated else ""), str(m.n),
+        format_change(m.delta), interval, margin_bound(m), m.verdict,
+        "—" if corrected or m.ci is None else "none" if m.mde is None else f"±{m.mde:.3f}", settle,
     ]
 
 
