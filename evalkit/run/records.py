@@ -17,7 +17,7 @@ from typing import Any
 from evalkit.config import LIST_STORE_ITEMS, TRUNCATE_CHARS, RunSettings, stored_answer
 from evalkit.errors import BadConfig, Problem, TargetError
 from evalkit.evalset.load import CaseKey, EvalSet
-from evalkit.schema import SCHEMA_VERSION, AskRequest, EvalCase, RerankWeights
+from evalkit.schema import SCHEMA_VERSION, AskRequest, EvalCase, Reference, RerankWeights, RetrievedChunk
 from evalkit.store.runlog import Rec
 
 __all__ = [
@@ -256,11 +256,30 @@ def _stored(item: Mapping[str, Any], full_text: bool) -> tuple[dict[str, Any], b
     return out, cut
 
 
+# A chunk or reference of AskResult.plain holds its model's declared fields (model_dump gives
+# them all), of their declared types, then its extra fields.
+_CHUNK_FIELDS = frozenset(RetrievedChunk.model_fields)
+_REFERENCE_FIELDS = frozenset(Reference.model_fields)
+
+
 def _stored_chunk(chunk: Mapping[str, Any], full_text: bool) -> dict[str, Any]:
-    out, _ = _stored({**chunk, "text": chunk.get("text") or ""}, full_text)
-    out["text_truncated"] = not full_text and len(chunk.get("text") or "") > TRUNCATE_CHARS
+    text = chunk.get("text") or ""
+    if chunk.keys() == _CHUNK_FIELDS:
+        # No extra field: its only string that is not kept whole is `text` (the others are
+        # ids and locations, or numbers), so this is what _stored makes of it.
+        out = dict(chunk)
+        out["text"] = text[:TRUNCATE_CHARS] if not full_text else text
+    else:
+        out, _ = _stored({**chunk, "text": text}, full_text)
+    out["text_truncated"] = not full_text and len(text) > TRUNCATE_CHARS
     out.setdefault("token_count", None)
     return out
+
+
+def _stored_reference(reference: Mapping[str, Any], full_text: bool) -> dict[str, Any]:
+    if reference.keys() == _REFERENCE_FIELDS:
+        return dict(reference)  # ids, locations and line numbers only: nothing to cut
+    return _stored(reference, full_text)[0]
 
 
 def versions_tuple(
@@ -457,7 +476,7 @@ def build_record(
     record["answer"] = answer
     if settings.retrieval_only:
         record.update(stored_answer(record))
-    record["references"] = [_stored(r, settings.store_full_text)[0] for r in references[:n_refs_stored]]
+    record["references"] = [_stored_reference(r, settings.store_full_text) for r in references[:n_refs_stored]]
     record[Rec.REFERENCES_DROPPED] = max(0, len(references) - n_refs_stored)
     record["retrieved_chunks"] = [_stored_chunk(c, settings.store_full_text) for c in chunks]
     record[Rec.RETRIEVED_CHUNKS_DROPPED] = len(ranked) - len(chunks)

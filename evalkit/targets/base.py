@@ -250,7 +250,7 @@ def find_missing_fields(raw: Mapping[str, Any], request: AskRequest | None = Non
 def _missing_in_items(items: Any, fields: Sequence[str], prefix: str) -> list[str]:
     if not isinstance(items, list):
         return []
-    dicts = [it for it in items if isinstance(it, Mapping)]
+    dicts = [it for it in items if type(it) is dict or isinstance(it, Mapping)]
     if not dicts:
         return []
     # A field is missing when some item lacks its key: not among the keys all items share.
@@ -406,14 +406,26 @@ def _fields(model: Any, nested: Mapping[str, Any] = {}) -> tuple[tuple[str, Any,
     return tuple(out)
 
 
-def _model_check(fields: tuple[tuple[str, Any, Any], ...], *, optional: bool) -> Any:
-    names = frozenset(name for name, _, _ in fields)
+# The types a field of each kind holds as is (no conversion, no finiteness to check but a float's).
+_AS_IS: dict[Any, frozenset[type]] = {str: frozenset({str}), str | None: frozenset({str, type(None)}),
+                                      int | None: frozenset({int, type(None)}),
+                                      float | None: frozenset({float, type(None)}),
+                                      bool | None: frozenset({bool, type(None)})}
 
-    def check(value: Any) -> Any:
-        if value is None and optional:
-            return None
-        if type(value) is not dict:
-            raise _UNSURE
+
+def _model_check(fields: tuple[tuple[str, Any, Any], ...], *, optional: bool, model: Any = None) -> Any:
+    """The check of one response model's object. With `model` (a model of scalar fields only),
+    an object with exactly its fields, in its order, each of a type kept as is (the usual
+    answer's chunks and references), is copied in one step: which type tuples pass is
+    learnt once per tuple."""
+    names = frozenset(name for name, _, _ in fields)
+    order = tuple(name for name, _, _ in fields)
+    as_is = [_AS_IS.get(info.annotation) for info in model.model_fields.values()] if model is not None else None
+    lane = as_is is not None and all(a is not None for a in as_is)
+    floats = tuple(i for i, info in enumerate(model.model_fields.values()) if info.annotation == float | None) if lane else ()
+    passing: dict[tuple[type, ...], bool] = {}
+
+    def general(value: Any) -> Any:
         out = {}
         for name, field_check, default in fields:
             if name in value:
@@ -429,6 +441,27 @@ def _model_check(fields: tuple[tuple[str, Any, Any], ...], *, optional: bool) ->
                         raise _UNSURE
                     out[key] = _extra(v)
         return out
+
+    def check(value: Any) -> Any:
+        if value is None and optional:
+            return None
+        if type(value) is not dict:
+            raise _UNSURE
+        if lane and tuple(value) == order:
+            values = tuple(value.values())
+            kinds = tuple(map(type, values))
+            ok = passing.get(kinds)
+            if ok is None:
+                ok = all(kind in allowed for kind, allowed in zip(kinds, as_is))  # type: ignore[arg-type]
+                if len(passing) < 256:
+                    passing[kinds] = ok
+            if ok:
+                for i in floats:
+                    v = values[i]
+                    if v is not None and v - v != 0.0:  # not finite
+                        raise _UNSURE
+                return dict(value)
+        return general(value)
 
     return check
 
@@ -452,14 +485,14 @@ def _fast_checks() -> Any:
         Versions,
     )
 
-    chunk = _model_check(_fields(RetrievedChunk), optional=False)
+    chunk = _model_check(_fields(RetrievedChunk), optional=False, model=RetrievedChunk)
     debug = _model_check(_fields(DebugInfo, {
         "retrieved_chunks": _list_of(chunk),
         "folder_selection": _model_check(_fields(FolderSelection), optional=True),
-        "timings_ms": _model_check(_fields(Timings), optional=True),
-        "versions": _model_check(_fields(Versions), optional=True),
+        "timings_ms": _model_check(_fields(Timings), optional=True, model=Timings),
+        "versions": _model_check(_fields(Versions), optional=True, model=Versions),
     }), optional=True)
-    reference = _model_check(_fields(Reference), optional=False)
+    reference = _model_check(_fields(Reference), optional=False, model=Reference)
     return _model_check(_fields(AskResponse, {"references": _list_of(reference), "debug": debug}), optional=False)
 
 

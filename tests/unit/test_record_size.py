@@ -150,3 +150,24 @@ def test_nested_strings_of_a_chunk_are_cut_too():
     assert rec["retrieved_chunks"][0]["metadata"] == {"body": "b" * TRUNCATE_CHARS, "tags": ["t" * TRUNCATE_CHARS, "ok"]}
     rec, _ = _build(_raw([chunk]), store_full_text=True)
     assert rec["retrieved_chunks"][0]["metadata"] == chunk["metadata"]
+
+
+def test_a_chunk_is_stored_alike_with_or_without_extra_fields():
+    # Without extras a chunk is copied with its text cut (its other strings are ids and
+    # locations, kept whole); with one, every string is walked. Both must store the same.
+    long = "y" * (TRUNCATE_CHARS + 50)
+    plain = {**_chunk("c" * 300, 1), "rel_path": "p" * 300 + ".md", "heading_path": "# " + "h" * 300, "text": long}
+    with_extra = {**plain, "meta": {"body": long}}
+    refs = [{"chunk_id": "r" * 300, "rel_path": "q" * 300, "heading_path": "# " + "h" * 300, "start_line": 1,
+             "end_line": 2}]
+    for full_text in (False, True):
+        a, _ = _build(_raw([plain], references=refs), store_full_text=full_text)
+        b, _ = _build(_raw([with_extra], references=[{**refs[0], "text": long}]), store_full_text=full_text)
+        stored_a, stored_b = a["retrieved_chunks"][0], b["retrieved_chunks"][0]
+        assert stored_b.pop("meta") == {"body": long if full_text else long[:TRUNCATE_CHARS]}
+        assert stored_a == stored_b and list(stored_a) == list(stored_b)
+        assert stored_a["text"] == (long if full_text else long[:TRUNCATE_CHARS])
+        assert stored_a["text_truncated"] is (not full_text)
+        assert stored_a["chunk_id"] == plain["chunk_id"] and stored_a["heading_path"] == plain["heading_path"]
+        assert b["references"][0].pop("text") == (long if full_text else long[:TRUNCATE_CHARS])
+        assert a["references"] == b["references"] == refs

@@ -56,6 +56,10 @@ TAKEN = {
     "negative zero, subnormal": _edit(lambda r: r["debug"]["retrieved_chunks"][0].update(score_lexical=-0.0,
                                                                                            score_final=1e-320)),
     "big int extra": _edit(lambda r: r.update(big=2 ** 70)),
+    "fields in another order": _edit(lambda r: r["debug"].update(
+        retrieved_chunks=[dict(reversed(c.items())) for c in r["debug"]["retrieved_chunks"]])),
+    "nulls where allowed": _edit(lambda r: r["debug"]["retrieved_chunks"][0].update(
+        chunk_id=None, start_line=None, score_vector=None, rank=None, token_count=None)),
 }
 
 # Answers it leaves to pydantic (which coerces, or refuses them).
@@ -83,6 +87,8 @@ LEFT = {
     "folders a tuple": _edit(lambda r: r["debug"]["folder_selection"].update(selected_folders=("a",))),
     "chunk_id an int": _edit(lambda r: r["debug"]["retrieved_chunks"][0].update(chunk_id=12)),
     "str subclass": _edit(lambda r: r.update(answer=type("S", (str,), {})("a"))),
+    "bool in a float field": _edit(lambda r: r["debug"]["retrieved_chunks"][0].update(score_final=True)),
+    "infinite timing": _edit(lambda r: r["debug"]["timings_ms"].update(retrieval=-math.inf)),
     "a model inside": _edit(lambda r: r["debug"].update(versions=AskResponse(answer="x"))),
 }
 
