@@ -17,7 +17,13 @@ from typing import Optional
 
 import typer
 
-from evalkit.cli.common import exit_on_known_errors, force_option, plain_metavars, printable
+from evalkit.cli.common import (
+    exit_on_known_errors,
+    force_option,
+    plain_metavars,
+    printable,
+    results_dir_option,
+)
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
@@ -25,7 +31,8 @@ app = typer.Typer(
     help="Convert another harness's fixtures into an evalkit eval set: --format gno (seed 002's queries.json / "
     "ask-cases.json), --format hindsight (seed 004's JSONL; its seedFacts become notes under --vault-out), "
     "--format beir, --format trec, or --format mtrag (MTRAG's generation tasks: one conversation per line, "
-    "their gold passages become notes under --vault-out). Exit 0 ok, 2 bad input.",
+    "their gold passages become notes under --vault-out), or --format mtrag-ratings (MTRAG's human evaluations: one "
+    "model's rated answers become a run folder, each annotator's ratings its human grades). Exit 0 ok, 2 bad input.",
 )
 
 
@@ -34,7 +41,7 @@ def main(
     paths: Optional[list[Path]] = typer.Argument(
         None, metavar="PATH...", help="Fixture files (JSON or JSONL), converted in order (none for --format trec)."
     ),
-    fmt: str = typer.Option(..., "--format", metavar="FORMAT", help="Fixture format: gno | hindsight | beir | trec | mtrag."),
+    fmt: str = typer.Option(..., "--format", metavar="FORMAT", help="Fixture format: gno | hindsight | beir | trec | mtrag | mtrag-ratings."),
     output: Path = typer.Option(Path("eval_set.jsonl"), "--output", "-o", metavar="PATH", help="Eval set to write."),
     force: bool = force_option(" (and a --vault-out an earlier import wrote)"),
     vault_out: Optional[Path] = typer.Option(
@@ -57,8 +64,16 @@ def main(
     qrels: Optional[list[Path]] = typer.Option(
         None, "--qrels", metavar="PATH", help="--format trec: the qrels (qid 0 docid rel); repeatable."
     ),
+    model: Optional[str] = typer.Option(
+        None, "--model", metavar="ID", help="--format mtrag-ratings: whose rated answers become the run (reference, "
+        "gpt-4o, llama-3.1-405b-instruct); the run is <results-dir>/mtrag-<ID>, its grades one per annotator."
+    ),
+    results_dir: Path = results_dir_option(),
 ) -> None:
-    """Convert PATH... into an eval set."""
+    """Convert PATH... into an eval set (--format mtrag-ratings: into a run folder with human grades)."""
+    if fmt == "mtrag-ratings" or model is not None:
+        _import_ratings(list(paths or []), fmt, model, results_dir, force)
+        return
     paths = _trec_paths(list(paths or []), fmt, topics, qrels)
     if fmt == "beir" or split is not None:
         _import_beir(paths, fmt, split or "test", vault_out, output, force, category, tuple(tag or ()), docid_map)
@@ -116,6 +131,22 @@ def main(
             f"evalkit run --eval-set {shlex.quote(str(output))} --vault {shlex.quote(str(vault_out))} "
             + ("--send-scope folders " if per_case else "") + "--retrieval-only"
         )
+
+
+def _import_ratings(paths: list[Path], fmt: str, model: str | None, results_dir: Path, force: bool) -> None:
+    """--format mtrag-ratings: MTRAG's human evaluations -> a run folder of one model's rated answers."""
+    with exit_on_known_errors():
+        from evalkit.errors import BadConfig, Problem
+        from evalkit.interop.importers.mtrag_ratings import import_ratings
+
+        if fmt != "mtrag-ratings":
+            raise BadConfig(Problem(f"--model is for --format mtrag-ratings, not {fmt!r}", field="--model"))
+        if len(paths) != 1 or model is None:
+            raise BadConfig(Problem("--format mtrag-ratings needs one PATH (human_evaluations.json) and --model ID",
+                                    field="PATH" if len(paths) != 1 else "--model"))
+        folder = import_ratings(paths[0], results_dir, model, force=force)
+    typer.echo(printable(f"evalkit: wrote the run {folder.name} to {folder} with its human grades; judge it with: "
+                         f"evalkit judge --run-id {shlex.quote(folder.name)} --results-dir {shlex.quote(str(results_dir))}"))
 
 
 def _trec_paths(paths: list[Path], fmt: str, topics: Path | None, qrels: list[Path] | None) -> list[Path]:

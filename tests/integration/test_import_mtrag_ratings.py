@@ -87,3 +87,21 @@ def test_annotator_agreement_equals_an_independent_computation(tmp_path: Path, m
         table, _ = ir.aggregate_raters(np.array(full), n_cat=None)
         assert (h["fleiss_raters"], h["fleiss_n"]) == (3, len(full))
         assert h["fleiss_kappa"] == pytest.approx(ir.fleiss_kappa(table, method="fleiss"), abs=1e-12)
+
+
+def test_evalkit_import_format_mtrag_ratings(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from evalkit.cli.main import app
+
+    src, results = _tiny(tmp_path), tmp_path / "results"
+    done = CliRunner().invoke(app, ["import", "--format", "mtrag-ratings", str(src), "--model", "m", "--results-dir", str(results)])
+    assert done.exit_code == 0, done.output
+    assert "wrote the run mtrag-m" in done.output and "evalkit judge --run-id mtrag-m" in done.output
+    assert len(grades.read_grades(RunDir.open(results, "mtrag-m"))["c1#2"]) == 2
+    again = CliRunner().invoke(app, ["import", "--format", "mtrag-ratings", str(src), "--model", "m", "--results-dir", str(results)])
+    assert again.exit_code == 2 and "give --force" in again.output
+    assert CliRunner().invoke(app, ["import", "--format", "mtrag-ratings", str(src), "--model", "m", "--results-dir",
+                                    str(results), "--force"]).exit_code == 0
+    bad = CliRunner().invoke(app, ["import", "--format", "mtrag-ratings", str(src), "--results-dir", str(results)])
+    assert bad.exit_code == 2 and "--model" in bad.output
