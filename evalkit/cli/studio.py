@@ -25,7 +25,7 @@ app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
     add_completion=False,
     help="Serve the studio, a workbench in the browser: label gold supports case by case next to the notes and a "
-    "run's retrieved chunks, over a queue of unlabeled or failed cases, with the labeler's files, checks and rules. "
+    "run's retrieved chunks, over a queue of unlabeled or failed cases, with the labeler's files, checks and rules; and grade a run's answers as --grade-answers does. "
     "Listens on 127.0.0.1 only; open the printed URL (it carries this start's token). Exit 0 after Ctrl-C, 2 bad input.",
 )
 

@@ -3,9 +3,13 @@
     GET  /                      the eval sets and runs
     GET  /queue?set=&filter=&run=   the cases of one eval set (all, unlabeled, failed in a run)
     GET  /case?set=&id=&run=&note=&q=   label one case: question, gold, the run's chunks, the notes
+    GET  /grades?run=&grader=&filter=   a run's answers to grade (grading.py)
+    GET  /grade?run=&id=&grader=&filter=   grade one answer: groundedness and correctness, 0-5
     GET  /static/<name>         the bundled script and stylesheet (a fixed list)
     POST /api/edit              one edit (editing.edit_case): 200 the case now, 409 a conflict,
                                 422 a refused edit
+    POST /api/grade             one grade (grading.save_grade, through judges.grades): 200 the
+                                line written, 409 the run changed since the page loaded
 
 Everything a page shows comes from `StudioProject`, which finds files by name only; the
 `Guard` middleware (guard.py) decides who gets here at all. Starlette is imported here, and
@@ -25,7 +29,15 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from evalkit.errors import InputError
+from evalkit.store.runlog import Rec
 from evalkit.studio.editing import Conflict, EditRefused, edit_case
+from evalkit.studio.grading import (
+    GRADE_FILTERS,
+    GradeConflict,
+    grade_rows,
+    grade_view,
+    save_grade,
+)
 from evalkit.studio.guard import Guard, csrf_value
 from evalkit.studio.project import StudioProject
 from evalkit.studio.views import case_view, queue_view, render
@@ -73,6 +85,46 @@ def create_app(project: StudioProject, *, token: str, port: int) -> Guard:
             return _missing("no such case")
         return page("case.html.j2", title=f"{view['case_id']}: label", view=view)
 
+    async def grades(request: Request) -> Response:
+        q = request.query_params
+        run_id = q.get("run")
+        if run_id not in project.runs():
+            return _missing("no such run")
+        grader, filter_ = q.get("grader") or "", q.get("filter") or "all"
+        rows = await run_in_threadpool(grade_rows, project, run_id, grader)
+        shown = [r for r in rows if filter_ != "ungraded" or r["status"] != "graded"]
+        return page("grades.html.j2", title=f"grade: {run_id}", view={
+            "run": run_id, "grader": grader, "filter": filter_ if filter_ in GRADE_FILTERS else "all", "filters": GRADE_FILTERS,
+            "rows": shown, "n_all": len(rows), "n_graded": sum(r["status"] == "graded" for r in rows)})
+
+    async def grade(request: Request) -> Response:
+        q = request.query_params
+        run_id = q.get("run")
+        if run_id not in project.runs():
+            return _missing("no such run")
+        view = await run_in_threadpool(grade_view, project, run_id, q.get("id", ""), q.get("grader") or "", q.get("filter") or "all")
+        if view is None:
+            return _missing("no answer of that case to grade")
+        return page("grade.html.j2", title=f"{view['case_id']}: grade", view=view)
+
+    async def save(request: Request) -> Response:
+        data = await _json_body(request)
+        if isinstance(data, Response):
+            return data
+        if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("run", "id", "grader")) \
+                or not isinstance(data.get("item"), dict):
+            return JSONResponse({"error": "a grade is {run, id, grader, groundedness, correctness, item}"}, status_code=400)
+        if data["run"] not in project.runs():
+            return JSONResponse({"error": "no such run"}, status_code=404)
+        try:
+            line = await run_in_threadpool(save_grade, project, data["run"], data["id"], data["grader"].strip(),
+                                           data.get(Rec.GROUNDEDNESS), data.get(Rec.CORRECTNESS), data["item"])
+        except GradeConflict as e:
+            return JSONResponse({"conflict": True, "error": _text(e), "current": e.item}, status_code=409)
+        except InputError as e:  # bad grades, no such case, the run busy with another command
+            return JSONResponse({"error": _text(e), "problems": [p.message for p in e.problems]}, status_code=422)
+        return JSONResponse({"line": line})
+
     async def static(request: Request) -> Response:
         name = request.path_params["name"]
         if name not in STATIC:
@@ -81,13 +133,9 @@ def create_app(project: StudioProject, *, token: str, port: int) -> Guard:
         return Response(text, media_type=STATIC[name])
 
     async def edit(request: Request) -> Response:
-        body = await request.body()
-        if len(body) > MAX_EDIT_BYTES:
-            return JSONResponse({"error": "an edit is at most 1 MB"}, status_code=413)
-        try:
-            data = json.loads(body)
-        except ValueError:
-            return JSONResponse({"error": "the body is not JSON"}, status_code=400)
+        data = await _json_body(request)
+        if isinstance(data, Response):
+            return data
         if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("set", "id", "version", "op")):
             return JSONResponse({"error": "an edit is {set, id, version, op, args}"}, status_code=400)
         path = project.eval_set(data["set"])
@@ -110,9 +158,23 @@ def create_app(project: StudioProject, *, token: str, port: int) -> Guard:
         Route("/queue", queue),
         Route("/case", case),
         Route("/static/{name}", static),
+        Route("/grades", grades),
+        Route("/grade", grade),
         Route("/api/edit", edit, methods=["POST"]),
+        Route("/api/grade", save, methods=["POST"]),
     ])
     return Guard(app, token=token, port=port)
+
+
+async def _json_body(request: Request) -> Any:
+    """The request's JSON body, or the Response refusing it (too large, not JSON)."""
+    body = await request.body()
+    if len(body) > MAX_EDIT_BYTES:
+        return JSONResponse({"error": "an edit is at most 1 MB"}, status_code=413)
+    try:
+        return json.loads(body)
+    except ValueError:
+        return JSONResponse({"error": "the body is not JSON"}, status_code=400)
 
 
 def _missing(what: str) -> Response:

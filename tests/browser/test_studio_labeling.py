@@ -12,6 +12,7 @@ axe-core's accessibility rules, and no hostile text ever runs (no dialog, no pag
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -180,6 +181,45 @@ def test_two_tabs_on_one_case_the_second_edit_is_shown_as_a_conflict(browser: An
     assert watch.bad == ["console: Failed to load resource: the server responded with a status of 409 (Conflict)"]
 
 
+def test_grading_by_keyboard_writes_the_terminal_graders_lines(browser: Any, studio: tuple[dict[str, Path], str]) -> None:
+    from evalkit.judges.grades import grade_cases, read_grade_lines
+    from evalkit.store.runs import RunDir
+
+    p, url = studio
+    origin = _origin(url)
+    watch = Watch(origin)
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = watch.attach(context.new_page())
+    page.goto(url)
+    page.goto(f"{origin}/grades?run=r1&grader=ana&filter=ungraded")
+    page.keyboard.press("j")
+    _act(page, lambda: page.keyboard.press("Enter"))
+    assert page.locator("h1").inner_text().startswith("g-1")
+    page.keyboard.press("2")
+    page.keyboard.press("3")
+    _act(page, lambda: page.keyboard.press("Enter"))  # saved, and on to the next answer
+    assert page.locator("h1").inner_text().startswith("g-2")
+    page.get_by_role("radio", name="5").first.check()
+    page.keyboard.press("4")  # the next key goes to correctness
+    _act(page, lambda: page.get_by_role("button", name="Save grade (Enter)").click())
+    page.goto(f"{origin}/grade?run=r1&id=g-2&grader=ana")
+    assert page.locator("#grade-status").inner_text().startswith("Graded: groundedness 5, correctness 4")
+    context.close()
+    assert watch.bad == []
+
+    terminal = p["root"] / "terminal-results"
+    shutil.copytree(p["results"], terminal, ignore=shutil.ignore_patterns("human_grades.jsonl"))
+    run = RunDir.open(terminal, "r1")
+    records = {r["test_case_id"]: r for r in run.read_results()}
+    answers = iter(["2", "3", "5", "4"])
+    grade_cases(run, [records["g-1"], records["g-2"]], ask=lambda _: next(answers), show=lambda _: None, grader="ana")
+
+    def lines(results: Path) -> list[dict[str, Any]]:
+        return [{k: v for k, v in g.items() if k != "graded_at"} for g in read_grade_lines(RunDir.open(results, "r1"))]
+
+    assert lines(p["results"]) == lines(terminal) and len(lines(terminal)) == 2
+
+
 def test_every_page_passes_axe_and_names_its_controls(browser: Any, studio: tuple[dict[str, Path], str]) -> None:
     from axe_playwright_python.sync_playwright import Axe
 
@@ -191,7 +231,8 @@ def test_every_page_passes_axe_and_names_its_controls(browser: Any, studio: tupl
     axe = Axe()
     for path in ("/", "/queue?set=eval_set.jsonl&run=r1",
                  "/case?set=eval_set.jsonl&id=g-4&run=r1&note=Hostile.md&q=inside",
-                 "/case?set=eval_set.jsonl&id=c-1%232&run=r1&note=car/Car.md"):
+                 "/case?set=eval_set.jsonl&id=c-1%232&run=r1&note=car/Car.md", "/grades?run=r1&grader=ana",
+                 "/grade?run=r1&id=g-4&grader=ana"):
         page.goto(origin + path)
         results = axe.run(page)
         violations = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3]) for v in results.response["violations"]]

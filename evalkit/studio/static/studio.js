@@ -98,9 +98,56 @@
     rows.forEach(function (r, i) { r.classList.toggle("selected", i === selected); r.setAttribute("aria-selected", i === selected ? "true" : "false"); });
     rows[selected].scrollIntoView({ block: "nearest" });
   }
+  // Grading one answer: the grade is posted with the hashes of what the page showed.
+  const gradeBox = document.getElementById("grade");
+  let active = "groundedness";
+  function checked(kind) {
+    const r = document.querySelector('input[name="' + kind + '"]:checked');
+    return r ? parseInt(r.value, 10) : null;
+  }
+  if (gradeBox && checked("groundedness") !== null && checked("correctness") === null) active = "correctness";
+  // a groundedness chosen by mouse moves the digit keys on to correctness too
+  document.querySelectorAll('input[name="groundedness"]').forEach(function (r) {
+    r.addEventListener("change", function () { active = "correctness"; });
+  });
+  async function saveGrade() {
+    const g = checked("groundedness"), c = checked("correctness");
+    if (g === null || c === null) { fail("choose both grades, 0 to 5"); return; }
+    alertBox.hidden = true;
+    say("saving…");
+    const d = gradeBox.dataset;
+    let res;
+    try {
+      res = await fetch("/api/grade", {
+        method: "POST", credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-Studio-CSRF": csrf },
+        body: JSON.stringify({ run: d.run, id: d.id, grader: d.grader, groundedness: g, correctness: c,
+          item: { answer_sha256: d.answerSha256, context_sha256: d.contextSha256, facts_sha256: d.factsSha256 } }),
+      });
+    } catch (e) {
+      say(""); fail("not saved: the studio did not answer (is `evalkit serve-studio` still running?)"); return;
+    }
+    const data = await res.json().catch(function () { return {}; });
+    if (res.status === 200) {
+      say("saved");
+      const next = document.getElementById("next-link");
+      if (next) location.assign(next.href); else location.reload();
+    } else if (res.status === 409 && data.conflict) {
+      say("");
+      document.getElementById("conflict-current").textContent = JSON.stringify(data.current, null, 2);
+      document.getElementById("conflict").hidden = false;
+      document.getElementById("conflict-reload").focus();
+    } else {
+      say(""); fail("not saved: " + (data.error || res.status));
+    }
+  }
+  const saveButton = document.getElementById("save-grade");
+  if (saveButton) saveButton.addEventListener("click", saveGrade);
+
   document.addEventListener("keydown", function (ev) {
     const t = ev.target;
-    if (t && (t.tagName === "TEXTAREA" || t.tagName === "INPUT" || t.tagName === "SELECT")) {
+    if (t && t.tagName === "BUTTON" && (ev.key === "Enter" || ev.key === " ")) return;  // the button's own click
+    if (t && (t.tagName === "TEXTAREA" || (t.tagName === "INPUT" && t.type !== "radio") || t.tagName === "SELECT")) {
       if (ev.key === "Escape") t.blur();
       return;
     }
@@ -111,6 +158,19 @@
       if (key === "j") select(selected + 1);
       else if (key === "k") select(selected - 1);
       else if (key === "Enter" && selected >= 0) rows[selected].querySelector("a").click();
+      return;
+    }
+    if (gradeBox) {
+      if (/^[0-5]$/.test(key)) {
+        const r = document.querySelector('input[name="' + active + '"][value="' + key + '"]');
+        r.checked = true;
+        r.focus();
+        if (active === "groundedness") active = "correctness";
+      } else if (key === "Enter") { ev.preventDefault(); saveGrade(); }
+      else if (key === "j" || key === "k") {
+        const a = document.getElementById(key === "j" ? "next-link" : "prev-link");
+        if (a) a.click();
+      }
       return;
     }
     if (!box) return;
