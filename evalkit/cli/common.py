@@ -406,7 +406,8 @@ def rejudge_options(*, judge: str, reliability: str, batch: str, answers: str) -
             rich_help_panel=judge,
         ),
         "judge_trials": typer.Option(
-            1, "--judge-trials", min=1, help="Judge each answer N times; report per-case spread and the mean's SE.",
+            1, "--judge-trials", "--judge-samples", min=1,
+            help="Judge each answer N times (each sample cached apart); report per-case spread and the mean's SE.",
             rich_help_panel=judge,
         ),
         "spot_check": typer.Option(

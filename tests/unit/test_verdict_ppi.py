@@ -84,3 +84,27 @@ def test_every_format_marks_the_corrected_row(tmp_path):
     row = next(line for line in render_markdown(c).splitlines() if line.startswith("| Groundedness") and "PPI++" in line)
     assert "inconclusive" in row and "more grades" in row
     assert '"interval":"ppi++"' in c.model_dump_json()
+
+
+@pytest.mark.parametrize("samples", [1, 4])
+def test_the_paired_interval_carries_the_judges_own_noise(samples: int):
+    # issue 42 item 3 (property): two runs whose answers are equally good, a judge that scores
+    # each answer with noise sd 1.5 per sample, a case's score the mean of `samples` samples.
+    # The verdict's paired interval of b - a over 60 cases covers the true difference 0 at
+    # least at its nominal 95%: the per-case differences carry both judges' sampling noise
+    # (Var d_i = Var(true) + 2 * 1.5² / samples), and s² measures it.
+    from evalkit.gate.verdict import paired_interval
+
+    rng = np.random.default_rng(7)
+    hits, widths = 0, []
+    for _ in range(1000):
+        quality = rng.uniform(1, 4, size=60)
+        a = quality + rng.normal(0, 1.5, size=(samples, 60)).mean(axis=0)
+        b = quality + rng.normal(0, 1.5, size=(samples, 60)).mean(axis=0)
+        iv = paired_interval(b - a, scale=5.0, confidence=0.95)
+        hits += iv.lo <= 0 <= iv.hi
+        widths.append(iv.hi - iv.lo)
+    assert hits / 1000 >= 0.95
+    # by hand: sd of d_i = 1.5 * sqrt(2 / samples); the t half-width near 2.0 * sd / sqrt(60) (plus the scale guard)
+    sd = 1.5 * math.sqrt(2 / samples)
+    assert np.mean(widths) == pytest.approx(2 * 2.0 * math.sqrt(sd**2 + 25 / 59) / math.sqrt(60), rel=0.05)

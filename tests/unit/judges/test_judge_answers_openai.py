@@ -142,3 +142,31 @@ def test_a_judge_failing_some_calls_exits_0_and_counts_them(openai_router, opena
     out = _run(results, tmp_path)
     assert out["all_failed"] is False and out["judge_stats"]["judgments"] == {"ok": 4, "failed": 4}
     assert out["judge_stats"]["n_judge_errors"] == 4
+
+
+def test_judge_samples_are_cached_apart_and_their_spread_reported(openai_router, openai_key, results, tmp_path):
+    # issue 42 item 3: `--judge-samples N` (the same option as --judge-trials) asks N times;
+    # the mock's groundedness is 5, 3, 4, 5, 3, 4, ... in call order (temperature-0 judges still vary)
+    route = openai_router["chat"]
+    calls = {"g": 0}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if body["response_format"]["json_schema"]["name"].startswith("groundedness"):
+            calls["g"] += 1
+            return _reply({"groundedness": (5, 3, 4)[(calls["g"] - 1) % 3]})(request)
+        return _reply()(request)
+
+    route.side_effect = handler
+    out = _run(results, tmp_path, "--judge-samples", "3", "--ids", "q0")
+    assert route.call_count == 3 * 2
+    g = out["judge_stats"]["trials"]["groundedness"]
+    # by hand: one case, samples {5, 3, 4} in some order: spread 2, std 1, se_judge_noise = sqrt(1/3) / 1
+    assert g["n"] == 1 and g["mean"] == pytest.approx(4.0) and g["mean_case_spread"] == 2
+    assert g["mean_case_std"] == pytest.approx(1.0) and g["se_judge_noise"] == pytest.approx((1 / 3) ** 0.5)
+    rec = json.loads((results / RUN_ID / "results.jsonl").read_text().splitlines()[0])
+    assert sorted(rec["groundedness"]["trials"]["scores"]) == [3, 4, 5] and rec["groundedness"]["score"] == pytest.approx(4.0)
+    # each sample has its own cache entry: the same command again asks nothing, and gets the same three
+    route.reset()
+    again = _run(results, tmp_path, "--judge-samples", "3", "--ids", "q0")
+    assert route.call_count == 0 and again["judge_stats"]["trials"]["groundedness"] == g
