@@ -48,7 +48,7 @@ from evalkit.evalset.anchors import (
 )
 from evalkit.schema import REVIEW_SOURCES
 from evalkit.store.runlog import Rec
-from evalkit.targets.contract import ContractCheck
+from evalkit.targets.contract import MEMO_CHUNKS, ContractCheck, chunk_keys
 
 __all__ = ["NO_CHUNKS_SHARE", "UNMEASURABLE", "RunHealth", "is_health_warning", "run_warnings"]
 
@@ -120,6 +120,8 @@ class RunHealth:
         self._paths: dict[Any, Any] = {}  # one copy of each raw chunk path (a file has many chunks)
         self.unreviewed: dict[str, None] = {}  # ids, in order, once each (--trials)
         self.contract = ContractCheck()
+        # `_recorded_all`: the chunks already recorded, by their values (a memo, reset when full).
+        self._recorded: set[tuple] = set()
         self.with_chunks = 0  # answerable, labeled cases that retrieved something
 
     def add(self, rec: Mapping[str, Any]) -> None:
@@ -132,17 +134,20 @@ class RunHealth:
             self.errors.append(cid)
             return
         chunks = rec.get("retrieved_chunks") or []
-        self.contract.add(chunks, cid)
-        for c in chunks:
-            if c.get("chunk_id"):
-                self.seen_ids.add(str(c["chunk_id"]))
-            raw = c.get("rel_path")
-            if type(raw) is str:
-                raw = self._paths.setdefault(raw, raw)
-            location = (raw, c.get("heading_path"), c.get("start_line"), c.get("end_line"), c.get("chunk_id"))
-            if location not in self._seen:
-                self._seen.add(location)
-                self.seen_by_file[normalize_rel_path(raw)].append(location)
+        keys = chunk_keys(chunks) if chunks else None
+        self.contract.add(chunks, cid, keys)
+        if chunks and not self._recorded_all(keys):
+            for c in chunks:
+                if c.get("chunk_id"):
+                    self.seen_ids.add(str(c["chunk_id"]))
+                raw = c.get("rel_path")
+                if type(raw) is str:
+                    raw = self._paths.setdefault(raw, raw)
+                location = (raw, c.get("heading_path"), c.get("start_line"), c.get("end_line"), c.get("chunk_id"))
+                if location not in self._seen:
+                    self._seen.add(location)
+                    self.seen_by_file[normalize_rel_path(raw)].append(location)
+            self._remember(keys)
         if case.get("answerable", True):
             self.answered += 1
             if not chunks:
@@ -151,6 +156,30 @@ class RunHealth:
             if supports and cid not in self.gold:  # a --trials run asks each case N times
                 self.gold[cid] = tuple(map(self._support, supports))
                 self.with_chunks += bool(chunks)
+
+    def _recorded_all(self, keys: list[tuple] | None) -> bool:
+        """Whether every chunk of these `chunk_keys` was recorded already (its location in
+        `_seen`, its id in `seen_ids`): a run returns the same chunks again and again, and
+        one C call over the answer's keys skips them."""
+        if keys is None:
+            return False
+        try:
+            return self._recorded.issuperset(keys)
+        except TypeError:  # an unhashable value: read field by field
+            return False
+
+    def _remember(self, keys: list[tuple] | None) -> None:
+        """Remember recorded chunks by their `chunk_keys`, those whose id is a str or None:
+        1 and True are equal keys but not equal ids (str() of each goes into `seen_ids`)."""
+        if keys is None:
+            return
+        known = self._recorded
+        if len(known) >= MEMO_CHUNKS:
+            known.clear()
+        try:
+            known.update(k for k in keys if k[0] is None or type(k[0]) is str)
+        except TypeError:
+            pass
 
     def _support(self, support: Mapping[str, Any]) -> _Support:
         """A support as `_Support`, one object per distinct support."""

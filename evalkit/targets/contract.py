@@ -31,11 +31,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 from evalkit.evalset.anchors import heading_components
 
-__all__ = ["RULES", "ContractCheck", "Finding", "Rule", "check_answer", "chunks_of", "probe_notes"]
+__all__ = ["RULES", "ContractCheck", "Finding", "Rule", "check_answer", "chunk_keys", "chunks_of", "probe_notes"]
 
 
 @dataclass(frozen=True)
@@ -256,18 +257,78 @@ def _path_problem(path: str) -> str | None:
     return None
 
 
+# What one chunk is, for the rules about a chunk alone and the run warnings' record of what
+# was retrieved (`derive.health`): every field they read but the rank (the answer's) and the
+# text (only a text that opens with a heading matters, told apart without hashing it).
+CHUNK_KEY_FIELDS = ("chunk_id", "rel_path", "heading_path", "start_line", "end_line")
+_CHUNK_KEY = itemgetter(*CHUNK_KEY_FIELDS)
+_CHUNK_ID = itemgetter(0)
+_RANK = itemgetter("rank")
+_TEXT = itemgetter("text")
+_FIRST_CHAR = itemgetter(slice(0, 1))
+# A text whose first character is one of these may open with a heading (`_OPENS_WITH_HASH`).
+_MAY_OPEN_WITH_HEADING = re.compile(r"[\s#]")
+# How many distinct chunks `ContractCheck` remembers before it starts over: a run returns its
+# index's chunks again and again (27,000 SciFact sections at 100,000 cases), so 64 K keys hold
+# a real run's; a run whose chunks never repeat pays a memo that is reset.
+MEMO_CHUNKS = 1 << 16
+
+
+def chunk_keys(chunks: Sequence[Any]) -> list[tuple] | None:
+    """Each chunk's `CHUNK_KEY_FIELDS` values as a tuple (taken in C, one call an answer), or
+    None when a chunk is not a dict holding all of them (then read it field by field)."""
+    try:
+        return list(map(_CHUNK_KEY, chunks))
+    except (KeyError, TypeError, IndexError):
+        return None
+
+
+def _chunk_is_clean(key: tuple) -> bool:
+    """Whether a chunk with these `CHUNK_KEY_FIELDS` values breaks none of the rules about a
+    chunk alone (`check_answer`'s heading form and rel_path tests; the own-section test is
+    the text's, see `ContractCheck._breaks_nothing`), with an id whose equality is its
+    str()'s (a str or None: 1 and True are equal keys, not equal ids)."""
+    cid, path, heading, _, _ = key
+    if cid is not None and type(cid) is not str:
+        return False
+    if isinstance(heading, str) and heading.strip() and _heading_form_problem(heading) is not None:
+        return False
+    return not (isinstance(path, str) and path and _path_problem(path) is not None)
+
+
+@lru_cache(maxsize=64)
+def _one_to(n: int) -> list[int]:
+    return list(range(1, n + 1))
+
+
 class ContractCheck:
-    """The rules over many answers: `add` each, then `findings()`."""
+    """The rules over many answers: `add` each, then `findings()`.
+
+    Every derive checks every chunk of a run, and a run returns the same chunks again and
+    again: a chunk already found clean (`_chunk_is_clean`, remembered by its `chunk_keys`)
+    is not checked again, and an answer of clean chunks whose texts do not open with a
+    heading, with distinct ids and ranks 1..n (or none) breaks nothing, told in a few C
+    calls. Any other answer is checked by `check_answer`, so the findings, their examples
+    and their order are its."""
 
     def __init__(self) -> None:
         self.checked = 0
         self.broken: dict[str, Finding] = {}
+        # chunk key -> clean (`_chunk_is_clean`); a memo, cleared when full. `derive.health`
+        # remembers the same key objects, so its lookup finds them in the CPU's caches.
+        self.known: dict[tuple, bool] = {}
 
-    def add(self, chunks: Sequence[Mapping[str, Any]] | None, case_id: str | None = None) -> dict[str, str]:
-        """Check one answer's retrieved chunks; returns what it broke ({rule: example})."""
+    def add(self, chunks: Sequence[Mapping[str, Any]] | None, case_id: str | None = None,
+            keys: list[tuple] | None = None) -> dict[str, str]:
+        """Check one answer's retrieved chunks; returns what it broke ({rule: example}).
+        `keys`: `chunk_keys(chunks)`, when the caller took them already."""
         if not chunks:
             return {}
         self.checked += 1
+        if keys is None:
+            keys = chunk_keys(chunks)
+        if keys is not None and self._breaks_nothing(chunks, keys):
+            return {}
         found = check_answer(chunks)
         for rule_id, example in found.items():
             f = self.broken.get(rule_id)
@@ -277,6 +338,39 @@ class ContractCheck:
             if case_id is not None and len(f.ids) < 20:
                 f.ids.append(case_id)
         return found
+
+    def _breaks_nothing(self, chunks: Sequence[Mapping[str, Any]], keys: list[tuple]) -> bool:
+        """True: `check_answer(chunks)` is {} (False: it may not be; ask it)."""
+        known = self.known
+        try:
+            flags = list(map(known.get, keys))
+            if None in flags:
+                if len(known) >= MEMO_CHUNKS:
+                    known.clear()
+                for k in keys:
+                    if k not in known:
+                        known[k] = _chunk_is_clean(k)
+                flags = list(map(known.__getitem__, keys))
+            if flags.count(True) != len(flags):
+                return False
+            ids = list(map(_CHUNK_ID, keys))  # str or None (clean): distinct values, distinct ids
+            if len(set(ids)) != len(ids):
+                return False
+            ranks = list(map(_RANK, chunks))
+            if not (ranks == _one_to(len(ranks)) or ranks.count(None) == len(ranks)):
+                return False
+            firsts = "".join(map(_FIRST_CHAR, map(_TEXT, chunks)))
+        except (TypeError, KeyError):  # an unhashable value, a rank or text missing or not a str
+            return False
+        if _MAY_OPEN_WITH_HEADING.search(firsts) is None:
+            return True
+        # Some text may open with a heading: the own-section test on those chunks (their
+        # heading paths are in form, as `check_answer` tests them).
+        for c in chunks:
+            heading = c["heading_path"]
+            if isinstance(heading, str) and heading.strip() and _leaves_out_own_section(heading, c["text"]) is not None:
+                return False
+        return True
 
     def findings(self) -> list[Finding]:
         """The broken rules, in RULES' order, each with n of the answers checked."""
