@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 import re
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -114,7 +115,7 @@ def has_citations(record: Mapping) -> bool | None:
     if case.get("answerable", True) is False or record.get("error"):
         return None
     abst = record.get("abstention")
-    if isinstance(abst, Mapping) and abst.get("abstained") is True:
+    if _is_map(abst) and abst.get("abstained") is True:
         return None
     answer = record.get("answer")
     if not isinstance(answer, str):
@@ -201,75 +202,93 @@ def summarize_indexing_coverage(cov: Mapping | None) -> dict | None:
     }
 
 
+def _is_map(v: Any) -> bool:
+    """isinstance(v, Mapping), told without the abstract-class check for the dicts and
+    Nones a record holds (every derive reduces every record: that check was a fifth of it)."""
+    return type(v) is dict or (v is not None and isinstance(v, Mapping))
+
+
+_JUDGE_KEYS = tuple((judge, f"{judge}_avg") for judge in _JUDGES)
+_QUALITY_KEYS = tuple((dim, f"answer_{dim}_avg") for dim in _QUALITY_DIMENSIONS)
+_LATENCY_KEYS = tuple((p, f"{p}_ms") for p in LATENCY_PHASES)
+_NO_EXPECTATIONS = expectation_values(None)  # a case without `expected`: every value None
+
+
 def extract_case(record: Mapping, ks: list[int]) -> dict:
     """Reduce one record to the values it contributes to a cell (compare_runs pairs
     cases on exactly these values, so a paired mean is the aggregate's mean)."""
-    case = record.get("case") or {}
+    get = record.get
+    case = get("case") or {}
     answerable = case.get("answerable", True) is not False
-    rm = record.get(Rec.RETRIEVAL_METRICS) or {}
+    rm = get(Rec.RETRIEVAL_METRICS) or {}
     at_k_in = rm.get(Rm.AT_K) or {}
     at_k: dict[str, dict[str, float | None]] = {}
     for k in ks:
-        block = at_k_in.get(str(k))
+        key = str(k)
+        block = at_k_in.get(key)
         if block is None and not at_k_in and rm.get("k", ks[0]) == k:
             # A record in the seed's plain shape (no at_k): its values are at its own K.
             block = {m: rm.get(src) for m, src in _SEED_NAMES.items()}
         block = block or {}
         # Unanswerable cases never count in retrieval means, whatever a record says.
-        at_k[str(k)] = {m: (_num(block.get(m)) if answerable else None) for m in AT_K_METRICS}
+        at_k[key] = {m: _num(block.get(m)) for m in AT_K_METRICS} if answerable else dict.fromkeys(AT_K_METRICS)
     prim = at_k[str(ks[0])]
     values: dict[str, float | None] = {name: prim[src] for name, src in _PRIMARY.items()}
     recency = rm.get("recency")
     values["scope_miss_rate"] = _num(rm.get("scope_miss")) if answerable else None
     values["attribution_hit_rate"] = _num(rm.get("attribution_hit")) if answerable else None
-    values["recency_pass_rate"] = _num(recency.get("pass")) if answerable and isinstance(recency, Mapping) else None
+    values["recency_pass_rate"] = _num(recency.get("pass")) if answerable and _is_map(recency) else None
 
-    abst = record.get("abstention") or {}
-    abstained = abst.get("abstained") if isinstance(abst, Mapping) else None
-    judge_errors = [e for e in (record.get(Rec.JUDGE_ERRORS) or []) if e is not None]
-    failed = {str(e.get("judge")) for e in judge_errors if isinstance(e, Mapping)}
-    for judge in _JUDGES:
-        verdict = record.get(judge)
-        score = _num(verdict.get("score")) if isinstance(verdict, Mapping) else None
+    abst = get("abstention") or {}
+    abstained = abst.get("abstained") if _is_map(abst) else None
+    judge_errors = [e for e in (get(Rec.JUDGE_ERRORS) or []) if e is not None]
+    failed = {str(e.get("judge")) for e in judge_errors if _is_map(e)}
+    for judge, name in _JUDGE_KEYS:
+        verdict = get(judge)
         # A judge failure is the instrument's: excluded from the mean, counted apart.
-        values[f"{judge}_avg"] = None if judge in failed else score
-    quality = record.get("answer_quality")
-    for dim in _QUALITY_DIMENSIONS:
-        ok = isinstance(quality, Mapping) and "answer_quality" not in failed
-        values[f"answer_{dim}_avg"] = _num(quality.get(dim)) if ok else None
+        values[name] = None if judge in failed or not _is_map(verdict) else _num(verdict.get("score"))
+    quality = get("answer_quality")
+    ok = _is_map(quality) and "answer_quality" not in failed
+    for dim, name in _QUALITY_KEYS:
+        values[name] = _num(quality.get(dim)) if ok else None
     # Judge means are over answered cases; an abstention on an answerable case still
     # counts in correctness (the judge scores it as a failure), see EVAL.md.
     if abstained is True:
         values["groundedness_avg"] = None
         if not answerable:
             values["correctness_avg"] = None
-    budget = record.get("latency_budget")
+    budget = get("latency_budget")
     # None (no budget, or the target failed the case): excluded from the means, never 0.
-    budget = budget if isinstance(budget, Mapping) else {}
+    budget = budget if _is_map(budget) else {}
     values["latency_budget_score_avg"] = _num(budget.get("score"))
     values["within_budget_rate"] = _num(budget.get("within"))
-    validity = record.get("response_validity")
+    validity = get("response_validity")
     # None (no schema, or the target failed): excluded from the rate, never 0.
-    values["response_valid_rate"] = _num(validity.get("valid")) if isinstance(validity, Mapping) else None
+    values["response_valid_rate"] = _num(validity.get("valid")) if _is_map(validity) else None
     cites = has_citations(record)
     values["has_citations_rate"] = None if cites is None else float(cites)
     # Scored at run time on the full text; None (not applicable) when the case has no `expected`.
-    values.update(expectation_values(record.get("expectations")))
+    expectations = get("expectations")
+    values.update(_NO_EXPECTATIONS if expectations is None else expectation_values(expectations))
 
-    error = record.get("error")
+    error = get("error")
     kind = None
-    if isinstance(error, Mapping):
+    if _is_map(error):
         kind = str(error.get("kind") or "unknown")
     elif error:
         kind = "unknown"
-    answer = record.get("answer")
+    answer = get("answer")
     empty = kind == "empty_answer" or (kind is None and isinstance(answer, str) and not answer.strip())
-    latency = record.get("latency") or {}
-    cost = record.get("cost") or {}
+    latency = get("latency") or {}
+    cost = get("cost") or {}
     # The target's other phases (`<phase>_ms` beyond the known ones, e.g. rerank_ms).
     extra = {k[:-3]: v for k, v in latency.items() if k not in _KNOWN_LATENCY_KEYS and k.endswith("_ms")}
-    extra = {p: v for p, v in ((p, _num(v)) for p, v in extra.items()) if v is not None}
-    budgets = record.get("phase_budgets")
+    if extra:
+        extra = {p: v for p, v in ((p, _num(v)) for p, v in extra.items()) if v is not None}
+    budgets = get("phase_budgets")
+    lat = {"total": _num(latency.get("total_ms"))}
+    for p, name in _LATENCY_KEYS:
+        lat[p] = _num(latency.get(name))
     return {
         "answerable": answerable,
         "unlabeled": answerable and not case.get("gold_supports"),
@@ -279,18 +298,15 @@ def extract_case(record: Mapping, ks: list[int]) -> dict:
         "empty": empty,
         # A case the target failed has no answer to abstain from: excluded, counted in n_errors.
         "abstention": None if kind is not None else (answerable, None if abstained is None else bool(abstained)),
-        Rec.JUDGE_ERRORS: [str(e.get("judge")) if isinstance(e, Mapping) else "unknown" for e in judge_errors],
-        "latency": {
-            "total": _num(latency.get("total_ms")),
-            **{p: _num(latency.get(f"{p}_ms")) for p in LATENCY_PHASES},
-        },
+        Rec.JUDGE_ERRORS: [str(e.get("judge")) if _is_map(e) else "unknown" for e in judge_errors],
+        "latency": lat,
         "latency_extra": extra,
         # phase -> (budget_ms, score, within) where the phase was measured
         "phase_budgets": {
             p: (float(b["budget_ms"]), float(b["score"]), float(bool(b["within"])))
-            for p, b in (budgets.items() if isinstance(budgets, Mapping) else ())
-            if isinstance(b, Mapping) and _num(b.get("score")) is not None and _num(b.get("budget_ms")) is not None
-        },
+            for p, b in budgets.items()
+            if _is_map(b) and _num(b.get("score")) is not None and _num(b.get("budget_ms")) is not None
+        } if budgets is not None and _is_map(budgets) else {},
         "cost_usd": _num(cost.get("judge_cost_usd")) or 0.0,
         "cost_tokens": int(_num(cost.get("judge_tokens")) or 0),
     }
@@ -308,6 +324,14 @@ def _latency_block(values: list[float]) -> dict:
 
 
 _NAN = float("nan")
+# dict.get(v, v): None -> NaN, any other cell value as it is (one C call over a row).
+_NAN_FOR_NONE = {None: _NAN}.get
+
+
+def _getter(names: Sequence[str]) -> Callable[[Mapping], tuple]:
+    """The values of `names` in a mapping, as a tuple (one name too)."""
+    get = itemgetter(*names)
+    return get if len(names) > 1 else lambda d: (get(d),)
 
 
 def _cell(v: Any) -> float:
@@ -351,8 +375,11 @@ class RecordTable:
         self.extra_latency: dict[str, tuple[array, array]] = {}
         self.phase_budget: dict[str, tuple[array, array, array]] = {}
         self.phase_budget_ms: dict[str, float] = {}
-        self._at_k = [(str(k), m) for k in ks for m in AT_K_METRICS]
-        self._latency = ("total", *LATENCY_PHASES)
+        # What `add` reads of a reduction, in the columns' order, each taken in one C call.
+        self._means = _getter(MEAN_METRICS)
+        self._at_k = [str(k) for k in ks]
+        self._metrics = _getter(AT_K_METRICS)
+        self._latency = _getter(("total", *LATENCY_PHASES))
         # Row numbers as 8-byte machine ints, not Python ints (36 bytes each in a list).
         self.groups: dict[str, dict[str, array]] = {g: {} for g in GROUPINGS}
         self.coverage: Mapping | None = None
@@ -361,12 +388,13 @@ class RecordTable:
     def add(self, x: dict) -> int:
         """Store one `extract_case` reduction; returns its row."""
         row = self.n
-        values, at_k, latency = x["values"], x[Cell.AT_K], x["latency"]
-        cells = [values[m] for m in MEAN_METRICS]
-        cells += [at_k[k][m] for k, m in self._at_k]
-        cells += [latency[p] for p in self._latency]
+        at_k, metrics = x[Cell.AT_K], self._metrics
+        cells = list(self._means(x["values"]))
+        for k in self._at_k:
+            cells += metrics(at_k[k])
+        cells += self._latency(x["latency"])
         cells.append(x["cost_usd"])
-        self.data.extend([_NAN if v is None else v for v in cells])
+        self.data.fromlist(list(map(_NAN_FOR_NONE, cells, cells)))
         self.unlabeled.append(bool(x["unlabeled"]))
         self.empty.append(bool(x["empty"]))
         ab = x["abstention"]
