@@ -107,7 +107,7 @@ def measure(part: str) -> list[dict]:
     if part == "score":
         trec = os.environ.get("EVALKIT_TREC_PYTHON", "/tmp/benchenv/bin/python")
         return [{"bench": "score", **r} for r in _run(["score_bench.py", "--n", "100000", "--repeat", "3",
-                                                       "--trec-python", trec])]
+                                                       "--trec-python", trec, "--phases"])]
     if part == "tail":
         # Issue 39 item 1: the issue's run on real text, twice per corpus; the ratio is taken inside each run.
         return [{"bench": "tail", **r} for corpus in ("obsidian-tasks", "scifact")
@@ -294,6 +294,12 @@ def figures(rows: list[dict]) -> list[tuple[str, str, str, str, float | None, Ca
          "≤ 1.10×", "x", _one(sc, "cpu_vs_floor", job="reader"), lambda v: v <= 1.10),
         ("the parse floor with the guard as it was (two bytes.count a line), same rounds", "1.38× (issue 39)", "—", "x",
          _one(sc, "cpu_vs_floor", job="floor+count"), None),
+        ("the derive's pass over one record (RecordPass.add, streamed, warm): CPU / the parse floor's", "5.1× (2026-11-29)",
+         "—", "x", _one(sc, lambda r: r["us_per_record"]["the whole pass (RecordPass.add, rows aside)"]
+                        / r["us_per_record"]["parse floor"], job="derive parts"), None),
+        ("… of which the run warnings (RunHealth.add, contract check included): CPU / the parse floor's",
+         "3.5× (2026-11-29)", "—", "x", _one(sc, lambda r: r["us_per_record"]["run warnings (RunHealth.add)"]
+                                            / r["us_per_record"]["parse floor"], job="derive parts"), None),
     ]
     out += tail_figures(_pick(rows, bench="tail", tree="current"))
     return out
