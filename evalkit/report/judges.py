@@ -131,6 +131,13 @@ def judge_summary_rows(result: Any) -> list[tuple[str, str, str]]:
             f"{_fmt(g.get('kappa_quadratic'))} / {_fmt(g.get('mae'))}; {_fmt(c.get('kappa_quadratic'))} / {_fmt(c.get('mae'))}",
             f"{_fmt(g.get('n'))}; {_fmt(c.get('n'))}",
         ))
+    ppi = agg.get(Cell.JUDGE_PPI) or {}
+    for kind in (Rec.GROUNDEDNESS, Rec.CORRECTNESS):
+        b = ppi.get(kind)
+        if isinstance(b, dict) and isinstance(b.get("ci"), list):
+            rows.append((f"{kind.capitalize()} corrected by human grades (PPI++)",
+                         f"{_fmt(b.get('estimate'))} [{_fmt(b['ci'][0])}, {_fmt(b['ci'][1])}]",
+                         f"{b.get('n_labeled')} / {(b.get('n_labeled') or 0) + (b.get('n_unlabeled') or 0)}"))
     return rows
 
 

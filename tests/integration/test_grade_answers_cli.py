@@ -118,6 +118,7 @@ def test_judge_answers_writes_judge_agreement_when_grades_exist(run_dir: Path): 
         assert b["estimate"] == pytest.approx(want)
     assert metrics["aggregate_metrics"]["judge_ppi"]["method"] == "ppi++"
     assert "## Judge means corrected by human grades" in (run_dir / RUN_ID / "summary.md").read_text()
+    assert "(PPI++)" in res.stdout and "corrected by human" in res.stdout
 
     # the grades removed, a re-judge drops the stale agreement
     grades_file.unlink()
