@@ -82,7 +82,17 @@ from evalkit.evalset.anchors import GoldIndex, MatchTable  # noqa: E402
 from evalkit.gate.verdict import Member, build_verdict, resolve_margins  # noqa: E402
 from evalkit.metrics.keys import metric_key  # noqa: E402
 from evalkit.metrics.registry import METRICS  # noqa: E402
-from evalkit.metrics.retrieval import AT_K_METRICS, mrr, ndcg, precision, recall_all, recall_any, recall_frac  # noqa: E402
+from evalkit.metrics.retrieval import (  # noqa: E402
+    AT_K_METRICS,
+    average_precision,
+    mrr,
+    ndcg,
+    precision,
+    r_precision,
+    recall_all,
+    recall_any,
+    recall_frac,
+)
 
 K = 5
 ALPHA = 0.05
@@ -199,7 +209,7 @@ def retrieval_row(table: MatchTable, groups: Sequence[Sequence[int]] | None) -> 
     """The case's values in AT_K_METRICS order (NaN where a metric does not apply)."""
     vals = {"recall_any": recall_any(table, K), "recall_all": recall_all(table, K, groups),
             "recall_frac": recall_frac(table, K), "precision": precision(table, K), "mrr": mrr(table, K),
-            "ndcg": ndcg(table, K)}
+            "ndcg": ndcg(table, K), "map": average_precision(table, K), "rprec": r_precision(table, K)}
     return [np.nan if vals[m] is None else float(vals[m]) for m in AT_K_METRICS]
 
 

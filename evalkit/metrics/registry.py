@@ -146,6 +146,8 @@ _LABELS = {
     "ndcg_at_k_avg": "nDCG@{k}",
     "recall_all_avg": "Recall_all@{k}",
     "recall_frac_avg": "Recall_frac@{k}",
+    "map_avg": "MAP@{k}",
+    "rprec_avg": "R-precision@{k}",
 }
 # Seed 004's expectation metrics, as the reports name them.
 _EXPECTATION_LABELS = {
@@ -162,7 +164,7 @@ _EXPECTATION_LABELS = {
 }
 
 
-def _at_k(key: str, name: str, seed: str, ir: str | None, **kw: object) -> Metric:
+def _at_k(key: str, name: str, seed: str | None, ir: str | None, **kw: object) -> Metric:
     # A run summary lists every headline @K mean, measured or not.
     return Metric(key, _LABELS[key], "higher", "retrieval", at_k=name, seed_name=seed, ir_measure=ir, summary="always", **kw)  # type: ignore[arg-type]
 
@@ -228,6 +230,10 @@ METRICS: tuple[Metric, ...] = (
         "recall_frac_avg", "recall_frac", "recall_frac", "R", sliced=True, margin=0.05, verdict_gated=True,
         short="Recall_frac@{k}", views=("slice_columns", "domain_drift"),
     ),
+    # trec_eval's core measures (issue 43): map_cut_K and Rprec on the ranking cut at K, each
+    # gold support credited once. Not in slices or cards: the headline rows and compare have them.
+    _at_k("map_avg", "map", None, "AP", margin=0.05, short="MAP@{k}"),
+    _at_k("rprec_avg", "rprec", None, None, margin=0.05, short="R-prec@{k}"),
     Metric(
         "scope_miss_rate",
         "Scope miss rate",
@@ -401,6 +407,8 @@ HEADLINE_KEYS = (
     "precision_at_k_avg",
     "mrr_avg",
     "ndcg_at_k_avg",
+    "map_avg",
+    "rprec_avg",
 )
 # What a run summary (terminal, summary.md, HTML) lists, in this order: the headline @K
 # means, then every other metric compare reports, each "always" or when "measured".

@@ -15,6 +15,7 @@ supports are all graded-only has None for every metric but nDCG.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timezone
 from itertools import compress
@@ -27,12 +28,15 @@ from evalkit.store.runlog import Cell
 __all__ = [
     "AT_K_METRICS",
     "FOLDER_MODES_WITH_SELECTION",
+    "GAINS",
     "attribution_hit",
+    "average_precision",
     "mrr",
     "ndcg",
     "precision",
     "recall_all",
     "recall_any",
+    "r_precision",
     "recall_frac",
     "recency_check",
     "recorded_acknowledgement",
@@ -43,7 +47,12 @@ __all__ = [
 ]
 
 FOLDER_MODES_WITH_SELECTION = ("on", "on_with_fallback")
-AT_K_METRICS = ("recall_any", "recall_all", "recall_frac", "precision", "mrr", "ndcg")
+# "map" and "rprec" last: the order compare_runs lists its @K rows in, and the order of
+# every `at_k` block (added in issue 43; the first six kept their places).
+AT_K_METRICS = ("recall_any", "recall_all", "recall_frac", "precision", "mrr", "ndcg", "map", "rprec")
+# nDCG's gain of a support of relevance rel: "exponential" 2^rel - 1 (evalkit's default, seed
+# 000's and ranx's ndcg_burges), "linear" rel (trec_eval's ndcg / ndcg_cut, ir_measures' nDCG).
+GAINS = ("exponential", "linear")
 
 
 def _check_k(k: int) -> int:
@@ -172,7 +181,65 @@ def _gain(rel: float) -> float:
     return 2.0**rel - 1.0
 
 
-def ndcg(table: MatchTable, k: int) -> float | None:
+def _linear_gain(rel: float) -> float:
+    return rel
+
+
+def _gain_of(gain: str):
+    if gain == "exponential":
+        return _gain
+    if gain == "linear":
+        return _linear_gain
+    raise InputError(Problem(f"unknown nDCG gain {gain!r}; expected one of {', '.join(GAINS)}", field="gain"))
+
+
+def _credit_positions(table: MatchTable, k: int) -> list[int]:
+    """The positions p <= K whose chunk is credited with a support of the recall set, in
+    order: each support credited once, by nDCG's rule (among the supports the chunk matches
+    that are not yet credited, the highest relevance, then the lowest index). A TREC document
+    per credited support: AP and R-precision count these positions."""
+    matches = _recall_view(table)[0]
+    rel = table.relevance
+    credited: set[int] = set()
+    out: list[int] = []
+    for p, m in enumerate(matches[: _check_k(k)], start=1):
+        free = [i for i in m if i not in credited]
+        if free:
+            credited.add(min(free, key=lambda i: (-rel[i], i)))
+            out.append(p)
+    return out
+
+
+def average_precision(table: MatchTable, k: int) -> float | None:
+    """AP@K (metric `map`; its mean over cases is MAP@K): Σ_{p<=K credited} c(p)/p / n.
+
+    c(p) = the number of positions <= p credited with a support of the recall set (each
+    support credited once, nDCG's rule: `_credit_positions`); n = the number of supports
+    in the recall set, retrieved or not (trec_eval's map on the ranking cut at K, its
+    map_cut_K; ranx's map@K). None without (recall-set) gold supports.
+    """
+    matches, n = _recall_view(table)
+    if n == 0:
+        return None
+    total = 0.0
+    for c, p in enumerate(_credit_positions(table, k), start=1):
+        total += c / p
+    return total / n
+
+
+def r_precision(table: MatchTable, k: int) -> float | None:
+    """R-precision@K (metric `rprec`): c(min(R, K)) / R, where R = the number of supports in
+    the recall set and c(q) the positions <= q credited with one of them (as AP). trec_eval's
+    Rprec on the ranking cut at K (equal to it once K >= R). None without (recall-set) gold
+    supports.
+    """
+    n = _recall_view(table)[1]
+    if n == 0:
+        return None
+    return len(_credit_positions(table, min(_check_k(k), n))) / n
+
+
+def ndcg(table: MatchTable, k: int, gain: str = "exponential") -> float | None:
     """nDCG@K with gain 2^rel - 1 and discount log2(p + 1), each gold support credited once.
 
     DCG@K = Σ_{p<=K} (2^{rel(s_p)} - 1) / log2(p + 1), where s_p is the gold support
@@ -182,7 +249,9 @@ def ndcg(table: MatchTable, k: int) -> float | None:
     nDCG@K = DCG@K / IDCG@K, in [0, 1] (a one-to-one assignment never beats the sorted
     ideal). None without gold supports, or when IDCG is 0 (every relevance is 0).
     Graded-only supports count here like any other, in DCG and in IDCG.
+    `gain="linear"`: gain rel instead of 2^rel - 1 (trec_eval's); the same on binary relevance.
     """
+    gain_fn = _gain_of(gain)
     if table.n_supports == 0:
         return None
     k = _check_k(k)
@@ -194,14 +263,14 @@ def ndcg(table: MatchTable, k: int) -> float | None:
             continue
         best = min(free, key=lambda i: (-table.relevance[i], i))
         credited.add(best)
-        dcg += _gain(table.relevance[best]) / math.log2(p + 1)
+        dcg += gain_fn(table.relevance[best]) / math.log2(p + 1)
     ideal = sorted(table.relevance, reverse=True)[:k]
     # Added left to right, as DCG is and as the one-pass scorers keep their partial sums: not
     # sum(), which compensates its rounding from Python 3.12 on, so the same case would
     # get another last bit on another Python.
     idcg = 0.0
     for p, r in enumerate(ideal, start=1):
-        idcg += _gain(r) / math.log2(p + 1)
+        idcg += gain_fn(r) / math.log2(p + 1)
     if idcg <= 0.0:
         return None
     # Mathematically DCG <= IDCG; the clamp only absorbs rounding with near-equal grades.
@@ -465,13 +534,14 @@ def score_case_retrieval(
     require_snippets: bool = False,
     case_sensitive: bool = True,
     acknowledged: bool | None = None,
+    gain: str = "exponential",
 ) -> dict:
     """The `retrieval_metrics` dict of one results.jsonl record.
 
     Keys: "k" (primary K = ks[0]); the seed's names at the primary K: "recall_at_k"
     (= recall_any), "mrr", "precision_at_k", "ndcg_at_k", "recall_all", "recall_frac";
     "scope_miss", "attribution_hit", "recency" (dict or None); "at_k": {str(K): {
-    recall_any, recall_all, recall_frac, precision, mrr, ndcg}} for every K; and
+    recall_any, recall_all, recall_frac, precision, mrr, ndcg, map, rprec}} for every K; and
     diagnostics "n_gold", "n_retrieved", "n_duplicates", "gold_hit" (sorted gold indices
     hit in the primary top K), "first_match_rank", "status".
 
@@ -495,10 +565,12 @@ def score_case_retrieval(
         case_sensitive: compare paths and headings case-sensitively (default).
         acknowledged: the record's conflict verdict (`recorded_acknowledgement`), for an
             acknowledge_both rule; None before (or without) the conflict judge.
+        gain: nDCG's gain, "exponential" (2^rel - 1, the default) or "linear" (rel, trec_eval's).
 
     Raises:
-        InputError: a K < 1, an out-of-range support group index or a bad date.
+        InputError: a K < 1, an out-of-range support group index, a bad date or gain.
     """
+    linear = _gain_of(gain) is _linear_gain
     case = as_dict(case)
     ks = _valid_ks(ks)
     primary = ks[0]
@@ -518,7 +590,7 @@ def score_case_retrieval(
     table = index.ranking(chunk_dicts, require_snippets=require_snippets)
     scored = status == "scored"
     if scored:
-        at_k, gold_hit, first = _score_ks(table, ks, groups)
+        at_k, gold_hit, first = _score_ks(table, ks, groups, linear=linear)
     else:
         at_k = {str(k): dict.fromkeys(AT_K_METRICS) for k in ks}
         gold_hit, first = [], None
@@ -555,7 +627,7 @@ def score_case_retrieval(
 
 
 def _score_ks(
-    table: MatchTable, ks: Sequence[int], groups: Sequence[Sequence[int]] | None
+    table: MatchTable, ks: Sequence[int], groups: Sequence[Sequence[int]] | None, *, linear: bool = False
 ) -> tuple[dict[str, dict[str, float | None]], list[int], int | None]:
     """Every kernel at every K in one pass over the matched positions (a case with gold supports).
 
@@ -564,7 +636,7 @@ def _score_ks(
     in the same order, as the kernel of that name (recall_any ... ndcg), so the floats are
     identical: DCG and IDCG are the kernels' left-to-right sums, read off at each K.
     Graded-only supports (nDCG only) cost nothing when there are none: the recall view is
-    then the table itself.
+    then the table itself, and AP's credits are nDCG's. `linear`: nDCG's gain is rel.
 
     Raises:
         InputError: an out-of-range support group index, or one naming a graded-only
@@ -581,12 +653,15 @@ def _score_ks(
     rel = table.relevance
     matches = table.matches
     kmax = max(ks)
-    idcg_at, n_ideal = idcg_table(rel, kmax)
+    idcg_at, n_ideal = idcg_table(rel, kmax, linear=linear)
     log2_p1 = log2_table(kmax)
     top = matches[:kmax]
     matched = list(compress(range(1, len(top) + 1), top))
     hits: set[int] = set()
     credited: set[int] = set()
+    rec_credited: set[int] = set()  # AP's credits when graded-only supports make them differ from nDCG's
+    credit_pos: list[int] = []  # positions credited with a recall-set support (AP, R-precision)
+    ap_sum = 0.0
     if graded:
         first = next((p for p in matched if matches[p - 1] - graded), None)
     else:
@@ -605,13 +680,22 @@ def _score_ks(
                 if rm:
                     hits |= rm
                     n_hit_pos += 1
+                    rfree = [i for i in rm if i not in rec_credited]
+                    if rfree:
+                        rec_credited.add(min(rfree, key=lambda i: (-rel[i], i)))
+                        credit_pos.append(p)
+                        ap_sum += len(credit_pos) / p  # c(p) / p, as average_precision
             else:
                 hits |= m
             free = [i for i in m if i not in credited]
             if free:
                 best = free[0] if len(free) == 1 else min(free, key=lambda i: (-rel[i], i))
                 credited.add(best)
-                dcg += (2.0 ** rel[best] - 1.0) / log2_p1[p]  # _gain / log2(p + 1), as ndcg
+                # _gain (or rel) / log2(p + 1), as ndcg
+                dcg += (rel[best] if linear else 2.0 ** rel[best] - 1.0) / log2_p1[p]
+                if not graded:
+                    credit_pos.append(p)
+                    ap_sum += len(credit_pos) / p  # c(p) / p, as average_precision
             done += 1
         ideal_k = idcg_at[min(k, n_ideal)]
         ndcg_k = min(1.0, dcg / ideal_k) if ideal_k > 0.0 else None
@@ -626,6 +710,9 @@ def _score_ks(
                 "precision": (n_hit_pos if graded else done) / k,
                 "mrr": 1.0 / first if first is not None and first <= k else 0.0,
                 "ndcg": ndcg_k,
+                "map": ap_sum / n_rec,
+                # c(min(R, K)) / R: the credited positions within the top min(R, K), as r_precision
+                "rprec": (len(credit_pos) if k <= n_rec else bisect_right(credit_pos, n_rec)) / n_rec,
             }
         if k == ks[0]:
             gold_hit = sorted(hits)
@@ -636,7 +723,7 @@ def _score_ks(
 # log2(p + 1) by position p, and IDCG@1..K by relevance grades: the same few values for
 # every case of a run, computed with the kernels' own expressions (so the same floats).
 _LOG2_P1: list[float] = [0.0]
-_IDCG: dict[tuple[tuple[float, ...], int], tuple[list[float], int]] = {}
+_IDCG: dict[tuple[tuple[float, ...], int, bool], tuple[list[float], int]] = {}
 _IDCG_MAX = 1 << 12
 
 
@@ -649,17 +736,19 @@ def log2_table(kmax: int) -> list[float]:
     return table
 
 
-def idcg_table(rel: list[float], kmax: int) -> tuple[list[float], int]:
+def idcg_table(rel: list[float], kmax: int, *, linear: bool = False) -> tuple[list[float], int]:
     """([0, IDCG@1, IDCG@2, ...] up to the cut-off, number of ideal positions): ndcg's sum
-    over the grades sorted descending, cut at kmax, with every partial sum kept."""
-    key = (tuple(rel), kmax)
+    over the grades sorted descending, cut at kmax, with every partial sum kept (gain rel
+    when `linear`)."""
+    key = (tuple(rel), kmax, linear)
     got = _IDCG.get(key)
     if got is None:
+        gain_fn = _linear_gain if linear else _gain
         ideal = sorted(rel, reverse=True)[:kmax]
         idcg_at = [0]
         idcg = 0
         for p, r in enumerate(ideal, start=1):
-            idcg = idcg + _gain(r) / math.log2(p + 1)
+            idcg = idcg + gain_fn(r) / math.log2(p + 1)
             idcg_at.append(idcg)
         if len(_IDCG) >= _IDCG_MAX:
             _IDCG.clear()

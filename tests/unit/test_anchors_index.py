@@ -15,12 +15,20 @@ import pytest
 
 from evalkit.errors import InputError
 from evalkit.evalset import anchors
-from evalkit.evalset.anchors import GoldIndex, match_ranking, match_support, normalize_heading_path, normalize_rel_path
+from evalkit.evalset.anchors import (
+    GoldIndex,
+    match_ranking,
+    match_support,
+    normalize_heading_path,
+    normalize_rel_path,
+)
 from evalkit.metrics.retrieval import (
     _score_ks,
+    average_precision,
     mrr,
     ndcg,
     precision,
+    r_precision,
     recall_all,
     recall_any,
     recall_frac,
@@ -172,6 +180,8 @@ def _kernels(table, k: int, groups) -> dict:
         "precision": precision(table, k),
         "mrr": mrr(table, k),
         "ndcg": ndcg(table, k),
+        "map": average_precision(table, k),
+        "rprec": r_precision(table, k),
     }
 
 

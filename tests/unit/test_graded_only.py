@@ -27,9 +27,11 @@ from evalkit.metrics.retrieval import (
     _recall_view,
     _score_ks,
     attribution_hit,
+    average_precision,
     mrr,
     ndcg,
     precision,
+    r_precision,
     recall_all,
     recall_any,
     recall_frac,
@@ -56,6 +58,8 @@ def _kernels(table, k, groups=None) -> dict:
         "precision": precision(table, k),
         "mrr": mrr(table, k),
         "ndcg": ndcg(table, k),
+        "map": average_precision(table, k),
+        "rprec": r_precision(table, k),
     }
 
 
@@ -80,7 +84,7 @@ def test_all_graded_only_case_is_scored_for_ndcg_only() -> None:
     t = _table([[0], [1]], [1, 2], graded=[0, 1])
     got = _kernels(t, 5)
     assert {m: v for m, v in got.items() if m != "ndcg"} == dict.fromkeys(
-        ["recall_any", "recall_all", "recall_frac", "precision", "mrr"]
+        ["recall_any", "recall_all", "recall_frac", "precision", "mrr", "map", "rprec"]
     )
     # DCG = 1/log2(2) + 3/log2(3); IDCG = 3/log2(2) + 1/log2(3).
     assert got["ndcg"] == pytest.approx((1 + 3 / math.log2(3)) / (3 + 1 / math.log2(3)), abs=1e-12)

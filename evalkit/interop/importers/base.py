@@ -28,11 +28,15 @@ class ImportOptions:
             documented rule for unmapped docids.
         category: the category of cases that do not name one.
         tags: tags added to every case (after the case's own).
+        relevance_level: --format trec: a judgment is relevant (in the recall set) at this
+            grade or above, trec_eval's `-l`; a positive grade below it becomes a graded-only
+            support (nDCG only). None: every grade > 0 is relevant.
     """
 
     docid_map: Mapping[str, Mapping[str, Any]] | None = None
     category: str = "factual"
     tags: tuple[str, ...] = ()
+    relevance_level: float | None = None
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,15 @@ Topics, told apart by their first non-blank text:
 
 Qrels: `qid 0 docid rel` (whitespace-separated; BEIR's 3-column `query-id corpus-id score`
 TSV, with its header, is accepted too; a first line is a header only when it names its
-columns: a malformed first line is a problem on line 1). A judgment with rel <= 0 is dropped (not
-relevant); a docid judged twice keeps its highest grade. Each judged docid becomes a gold
-support with `relevance` = rel (graded, for nDCG): `{"chunk_id": docid}`, or the
-location `--docid-map` gives it (`docids.py`; `evalkit export` writes one, docids.tsv). A
-docid the map does not hold stays a chunk_id support, with a warning.
+columns: a malformed first line is a problem on line 1). A line starting with `#` is a comment
+(trec_eval 10.0 reads them so; `#` inside a line, as in a docid `CR#93`, is data). A judgment with
+rel <= 0 is dropped (not relevant); a docid judged twice keeps its highest grade. Each judged
+docid becomes a gold support with `relevance` = rel (graded, for nDCG): `{"chunk_id": docid}`,
+or the location `--docid-map` gives it (`docids.py`; `evalkit export` writes one, docids.tsv). A
+docid the map does not hold stays a chunk_id support, with a warning. With a relevance level
+L (`--relevance-level`, trec_eval's `-l`), a grade >= L is relevant and a grade in (0, L) a
+`graded_only` support: nDCG counts its gain, as trec_eval's ndcg does, and no other metric
+does (`supports_of`).
 
 A topic without a relevant judgment is kept as an answerable case with no gold supports
 (evalkit counts it as unlabeled: no retrieval metric, still run), with one warning; a
@@ -30,15 +34,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evalkit.errors import MAX_PROBLEMS_SHOWN, InputError, Problem
+from evalkit.errors import MAX_PROBLEMS_SHOWN, BadConfig, InputError, Problem
 from evalkit.interop.importers.base import ImportedCase, ImportOptions, jsonl_items
 from evalkit.jsonio import read_text
 
-__all__ = ["convert", "read_qrels", "read_topics"]
+__all__ = ["check_relevance_level", "convert", "read_qrels", "read_topics", "supports_of"]
 
 _SHOWN = 10
 
@@ -62,19 +66,11 @@ def convert(paths: Sequence[Path], options: ImportOptions) -> list[ImportedCase]
     if problems:
         raise InputError(problems)
     mapping = options.docid_map
+    level = check_relevance_level(options.relevance_level)
     out: list[ImportedCase] = []
     unmapped: list[str] = []
     for i, (qid, text, line) in enumerate(topics):
-        supports: list[dict[str, Any]] = []
-        for docid, rel in qrels.get(qid, {}).items():
-            if rel <= 0:
-                continue
-            loc = mapping.get(docid) if mapping is not None else None
-            if mapping is not None and loc is None:
-                unmapped.append(docid)
-            support = dict(loc) if loc is not None else {"chunk_id": docid}
-            support["relevance"] = float(rel)
-            supports.append(support)
+        supports = supports_of(qrels.get(qid, {}), level, mapping, unmapped)
         case = {
             "id": qid, "question": text, "answerable": True, "category": options.category,
             "tags": list(dict.fromkeys(options.tags)), "gold_supports": supports,
@@ -95,6 +91,39 @@ def convert(paths: Sequence[Path], options: ImportOptions) -> list[ImportedCase]
     if out and warnings:
         first = out[0]
         out[0] = ImportedCase(case=first.case, path=first.path, index=first.index, line=first.line, warnings=tuple(warnings))
+    return out
+
+
+def check_relevance_level(level: float | None) -> float | None:
+    """`level` when it is a usable relevance level (a finite number > 0), else BadConfig: a
+    level <= 0 would make unjudged-as-0 documents relevant, which a gold support cannot say."""
+    if level is not None and (not math.isfinite(level) or level <= 0):
+        raise BadConfig(Problem(f"--relevance-level must be a number > 0, got {level!r}", field="--relevance-level"))
+    return level
+
+
+def supports_of(
+    docs: Mapping[str, float],
+    level: float | None = None,
+    mapping: Mapping[str, Mapping[str, Any]] | None = None,
+    unmapped: list[str] | None = None,
+) -> list[dict[str, Any]]:
+    """The gold supports of one query's judgments (docid -> grade), in their order: each grade
+    > 0 a support with `relevance` = the grade; below `level` (when given) `graded_only`. A docid
+    is `{"chunk_id": docid}`, or its location in `mapping` (a docid it lacks is appended to
+    `unmapped` and stays a chunk_id)."""
+    out: list[dict[str, Any]] = []
+    for docid, rel in docs.items():
+        if rel <= 0:
+            continue
+        loc = mapping.get(docid) if mapping is not None else None
+        if mapping is not None and loc is None and unmapped is not None:
+            unmapped.append(docid)
+        support = dict(loc) if loc is not None else {"chunk_id": docid}
+        support["relevance"] = float(rel)
+        if level is not None and rel < level:
+            support["graded_only"] = True
+        out.append(support)
     return out
 
 
@@ -242,6 +271,8 @@ def read_qrels(path: Path, problems: list[Problem]) -> dict[str, dict[str, float
         return out
     first = True
     for lineno, line in enumerate(text.split("\n"), start=1):
+        if line.startswith("#"):
+            continue  # a comment line, as trec_eval 10.0 reads qrels
         cols = line.split()
         if not cols:
             continue
