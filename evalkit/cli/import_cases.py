@@ -62,7 +62,12 @@ def main(
         None, "--topics", metavar="PATH", help="--format trec: the topics (qid<TAB>text TSV, BEIR queries.jsonl or TREC <top> SGML)."
     ),
     qrels: Optional[list[Path]] = typer.Option(
-        None, "--qrels", metavar="PATH", help="--format trec: the qrels (qid 0 docid rel); repeatable."
+        None, "--qrels", metavar="PATH", help="--format trec: the qrels (qid 0 docid rel; `#` comment lines skipped); "
+        "repeatable."
+    ),
+    relevance_level: Optional[float] = typer.Option(
+        None, "--relevance-level", metavar="L", help="--format trec: a grade >= L is a gold support (trec_eval -l); a "
+        "grade in (0, L) a graded_only one (nDCG only). (default: every grade > 0)"
     ),
     model: Optional[str] = typer.Option(
         None, "--model", metavar="ID", help="--format mtrag-ratings: whose rated answers become the run (reference, "
@@ -75,6 +80,11 @@ def main(
         _import_ratings(list(paths or []), fmt, model, results_dir, force)
         return
     paths = _trec_paths(list(paths or []), fmt, topics, qrels)
+    if relevance_level is not None and fmt != "trec":
+        with exit_on_known_errors():
+            from evalkit.errors import BadConfig, Problem
+
+            raise BadConfig(Problem(f"--relevance-level is for --format trec, not {fmt!r}", field="--relevance-level"))
     if fmt == "beir" or split is not None:
         _import_beir(paths, fmt, split or "test", vault_out, output, force, category, tuple(tag or ()), docid_map)
         return
@@ -88,6 +98,7 @@ def main(
             docid_map=load_docid_map(docid_map) if docid_map is not None else None,
             category=category,
             tags=tuple(tag or ()),
+            relevance_level=relevance_level,
         )
         check_output(output, paths)
         cases = import_cases(fmt, paths, options)

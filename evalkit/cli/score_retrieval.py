@@ -148,16 +148,15 @@ def _score_trec(
 
 
 def trec_table(scores) -> str:  # noqa: ANN001 - TrecScores, imported lazily
-    """The means as a table: evalkit's name, trec_eval's, the value and its n; one row per metric and K."""
-    from evalkit.interop.trec_run import TREC_METRICS, trec_eval_name
+    """The means as a table: evalkit's name, the trec_eval measures it equals (— none: a cut-off trec_eval
+    lacks, or exponential nDCG), the value and its n; one row per metric and K."""
+    from evalkit.interop.trec_run import TREC_METRICS, trec_eval_names
 
     rows = [("metric", "trec_eval", "value", "n")]
     for k in scores.ks:
         for m in TREC_METRICS:
             v = scores.means[str(k)][m]
-            name = trec_eval_name(m, k, scores.gain) or "—"
-            if m in ("mrr", "rprec") and name != "—":
-                name += f" (cut at {k})"
+            name = " = ".join(trec_eval_names(m, k, scores.depth, scores.gain)) or "—"
             rows.append((f"{m}@{k}", name, "—" if v is None else f"{v:.4f}", str(scores.n[str(k)][m])))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     head = (f"{scores.n_queries} queries; gain {scores.gain}; relevance level "

@@ -55,8 +55,8 @@ from evalkit.metrics.retrieval import (
 )
 from evalkit.store.runlog import Cell
 
-__all__ = ["NO_RELEVANT", "TREC_EVAL_NAMES", "TREC_METRICS", "TrecRun", "TrecScores", "read_trec_run", "score_trec_run",
-           "trec_eval_name", "trec_order"]
+__all__ = ["NO_RELEVANT", "TREC_EVAL_NAMES", "TREC_METRICS", "UNCUT_NAMES", "TrecRun", "TrecScores", "read_trec_run",
+           "score_trec_run", "trec_eval_name", "trec_eval_names", "trec_order"]
 
 NO_RELEVANT = ("skip", "zero")
 # The @K metrics a TREC run is scored on (recall_all needs support groups, which qrels lack).
@@ -69,12 +69,29 @@ TREC_EVAL_NAMES = {
 }
 
 
+# trec_eval's measures of the whole ranking, which the @K metrics equal once K covers it.
+UNCUT_NAMES = {"mrr": "recip_rank", "rprec": "Rprec", "map": "map", "ndcg": "ndcg"}
+
+
 def trec_eval_name(metric: str, k: int, gain: str = "linear") -> str | None:
-    """trec_eval's name of `metric` at K (None for nDCG with gain exponential: trec_eval has none)."""
+    """trec_eval's name of `metric` at K (None for nDCG with gain exponential: trec_eval has none).
+    recip_rank and Rprec have no cut-off in trec_eval: theirs only once K covers the ranking."""
     if metric == "ndcg" and gain != "linear":
         return None
     name = TREC_EVAL_NAMES.get(metric)
     return None if name is None else name.format(k=k)
+
+
+def trec_eval_names(metric: str, k: int, depth: int, gain: str = "linear") -> list[str]:
+    """Every trec_eval measure `metric`@K equals on rankings at most `depth` long: its cut name
+    (`map_cut_10`) and, once K >= depth, the uncut one (`map`); recip_rank and Rprec only then."""
+    names = []
+    cut = trec_eval_name(metric, k, gain)
+    if cut is not None and metric not in ("mrr", "rprec"):
+        names.append(cut)
+    if k >= depth and metric in UNCUT_NAMES and (metric != "ndcg" or gain == "linear"):
+        names.append(UNCUT_NAMES[metric])
+    return names
 
 
 @dataclass
@@ -166,6 +183,7 @@ class TrecScores:
         skipped: "not_judged" (run queries without judgments), "not_in_run" (judged queries the
             run lacks), "no_relevant" (judged, nothing relevant; left out with no_relevant "skip").
         reordered: run queries whose file order is not trec_eval's order.
+        depth: the longest ranking of the run: at K >= depth a metric is trec_eval's uncut one.
         warnings: one line each.
     """
 
@@ -180,6 +198,7 @@ class TrecScores:
     skipped: dict[str, int] = field(default_factory=lambda: {"not_judged": 0, "not_in_run": 0, "no_relevant": 0})
     reordered: list[str] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
+    depth: int = 0
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self, *, per_query: bool = False) -> dict[str, Any]:
@@ -193,8 +212,8 @@ class TrecScores:
             },
             "ir_measures": ir_measures_values(self.means),
             "trec_eval": {
-                name: self.means[str(k)][m] for k in self.ks for m in TREC_METRICS
-                if (name := trec_eval_name(m, k, self.gain)) is not None
+                name: self.means[str(k)][m] for k in sorted(self.ks) for m in TREC_METRICS
+                for name in trec_eval_names(m, k, self.depth, self.gain)
             },
             "warnings": list(self.warnings),
         }
@@ -237,7 +256,8 @@ def score_trec_run(
     if problems:
         raise InputError(problems)
     out = TrecScores(ks=ks, gain=gain, relevance_level=level, no_relevant=no_relevant,
-                     reordered=list(trec_run.reordered), tags=list(dict.fromkeys(trec_run.tags)))
+                     reordered=list(trec_run.reordered), tags=list(dict.fromkeys(trec_run.tags)),
+                     depth=max((len(r) for r in trec_run.rankings.values()), default=0))
     sums = {str(k): {m: 0.0 for m in TREC_METRICS} for k in ks}
     counts = {str(k): {m: 0 for m in TREC_METRICS} for k in ks}
     for qid, ranking in trec_run.rankings.items():

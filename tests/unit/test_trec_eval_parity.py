@@ -167,12 +167,31 @@ def test_score_retrieval_trec_run_cli() -> None:
     data = json.loads(res.stdout.strip().splitlines()[-1])
     assert data["ks"] == [10, 500]  # 10 and the deepest ranking: the uncut measures
     assert f"{data['trec_eval']['map_cut_500']:.4f}" == "0.1785" and f"{data['trec_eval']['P_10']:.4f}" == "0.3000"
-    assert f"{data['trec_eval']['Rprec']:.4f}" == "0.2174"  # at K = 500, past every R
+    assert f"{data['trec_eval']['Rprec']:.4f}" == "0.2174"  # at K = 500, the whole ranking
+    assert data["trec_eval"]["map"] == data["trec_eval"]["map_cut_500"] and "recip_rank" in data["trec_eval"]
     assert data["ir_measures"]["AP@500"] == data["trec_eval"]["map_cut_500"]
     bad = CliRunner().invoke(app, ["--trec-run", str(RESULTS)])
     assert bad.exit_code == 2
     assert CliRunner().invoke(app, ["--trec-run", str(RESULTS), "--qrels", str(DATA / "qrels.test"),
                                     "--gain", "cubic"]).exit_code == 2
+
+
+def test_the_docs_example_is_what_the_command_prints() -> None:
+    # docs/interop.md, "Scoring a TREC run file": the command shown, run from the repository root
+    import shlex
+
+    from evalkit.cli.score_retrieval import app
+
+    root = DATA.parent.parent.parent
+    text = (root / "docs" / "interop.md").read_text()
+    block = text.split("<!-- trec-run-example -->", 1)[1].split("```console\n", 1)[1].split("```", 1)[0]
+    command, *shown = block.rstrip("\n").split("\n")
+    args = shlex.split(command.removeprefix("$ "))
+    assert args[:2] == ["python", "scripts/score_retrieval.py"]
+    args = [str(root / a) if a.startswith("tests/") else a for a in args[2:]]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert res.stderr.splitlines() + res.stdout.splitlines() == shown
 
 
 # -- the same files through the other tools, at full precision -------------------------------------
@@ -240,3 +259,30 @@ def test_ir_measures_agrees_at_full_precision() -> None:
     assert ours.means[FULL]["map"] == pytest.approx(by["AP"], abs=1e-12)
     assert ours.means[FULL]["rprec"] == pytest.approx(by["Rprec"], abs=1e-12)
     assert ours.means[FULL]["mrr"] == pytest.approx(by["RR"], abs=1e-12)
+
+
+def test_import_reads_comment_lines_and_a_relevance_level(tmp_path: Path) -> None:
+    # trec_eval's qrels.test.with-comments used to exit 2 on its first line ("# comment here")
+    from evalkit.cli.import_cases import app
+
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("301\tinternational organized crime\n302\tpoliomyelitis\n303\thubble telescope\n")
+    out = tmp_path / "eval_set.jsonl"
+    res = CliRunner().invoke(app, ["--format", "trec", "--topics", str(topics), "--qrels",
+                                   str(DATA / "qrels.test.with-comments"), "--output", str(out)])
+    assert res.exit_code == 0, res.output
+    cases = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [len(c["gold_supports"]) for c in cases] == [474, 77, 10]
+    assert any(s["chunk_id"] == "CR#93E-1860" for c in cases for s in c["gold_supports"]) is False  # judged 0
+    # -l2 on qrels.rel_level: grades 2 and 4 are supports, grade 1 a graded_only one (nDCG only)
+    leveled = tmp_path / "leveled.jsonl"
+    res = CliRunner().invoke(app, ["--format", "trec", "--topics", str(topics), "--qrels", str(DATA / "qrels.rel_level"),
+                                   "--relevance-level", "2", "--output", str(leveled)])
+    assert res.exit_code == 0, res.output
+    first = json.loads(leveled.read_text().splitlines()[0])
+    graded = [s for s in first["gold_supports"] if s.get("graded_only")]
+    assert len(first["gold_supports"]) == 474 and len(graded) == 462
+    assert {s["relevance"] for s in graded} == {1.0}
+    bad = CliRunner().invoke(app, ["--format", "trec", "--topics", str(topics), "--qrels", str(DATA / "qrels.test"),
+                                   "--relevance-level", "0", "--output", str(tmp_path / "x.jsonl")])
+    assert bad.exit_code == 2
