@@ -254,6 +254,40 @@ def require_snippets_option(panel: str | None = None, *, rescore: bool = False) 
     return typer.Option(None, "--require-snippets", help=text, rich_help_panel=panel)
 
 
+def trec_run_options(panel: str | None = None) -> dict[str, Any]:
+    """The flags that score a TREC run file (`score_retrieval --trec-run`, `evalkit score --trec-run`):
+    `evalkit.interop.trec_run` reads them. New objects per call, so each command lists them under its panel."""
+    return {
+        "trec_run": typer.Option(
+            None, "--trec-run", metavar="PATH", rich_help_panel=panel, help="Score this TREC run file (qid Q0 docno "
+            "rank score tag) against --qrels instead of a stored run: sorted by score, then docno descending, as "
+            "trec_eval sorts. --k: the cut-offs (default: 10 and the longest ranking).",
+        ),
+        "qrels": typer.Option(
+            None, "--qrels", metavar="PATH", rich_help_panel=panel, help="--trec-run: the qrels (qid 0 docno rel; `#` "
+            "comment lines skipped); repeatable.",
+        ),
+        "relevance_level": typer.Option(
+            None, "--relevance-level", metavar="L", rich_help_panel=panel, help="--trec-run: a grade >= L is relevant "
+            "(trec_eval -l); a grade in (0, L) counts for nDCG only. (default: every grade > 0, trec_eval's -l 1 on "
+            "integer grades)",
+        ),
+        "gain": typer.Option(
+            None, "--gain", metavar="exponential|linear", rich_help_panel=panel, help="--trec-run: nDCG's gain, 2^rel - 1 "
+            "(exponential) or rel (linear, trec_eval's ndcg_cut); equal on binary grades. (default: exponential, "
+            "evalkit's everywhere)",
+        ),
+        "no_relevant": typer.Option(
+            None, "--no-relevant", metavar="skip|zero", rich_help_panel=panel, help="--trec-run: a judged query with no "
+            "relevant document is left out of every mean (skip) or counts 0 on every metric (zero, as trec_eval and "
+            "ir_measures). (default: skip, evalkit's rule for a case without gold supports)",
+        ),
+        "per_query": typer.Option(
+            False, "--per-query", rich_help_panel=panel, help="--trec-run: each query's values too (trec_eval -q).",
+        ),
+    }
+
+
 def rescore_options() -> dict[str, Any]:
     """The flags of the scripts that re-read a stored run's records (score_retrieval,
     score_abstention, export): which eval set and which matching rule to score them with."""

@@ -11,6 +11,10 @@ called. The seed's scripts are this command with one part: `score_retrieval.py` 
 own flags and help; `evalkit score-retrieval`, `score-abstention` and `judge` are hidden
 aliases of the same). All of them end in `score_run` below.
 
+`--trec-run RUN --qrels QRELS` scores a TREC run file instead, with no stored run (as trec_eval
+would: `evalkit.interop.trec_run`; the door shared with score_retrieval.py is
+`score_retrieval.score_trec_file`).
+
 Exit 0 ok; 1 the judge failed every judgment (nothing rewritten); 2 bad input (unknown run, a
 K larger than the run asked for, an eval set that changed since the run without --eval-set,
 snippets or judge context on cut text without --allow-truncated-text / -context, a flag of a
@@ -45,9 +49,9 @@ from evalkit.cli.common import (
     rescore_options,
     results_dir_option,
     rps_option,
-    run_id_option,
     selection_options,
     settings_default,
+    trec_run_options,
 )
 from evalkit.store.runlog import Met
 
@@ -78,6 +82,7 @@ _JUDGE = judge_options(_J)
 _CACHE = judge_options(_C)
 _REJUDGE = rejudge_options(judge=_J, reliability=_R, batch=_B, answers=_ANS)
 _RESCORE = rescore_options()
+_TREC = trec_run_options("A TREC run file (--trec-run; no stored run)")
 
 # The flags only one part reads: given without that part, they are refused (exit 2).
 _ONLY = {
@@ -102,7 +107,10 @@ def _option(info: Any, panel: str) -> Any:
 @app.command(cls=PanelledCommand)
 def main(
     ctx: typer.Context,
-    run_id: str = run_id_option(_RUN),
+    run_id: Optional[str] = typer.Option(
+        None, "--run-id", metavar="RUN_ID", help="Run id (a folder name under --results-dir); required unless --trec-run.",
+        rich_help_panel=_RUN,
+    ),
     results_dir: Path = results_dir_option(_RUN),
     retrieval: bool = typer.Option(False, "--retrieval", help="Re-score retrieval (score_retrieval.py).", rich_help_panel=_P),
     abstention: bool = typer.Option(False, "--abstention", help="Re-score abstention (score_abstention.py).", rich_help_panel=_P),
@@ -157,6 +165,12 @@ def main(
     batch_poll_interval: float = _REJUDGE["batch_poll_interval"],
     batch_resubmit: bool = _REJUDGE["batch_resubmit"],
     batch_id: Optional[str] = _REJUDGE["batch_id"],
+    trec_run: Optional[Path] = _TREC["trec_run"],
+    qrels: Optional[list[Path]] = _TREC["qrels"],
+    relevance_level: Optional[float] = _TREC["relevance_level"],
+    gain: Optional[str] = _TREC["gain"],
+    no_relevant: Optional[str] = _TREC["no_relevant"],
+    per_query: bool = _TREC["per_query"],
     quiet: bool = quiet_option(panel=_O),
     json_output: bool = json_option(
         "with one part, that part's object (as its script prints it); with several, run_id, parts, one object per part "
@@ -165,10 +179,38 @@ def main(
 ) -> None:
     """Score RUN_ID again: the parts asked for, in order, and update its results and metrics."""
     settings = {name: value for name, value in locals().items() if name != "ctx"}  # as typer passed them
+    trec = {name: settings.pop(name) for name in _TREC}
+    from evalkit.cli.score_retrieval import score_trec_file
+
+    if trec["trec_run"] is not None:
+        with exit_on_known_errors():
+            _refuse_with_trec_run(ctx)
+    if score_trec_file(trec, run_id=run_id, k=k, quiet=quiet, json_output=json_output):
+        return
     parts = tuple(p for p in PARTS if settings.pop(p)) or DEFAULT_PARTS
     with exit_on_known_errors():
         _refuse_other_parts(ctx, parts)
     score_run(parts, **settings, command="evalkit score")
+
+
+# What --trec-run reads of the flags a stored run's scoring takes: --k (its cut-offs), the output flags.
+_WITH_TREC_RUN = frozenset({"k", "quiet", "json_output", "results_dir"})
+
+
+def _refuse_with_trec_run(ctx: typer.Context) -> None:
+    """BadConfig naming each given flag a TREC run file's scoring does not read (the parts, the
+    stored run's settings, the judge's)."""
+    from evalkit.errors import BadConfig, Problem
+
+    problems = [
+        Problem("scores a stored run; --trec-run scores a run file", field=p.opts[0])
+        for p in ctx.command.params
+        if p.name not in _WITH_TREC_RUN and p.name not in _TREC and p.name is not None
+        and (src := ctx.get_parameter_source(p.name)) is not None and src.name in ("COMMANDLINE", "ENVIRONMENT")
+        and p.name != "run_id"  # said by score_trec_file
+    ]
+    if problems:
+        raise BadConfig(problems)
 
 
 def _refuse_other_parts(ctx: typer.Context, parts: Sequence[str]) -> None:

@@ -16,18 +16,20 @@ sorted as trec_eval sorts it, every @K metric plus trec_eval's names for each
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
 from evalkit.cli.common import (
     RESULTS_DIR,
+    PanelledCommand,
     exit_on_known_errors,
     json_option,
     k_option,
     plain_metavars,
     quiet_option,
     rescore_options,
+    trec_run_options,
 )
 
 app = typer.Typer(
@@ -40,10 +42,10 @@ app = typer.Typer(
 _RESCORE = rescore_options()
 
 
-_TREC = "Scoring a TREC run file"
+_TREC_OPTIONS = trec_run_options("Scoring a TREC run file")
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 def main(
     run_id: Optional[str] = typer.Option(
         None, "--run-id", metavar="RUN_ID", help="Run id (a folder name under --results-dir); required unless --trec-run."
@@ -66,39 +68,18 @@ def main(
         "run_id, retrieval_scoring, aggregate_metrics, by_category, warnings; printed last, the tables go to stderr "
         "(with --trec-run: ks, at_k means and n, ir_measures, trec_eval, skipped, warnings)"
     ),
-    trec_run: Optional[Path] = typer.Option(
-        None, "--trec-run", metavar="PATH", rich_help_panel=_TREC, help="Score this TREC run file (qid Q0 docno rank "
-        "score tag) against --qrels instead of a stored run: sorted by score, then docno descending, as trec_eval sorts.",
-    ),
-    qrels: Optional[list[Path]] = typer.Option(
-        None, "--qrels", metavar="PATH", rich_help_panel=_TREC, help="--trec-run: the qrels (qid 0 docno rel; `#` "
-        "comment lines skipped); repeatable.",
-    ),
-    relevance_level: Optional[float] = typer.Option(
-        None, "--relevance-level", metavar="L", rich_help_panel=_TREC, help="--trec-run: a grade >= L is relevant "
-        "(trec_eval -l); a grade in (0, L) counts for nDCG only. (default: every grade > 0, trec_eval's -l 1 on integers)",
-    ),
-    gain: str = typer.Option(
-        "exponential", "--gain", metavar="exponential|linear", rich_help_panel=_TREC, help="--trec-run: nDCG's gain, "
-        "2^rel - 1 (exponential, evalkit's) or rel (linear, trec_eval's ndcg_cut); equal on binary grades.",
-    ),
-    no_relevant: str = typer.Option(
-        "skip", "--no-relevant", metavar="skip|zero", rich_help_panel=_TREC, help="--trec-run: a judged query with no "
-        "relevant document is left out of every mean (skip, evalkit's rule) or counts 0 (zero, as trec_eval).",
-    ),
-    per_query: bool = typer.Option(
-        False, "--per-query", rich_help_panel=_TREC, help="--trec-run: each query's values too (trec_eval -q).",
-    ),
+    trec_run: Optional[Path] = _TREC_OPTIONS["trec_run"],
+    qrels: Optional[list[Path]] = _TREC_OPTIONS["qrels"],
+    relevance_level: Optional[float] = _TREC_OPTIONS["relevance_level"],
+    gain: Optional[str] = _TREC_OPTIONS["gain"],
+    no_relevant: Optional[str] = _TREC_OPTIONS["no_relevant"],
+    per_query: bool = _TREC_OPTIONS["per_query"],
 ) -> None:
     """Re-score the retrieval of RUN_ID and update its metrics.json (evalkit score --retrieval)."""
-    if trec_run is not None or qrels:
-        _score_trec(trec_run, qrels, run_id, k, relevance_level, gain, no_relevant, per_query, quiet, json_output)
+    trec = {"trec_run": trec_run, "qrels": qrels, "relevance_level": relevance_level, "gain": gain,
+            "no_relevant": no_relevant, "per_query": per_query}
+    if score_trec_file(trec, run_id=run_id, k=k, quiet=quiet, json_output=json_output):
         return
-    if run_id is None:
-        with exit_on_known_errors():
-            from evalkit.errors import BadConfig, Problem
-
-            raise BadConfig(Problem("pass --run-id RUN_ID (or --trec-run RUN --qrels QRELS)", field="--run-id"))
     from evalkit.cli.score import score_run
 
     score_run(
@@ -108,11 +89,13 @@ def main(
     )
 
 
-def _score_trec(
-    trec_run: Path | None, qrels: list[Path] | None, run_id: str | None, k: list[int] | None,
-    relevance_level: float | None, gain: str, no_relevant: str, per_query: bool, quiet: bool, json_output: bool,
-) -> None:
-    """`--trec-run RUN --qrels Q`: print the table (stderr with --json) and, with --json, the object."""
+def score_trec_file(
+    trec: dict[str, Any], *, run_id: str | None, k: list[int] | None, quiet: bool, json_output: bool
+) -> bool:
+    """The `--trec-run RUN --qrels Q` door of score_retrieval and `evalkit score` (`trec`: the values of
+    `trec_run_options`' flags by name): print the table (stderr with --json) and, with --json, the object;
+    True when it scored a run file. False when no TREC flag was given (the caller scores RUN_ID, which it
+    then needs). Exit 2 for a TREC flag without --trec-run, --trec-run with --run-id, or bad files."""
     import json
     import sys
 
@@ -120,18 +103,29 @@ def _score_trec(
 
     with exit_on_known_errors():
         from evalkit.errors import BadConfig, Problem
-        from evalkit.interop.trec_run import read_trec_run, score_trec_run
 
-        if trec_run is None or not qrels:
-            raise BadConfig(Problem("--trec-run needs --qrels, and --qrels needs --trec-run", field="--trec-run"))
+        given = [f"--{name.replace('_', '-')}" for name, v in trec.items() if v not in (None, False, [])]
+        if trec["trec_run"] is None:
+            if given:
+                raise BadConfig(Problem("goes with --trec-run RUN (a TREC run file to score)", field=given[0]))
+            if run_id is None:
+                raise BadConfig(Problem("pass --run-id RUN_ID (or --trec-run RUN --qrels QRELS)", field="--run-id"))
+            return False
+        if not trec["qrels"]:
+            raise BadConfig(Problem("--trec-run needs --qrels PATH", field="--qrels"))
         if run_id is not None:
             raise BadConfig(Problem("--trec-run scores a run file, not a stored run: drop --run-id", field="--run-id"))
-        run = read_trec_run(trec_run)
-        # Default cut-offs: 10 and the deepest ranking, where map, rprec, mrr and ndcg are trec_eval's uncut values.
+        from evalkit.interop.trec_run import read_trec_run, score_trec_run
+
+        run = read_trec_run(trec["trec_run"])
+        # Default cut-offs: 10 and the longest ranking, where map, rprec, mrr and ndcg are trec_eval's uncut ones.
         depth = max((len(r) for r in run.rankings.values()), default=10)
         ks = list(k) if k else sorted({10, max(depth, 1)})
-        scores = score_trec_run(run, qrels, ks=ks, relevance_level=relevance_level, gain=gain,
-                                no_relevant=no_relevant)  # type: ignore[arg-type]
+        scores = score_trec_run(
+            run, trec["qrels"], ks=ks, relevance_level=trec["relevance_level"], gain=trec["gain"] or "exponential",
+            no_relevant=trec["no_relevant"] or "skip",
+        )
+    per_query = trec["per_query"]
     out = sys.stderr if json_output else sys.stdout
     for w in scores.warnings:
         print(printable(f"evalkit: warning: {w}"), file=sys.stderr)
@@ -145,6 +139,7 @@ def _score_trec(
                         print(printable(f"{m}@{key}\t{qid}\t{v:.4f}"), file=out)
     if json_output:
         print(json.dumps(scores.to_json(per_query=per_query), ensure_ascii=False))
+    return True
 
 
 def trec_table(scores) -> str:  # noqa: ANN001 - TrecScores, imported lazily

@@ -180,18 +180,34 @@ def test_the_docs_example_is_what_the_command_prints() -> None:
     # docs/interop.md, "Scoring a TREC run file": the command shown, run from the repository root
     import shlex
 
-    from evalkit.cli.score_retrieval import app
+    from evalkit.cli.main import app
+    from evalkit.cli.score_retrieval import app as script
 
     root = DATA.parent.parent.parent
     text = (root / "docs" / "interop.md").read_text()
     block = text.split("<!-- trec-run-example -->", 1)[1].split("```console\n", 1)[1].split("```", 1)[0]
     command, *shown = block.rstrip("\n").split("\n")
     args = shlex.split(command.removeprefix("$ "))
-    assert args[:2] == ["python", "scripts/score_retrieval.py"]
-    args = [str(root / a) if a.startswith("tests/") else a for a in args[2:]]
+    assert args[:2] == ["evalkit", "score"]
+    args = [str(root / a) if a.startswith("tests/") else a for a in args[1:]]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     assert res.stderr.splitlines() + res.stdout.splitlines() == shown
+    # the seed's script is the same door
+    again = CliRunner().invoke(script, args[1:])
+    assert again.exit_code == 0 and again.stdout == res.stdout
+
+
+def test_trec_flags_refuse_what_they_do_not_read() -> None:
+    from evalkit.cli.main import app
+
+    trec = ["--trec-run", str(RESULTS), "--qrels", str(DATA / "qrels.test")]
+    for extra in (["--retrieval"], ["--primary-k", "3"], ["--classifier", "llm"], ["--run-id", "latest"]):
+        res = CliRunner().invoke(app, ["score", *trec, *extra])
+        assert res.exit_code == 2 and extra[0] in res.stderr, (extra, res.output)
+    for flag in (["--gain", "linear"], ["--no-relevant", "zero"], ["--per-query"], ["--relevance-level", "2"]):
+        res = CliRunner().invoke(app, ["score", "--run-id", "latest", *flag])
+        assert res.exit_code == 2 and "goes with --trec-run" in res.stderr, (flag, res.output)
 
 
 # -- the same files through the other tools, at full precision -------------------------------------
