@@ -288,6 +288,76 @@ def trec_run_options(panel: str | None = None) -> dict[str, Any]:
     }
 
 
+def score_trec_file(
+    trec: dict[str, Any], *, run_id: str | None, k: list[int] | None, quiet: bool, json_output: bool
+) -> bool:
+    """The `--trec-run RUN --qrels Q` door of score_retrieval and `evalkit score` (`trec`: the values of
+    `trec_run_options`' flags by name): print the table (stderr with --json) and, with --json, the object;
+    True when it scored a run file. False when no TREC flag was given (the caller scores RUN_ID, which it
+    then needs). Exit 2 for a TREC flag without --trec-run, --trec-run with --run-id, or bad files."""
+    import json
+    import sys
+
+    with exit_on_known_errors():
+        from evalkit.errors import BadConfig, Problem
+
+        given = [f"--{name.replace('_', '-')}" for name, v in trec.items() if v not in (None, False, [])]
+        if trec["trec_run"] is None:
+            if given:
+                raise BadConfig(Problem("goes with --trec-run RUN (a TREC run file to score)", field=given[0]))
+            if run_id is None:
+                raise BadConfig(Problem("pass --run-id RUN_ID (or --trec-run RUN --qrels QRELS)", field="--run-id"))
+            return False
+        if not trec["qrels"]:
+            raise BadConfig(Problem("--trec-run needs --qrels PATH", field="--qrels"))
+        if run_id is not None:
+            raise BadConfig(Problem("--trec-run scores a run file, not a stored run: drop --run-id", field="--run-id"))
+        from evalkit.interop.trec_run import read_trec_run, score_trec_run
+
+        run = read_trec_run(trec["trec_run"])
+        # Default cut-offs: 10 and the longest ranking, where map, rprec, mrr and ndcg are trec_eval's uncut ones.
+        depth = max((len(r) for r in run.rankings.values()), default=10)
+        ks = list(k) if k else sorted({10, max(depth, 1)})
+        scores = score_trec_run(
+            run, trec["qrels"], ks=ks, relevance_level=trec["relevance_level"], gain=trec["gain"] or "exponential",
+            no_relevant=trec["no_relevant"] or "skip",
+        )
+    per_query = trec["per_query"]
+    out = sys.stderr if json_output else sys.stdout
+    for w in scores.warnings:
+        print(printable(f"evalkit: warning: {w}"), file=sys.stderr)
+    if not quiet:
+        print(trec_table(scores), file=out)
+    if per_query and not json_output:
+        for qid, values in scores.per_query.items():
+            for key, block in values.items():
+                for m, v in block.items():
+                    if v is not None:
+                        print(printable(f"{m}@{key}\t{qid}\t{v:.4f}"), file=out)
+    if json_output:
+        print(json.dumps(scores.to_json(per_query=per_query), ensure_ascii=False))
+    return True
+
+
+def trec_table(scores) -> str:  # noqa: ANN001 - TrecScores, imported lazily
+    """The means as a table: evalkit's name, the trec_eval measures it equals (— none: a cut-off trec_eval
+    lacks, or exponential nDCG), the value and its n; one row per metric and K."""
+    from evalkit.interop.trec_run import TREC_METRICS, trec_eval_names
+
+    rows = [("metric", "trec_eval", "value", "n")]
+    for k in scores.ks:
+        for m in TREC_METRICS:
+            v = scores.means[str(k)][m]
+            name = " = ".join(trec_eval_names(m, k, scores.depth, scores.gain)) or "—"
+            rows.append((f"{m}@{k}", name, "—" if v is None else f"{v:.4f}", str(scores.n[str(k)][m])))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    head = (f"{scores.n_queries} queries; gain {scores.gain}; relevance level "
+            f"{scores.relevance_level if scores.relevance_level is not None else '> 0'}; no relevant: {scores.no_relevant}")
+    lines = [head] + ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+                      for r in rows]
+    return "\n".join(lines)
+
+
 def rescore_options() -> dict[str, Any]:
     """The flags of the scripts that re-read a stored run's records (score_retrieval,
     score_abstention, export): which eval set and which matching rule to score them with."""

@@ -13,7 +13,7 @@ aliases of the same). All of them end in `score_run` below.
 
 `--trec-run RUN --qrels QRELS` scores a TREC run file instead, with no stored run (as trec_eval
 would: `evalkit.interop.trec_run`; the door shared with score_retrieval.py is
-`score_retrieval.score_trec_file`).
+`common.score_trec_file`).
 
 Exit 0 ok; 1 the judge failed every judgment (nothing rewritten); 2 bad input (unknown run, a
 K larger than the run asked for, an eval set that changed since the run without --eval-set,
@@ -50,6 +50,7 @@ from evalkit.cli.common import (
     results_dir_option,
     rps_option,
     selection_options,
+    score_trec_file,
     settings_default,
     trec_run_options,
 )
@@ -180,8 +181,6 @@ def main(
     """Score RUN_ID again: the parts asked for, in order, and update its results and metrics."""
     settings = {name: value for name, value in locals().items() if name != "ctx"}  # as typer passed them
     trec = {name: settings.pop(name) for name in _TREC}
-    from evalkit.cli.score_retrieval import score_trec_file
-
     if trec["trec_run"] is not None:
         with exit_on_known_errors():
             _refuse_with_trec_run(ctx)
