@@ -123,7 +123,7 @@ class Guard:
         method = scope.get("method", "GET")
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True))
         if method in ("GET", "HEAD") and "token" in query:
-            return None if hmac.compare_digest(query["token"], self.token) else (403, "refused: wrong token; open the URL "
+            return None if _same(query["token"], self.token) else (403, "refused: wrong token; open the URL "
                                                                                      "`evalkit serve-studio` printed")
         if not self._has_cookie(headers.get("cookie", "")):
             return 403, "refused: no token; open the URL `evalkit serve-studio` printed (it carries the token)"
@@ -133,7 +133,7 @@ class Guard:
             return 405, "method not allowed"
         if origin is None:
             return 403, "refused: a write without an Origin header"
-        if not hmac.compare_digest(headers.get(CSRF_HEADER, ""), self.csrf):
+        if not _same(headers.get(CSRF_HEADER, ""), self.csrf):
             return 403, "refused: a write without the page's CSRF value"
         if headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
             return 415, "refused: a write must be JSON"
@@ -142,9 +142,14 @@ class Guard:
     def _has_cookie(self, raw: str) -> bool:
         for part in raw.split(";"):
             name, _, value = part.strip().partition("=")
-            if name == self.cookie and hmac.compare_digest(value, self.token):
+            if name == self.cookie and _same(value, self.token):
                 return True
         return False
+
+
+def _same(given: str, secret: str) -> bool:
+    """A constant-time comparison that takes any text (compare_digest refuses non-ASCII str)."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), secret.encode("utf-8"))
 
 
 async def _plain(send: Callable[[Message], Awaitable[None]], status: int, text: str) -> None:

@@ -200,3 +200,11 @@ def test_hostile_case_note_and_chunk_text_is_escaped(signed_in: TestClient) -> N
     assert page.count("<script") == 1  # ours: <script src="/static/studio.js">
     queue = signed_in.get("/queue", params={"set": "eval_set.jsonl"}).text
     assert SCRIPT not in queue and "&lt;script&gt;" in queue
+
+
+def test_a_token_or_csrf_value_that_is_not_ascii_is_refused_not_a_crash(app: Any, signed_in: TestClient) -> None:
+    # regression: hmac.compare_digest raises TypeError on non-ASCII str (a 500, not a refusal)
+    assert _client(app).get("/", params={"token": "tökén"}).status_code == 403
+    assert _client(app).get("/", headers={"cookie": f"evalkit_studio_{PORT}=tökén".encode("latin-1")}).status_code == 403
+    got = signed_in.post("/api/edit", json={}, headers={"origin": BASE, "x-studio-csrf": "é".encode("latin-1")})
+    assert got.status_code == 403
