@@ -242,3 +242,26 @@ def test_every_page_passes_axe_and_names_its_controls(browser: Any, studio: tupl
         for control in page.locator("button, select, textarea, input:not([type=hidden])").all():
             assert control.evaluate("e => e.labels?.length > 0 || !!e.getAttribute('aria-label') || !!e.textContent.trim()"), path
     context.close()
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_the_layout_holds_at_1400_and_800_pixels(browser: Any, studio: tuple[dict[str, Path], str], width: int) -> None:
+    # wide: the case and the notes side by side; narrow: one above the other; never a page
+    # wider than the window (long paths, chunk text and note lines wrap)
+    _, url = studio
+    origin = _origin(url)
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    page.goto(url)
+    for path in ("/queue?set=eval_set.jsonl&run=r1", "/case?set=eval_set.jsonl&id=g-4&run=r1&note=Hostile.md",
+                 "/grade?run=r1&id=g-2&grader=ana"):
+        page.goto(origin + path)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, (path, width)
+        cols = page.locator(".col").all()
+        if cols:
+            first, second = cols[0].bounding_box(), cols[1].bounding_box()
+            if width == 1400:
+                assert second["x"] > first["x"] + first["width"] - 1 and abs(second["y"] - first["y"]) < 1, path
+            else:
+                assert second["y"] >= first["y"] + first["height"] - 1 and abs(second["x"] - first["x"]) < 1, path
+    context.close()
