@@ -273,7 +273,7 @@ def parse_ask_response(raw: Any, request: AskRequest | None = None, *, source: s
     Raises:
         TargetError: kind "invalid_response", naming the failing field paths.
     """
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):
         raise TargetError("invalid_response", f"{source} is not an object (got {_json_type(raw)})")
     plain = plain_response(raw)
     if plain is not None:

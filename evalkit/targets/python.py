@@ -156,6 +156,8 @@ class CallableTarget:
                     field="--target-processes",
                 ))
         self.fn = fn
+        # Asked once, not per call (inspect's checks cost a few microseconds a case).
+        self._fn_is_async = _is_async(fn)
         self.concurrency = concurrency
         self.processes = processes
         self._spec = spec
@@ -184,7 +186,7 @@ class CallableTarget:
         return self.processes is not None and fn is self.fn
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if _is_async(fn):
+        if self._fn_is_async if fn is self.fn else _is_async(fn):
             result = await fn(*args)
         else:
             if self._threads is None:
@@ -203,7 +205,7 @@ class CallableTarget:
             except asyncio.CancelledError:
                 self._threads.abandon(future)  # at the timeout: the thread may be stuck for good
                 raise
-        if inspect.isawaitable(result):
+        if type(result) is not dict and inspect.isawaitable(result):  # a dict, the usual answer, is not
             result = await result
         return result
 
@@ -288,6 +290,8 @@ def _is_async(fn: Callable[..., Any]) -> bool:
 def _to_dict(result: Any) -> Any:
     """A dict as is, a pydantic-like object through model_dump(); anything else unchanged
     (parse_ask_response then says what it was)."""
+    if type(result) is dict:
+        return result
     dump = getattr(result, "model_dump", None)
     if callable(dump) and not isinstance(result, dict):
         try:
