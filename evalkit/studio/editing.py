@@ -5,7 +5,7 @@ read again, under a per-file lock, before each edit; when the case is no longer 
 version (another tab, or the terminal labeler, changed it since the page loaded) the edit is
 refused with the case as it is now (`Conflict`), and nothing is written. Otherwise the edit
 is made by the terminal labeler's own session methods (`authoring.labeler.LabelSession`:
-toggle, unanswerable, group, drop_support, set_key_facts) and saved through
+toggle, add_snippet, unanswerable, group, drop_support, set_key_facts) and saved through
 `authoring.labeling.EvalSetFile` (every other line byte-identical, atomic write, refused
 when the file changed on disk since it was read, so a write between the read and the
 rename is not overwritten either), after the freeze rule (`check_writable`). A case that
@@ -30,7 +30,7 @@ from evalkit.errors import InputError, Problem
 
 __all__ = ["OPS", "Conflict", "Edited", "EditRefused", "case_version", "edit_case", "support_warnings"]
 
-OPS = ("toggle", "answerable", "group", "drop_support", "key_facts")
+OPS = ("toggle", "snippet", "answerable", "group", "drop_support", "key_facts")
 
 _locks: dict[Path, threading.Lock] = {}
 _locks_guard = threading.Lock()
@@ -79,7 +79,9 @@ def edit_case(path: Path, case_id: str, version: str, op: str, args: Mapping[str
         case_id: the case (a conversation's turn: `c1#2`).
         version: `case_version` of the case the edit was made against.
         op: one of OPS. toggle {rel_path, heading_path}: the terminal's space on a chunk
-            (selects it as a support, or drops the support covering it); answerable {value};
+            (selects it as a support, or drops the support covering it); snippet {rel_path,
+            heading_path, text}: the terminal's `s` (the text added to the snippets of the support
+            covering that place, which is selected first); answerable {value};
             group (the multi-hop group of all supports, toggled); drop_support {index};
             key_facts {facts: [str]}.
         args: the op's arguments.
@@ -125,6 +127,11 @@ def _apply(session: Any, op: str, args: Mapping[str, Any]) -> None:
     if op == "toggle":
         session.set_chunks([{"rel_path": text("rel_path"), "heading_path": text("heading_path")}])
         session.toggle(0)
+    elif op == "snippet":
+        session.set_chunks([{"rel_path": text("rel_path"), "heading_path": text("heading_path")}])
+        if not text("text").strip():
+            raise EditRefused(Problem("snippet: the text is blank", field="text"))
+        session.add_snippet(text("text"), 0)
     elif op == "answerable":
         value = args.get("value")
         if not isinstance(value, bool):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["NoteHit", "StudioProject", "inside"]
+__all__ = ["NoteHit", "StudioProject", "heading_at", "inside"]
 
 # Search hits listed per query: a word found on every line of a vault is not worth 10,000 rows.
 MAX_HITS = 100

@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 from evalkit.store.runlog import Rec, RecConfig
 from evalkit.studio.editing import case_version, support_warnings
-from evalkit.studio.project import StudioProject
+from evalkit.studio.project import StudioProject, heading_at
 
 __all__ = ["FILTERS", "NOT_FAILED", "case_view", "link", "queue_ids", "queue_view", "render"]
 
@@ -149,13 +149,14 @@ def case_view(project: StudioProject, set_name: str, path: Path, case_id: str, r
 
     outline = project.outline(note)
     headings: list[dict[str, Any]] = []
-    lines: list[tuple[int, str]] = []
+    lines: list[tuple[int, str, str]] = []
     if outline is not None:
         chains = [c for c in outline.spans if c]
         items = [{"rel_path": note, "heading_path": " > ".join(c)} for c in chains]
         for chain, item, cover in zip(chains, items, _covering(doc, case_id, items), strict=True):
             headings.append({**item, "level": len(chain), "title": chain[-1], "line": outline.spans[chain][0], "covered_by": cover})
-        lines = list(enumerate(outline.lines[:MAX_NOTE_LINES], start=1))
+        # each line with the heading chain of its piece: a snippet selected there goes to that place
+        lines = [(n, text, heading_at(outline, n)) for n, text in enumerate(outline.lines[:MAX_NOTE_LINES], start=1)]
 
     conversation = None
     place = case_turn(case)

@@ -106,6 +106,12 @@ def test_a_labeling_session_writes_what_the_terminal_labeler_writes(browser: Any
     _act(page, lambda: page.get_by_role("link", name="car/Car.md").click())
     _act(page, lambda: page.get_by_role("button", name="use # Car > ## Tyres as a support").click())
     assert page.get_by_role("button", name="drop support 0 covering # Car > ## Tyres").is_visible()
+    # words selected in the note's text, under ## Tyres, become that support's snippet (`s`)
+    page.locator("#L9").evaluate("""line => { const t = line.lastChild; const r = document.createRange();
+        r.setStart(t, 0); r.setEnd(t, 'Winter tyres go on in November'.length);
+        getSelection().removeAllRanges(); getSelection().addRange(r); }""")
+    _act(page, lambda: page.keyboard.press("s"))
+    assert page.locator(".snippet").all_inner_texts() == ["Winter tyres go on in November"]
 
     _act(page, lambda: page.keyboard.press("j"))
     assert page.locator("h1").inner_text().startswith("g-5")
@@ -139,6 +145,7 @@ def test_a_labeling_session_writes_what_the_terminal_labeler_writes(browser: Any
     session.next()
     session.set_chunks([{"rel_path": "car/Car.md", "heading_path": "# Car > ## Tyres"}])
     session.toggle(0)
+    session.add_snippet("Winter tyres go on in November", 0)
     session.next()
     session.set_key_facts(["no moon base"])
     session.next()

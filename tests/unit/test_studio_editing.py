@@ -70,6 +70,22 @@ def test_edits_write_the_bytes_the_terminal_labeler_writes(paths: dict[str, Path
     assert [i for i, (a, b) in enumerate(zip(fresh, after, strict=True)) if a != b] == [0, 1, 2]
 
 
+def test_a_snippet_is_added_as_the_terminals_s_adds_it(paths: dict[str, Path], tmp_path: Path) -> None:
+    terminal = tmp_path / "terminal.jsonl"
+    terminal.write_bytes(paths["eval_set"].read_bytes())
+    _edit(paths, "g-1", "snippet", {**TOMATOES, "text": " after the last frost "})  # selects the support first
+    _edit(paths, "g-1", "snippet", {**TOMATOES, "text": "Water them daily."})
+    session = LabelSession(EvalSetFile(terminal), ["g-1"])
+    session.set_chunks([dict(TOMATOES)])
+    session.add_snippet(" after the last frost ", 0)
+    session.add_snippet("Water them daily.", 0)
+    session.save()
+    assert paths["eval_set"].read_bytes() == terminal.read_bytes()
+    assert EvalSetFile(terminal).case("g-1")["gold_supports"] == [{**TOMATOES, "snippets": ["after the last frost", "Water them daily."]}]
+    with pytest.raises(EditRefused, match="blank"):
+        _edit(paths, "g-1", "snippet", {**TOMATOES, "text": "  "})
+
+
 def test_a_toggle_again_drops_the_support_and_marks_a_reviewed_auto_label(paths: dict[str, Path]) -> None:
     doc = EvalSetFile(paths["eval_set"])
     case = doc.case("g-1") | {"label_source": "auto"}

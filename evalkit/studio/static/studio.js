@@ -50,6 +50,22 @@
     }
   }
 
+  // `s`: the selected text of a chunk, or of a note's lines, as a snippet of the support of that place
+  function snippet() {
+    const sel = window.getSelection();
+    const text = sel ? sel.toString().trim() : "";
+    const node = sel && sel.anchorNode ? (sel.anchorNode.nodeType === 1 ? sel.anchorNode : sel.anchorNode.parentElement) : null;
+    const source = node ? node.closest("[data-snippet-source]") : null;
+    if (!text || !source) { fail("select some words in a chunk or in the note first"); return; }
+    const line = node.closest(".line");
+    const heading = (line || source).dataset.headingPath;
+    post("snippet", { rel_path: source.dataset.relPath, heading_path: heading, text: text });
+  }
+  const snippetButton = document.getElementById("add-snippet");
+  // mousedown would clear the selection before the click: keep it
+  if (snippetButton) snippetButton.addEventListener("mousedown", function (ev) { ev.preventDefault(); });
+  if (snippetButton) snippetButton.addEventListener("click", snippet);
+
   document.addEventListener("click", function (ev) {
     const button = ev.target.closest("button[data-op]");
     if (!button || !box) return;
