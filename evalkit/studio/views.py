@@ -21,7 +21,7 @@ from evalkit.studio.project import StudioProject, heading_at
 
 __all__ = ["FILTERS", "NOT_FAILED", "case_view", "link", "queue_ids", "queue_view", "render"]
 
-FILTERS = ("all", "unlabeled", "failed")
+FILTERS = ("all", "unlabeled", "stale", "failed")
 # Stages (metrics.stages.STAGES) that are not a failure of the run: nothing to fix in the chatbot.
 NOT_FAILED = ("pass", "unlabeled", "unknown")
 # A note shown whole is cut here: a 5 MB log file is not read in a browser panel.
@@ -76,10 +76,13 @@ def queue_rows(project: StudioProject, path: Path, run_id: str | None) -> list[d
     for case_id in doc.ids:
         case = doc.case(case_id)
         stage = _stage(records.get(case_id))
+        # stale as `validate --labels` says it: a support anchorcheck finds nowhere in the notes
+        stale = any(": stale: " in w for w in support_warnings(case, project.corpus))
         rows.append({
             "id": case_id, "question": str(case.get("question") or ""), "answerable": case.get("answerable") is not False,
             "supports": len(case.get("gold_supports") or []), "unlabeled": _unlabeled(case),
             "source": case.get("label_source"), "stage": stage, "failed": stage is not None and stage not in NOT_FAILED,
+            "stale": stale,
         })
     return rows
 
@@ -89,6 +92,8 @@ def _filtered(rows: list[dict[str, Any]], filter_: str) -> list[dict[str, Any]]:
         return [r for r in rows if r["unlabeled"]]
     if filter_ == "failed":
         return [r for r in rows if r["failed"]]
+    if filter_ == "stale":
+        return [r for r in rows if r["stale"]]
     return rows
 
 
@@ -106,6 +111,7 @@ def queue_view(project: StudioProject, set_name: str, path: Path, filter_: str, 
     return {
         "set": set_name, "filter": filter_, "filters": FILTERS, "run": run_id, "runs": project.runs(), "rows": shown,
         "n_all": len(rows), "n_unlabeled": sum(r["unlabeled"] for r in rows), "n_failed": sum(r["failed"] for r in rows),
+        "n_stale": sum(r["stale"] for r in rows),
     }
 
 

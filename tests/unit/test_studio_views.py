@@ -82,3 +82,21 @@ def test_the_next_case_is_found_after_this_one_has_left_the_filter(tmp_path: Pat
     edit_case(p["eval_set"], "g-3", version, "answerable", {"value": False}, results_dir=p["results"])
     view = case_view(project, "eval_set.jsonl", p["eval_set"], "g-3", None, None, "", "unlabeled")
     assert (view["position"], view["prev"], view["next"]) == (None, "g-1", "g-4")  # labeled now: out of the queue
+
+
+def test_the_stale_filter_lists_the_cases_validate_calls_stale(tmp_path: Path) -> None:
+    import json
+
+    p = write_project(tmp_path, run=False)
+    lines = p["eval_set"].read_text(encoding="utf-8").splitlines()
+    case = json.loads(lines[2])  # g-3: a support under a heading the note does not have
+    case["gold_supports"] = [{"rel_path": "garden/Garden.md", "heading_path": "# Garden > ## Tulips"}]
+    lines[2] = json.dumps(case)
+    p["eval_set"].write_text("\n".join(lines) + "\n", encoding="utf-8")
+    project = StudioProject([p["eval_set"]], p["vault"], p["results"], root=p["root"])
+    view = queue_view(project, "eval_set.jsonl", p["eval_set"], "stale", None)
+    assert [r["id"] for r in view["rows"]] == ["g-3"] and view["n_stale"] == 1
+    from evalkit.authoring.labeling import validate_labels
+
+    said = validate_labels([p["eval_set"]], vault=p["vault"])
+    assert sorted({i.case_id for i in said.stale}) == ["g-3"]  # the terminal's check agrees
