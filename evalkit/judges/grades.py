@@ -354,6 +354,8 @@ def agreement_of(grades: Mapping[str, Mapping[str, Mapping[str, Any]]], records:
           n_stale = grades of another answer than the record's, left out.
       humans = agreement among graders (`_humans`): Krippendorff's alpha (ordinal, interval),
           Fleiss' kappa, pairwise quadratic Cohen's kappa; None when no case has 2 graders.
+      by_grader = [{grader, n, kappa_quadratic}]: the judge's grade against each grader's
+          alone (graders with 2+ such cases); mean_kappa_quadratic_by_grader their mean.
 
     Args:
         grades: case id -> grader -> grade (from `read_grades`).
@@ -391,8 +393,30 @@ def agreement_of(grades: Mapping[str, Mapping[str, Mapping[str, Any]]], records:
             "n_without_judge_score": n_graded - n,
             "n_stale": n_stale,
             "humans": _humans(grades, kind, by_id),
+            **_by_grader(grades, kind, by_id),
         }
     return out
+
+
+def _by_grader(grades: Mapping[str, Mapping[str, Mapping[str, Any]]], kind: str,
+               records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The judge against each grader alone, as the graders are held against each other
+    (`humans.pairwise_kappa_quadratic`): so the judge's agreement with one person can be read
+    beside one person's with another."""
+    pairs: dict[str, tuple[list[int], list[int]]] = {}
+    for cid, by_grader in grades.items():
+        j = _judge_score(records.get(cid), kind)
+        if j is None:
+            continue
+        for who, g in by_grader.items():
+            if g.get(kind) is not None and not _stale(g, records.get(cid)):
+                h, jj = pairs.setdefault(who, ([], []))
+                h.append(int(g[kind]))
+                jj.append(to_grade(j))
+    rows = [{"grader": who, "n": len(h), "kappa_quadratic": quadratic_weighted_kappa(h, jj)}
+            for who, (h, jj) in sorted(pairs.items()) if len(h) >= 2]
+    kappas = [r["kappa_quadratic"] for r in rows if r["kappa_quadratic"] is not None]
+    return {"by_grader": rows, "mean_kappa_quadratic_by_grader": math.fsum(kappas) / len(kappas) if kappas else None}
 
 
 ScoreRow = tuple[str, str, float | None, float | None]

@@ -75,7 +75,7 @@ def test_agreement_matches_hand_computation(tmp_path: Path):
 def test_agreement_without_pairs_is_null_not_zero(tmp_path: Path):
     run = _run(tmp_path, [_rec(0, "q1", None, None)])
     empty = {"kappa_quadratic": None, "kappa": None, "spearman": None, "confusion": [[0] * 6] * 6, "mae": None, "n": 0,
-             "n_stale": 0, "humans": None}
+             "n_stale": 0, "humans": None, "by_grader": [], "mean_kappa_quadratic_by_grader": None}
     assert grades.agreement(run)["groundedness"] == {**empty, "n_without_judge_score": 0}
     _grade(run, "q1", 3, 3)
     assert grades.agreement(run)["correctness"] == {**empty, "n_without_judge_score": 1}
@@ -213,6 +213,11 @@ def test_agreement_among_graders_equals_the_kernels(tmp_path: Path):
     rows = [[u.count(c) for c in range(6)] for u in (units[0], units[1], units[3])]
     assert h["fleiss_kappa"] == pytest.approx(fleiss_kappa(rows))
     assert [p["graders"] for p in h["pairwise_kappa_quadratic"]] == [["ana", "bob"], ["ana", "cy"], ["bob", "cy"]]
+    # the judge (3 on every case) against each grader alone: cy graded 3 cases, the others 4
+    by = grades.agreement(run)["groundedness"]["by_grader"]
+    assert [(b["grader"], b["n"]) for b in by] == [("ana", 4), ("bob", 4), ("cy", 3)]
+    # by hand: a constant judge against ana's (5, 2, 0, 4): Σ w E = Σ w O (E = O when one side is constant) -> kappa 0
+    assert by[0]["kappa_quadratic"] == pytest.approx(0.0)
 
 
 def test_corrected_means_is_ppi_over_the_scored_cases(tmp_path: Path):
