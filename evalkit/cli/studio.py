@@ -36,13 +36,19 @@ def main(
     vault: Path = typer.Option(Path(settings_default("vault")), "--vault", metavar="PATH",
                                show_default=False, help=f"The notes folder: browsed, searched and checked against. (default: {settings_default('vault')})"),
     results_dir: Path = RESULTS_DIR,
+    candidates: Optional[Path] = typer.Option(
+        None, "--candidates", metavar="PATH", help="Generated candidates to review (`evalkit generate --output`); with --into."),
+    into: Optional[Path] = typer.Option(
+        None, "--into", metavar="EVAL_SET", help="The eval set accepted candidates are added to, in its next version "
+        "(eval_set.v2.jsonl; EVAL_SET is never written), as `label --review-auto --into` does."),
     port: int = typer.Option(0, "--port", min=0, max=65535, metavar="PORT", show_default=False, help="Port on 127.0.0.1. (default: any free port)"),
 ) -> None:
     """Serve the studio on 127.0.0.1 until Ctrl-C."""
     with exit_on_known_errors():
         from evalkit.errors import BadConfig, Problem
 
-        files = list(eval_set) if eval_set else [Path(settings_default("eval_set"))]
+        default = settings_default("eval_set")  # RunSettings' default: a list of paths
+        files = list(eval_set) if eval_set else [Path(p) for p in (default if isinstance(default, list) else [default])]
         missing = [p for p in files if not p.is_file()]
         if missing:
             raise BadConfig([Problem("no such eval set file", path=str(p), field="--eval-set") for p in missing])
@@ -55,8 +61,16 @@ def main(
         except ImportError as e:
             raise BadConfig(Problem(f"the studio needs starlette and uvicorn ({e.name} is missing): pip install 'evalkit[studio]'")) from None
         from evalkit.studio.project import StudioProject
+        from evalkit.studio.reviewing import Review
 
-        project = StudioProject(files, vault, results_dir)
+        if (candidates is None) != (into is None):
+            raise BadConfig(Problem("--candidates and --into go together: review the candidates into that eval set's next version",
+                                    field="--candidates" if into is not None else "--into"))
+        review = None
+        if candidates is not None and into is not None:
+            review = Review(candidates, into, results_dir)
+            review.open()  # both files load, the new version may be written: said now, not in the browser
+        project = StudioProject(files, vault, results_dir, review=review)
 
         def ready(url: str) -> None:
             typer.echo(printable(f"evalkit: studio at {url}"))

@@ -4,6 +4,7 @@
     editing.edit_case       one edit of one case, at the version the page showed, or a Conflict
     views                   the pages' view models and the Jinja2 renderer
     grading                 grading a run's answers, through judges.grades (the terminal grader's door)
+    reviewing               generated candidates into a new version, through review.ReviewSession
     guard.Guard             who may talk to it: the token, same-origin only, CSRF, the CSP
     app.create_app          the Starlette routes behind the Guard
     server.serve            127.0.0.1 only, a token per start, printed with the URL

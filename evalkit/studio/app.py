@@ -8,6 +8,10 @@
     GET  /static/<name>         the bundled script and stylesheet (a fixed list)
     POST /api/edit              one edit (editing.edit_case): 200 the case now, 409 a conflict,
                                 422 a refused edit
+    GET  /review                generated candidates to review (reviewing.py), when given
+    GET  /review/case?id=       one candidate: accept (edited or not) or reject
+    POST /api/review            one decision (reviewing.decide, through review.ReviewSession):
+                                200 the new version written, 409 decided meanwhile
     POST /api/grade             one grade (grading.save_grade, through judges.grades): 200 the
                                 line written, 409 the run changed since the page loaded
 
@@ -40,6 +44,7 @@ from evalkit.studio.grading import (
 )
 from evalkit.studio.guard import Guard, csrf_value
 from evalkit.studio.project import StudioProject
+from evalkit.studio.reviewing import AlreadyDecided, decide, review_rows, review_view
 from evalkit.studio.views import case_view, queue_view, render
 
 __all__ = ["create_app"]
@@ -63,7 +68,8 @@ def create_app(project: StudioProject, *, token: str, port: int) -> Guard:
         return HTMLResponse(render(name, csrf=csrf, sets=project.set_names(), **context))
 
     async def home(request: Request) -> Response:
-        return page("home.html.j2", title="evalkit studio", runs=project.runs(), vault=str(project.vault or ""))
+        return page("home.html.j2", title="evalkit studio", runs=project.runs(), vault=str(project.vault or ""),
+                    review=project.review is not None)
 
     async def queue(request: Request) -> Response:
         q = request.query_params
@@ -125,6 +131,40 @@ def create_app(project: StudioProject, *, token: str, port: int) -> Guard:
             return JSONResponse({"error": _text(e), "problems": [p.message for p in e.problems]}, status_code=422)
         return JSONResponse({"line": line})
 
+    async def review(request: Request) -> Response:
+        if project.review is None:
+            return _missing("no candidates to review: start with --candidates FILE --into EVAL_SET")
+        view = await run_in_threadpool(review_rows, project.review)
+        return page("review.html.j2", title="review candidates", view=view)
+
+    async def review_case(request: Request) -> Response:
+        if project.review is None:
+            return _missing("no candidates to review")
+        view = await run_in_threadpool(review_view, project.review, request.query_params.get("id", ""), project.corpus)
+        if view is None:
+            return _missing("no such candidate")
+        return page("candidate.html.j2", title=f"{view['case_id']}: review", view=view)
+
+    async def decide_one(request: Request) -> Response:
+        data = await _json_body(request)
+        if isinstance(data, Response):
+            return data
+        if project.review is None:
+            return JSONResponse({"error": "no candidates to review"}, status_code=404)
+        facts = data.get("facts") if isinstance(data, dict) else None
+        if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("id", "decision")) \
+                or not isinstance(data.get("question", ""), str) or not isinstance(data.get("reviewer", ""), str) \
+                or (facts is not None and not (isinstance(facts, list) and all(isinstance(f, str) for f in facts))):
+            return JSONResponse({"error": "a decision is {id, decision, question?, facts?, reviewer?}"}, status_code=400)
+        try:
+            done = await run_in_threadpool(lambda: decide(project.review, data["id"], data["decision"], question=data.get("question"),
+                                                          facts=facts, reviewer=data.get("reviewer") or None))
+        except AlreadyDecided as e:
+            return JSONResponse({"conflict": True, "error": _text(e)}, status_code=409)
+        except InputError as e:
+            return JSONResponse({"error": _text(e), "problems": [p.message for p in e.problems]}, status_code=422)
+        return JSONResponse(done)
+
     async def static(request: Request) -> Response:
         name = request.path_params["name"]
         if name not in STATIC:
@@ -162,6 +202,9 @@ def create_app(project: StudioProject, *, token: str, port: int) -> Guard:
         Route("/grade", grade),
         Route("/api/edit", edit, methods=["POST"]),
         Route("/api/grade", save, methods=["POST"]),
+        Route("/review", review),
+        Route("/review/case", review_case),
+        Route("/api/review", decide_one, methods=["POST"]),
     ])
     return Guard(app, token=token, port=port)
 

@@ -49,12 +49,14 @@ class StudioProject:
         vault: the notes folder (None: no notes panel).
         results_dir: the folder of run folders.
         root: the working directory names are relative to.
+        review: the candidates to review (`--candidates`, `--into`), or None.
     """
 
     eval_sets: Sequence[Path]
     vault: Path | None
     results_dir: Path
     root: Path = field(default_factory=Path.cwd)
+    review: Any = None  # reviewing.Review: generated candidates to review into a new version, or None
     _corpus: Any = field(default=None, repr=False)
     _records: dict[str, tuple[tuple[int, int], dict[str, dict[str, Any]]]] = field(default_factory=dict, repr=False)
 

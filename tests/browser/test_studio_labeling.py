@@ -272,3 +272,45 @@ def test_the_layout_holds_at_1400_and_800_pixels(browser: Any, studio: tuple[dic
             else:
                 assert second["y"] >= first["y"] + first["height"] - 1 and abs(second["x"] - first["x"]) < 1, path
     context.close()
+
+
+def test_reviewing_candidates_by_keyboard_writes_the_terminal_reviews_version(browser: Any, tmp_path: Path) -> None:
+    from evalkit.authoring.review import Choice, ReviewSession, apply_edits, run_review
+    from tests.unit.test_studio_reviewing import _project
+
+    made: dict[str, Any] = {}
+    maker = threading.Thread(target=lambda: made.update(zip(("s", "t"), (_project(tmp_path / "s"), _project(tmp_path / "t")))))
+    maker.start()
+    maker.join()
+    (p, review), (q, _) = made["s"], made["t"]
+    project = StudioProject([p["eval_set"]], p["vault"], p["results"], root=p["root"], review=review)
+    with running_studio(project) as url:
+        origin = _origin(url)
+        watch = Watch(origin)
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        page = watch.attach(context.new_page())
+        page.goto(url)
+        page.goto(origin + "/review")
+        page.keyboard.press("j")
+        _act(page, lambda: page.keyboard.press("Enter"))
+        page.get_by_label("Reviewer").fill("ana")
+        page.get_by_label("Expected key facts (one per line)").fill("in May\nafter the last frost")
+        page.keyboard.press("Escape")
+        _act(page, lambda: page.keyboard.press("a"))  # accepted as edited; on to the next pending
+        assert page.locator("h1").inner_text().startswith("gen-2")
+        _act(page, lambda: page.keyboard.press("r"))
+        assert page.locator("h1").inner_text().startswith("gen-3")
+        _act(page, lambda: page.keyboard.press("a"))  # the last: back to the list
+        assert page.url == origin + "/review"
+        from axe_playwright_python.sync_playwright import Axe
+
+        for path in ("/review", "/review/case?id=gen-2"):
+            page.goto(origin + path)
+            assert Axe().run(page).response["violations"] == [], path
+        context.close()
+    assert watch.bad == []
+    session = ReviewSession(q["root"] / "candidates" / "candidates.jsonl", q["eval_set"], results_dir=q["results"], reviewer="ana")
+    edited = apply_edits(session.candidates_all[0], key_facts=["in May", "after the last frost"])
+    choices = iter([Choice("accept", edited), Choice("reject"), Choice("accept")])
+    run_review(session, lambda c, n, total: next(choices))
+    assert (p["root"] / "eval_set.v2.jsonl").read_bytes() == (q["root"] / "eval_set.v2.jsonl").read_bytes()

@@ -114,6 +114,48 @@
     rows.forEach(function (r, i) { r.classList.toggle("selected", i === selected); r.setAttribute("aria-selected", i === selected ? "true" : "false"); });
     rows[selected].scrollIntoView({ block: "nearest" });
   }
+  // Reviewing one generated candidate: accept (with the question and facts as edited) or reject.
+  const candidate = document.getElementById("candidate");
+  const reviewerBox = document.querySelector("[data-reviewer]");
+  if (reviewerBox) {
+    reviewerBox.value = localStorage.getItem("evalkit-studio-reviewer") || "";
+    reviewerBox.addEventListener("input", function () { localStorage.setItem("evalkit-studio-reviewer", reviewerBox.value); });
+  }
+  async function decideCandidate(decision) {
+    alertBox.hidden = true;
+    say("saving…");
+    const body = { id: candidate.dataset.id, decision: decision, reviewer: reviewerBox ? reviewerBox.value : "" };
+    if (decision === "accept") {
+      body.question = document.querySelector("[data-review-question]").value;
+      body.facts = document.querySelector("[data-review-facts]").value.split("\n");
+    }
+    let res;
+    try {
+      res = await fetch("/api/review", {
+        method: "POST", credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-Studio-CSRF": csrf }, body: JSON.stringify(body),
+      });
+    } catch (e) {
+      say(""); fail("not saved: the studio did not answer (is `evalkit serve-studio` still running?)"); return;
+    }
+    const data = await res.json().catch(function () { return {}; });
+    if (res.status === 200) {
+      say("saved");
+      const next = document.getElementById("next-link");
+      if (next) location.assign(next.href); else location.assign("/review");
+    } else if (res.status === 409 && data.conflict) {
+      say("");
+      document.getElementById("conflict-current").textContent = data.error || "";
+      document.getElementById("conflict").hidden = false;
+      document.getElementById("conflict-reload").focus();
+    } else {
+      say(""); fail("not saved: " + (data.error || res.status));
+    }
+  }
+  document.querySelectorAll("button[data-decide]").forEach(function (b) {
+    b.addEventListener("click", function () { decideCandidate(b.dataset.decide); });
+  });
+
   // Grading one answer: the grade is posted with the hashes of what the page showed.
   const gradeBox = document.getElementById("grade");
   let active = "groundedness";
@@ -187,6 +229,12 @@
         const a = document.getElementById(key === "j" ? "next-link" : "prev-link");
         if (a) a.click();
       }
+      return;
+    }
+    if (candidate) {
+      if (key === "j") { const a = document.getElementById("next-link"); if (a) a.click(); return; }
+      const b = document.querySelector('button[data-key="' + CSS.escape(key) + '"]');
+      if (b) { ev.preventDefault(); b.click(); }
       return;
     }
     if (!box) return;
