@@ -446,6 +446,14 @@ def _method_counts(rows: list[DeltaRow]) -> dict[str, dict[str, int]]:
     return counts
 
 
+def judge_samples(metrics: Mapping[str, Any]) -> int:
+    """How many times the run's judge scored each answer (`--judge-samples`; 1 when not said)."""
+    judge = (metrics.get(Met.AGGREGATE) or {}).get(Cell.JUDGE)
+    trials = judge.get("trials") if isinstance(judge, Mapping) else None
+    n = trials.get("n_trials") if isinstance(trials, Mapping) else None
+    return n if isinstance(n, int) and n > 0 else 1
+
+
 def corrected_deltas(ma: Mapping[str, Any], mb: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
     """{judge mean key: (θ_b − θ_a, se)} for each judge kind both runs' metrics.json correct by
     human grades (`aggregate_metrics.judge_ppi`, PPI++); empty when either run has none."""
@@ -675,6 +683,11 @@ def compare_runs(
     if trials_a != trials_b:
         notes.append(f"run a asked each case {trials_a} time(s), run b {trials_b}: cases are paired on their per-case "
                      "mean over trials, so a case's value is comparable whatever the trial count")
+    samples_a, samples_b = judge_samples(sa.metrics), judge_samples(sb.metrics)
+    if max(samples_a, samples_b) > 1:
+        notes.append(f"the judge scored each answer {samples_a} time(s) in run a, {samples_b} in run b "
+                     "(--judge-samples): a case's judge score is the mean of its samples, so the judge's own noise "
+                     "is inside the judge metrics' intervals")
     pairing = _pair(ta, tb) if ta is not None and tb is not None else _Pairing([], np.empty(0, np.int64), np.empty(0, np.int64), {})
 
     cells_a, cells_b = _cells(agg_a), _cells(agg_b)

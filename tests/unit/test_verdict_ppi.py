@@ -108,3 +108,15 @@ def test_the_paired_interval_carries_the_judges_own_noise(samples: int):
     # by hand: sd of d_i = 1.5 * sqrt(2 / samples); the t half-width near 2.0 * sd / sqrt(60) (plus the scale guard)
     sd = 1.5 * math.sqrt(2 / samples)
     assert np.mean(widths) == pytest.approx(2 * 2.0 * math.sqrt(sd**2 + 25 / 59) / math.sqrt(60), rel=0.05)
+
+
+def test_compare_says_when_the_judge_was_sampled(tmp_path):
+    records = [rec(f"q{i}", g=4.0, c=4.0) for i in range(10)]
+    a, _ = make_run(tmp_path, "a", records), make_run(tmp_path, "b", records)
+    assert not any("--judge-samples" in n for n in compare_runs("a", "b", results_dir=tmp_path, resamples=200).notes)
+    path = a / "metrics.json"
+    m = orjson.loads(path.read_bytes())
+    m["aggregate_metrics"]["judge"] = {"trials": {"n_trials": 3}}
+    path.write_bytes(orjson.dumps(m))
+    notes = compare_runs("a", "b", results_dir=tmp_path, resamples=200).notes
+    assert any("3 time(s) in run a, 1 in run b (--judge-samples)" in n for n in notes)
