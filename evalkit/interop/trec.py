@@ -34,9 +34,9 @@ Units (what a TREC "document" is):
   rule: each support credited once, by the first chunk matching it (among several
   supports not yet credited, the highest relevance, then the lowest index); any other
   chunk gets a non-relevant `c<rank>`. qrels = every support `g<i>` with its relevance.
-  ranx's `recall`, `hit_rate`, `mrr` and `ndcg_burges` (trec_eval's `recall`, `success`,
-  `recip_rank`, and `ndcg_cut` for binary grades) then equal evalkit's recall_frac,
-  recall_any, mrr and ndcg. Not precision: evalkit counts every chunk matching a
+  ranx's `recall`, `hit_rate`, `mrr`, `ndcg_burges`, `map` and `r-precision` (trec_eval's
+  `recall`, `success`, `recip_rank`, `ndcg_cut` for binary grades, `map_cut` and `Rprec`) then
+  equal evalkit's recall_frac, recall_any, mrr, ndcg, map and rprec. Not precision: evalkit counts every chunk matching a
   support (two chunks of the gold section are two hits), a TREC document is relevant once.
 - `chunk`: docid = chunk_id (else `rel_path#heading_path`); qrels = the supports'
   chunk_ids and every top-K chunk that matched a support (its best relevance). Equals
@@ -74,7 +74,8 @@ Unit = Literal["chunk", "note", "anchor"]
 EMPTY_DOCID = "evalkit-empty"
 UNRETRIEVED_DOCID = "evalkit-unretrieved"
 # evalkit metric -> the ranx metric that equals it on an anchor export.
-RANX_NAMES = {"recall_frac": "recall", "recall_any": "hit_rate", "precision": "precision", "mrr": "mrr", "ndcg": "ndcg_burges"}
+RANX_NAMES = {"recall_frac": "recall", "recall_any": "hit_rate", "precision": "precision", "mrr": "mrr", "ndcg": "ndcg_burges",
+              "map": "map", "rprec": "r-precision"}
 
 
 @dataclass
@@ -90,7 +91,7 @@ class TrecExport:
         excluded: cases left out, by reason: "unanswerable", "unlabeled", "no_relevant".
         differs: evalkit metric -> number of exported queries whose TREC value (as ranx
             computes it on these files) differs from evalkit's, for the metrics of the
-            unit (anchor: recall_frac, recall_any, mrr, ndcg, precision; chunk/note: precision, mrr).
+            unit (anchor: recall_frac, recall_any, mrr, ndcg, map, rprec, precision; chunk/note: precision, mrr).
         warnings: one line each.
     """
 
@@ -313,12 +314,13 @@ def _add_warnings(result: TrecExport, lines: _Lines) -> None:
             f"TREC values differ from evalkit's on some of the {result.n_queries} queries ("
             + ", ".join(f"{name}: {n}" for name, n in shown.items())
             + f"); unit {result.unit} reproduces "
-            + {"anchor": "recall_frac, recall_any, mrr and ndcg", "chunk": "precision and mrr", "note": "nothing exactly"}[result.unit]
+            + {"anchor": "recall_frac, recall_any, mrr, ndcg, map and rprec", "chunk": "precision and mrr",
+               "note": "nothing exactly"}[result.unit]
         )
 
 
 _CHECKED = {
-    "anchor": ("recall_frac", "recall_any", "mrr", "ndcg", "precision"),
+    "anchor": ("recall_frac", "recall_any", "mrr", "ndcg", "map", "rprec", "precision"),
     "chunk": ("precision", "mrr"),
     "note": ("precision", "mrr"),
 }
@@ -389,7 +391,8 @@ def _unit_docs(
 
 
 def _trec_values(ranking: Sequence[str], qrels: Mapping[str, float], k: int) -> dict[str, float]:
-    """recall, hit rate, precision, RR and nDCG (gain 2^rel - 1) of one query, as ranx computes them."""
+    """recall, hit rate, precision, RR, nDCG (gain 2^rel - 1), AP and R-precision of one query, as ranx
+    computes them (its r-precision on the run cut at K)."""
     relevant = {d: g for d, g in qrels.items() if g > 0}
     top = [d for d in ranking[:k] if d != EMPTY_DOCID]
     hits = [d for d in top if d in relevant]
@@ -398,7 +401,12 @@ def _trec_values(ranking: Sequence[str], qrels: Mapping[str, float], k: int) -> 
     ideal = sorted(relevant.values(), reverse=True)[:k]
     idcg = sum((2.0 ** g - 1.0) / math.log2(p + 1) for p, g in enumerate(ideal, 1))
     n_rel = len(relevant)
+    ap = 0.0
+    for c, p in enumerate((p for p, d in enumerate(top, 1) if d in relevant), start=1):
+        ap += c / p
     return {
+        "map": ap / n_rel if n_rel else 0.0,
+        "rprec": sum(1 for d in top[:n_rel] if d in relevant) / n_rel if n_rel else 0.0,
         "recall_frac": len(hits) / n_rel if n_rel else 0.0,
         "recall_any": 1.0 if hits else 0.0,
         "precision": len(hits) / k,

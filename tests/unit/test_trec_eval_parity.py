@@ -302,3 +302,33 @@ def test_import_reads_comment_lines_and_a_relevance_level(tmp_path: Path) -> Non
     bad = CliRunner().invoke(app, ["--format", "trec", "--topics", str(topics), "--qrels", str(DATA / "qrels.test"),
                                    "--relevance-level", "0", "--output", str(tmp_path / "x.jsonl")])
     assert bad.exit_code == 2
+
+
+def test_map_and_rprec_go_through_the_registry_like_the_others() -> None:
+    # one registry entry each: the aggregate's means, the headline rows, thresholds, compare's
+    # paired @K rows and the verdict's margin all read it
+    from evalkit.compare.cases import AT_K_METRICS as COMPARED
+    from evalkit.gate.floors import parse_thresholds
+    from evalkit.metrics.aggregate import aggregate_records
+    from evalkit.metrics.keys import ir_measure_name
+    from evalkit.metrics.registry import HEADLINE_KEYS, by_key, label_of
+    from evalkit.metrics.retrieval import score_case_retrieval
+
+    for key, name in (("map_avg", "map"), ("rprec_avg", "rprec")):
+        m = by_key(key)
+        assert m is not None and m.at_k == name and m.direction == "higher" and m.scale == 1.0 and m.margin == 0.05
+        assert key in HEADLINE_KEYS and name in COMPARED
+    assert label_of("map", 10) == "MAP@10" and label_of("rprec_avg", 5) == "R-precision@5"
+    assert ir_measure_name("map", 10) == "AP@10" and ir_measure_name("rprec", 10) is None  # ir_measures' Rprec: uncut
+    assert parse_thresholds(["map_avg=0.5", "AP@10=0.3", "rprec@10=0.4"], ks=[10]) == {
+        "map_avg": 0.5, "map@10": 0.3, "rprec@10": 0.4}
+    case = {"id": "c", "question": "q", "gold_supports": [{"chunk_id": "a"}, {"chunk_id": "b"}]}
+    records = [
+        {"case_id": "c", "case": case, "retrieval_metrics": score_case_retrieval(
+            case, [{"chunk_id": d, "rank": i} for i, d in enumerate(ranking, 1)], [], None, None, [10])}
+        for ranking in (["a", "x", "b"], ["x", "x2", "x3"])
+    ]
+    agg = aggregate_records(records, ks=[10])["aggregate_metrics"]
+    # AP of the first: (1/1 + 2/3) / 2; R-precision: 1 of the top 2 / 2; the second scores 0
+    assert agg["map_avg"] == pytest.approx((1 + 2 / 3) / 2 / 2) and agg["rprec_avg"] == 0.25
+    assert agg["at_k"]["10"]["map"] == agg["map_avg"] and agg["n"]["map_avg"] == 2

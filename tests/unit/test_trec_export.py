@@ -50,7 +50,10 @@ def test_anchor_export_reproduces_recall_mrr_ndcg(sample_run, tmp_path: Path) ->
     results, run_id, ours = sample_run
     res = export_trec(run_id, tmp_path, unit="anchor", results_dir=results)
     assert res.n_queries == ours["n"] == 51 and res.excluded == {"unanswerable": 8, "unlabeled": 0, "no_relevant": 0}
-    got = _ranx(tmp_path, ["recall@10", "hit_rate@10", "mrr@10", "ndcg_burges@10", "ndcg@10", "precision@10"])
+    got = _ranx(tmp_path, ["recall@10", "hit_rate@10", "mrr@10", "ndcg_burges@10", "ndcg@10", "precision@10", "map@10",
+                           "r-precision"])
+    assert got["map@10"] == pytest.approx(ours["map"], abs=1e-9)
+    assert got["r-precision"] == pytest.approx(ours["rprec"], abs=1e-9)  # run.trec holds the top 10: rprec@10
     assert got["recall@10"] == pytest.approx(ours["recall_frac"], abs=1e-9)
     assert got["hit_rate@10"] == pytest.approx(ours["recall_any"], abs=1e-9)
     assert got["mrr@10"] == pytest.approx(ours["mrr"], abs=1e-9)
@@ -61,8 +64,8 @@ def test_anchor_export_reproduces_recall_mrr_ndcg(sample_run, tmp_path: Path) ->
     # are two hits for evalkit, one relevant document for TREC. The export says so.
     assert got["precision@10"] < ours["precision"]
     assert res.differs["precision"] > 0
-    assert {m: res.differs[m] for m in ("recall_frac", "recall_any", "mrr", "ndcg")} == dict.fromkeys(
-        ("recall_frac", "recall_any", "mrr", "ndcg"), 0)
+    assert {m: res.differs[m] for m in ("recall_frac", "recall_any", "mrr", "ndcg", "map", "rprec")} == dict.fromkeys(
+        ("recall_frac", "recall_any", "mrr", "ndcg", "map", "rprec"), 0)
 
 
 def test_chunk_export_reproduces_precision_and_mrr(sample_run, tmp_path: Path) -> None:
