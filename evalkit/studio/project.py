@@ -17,6 +17,8 @@ from typing import Any
 
 __all__ = ["NoteHit", "StudioProject", "heading_at", "inside"]
 
+# Runs whose records are kept in memory (the runs looked at last): one per tab is the usual use.
+KEPT_RUNS = 3
 # Search hits listed per query: a word found on every line of a vault is not worth 10,000 rows.
 MAX_HITS = 100
 
@@ -90,7 +92,8 @@ class StudioProject:
     def run_records(self, run_id: str | None) -> dict[str, dict[str, Any]] | None:
         """A run's records by case id, or None when `run_id` is not a run of the results folder.
 
-        Read again when results.jsonl changed (size or mtime), else kept.
+        Read again when results.jsonl changed (size or mtime), else kept (the KEPT_RUNS last read).
+        A `--trials` run holds several records of a case: the last one is shown.
         """
         if not run_id or run_id not in self.runs():
             return None
@@ -108,6 +111,9 @@ class StudioProject:
         cached = self._records.get(run_id)
         if cached is None or cached[0] != stamp:
             by_id = {str(r.get(Rec.CASE_ID)): r for r in run.iter_results()}
+            self._records.pop(run_id, None)
+            while len(self._records) >= KEPT_RUNS:  # a large run's records are big: keep the last few read
+                self._records.pop(next(iter(self._records)))
             self._records[run_id] = cached = (stamp, by_id)
         return cached[1]
 

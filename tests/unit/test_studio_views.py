@@ -100,3 +100,17 @@ def test_the_stale_filter_lists_the_cases_validate_calls_stale(tmp_path: Path) -
 
     said = validate_labels([p["eval_set"]], vault=p["vault"])
     assert sorted({i.case_id for i in said.stale}) == ["g-3"]  # the terminal's check agrees
+
+
+def test_only_the_last_runs_read_are_kept_in_memory(tmp_path: Path) -> None:
+    import shutil
+
+    from evalkit.studio.project import KEPT_RUNS
+
+    p = write_project(tmp_path)
+    for n in range(KEPT_RUNS + 1):
+        shutil.copytree(p["results"] / "r1", p["results"] / f"copy{n}")
+    project = StudioProject([p["eval_set"]], p["vault"], p["results"], root=p["root"])
+    for n in range(KEPT_RUNS + 1):
+        assert set(project.run_records(f"copy{n}") or {}) >= {"g-1", "c-1#2"}
+    assert list(project._records) == [f"copy{n}" for n in range(1, KEPT_RUNS + 1)]
