@@ -5,6 +5,7 @@
     views                   the pages' view models and the Jinja2 renderer
     grading                 grading a run's answers, through judges.grades (the terminal grader's door)
     reviewing               generated candidates into a new version, through review.ReviewSession
+    fixing                  validate --fix's anchor fixes into a new version (labeling.plan_fixes/apply_fixes)
     guard.Guard             who may talk to it: the token, same-origin only, CSRF, the CSP
     app.create_app          the Starlette routes behind the Guard
     server.serve            127.0.0.1 only, a token per start, printed with the URL

@@ -8,6 +8,8 @@
     GET  /static/<name>         the bundled script and stylesheet (a fixed list)
     POST /api/edit              one edit (editing.edit_case): 200 the case now, 409 a conflict,
                                 422 a refused edit
+    GET  /fixes?set=            anchorcheck's suggested anchors for the stale supports (fixing.py)
+    POST /api/fixes             write them into the set's next version, as validate --fix does
     GET  /review                generated candidates to review (reviewing.py), when given
     GET  /review/case?id=       one candidate: accept (edited or not) or reject
     POST /api/review            one decision (reviewing.decide, through review.ReviewSession):
@@ -35,6 +37,7 @@ from starlette.routing import Route
 from evalkit.errors import InputError
 from evalkit.store.runlog import Rec
 from evalkit.studio.editing import Conflict, EditRefused, edit_case
+from evalkit.studio.fixing import PlanChanged, fix_view, write_fixes
 from evalkit.studio.grading import (
     GRADE_FILTERS,
     GradeConflict,
@@ -131,6 +134,32 @@ def create_app(project: StudioProject, *, token: str, port: int) -> Guard:
             return JSONResponse({"error": _text(e), "problems": [p.message for p in e.problems]}, status_code=422)
         return JSONResponse({"line": line})
 
+    async def fixes(request: Request) -> Response:
+        name = request.query_params.get("set")
+        path = project.eval_set(name)
+        if path is None:
+            return _missing("no such eval set")
+        view = await run_in_threadpool(fix_view, path, project.vault)
+        return page("fixes.html.j2", title=f"fix stale anchors: {name}", view={**view, "set": name})
+
+    async def write_fix(request: Request) -> Response:
+        data = await _json_body(request)
+        if isinstance(data, Response):
+            return data
+        if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("set", "digest")):
+            return JSONResponse({"error": "a fix is {set, digest}"}, status_code=400)
+        path = project.eval_set(data["set"])
+        if path is None:
+            return JSONResponse({"error": "no such eval set"}, status_code=404)
+        try:
+            written = await run_in_threadpool(lambda: write_fixes(path, project.vault, data["digest"], results_dir=project.results_dir))
+        except PlanChanged as e:
+            return JSONResponse({"conflict": True, "error": _text(e)}, status_code=409)
+        except InputError as e:
+            return JSONResponse({"error": _text(e), "problems": [p.message for p in e.problems]}, status_code=422)
+        project.add_eval_set(written)  # the new version is ours: it can be labeled now
+        return JSONResponse({"written": project.set_name(written)})
+
     async def review(request: Request) -> Response:
         if project.review is None:
             return _missing("no candidates to review: start with --candidates FILE --into EVAL_SET")
@@ -202,6 +231,8 @@ def create_app(project: StudioProject, *, token: str, port: int) -> Guard:
         Route("/grade", grade),
         Route("/api/edit", edit, methods=["POST"]),
         Route("/api/grade", save, methods=["POST"]),
+        Route("/fixes", fixes),
+        Route("/api/fixes", write_fix, methods=["POST"]),
         Route("/review", review),
         Route("/review/case", review_case),
         Route("/api/review", decide_one, methods=["POST"]),

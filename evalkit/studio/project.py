@@ -75,6 +75,15 @@ class StudioProject:
                 return p
         return None
 
+    def set_name(self, path: Path) -> str:
+        """The name `path` is shown and found by."""
+        return self._name(path)
+
+    def add_eval_set(self, path: Path) -> None:
+        """Serve `path` too (a new version the studio wrote); a file already served is not added twice."""
+        if all(os.path.realpath(p) != os.path.realpath(path) for p in self.eval_sets):
+            self.eval_sets = [*self.eval_sets, Path(path)]
+
     def _name(self, path: Path) -> str:
         try:
             return Path(os.path.abspath(path)).relative_to(Path(os.path.abspath(self.root))).as_posix()

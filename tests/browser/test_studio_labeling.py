@@ -239,7 +239,7 @@ def test_every_page_passes_axe_and_names_its_controls(browser: Any, studio: tupl
     for path in ("/", "/queue?set=eval_set.jsonl&run=r1",
                  "/case?set=eval_set.jsonl&id=g-4&run=r1&note=Hostile.md&q=inside",
                  "/case?set=eval_set.jsonl&id=c-1%232&run=r1&note=car/Car.md", "/grades?run=r1&grader=ana",
-                 "/grade?run=r1&id=g-4&grader=ana"):
+                 "/grade?run=r1&id=g-4&grader=ana", "/fixes?set=eval_set.jsonl"):
         page.goto(origin + path)
         results = axe.run(page)
         violations = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3]) for v in results.response["violations"]]

@@ -156,6 +156,24 @@
     b.addEventListener("click", function () { decideCandidate(b.dataset.decide); });
   });
 
+  // Batch: write the planned anchor fixes into the next version (the plan's hash names what was shown).
+  const fixesBox = document.getElementById("fixes");
+  const writeFixes = document.getElementById("write-fixes");
+  if (fixesBox && writeFixes) writeFixes.addEventListener("click", async function () {
+    alertBox.hidden = true;
+    say("writing…");
+    const res = await fetch("/api/fixes", {
+      method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-Studio-CSRF": csrf },
+      body: JSON.stringify({ set: fixesBox.dataset.set, digest: fixesBox.dataset.digest }),
+    }).catch(function () { return null; });
+    if (!res) { say(""); fail("not written: the studio did not answer"); return; }
+    const data = await res.json().catch(function () { return {}; });
+    say("");
+    if (res.status === 200) location.assign("/queue?set=" + encodeURIComponent(data.written));
+    else fail("not written: " + (data.error || res.status));
+  });
+
   // Grading one answer: the grade is posted with the hashes of what the page showed.
   const gradeBox = document.getElementById("grade");
   let active = "groundedness";
