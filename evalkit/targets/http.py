@@ -29,7 +29,7 @@ from evalkit.net.limits import (
 )
 from evalkit.net.ratelimit import RateLimiter
 from evalkit.net.retry import RetryPolicy, retryable_status
-from evalkit.net.transport import ConnectionStack
+from evalkit.net.transport import ConnectionStack, Http11Connection
 from evalkit.schema import AskRequest, IndexingCoverage
 from evalkit.targets.base import AskResult, parse_ask_response, request_body
 
@@ -141,7 +141,8 @@ class HttpTarget:
             # try (connect, send, every byte of the answer) inside it: a server trickling a
             # byte a second must not hold a case for minutes.
             # Through the proxy the environment names for the URL, if any (ConnectionStack).
-            self._conn = BoundedTransport(ConnectionStack(), max_bytes=self.max_response_bytes, deadline=self.timeout)
+            stack = ConnectionStack(connection=Http11Connection)
+            self._conn = BoundedTransport(stack, max_bytes=self.max_response_bytes, deadline=self.timeout)
         return self._conn
 
     async def _send(self, conn: _Conn, method: str, url: httpx.URL, content: bytes | None = None) -> tuple[httpx.Response, bytes]:
