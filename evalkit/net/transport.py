@@ -620,7 +620,8 @@ def _request_head(request: httpx.Request) -> bytes:
     lines = [b"%s %s HTTP/1.1" % (request.method.encode("ascii"), request.url.raw_path)]
     lines += [name + b": " + value for name, value in request.headers.raw]
     head = b"\r\n".join(lines) + b"\r\n\r\n"
-    if _HEAD_OK(head) is None:
+    # The count: a CR LF inside a value would make a well-formed extra header line.
+    if _HEAD_OK(head) is None or head.count(b"\n") != len(lines) + 1:
         raise httpx.LocalProtocolError("illegal request line or header (a control character, a space in a name?)")
     return head
 

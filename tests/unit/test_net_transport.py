@@ -2,6 +2,9 @@
 
 A raw loopback server (threads, sockets) answers exactly as each test scripts it, and
 counts the TCP connections it accepted, so reuse and re-opening are seen from the server.
+Every test of one connection runs on both kinds (`Connection`): httpcore's
+(ConnectionTransport, the judges') and the one written here and parsed by httptools
+(Http11Connection, the HTTP target's), which must behave alike.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import httpx
 import pytest
 
 from evalkit.net.limits import BoundedTransport, ResponseTooLarge, deadline_in
-from evalkit.net.transport import ConnectionStack, ConnectionTransport
+from evalkit.net.transport import ConnectionStack, ConnectionTransport, Http11Connection
 
 Handler = Callable[[socket.socket, bytes, int], bool]  # (conn, request, n) -> keep the connection open?
 
@@ -111,6 +114,11 @@ def serve() -> Iterator[Callable[..., Server]]:
         s.close()
 
 
+@pytest.fixture(params=[ConnectionTransport, Http11Connection], ids=["httpcore", "httptools"])
+def Connection(request: pytest.FixtureRequest) -> type:  # noqa: N802 (a class, as it is used)
+    return request.param
+
+
 def _closed_port() -> int:
     """A loopback port nothing listens on (bound, then released)."""
     free = socket.socket()
@@ -133,11 +141,11 @@ async def _get(transport: httpx.AsyncBaseTransport, url: str, **kw: Any) -> http
         return await client.get(url, **kw)
 
 
-def test_sequential_requests_reuse_one_connection(serve: Callable[..., Server]) -> None:
+def test_sequential_requests_reuse_one_connection(serve: Callable[..., Server], Connection: type) -> None:
     srv = serve(_ok())
 
     async def go() -> list[bytes]:
-        t = ConnectionTransport()
+        t = Connection()
         async with httpx.AsyncClient(transport=t) as client:
             out = [(await client.post(srv.url + "/x", content=b"{}")).content for _ in range(5)]
         return out
@@ -149,7 +157,7 @@ def test_sequential_requests_reuse_one_connection(serve: Callable[..., Server]) 
     assert b"Content-Length: 2" in srv.requests[0] and srv.requests[0].endswith(b"\r\n\r\n{}")
 
 
-def test_a_closed_connection_is_reopened(serve: Callable[..., Server]) -> None:
+def test_a_closed_connection_is_reopened(serve: Callable[..., Server], Connection: type) -> None:
     def handler(conn: socket.socket, request: bytes, n: int) -> bool:
         conn.sendall(_response(b"{}", close=True))
         return False  # the server hangs up after every answer
@@ -157,14 +165,14 @@ def test_a_closed_connection_is_reopened(serve: Callable[..., Server]) -> None:
     srv = serve(handler)
 
     async def go() -> list[int]:
-        async with httpx.AsyncClient(transport=ConnectionTransport()) as client:
+        async with httpx.AsyncClient(transport=Connection()) as client:
             return [(await client.get(srv.url)).status_code for _ in range(3)]
 
     assert asyncio.run(go()) == [200, 200, 200]
     assert srv.connections == 3
 
 
-def test_a_connection_the_server_dropped_while_idle_is_not_reused(serve: Callable[..., Server]) -> None:
+def test_a_connection_the_server_dropped_while_idle_is_not_reused(serve: Callable[..., Server], Connection: type) -> None:
     # No "Connection: close": the server just closes the socket after answering. The
     # transport sees the hang-up while the connection is idle and opens a new one.
     def handler(conn: socket.socket, request: bytes, n: int) -> bool:
@@ -174,7 +182,7 @@ def test_a_connection_the_server_dropped_while_idle_is_not_reused(serve: Callabl
     srv = serve(handler)
 
     async def go() -> list[int]:
-        async with httpx.AsyncClient(transport=ConnectionTransport()) as client:
+        async with httpx.AsyncClient(transport=Connection()) as client:
             out = []
             for _ in range(3):
                 out.append((await client.get(srv.url)).status_code)
@@ -185,7 +193,7 @@ def test_a_connection_the_server_dropped_while_idle_is_not_reused(serve: Callabl
     assert srv.connections == 3
 
 
-def test_large_bodies_both_ways(serve: Callable[..., Server]) -> None:
+def test_large_bodies_both_ways(serve: Callable[..., Server], Connection: type) -> None:
     # Past the read buffer's high-water mark (reading pauses and resumes) and past the
     # size under which a request head waits for its body.
     big = bytes(range(256)) * 12_000  # 3 MB
@@ -198,13 +206,13 @@ def test_large_bodies_both_ways(serve: Callable[..., Server]) -> None:
     srv = serve(handler)
 
     async def go() -> bytes:
-        async with httpx.AsyncClient(transport=ConnectionTransport()) as client:
+        async with httpx.AsyncClient(transport=Connection()) as client:
             return (await client.post(srv.url, content=big)).content
 
     assert asyncio.run(go()) == big[::-1]
 
 
-def test_errors_are_httpx_errors(serve: Callable[..., Server]) -> None:
+def test_errors_are_httpx_errors(serve: Callable[..., Server], Connection: type) -> None:
     # The silent server answers nothing until the test is over: only the timeout can end that read.
     over = threading.Event()
 
@@ -223,19 +231,19 @@ def test_errors_are_httpx_errors(serve: Callable[..., Server]) -> None:
     port = _closed_port()
 
     with pytest.raises(httpx.ConnectError):
-        asyncio.run(_get(ConnectionTransport(), f"http://127.0.0.1:{port}"))
+        asyncio.run(_get(Connection(), f"http://127.0.0.1:{port}"))
     try:
         with pytest.raises(httpx.ReadTimeout):
-            asyncio.run(_get(ConnectionTransport(), serve(silent).url, timeout=0.2))
+            asyncio.run(_get(Connection(), serve(silent).url, timeout=0.2))
     finally:
         over.set()
     with pytest.raises(httpx.RemoteProtocolError):
-        asyncio.run(_get(ConnectionTransport(), serve(torn).url))
+        asyncio.run(_get(Connection(), serve(torn).url))
     with pytest.raises(httpx.RemoteProtocolError):
-        asyncio.run(_get(ConnectionTransport(), serve(junk).url))
+        asyncio.run(_get(Connection(), serve(junk).url))
 
 
-def test_a_cancelled_request_leaves_the_transport_usable(serve: Callable[..., Server]) -> None:
+def test_a_cancelled_request_leaves_the_transport_usable(serve: Callable[..., Server], Connection: type) -> None:
     gave_up = threading.Event()
 
     def handler(conn: socket.socket, request: bytes, n: int) -> bool:
@@ -247,7 +255,7 @@ def test_a_cancelled_request_leaves_the_transport_usable(serve: Callable[..., Se
     srv = serve(handler)
 
     async def go() -> bytes:
-        async with httpx.AsyncClient(transport=ConnectionTransport()) as client:
+        async with httpx.AsyncClient(transport=Connection()) as client:
             with pytest.raises(TimeoutError):
                 async with asyncio.timeout(0.1):
                     await client.get(srv.url)
@@ -258,7 +266,7 @@ def test_a_cancelled_request_leaves_the_transport_usable(serve: Callable[..., Se
     assert srv.connections == 2  # the cancelled exchange's connection was not reused
 
 
-def test_the_byte_cap_and_deadline_hold_over_it(serve: Callable[..., Server]) -> None:
+def test_the_byte_cap_and_deadline_hold_over_it(serve: Callable[..., Server], Connection: type) -> None:
     def huge(conn: socket.socket, request: bytes, n: int) -> bool:
         conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
         for _ in range(100):
@@ -274,10 +282,10 @@ def test_the_byte_cap_and_deadline_hold_over_it(serve: Callable[..., Server]) ->
         return False
 
     with pytest.raises(ResponseTooLarge):
-        asyncio.run(_get(BoundedTransport(ConnectionTransport(), max_bytes=100_000), serve(huge).url))
+        asyncio.run(_get(BoundedTransport(Connection(), max_bytes=100_000), serve(huge).url))
     # each byte came within the read timeout; only the deadline can stop it, and says so
     with pytest.raises(httpx.ReadTimeout, match="no complete answer within 0.3s") as late:
-        asyncio.run(_get(BoundedTransport(ConnectionTransport(), deadline=0.3), serve(trickle).url))
+        asyncio.run(_get(BoundedTransport(Connection(), deadline=0.3), serve(trickle).url))
     # told from a single slow read, also behind the wrapping an SDK adds
     wrapped = RuntimeError("Request timed out.")
     wrapped.__cause__ = late.value
@@ -320,7 +328,7 @@ def test_read_gives_the_body_handle_async_request_gives_as_content() -> None:
     asyncio.run(go())
 
 
-def test_the_stack_holds_one_connection_per_request_in_flight(serve: Callable[..., Server]) -> None:
+def test_the_stack_holds_one_connection_per_request_in_flight(serve: Callable[..., Server], Connection: type) -> None:
     def handler(conn: socket.socket, request: bytes, n: int) -> bool:
         time.sleep(0.02)
         conn.sendall(_response(b"{}"))
@@ -329,7 +337,7 @@ def test_the_stack_holds_one_connection_per_request_in_flight(serve: Callable[..
     srv = serve(handler)
 
     async def go() -> int:
-        stack = ConnectionStack()
+        stack = ConnectionStack(connection=Connection)
         sem = asyncio.Semaphore(8)
         async with httpx.AsyncClient(transport=stack) as client:
 
@@ -345,7 +353,7 @@ def test_the_stack_holds_one_connection_per_request_in_flight(serve: Callable[..
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a test certificate")
-def test_https_through_asyncio_tls(serve: Callable[..., Server], tmp_path: Path) -> None:
+def test_https_through_asyncio_tls(serve: Callable[..., Server], tmp_path: Path, Connection: type) -> None:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
@@ -357,7 +365,7 @@ def test_https_through_asyncio_tls(serve: Callable[..., Server], tmp_path: Path)
     srv = serve(_ok(), tls=server_ctx)
 
     async def go(ctx: ssl.SSLContext) -> list[bytes]:
-        async with httpx.AsyncClient(transport=ConnectionTransport(ctx)) as client:
+        async with httpx.AsyncClient(transport=Connection(ctx)) as client:
             return [(await client.get(srv.url)).content for _ in range(2)]
 
     trusting = ssl.create_default_context(cafile=str(cert))
@@ -401,3 +409,154 @@ def test_the_capped_client_goes_through_the_environments_proxy(
 
     asyncio.run(direct())
     assert len(srv.requests) == 2
+
+
+def test_an_answer_nobody_asked_for_retires_the_connection(serve: Callable[..., Server]) -> None:
+    # After its answer the server sends a second one, unasked: in the same segment for the
+    # first request, a moment later (while the connection is idle) for the second. Neither
+    # may be taken for the answer to the next request, which goes on a new connection.
+    # (httpcore's connection takes the first for the next answer: h11 keeps what followed
+    # the answer in its buffer. Http11Connection only.)
+    Connection = Http11Connection  # noqa: N806
+    def handler(conn: socket.socket, request: bytes, n: int) -> bool:
+        stray = _response(b'{"stray": %d}' % n)
+        if n == 1:
+            conn.sendall(_response(b'{"n": 1}') + stray)
+        else:
+            conn.sendall(_response(b'{"n": %d}' % n))
+            time.sleep(0.05)
+            conn.sendall(stray)
+        return True
+
+    srv = serve(handler)
+
+    async def go() -> list[bytes]:
+        async with httpx.AsyncClient(transport=Connection()) as client:
+            out = []
+            for _ in range(3):
+                out.append((await client.get(srv.url)).content)
+                await asyncio.sleep(0.15)  # the late stray answer arrives while idle
+            return out
+
+    assert asyncio.run(go()) == [b'{"n": 1}', b'{"n": 2}', b'{"n": 3}']
+    assert srv.connections == 3
+
+
+def test_a_head_request_reads_no_body(serve: Callable[..., Server], Connection: type) -> None:
+    # A HEAD answer announces the length of a body it never sends: waiting for one would
+    # hang until the timeout.
+    def handler(conn: socket.socket, request: bytes, n: int) -> bool:
+        if request.startswith(b"HEAD"):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n")
+        else:
+            conn.sendall(_response(b'{"ok": true}'))
+        return True
+
+    srv = serve(handler)
+
+    async def go() -> tuple[int, bytes, bytes]:
+        async with httpx.AsyncClient(transport=Connection(), timeout=2) as client:
+            head = await client.head(srv.url)
+            return head.status_code, head.content, (await client.get(srv.url)).content
+
+    assert asyncio.run(go()) == (200, b"", b'{"ok": true}')
+
+
+def test_a_header_that_would_split_the_request_is_refused(serve: Callable[..., Server], Connection: type) -> None:
+    srv = serve(_ok())
+
+    async def go(headers: dict[str, str]) -> None:
+        async with httpx.AsyncClient(transport=Connection()) as client:
+            await client.get(srv.url, headers=headers)
+
+    for bad in ({"X-Key": "tok\r\nX-Injected: 1"}, {"X-Key": "tok\nX: 1"}, {"X Key": "tok"}, {"X-Key": "t\x00k"}):
+        with pytest.raises(httpx.LocalProtocolError):
+            asyncio.run(go(bad))
+    assert srv.requests == []  # nothing was sent
+    asyncio.run(go({"X-Key": "tok en\tvalue"}))
+    assert len(srv.requests) == 1
+
+
+def test_an_idle_connection_expires(serve: Callable[..., Server], Connection: type) -> None:
+    srv = serve(_ok())
+
+    async def go() -> None:
+        async with httpx.AsyncClient(transport=Connection(keepalive_expiry=0.05)) as client:
+            await client.get(srv.url)
+            await client.get(srv.url)  # at once: reused
+            await asyncio.sleep(0.2)
+            await client.get(srv.url)  # after the expiry: a new connection
+
+    asyncio.run(go())
+    assert srv.connections == 2
+
+
+def test_a_response_head_without_end_is_refused(serve: Callable[..., Server], Connection: type) -> None:
+    # 100 KiB of head is all that is read (httpcore's limit): a header that never ends
+    # cannot fill memory, whether it comes in one piece or many.
+    over = threading.Event()
+
+    def endless_header(conn: socket.socket, request: bytes, n: int) -> bool:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nX-Big: ")
+        try:
+            for _ in range(200):
+                conn.sendall(b"a" * 4096)
+                time.sleep(0.001)
+            over.wait(30)
+        except OSError:
+            pass
+        return False
+
+    try:
+        with pytest.raises(httpx.RemoteProtocolError):
+            asyncio.run(_get(Connection(), serve(endless_header).url, timeout=10))
+    finally:
+        over.set()
+
+
+def test_a_connection_reset_mid_answer_is_a_read_error(serve: Callable[..., Server], Connection: type) -> None:
+    def reset(conn: socket.socket, request: bytes, n: int) -> bool:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{")
+        time.sleep(0.05)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")  # close = RST
+        return False
+
+    with pytest.raises(httpx.ReadError):
+        asyncio.run(_get(Connection(), serve(reset).url))
+
+
+def test_a_streamed_request_body_goes_chunked() -> None:
+    # A body of unknown length (an async stream) is announced chunked by httpx and sent so.
+    got: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        got.append(await reader.readuntil(b"0\r\n\r\n"))
+        writer.write(_response(b"{}"))
+        await writer.drain()
+        writer.close()
+
+    async def parts() -> Any:
+        yield b'{"a": '
+        yield b"1}"
+
+    async def go() -> int:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        try:
+            async with httpx.AsyncClient(transport=Http11Connection()) as client:
+                return (await client.post(url, content=parts())).status_code
+        finally:
+            server.close()
+
+    assert asyncio.run(go()) == 200
+    head, _, body = got[0].partition(b"\r\n\r\n")
+    assert b"Transfer-Encoding: chunked" in head and body == b'8\r\n{"a": 1}\r\n0\r\n\r\n'
+
+
+def test_the_http_target_asks_on_http11_connections() -> None:
+    from evalkit.targets.http import HttpTarget
+
+    inner = HttpTarget("http://127.0.0.1:9")._checkout()._inner  # type: ignore[union-attr]
+    assert isinstance(inner, ConnectionStack)
+    conn = inner._checkout((b"http", b"127.0.0.1", 9))
+    assert isinstance(conn, Http11Connection)
