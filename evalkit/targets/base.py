@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import ValidationError
 
 from evalkit.errors import TargetError
-from evalkit.schema import AskRequest, AskResponse, IndexingCoverage
+from evalkit.schema import AskRequest, AskResponse, IndexingCoverage, RerankWeights
 
 __all__ = [
     "AskResult",
@@ -145,13 +145,40 @@ def request_body(request: AskRequest, params: Mapping[str, Any] | None = None) -
 
     Free `--param key=value` options go into `options`; the request's own options win.
     """
-    body = request.model_dump(mode="json", exclude={"debug"})
+    body = _plain_body(request)
+    if body is None:
+        body = request.model_dump(mode="json", exclude={"debug"})
     body["options"] = {**(params or {}), **body.get("options", {})}
     # A single question's body stays as it was before conversations (DESIGN.md §10).
     for key in ("history", "conversation_id"):
         if body.get(key) is None:
             body.pop(key, None)
     return body
+
+
+def _plain_body(request: AskRequest) -> dict[str, Any] | None:
+    """`request.model_dump(mode="json", exclude={"debug"})` built from its fields, for a request
+    without history whose every value is one the answer's fast path vouches for (see
+    `plain_response`); None for any other (model_dump makes it)."""
+    rerank = request.rerank_weights
+    if type(request) is not AskRequest or request.history is not None or type(rerank) is not RerankWeights:
+        return None
+    try:
+        if type(request.k) is not int or type(rerank.vector) is not float or type(rerank.lexical) is not float:
+            raise _UNSURE
+        return {
+            "question": _str(request.question),
+            "k": request.k,
+            "folder_mode": _str(request.folder_mode),
+            "vaults": _str_list(request.vaults),
+            "folders": _str_list(request.folders),
+            "rerank_weights": {"vector": _opt_float(rerank.vector), "lexical": _opt_float(rerank.lexical)},
+            "options": _extra(request.options),
+            "history": None,
+            "conversation_id": _opt_str(request.conversation_id),
+        }
+    except _Unsure:
+        return None
 
 
 def request_dict(request: AskRequest, params: Mapping[str, Any] | None = None) -> dict[str, Any]:

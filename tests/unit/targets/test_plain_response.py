@@ -148,3 +148,37 @@ def test_an_answer_nested_deeper_than_python_recurses_goes_to_pydantic() -> None
         node["d"] = {}
         node = node["d"]
     assert plain_response({"answer": "a", "deep": deep}) is None
+
+
+# --------------------------------------------------------------------------- the request body
+
+REQUESTS = {
+    "default": AskRequest(question="Where?"),
+    "scoped": AskRequest(question="Where?", k=20, folder_mode="on_with_fallback", vaults=["v"], folders=["a", "b"],
+                         rerank_weights={"vector": 0.5, "lexical": 0.5}, options={"collection": "c", "n": [1, {"x": None}]}),
+    "int weights": AskRequest(question="Where?", rerank_weights={"vector": 1, "lexical": 0}),
+    "a conversation": AskRequest(question="And then?", history=[{"role": "user", "content": "First?"},
+                                                               {"role": "assistant", "content": None}],
+                                 conversation_id="c1"),
+    "an id alone": AskRequest(question="Where?", conversation_id="c1"),
+    "a tuple option": AskRequest(question="Where?", options={"t": (1, 2)}),
+    "a NaN option": AskRequest(question="Where?", options={"x": math.nan}),
+    "an infinite weight": AskRequest(question="Where?", rerank_weights={"vector": math.inf, "lexical": 0.3}),
+}
+
+
+@pytest.mark.parametrize("name", REQUESTS)
+def test_the_request_body_is_the_requests_dump_built_by_hand_or_not(name: str) -> None:
+    from evalkit.targets.base import request_body, request_dict
+
+    request = REQUESTS[name]
+    expected = request.model_dump(mode="json", exclude={"debug"})
+    expected["options"] = {"p": "1", **expected["options"]}
+    for key in ("history", "conversation_id"):
+        if expected.get(key) is None:
+            expected.pop(key)
+    body = request_body(request, {"p": "1"})
+    assert json.dumps(body, allow_nan=True) == json.dumps(expected, allow_nan=True)
+    assert body["options"] is not request.options and body.get("vaults") is not request.vaults
+    assert json.dumps(request_dict(request, {"p": "1"}), allow_nan=True) == json.dumps({**expected, "debug": True},
+                                                                                       allow_nan=True)
