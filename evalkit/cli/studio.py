@@ -14,12 +14,17 @@ import typer
 
 from evalkit.cli.common import (
     RESULTS_DIR,
+    PanelledCommand,
     eval_set_option,
     exit_on_known_errors,
     plain_metavars,
     printable,
     settings_default,
+    target_options,
 )
+
+_ASK = "Asking the chatbot now"
+_TARGET = target_options(_ASK)
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
@@ -30,17 +35,24 @@ app = typer.Typer(
 )
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 def main(
     eval_set: Optional[list[Path]] = eval_set_option("An eval set file to label; repeatable."),
     vault: Path = typer.Option(Path(settings_default("vault")), "--vault", metavar="PATH",
-                               show_default=False, help=f"The notes folder: browsed, searched and checked against. (default: {settings_default('vault')})"),
+                               show_default=False, help=f"The notes folder: browsed, searched and checked against; the in-process reference chatbot's too, without --api-url and --target. (default: {settings_default('vault')})"),
     results_dir: Path = RESULTS_DIR,
     candidates: Optional[Path] = typer.Option(
         None, "--candidates", metavar="PATH", help="Generated candidates to review (`evalkit generate --output`); with --into."),
     into: Optional[Path] = typer.Option(
         None, "--into", metavar="EVAL_SET", help="The eval set accepted candidates are added to, in its next version "
         "(eval_set.v2.jsonl; EVAL_SET is never written), as `label --review-auto --into` does."),
+    api_url: Optional[str] = _TARGET["api_url"],
+    target: Optional[str] = _TARGET["target"],
+    param: Optional[list[str]] = _TARGET["param"],
+    timeout: Optional[float] = _TARGET["timeout"],
+    retries: Optional[int] = _TARGET["retries"],
+    k: int = typer.Option(20, "--k", min=1, metavar="K", rich_help_panel=_ASK,
+                          help="Chunks to ask for when a case page asks the chatbot now (as `evalkit label`)."),
     port: int = typer.Option(0, "--port", min=0, max=65535, metavar="PORT", show_default=False, help="Port on 127.0.0.1. (default: any free port)"),
 ) -> None:
     """Serve the studio on 127.0.0.1 until Ctrl-C."""
@@ -71,13 +83,19 @@ def main(
             review = Review(candidates, into, results_dir)
             review.open()  # both files load, the new version may be written: said now, not in the browser
         project = StudioProject(files, vault, results_dir, review=review)
+        from evalkit.cli.validate import build_target_from, request_settings
+        from evalkit.studio.asking import LiveTarget
+
+        timeout_s, retries_n = request_settings(timeout, retries)
+        live = LiveTarget(lambda: build_target_from(target, api_url, vault, timeout_s, retries_n, param), k,
+                          api_url or target or f"the reference chatbot over {vault}")
 
         def ready(url: str) -> None:
             typer.echo(printable(f"evalkit: studio at {url}"))
             typer.echo("evalkit: open that URL in a browser on this machine (it carries this start's token); Ctrl-C stops")
 
         try:
-            serve(project, port=port, on_ready=ready)
+            serve(project, port=port, on_ready=ready, live=live)
         except KeyboardInterrupt:
             pass
 

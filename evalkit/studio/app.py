@@ -36,6 +36,7 @@ from starlette.routing import Route
 
 from evalkit.errors import InputError
 from evalkit.store.runlog import Rec
+from evalkit.studio.asking import LIVE, LiveTarget
 from evalkit.studio.editing import Conflict, EditRefused, edit_case
 from evalkit.studio.fixing import PlanChanged, fix_view, write_fixes
 from evalkit.studio.grading import (
@@ -57,13 +58,14 @@ STATIC = {"studio.js": "text/javascript; charset=utf-8", "studio.css": "text/css
 MAX_EDIT_BYTES = 1 << 20
 
 
-def create_app(project: StudioProject, *, token: str, port: int) -> Guard:
+def create_app(project: StudioProject, *, token: str, port: int, live: LiveTarget | None = None) -> Guard:
     """The studio as an ASGI app: the routes behind the Guard.
 
     Args:
         project: what it serves.
         token: this start's secret (the printed URL carries it).
         port: the port it listens on (the Host and Origin it answers to).
+        live: the chatbot a case page may ask now (run "live"), or None.
     """
     csrf = csrf_value(token)
 
@@ -87,11 +89,19 @@ def create_app(project: StudioProject, *, token: str, port: int) -> Guard:
         path = project.eval_set(q.get("set"))
         if path is None:
             return _missing("no such eval set")
+        run_id = q.get("run") or None
+        asked = None
+        if run_id == LIVE and live is not None:
+            try:
+                asked = await live.chunks(path, q.get("id", ""))
+            except InputError:
+                return _missing("no such case")
         try:
-            view = await run_in_threadpool(case_view, project, q.get("set", ""), path, q.get("id", ""), q.get("run") or None,
-                                           q.get("note") or None, q.get("q") or "", q.get("filter") or "all")
+            view = await run_in_threadpool(case_view, project, q.get("set", ""), path, q.get("id", ""), run_id,
+                                           q.get("note") or None, q.get("q") or "", q.get("filter") or "all", asked)
         except InputError:
             return _missing("no such case")
+        view["live"] = live.name if live is not None else None
         return page("case.html.j2", title=f"{view['case_id']}: label", view=view)
 
     async def grades(request: Request) -> Response:

@@ -38,7 +38,8 @@ def studio_url(port: int, token: str) -> str:
     return f"http://{HOST}:{port}/?token={token}"
 
 
-def serve(project: StudioProject, *, port: int = 0, on_ready: Callable[[str], Any] = print, token: str | None = None) -> None:
+def serve(project: StudioProject, *, port: int = 0, on_ready: Callable[[str], Any] = print, token: str | None = None,
+          live: Any = None) -> None:
     """Serve `project` until interrupted.
 
     Args:
@@ -46,6 +47,7 @@ def serve(project: StudioProject, *, port: int = 0, on_ready: Callable[[str], An
         port: the port (0: any free one).
         on_ready: called with the URL (token included) once the socket listens.
         token: the secret (default: a new random one; tests pass their own).
+        live: the chatbot a case page may ask now (asking.LiveTarget), or None.
     """
     import uvicorn
 
@@ -54,7 +56,7 @@ def serve(project: StudioProject, *, port: int = 0, on_ready: Callable[[str], An
     sock = bind(port)
     port = sock.getsockname()[1]
     token = token or secrets.token_urlsafe(32)
-    app = create_app(project, token=token, port=port)
+    app = create_app(project, token=token, port=port, live=live)
     # proxy_headers off: no X-Forwarded-* is believed; server_header off: nothing to fingerprint
     config = uvicorn.Config(app, log_level="warning", proxy_headers=False, server_header=False, date_header=False,
                             access_log=False, lifespan="off")

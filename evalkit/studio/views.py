@@ -127,8 +127,12 @@ def _covering(doc: Any, case_id: str, items: Sequence[Mapping[str, Any]]) -> lis
 
 
 def case_view(project: StudioProject, set_name: str, path: Path, case_id: str, run_id: str | None, note: str | None,
-              query: str, filter_: str = "all") -> dict[str, Any]:
+              query: str, filter_: str = "all", asked: tuple[list[dict[str, Any]], str | None] | None = None) -> dict[str, Any]:
     """The labeling page of one case.
+
+    Args:
+        asked: (chunks, error) the chatbot returned when asked now (run "live"); None: the
+            chunks come from the stored run `run_id`, if any.
 
     Raises:
         InputError: no case `case_id` in the file.
@@ -140,10 +144,11 @@ def case_view(project: StudioProject, set_name: str, path: Path, case_id: str, r
     doc = EvalSetFile(path)
     case = doc.case(case_id)
     filter_ = filter_ if filter_ in FILTERS else "all"
-    run_id = run_id if run_id in project.runs() else None
-    record = (project.run_records(run_id) or {}).get(case_id)
-    chunks = [c for c in (record or {}).get(Rec.RETRIEVED_CHUNKS) or [] if isinstance(c, Mapping)]
-    rows = queue_rows(project, path, run_id)
+    live = asked is not None
+    run_id = run_id if run_id in project.runs() or live else None
+    record = None if live else (project.run_records(run_id) or {}).get(case_id)
+    chunks = list(asked[0]) if asked is not None else [c for c in (record or {}).get(Rec.RETRIEVED_CHUNKS) or [] if isinstance(c, Mapping)]
+    rows = queue_rows(project, path, None if live else run_id)
     ids = [r["id"] for r in _filtered(rows, filter_)]
     here = ids.index(case_id) if case_id in ids else None
     # the queue's neighbours in file order, also when this case has just left the filter (labeled)
@@ -175,8 +180,9 @@ def case_view(project: StudioProject, set_name: str, path: Path, case_id: str, r
         "question": str(case.get("question") or ""), "answerable": case.get("answerable") is not False,
         "facts": [str(f) for f in case.get("expected_key_facts") or []],
         "supports": supports, "groups": case.get("required_support_groups") or [],
-        "problems": case_problems(case), "warnings": support_warnings(case, project.corpus, chunks if record else None),
+        "problems": case_problems(case), "warnings": support_warnings(case, project.corpus, chunks if record or live else None),
         "run": run_id, "runs": project.runs(), "record": record, "stage": _stage(record),
+        "asked": live, "ask_error": asked[1] if asked is not None else None,
         "answer": str((record or {}).get(Rec.ANSWER) or ""),
         "chunks": [{**c, "covered_by": cover} for c, cover in zip(chunks, _covering(doc, case_id, chunks), strict=True)],
         "filter": filter_, "position": None if here is None else here + 1, "total": len(ids),
