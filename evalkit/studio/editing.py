@@ -5,7 +5,7 @@ read again, under a per-file lock, before each edit; when the case is no longer 
 version (another tab, or the terminal labeler, changed it since the page loaded) the edit is
 refused with the case as it is now (`Conflict`), and nothing is written. Otherwise the edit
 is made by the terminal labeler's own session methods (`authoring.labeler.LabelSession`:
-toggle, add_snippet, unanswerable, group, drop_support, set_key_facts) and saved through
+toggle, add_snippet, shallower, unanswerable, group, drop_support, set_key_facts) and saved through
 `authoring.labeling.EvalSetFile` (every other line byte-identical, atomic write, refused
 when the file changed on disk since it was read, so a write between the read and the
 rename is not overwritten either), after the freeze rule (`check_writable`). A case that
@@ -30,7 +30,7 @@ from evalkit.errors import InputError, Problem
 
 __all__ = ["OPS", "Conflict", "Edited", "EditRefused", "case_version", "edit_case", "support_warnings"]
 
-OPS = ("toggle", "snippet", "answerable", "group", "drop_support", "key_facts")
+OPS = ("toggle", "snippet", "shallower", "answerable", "group", "drop_support", "key_facts")
 
 _locks: dict[Path, threading.Lock] = {}
 _locks_guard = threading.Lock()
@@ -81,7 +81,8 @@ def edit_case(path: Path, case_id: str, version: str, op: str, args: Mapping[str
         op: one of OPS. toggle {rel_path, heading_path}: the terminal's space on a chunk
             (selects it as a support, or drops the support covering it); snippet {rel_path,
             heading_path, text}: the terminal's `s` (the text added to the snippets of the support
-            covering that place, which is selected first); answerable {value};
+            covering that place, which is selected first); shallower {rel_path, heading_path}:
+            the terminal's `d` (the support covering that place one heading up); answerable {value};
             group (the multi-hop group of all supports, toggled); drop_support {index};
             key_facts {facts: [str]}.
         args: the op's arguments.
@@ -132,6 +133,9 @@ def _apply(session: Any, op: str, args: Mapping[str, Any]) -> None:
         if not text("text").strip():
             raise EditRefused(Problem("snippet: the text is blank", field="text"))
         session.add_snippet(text("text"), 0)
+    elif op == "shallower":
+        session.set_chunks([{"rel_path": text("rel_path"), "heading_path": text("heading_path")}])
+        session.shallower(0)
     elif op == "answerable":
         value = args.get("value")
         if not isinstance(value, bool):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from evalkit.evalset.anchors import heading_components
 from evalkit.store.runlog import Rec, RecConfig
 from evalkit.studio.editing import case_version, support_warnings
 from evalkit.studio.project import StudioProject, heading_at
@@ -156,7 +157,12 @@ def case_view(project: StudioProject, set_name: str, path: Path, case_id: str, r
     at = order.get(case_id, -1)
     before = [i for i in ids if order[i] < at]
     after = [i for i in ids if order[i] > at]
-    supports = [s for s in case.get("gold_supports") or [] if isinstance(s, Mapping)]
+    supports = [dict(s) for s in case.get("gold_supports") or [] if isinstance(s, Mapping)]
+    # "one heading up" (the terminal's `d`) acts on the support covering a place: offered on a
+    # support that is the one covering its own anchor, and that has a heading above it
+    own = _covering(doc, case_id, supports)
+    for i, s in enumerate(supports):
+        s["can_go_up"] = own[i] == i and len(heading_components(s.get("heading_path"))) > 1
 
     outline = project.outline(note)
     headings: list[dict[str, Any]] = []

@@ -258,10 +258,11 @@ def test_the_layout_holds_at_1400_and_800_pixels(browser: Any, studio: tuple[dic
     _, url = studio
     origin = _origin(url)
     context = browser.new_context(viewport={"width": width, "height": 900})
-    page = context.new_page()
+    watch = Watch(origin)
+    page = watch.attach(context.new_page())
     page.goto(url)
-    for path in ("/queue?set=eval_set.jsonl&run=r1", "/case?set=eval_set.jsonl&id=g-4&run=r1&note=Hostile.md",
-                 "/grade?run=r1&id=g-2&grader=ana"):
+    for path in ("/queue?set=eval_set.jsonl&run=r1", "/case?set=eval_set.jsonl&id=g-4&run=r1&note=Hostile.md&q=inside",
+                 "/grade?run=r1&id=g-4&grader=ana"):
         page.goto(origin + path)
         assert page.evaluate("document.documentElement.scrollWidth") <= width, (path, width)
         cols = page.locator(".col").all()
@@ -272,6 +273,7 @@ def test_the_layout_holds_at_1400_and_800_pixels(browser: Any, studio: tuple[dic
             else:
                 assert second["y"] >= first["y"] + first["height"] - 1 and abs(second["x"] - first["x"]) < 1, path
     context.close()
+    assert watch.bad == []  # the hostile question, note, chunk and answer ran nothing
 
 
 def test_reviewing_candidates_by_keyboard_writes_the_terminal_reviews_version(browser: Any, tmp_path: Path) -> None:

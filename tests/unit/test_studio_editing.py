@@ -86,6 +86,26 @@ def test_a_snippet_is_added_as_the_terminals_s_adds_it(paths: dict[str, Path], t
         _edit(paths, "g-1", "snippet", {**TOMATOES, "text": "  "})
 
 
+def test_one_heading_up_is_the_terminals_d(paths: dict[str, Path], tmp_path: Path) -> None:
+    terminal = tmp_path / "terminal.jsonl"
+    terminal.write_bytes(paths["eval_set"].read_bytes())
+    _edit(paths, "g-1", "toggle", TOMATOES)
+    _edit(paths, "g-1", "snippet", {**ROSES, "text": "Prune the roses"})
+    _edit(paths, "g-1", "shallower", TOMATOES)  # -> # Garden
+    # Roses is covered by "# Garden" now: `d` there acts on that support, already at the top
+    _edit(paths, "g-1", "shallower", ROSES)
+    session = LabelSession(EvalSetFile(terminal), ["g-1"])
+    session.set_chunks([dict(TOMATOES), dict(ROSES)])
+    session.toggle(0)
+    session.add_snippet("Prune the roses", 1)
+    session.shallower(0)
+    session.shallower(1)
+    session.save()
+    assert paths["eval_set"].read_bytes() == terminal.read_bytes()
+    assert EvalSetFile(terminal).case("g-1")["gold_supports"] == [
+        {"rel_path": "garden/Garden.md", "heading_path": "# Garden"}, {**ROSES, "snippets": ["Prune the roses"]}]
+
+
 def test_a_toggle_again_drops_the_support_and_marks_a_reviewed_auto_label(paths: dict[str, Path]) -> None:
     doc = EvalSetFile(paths["eval_set"])
     case = doc.case("g-1") | {"label_source": "auto"}

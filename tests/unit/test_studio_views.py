@@ -50,6 +50,7 @@ def test_a_case_shows_the_runs_chunks_with_what_covers_them_and_the_notes(projec
                                                                           ("car/Car.md", 9, "# Car > ## Tyres")]
     assert (view["prev"], view["next"], view["position"], view["total"]) == ("g-1", "g-3", 2, 7)
     assert view["stage"] == "pass" and view["warnings"] == []
+    assert [s["can_go_up"] for s in view["supports"]] == [True]  # "# Car > ## Service" -> "# Car"
 
 
 def test_a_conversation_turn_shows_its_turns(project: StudioProject) -> None:

@@ -71,7 +71,7 @@
     if (!button || !box) return;
     const op = button.dataset.op;
     const args = {};
-    if (op === "toggle") { args.rel_path = button.dataset.relPath; args.heading_path = button.dataset.headingPath; }
+    if (op === "toggle" || op === "shallower") { args.rel_path = button.dataset.relPath; args.heading_path = button.dataset.headingPath; }
     if (op === "answerable") args.value = button.dataset.value === "true";
     if (op === "drop_support") args.index = parseInt(button.dataset.index, 10);
     if (op === "key_facts") args.facts = factsList();
