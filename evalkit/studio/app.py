@@ -41,10 +41,12 @@ from evalkit.studio.editing import Conflict, EditRefused, edit_case
 from evalkit.studio.fixing import PlanChanged, fix_view, write_fixes
 from evalkit.studio.grading import (
     GRADE_FILTERS,
+    SAMPLE,
     GradeConflict,
     grade_rows,
     grade_view,
     save_grade,
+    shown_ids,
 )
 from evalkit.studio.guard import Guard, csrf_value
 from evalkit.studio.project import StudioProject
@@ -109,19 +111,21 @@ def create_app(project: StudioProject, *, token: str, port: int, live: LiveTarge
         run_id = q.get("run")
         if run_id not in project.runs():
             return _missing("no such run")
-        grader, filter_ = q.get("grader") or "", q.get("filter") or "all"
+        grader, sample = q.get("grader") or "", _sample(q)
+        filter_ = q.get("filter") if q.get("filter") in GRADE_FILTERS else "sample"
         rows = await run_in_threadpool(grade_rows, project, run_id, grader)
-        shown = [r for r in rows if filter_ != "ungraded" or r["status"] != "graded"]
+        ids = set(await run_in_threadpool(shown_ids, project, run_id, rows, filter_, sample))
         return page("grades.html.j2", title=f"grade: {run_id}", view={
-            "run": run_id, "grader": grader, "filter": filter_ if filter_ in GRADE_FILTERS else "all", "filters": GRADE_FILTERS,
-            "rows": shown, "n_all": len(rows), "n_graded": sum(r["status"] == "graded" for r in rows)})
+            "run": run_id, "grader": grader, "filter": filter_, "filters": GRADE_FILTERS, "n": sample[0], "seed": sample[1],
+            "rows": [r for r in rows if r["id"] in ids], "n_all": len(rows), "n_graded": sum(r["status"] == "graded" for r in rows)})
 
     async def grade(request: Request) -> Response:
         q = request.query_params
         run_id = q.get("run")
         if run_id not in project.runs():
             return _missing("no such run")
-        view = await run_in_threadpool(grade_view, project, run_id, q.get("id", ""), q.get("grader") or "", q.get("filter") or "all")
+        view = await run_in_threadpool(grade_view, project, run_id, q.get("id", ""), q.get("grader") or "", q.get("filter") or "sample",
+                                       _sample(q))
         if view is None:
             return _missing("no answer of that case to grade")
         return page("grade.html.j2", title=f"{view['case_id']}: grade", view=view)
@@ -259,6 +263,15 @@ async def _json_body(request: Request) -> Any:
         return json.loads(body)
     except ValueError:
         return JSONResponse({"error": "the body is not JSON"}, status_code=400)
+
+
+def _sample(q: Any) -> tuple[int, int]:
+    """(n, seed) of the grading sample from the query (`label --grade-answers`' defaults)."""
+    def number(name: str, default: int, low: int) -> int:
+        v = q.get(name) or ""
+        return max(low, int(v)) if v.lstrip("-").isdigit() and len(v) < 10 else default
+
+    return number("n", SAMPLE[0], 1), number("seed", SAMPLE[1], 0)  # numpy's seeds are not negative
 
 
 def _missing(what: str) -> Response:

@@ -20,9 +20,13 @@ from evalkit.judges.grades import HASHES, KINDS
 from evalkit.store.runlog import Rec
 from evalkit.studio.project import StudioProject
 
-__all__ = ["GRADE_FILTERS", "GradeConflict", "grade_rows", "grade_view", "save_grade"]
+__all__ = ["GRADE_FILTERS", "SAMPLE", "GradeConflict", "grade_rows", "grade_view", "sample_ids", "save_grade", "shown_ids"]
 
-GRADE_FILTERS = ("all", "ungraded")
+# "sample": the seeded sample `label --grade-answers --sample N --seed S` grades (its defaults:
+# 20 and 0). Grading a random sample, not the answers one happens to open, keeps the human
+# grades a random subset of the run, which the prediction-powered intervals assume.
+GRADE_FILTERS = ("sample", "ungraded", "all")
+SAMPLE = (20, 0)
 
 
 class GradeConflict(InputError):
@@ -69,12 +73,30 @@ def grade_rows(project: StudioProject, run_id: str, grader: str) -> list[dict[st
     return rows
 
 
+def sample_ids(project: StudioProject, run_id: str, n: int, seed: int) -> list[str]:
+    """The case ids of the seeded sample, drawn as grades.sample_cases draws it (every answer
+    the target did not fail, in file order; `sample_indices(len, n, seed)`), graded or not."""
+    from evalkit.judges.reliability import sample_indices
+
+    eligible = [r for r in _run(project, run_id).read_results() if _gradable(r)]
+    return [str(eligible[i].get(Rec.CASE_ID)) for i in sample_indices(len(eligible), n, seed)]
+
+
+def shown_ids(project: StudioProject, run_id: str, rows: list[dict[str, Any]], filter_: str, sample: tuple[int, int]) -> list[str]:
+    """The ids a grading list shows, in case order: the sample, the ones not graded yet, or all."""
+    if filter_ == "sample":
+        chosen = set(sample_ids(project, run_id, *sample))
+        return [r["id"] for r in rows if r["id"] in chosen]
+    return [r["id"] for r in rows if filter_ == "all" or r["status"] != "graded"]
+
+
 def _judge(record: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
     v = record.get(kind)
     return {"score": v.get("score"), "method": v.get("method")} if isinstance(v, Mapping) and v.get("score") is not None else None
 
 
-def grade_view(project: StudioProject, run_id: str, case_id: str, grader: str, filter_: str) -> dict[str, Any] | None:
+def grade_view(project: StudioProject, run_id: str, case_id: str, grader: str, filter_: str,
+               sample: tuple[int, int] = SAMPLE) -> dict[str, Any] | None:
     """The grading page of one answer, or None when the run has no gradable record `case_id`."""
     from evalkit.judges.grades import graded_item, read_grades
 
@@ -82,10 +104,10 @@ def grade_view(project: StudioProject, run_id: str, case_id: str, grader: str, f
     record = records.get(case_id)
     if record is None or not _gradable(record):
         return None
-    filter_ = filter_ if filter_ in GRADE_FILTERS else "all"
+    filter_ = filter_ if filter_ in GRADE_FILTERS else "sample"
     rows = grade_rows(project, run_id, grader)
     order = [r["id"] for r in rows]
-    shown = [r["id"] for r in rows if filter_ == "all" or r["status"] != "graded"]
+    shown = shown_ids(project, run_id, rows, filter_, sample)
     at = order.index(case_id)
     before = [i for i in shown if order.index(i) < at]
     after = [i for i in shown if order.index(i) > at]
@@ -93,7 +115,7 @@ def grade_view(project: StudioProject, run_id: str, case_id: str, grader: str, f
     mine = read_grades(_run(project, run_id)).get(case_id, {}).get(grader)
     case = record.get(Rec.CASE) if isinstance(record.get(Rec.CASE), Mapping) else {}
     return {
-        "run": run_id, "case_id": case_id, "grader": grader, "filter": filter_, "item": item,
+        "run": run_id, "case_id": case_id, "grader": grader, "filter": filter_, "item": item, "n": sample[0], "seed": sample[1],
         "question": str(record.get(Rec.QUESTION) or ""), "answer": str(record.get(Rec.ANSWER) or ""),
         "facts": [str(f) for f in case.get("expected_key_facts") or []], "expected_answer": case.get("expected_answer"),
         "chunks": [c for c in record.get(Rec.RETRIEVED_CHUNKS) or [] if isinstance(c, Mapping)],

@@ -109,3 +109,22 @@ def test_grading_through_the_server(made: tuple[dict[str, Path], StudioProject])
     assert [(g["grader"], g["groundedness"]) for g in _lines(p["results"])] == [("ana", 5)]
     listing = client.get("/grades", params={"run": "r1", "grader": "ana", "filter": "ungraded"})
     assert listing.status_code == 200 and ">g-2<" not in listing.text and ">g-1<" in listing.text
+
+
+def test_the_sample_is_the_terminal_graders_sample(made: tuple[dict[str, Path], StudioProject]) -> None:
+    from evalkit.judges.grades import sample_cases
+    from evalkit.studio.grading import sample_ids, shown_ids
+
+    p, project = made
+    run = RunDir.open(p["results"], "r1")
+    drawn = [r["test_case_id"] for r in sample_cases(run, 3, 1, grader="ana")]
+    assert sample_ids(project, "r1", 3, 1) == drawn and len(drawn) == 3
+    save_grade(project, "r1", drawn[0], "ana", 4, 4, _item(project, drawn[0]))
+    assert [r["test_case_id"] for r in sample_cases(run, 3, 1, grader="ana")] == drawn[1:]  # the terminal resumes it
+    rows = grade_rows(project, "r1", "ana")
+    assert shown_ids(project, "r1", rows, "sample", (3, 1)) == drawn  # the studio shows it whole, graded or not
+    client = TestClient(create_app(project, token=TOKEN, port=PORT), base_url=BASE, follow_redirects=False)
+    client.get(f"/?token={TOKEN}")
+    listing = client.get("/grades", params={"run": "r1", "grader": "ana", "n": "3", "seed": "1"}).text  # the default filter: the sample
+    assert [i for i in ("g-1", "g-2", "g-3", "g-4", "g-5", "c-1#1", "c-1#2") if f">{i}<" in listing] == drawn
+    assert client.get("/grades", params={"run": "r1", "n": "x", "seed": "-5"}).status_code == 200  # junk: the defaults
