@@ -1,21 +1,20 @@
-"""The studio's routes: server-rendered pages (Jinja2, autoescaped) and one JSON door for edits.
+"""The studio's routes: server-rendered pages (Jinja2, autoescaped) and JSON doors for writes.
 
-    GET  /                      the eval sets and runs
-    GET  /queue?set=&filter=&run=   the cases of one eval set (all, unlabeled, failed in a run)
-    GET  /case?set=&id=&run=&note=&q=   label one case: question, gold, the run's chunks, the notes
-    GET  /grades?run=&grader=&filter=   a run's answers to grade (grading.py)
-    GET  /grade?run=&id=&grader=&filter=   grade one answer: groundedness and correctness, 0-5
-    GET  /static/<name>         the bundled script and stylesheet (a fixed list)
-    POST /api/edit              one edit (editing.edit_case): 200 the case now, 409 a conflict,
-                                422 a refused edit
-    GET  /fixes?set=            anchorcheck's suggested anchors for the stale supports (fixing.py)
-    POST /api/fixes             write them into the set's next version, as validate --fix does
-    GET  /review                generated candidates to review (reviewing.py), when given
-    GET  /review/case?id=       one candidate: accept (edited or not) or reject
-    POST /api/review            one decision (reviewing.decide, through review.ReviewSession):
-                                200 the new version written, 409 decided meanwhile
-    POST /api/grade             one grade (grading.save_grade, through judges.grades): 200 the
-                                line written, 409 the run changed since the page loaded
+    GET  /                                  the eval sets, runs, and candidates to review
+    GET  /queue?set=&filter=&run=           the cases of one eval set (all, unlabeled, stale, failed in a run)
+    GET  /case?set=&id=&run=&note=&q=       label one case: question, gold, a run's (or a live) chunks, the notes
+    POST /api/edit                          one edit (editing.edit_case): 200 the case now, 409 a conflict,
+                                            422 a refused edit
+    GET  /fixes?set=                        anchorcheck's suggested anchors for the stale supports (fixing.py)
+    POST /api/fixes                         write them into the set's next version, as validate --fix does
+    GET  /grades?run=&grader=&filter=&n=&seed=   a run's answers to grade (grading.py)
+    GET  /grade?run=&id=&grader=&filter=    grade one answer: groundedness and correctness, 0-5
+    POST /api/grade                         one grade (grading.save_grade, through judges.grades): 200 the
+                                            line written, 409 the run changed since the page loaded
+    GET  /review, /review/case?id=          generated candidates (reviewing.py), when given
+    POST /api/review                        one decision (reviewing.decide, through review.ReviewSession):
+                                            200 the new version written, 409 decided meanwhile
+    GET  /static/<name>                     the bundled script and stylesheet (a fixed list)
 
 Everything a page shows comes from `StudioProject`, which finds files by name only; the
 `Guard` middleware (guard.py) decides who gets here at all. Starlette is imported here, and
