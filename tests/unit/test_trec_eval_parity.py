@@ -332,3 +332,19 @@ def test_map_and_rprec_go_through_the_registry_like_the_others() -> None:
     # AP of the first: (1/1 + 2/3) / 2; R-precision: 1 of the top 2 / 2; the second scores 0
     assert agg["map_avg"] == pytest.approx((1 + 2 / 3) / 2 / 2) and agg["rprec_avg"] == 0.25
     assert agg["at_k"]["10"]["map"] == agg["map_avg"] and agg["n"]["map_avg"] == 2
+
+
+def test_per_query_values_are_trec_eval_q(tmp_path: Path) -> None:
+    from evalkit.cli.main import app
+
+    args = ["score", "--trec-run", str(RESULTS), "--qrels", str(DATA / "qrels.test"), "--gain", "linear", "--k", "500",
+            "--per-query"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    expected = _trec_eval_out("out.test.aq")
+    lines = {tuple(line.split("\t")[:2]): line.split("\t")[2] for line in res.stdout.splitlines() if line.count("\t") == 2}
+    for qid in ("301", "302", "303"):
+        assert lines[("map@500", qid)] == expected[("map", qid)]
+        assert lines[("precision@500", qid)] == expected[("P_500", qid)]
+    data = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout.strip().splitlines()[-1])
+    assert f"{data['per_query']['302']['500']['rprec']:.4f}" == expected[("Rprec", "302")]
