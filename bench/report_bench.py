@@ -6,8 +6,8 @@ K = 20 chunks of at most 300 characters, stored cut to 200, TF-IDF ranked, one g
 case, a fifth never retrieved; written by `run_eval`, made once under --workdir). For each
 round, for each run, for the reference and this checkout in alternating order:
 
-    write   `write_run_report` in a fresh process: wall and CPU time, peak RSS, page size,
-            the load average when it ended
+    write   `write_run_report` in a fresh process: wall and CPU time (with its forked readers'),
+            peak RSS (the largest process), page size, the load average when it ended
     open    the page in headless Debian chromium (the browser tests' launcher), a fresh
             context: "first row" is the first frame painted with a case row in the table
             (the template draws the first rows before any script); "table drawn" the first
@@ -27,6 +27,7 @@ Usage:
     python bench/report_bench.py                                  # the runs of RUNS, 3 rounds
     python bench/report_bench.py --runs scifact:5000 --repeat 5
     python bench/report_bench.py --runs scifact:100000 --repeat 2 --json rows.jsonl
+    python bench/report_bench.py --runs scifact:100000 --repeat 5 --write-only --reference-commit C   # writing only
 
 Targets (issue 39 item 2): 5,000 real cases ≤ 5 MB with the first row ≤ 1 s; 100,000 cases
 written in ≤ 10 s; opening, sort and filter within issue 27's targets (usable ≤ 1 s at 5,000
@@ -44,6 +45,7 @@ import statistics
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,8 +65,11 @@ _WRITE_JOB = textwrap.dedent(
     c0, t0 = time.process_time(), time.perf_counter()
     path = write_run_report("bench", results_dir=results, output=out)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    print(json.dumps({"wall_s": wall, "cpu_s": cpu, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "load": os.getloadavg()[0]}))
+    # the forked readers' CPU too (reaped before write_run_report returns); RSS: the largest process
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"wall_s": wall, "cpu_s": cpu + kids.ru_utime + kids.ru_stime, "cpu_readers_s": kids.ru_utime + kids.ru_stime,
+                      "rss_mb": max(own_rss, kids.ru_maxrss / 1024), "load": os.getloadavg()[0]}))
     """
 )
 
@@ -177,15 +182,9 @@ def main() -> None:
     ref.add_argument("--reference", type=Path, help="An evalkit tree to write the reference pages with.")
     ref.add_argument("--reference-commit", default=REFERENCE, help="Make the reference tree from this commit.")
     ref.add_argument("--no-reference", action="store_true", help="Measure this checkout only.")
+    ap.add_argument("--write-only", action="store_true", help="Write the pages, do not open them (no browser).")
     ap.add_argument("--json", type=Path, help="Also append each measurement to this JSON-lines file (bench/table.py reads it).")
     args = ap.parse_args()
-
-    from tests.browser import chromium
-
-    why = chromium.missing()
-    if why:
-        raise SystemExit(f"report_bench: {why}")
-    from playwright.sync_api import sync_playwright
 
     real_runs = _real_runs()
     runs = [(c, int(n)) for c, n in (r.split(":") for r in args.runs)]
@@ -196,29 +195,47 @@ def main() -> None:
     # (which makes a missing run) cannot start its own inside one.
     folders = {(c, n): real_runs.prepare(c, n, args.workdir) for c, n in runs}
     rows: list[dict] = []
-    with sync_playwright() as p:
-        browser = chromium.launch(p)
-        try:
-            warm = True
-            for round_ in range(args.repeat):
-                for corpus, n in runs:
-                    order = list(trees) if round_ % 2 == 0 else list(reversed(trees))
-                    for label in order:
-                        out = args.workdir / f"report-{label}-{corpus}-{n}.html"
-                        wrote = write(folders[(corpus, n)], out, trees[label])
-                        url = out.resolve().as_uri()
-                        if warm:  # a first load pays the browser's own warm-up: not counted
-                            measure(browser, url, SEARCH[corpus])
-                            warm = False
-                        m = measure(browser, url, SEARCH[corpus])
-                        row = {"corpus": corpus, "n": n, "tree": label, "round": round_, "page_mb": out.stat().st_size / 1e6,
-                               "write": wrote, **m}
-                        rows.append(row)
-                        print(f"  round {round_} {corpus} n={n} {label}: {row['page_mb']:.2f} MB, write "
-                              f"{wrote['wall_s']:.1f} s wall {wrote['cpu_s']:.1f} s CPU (load {wrote['load']:.1f}), "
-                              f"{json.dumps({k: round(v) for k, v in m.items()})}", file=sys.stderr)
-        finally:
-            browser.close()
+
+    def rounds(opened: Callable[[Path, str], dict] | None) -> None:
+        for round_ in range(args.repeat):
+            for corpus, n in runs:
+                order = list(trees) if round_ % 2 == 0 else list(reversed(trees))
+                for label in order:
+                    out = args.workdir / f"report-{label}-{corpus}-{n}.html"
+                    wrote = write(folders[(corpus, n)], out, trees[label])
+                    m = opened(out, SEARCH[corpus]) if opened else {}
+                    row = {"corpus": corpus, "n": n, "tree": label, "round": round_, "page_mb": out.stat().st_size / 1e6,
+                           "write": wrote, **m}
+                    rows.append(row)
+                    print(f"  round {round_} {corpus} n={n} {label}: {row['page_mb']:.2f} MB, write "
+                          f"{wrote['wall_s']:.1f} s wall {wrote['cpu_s']:.1f} s CPU (load {wrote['load']:.1f}), "
+                          f"{json.dumps({k: round(v) for k, v in m.items()})}", file=sys.stderr)
+
+    if args.write_only:
+        rounds(None)
+    else:
+        from tests.browser import chromium
+
+        why = chromium.missing()
+        if why:
+            raise SystemExit(f"report_bench: {why}")
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as p:
+            browser = chromium.launch(p)
+            warm = [True]
+
+            def opened(out: Path, search: str) -> dict:
+                url = out.resolve().as_uri()
+                if warm[0]:  # a first load pays the browser's own warm-up: not counted
+                    measure(browser, url, search)
+                    warm[0] = False
+                return measure(browser, url, search)
+
+            try:
+                rounds(opened)
+            finally:
+                browser.close()
 
     if args.json is not None:
         with open(args.json, "a") as f:
@@ -238,6 +255,8 @@ def table(rows: list[dict]) -> str:
             ("load ms", lambda r: r["load_ms"], "{:.0f}"), ("sort latency ms", lambda r: r["sort_num_ms"], "{:.0f}"),
             ("sort id ms", lambda r: r["sort_text_ms"], "{:.0f}"), ("filter ms", lambda r: r["filter_ms"], "{:.0f}"),
             ("search ms", lambda r: r["search_ms"], "{:.0f}"), ("expand ms", lambda r: r["expand_ms"], "{:.0f}")]
+    if not all("drawn_ms" in r for r in rows):  # --write-only
+        keys = keys[:4]
     loads = [r["write"]["load"] for r in rows]
     lines = [f"Load average (1 min) at the writes: {min(loads):.1f}–{max(loads):.1f} on {os.cpu_count()} CPUs; "
              f"medians of {len({r['round'] for r in rows})} rounds.", "",

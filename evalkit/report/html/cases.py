@@ -31,6 +31,7 @@ from array import array
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import IO, Any, NoReturn
 
 import orjson
@@ -54,15 +55,19 @@ ANCHOR_BLOCK = 2048
 # whole index is 32,804 chunks; a run that retrieves more distinct chunks than this stores a
 # later repeat again (a bigger page, the same rows).
 KEPT = 1 << 16
-# Records a forked reader hands over at a time (`_Collector`): a few MB pickled.
-BATCH = 2048
+# Records a forked reader hands over at a time (`_Collector`): 1-4 MB pickled, as many again
+# unpickled in the parent while it merges them.
+BATCH = 512
 # Rows drawn by the template: the page shows them before (or without) its script.
 FIRST_ROWS = 50
 OUTCOMES = ("hit", "miss", "unanswerable", "unlabeled", "error")
 # Measured on the 5,000-case SciFact run's blocks (8.4 MB of JSON): level 5 deflates them to
 # 3.16 MB in 0.23 s, level 6 to 3.12 MB in 0.38 s, level 7 3.12 MB in 0.48 s, level 4 3.25 MB
-# in 0.14 s. Blocks are deflated in threads beside the reading (zlib lets go of the GIL).
-_DEFLATE_LEVEL = 5
+# in 0.14 s; the 100,000-case page's 52 MB: level 4 19.3 MB in 0.81 s, level 5 18.9 MB in 1.41 s.
+# Level 4: on a busy machine a session's processes share one session's CPU (the kernel's
+# autogroups), so the time to write tracks CPU, and 3% more page costs none of it.
+# Blocks are deflated in threads beside the reading (zlib lets go of the GIL).
+_DEFLATE_LEVEL = 4
 # The table's columns (19 MB of JSON at 100,000 cases) are deflated in pieces of this size in
 # the pool's threads, each primed with the 32 kB before it (as pigz does), so the stream is the
 # one raw deflate stream the page expects, within a few bytes of deflating it whole.
@@ -478,6 +483,20 @@ class _Details:
             self.chunks.submit(store)
             self.chunk_block = {"anchor": [], "text": [], "cut": []}
 
+    def _store_chunks(self, anchors: list[int], texts: list[str], cuts: list[int]) -> None:
+        """`_store_chunk` of many, a block's worth at a time."""
+        i = 0
+        while i < len(texts):
+            store = self.chunk_block
+            j = min(len(texts), i + CHUNK_BLOCK - len(store["text"]))
+            store["anchor"] += anchors[i:j]
+            store["text"] += texts[i:j]
+            store["cut"] += cuts[i:j]
+            i = j
+            if len(store["text"]) == CHUNK_BLOCK:
+                self.chunks.submit(store)
+                self.chunk_block = {"anchor": [], "text": [], "cut": []}
+
     def merge(self, batch: dict[str, Any], part: _PartNumbers) -> None:
         """The records of a forked reader's batch (`_Collector`), as if `add` had read them
         here after every record before: its chunks and anchors, numbered by that reader in
@@ -494,14 +513,22 @@ class _Details:
         for text in batch["anchors"]:
             anchors.append(self.anchor(text))
         before = self.n_chunks
-        find = self.chunk_ids.get
-        for key, a in zip(batch["chunks"], batch["chunk_anchors"]):
-            number = find(key)
-            part.fresh.append(number is None)
-            if number is None:
-                number = self._number_chunk(key)
-                self._store_chunk(key, anchors[a])
-            part.chunks.append(number)
+        keys = list(zip(batch["paths"], batch["headings"], batch["texts"], batch["cuts"]))
+        numbers = list(map(self.chunk_ids.get, keys))  # None: new to the page
+        if None in numbers:  # the new ones numbered in the range's order, as `add` would have
+            fresh = [n is None for n in numbers]
+            new_keys = list(compress(keys, fresh))
+            room = max(0, min(KEPT - before, len(new_keys)))
+            self.chunk_ids.update(zip(new_keys[:room], range(before, before + room)))
+            self.n_chunks += len(new_keys)
+            count = iter(range(before, self.n_chunks))
+            numbers = [next(count) if n is None else n for n in numbers]
+            self._store_chunks([anchors[a] for a in compress(batch["chunk_anchors"], fresh)],
+                               list(compress(batch["texts"], fresh)), [1 if c else 0 for c in compress(batch["cuts"], fresh)])
+            part.fresh += bytes(fresh)
+        else:
+            part.fresh += bytes(len(numbers))
+        part.chunks.extend(numbers)
         cols = batch["cols"]
         local = cols["chunk"]  # 0: the range's next new chunk; else 1 + its number in the range
         first = local == 0
@@ -571,8 +598,8 @@ class _Collector(_Details):
     """`_Details` in a forked reader: the same reading of each record, numbered within its
     byte range, but nothing packed: every `BATCH` records (and at the end) `emit` gets a
     batch for `_Details.merge` in the parent: the detail columns of those records (scores
-    rounded; the chunk column an array), the chunks and anchors they saw first (keys and
-    anchor numbers; texts)."""
+    rounded; the chunk column an array), the chunks and anchors they saw first (as columns:
+    path, heading, text, cut and anchor number; anchor texts)."""
 
     block_size = BATCH
 
@@ -580,8 +607,7 @@ class _Collector(_Details):
         self.emit = emit
         self.chunk_ids, self.anchor_ids = {}, {}
         self.n_chunks = self.n_anchors = 0
-        self.new_chunks: list[tuple[str, str, str, bool]] = []
-        self.new_chunk_anchors: list[int] = []
+        self.new_chunks: dict[str, list[Any]] = {"paths": [], "headings": [], "texts": [], "cuts": [], "chunk_anchors": []}
         self.anchor_block = []
         self.n = 0
         self.block = self._new_block()
@@ -590,8 +616,12 @@ class _Collector(_Details):
         self.anchor_block.append(text)
 
     def _store_chunk(self, key: tuple[str, str, str, bool], anchor: int) -> None:
-        self.new_chunks.append(key)
-        self.new_chunk_anchors.append(anchor)
+        new = self.new_chunks  # as columns: they pickle faster than tuples
+        new["paths"].append(key[0])
+        new["headings"].append(key[1])
+        new["texts"].append(key[2])
+        new["cuts"].append(key[3])
+        new["chunk_anchors"].append(anchor)
 
     def _submit(self) -> None:
         import numpy as np
@@ -600,9 +630,10 @@ class _Collector(_Details):
         del cols["base"]
         cols["score"] = _round_scores(cols["score"])
         cols["chunk"] = np.array(cols["chunk"], np.int64)
-        self.emit({"cols": cols, "chunks": self.new_chunks, "chunk_anchors": self.new_chunk_anchors, "anchors": self.anchor_block})
+        self.emit({"cols": cols, **self.new_chunks, "anchors": self.anchor_block})
         self.block, self.n = self._new_block(), 0
-        self.new_chunks, self.new_chunk_anchors, self.anchor_block = [], [], []
+        self.new_chunks = {k: [] for k in self.new_chunks}
+        self.anchor_block = []
 
 
 @dataclass
@@ -753,7 +784,7 @@ PARALLEL_MIN_BYTES = 48 << 20
 _MAX_PROCESSES = 4
 # This process also merges the readers' batches and deflates every block in its threads, so
 # it reads a smaller share of the file than each reader (a fraction of an equal share).
-_OWN_SHARE = 0.6
+_OWN_SHARE = 0.75
 _ROW_VALUES = operator.attrgetter(*CaseRow.__slots__)  # type: ignore[attr-defined]
 
 
