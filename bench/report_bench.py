@@ -45,6 +45,7 @@ import statistics
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -152,8 +153,13 @@ def measure(browser, url: str, search: str) -> dict[str, float]:
         page = context.new_page()
         page.add_init_script(_READY_HOOK)
         page.goto(url, wait_until="load", timeout=900_000)
-        page.wait_for_function("typeof window.__tableDrawnAt === 'number' && typeof window.__firstRowAt === 'number'",
-                               timeout=900_000)
+        # Polled from here: wait_for_function re-evaluates its predicate with eval() in the page,
+        # which the page's CSP refuses (it fails whenever the table is not drawn by the load event).
+        deadline = time.monotonic() + 900
+        while not page.evaluate("typeof window.__tableDrawnAt === 'number' && typeof window.__firstRowAt === 'number'"):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{url}: the case table was not drawn within 900 s")
+            time.sleep(0.05)
         out = {
             "first_row_ms": page.evaluate("window.__firstRowAt"),
             "drawn_ms": page.evaluate("window.__tableDrawnAt"),

@@ -164,6 +164,8 @@ def _fmt(v: float | None, unit: str) -> str:
         return f"{v:.2f} s" if v < 10 else f"{v:.1f} s"
     if unit == "ms":
         return f"{v:,.0f} ms"
+    if unit == "load":
+        return f"{v:.1f}"
     return f"{v:g}"
 
 
@@ -193,6 +195,11 @@ def figures(rows: list[dict]) -> list[tuple[str, str, str, str, float | None, Ca
         ("Run report, 100,000 SciFact cases: write CPU / the page before issue 39's, same rounds", "—", "—", "x",
          _ratio(_one(rep, lambda r: r["write"]["cpu_s"], n=100000, **sci),
                 _one(ref, lambda r: r["write"]["cpu_s"], n=100000, **sci)), None),
+        ("Run report, 100,000 SciFact cases: write wall / the page before issue 39's, same rounds", "—", "—", "x",
+         _ratio(_one(rep, lambda r: r["write"]["wall_s"], n=100000, **sci),
+                _one(ref, lambda r: r["write"]["wall_s"], n=100000, **sci)), None),
+        ("Run report, 100,000 SciFact cases: load average at its writes (2 cores)", "—", "—", "load",
+         _one(rep, lambda r: r["write"]["load"], n=100000, **sci), None),
         ("Run report, 100,000 SciFact cases: page size", "220 MB ⁴", "—", "MB",
          _one(rep, "page_mb", n=100000, **sci), None),
         ("Run report, 100,000 cases: table usable, no case cut", "cut above 5,000 cases", "≤ 2 s", "s",
