@@ -7,6 +7,8 @@
                                             422 a refused edit
     GET  /fixes?set=                        anchorcheck's suggested anchors for the stale supports (fixing.py)
     POST /api/fixes                         write them into the set's next version, as validate --fix does
+    POST /api/accept-top                    label the unlabeled cases with the chatbot's top N chunks, as
+                                            label --accept-top does (fixing.accept_top_now)
     GET  /grades?run=&grader=&filter=&n=&seed=   a run's answers to grade (grading.py)
     GET  /grade?run=&id=&grader=&filter=    grade one answer: groundedness and correctness, 0-5
     POST /api/grade                         one grade (grading.save_grade, through judges.grades): 200 the
@@ -37,7 +39,13 @@ from evalkit.errors import InputError
 from evalkit.store.runlog import Rec
 from evalkit.studio.asking import LIVE, LiveTarget
 from evalkit.studio.editing import Conflict, EditRefused, edit_case
-from evalkit.studio.fixing import PlanChanged, fix_view, write_fixes
+from evalkit.studio.fixing import (
+    Busy,
+    PlanChanged,
+    accept_top_now,
+    fix_view,
+    write_fixes,
+)
 from evalkit.studio.grading import (
     GRADE_FILTERS,
     SAMPLE,
@@ -83,6 +91,7 @@ def create_app(project: StudioProject, *, token: str, port: int, live: LiveTarge
         if path is None:
             return _missing("no such eval set")
         view = await run_in_threadpool(queue_view, project, q.get("set", ""), path, q.get("filter") or "all", q.get("run") or None)
+        view["live"] = live.name if live is not None else None
         return page("queue.html.j2", title=f"queue: {view['set']}", view=view)
 
     async def case(request: Request) -> Response:
@@ -173,6 +182,23 @@ def create_app(project: StudioProject, *, token: str, port: int, live: LiveTarge
         project.add_eval_set(written)  # the new version is ours: it can be labeled now
         return JSONResponse({"written": project.set_name(written)})
 
+    async def accept_top(request: Request) -> Response:
+        data = await _json_body(request)
+        if isinstance(data, Response):
+            return data
+        if not isinstance(data, dict) or not isinstance(data.get("set"), str) or type(data.get("n")) is not int or not 1 <= data["n"] <= 50:
+            return JSONResponse({"error": "a batch label is {set, n: 1-50}"}, status_code=400)
+        path = project.eval_set(data["set"])
+        if path is None or live is None:
+            return JSONResponse({"error": "no such eval set" if path is None else "no chatbot to ask"}, status_code=404)
+        try:
+            done = await accept_top_now(path, live, data["n"], results_dir=project.results_dir)
+        except Busy as e:
+            return JSONResponse({"conflict": True, "error": _text(e)}, status_code=409)
+        except InputError as e:
+            return JSONResponse({"error": _text(e), "problems": [p.message for p in e.problems]}, status_code=422)
+        return JSONResponse(done)
+
     async def review(request: Request) -> Response:
         if project.review is None:
             return _missing("no candidates to review: start with --candidates FILE --into EVAL_SET")
@@ -246,6 +272,7 @@ def create_app(project: StudioProject, *, token: str, port: int, live: LiveTarge
         Route("/api/grade", save, methods=["POST"]),
         Route("/fixes", fixes),
         Route("/api/fixes", write_fix, methods=["POST"]),
+        Route("/api/accept-top", accept_top, methods=["POST"]),
         Route("/review", review),
         Route("/review/case", review_case),
         Route("/api/review", decide_one, methods=["POST"]),

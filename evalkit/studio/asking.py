@@ -55,6 +55,15 @@ class LiveTarget:
                 self._asked[key] = (list(session.case.chunks or []), session.case.error)
         return self._asked[key]
 
+    async def target(self) -> Any:
+        """The target, built on first use."""
+        if self._gate is None:
+            self._gate = asyncio.Lock()
+        async with self._gate:
+            if self._target is None:
+                self._target = self.make()
+        return self._target
+
     async def aclose(self) -> None:
         if self._target is not None:
             await self._target.aclose()

@@ -28,7 +28,7 @@ import orjson
 
 from evalkit.errors import InputError, Problem
 
-__all__ = ["OPS", "Conflict", "Edited", "EditRefused", "case_version", "edit_case", "support_warnings"]
+__all__ = ["OPS", "Conflict", "Edited", "EditRefused", "case_version", "edit_case", "file_lock", "support_warnings"]
 
 OPS = ("toggle", "snippet", "shallower", "answerable", "group", "drop_support", "key_facts")
 
@@ -36,7 +36,8 @@ _locks: dict[Path, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
 
-def _lock_for(path: Path) -> threading.Lock:
+def file_lock(path: Path) -> threading.Lock:
+    """The studio's one lock per eval set file (by its real path): every write to it holds it."""
     with _locks_guard:
         return _locks.setdefault(path.resolve(), threading.Lock())
 
@@ -101,7 +102,7 @@ def edit_case(path: Path, case_id: str, version: str, op: str, args: Mapping[str
     from evalkit.authoring.labeling import EvalSetFile, check_writable
     from evalkit.authoring.review import case_problems
 
-    with _lock_for(path):
+    with file_lock(path):
         check_writable(path, results_dir)
         doc = EvalSetFile(path)
         current = doc.case(case_id)

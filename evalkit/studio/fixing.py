@@ -1,5 +1,7 @@
 """Batch work on an eval set: anchorcheck's suggested anchors written into a new version, the
-way `evalkit validate --labels --fix` writes them (labeling.plan_fixes, labeling.apply_fixes).
+way `evalkit validate --labels --fix` writes them (labeling.plan_fixes, labeling.apply_fixes);
+and the unlabeled cases labeled with the chatbot's top chunks, as `evalkit label --accept-top`
+labels them (labeling.accept_top: in place, marked `label_source: auto`, for review).
 
 The page lists the fixes planned now; the write names a hash of that list, and the fixes are
 planned again before writing: when they differ (the file or the notes changed since the page
@@ -17,7 +19,7 @@ from typing import Any
 
 from evalkit.errors import InputError
 
-__all__ = ["PlanChanged", "fix_view", "plan_digest", "write_fixes"]
+__all__ = ["Busy", "PlanChanged", "accept_top_now", "fix_view", "plan_digest", "write_fixes"]
 
 _lock = threading.Lock()
 
@@ -68,3 +70,35 @@ def write_fixes(path: Path, vault: Path | None, digest: str, *, results_dir: Pat
         labeling.check_writable(dest, results_dir, source=path)
         written = labeling.apply_fixes(fixes, {f.path: dest for f in fixes})
     return written[0]
+
+
+class Busy(InputError):
+    """Another write to the file is under way in the studio."""
+
+
+async def accept_top_now(path: Path, live: Any, n: int, *, results_dir: Path) -> dict[str, Any]:
+    """Label every answerable case of `path` without gold supports with the chatbot's top `n`
+    chunks, in place (labeling.accept_top, the terminal's `--accept-top N`).
+
+    The studio's lock of the file is taken without waiting (an edit meanwhile would make
+    accept_top's next write refuse, since the file changed on disk: nothing is lost either way).
+
+    Returns:
+        {"labeled": [ids], "skipped": [[id, why]], "failed": [[id, why]]}.
+
+    Raises:
+        Busy: another studio write to the file is under way.
+        BadConfig / BadEvalSet: as accept_top (a frozen file, an invalid eval set).
+    """
+    from evalkit.authoring import labeling
+    from evalkit.errors import Problem
+    from evalkit.studio.editing import file_lock
+
+    lock = file_lock(path)
+    if not lock.acquire(blocking=False):  # never wait in the event loop for a thread's lock
+        raise Busy(Problem("another write to this eval set is under way; try again", path=str(path)))
+    try:
+        result = await labeling.accept_top(path, await live.target(), n, results_dir=results_dir)
+    finally:
+        lock.release()
+    return {"labeled": result.labeled, "skipped": [list(x) for x in result.skipped], "failed": [list(x) for x in result.failed]}

@@ -60,6 +60,7 @@ MAKERS = {
     # the studio's refusals (the case a Conflict carries is the user's own eval set line, sent back to their page)
     evalkit.studio.editing.Conflict: lambda: evalkit.studio.editing.Conflict(Path("eval_set.jsonl"), TEXT, {"id": "c"}),
     evalkit.studio.editing.EditRefused: lambda: evalkit.studio.editing.EditRefused(Problem(TEXT, field="op")),
+    evalkit.studio.fixing.Busy: lambda: evalkit.studio.fixing.Busy(Problem(TEXT, path="eval_set.jsonl")),
     evalkit.studio.fixing.PlanChanged: lambda: evalkit.studio.fixing.PlanChanged(Problem(TEXT, path="eval_set.jsonl")),
     evalkit.studio.reviewing.AlreadyDecided: lambda: evalkit.studio.reviewing.AlreadyDecided(Problem(TEXT)),
     evalkit.studio.grading.GradeConflict: lambda: evalkit.studio.grading.GradeConflict(TEXT, {"answer_sha256": "0" * 64}),

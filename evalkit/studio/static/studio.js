@@ -174,6 +174,23 @@
     else fail("not written: " + (data.error || res.status));
   });
 
+  // Batch: the unlabeled cases labeled with the chatbot's top N chunks (label --accept-top).
+  const acceptTop = document.getElementById("accept-top");
+  if (acceptTop) acceptTop.addEventListener("submit", async function (ev) {
+    ev.preventDefault();
+    alertBox.hidden = true;
+    say("asking the chatbot…");
+    const res = await fetch("/api/accept-top", {
+      method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-Studio-CSRF": csrf },
+      body: JSON.stringify({ set: acceptTop.dataset.set, n: parseInt(document.getElementById("top-n").value, 10) }),
+    }).catch(function () { return null; });
+    if (!res) { say(""); fail("not written: the studio did not answer"); return; }
+    const data = await res.json().catch(function () { return {}; });
+    if (res.status === 200) { say(data.labeled.length + " labeled"); location.reload(); }
+    else { say(""); fail("not written: " + (data.error || res.status)); }
+  });
+
   // Grading one answer: the grade is posted with the hashes of what the page showed.
   const gradeBox = document.getElementById("grade");
   let active = "groundedness";
