@@ -5,7 +5,8 @@
     views                   the pages' view models and the Jinja2 renderer
     grading                 grading a run's answers, through judges.grades (the terminal grader's door)
     reviewing               generated candidates into a new version, through review.ReviewSession
-    fixing                  validate --fix's anchor fixes into a new version (labeling.plan_fixes/apply_fixes)
+    fixing                  batch work: validate --fix's anchor fixes, label --accept-top (labeling's functions)
+    asking                  a case page asking the chatbot now (labeler.retrieve)
     guard.Guard             who may talk to it: the token, same-origin only, CSRF, the CSP
     app.create_app          the Starlette routes behind the Guard
     server.serve            127.0.0.1 only, a token per start, printed with the URL
