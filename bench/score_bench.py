@@ -557,8 +557,11 @@ def real_rounds(args: argparse.Namespace, trec_python: str) -> None:
     for n in args.n:
         folder = prepare_real(n, args.workdir)
         for r in range(args.repeat):
-            # A new K each round (alternating sets), so every round's first job rewrites.
-            ks = ["10"] if r % 2 == 0 else ["10", "5"]
+            # A new K each round (alternating sets), so every round's first job rewrites: the set
+            # the run's records do not hold now (a folder left by an earlier bench may hold either).
+            stored = (json.loads((folder / "results" / "bench" / "metrics.json").read_text()).get("ks")
+                      if (folder / "results" / "bench" / "metrics.json").exists() else None)
+            ks = ["10", "5"] if stored == [10] else ["10"]
             jobs = [
                 ("new K", sys.executable, _EVALKIT_REAL_JOB, ["auto", *ks]),
                 ("unchanged", sys.executable, _EVALKIT_REAL_JOB, ["1", *ks]),

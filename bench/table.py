@@ -301,11 +301,11 @@ def figures(rows: list[dict]) -> list[tuple[str, str, str, str, float | None, Ca
          "≤ 1.10×", "x", _one(sc, "cpu_vs_floor", job="reader"), lambda v: v <= 1.10),
         ("the parse floor with the guard as it was (two bytes.count a line), same rounds", "1.38× (issue 39)", "—", "x",
          _one(sc, "cpu_vs_floor", job="floor+count"), None),
-        ("the derive's pass over one record (RecordPass.add, streamed, warm): CPU / the parse floor's", "5.1× (2026-11-29)",
+        ("the derive's pass over one record (RecordPass.add, streamed, warm): CPU / the parse floor's", "7.2× (925d44f^)",
          "—", "x", _one(sc, lambda r: r["us_per_record"]["the whole pass (RecordPass.add, rows aside)"]
                         / r["us_per_record"]["parse floor"], job="derive parts"), None),
         ("… of which the run warnings (RunHealth.add, contract check included): CPU / the parse floor's",
-         "3.5× (2026-11-29)", "—", "x", _one(sc, lambda r: r["us_per_record"]["run warnings (RunHealth.add)"]
+         "4.1× (925d44f^)", "—", "x", _one(sc, lambda r: r["us_per_record"]["run warnings (RunHealth.add)"]
                                             / r["us_per_record"]["parse floor"], job="derive parts"), None),
     ]
     out += tail_figures(_pick(rows, bench="tail", tree="current"))
