@@ -561,7 +561,7 @@ def real_rounds(args: argparse.Namespace, trec_python: str) -> None:
             # the run's records do not hold now (a folder left by an earlier bench may hold either).
             stored = (json.loads((folder / "results" / "bench" / "metrics.json").read_text()).get("ks")
                       if (folder / "results" / "bench" / "metrics.json").exists() else None)
-            ks = ["10", "5"] if stored == [10] else ["10"]
+            ks = ["10", "5"] if stored and 5 not in stored else ["10"]
             jobs = [
                 ("new K", sys.executable, _EVALKIT_REAL_JOB, ["auto", *ks]),
                 ("unchanged", sys.executable, _EVALKIT_REAL_JOB, ["1", *ks]),
