@@ -53,6 +53,7 @@ from evalkit.cli.common import (
     target_options,
 )
 from evalkit.cli.validate import build_target_from, request_settings, said_backup, with_target
+from evalkit.store.runlog import Rec
 
 DEFAULT_VAULT = Path(settings_default("vault"))
 
@@ -285,7 +286,7 @@ def _grade_answers(modes: list[str], run_id: str | None, results_dir: Path, samp
 
 
 def _print_plan(plan: dict[str, Any]) -> None:
-    for kind in ("groundedness", "correctness"):
+    for kind in Rec.JUDGED:
         p = plan.get(kind)
         if p is None:
             print(f"evalkit: {kind}: no corrected interval to plan from (needs 2+ graded and 1+ ungraded scored cases)")

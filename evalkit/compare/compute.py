@@ -91,7 +91,7 @@ from evalkit.metrics.stats import (
     noise_sentence,
     significant,
 )
-from evalkit.store.runlog import Cell, Met
+from evalkit.store.runlog import Cell, Met, Rec
 from evalkit.store.runs import RunDir
 
 __all__ = ["IncomparableRuns", "compare_runs", "select_metrics"]
@@ -462,7 +462,7 @@ def corrected_deltas(ma: Mapping[str, Any], mb: Mapping[str, Any]) -> dict[str, 
     pa = (ma.get(Met.AGGREGATE) or {}).get(Cell.JUDGE_PPI) or {}
     pb = (mb.get(Met.AGGREGATE) or {}).get(Cell.JUDGE_PPI) or {}
     out = {}
-    for kind in ("groundedness", "correctness"):
+    for kind in Rec.JUDGED:
         d = corrected_difference(pa.get(kind), pb.get(kind))
         if d is not None:
             out[f"{kind}_avg"] = d

@@ -350,7 +350,7 @@ def _thresholds_section(thresholds: Any) -> list[str]:
 
 def _corrected_section(block: Any) -> list[str]:
     """The judge means corrected by the human grades (PPI++), beside the raw judge means."""
-    if not isinstance(block, Mapping) or not any(isinstance(block.get(k), Mapping) for k in ("groundedness", "correctness")):
+    if not isinstance(block, Mapping) or not any(isinstance(block.get(k), Mapping) for k in Rec.JUDGED):
         return []
     pct = round(100 * float(block.get("confidence") or 0.95))
 
@@ -358,7 +358,7 @@ def _corrected_section(block: Any) -> list[str]:
         return f"[{_fmt(c[0])}, {_fmt(c[1])}]" if isinstance(c, list) and len(c) == 2 else "—"
 
     rows = []
-    for kind in ("groundedness", "correctness"):
+    for kind in Rec.JUDGED:
         b = block.get(kind)
         if not isinstance(b, Mapping):
             continue

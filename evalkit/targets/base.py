@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from evalkit.errors import TargetError
 from evalkit.schema import AskRequest, AskResponse, IndexingCoverage, RerankWeights
+from evalkit.store.runlog import Rec
 
 __all__ = [
     "AskResult",
@@ -76,7 +77,8 @@ class AskResult:
             --response-schema; not stored). None when a target built the result itself.
     """
 
-    __slots__ = ("_response", "_plain", "missing_fields", "server_timings_ms", "attempts", "elapsed_ms",
+    # missing_fields is also the record's key (Rec.MISSING_FIELDS), spelled in one place
+    __slots__ = ("_response", "_plain", Rec.MISSING_FIELDS, "server_timings_ms", "attempts", "elapsed_ms",
                  "logged_total_ms", "raw")
 
     def __init__(

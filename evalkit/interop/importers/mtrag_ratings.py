@@ -27,7 +27,6 @@ agreement, the annotators' agreement and the corrected means (EVAL.md, "Judges")
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,11 +37,13 @@ import orjson
 from evalkit.errors import InputError, Problem
 from evalkit.evalset.turns import turn_id
 from evalkit.interop.importers.mtrag import ANSWERABLE, note_of, passage_heading
+from evalkit.jsonio import read_json
+from evalkit.store.runlog import Rec
 
 __all__ = ["ASPECT_OF", "GRADE_OF", "import_ratings", "rated_run"]
 
 # MTRAG aspect -> the evalkit score it grades.
-ASPECT_OF = {"faithfulness": "groundedness", "completeness": "correctness"}
+ASPECT_OF = {"faithfulness": Rec.GROUNDEDNESS, "completeness": Rec.CORRECTNESS}
 # MTRAG's 1-4 value -> evalkit's 0-5 grade (the module docstring says why).
 GRADE_OF = {1: 1, 2: 2, 3: 4, 4: 5}
 HUMAN_ASPECTS = ("faithfulness", "completeness", "appropriateness", "naturalness")
@@ -54,10 +55,7 @@ def _problem(path: Path, where: str, message: str) -> Problem:
 
 
 def _load(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError) as e:
-        raise InputError([_problem(path, "", f"cannot read MTRAG ratings: {e}")]) from None
+    data = read_json(path, what="MTRAG ratings")  # the bounded reader: size, depth, UTF-8, line named
     missing = [k for k in ("tasks", "documents", "evaluations") if not isinstance(data.get(k) if isinstance(data, dict) else None, list)]
     if missing:
         raise InputError([_problem(path, k, "expected a list (MTRAG's human evaluations file)") for k in missing])
@@ -110,13 +108,13 @@ def rated_run(path: str | Path, model_id: str) -> tuple[list[dict[str, Any]], li
                 "domain": task.get("Collection"), "tags": ["mtrag", f"mtrag:{str(label).lower()}"],
                 "conversation": {"id": conv, "turn": int(turn)},
                 "mtrag": {"task_id": ev.get("task_id"), "model_id": model_id}}
-        rec = {"schema_version": 1, "test_case_id": cid, "case_index": len(records), "case": case,
+        rec = {"schema_version": 1, Rec.CASE_ID: cid, Rec.CASE_INDEX: len(records), "case": case,
                "question": case["question"], "answer": ev.get("model_response") or "",
                "history": [{"role": "user" if m.get("speaker") == "user" else "assistant", "content": m.get("text") or ""}
                            for m in messages[:-1]],
                "retrieved_chunks": _context(task, texts), "references": [],
-               "groundedness": None, "correctness": None, "abstention": None, "judge_input": None,
-               "error": None, "judge_errors": [], "missing_fields": []}
+               Rec.GROUNDEDNESS: None, Rec.CORRECTNESS: None, "abstention": None, "judge_input": None,
+               "error": None, Rec.JUDGE_ERRORS: [], Rec.MISSING_FIELDS: []}
         records.append(rec)
         item = graded_item(rec)
         ann = ev.get("annotations") or {}
@@ -124,7 +122,7 @@ def rated_run(path: str | Path, model_id: str) -> tuple[list[dict[str, Any]], li
         for who in graders:
             raw = {aspect: (ann.get(aspect) or {}).get(who) for aspect in HUMAN_ASPECTS}
             raw = {k: v for k, v in raw.items() if isinstance(v, dict)}
-            grade: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "test_case_id": cid, "grader": f"mtrag:{who}", **item}
+            grade: dict[str, Any] = {"schema_version": SCHEMA_VERSION, Rec.CASE_ID: cid, "grader": f"mtrag:{who}", **item}
             for aspect, kind in ASPECT_OF.items():
                 v = raw.get(aspect, {}).get("value")
                 if v is not None:
