@@ -23,8 +23,8 @@ figures were taken at, and reads their `--json` rows:
     compare       compare_bench.py --n 10000, and --n 100000 --reference-rows 24 (compare_runs on two
                   runs with realistic slices, beside the resampling it did before issue 36)
     askcpu        ask_cpu.py --repeat 3 (C = 64, L = 50 ms, SciFact answers: CPU per ask of run_eval over HTTP
-                  and over a python: target, beside a bare aiohttp client and a bare asyncio loop in the
-                  same rounds; issue 39 item 4)
+                  and over a python: target, and of the HTTP target alone, beside a bare aiohttp client and a
+                  bare asyncio loop in the same rounds; issue 39 item 4)
     startup       startup_bench.py --repeat 7 (CPU of every script's --help and `evalkit --help`, beside a
                   bare interpreter in the same rounds; issue 39 item 5)
     score         score_bench.py --n 100000 --repeat 3 (score_retrieval on 100,000 real-text cases,
@@ -268,6 +268,9 @@ def figures(rows: list[dict]) -> list[tuple[str, str, str, str, float | None, Ca
         ("run_eval, HTTP target, C = 64, L = 50 ms, real text: CPU per ask", "0.82–0.99 ms (issue 39)", "≤ 0.4 ms", "ms1",
          http, lambda v: v <= 0.4),
         ("a bare aiohttp client, the same asks and rounds: CPU per ask", "0.19–0.23 ms (issue 39)", "—", "ms1", aio, None),
+        # The HTTP stack's own part (no runner): C tasks calling HttpTarget.ask, beside the same aiohttp rounds.
+        ("evalkit's HTTP target alone, no runner, same asks and rounds: CPU per ask", "0.44 ms (2.1× aiohttp's) ⁵", "—",
+         "ms1", _one(ask, per_ask, job="target"), None),
         ("run_eval, python: target: CPU per call on top of a bare asyncio loop calling it", "0.30–0.44 ms (issue 39)",
          "≤ 0.15 ms", "ms1", None if py is None or loop is None else py - loop, lambda v: v <= 0.15),
         ("run_eval, HTTP target, C = 64, L = 50 ms, real text: efficiency", "—", "≥ 0.9 (quiet machine)", "eff",
@@ -364,7 +367,9 @@ def render(store: dict) -> str:
              "runs\" below has the reference, the code before, and the profile.",
              "⁴ Issue 39's figure (real text; the pages of that day's code). The report rows are measured on "
              "real-text runs (bench/real_runs.py) beside the page before issue 39 in the same rounds (\"Run report "
-             "at scale\" below has both, and the load)."]
+             "at scale\" below has both, and the load).",
+             "⁵ ask_cpu.py --jobs target aiohttp, 2026-11-29, before the HTTP target's asks moved to "
+             "Http11Connection (\"Runner CPU per ask\" below)."]
     return "\n".join([*head, "", *lines, *notes])
 
 

@@ -1,11 +1,11 @@
 """HttpTarget: a chatbot behind the /api/v1/ask contract (DESIGN.md §5), over httpx.
 
-One HTTP stack: an httpx transport (`evalkit.net.transport.ConnectionStack`: httpcore's
-HTTP/1.1 and h11's parser, one kept-alive connection per request in flight, asyncio
-underneath; httpx's own transport through a proxy the environment names) wrapped in
-`BoundedTransport` for the byte cap and the whole-try deadline; an httpx client only when
-the caller injects one. No HTTP is parsed here: a hand-written HTTP/1.1 client that once sat
-here was attack surface (bench/README.md, "One HTTP stack").
+One HTTP stack: an httpx transport (`evalkit.net.transport.ConnectionStack` of
+`Http11Connection`s: one kept-alive connection per request in flight, asyncio underneath,
+each answer parsed by httptools (llhttp); httpx's own transport through a proxy the
+environment names) wrapped in `BoundedTransport` for the byte cap and the whole-try
+deadline; an httpx client only when the caller injects one. No HTTP is parsed in this
+module (bench/README.md, "One HTTP stack", "Runner CPU per ask").
 """
 
 from __future__ import annotations
