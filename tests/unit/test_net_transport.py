@@ -68,7 +68,8 @@ class Server:
         self.port = self._sock.getsockname()[1]
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self._stop = False
-        threading.Thread(target=self._serve, daemon=True).start()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
 
     def _serve(self) -> None:
         while not self._stop:
@@ -97,7 +98,15 @@ class Server:
             conn.close()
 
     def close(self) -> None:
+        # Wake the accept() before closing: a thread still blocked in it on a closed socket's
+        # number accepts on whatever socket gets that number next (a later test's server,
+        # whose clients then got this server's answers).
         self._stop = True
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._thread.join(timeout=5)
         self._sock.close()
 
 
