@@ -65,6 +65,14 @@ class MetricVerdict(BaseModel):
         "paired", description="paired: the t-interval of the paired differences; ppi++: both runs have human grades, and "
         "the interval is of the difference of their PPI++-corrected means (EVAL.md, \"Corrected means\")"
     )
+    cases_per_conversation: float | None = Field(
+        None, description="conversation runs: the mean paired turns per conversation m̄; the interval, mde and "
+        "cases_needed are those of whole conversations (G − 1 degrees of freedom, the design effect in sd); null when "
+        "every case is its own unit"
+    )
+    more_conversations: int | None = Field(
+        None, description="conversation runs: more_cases as conversations of m̄ turns (rounded up); null otherwise"
+    )
     test: str | None = Field(description="the delta row's paired test (rows sharing it share the interval)")
 
 

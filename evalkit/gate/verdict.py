@@ -57,6 +57,7 @@ __all__ = [
     "build_verdict",
     "cases_to_settle",
     "classify",
+    "cluster_size",
     "default_margins",
     "format_change",
     "merge_label",
@@ -250,13 +251,20 @@ def classify(lo: float, hi: float, margin: float, direction: str) -> Label:
     return "inconclusive"
 
 
-def _half_width(variance: float, scale: float, n: int, confidence: float) -> float:
-    """The interval's half-width at n cases: t_{n−1}((1 + c)/2) · s/√n, s² = variance + R²/(n − 1)."""
-    return t_quantile((1.0 + confidence) / 2.0, n - 1) * math.sqrt(variance + scale * scale / (n - 1)) / math.sqrt(n)
+def _df(n: float, cluster_size: float) -> float:
+    """Degrees of freedom at n cases: n − 1, or G − 1 for G = n / m̄ clusters of m̄ cases on
+    average (paired_interval's cluster-robust form; never below 1)."""
+    return max(n / cluster_size - 1.0, 1.0)
+
+
+def _half_width(variance: float, scale: float, n: int, confidence: float, cluster_size: float = 1.0) -> float:
+    """The interval's half-width at n cases: t_{df}((1 + c)/2) · s/√n, s² = variance + R²/df (df: `_df`)."""
+    df = _df(n, cluster_size)
+    return t_quantile((1.0 + confidence) / 2.0, df) * math.sqrt(variance + scale * scale / df) / math.sqrt(n)
 
 
 def minimum_detectable(
-    variance: float, n: int, confidence: float, scale: float, power: float = DEFAULT_POWER
+    variance: float, n: int, confidence: float, scale: float, power: float = DEFAULT_POWER, cluster_size: float = 1.0,
 ) -> float | None:
     """The smallest true change Δ that the interval shows as a change (excludes 0 on its side)
     with probability `power`, counting the spread the change itself adds.
@@ -271,13 +279,20 @@ def minimum_detectable(
     the one root). Using v alone, the spread of a system that barely changed, promised power
     it did not have (issue 36: 3-20% at the printed value). None when even Δ = R would not be
     shown (no change on the metric's scale could be).
+
+    With clusters of m̄ = `cluster_size` cases (a conversation's turns), v is paired_interval's
+    n·Var(d̄) (the design effect folded in) and n − 1 becomes G − 1 = n/m̄ − 1, in the t and in
+    the guard: the same se² = Var(d̄) + R²/(n (G − 1)) the interval uses, so the power is that of
+    G conversations, not of n independent cases. The change's own spread is then the most a
+    change of Δ can have with clusters, whole conversations moving together: Δ·(R − Δ)·m̄.
     """
-    if n < 2:
+    if n < 2 or n / cluster_size < 2:
         return None
-    factor = (t_quantile((1.0 + confidence) / 2.0, n - 1) + _z(power)) / math.sqrt(n)
+    df = _df(n, cluster_size)
+    factor = (t_quantile((1.0 + confidence) / 2.0, df) + _z(power)) / math.sqrt(n)
 
     def shown(delta: float) -> bool:
-        return delta >= factor * math.sqrt(variance + delta * (scale - delta) + scale * scale / (n - 1))
+        return delta >= factor * math.sqrt(variance + delta * (scale - delta) * cluster_size + scale * scale / df)
 
     if not shown(scale):
         return None
@@ -292,16 +307,18 @@ def minimum_detectable(
 
 
 def unsettled_probability(
-    good_mean: float, variance: float, scale: float, margin: float, total: int, confidence: float
+    good_mean: float, variance: float, scale: float, margin: float, total: int, confidence: float,
+    cluster_size: float = 1.0,
 ) -> float:
     """P(the interval at `total` cases is still inconclusive: lo ≤ −δ and hi ≥ 0), read in the
     better direction, if the true change were `good_mean` and the variance `variance`.
 
     With se = s/√N and h = t · se, the mean lands in [−h, h − δ] exactly when lo ≤ −δ and
     hi ≥ 0; under the normal approximation of the mean that is Φ((h − δ − μ)/se) − Φ((−h − μ)/se).
-    Both ways out count: shown no worse than the margin, or shown worse.
+    Both ways out count: shown no worse than the margin, or shown worse. With clusters of
+    m̄ = `cluster_size` cases, df = N/m̄ − 1 (more cases come as more conversations of that size).
     """
-    df = total - 1
+    df = _df(total, cluster_size)
     se = math.sqrt(variance + scale * scale / df) / math.sqrt(total)
     h = t_quantile((1.0 + confidence) / 2.0, df) * se
     if h - margin < -h:
@@ -312,7 +329,7 @@ def unsettled_probability(
 
 def cases_to_settle(
     good_mean: float, variance: float, scale: float, margin: float, n: int, confidence: float,
-    power: float = DEFAULT_POWER,
+    power: float = DEFAULT_POWER, cluster_size: float = 1.0,
 ) -> int | None:
     """Paired cases that would settle an inconclusive verdict, either way, with probability
     `power`, if the true change were the observed one and the observed variance held.
@@ -323,7 +340,7 @@ def cases_to_settle(
     empty once 2h < δ, N is always finite; None only beyond 1,000,000 cases.
     """
     def settles(total: int) -> bool:
-        return unsettled_probability(good_mean, variance, scale, margin, total, confidence) <= 1.0 - power
+        return unsettled_probability(good_mean, variance, scale, margin, total, confidence, cluster_size) <= 1.0 - power
 
     lo, hi = n + 1, n + 1
     while not settles(hi):  # doubling, then bisection: the unsettled share falls as N grows
@@ -490,7 +507,12 @@ class Member:
     corrected: tuple[float, float] | None = None
 
 
-def _reason(label: str, direction: str, margin: float, ghi: float | None, more: int | None, n: int) -> str:
+def _more(more: int, conversations: int | None) -> str:
+    return f"{more:,} more paired cases" + ("" if conversations is None else f" (about {conversations:,} conversations)")
+
+
+def _reason(label: str, direction: str, margin: float, ghi: float | None, more: int | None, n: int,
+            conversations: int | None = None) -> str:
     """One sentence: why this label, in the metric's own direction."""
     higher = direction == "higher_is_better"
     bad, good = ("below", "above") if higher else ("above", "below")
@@ -513,13 +535,15 @@ def _reason(label: str, direction: str, margin: float, ghi: float | None, more: 
         return f"no worse than the margin: the interval stays {good} {bound} (an improvement beyond {good_bound} is not ruled out)"
     if more is None:
         return f"not settled: the interval reaches past {bound} and past 0, and over a million cases would not settle it"
-    return f"not settled: the interval reaches past {bound} and past 0; about {more:,} more paired cases would settle it either way"
+    return f"not settled: the interval reaches past {bound} and past 0; about {_more(more, conversations)} would settle it either way"
 
 
-def _too_few_reason(scale: float, n: int, margin: float, floor: float, more: int | None) -> str:
+def _too_few_reason(scale: float, n: int, margin: float, floor: float, more: int | None,
+                    conversations: int | None = None) -> str:
     """Issue 36: a margin finer than this many cases can show, said plainly: even a metric on
     which no case changed would have an interval of ±floor here."""
-    add = f"add about {more:,} cases of this kind" if more is not None else "add cases of this kind"
+    unit = "cases" if conversations is None else f"cases (about {conversations:,} conversations)"
+    add = f"add about {more:,} {unit} of this kind" if more is not None else "add cases of this kind"
     return (f"one case moves it by {scale / n:.3g} and even an unchanged metric's interval is ±{floor:.3g} at n = {n:,}: "
             f"this set cannot judge a {margin:g} margin; {add}")
 
@@ -547,11 +571,24 @@ def _corrected_verdict(m: Member, confidence: float) -> MetricVerdict:
     )
 
 
+def cluster_size(diff_count: int, clusters: Sequence[Any] | np.ndarray | None) -> float | None:
+    """m̄, the mean cases per cluster, when some cluster holds several cases (a conversation's
+    turns); None when every case is its own unit."""
+    if clusters is None or diff_count == 0:
+        return None
+    g = int(np.unique(np.asarray(clusters)).size)
+    return diff_count / g if 0 < g < diff_count else None
+
+
 def _metric_verdict(m: Member, confidence: float, power: float) -> MetricVerdict:
     if m.corrected is not None:
         return _corrected_verdict(m, confidence)
     scale = _scale(m.metric)
     iv = paired_interval(m.diff, scale=scale, confidence=confidence, clusters=m.clusters)
+    # The power figures read the interval's own unit: with conversations, G − 1 degrees of
+    # freedom and the design effect, and more cases come as more conversations of m̄ turns.
+    per = cluster_size(iv.n, m.clusters)
+    m_bar = per or 1.0
     changed = int(np.count_nonzero(m.diff))
     label: Label = "inconclusive"
     mde = needed = ghi = None
@@ -562,21 +599,23 @@ def _metric_verdict(m: Member, confidence: float, power: float) -> MetricVerdict
         if label != "identical":
             label = classify(iv.lo, iv.hi, m.margin, m.direction)
         ghi = _good(iv.lo, iv.hi, m.direction)[1]
-        mde = minimum_detectable(iv.variance or 0.0, iv.n, confidence, scale, power)
-        judgeable = _half_width(0.0, scale, iv.n, confidence) < m.margin
+        mde = minimum_detectable(iv.variance or 0.0, iv.n, confidence, scale, power, m_bar)
+        judgeable = _half_width(0.0, scale, iv.n, confidence, m_bar) < m.margin
         if label == "inconclusive":
             good_mean = iv.mean if m.direction == "higher_is_better" else -iv.mean
-            needed = cases_to_settle(good_mean, iv.variance or 0.0, scale, m.margin, iv.n, confidence, power)
+            needed = cases_to_settle(good_mean, iv.variance or 0.0, scale, m.margin, iv.n, confidence, power, m_bar)
     more = None if needed is None else needed - iv.n
-    reason = _reason(label, m.direction, m.margin, ghi, more, iv.n)
+    more_conversations = None if more is None or per is None else math.ceil(more / per)
+    reason = _reason(label, m.direction, m.margin, ghi, more, iv.n, more_conversations)
     if label == "inconclusive" and not judgeable and iv.n >= 2:
-        reason = _too_few_reason(scale, iv.n, m.margin, _half_width(0.0, scale, iv.n, confidence), more)
+        reason = _too_few_reason(scale, iv.n, m.margin, _half_width(0.0, scale, iv.n, confidence, m_bar), more,
+                                 more_conversations)
     return MetricVerdict(
         metric=m.metric, k=m.k, label=label_of(m.metric, m.k), direction=m.direction,  # type: ignore[arg-type]
         margin=m.margin, margin_source=m.source, n=iv.n, n_changed=changed, delta=iv.mean,
         ci=None if iv.lo is None else [iv.lo, iv.hi], sd=iv.sd, verdict=label, reason=reason, gated=m.gated,
         resolution=scale / iv.n if iv.n else None, judgeable=judgeable, mde=mde, cases_needed=needed,
-        more_cases=more, test=m.test,
+        more_cases=more, test=m.test, cases_per_conversation=per, more_conversations=more_conversations,
     )
 
 

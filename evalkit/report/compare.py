@@ -186,6 +186,8 @@ def verdict_cells(m: MetricVerdict) -> list[str]:
     corrected = m.interval == "ppi++"  # judged on the human-corrected means: no paired-case figures
     if m.verdict == "inconclusive":
         settle = "more grades" if corrected else "on the bound" if m.more_cases is None else f"+{m.more_cases:,}"
+        if m.more_conversations is not None:
+            settle += f" ({m.more_conversations:,} conv.)"
     return [
         label_of(m.metric, m.k) + (" (PPI++)" if corrected else "") + (f" {GATED_MARK}" if m.gated else ""), str(m.n),
         format_change(m.delta), interval, margin_bound(m), m.verdict,

@@ -91,3 +91,55 @@ def test_the_verdict_interval_uses_conversations_as_the_unit() -> None:
     # Wider than treating 14 turns as independent: the clustering costs degrees of freedom.
     flat = paired_interval(d, scale=1.0, confidence=0.9)
     assert iv.hi - iv.lo > flat.hi - flat.lo
+
+
+def test_the_detectable_change_is_that_of_whole_conversations() -> None:
+    # Honest power with conversations: 60 conversations of 4 turns, a change made of whole
+    # conversations losing a hit on every turn (the most spread a change of that size can
+    # have). The printed mde, shown with 80% power by construction, must be shown at least
+    # about that often by the conversation interval itself: simulated here with plain draws.
+    from evalkit.gate.verdict import minimum_detectable
+
+    g, m = 60, 4
+    n, confidence = g * m, 1 - 2 * 0.05 / 8
+    conv = np.repeat(np.arange(g), m)
+    mde = minimum_detectable(0.0, n, confidence, 1.0, cluster_size=m)
+    as_cases = minimum_detectable(0.0, n, confidence, 1.0)
+    assert mde is not None and as_cases is not None
+    # The conversations' figure is the larger: four correlated turns are not four cases.
+    assert mde > 1.5 * as_cases
+    rng = np.random.default_rng(11)
+    trials, shown, shown_at_case_mde = 2000, 0, 0
+    for _ in range(trials):
+        lost = np.repeat(rng.random(g) < mde, m).astype(float)
+        shown += paired_interval(-lost, scale=1.0, confidence=confidence, clusters=conv).hi < 0
+        lost = np.repeat(rng.random(g) < as_cases, m).astype(float)
+        shown_at_case_mde += paired_interval(-lost, scale=1.0, confidence=confidence, clusters=conv).hi < 0
+    assert shown / trials >= 0.75, shown / trials
+    # The per-case figure promised power it did not have.
+    assert shown_at_case_mde / trials < 0.5, shown_at_case_mde / trials
+
+
+def test_the_verdict_counts_more_conversations_to_settle() -> None:
+    # An inconclusive conversation verdict says how many more conversations would settle it,
+    # and its cases_needed settles it when drawn as whole conversations (simulated).
+    from evalkit.gate.verdict import Member, build_verdict
+
+    g, m = 40, 3
+    conv = np.repeat(np.arange(g), m)
+    rng = np.random.default_rng(2)
+    per_conv = rng.choice([-1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0], g)
+    d = np.repeat(per_conv, m)
+    v = build_verdict([Member("recall_any", 5, "higher_is_better", 0.05, "registry", d, None, "r", clusters=conv)],
+                      [], alpha=0.05).metrics[0]
+    assert v.cases_per_conversation == pytest.approx(m)
+    assert v.verdict == "inconclusive" and v.more_cases is not None
+    assert v.more_conversations == math.ceil(v.more_cases / m)
+    assert f"about {v.more_conversations:,} conversations" in v.reason
+    total_g = math.ceil(v.cases_needed / m)
+    settled = 0
+    for _ in range(1000):
+        draw = rng.choice(per_conv, total_g)
+        x = paired_interval(np.repeat(draw, m), scale=1.0, confidence=1 - 0.05 * 2, clusters=np.repeat(np.arange(total_g), m))
+        settled += x.lo > -0.05 or x.hi < 0
+    assert settled / 1000 >= 0.72, settled / 1000
