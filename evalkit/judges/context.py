@@ -194,25 +194,38 @@ def _chunk_key(chunk: Mapping[str, Any]) -> Any:
                                      (chunk.get("text") or "")[:200])
 
 
+# At most this many chunks of earlier turns join a turn's judge context, the latest turns'
+# first: a long conversation would otherwise send every chunk it ever retrieved (8 turns at
+# K = 20: 140 more chunks) with each late turn, for facts that are nearly always in the last
+# turn or two.
+EARLIER_TURN_CHUNKS = 20
+
+
 def with_earlier_turns(own: Sequence[Mapping[str, Any]],
-                       earlier: Sequence[tuple[int, Sequence[Mapping[str, Any]]]]) -> list[dict[str, Any]]:
+                       earlier: Sequence[tuple[int, Sequence[Mapping[str, Any]]]],
+                       limit: int = EARLIER_TURN_CHUNKS) -> list[dict[str, Any]]:
     """A conversation turn's judge context (DESIGN.md §10): its own chunks in rank order, then
     what the turns before it retrieved, the latest turn first, each chunk once and marked
-    `earlier_turn: n`. An answer that reuses a fact an earlier turn retrieved is grounded by
-    it; the turn's own retrieval metrics read only its own chunks.
+    `earlier_turn: n`, at most `limit` of them. An answer that reuses a fact an earlier turn
+    retrieved is grounded by it; the turn's own retrieval metrics read only its own chunks.
 
     Args:
         own: the turn's chunks (full text where the caller has it).
         earlier: (turn, its chunks) of the turns before it.
+        limit: the most earlier-turn chunks added.
     """
     out = [dict(c) for c in own]
     seen = {_chunk_key(c) for c in out}
+    added = 0
     for turn, chunks in sorted(earlier, key=lambda t: -t[0]):
         for c in chunks:
+            if added >= limit:
+                return out
             key = _chunk_key(c)
             if key not in seen:
                 seen.add(key)
                 out.append({**c, "earlier_turn": turn})
+                added += 1
     return out
 
 
