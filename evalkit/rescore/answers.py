@@ -426,6 +426,11 @@ async def _judge_run(
         contexts, context, why = _recover_contexts(records, selected, cfg, vault)
         if any(record_turn(records[i]) is not None for i in selected):  # a conversation's turns see the earlier ones' chunks
             contexts = conversation_contexts(records, selected, contexts, context_source(cfg, vault).reader)
+            # A turn is judged on cut text when an earlier turn's chunk it is shown stayed cut too.
+            context["cases_judged_on_cut_text"] = sum(
+                1 for i in selected
+                if _reads_context(records[i]) and any(c.get("text_truncated") for c in contexts.get(i) or ())
+            )
         n_cut = context["cases_judged_on_cut_text"]
         if n_cut and not allow_truncated_context:
             raise InputError(

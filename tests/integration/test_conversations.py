@@ -324,3 +324,35 @@ def test_retry_errors_redoes_a_failed_turn_and_the_turns_after_it(tmp_path: Path
     by_id = {r["test_case_id"]: r for r in records}
     assert not by_id["c0#2"].get("error") and by_id["c0#3"]["answer"] == "answer to Third? after 4 messages"
     assert by_id["c0#1"] == first["c0#1"] and by_id["q"] == first["q"]  # finished ones are not asked again
+
+
+def test_a_turn_shown_an_earlier_turns_cut_chunk_counts_as_judged_on_cut_text(tmp_path: Path) -> None:
+    # The earlier turns' chunks a turn's judge sees are part of its context: if they stay cut
+    # (the notes are gone), the turn is judged on cut text, and judge_answers refuses without
+    # --allow-truncated-context even when the turn's own chunks are whole.
+    import shutil
+    import subprocess
+    import sys
+
+    vault = tmp_path / "vault"
+    shutil.copytree(VAULT, vault)
+    run = run_eval_api(eval_set=CONVERSATIONS, vault=vault, results_dir=tmp_path, run_id="c", retrieval_only=True)
+    shutil.rmtree(vault)
+    path = run.run_dir / "results.jsonl"
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    cut = {c["chunk_id"] for r in records if r["test_case_id"] in ("sv-conv-01#1", "sv-conv-01#2")
+           for c in r["retrieved_chunks"] if c.get("text_truncated")}
+    assert cut  # the incident note's long sections are stored cut
+    for r in records:  # the third turn's own chunks: none of those, and whole (as --store-full-text stores them)
+        if r["test_case_id"] == "sv-conv-01#3":
+            r["retrieved_chunks"] = [{**c, "text_truncated": False} for c in r["retrieved_chunks"] if c["chunk_id"] not in cut]
+            assert r["retrieved_chunks"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    judge = [sys.executable, str(ROOT / "scripts" / "judge_answers.py"), "--run-id", "c", "--results-dir", str(tmp_path),
+             "--judge-provider", "heuristic", "--no-cache", "--ids", "sv-conv-01#3"]
+    done = subprocess.run(judge, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "1 of 1 cases to judge hold chunk text cut to 200 characters" in done.stderr
+    done = subprocess.run([*judge, "--allow-truncated-context"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "1 of 1 cases are judged on truncated (200-char) context" in done.stdout + done.stderr
