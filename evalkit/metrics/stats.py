@@ -77,6 +77,7 @@ class PairedValues:
         n_excluded_a: cases run a did not score while run b did (excluded because of a).
         n_excluded_b: cases run b did not score while run a did.
         n_neither: cases neither run scored (metric not applicable, or both failed).
+        kept: the mask over the input cases of the n kept (aligns per-case labels with a, b).
     """
 
     a: np.ndarray
@@ -84,6 +85,7 @@ class PairedValues:
     n_excluded_a: int
     n_excluded_b: int
     n_neither: int
+    kept: np.ndarray
 
     @property
     def n(self) -> int:
@@ -183,6 +185,7 @@ def paired(a: ArrayLike, b: ArrayLike) -> PairedValues:
         n_excluded_a=int(np.count_nonzero(miss_a & ~miss_b)),
         n_excluded_b=int(np.count_nonzero(miss_b & ~miss_a)),
         n_neither=int(np.count_nonzero(miss_a & miss_b)),
+        kept=keep,
     )
 
 
@@ -546,15 +549,13 @@ def rng_for(seed: int, key: str) -> np.random.Generator:
     return np.random.default_rng(_seed_sequence(seed, key))
 
 
-def _groups(a: ArrayLike, b: ArrayLike, clusters: ArrayLike) -> np.ndarray | None:
-    """The cluster of each case `paired` keeps, numbered 0..G-1; None when no cluster holds
+def _groups(pv: PairedValues, clusters: ArrayLike) -> np.ndarray | None:
+    """The cluster of each case `paired` kept, numbered 0..G-1; None when no cluster holds
     two of them (the case is then the unit, and the numbers are the unclustered ones)."""
-    va, vb = _column(a, "a"), _column(b, "b")
     labels = np.asarray(clusters)
-    if labels.shape != va.shape:
-        raise ValueError(f"expected one cluster label per case: {labels.shape[0]} labels for {va.shape[0]} cases")
-    kept = labels[~(np.isnan(va) | np.isnan(vb))]
-    _, numbered = np.unique(kept, return_inverse=True)
+    if labels.shape != pv.kept.shape:
+        raise ValueError(f"expected one cluster label per case: {labels.shape[0]} labels for {pv.kept.shape[0]} cases")
+    _, numbered = np.unique(labels[pv.kept], return_inverse=True)
     return numbered if numbered.size and int(np.bincount(numbered).max()) > 1 else None
 
 
@@ -669,7 +670,7 @@ def compare_paired(
     ci_method = p_method = None
     drawn = 0
     delta = math.fsum(d.tolist()) / n if n else None
-    groups = _groups(a, b, clusters) if clusters is not None and n else None
+    groups = _groups(pv, clusters) if clusters is not None and n else None
     if groups is not None:
         sums, sizes = _cluster_sums(d, groups)
         mean = float(d.mean())
