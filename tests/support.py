@@ -20,6 +20,9 @@ retrieval_only, no_probe, retries and the rest where they matter to it.
 
 Cases: `make_case(id, **fields)` is one eval-set line (answerable, no gold support unless
 given); `eval_case(...)` validates it into an EvalCase; `write_eval_set(path, cases)`.
+`bundled_cases()` is eval_set.jsonl as the harness reads it (a conversation's line becomes
+one case per turn, `id#n`); `bundled_lines(turns=...)` its raw lines, only the single
+questions (False) or only the conversations (True).
 
 Result folders: `write_run(results, run_id, records)` writes a run folder (results.jsonl and a
 config.json) as the judge, label and report tests start from; `read_records(run_dir)` reads
@@ -145,6 +148,20 @@ def eval_case(case_id: str | int = "c1", **fields: Any) -> Any:
     from evalkit.schema import EvalCase
 
     return EvalCase.model_validate(make_case(case_id, **fields))
+
+
+def bundled_cases(path: Path | None = None) -> list[dict[str, Any]]:
+    """The bundled eval set's cases as run_eval reads them: each conversation turn its own
+    case (`sv-conv-01#2`), every field with its default, in file order."""
+    from evalkit.evalset.load import load_eval_set
+
+    return [c.model_dump(mode="json") for c in load_eval_set([path or ROOT / "eval_set.jsonl"]).cases]
+
+
+def bundled_lines(path: Path | None = None, *, turns: bool | None = None) -> list[str]:
+    """The bundled eval set's raw lines; `turns=False` the single questions, `True` the conversations."""
+    lines = (path or ROOT / "eval_set.jsonl").read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if line.strip() and (turns is None or ("turns" in json.loads(line)) == turns)]
 
 
 def write_eval_set(path: Path, cases: Iterable[Mapping[str, Any]]) -> Path:

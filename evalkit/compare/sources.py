@@ -229,7 +229,8 @@ def ranked_chunks(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 def slim_record(record: Mapping[str, Any], *, first: bool = False) -> dict[str, Any]:
     """The fields of a results.jsonl record that aggregation and comparison read, and no more.
 
-    Kept: the case's id, question, slicing fields and gold anchors; the answer and its
+    Kept: the case's id, question, slicing fields (a conversation turn's place among them)
+    and gold anchors, a turn's history; the answer and its
     references (anchors only); the top chunks (anchors and rank, no text); the retrieval
     metrics; judge scores and judge errors; abstention; the error kind; latency and cost.
     `indexing_coverage` is kept on the first record only (aggregation reads the first one).
@@ -241,7 +242,7 @@ def slim_record(record: Mapping[str, Any], *, first: bool = False) -> dict[str, 
         Rec.CASE_INDEX: record.get(Rec.CASE_INDEX),
         "case": {
             **{key: case.get(key) for key in ("id", "answerable", "tags", "category", "difficulty", "domain")},
-            **{key: case[key] for key in ("language", "doc_language") if case.get(key) is not None},
+            **{key: case[key] for key in ("language", "doc_language", "conversation") if case.get(key) is not None},
             "gold_supports": [_ref(s) for s in (case.get("gold_supports") or [])],
         },
         "question": record.get("question") or case.get("question"),
@@ -254,6 +255,8 @@ def slim_record(record: Mapping[str, Any], *, first: bool = False) -> dict[str, 
             if key in rm
         },
     }
+    if record.get("history") is not None:  # a conversation turn: what it was sent, as flips show it
+        out["history"] = record["history"]
     recency = rm.get("recency")
     if isinstance(recency, Mapping):
         out[Rec.RETRIEVAL_METRICS]["recency"] = {"pass": recency.get("pass")}

@@ -98,3 +98,7 @@ def test_a_run_against_itself_and_against_its_baseline_file(two_runs, tmp_path):
     vs_run = _compare(two_runs, "--format", "json")
     a, b = json.loads(vs_file.stdout), json.loads(vs_run.stdout)
     assert a["deltas"] == b["deltas"] and a["flips"] == b["flips"] and a["gate"] == b["gate"]
+    # The bundled set's conversations are resampled whole against a baseline file too (it keeps
+    # each turn's place and history).
+    turns = '"conversation"' in (two_runs / "a" / "results.jsonl").read_text(encoding="utf-8")
+    assert a["stats"]["unit"] == b["stats"]["unit"] == ("conversation" if turns else "case")

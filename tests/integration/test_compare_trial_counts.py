@@ -25,7 +25,7 @@ def test_a_three_trial_run_compares_with_a_single_trial_run(tmp_path: Path) -> N
     assert out.exit_code == 0, out.output
     body = json.loads(out.stdout)
     assert body["invariants"]["violations"] == []
-    assert body["n"]["paired"] == body["n"]["a"] == body["n"]["b"] == 59  # cases, not records
+    assert body["n"]["paired"] == body["n"]["a"] == body["n"]["b"] == 66  # cases (59 questions, 7 turns), not records
     assert any("asked each case 1 time(s), run b 3" in n for n in body["notes"])
     # the reference chatbot is deterministic: every trial mean equals the single answer's value
     (row,) = [r for r in body["deltas"] if r["metric"] == "recall_any" and r["scope"] == "overall" and r["k"] == 5]

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from evalkit.cli.main import app
 from evalkit.evalset import lock as lk
-from tests.support import run_eval_api
+from tests.support import bundled_cases, run_eval_api
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +49,7 @@ def v1(tmp_path: Path) -> Path:
 
 def test_lock_list_remove(v1: Path, tmp_path: Path) -> None:
     lock = tmp_path / "eval_sets.lock"
-    n = sum(1 for line in v1.read_text().splitlines() if line.strip())
+    n = len(bundled_cases(v1))  # a conversation's turns are cases
 
     out = _evalkit("lock", v1, "--run-id", "base")
     assert out.exit_code == 0, out.output

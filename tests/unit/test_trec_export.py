@@ -22,7 +22,7 @@ from evalkit.interop.importers.base import ImportOptions
 from evalkit.interop.importers.docids import load_docid_map
 from evalkit.interop.trec import export_trec, trec_docid
 from evalkit.metrics.retrieval import score_case_retrieval
-from tests.support import run_eval_api, write_run
+from tests.support import bundled_cases, run_eval_api, write_run
 
 ranx = pytest.importorskip("ranx")
 pytestmark = [pytest.mark.filterwarnings("ignore:unsafe cast"), pytest.mark.xdist_group("ranx")]  # numba, inside ranx
@@ -49,7 +49,8 @@ def _ranx(out: Path, names: list[str]) -> dict[str, float]:
 def test_anchor_export_reproduces_recall_mrr_ndcg(sample_run, tmp_path: Path) -> None:
     results, run_id, ours = sample_run
     res = export_trec(run_id, tmp_path, unit="anchor", results_dir=results)
-    assert res.n_queries == ours["n"] == 51 and res.excluded == {"unanswerable": 8, "unlabeled": 0, "no_relevant": 0}
+    # 51 answerable single questions and 7 conversation turns (eval_set.jsonl), 8 unanswerable
+    assert res.n_queries == ours["n"] == 58 and res.excluded == {"unanswerable": 8, "unlabeled": 0, "no_relevant": 0}
     got = _ranx(tmp_path, ["recall@10", "hit_rate@10", "mrr@10", "ndcg_burges@10", "ndcg@10", "precision@10", "map@10",
                            "r-precision"])
     assert got["map@10"] == pytest.approx(ours["map"], abs=1e-9)
@@ -100,7 +101,7 @@ def test_note_export_round_trips_through_import(sample_run, tmp_path: Path) -> N
     res = export_trec(run_id, tmp_path, unit="note", results_dir=results)
     cases = import_cases("trec", [res.topics_path, res.qrels_path],
                          ImportOptions(docid_map=load_docid_map(res.docids_path)))
-    original = {json.loads(line)["id"]: json.loads(line) for line in (ROOT / "eval_set.jsonl").read_text().splitlines()}
+    original = {c["id"]: c for c in bundled_cases()}  # a conversation's turns are cases of their own
     exported = [c for c in original.values() if c.get("answerable", True) and c.get("gold_supports")]
     assert [c.case["id"] for c in cases] == [c["id"] for c in exported]
     for c in cases:
@@ -230,13 +231,13 @@ def test_cli_export_latest_and_import(sample_run, tmp_path: Path) -> None:
                               "--output", str(tmp_path / "x"), "--json"])
     assert out.exit_code == 0, out.output
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got["run_id"] == "r1" and got["n_queries"] == 51 and got["files"]["docids"].endswith("docids.tsv")
+    assert got["run_id"] == "r1" and got["n_queries"] == 58 and got["files"]["docids"].endswith("docids.tsv")
     es = tmp_path / "es.jsonl"
     out = runner.invoke(app, ["import", "--format", "trec", "--topics", str(tmp_path / "x" / "topics.tsv"),
                               "--qrels", str(tmp_path / "x" / "qrels.trec"),
                               "--docid-map", str(tmp_path / "x" / "docids.tsv"), "--output", str(es)])
     assert out.exit_code == 0, out.output
-    assert "wrote 51 cases" in out.stdout and len(es.read_text().splitlines()) == 51
+    assert "wrote 58 cases" in out.stdout and len(es.read_text().splitlines()) == 58
 
 
 @pytest.mark.parametrize("args, message", [
