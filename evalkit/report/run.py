@@ -299,15 +299,20 @@ def conversation_lines(metrics: Mapping[str, Any]) -> list[str]:
 
     first = conv.get("first_failure_by_turn") or {}
     failing = ", ".join(f"turn {t} ×{n}" for t, n in first.items() if t != "none") or "none"
+    stages = ", ".join(f"{stage} ×{n}" for stage, n in (conv.get("first_failure_stage") or {}).items())
     per_conv = conv.get("recall_at_k_avg")
     invariants = metrics.get(Met.INVARIANTS) if isinstance(metrics.get(Met.INVARIANTS), Mapping) else {}
+    checked = (conv.get("n") or {}).get("pass_rate") or 0
+    rate = conv.get("pass_rate")
+    passing = "—" if rate is None else f"{round(rate * checked)} of {checked} conversations"
+    # One line each, so that none outgrows 80 columns (the terminal wraps them mid-phrase).
     return [
         f"conversations: {conv.get('n_conversations')}, {conv.get('n_turns')} turns, --history "
         f"{invariants.get('history', '?')}",
         f"  Recall@{k}: first turns {recall(by_turn.get('first'))}, follow-ups {recall(by_turn.get('follow-up'))}, "
         f"per conversation {'—' if per_conv is None else f'{per_conv:.3f}'}",
-        f"  every checked turn passes in {'—' if conv.get('pass_rate') is None else format(conv['pass_rate'], '.3f')} "
-        f"of them; first failing turn: {failing}",
+        f"  every checked turn passes: {passing}",
+        f"  first failing turn: {failing}" + (f" ({stages})" if stages else ""),
     ]
 
 

@@ -231,8 +231,8 @@ def test_partial_and_failed_runs_are_not_points_of_the_trend_lines(
     results = made[0]
     status = {r["run_id"]: (r["status"], r["status_note"]) for r in trend_view(results)["runs"]}
     assert status == {
-        "t1-base": ("ok", None), "t2-abstain-05": ("ok", None), "t3-limit-4": ("partial", "4 of 59 cases (--limit 4)"),
-        "t4-all-failed": ("failed", "the target failed every case (59 of 59)"), "t5-k-10": ("ok", None), "t6-slow-long-ids": ("ok", None),
+        "t1-base": ("ok", None), "t2-abstain-05": ("ok", None), "t3-limit-4": ("partial", "4 of 66 cases (--limit 4)"),
+        "t4-all-failed": ("failed", "the target failed every case (66 of 66)"), "t5-k-10": ("ok", None), "t6-slow-long-ids": ("ok", None),
     }
     page = _open(report_page, trend_pages["runs"], 1400, shots / "trend-apart-1400.png")
     for key in ("recall_any", "mrr", "ndcg", "latency_p95"):
@@ -244,7 +244,7 @@ def test_partial_and_failed_runs_are_not_points_of_the_trend_lines(
         assert len((line.get_attribute("points") or "").split()) == 3
         apart = {g.get_attribute("data-kind"): g.locator("title").text_content() for g in chart.locator("g.apart").all()}
         assert set(apart) == {"partial", "failed"}
-        assert apart["partial"].startswith("t3-limit-4: partial run, 4 of 59 cases") and apart["failed"].startswith("t4-all-failed: failed run")
+        assert apart["partial"].startswith("t3-limit-4: partial run, 4 of 66 cases") and apart["failed"].startswith("t4-all-failed: failed run")
         legend = " ".join(chart.locator("text").all_text_contents())
         assert "partial run (not on the lines)" in legend and "failed run (not on the lines)" in legend
     rows = page.locator("#run-table tbody tr")  # oldest first: t3 and t4 are the third and fourth

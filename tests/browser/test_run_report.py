@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.browser.hostile import IMG, SCRIPT, make_hostile_run
+from tests.support import bundled_lines
 
 N_CASES = 12
 
@@ -195,12 +196,11 @@ def test_a_conversations_turn_shows_the_turns_before_it(report_page: Any, tmp_pa
     from evalkit import run_eval
     from evalkit.report.html.run import write_run_report
 
-    root = Path(__file__).resolve().parents[2]
     bot = tmp_path / "bot.py"
     bot.write_text(f"def ask(request):\n    return {{'answer': {SCRIPT!r}, 'references': [], 'abstained': False, "
                    "'debug': {'retrieved_chunks': []}}\n")
-    lines = (root / "eval_set.conversations.jsonl").read_text(encoding="utf-8").splitlines()
-    (tmp_path / "es.jsonl").write_text(lines[1] + "\n", encoding="utf-8")  # sv-conv-02: two turns
+    (line,) = [x for x in bundled_lines(turns=True) if '"sv-conv-02"' in x]  # two turns
+    (tmp_path / "es.jsonl").write_text(line + "\n", encoding="utf-8")
     with ThreadPoolExecutor(1) as pool:
         pool.submit(run_eval, eval_set=str(tmp_path / "es.jsonl"), target=f"python:{bot}:ask", retrieval_only=True,
                     results_dir=str(tmp_path / "r"), run_id="conv", no_probe=True).result()
@@ -211,6 +211,6 @@ def test_a_conversations_turn_shows_the_turns_before_it(report_page: Any, tmp_pa
     second = details.nth(1)
     second.locator("ol.chunks, h4").first.wait_for()
     text = second.inner_text()
-    question = json.loads(lines[1])["turns"][0]["question"]
+    question = json.loads(line)["turns"][0]["question"]
     assert "sv-conv-02 · turn 2 of 2" in text and f"you: {question}" in text and f"bot: {SCRIPT[:200]}" in text
     assert report_page.problems() == {k: [] for k in report_page.problems()}

@@ -2,9 +2,10 @@
 turn; a later turn is asked with the turns before it; each turn is scored as a case and
 the run says how conversations fare.
 
-The bundled eval_set.conversations.jsonl holds three conversations over sample_vault whose
-follow-ups ("What action items came out of it?") name nothing: the reference chatbot finds
-their note only when it searches with the earlier questions (ReferenceConfig.history_questions).
+The bundled eval_set.jsonl holds three conversations over sample_vault (tagged
+`conversation`; the `conversations` fixture is them alone) whose follow-ups ("What action
+items came out of it?") name nothing: the reference chatbot finds their note only when it
+searches with the earlier questions (ReferenceConfig.history_questions).
 """
 
 from __future__ import annotations
@@ -14,13 +15,20 @@ import math
 from pathlib import Path
 
 import pytest
-from tests.support import ROOT, read_records, run_eval_api, write_eval_set
+from tests.support import ROOT, bundled_lines, read_records, run_eval_api, write_eval_set
 
 from evalkit.errors import BadConfig, InputError
 from evalkit.evalset.load import load_eval_set, read_eval_set
 
-CONVERSATIONS = ROOT / "eval_set.conversations.jsonl"
 VAULT = ROOT / "sample_vault"
+
+
+@pytest.fixture(scope="module")
+def conversations(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled eval set's three conversations alone (7 turns)."""
+    path = tmp_path_factory.mktemp("conversations") / "conversations.jsonl"
+    path.write_text("".join(line + "\n" for line in bundled_lines(turns=True)), encoding="utf-8")
+    return path
 
 # A python: target that answers each turn with the history it was sent, so the test can
 # read what each request carried; it sleeps a little at random to shuffle the workers.
@@ -74,8 +82,8 @@ def test_a_bad_conversation_is_named_to_its_turn_and_field(tmp_path: Path, line:
     assert len(es) == 0  # a conversation with a bad turn runs not even its good ones
 
 
-def test_follow_ups_fail_without_history_and_pass_with_it(tmp_path: Path) -> None:
-    runs = {mode: run_eval_api(eval_set=CONVERSATIONS, vault=VAULT, retrieval_only=True, results_dir=tmp_path,
+def test_follow_ups_fail_without_history_and_pass_with_it(tmp_path: Path, conversations: Path) -> None:
+    runs = {mode: run_eval_api(eval_set=conversations, vault=VAULT, retrieval_only=True, results_dir=tmp_path,
                                run_id=mode, history=mode) for mode in ("live", "none", "reference")}
     recall = {mode: {k: v["recall_at_k_avg"] for k, v in r.metrics["by_turn"].items()} for mode, r in runs.items()}
     # Measured with the reference chatbot (history_questions = 3) on sample_vault at K = 5.
@@ -129,8 +137,8 @@ def test_reference_history_needs_every_earlier_answer(tmp_path: Path) -> None:
         run_eval_api(eval_set=es, vault=VAULT, retrieval_only=True, results_dir=tmp_path, history="reference")
 
 
-def test_selection_keeps_conversations_whole(tmp_path: Path) -> None:
-    both = dict(eval_set=CONVERSATIONS, vault=VAULT, retrieval_only=True, results_dir=tmp_path)
+def test_selection_keeps_conversations_whole(tmp_path: Path, conversations: Path) -> None:
+    both = dict(eval_set=conversations, vault=VAULT, retrieval_only=True, results_dir=tmp_path)
     assert [r["test_case_id"] for r in read_records(run_eval_api(**both, run_id="one", ids=["sv-conv-02"]).run_dir)] == [
         "sv-conv-02#1", "sv-conv-02#2"]
     # --limit counts a conversation once; a turn's id brings its whole conversation.
@@ -157,11 +165,11 @@ def test_a_resumed_conversation_goes_on_from_its_first_unfinished_turn(tmp_path:
     assert records[2]["answer"] == "answer to Third? after 4 messages"
 
 
-def test_compare_refuses_runs_asked_with_other_history(tmp_path: Path) -> None:
+def test_compare_refuses_runs_asked_with_other_history(tmp_path: Path, conversations: Path) -> None:
     from evalkit.compare import compare_runs
 
     for mode in ("live", "none"):
-        run_eval_api(eval_set=CONVERSATIONS, vault=VAULT, retrieval_only=True, results_dir=tmp_path, run_id=mode, history=mode)
+        run_eval_api(eval_set=conversations, vault=VAULT, retrieval_only=True, results_dir=tmp_path, run_id=mode, history=mode)
     with pytest.raises(InputError, match="history modes differ"):
         compare_runs("live", "none", results_dir=tmp_path)
     # Asked for (with and without the history is the comparison a user wants), every number
@@ -183,10 +191,10 @@ def test_a_single_question_request_is_unchanged(tmp_path: Path) -> None:
     json.dumps(body)
 
 
-def test_compare_resamples_conversations(tmp_path: Path) -> None:
+def test_compare_resamples_conversations(tmp_path: Path, conversations: Path) -> None:
     from evalkit.compare import compare_runs
 
-    both = dict(eval_set=CONVERSATIONS, vault=VAULT, retrieval_only=True, results_dir=tmp_path)
+    both = dict(eval_set=conversations, vault=VAULT, retrieval_only=True, results_dir=tmp_path)
     run_eval_api(**both, run_id="a")
     run_eval_api(**both, run_id="b", params={"history_questions": 0})
     c = compare_runs("a", "b", results_dir=tmp_path)
@@ -208,7 +216,7 @@ def test_compare_resamples_conversations(tmp_path: Path) -> None:
     assert compare_runs("a", "b", results_dir=tmp_path / "s").stats.unit == "case"
 
 
-def test_labeling_writes_a_turn_back_into_its_conversation(tmp_path: Path) -> None:
+def test_labeling_writes_a_turn_back_into_its_conversation(tmp_path: Path, conversations: Path) -> None:
     # Issue 40 item 6: --accept-top labels an unlabeled turn, asked with the turns before it;
     # the turn's gold supports land in its own object of the line's `turns`, nothing else moves.
     import asyncio
@@ -216,7 +224,7 @@ def test_labeling_writes_a_turn_back_into_its_conversation(tmp_path: Path) -> No
     from evalkit.authoring.labeling import EvalSetFile, accept_top
     from evalkit.targets import build_target
 
-    lines = CONVERSATIONS.read_text(encoding="utf-8").splitlines()
+    lines = conversations.read_text(encoding="utf-8").splitlines()
     first = json.loads(lines[0])
     del first["turns"][1]["gold_supports"]
     es = tmp_path / "es.jsonl"
@@ -245,13 +253,13 @@ def test_labeling_writes_a_turn_back_into_its_conversation(tmp_path: Path) -> No
     load_eval_set([es])  # still a valid eval set
 
 
-def test_a_turns_judge_sees_the_earlier_turns_chunks_in_a_run_and_a_rejudge_alike(tmp_path: Path) -> None:
+def test_a_turns_judge_sees_the_earlier_turns_chunks_in_a_run_and_a_rejudge_alike(tmp_path: Path, conversations: Path) -> None:
     # Issue 40 item 4: an answer that reuses what an earlier turn retrieved is grounded by it.
     # The run's judge and judge_answers build the same context, so they give one number.
     import subprocess
     import sys
 
-    run = run_eval_api(eval_set=CONVERSATIONS, vault=VAULT, results_dir=tmp_path, run_id="j", judge_provider="heuristic")
+    run = run_eval_api(eval_set=conversations, vault=VAULT, results_dir=tmp_path, run_id="j", judge_provider="heuristic")
     first = {r["test_case_id"]: r for r in read_records(run.run_dir)}
     third = first["sv-conv-01#3"]
     own = [c["chunk_id"] for c in third["retrieved_chunks"]]
@@ -270,30 +278,30 @@ def test_a_turns_judge_sees_the_earlier_turns_chunks_in_a_run_and_a_rejudge_alik
         assert again[case_id]["groundedness"]["score"] == rec["groundedness"]["score"], case_id
 
 
-def test_validate_counts_turns_and_conversations() -> None:
+def test_validate_counts_turns_and_conversations(conversations: Path) -> None:
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "validate.py"), "--eval-set", str(CONVERSATIONS), "--vault",
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "validate.py"), "--eval-set", str(conversations), "--vault",
                            str(VAULT)], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert "8 gold anchors of 7 cases (7 turns of 3 conversations) checked against vault" in done.stdout
     assert done.stdout.rstrip().endswith("evalkit: 7 cases (7 turns of 3 conversations) OK")
 
 
-def test_shards_keep_conversations_whole_and_merge(tmp_path: Path) -> None:
+def test_shards_keep_conversations_whole_and_merge(tmp_path: Path, conversations: Path) -> None:
     # A conversation's turns go to the shard of its id; `evalkit merge` checks records by the
     # same rule (it once hashed each turn's own id and refused the merge).
     from evalkit.run.merge import merge_runs
 
-    both = dict(eval_set=CONVERSATIONS, vault=VAULT, retrieval_only=True, results_dir=tmp_path, run_id="s")
+    both = dict(eval_set=conversations, vault=VAULT, retrieval_only=True, results_dir=tmp_path, run_id="s")
     # sha256 of the ids puts sv-conv-01 and -02 in shard 3/3 and sv-conv-03 in 1/3 (2/3 is empty).
     shards = [run_eval_api(**both | {"run_id": f"s-{n}"}, shard=f"{n}/3") for n in (1, 2, 3)]
     held = [[r["case"]["conversation"]["id"] for r in read_records(s.run_dir)] if (s.run_dir / "results.jsonl").exists()
             else [] for s in shards]
     assert held == [["sv-conv-03"] * 2, [], ["sv-conv-01"] * 3 + ["sv-conv-02"] * 2]
     merged = merge_runs(["s-1", "s-2", "s-3"], results_dir=tmp_path, run_id="all")
-    ids = [c.id for c in load_eval_set([CONVERSATIONS]).cases]
+    ids = [c.id for c in load_eval_set([conversations]).cases]
     assert sorted(r["test_case_id"] for r in read_records(merged.run_dir)) == sorted(ids) and len(ids) == 7
     assert merged.metrics["conversations"]["n_conversations"] == 3
 
@@ -326,7 +334,7 @@ def test_retry_errors_redoes_a_failed_turn_and_the_turns_after_it(tmp_path: Path
     assert by_id["c0#1"] == first["c0#1"] and by_id["q"] == first["q"]  # finished ones are not asked again
 
 
-def test_a_turn_shown_an_earlier_turns_cut_chunk_counts_as_judged_on_cut_text(tmp_path: Path) -> None:
+def test_a_turn_shown_an_earlier_turns_cut_chunk_counts_as_judged_on_cut_text(tmp_path: Path, conversations: Path) -> None:
     # The earlier turns' chunks a turn's judge sees are part of its context: if they stay cut
     # (the notes are gone), the turn is judged on cut text, and judge_answers refuses without
     # --allow-truncated-context even when the turn's own chunks are whole.
@@ -336,7 +344,7 @@ def test_a_turn_shown_an_earlier_turns_cut_chunk_counts_as_judged_on_cut_text(tm
 
     vault = tmp_path / "vault"
     shutil.copytree(VAULT, vault)
-    run = run_eval_api(eval_set=CONVERSATIONS, vault=vault, results_dir=tmp_path, run_id="c", retrieval_only=True)
+    run = run_eval_api(eval_set=conversations, vault=vault, results_dir=tmp_path, run_id="c", retrieval_only=True)
     shutil.rmtree(vault)
     path = run.run_dir / "results.jsonl"
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]

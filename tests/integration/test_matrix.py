@@ -67,7 +67,7 @@ def test_matrix_json_records_presets_runs_table_and_verdict(matrix_run: tuple[Pa
     assert doc["presets"][2]["flags"] == {"latency_budget_ms": 5000}
     rows = {r["preset"]: r for r in doc["rows"]}
     assert [r["run_id"] for r in doc["rows"]] == ["mx-bad", "mx-default", "mx-tuned"]
-    assert all(r["n"] == 59 for r in doc["rows"])
+    assert all(r["n"] == 66 for r in doc["rows"])  # 59 questions and 7 conversation turns
     assert rows["bad"]["metric_value"] < rows["default"]["metric_value"] < rows["tuned"]["metric_value"]
     assert rows["default"]["vs_previous"]["significant"] is True
     assert rows["tuned"]["vs_previous"]["significant"] is False
@@ -154,7 +154,7 @@ def test_a_stopped_matrix_is_finished_with_resume(matrix_run: tuple[Path, int, s
     assert code == 0, err
     for preset in ("bad", "default", "tuned"):
         ids = [json.loads(line)["test_case_id"] for line in (results / f"mx-{preset}" / "results.jsonl").read_bytes().splitlines()]
-        assert len(ids) == len(set(ids)) == 59, preset
+        assert len(ids) == len(set(ids)) == 66, preset
     # The same table as the matrix that was never stopped (its runs' scores are deterministic).
     mine, theirs = (json.loads((d / "mx.matrix.json").read_text()) for d in (results, done / "results"))
     assert [r["values"] for r in mine["rows"]] == [r["values"] for r in theirs["rows"]]

@@ -38,6 +38,7 @@ from evalkit.report.html.run import render_run_report
 from evalkit.store.runs import WRITER_LOCK, RunDir, resolve_run_id
 # The hand-built run folder and the OpenAI-compatible judge of the judge_answers tests.
 from tests.integration.test_judge_answers_cli import RUN_ID as JUDGED_RUN, judge_server, run_dir  # noqa: F401
+from tests.support import bundled_cases, bundled_lines
 
 # One worker runs the loops in file order, so the tally (`test_tally`) sees all of them.
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("reliability")]
@@ -318,12 +319,14 @@ def _no_traceback(rc: int, err: str, what: str) -> None:
 
 
 def _eval_set(path: Path, copies: int = 1, limit: int | None = None) -> list[str]:
-    """The bundled eval set (`copies` times, ids suffixed) written to `path`; the ids."""
+    """The bundled eval set (`copies` times, ids suffixed) written to `path`; the case ids (a
+    conversation's turns are cases `id#n`)."""
     cases = [json.loads(line) for line in MAIN_SET.read_text(encoding="utf-8").splitlines() if line.strip()][:limit]
     out = [{**c, "id": f"{c['id']}-{n}"} if copies > 1 else c for n in range(copies) for c in cases]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(c) + "\n" for c in out), encoding="utf-8")
-    return [c["id"] for c in out]
+    return [cid for c in out
+            for cid in ([f"{c['id']}#{t}" for t in range(1, len(c["turns"]) + 1)] if "turns" in c else [c["id"]])]
 
 
 def _run_args(es: Path, results: Path, run_id: str, *extra: object) -> list[object]:
@@ -869,7 +872,7 @@ def test_race_reviewers_of_one_candidates_file(sandbox: Sandbox) -> None:
 # ENOSPC where no tmpfs can be mounted). The random write is one of those the command makes
 # without a fault (counted by a first run, which is also what a trial is compared with).
 FAULT_KINDS = ("kill", "enospc", "eio", "full")
-BUNDLED_IDS = [json.loads(line)["id"] for line in MAIN_SET.read_text(encoding="utf-8").splitlines() if line.strip()]
+BUNDLED_IDS = [c["id"] for c in bundled_cases()]  # a conversation's turns are cases `id#n`
 HINDSIGHT = ROOT / "tests" / "data" / "hindsight" / "assistant-baseline.v1.jsonl"
 INIT = "import sys; from evalkit.cli.main import app; sys.argv = ['evalkit', 'init', *sys.argv[1:]]; app()"
 GRADES = "3\n4\n" * 6  # label_eval --grade-answers --sample 6: groundedness, correctness per case
@@ -1024,11 +1027,10 @@ def _run_eval_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
 
 # Conversations (issue 40): the bundled three, four times over (12 conversations, 28 turns),
 # asked with live history, so a resumed turn is sent the answers stored before the fault.
-CONVERSATIONS = ROOT / "eval_set.conversations.jsonl"
 
 
 def _conv_prepare(root: Path) -> None:
-    lines = [json.loads(line) for line in CONVERSATIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = [json.loads(line) for line in bundled_lines(turns=True)]
     with open(root / "conv.jsonl", "w", encoding="utf-8") as f:
         for n in range(4):
             for conv in lines:
@@ -1036,7 +1038,7 @@ def _conv_prepare(root: Path) -> None:
 
 
 def _conv_ids() -> list[str]:
-    lines = [json.loads(line) for line in CONVERSATIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = [json.loads(line) for line in bundled_lines(turns=True)]
     return [f"{c['id']}-{n}#{t}" for n in range(4) for c in lines for t in range(1, len(c["turns"]) + 1)]
 
 
@@ -1262,7 +1264,7 @@ def _fix_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
     _unchanged(root, inputs, "fix/eval_set.jsonl")
     mine, theirs = (r / "fix" / "eval_set.v2.jsonl" for r in (root, ref))
     assert mine.read_bytes() == theirs.read_bytes()
-    found = [json.loads(line)["id"] for line in mine.read_bytes().splitlines()]
+    found = [c["id"] for c in bundled_cases(mine)]  # a conversation's turns, `id#n`
     return len(set(BUNDLED_IDS) - set(found)) + len(found) - len(set(found))
 
 

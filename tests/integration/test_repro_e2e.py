@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.cli.main import app
+from tests.support import bundled_cases
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +47,7 @@ def _last_json(stdout: str) -> dict:
 
 
 def _n_cases(eval_set: Path) -> int:
-    return sum(1 for line in eval_set.read_text().splitlines() if line.strip())
+    return len(bundled_cases(eval_set))  # a conversation's turns are cases
 
 
 def test_the_reference_chatbot_twice_is_reproducible(reference_vault, eval_set, tmp_path):

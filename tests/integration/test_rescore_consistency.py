@@ -49,10 +49,13 @@ def _moved_labels(tmp_path: Path) -> tuple[Path, set[str]]:
     moved, ids = [], set()
     for i, line in enumerate((ROOT / "eval_set.jsonl").read_text().splitlines()):
         case = json.loads(line)
-        if i % 2 == 0 and case["gold_supports"]:
-            ids.add(case["id"])
-            for support in case["gold_supports"]:
-                support["rel_path"] = NOWHERE
+        # a conversation's line moves the gold of each of its turns (cases `id#n`)
+        parts = [(f"{case['id']}#{n}", t) for n, t in enumerate(case["turns"], start=1)] if "turns" in case else [(case["id"], case)]
+        for cid, part in parts:
+            if i % 2 == 0 and part.get("gold_supports"):
+                ids.add(cid)
+                for support in part["gold_supports"]:
+                    support["rel_path"] = NOWHERE
         moved.append(json.dumps(case))
     path = tmp_path / "moved.jsonl"
     path.write_text("\n".join(moved) + "\n")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from evalkit.schema import Metrics, ResultRecord, RunConfig
-from tests.support import run_eval_cli
+from tests.support import bundled_cases, run_eval_cli
 
 pytestmark = pytest.mark.integration
 
@@ -59,7 +59,7 @@ def test_full_run_over_the_reference_server(reference_server, eval_set, tmp_path
     assert sorted(p.name for p in run_dir.iterdir()) == [
         ".writer.lock", "config.json", "metrics.json", "results.json", "results.jsonl", "summary.md"]
 
-    n_cases = sum(1 for line in eval_set.read_text().splitlines() if line.strip())
+    n_cases = len(bundled_cases(eval_set))  # a conversation's turns are cases
     records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     assert len(records) == n_cases
     assert [r["case_index"] for r in records] == list(range(n_cases))

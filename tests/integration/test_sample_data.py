@@ -68,10 +68,17 @@ def _norm(s: str) -> str:
 
 
 def _lines(path: Path) -> list[tuple[int, dict]]:
+    """(line number, case) in file order; a conversation's line gives one case per turn (its
+    shared fields and the turn's own, `id#n`), each with its line's number."""
     out = []
     for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if raw.strip():
-            out.append((lineno, json.loads(raw)))
+            case = json.loads(raw)
+            shared = {k: v for k, v in case.items() if k != "turns"}
+            for n, turn in enumerate(case.get("turns") or [], start=1):
+                out.append((lineno, {**shared, **turn, "id": f"{case['id']}#{n}", "answerable": turn.get("answerable", True)}))
+            if "turns" not in case:
+                out.append((lineno, case))
     return out
 
 

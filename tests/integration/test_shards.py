@@ -23,7 +23,7 @@ import pytest
 from evalkit.errors import BadConfig
 from evalkit.evalset.shard import ENV_SOURCES, Shard, parse_shard, shard_from_env, shard_of
 from evalkit.run.merge import merge_runs
-from tests.support import run_eval_api, run_eval_cli, start_run_eval_script, write_eval_set
+from tests.support import bundled_cases, run_eval_api, run_eval_cli, start_run_eval_script, write_eval_set
 
 pytestmark = pytest.mark.integration
 
@@ -387,7 +387,7 @@ def _shipped_run(results: Path, *extra: str):
 
 def _shipped_ids() -> tuple[list[str], list[str]]:
     """The shipped eval set's case ids, and those of its acknowledge_both cases."""
-    cases = [json.loads(line) for line in SHIPPED.read_text().splitlines() if line.strip()]
+    cases = bundled_cases(SHIPPED)  # a conversation's turns are cases (`id#n`)
     return [c["id"] for c in cases], [c["id"] for c in cases if c.get("recency_conflict_rule") == "acknowledge_both"]
 
 
