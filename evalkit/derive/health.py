@@ -123,6 +123,7 @@ class RunHealth:
         # `_recorded_all`: the chunks already recorded, by their values (a memo, reset when full).
         self._recorded: set[tuple] = set()
         self.with_chunks = 0  # answerable, labeled cases that retrieved something
+        self.bare_follow_ups: set[str] = set()  # later turns sent without their history
 
     def add(self, rec: Mapping[str, Any]) -> None:
         self.n_cases += 1
@@ -156,6 +157,9 @@ class RunHealth:
             if supports and cid not in self.gold:  # a --trials run asks each case N times
                 self.gold[cid] = tuple(map(self._support, supports))
                 self.with_chunks += bool(chunks)
+                conversation = case.get("conversation")
+                if isinstance(conversation, Mapping) and (conversation.get("turn") or 1) > 1 and not rec.get("history"):
+                    self.bare_follow_ups.add(cid)  # asked without the turns before it (--history none)
 
     def _recorded_all(self, keys: list[tuple] | None) -> bool:
         """Whether every chunk of these `chunk_keys` was recorded already (its location in
@@ -242,7 +246,10 @@ class RunHealth:
         matched = _SeenChunks(seen_by_file, seen_ids).matched
         never = [cid for cid, supports in gold.items() if not any(map(matched, supports))]
         if never:
-            many = len(never) > len(gold) * NO_CHUNKS_SHARE
+            # A follow-up asked without its history ("and the action items?") may name nothing
+            # to search by: a miss of its own, not a sign the anchors and the target disagree.
+            bare = sum(1 for cid in never if cid in self.bare_follow_ups)
+            many = len(never) - bare > len(gold) * NO_CHUNKS_SHARE
             out.append(
                 {
                     "kind": "gold_never_retrieved",
@@ -263,7 +270,13 @@ class RunHealth:
                             else "retrieval misses, or anchors the target cannot return (evalkit validate --vault "
                             "checks them against the notes)"
                         )
+                        + (
+                            f"; {bare} of them {'is a follow-up turn' if bare == 1 else 'are follow-up turns'} asked "
+                            "without the turns before it (--history none), whose question may name nothing to search by"
+                            if bare else ""
+                        )
                     ),
+                    **({"n_without_history": bare} if bare else {}),
                 }
             )
         out += [f.to_warning(_MAX_IDS) for f in self.contract.findings()]

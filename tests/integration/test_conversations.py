@@ -100,6 +100,15 @@ def test_follow_ups_fail_without_history_and_pass_with_it(tmp_path: Path, conver
         assert conv["recall_at_k_avg"] == pytest.approx(math.fsum(sum(v) / len(v) for v in per.values()) / 3)
     # The summary says it in the per-position table.
     assert "## By turn" in (runs["none"].run_dir / "summary.md").read_text()
+    # Without history three follow-ups' gold is retrieved by no question of the run: that is
+    # said as what it is, not as "the anchors and the target probably disagree" (3 of 7 is
+    # more than a third; every one of them a follow-up sent without its history).
+    (never,) = [w for w in runs["none"].metrics["warnings"] if w["kind"] == "gold_never_retrieved"]
+    assert (never["n"], never["n_without_history"], never["severity"]) == (3, 3, "info")
+    assert "probably disagree" not in never["message"]
+    assert never["message"].endswith("3 of them are follow-up turns asked without the turns before it (--history none), "
+                                      "whose question may name nothing to search by")
+    assert not [w for w in runs["live"].metrics["warnings"] if w["kind"] == "gold_never_retrieved"]
 
 
 def test_each_turn_is_sent_the_turns_before_it(tmp_path: Path) -> None:
