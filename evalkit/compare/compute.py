@@ -39,6 +39,7 @@ from evalkit.compare.cases import (
     unscoreable_from_metrics,
 )
 from evalkit.compare.conditions import config_diff, latency_report
+from evalkit.compare.custom import custom_members, split_margins
 from evalkit.compare.models import (
     Comparison,
     CorpusReport,
@@ -473,6 +474,7 @@ def _verdict(
     rows: list[DeltaRow], ta: CaseTable, tb: CaseTable, pairing: _Pairing,
     margins: dict[tuple[str, int | None], tuple[float | None, Any]], skipped: dict[str, str], gate_k: int | None, alpha: float,
     corrected: Mapping[str, tuple[float, float]] | None = None,
+    custom: tuple[list[Member], list[dict[str, str]]] = ([], []),
 ) -> MergeVerdict:
     """The merge verdict over every metric both runs computed case by case (at the gate's K,
     and any other K a `--margin` names), each on its overall row's paired data against its
@@ -508,6 +510,9 @@ def _verdict(
                               source=source, diff=diff, test=row.test,
                               family=metric_key(_MIRRORED.get(metric, metric), k), gated=gated, clusters=clusters,
                               corrected=(corrected or {}).get(metric)))
+    # A project's own metrics (rubric judges, Python scorers), after the registry's.
+    members.extend(custom[0])
+    not_compared.extend(custom[1])
     # Report order: the gated set first, then the rest, each in the rows' order.
     rank = {(r.metric, r.k): i for i, r in enumerate(rows) if r.scope == "overall"}
     members.sort(key=lambda m: (not m.gated, rank.get((m.metric, m.k), len(rank))))
@@ -674,7 +679,8 @@ def compare_runs(
     gate_k_text = comparison_k(sa.metrics, sb.metrics)
     gate_k = int(gate_k_text) if gate_k_text is not None else None
     # Bad margins are refused before any run is read.
-    resolved = resolve_margins(margins or {}, ks=ks, gate_k=gate_k, testable=set(_TESTABLE), at_k=set(AT_K_METRICS))
+    builtin_margins, custom_margins = split_margins(margins or {})
+    resolved = resolve_margins(builtin_margins, ks=ks, gate_k=gate_k, testable=set(_TESTABLE), at_k=set(AT_K_METRICS))
     (ta, agg_a), (tb, agg_b) = each_run(_scan, sa, sb, ks)
     notes = _notes(sa, sb, ta, tb, only_a, only_b, ks)
     if mode_note is not None:
@@ -705,8 +711,9 @@ def compare_runs(
         stages = stage_transitions(ta, tb, pairing.ia, pairing.ib, pairing.ids, primary)
         skipped = {s["metric"]: s["reason"] for s in skipped_metrics(
             sa.metrics, sb.metrics, allow_mixed_judges=allow_mixed_judges, not_comparable=partial)}
+        custom = custom_members(sa.metrics, sb.metrics, sa.iter_records, sb.iter_records, pairing.ids, custom_margins)
         merge = _verdict(rows, ta, tb, pairing, resolved, skipped, gate_k, alpha,
-                         corrected_deltas(sa.metrics, sb.metrics))
+                         corrected_deltas(sa.metrics, sb.metrics), custom)
     else:
         merge = MergeVerdict(available=False, summary="one side has no per-case results (a bare metrics.json)",
                              alpha=alpha, confidence=1.0 - alpha)

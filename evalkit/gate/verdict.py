@@ -44,9 +44,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from evalkit.gate.models import MergeVerdict, MetricVerdict
 from evalkit.errors import InputError, Problem
-from evalkit.metrics.keys import HEADLINE_AT_K, canonical_key, metric_key, parse_metric_key
+from evalkit.gate.models import MergeVerdict, MetricVerdict
+from evalkit.metrics.keys import (
+    HEADLINE_AT_K,
+    canonical_key,
+    metric_key,
+    parse_metric_key,
+)
 from evalkit.metrics.registry import METRICS, by_key, label_of
 
 __all__ = [
@@ -505,6 +510,8 @@ class Member:
     # runs both have human grades: metrics.ppi.corrected_difference); it replaces the paired
     # interval of the judge's own scores, which is about the judge, not about the humans.
     corrected: tuple[float, float] | None = None
+    # A project's own metric (`metrics.custom`) carries its scale; the registry's are looked up.
+    scale: float | None = None
 
 
 def _more(more: int, conversations: int | None) -> str:
@@ -551,7 +558,7 @@ def _too_few_reason(scale: float, n: int, margin: float, floor: float, more: int
 def _corrected_verdict(m: Member, confidence: float) -> MetricVerdict:
     """The label from the corrected interval delta ∓ z_{(1+c)/2} · se (PPI++ is normal in the
     limit), clipped to the scale; the paired-cases figures (mde, cases to settle) do not apply."""
-    scale = _scale(m.metric)
+    scale = m.scale if m.scale is not None else _scale(m.metric)
     delta, se = m.corrected  # type: ignore[misc]
     half = _z((1.0 + confidence) / 2.0) * se
     lo, hi = max(delta - half, -scale) + 0.0, min(delta + half, scale) + 0.0
@@ -583,7 +590,7 @@ def cluster_size(diff_count: int, clusters: Sequence[Any] | np.ndarray | None) -
 def _metric_verdict(m: Member, confidence: float, power: float) -> MetricVerdict:
     if m.corrected is not None:
         return _corrected_verdict(m, confidence)
-    scale = _scale(m.metric)
+    scale = m.scale if m.scale is not None else _scale(m.metric)
     iv = paired_interval(m.diff, scale=scale, confidence=confidence, clusters=m.clusters)
     # The power figures read the interval's own unit: with conversations, G − 1 degrees of
     # freedom and the design effect, and more cases come as more conversations of m̄ turns.

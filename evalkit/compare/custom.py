@@ -1,0 +1,77 @@
+"""A project's own metrics (rubric judges, Python scorers: `metrics.custom`) in the merge verdict.
+
+Their definitions come from the runs' metrics.json, their per-case values from the records;
+each becomes a verdict `Member` exactly as a built-in per-case metric does (its margin, its
+direction, its scale, gated or not), so the merge can fail on it. Two runs scored by different
+versions of a rubric or scorer are not compared on it (listed in `not_compared`, with why).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from evalkit.gate.verdict import Member
+from evalkit.metrics.custom import custom_definitions, is_custom_name, per_case_values
+
+__all__ = ["custom_members", "split_margins"]
+
+_DEFINING = ("kind", "direction", "scale", "version")
+
+
+def split_margins(given: Mapping[str, float | None]) -> tuple[dict[str, float | None], dict[str, float | None]]:
+    """`--margin` entries as (built-in ones, custom ones): the custom metrics' names are not
+    the registry's, and their scale is known only once the runs are read."""
+    builtin = {k: v for k, v in given.items() if not is_custom_name(k)}
+    return builtin, {k: v for k, v in given.items() if is_custom_name(k)}
+
+
+def custom_members(
+    metrics_a: Mapping[str, Any], metrics_b: Mapping[str, Any], records_a: Any, records_b: Any,
+    paired_ids: Sequence[str], given: Mapping[str, float | None],
+) -> tuple[list[Member], list[dict[str, str]]]:
+    """The verdict members of the custom metrics both runs scored, and what could not be
+    compared. `records_*`: callables returning each run's records (read only when a custom
+    metric is defined); `given`: custom `--margin` entries (None: left out)."""
+    defs_a, defs_b = custom_definitions(metrics_a), custom_definitions(metrics_b)
+    names = sorted(set(defs_a) | set(defs_b) | set(given))
+    if not names:
+        return [], []
+    members: list[Member] = []
+    not_compared: list[dict[str, str]] = []
+    wanted = [n for n in names if n in defs_a and n in defs_b]
+    values_a = per_case_values(records_a(), wanted) if wanted else {}
+    values_b = per_case_values(records_b(), wanted) if wanted else {}
+    for name in names:
+        da, db = defs_a.get(name), defs_b.get(name)
+        if name in given and given[name] is None:
+            not_compared.append({"metric": name, "reason": f"left out by --margin {name}=off"})
+            continue
+        if da is None or db is None:
+            gated = name in given or bool((da or db or {}).get("gated"))
+            if gated:
+                side = "neither run" if da is None and db is None else ("run a only" if db is None else "run b only")
+                not_compared.append({"metric": name, "reason": f"not measured by both runs ({side} scored it)"})
+            continue
+        differ = [f for f in _DEFINING if da.get(f) != db.get(f)]
+        if differ:
+            shown = ", ".join(f"{f} {da.get(f)!r} vs {db.get(f)!r}" for f in differ)
+            not_compared.append({"metric": name, "reason": f"the runs scored it differently ({shown}): score both "
+                                 "with the same rubric or scorer"})
+            continue
+        scale = float(db["scale"])
+        margin = given.get(name, db.get("margin"))
+        if not isinstance(margin, int | float) or not 0 < float(margin) <= scale:
+            not_compared.append({"metric": name, "reason": f"its margin must be in (0, {scale:g}], got {margin!r}"})
+            continue
+        va, vb = values_a.get(name, {}), values_b.get(name, {})
+        both = [cid for cid in paired_ids if cid in va and cid in vb]
+        diff = np.array([vb[cid] - va[cid] for cid in both], dtype=np.float64)
+        members.append(Member(
+            metric=name, k=None, direction="higher_is_better" if db["direction"] == "higher" else "lower_is_better",
+            margin=float(margin), source="--margin" if name in given else "registry", diff=diff, test=None,
+            family=name, gated=name in given or bool(db.get("gated", True)), scale=scale,
+        ))
+    return members, not_compared

@@ -1,0 +1,321 @@
+"""Rubric judges defined in a file, and Python scorers: a project's own metrics (issue 42 item 5).
+
+A rubric file is TOML (the format evalkit.toml and matrix files already use):
+
+    name = "helpfulness"              # the metric is rubric/helpfulness
+    description = "Does the answer help the user act?"
+    scale = 5                         # scores lie on [0, scale]
+    direction = "higher"              # or "lower"
+    margin = 0.5                      # the verdict's non-inferiority margin, on the scale
+    gated = true                      # the merge passes only when it is shown no worse
+    criteria = [
+      { text = "The answer gives a concrete step the user can take", pattern = "\\b(run|open|click|set)\\b" },
+      { text = "The answer cites the note it relies on" , pattern = "\\[\\d+\\]" },
+    ]
+    [[examples]]
+    answer = "Open Settings and set the port to 8080 [1]."
+    score = 5
+    reasoning = "A concrete step, cited."
+
+Its version is the sha256 of the file's bytes: it is part of the prompt version, so the judge
+cache key changes whenever the file does, and it is stored with the metric, so compare does
+not pair two runs scored by different rubrics.
+
+How it scores: an LLM judge (any provider `LLMJudge` drives) is sent the criteria, scale and
+examples and answers {reasoning, score}, through `LLMJudge.complete_structured`: cached,
+retried, repaired and costed as the built-in judges are. The offline heuristic (no judge
+given, or `--judge-provider heuristic`) is a deterministic proxy: a criterion is met when its
+`pattern` (a case-insensitive regex) is found in the answer, or, without one, when
+`SUPPORT_THRESHOLD` of its content words are; score = scale × met / criteria.
+
+A Python scorer is `python:package.module:function` or `python:path/to/file.py:function`,
+loaded by the target loader (`targets.python.load_callable`); it is called with the record
+(a dict, as results.jsonl holds it) and returns a number on [0, scale], a bool, or None
+(not scored). Its version is the sha256 of its function's source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evalkit.errors import InputError, Problem
+from evalkit.judges.base import JudgeOutcome, RenderedPrompt
+from evalkit.judges.cache import cache_key, context_hash
+from evalkit.judges.heuristic import SUPPORT_THRESHOLD, content_words
+from evalkit.judges.prompts import render_context
+from evalkit.metrics.custom import (
+    CUSTOM_SCORES,
+    CustomMetric,
+    check_value,
+    metric_name,
+    source_version,
+)
+from evalkit.project import TomlError, parse_toml
+
+__all__ = ["PythonScorer", "Rubric", "RubricOutput", "load_rubric", "load_scorer", "score_records"]
+
+_MAX_RUBRIC_BYTES = 1 << 20
+
+
+class RubricOutput(BaseModel):
+    """A rubric judge's answer (extra keys from a chatty model are dropped, as the built-in verdicts do)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    reasoning: str = Field(description="Short justification: which criteria the answer meets and which it misses.")
+    score: float = Field(ge=0, description="The score on the rubric's scale, from 0 to its maximum.")
+
+
+@dataclass(frozen=True)
+class Criterion:
+    text: str
+    pattern: str | None = None
+
+
+@dataclass(frozen=True)
+class Rubric:
+    metric: CustomMetric
+    description: str
+    criteria: tuple[Criterion, ...]
+    examples: tuple[dict[str, Any], ...] = ()
+    _patterns: tuple[re.Pattern[str] | None, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def prompt_version(self) -> str:
+        return f"rubric-{self.metric.name.split('/', 1)[1]}-{self.metric.version}"
+
+    # ------------------------------------------------------------ offline
+    def heuristic_score(self, answer: str) -> tuple[float, str]:
+        """(score, reasoning) without a model: the share of criteria met, times the scale."""
+        words = content_words(answer)
+        met = []
+        for criterion, pattern in zip(self.criteria, self._patterns, strict=True):
+            if pattern is not None:
+                ok = pattern.search(answer) is not None
+            else:
+                need = content_words(criterion.text)
+                ok = bool(need) and len(need & words) / len(need) >= SUPPORT_THRESHOLD
+            met.append(ok)
+        score = self.metric.scale * sum(met) / len(met)
+        return score, f"heuristic: {sum(met)}/{len(met)} criteria met"
+
+    # ------------------------------------------------------------ LLM
+    def render(self, record: Mapping[str, Any], temperature: float = 0.0) -> RenderedPrompt:
+        """The prompt sent to an LLM judge for one record."""
+        top = f"{self.metric.scale:g}"
+        criteria = "\n".join(f"{i}. {c.text}" for i, c in enumerate(self.criteria, start=1))
+        examples = "\n\n".join(
+            f"Example answer: {e.get('answer', '')}\nScore: {e.get('score')}\nWhy: {e.get('reasoning', '')}"
+            for e in self.examples
+        )
+        system = (
+            "You grade one answer of a retrieval-augmented chatbot against a rubric. "
+            f"Score it from 0 to {top} ({'higher' if self.metric.direction == 'higher' else 'lower'} is better). "
+            "Reply with a JSON object {\"reasoning\": string, \"score\": number} and nothing else."
+        )
+        context = render_context(sorted(
+            (dict(c) for c in record.get("retrieved_chunks") or []), key=lambda c: (c.get("rank") is None, c.get("rank") or 0)
+        ))
+        user = (
+            f"Rubric: {self.description}\nCriteria:\n{criteria}\n"
+            + (f"\nGraded examples:\n{examples}\n" if examples else "")
+            + f"\nQuestion: {record.get('question') or ''}\n\nRetrieved context:\n{context}\n\n"
+            f"Answer to grade:\n{record.get('answer') or ''}\n\nScore (0-{top}):"
+        )
+        prompt_hash = source_version((system + "\n" + user).encode("utf-8"))
+        return RenderedPrompt(kind=self.metric.name, prompt_version=self.prompt_version, system=system,
+                              messages=[{"role": "user", "content": user}], schema_name="rubric_score",
+                              temperature=temperature, prompt_hash=prompt_hash)
+
+    async def judge(self, llm: Any, record: Mapping[str, Any]) -> tuple[float | None, dict[str, Any]]:
+        """One record's score by `llm` (an LLMJudge), cached under a key holding the rubric's
+        version; (None, failure) when the judge could not give one on the scale."""
+        prompt = self.render(record, llm.temperature)
+        chunks = sorted((dict(c) for c in record.get("retrieved_chunks") or []),
+                        key=lambda c: (c.get("rank") is None, c.get("rank") or 0))
+        key = cache_key(kind=self.metric.name, question=str(record.get("question") or ""),
+                        answer=str(record.get("answer") or ""), context_sha256=context_hash(chunks),
+                        provider=llm.backend.provider, model=llm.backend.model, prompt_version=self.prompt_version,
+                        temperature=llm.temperature)
+        outcome = await llm.complete_structured(self.metric.name, prompt, RubricOutput, key)
+        if not isinstance(outcome, JudgeOutcome):
+            return None, outcome.to_record()
+        try:
+            value = check_value(self.metric, outcome.verdict.get("score"))
+        except ValueError as e:
+            return None, {"judge": self.metric.name, "reason": "parse_failure", "detail": str(e)}
+        return value, {"method": "llm", "cached": outcome.cached, "reasoning": outcome.verdict.get("reasoning")}
+
+
+def _problem(message: str, path: Path | str) -> InputError:
+    return InputError(Problem(message, path=str(path), field="--rubric"))
+
+
+def load_rubric(path: Path | str) -> Rubric:
+    """Read and check a rubric file (module docstring).
+
+    Raises:
+        InputError: unreadable, not TOML, or a missing or bad field (the message names it).
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise _problem(f"cannot read the rubric: {e.strerror or e}", path) from None
+    if len(data) > _MAX_RUBRIC_BYTES:
+        raise _problem(f"a rubric file is at most {_MAX_RUBRIC_BYTES} bytes", path)
+    try:
+        doc = parse_toml(data.decode("utf-8"))
+    except (TomlError, UnicodeDecodeError) as e:
+        raise _problem(f"not a TOML rubric: {e}", path) from None
+    raw_criteria = doc.get("criteria")
+    if not isinstance(raw_criteria, list) or not raw_criteria:
+        raise _problem("`criteria` must be a non-empty list (strings or {text, pattern} tables)", path)
+    criteria, patterns = [], []
+    for i, c in enumerate(raw_criteria, start=1):
+        if isinstance(c, str):
+            c = {"text": c}
+        if not isinstance(c, Mapping) or not isinstance(c.get("text"), str) or not c["text"].strip():
+            raise _problem(f"criterion {i}: expected a string or a table with `text`", path)
+        pattern = c.get("pattern")
+        try:
+            patterns.append(re.compile(pattern, re.I) if isinstance(pattern, str) else None)
+        except re.error as e:
+            raise _problem(f"criterion {i}: bad pattern: {e}", path) from None
+        criteria.append(Criterion(c["text"].strip(), pattern if isinstance(pattern, str) else None))
+    examples = doc.get("examples") or []
+    if not isinstance(examples, list) or not all(isinstance(e, Mapping) for e in examples):
+        raise _problem("`examples` must be an array of tables ([[examples]] with answer, score, reasoning)", path)
+    try:
+        scale = float(doc.get("scale", 5))
+        metric = CustomMetric(
+            name=metric_name("rubric", str(doc.get("name") or "")),
+            kind="rubric",
+            direction=doc.get("direction", "higher"),
+            scale=scale,
+            margin=float(doc.get("margin", scale / 10)),
+            gated=bool(doc.get("gated", True)),
+            version=source_version(data),
+            source=str(path),
+        )
+    except (TypeError, ValueError) as e:
+        raise _problem(str(e), path) from None
+    return Rubric(metric, str(doc.get("description") or ""), tuple(criteria), tuple(dict(e) for e in examples),
+                  tuple(patterns))
+
+
+@dataclass(frozen=True)
+class PythonScorer:
+    metric: CustomMetric
+    fn: Callable[[dict[str, Any]], Any]
+
+    def score(self, record: Mapping[str, Any]) -> float | None:
+        """The scorer's value for one record.
+
+        Raises:
+            InputError: it raised, or returned something that is not a number on its scale.
+        """
+        try:
+            value = self.fn(dict(record))
+        except Exception as e:  # noqa: BLE001 - the user's code: say where, as the target loader does
+            raise InputError(Problem(f"{self.metric.name} ({self.metric.source}) raised on case "
+                                     f"{record.get('test_case_id')}: {type(e).__name__}: {e}", field="--scorer")) from None
+        try:
+            return check_value(self.metric, value)
+        except ValueError as e:
+            raise InputError(Problem(str(e), field="--scorer")) from None
+
+
+def load_scorer(spec: str, *, name: str | None = None, direction: str = "higher", scale: float = 1.0,
+                margin: float | None = None, gated: bool = True) -> PythonScorer:
+    """A Python scorer from `python:module:function` (or `python:file.py:function`); its name
+    defaults to the function's.
+
+    Raises:
+        InputError: a bad spec, an import failure, a bad name or definition.
+    """
+    from evalkit.targets.python import load_callable
+
+    body = spec.removeprefix("python:")
+    if body == spec:
+        raise InputError(Problem(f"expected python:package.module:function, got {spec!r}", field="--scorer"))
+    fn, _module = load_callable(body)
+    try:
+        code = inspect.getsource(fn).encode("utf-8")
+    except (OSError, TypeError):
+        code = body.encode("utf-8")
+    try:
+        metric = CustomMetric(name=metric_name("scorer", name or getattr(fn, "__name__", "")), kind="scorer",
+                              direction=direction, scale=float(scale),  # type: ignore[arg-type]
+                              margin=float(margin if margin is not None else scale * 0.05), gated=gated,
+                              version=source_version(code), source=spec)
+    except (TypeError, ValueError) as e:
+        raise InputError(Problem(str(e), field="--scorer")) from None
+    return PythonScorer(metric, fn)
+
+
+def score_records(
+    records: Sequence[dict[str, Any]], rubrics: Sequence[Rubric] = (), scorers: Sequence[PythonScorer] = (),
+    *, llm: Any = None, concurrency: int = 4,
+) -> list[CustomMetric]:
+    """Score every record with each rubric and scorer, in place (`record["custom_scores"]`);
+    return the metrics scored. A record the target failed on (`error`) is not scored (null).
+    `llm`: an LLMJudge for the rubrics, None for the offline heuristic."""
+    for r in records:
+        scores = r.get(CUSTOM_SCORES)
+        r[CUSTOM_SCORES] = dict(scores) if isinstance(scores, Mapping) else {}
+    live = [r for r in records if not r.get("error")]
+    for r in records:
+        if r.get("error"):
+            for m in [*(x.metric for x in rubrics), *(s.metric for s in scorers)]:
+                r[CUSTOM_SCORES][m.name] = None
+    for scorer in scorers:
+        for r in live:
+            r[CUSTOM_SCORES][scorer.metric.name] = scorer.score(r)
+    for rubric in rubrics:
+        if llm is None:
+            for r in live:
+                r[CUSTOM_SCORES][rubric.metric.name] = rubric.heuristic_score(str(r.get("answer") or ""))[0]
+        else:
+            asyncio.run(_judge_all(rubric, llm, live, concurrency))
+    return [*(x.metric for x in rubrics), *(s.metric for s in scorers)]
+
+
+async def _judge_all(rubric: Rubric, llm: Any, records: Sequence[dict[str, Any]], concurrency: int) -> None:
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(r: dict[str, Any]) -> None:
+        async with gate:
+            value, _meta = await rubric.judge(llm, r)
+        r[CUSTOM_SCORES][rubric.metric.name] = value
+
+    await asyncio.gather(*(one(r) for r in records))
+
+
+def score_run_custom(
+    run: Any, rubrics: Sequence[Rubric] = (), scorers: Sequence[PythonScorer] = (), *, llm: Any = None,
+    concurrency: int = 4,
+) -> dict[str, dict[str, Any]]:
+    """Score a stored run (`store.runs.RunDir`) with rubrics and scorers: each record gets its
+    `custom_scores`, metrics.json's aggregate its `custom_metrics` block (the metrics already
+    there from other rubrics are kept), as one update. Returns the block."""
+    from evalkit.metrics.custom import CUSTOM_METRICS, aggregate_custom
+    from evalkit.store.runlog import Met
+
+    records = run.read_results()
+    metrics = score_records(records, rubrics, scorers, llm=llm, concurrency=concurrency)
+    stored = dict(run.read_metrics() or {})
+    agg = dict(stored.get(Met.AGGREGATE) or {})
+    block = {**dict(agg.get(CUSTOM_METRICS) or {}), **aggregate_custom(records, metrics)}
+    agg[CUSTOM_METRICS] = dict(sorted(block.items()))
+    stored[Met.AGGREGATE] = agg
+    run.write_together(results=records, metrics=stored)
+    return block

@@ -1,0 +1,139 @@
+"""A project's own metrics (issue 42 item 5): a rubric defined in a file and a Python scorer
+gate a merge through the verdict as a built-in metric does, in compare's JSON and exit code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from evalkit.cli.compare_runs import app as compare_app
+from evalkit.compare import compare_runs
+from evalkit.errors import InputError
+from evalkit.judges.rubric import load_rubric, load_scorer, score_run_custom
+from evalkit.metrics.custom import CUSTOM_METRICS, CUSTOM_SCORES
+from evalkit.store.runs import RunDir
+from tests.unit.test_compare import make_run, rec
+
+RUBRIC = """\
+name = "helpfulness"
+description = "Does the answer tell the user what to do, and where it says so?"
+scale = 5
+margin = 0.5
+criteria = [
+  { text = "The answer gives a concrete step", pattern = "\\\\b(open|run|set)\\\\b" },
+  { text = "The answer cites a note", pattern = "\\\\[\\\\d+\\\\]" },
+]
+[[examples]]
+answer = "Open Settings and set the port to 8080 [1]."
+score = 5
+reasoning = "A concrete step, cited."
+"""
+
+GOOD = "Open the settings and set the port to 8080 [1]."
+BAD = "The port is somewhere in the settings."
+
+
+def _runs(tmp_path: Path, answers_a: list[str], answers_b: list[str]) -> None:
+    # Retrieval and the built-in judge scores are the same in both runs: only the answers' text differs.
+    make_run(tmp_path, "a", [rec(f"q{i:02d}", answer=t) for i, t in enumerate(answers_a)])
+    make_run(tmp_path, "b", [rec(f"q{i:02d}", answer=t) for i, t in enumerate(answers_b)])
+
+
+def _score(tmp_path: Path, rubric_file: Path, *run_ids: str) -> None:
+    rubric = load_rubric(rubric_file)
+    for run_id in run_ids:
+        score_run_custom(RunDir.open(tmp_path, run_id), [rubric])
+
+
+@pytest.fixture
+def rubric_file(tmp_path: Path) -> Path:
+    path = tmp_path / "helpfulness.toml"
+    path.write_text(RUBRIC, encoding="utf-8")
+    return path
+
+
+def test_the_rubric_file_is_read_with_its_version(rubric_file: Path):
+    r = load_rubric(rubric_file)
+    assert r.metric.name == "rubric/helpfulness" and r.metric.scale == 5 and r.metric.margin == 0.5
+    assert r.heuristic_score(GOOD)[0] == 5.0 and r.heuristic_score(BAD)[0] == 0.0
+    assert r.heuristic_score("Open it.")[0] == 2.5
+    before = r.metric.version
+    rubric_file.write_text(RUBRIC.replace("margin = 0.5", "margin = 0.4"), encoding="utf-8")
+    assert load_rubric(rubric_file).metric.version != before  # any edit is a new version
+
+
+def test_a_rubric_metric_gates_the_merge_through_the_verdict(tmp_path: Path, rubric_file: Path):
+    _runs(tmp_path, [GOOD] * 30, [GOOD] * 10 + [BAD] * 20)
+    _score(tmp_path, rubric_file, "a", "b")
+    stored = orjson.loads((tmp_path / "b" / "metrics.json").read_bytes())["aggregate_metrics"][CUSTOM_METRICS]
+    assert stored["rubric/helpfulness"]["mean"] == pytest.approx(5 * 10 / 30) and stored["rubric/helpfulness"]["n"] == 30
+    first = orjson.loads((tmp_path / "b" / "results.jsonl").read_bytes().splitlines()[0])
+    assert first[CUSTOM_SCORES] == {"rubric/helpfulness": 5.0}
+
+    c = compare_runs("a", "b", results_dir=tmp_path, resamples=200)
+    v = next(m for m in c.verdict.metrics if m.metric == "rubric/helpfulness")
+    assert v.verdict == "worse" and v.gated and v.delta == pytest.approx(-5 * 20 / 30) and v.n == 30
+    # every built-in metric is identical: the rubric alone fails the merge
+    assert all(m.verdict == "identical" for m in c.verdict.metrics if m.metric != "rubric/helpfulness")
+    assert c.verdict.verdict == "worse" and "rubric/helpfulness" in c.verdict.gated
+
+    # The CLI: JSON and exit code. b worse than a fails (1); a better than b passes (0).
+    out = CliRunner().invoke(compare_app, ["a", "b", "--results-dir", str(tmp_path), "--format", "json",
+                                           "--resamples", "200"], catch_exceptions=False)
+    assert out.exit_code == 1, out.output
+    doc = json.loads(out.stdout)
+    row = next(m for m in doc["verdict"]["metrics"] if m["metric"] == "rubric/helpfulness")
+    assert row["verdict"] == "worse" and doc["verdict"]["verdict"] == "worse"
+    back = CliRunner().invoke(compare_app, ["b", "a", "--results-dir", str(tmp_path), "--format", "json",
+                                            "--resamples", "200"], catch_exceptions=False)
+    assert back.exit_code == 0, back.output
+    assert next(m for m in json.loads(back.stdout)["verdict"]["metrics"]
+                if m["metric"] == "rubric/helpfulness")["verdict"] == "better"
+    # --margin off leaves it out: the merge is identical again
+    off = compare_runs("a", "b", results_dir=tmp_path, resamples=200, margins={"rubric/helpfulness": None})
+    assert off.verdict.verdict == "identical"
+    assert {"metric": "rubric/helpfulness", "reason": "left out by --margin rubric/helpfulness=off"} in off.verdict.not_compared
+
+
+def test_runs_scored_by_different_rubric_versions_are_not_paired(tmp_path: Path, rubric_file: Path):
+    _runs(tmp_path, [GOOD] * 30, [GOOD] * 10 + [BAD] * 20)
+    _score(tmp_path, rubric_file, "a")
+    rubric_file.write_text(RUBRIC.replace("cites a note", "cites a note by number"), encoding="utf-8")
+    _score(tmp_path, rubric_file, "b")
+    c = compare_runs("a", "b", results_dir=tmp_path, resamples=200)
+    assert not any(m.metric == "rubric/helpfulness" for m in c.verdict.metrics)
+    reason = next(x["reason"] for x in c.verdict.not_compared if x["metric"] == "rubric/helpfulness")
+    assert "version" in reason
+
+
+def test_a_python_scorer_is_a_metric_too(tmp_path: Path):
+    (tmp_path / "my_scorers.py").write_text(
+        "def cites(record):\n    return '[1]' in (record.get('answer') or '')\n"
+        "def length(record):\n    return None if not record.get('answer') else min(len(record['answer']) / 100, 1.0)\n",
+        encoding="utf-8",
+    )
+    spec = f"python:{tmp_path / 'my_scorers.py'}:cites"
+    scorer = load_scorer(spec)
+    assert scorer.metric.name == "scorer/cites" and scorer.metric.scale == 1.0 and len(scorer.metric.version) == 16
+    _runs(tmp_path, [GOOD] * 30, [BAD] * 30)
+    for run_id in ("a", "b"):
+        score_run_custom(RunDir.open(tmp_path, run_id), scorers=[scorer])
+    c = compare_runs("a", "b", results_dir=tmp_path, resamples=200)
+    v = next(m for m in c.verdict.metrics if m.metric == "scorer/cites")
+    assert v.verdict == "worse" and v.delta == pytest.approx(-1.0) and c.verdict.verdict == "worse"
+    with pytest.raises(InputError, match="off its scale"):
+        load_scorer(f"python:{tmp_path / 'my_scorers.py'}:length", scale=0.1).score({"answer": "x" * 90})
+
+
+def test_a_bad_rubric_says_what_is_wrong(tmp_path: Path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\ncriteria = []\n', encoding="utf-8")
+    with pytest.raises(InputError, match="criteria"):
+        load_rubric(bad)
+    bad.write_text('name = "Bad Name"\ncriteria = ["a"]\n', encoding="utf-8")
+    with pytest.raises(InputError, match="lower-case"):
+        load_rubric(bad)
