@@ -694,6 +694,11 @@ def compare_runs(
         notes.append(f"the judge scored each answer {samples_a} time(s) in run a, {samples_b} in run b "
                      "(--judge-samples): a case's judge score is the mean of its samples, so the judge's own noise "
                      "is inside the judge metrics' intervals")
+    from evalkit.compare.pairwise import comparison_note
+
+    pairwise = comparison_note(sa, sb)  # the human pairwise review kept in run b's folder, if any
+    if pairwise is not None:
+        notes.append(pairwise)
     pairing = _pair(ta, tb) if ta is not None and tb is not None else _Pairing([], np.empty(0, np.int64), np.empty(0, np.int64), {})
 
     cells_a, cells_b = _cells(agg_a), _cells(agg_b)

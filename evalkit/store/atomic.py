@@ -34,6 +34,7 @@ except ImportError:  # Windows: no flock; writers proceed unlocked there
 
 __all__ = [
     "STAGE_SUFFIX",
+    "append_fsynced",
     "backup",
     "default_mode",
     "folder_lock",
@@ -74,6 +75,30 @@ def open_no_follow(path: str | Path, flags: int) -> int:
         if os.path.islink(path):
             raise OSError(errno.ELOOP, SYMLINK_REFUSED, os.fspath(path)) from None
         raise
+
+
+def append_fsynced(path: str | Path, data: bytes) -> None:
+    """Append `data` (whole lines) to the log file `path` in one write, flushed and fsynced,
+    never through a symbolic link (`open_no_follow`); the file is made when missing.
+
+    A torn last line (a writer killed mid-line) is cut first, so that it cannot glue onto
+    the first line appended now. The caller holds whatever lock keeps writers apart (a
+    run's `RunDir.writer`): this is the write, not the lock.
+
+    Raises:
+        OSError: the OS refused (a full disk, a symbolic link at `path`).
+    """
+    with os.fdopen(open_no_follow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT), "ab+") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell():
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                f.seek(0)
+                old = f.read()
+                f.truncate(old.rfind(b"\n") + 1)
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def fsync_dir(path: Path) -> None:

@@ -13,6 +13,10 @@
     GET  /grade?run=&id=&grader=&filter=    grade one answer: groundedness and correctness, 0-5
     POST /api/grade                         one grade (grading.save_grade, through judges.grades): 200 the
                                             line written, 409 the run changed since the page loaded
+    GET  /pairs?a=&b=&reviewer=&filter=     two runs' changed cases (compare's flips and drift) to review side by side
+    GET  /pair?a=&b=&id=&reviewer=&filter=  one case: run a's answer beside run b's; a, b or equal (pairs.py)
+    POST /api/pair                          one choice (pairs.save_choice, through compare.pairwise): 200 the
+                                            line written, 409 an answer changed since the page loaded
     GET  /review, /review/case?id=          generated candidates (reviewing.py), when given
     POST /api/review                        one decision (reviewing.decide, through review.ReviewSession):
                                             200 the new version written, 409 decided meanwhile
@@ -56,6 +60,13 @@ from evalkit.studio.grading import (
     shown_ids,
 )
 from evalkit.studio.guard import Guard, csrf_value
+from evalkit.studio.pairs import (
+    PAIR_FILTERS,
+    PairConflict,
+    pair_rows,
+    pair_view,
+    save_choice,
+)
 from evalkit.studio.project import StudioProject
 from evalkit.studio.reviewing import AlreadyDecided, decide, review_rows, review_view
 from evalkit.studio.views import case_view, queue_view, render
@@ -153,6 +164,56 @@ def create_app(project: StudioProject, *, token: str, port: int, live: LiveTarge
         except GradeConflict as e:
             return JSONResponse({"conflict": True, "error": _text(e), "current": e.item}, status_code=409)
         except InputError as e:  # bad grades, no such case, the run busy with another command
+            return JSONResponse({"error": _text(e), "problems": [p.message for p in e.problems]}, status_code=422)
+        return JSONResponse({"line": line})
+
+    def two_runs(q: Any) -> tuple[str, str] | None:
+        a, b, runs = q.get("a"), q.get("b"), project.runs()
+        return (a, b) if a in runs and b in runs and a != b else None
+
+    async def pairs(request: Request) -> Response:
+        q = request.query_params
+        ab = two_runs(q)
+        if ab is None:
+            return _missing("choose two different runs of the results folder")
+        reviewer = q.get("reviewer") or ""
+        filter_ = q.get("filter") if q.get("filter") in PAIR_FILTERS else PAIR_FILTERS[0]
+        try:
+            rows = await run_in_threadpool(pair_rows, project, *ab, reviewer, filter_)
+        except InputError as e:
+            return _missing(f"these runs cannot be compared: {_text(e)}")
+        return page("pairs.html.j2", title=f"review: {ab[0]} vs {ab[1]}", view={
+            "a": ab[0], "b": ab[1], "reviewer": reviewer, "filter": filter_, "filters": PAIR_FILTERS, "rows": rows,
+            "n_done": sum(r["status"] in ("a", "b", "equal") for r in rows)})
+
+    async def pair(request: Request) -> Response:
+        q = request.query_params
+        ab = two_runs(q)
+        if ab is None:
+            return _missing("choose two different runs of the results folder")
+        try:
+            view = await run_in_threadpool(pair_view, project, *ab, q.get("id", ""), q.get("reviewer") or "", q.get("filter") or "")
+        except InputError as e:
+            return _missing(f"these runs cannot be compared: {_text(e)}")
+        if view is None:
+            return _missing("the two runs do not both hold that case")
+        return page("pair.html.j2", title=f"{view['case_id']}: a or b", view=view)
+
+    async def choose(request: Request) -> Response:
+        data = await _json_body(request)
+        if isinstance(data, Response):
+            return data
+        if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("a", "b", "id", "reviewer", "choice")) \
+                or not isinstance(data.get("shown"), dict):
+            return JSONResponse({"error": "a choice is {a, b, id, reviewer, choice, shown}"}, status_code=400)
+        if two_runs(data) is None:
+            return JSONResponse({"error": "no such pair of runs"}, status_code=404)
+        try:
+            line = await run_in_threadpool(save_choice, project, data["a"], data["b"], data["id"], data["reviewer"].strip(),
+                                           data["choice"], data["shown"])
+        except PairConflict as e:
+            return JSONResponse({"conflict": True, "error": _text(e), "current": e.now}, status_code=409)
+        except InputError as e:  # a bad choice, no such case, run b busy, the disk refused
             return JSONResponse({"error": _text(e), "problems": [p.message for p in e.problems]}, status_code=422)
         return JSONResponse({"line": line})
 
@@ -270,6 +331,9 @@ def create_app(project: StudioProject, *, token: str, port: int, live: LiveTarge
         Route("/grade", grade),
         Route("/api/edit", edit, methods=["POST"]),
         Route("/api/grade", save, methods=["POST"]),
+        Route("/pairs", pairs),
+        Route("/pair", pair),
+        Route("/api/pair", choose, methods=["POST"]),
         Route("/fixes", fixes),
         Route("/api/fixes", write_fix, methods=["POST"]),
         Route("/api/accept-top", accept_top, methods=["POST"]),

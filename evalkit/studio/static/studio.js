@@ -237,6 +237,41 @@
   const saveButton = document.getElementById("save-grade");
   if (saveButton) saveButton.addEventListener("click", saveGrade);
 
+  // Two runs side by side: the choice is posted with the sha256 of the two answers shown.
+  const pairBox = document.getElementById("pair");
+  async function choose(choice) {
+    alertBox.hidden = true;
+    say("saving…");
+    const d = pairBox.dataset;
+    let res;
+    try {
+      res = await fetch("/api/pair", {
+        method: "POST", credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-Studio-CSRF": csrf },
+        body: JSON.stringify({ a: d.a, b: d.b, id: d.id, reviewer: d.reviewer, choice: choice,
+          shown: { answer_a_sha256: d.answerASha256, answer_b_sha256: d.answerBSha256 } }),
+      });
+    } catch (e) {
+      say(""); fail("not saved: the studio did not answer (is `evalkit serve-studio` still running?)"); return;
+    }
+    const data = await res.json().catch(function () { return {}; });
+    if (res.status === 200) {
+      say("saved");
+      const next = document.getElementById("next-link");
+      if (next) location.assign(next.href); else location.reload();
+    } else if (res.status === 409 && data.conflict) {
+      say("");
+      document.getElementById("conflict-current").textContent = JSON.stringify(data.current, null, 2);
+      document.getElementById("conflict").hidden = false;
+      document.getElementById("conflict-reload").focus();
+    } else {
+      say(""); fail("not saved: " + (data.error || res.status));
+    }
+  }
+  document.querySelectorAll("button[data-choose]").forEach(function (b) {
+    b.addEventListener("click", function () { choose(b.dataset.choose); });
+  });
+
   document.addEventListener("keydown", function (ev) {
     const t = ev.target;
     if (t && t.tagName === "BUTTON" && (ev.key === "Enter" || ev.key === " ")) return;  // the button's own click
@@ -264,6 +299,16 @@
         const a = document.getElementById(key === "j" ? "next-link" : "prev-link");
         if (a) a.click();
       }
+      return;
+    }
+    if (pairBox) {
+      if (key === "j" || key === "k") {
+        const a = document.getElementById(key === "j" ? "next-link" : "prev-link");
+        if (a) a.click();
+        return;
+      }
+      const b = document.querySelector('button[data-choose][data-key="' + CSS.escape(key) + '"]');
+      if (b) { ev.preventDefault(); b.click(); }
       return;
     }
     if (candidate) {

@@ -1,0 +1,210 @@
+"""Human pairwise review of two runs' answers: for a case both runs answered, which answer is
+better, run a's, run b's, or neither (equal). Kept with the comparison, in run b's folder.
+
+`results/<run_b>/pairwise_review.jsonl`, one line per choice, appended and fsynced under run
+b's writer lock (`RunDir.writer`), as human grades are (judges.grades): a killed session loses
+at most the choice being written, and a torn last line is cut by the next append. A line:
+
+    {"schema_version": 1, "test_case_id": "q-7", "run_a": "base", "run_b": "new",
+     "answer_a_sha256": "…", "answer_b_sha256": "…", "choice": "a" | "b" | "equal",
+     "reviewer": "ana", "reviewed_at": "2026-11-29T16:40:00+00:00"}
+
+The hashes are sha256 of each record's `answer` (UTF-8), as `judges.grades.graded_item`
+hashes an answer. The last line of a (case, run a, reviewer) wins, so changing one's mind is
+appending; reviewers are kept apart (the unnamed reviewer is ""). A choice whose hashes are no
+longer those of the two records (either run was answered again) is stale: shown as such, and
+left out of the tally (`tally`). `compare_runs` adds the tally to its notes when run b's folder
+holds the file (`comparison_note`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from evalkit.errors import InputError, Problem
+from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
+from evalkit.store.atomic import append_fsynced
+from evalkit.store.runlog import Rec
+from evalkit.store.runs import RunDir, RunFolderError
+
+__all__ = [
+    "CHOICES", "PAIRWISE_FILE", "WRITER", "answer_sha256", "append_choice", "comparison_note", "latest_choices",
+    "pairwise_path", "read_choice_lines", "status_of", "tally",
+]
+
+PAIRWISE_FILE = "pairwise_review.jsonl"
+SCHEMA_VERSION = 1
+CHOICES = ("a", "b", "equal")
+HASHES = ("answer_a_sha256", "answer_b_sha256")
+# The job named in run b's writer lock while a choice is written.
+WRITER = "studio pairwise review"
+
+
+def pairwise_path(run_b: RunDir) -> Path:
+    return run_b.path / PAIRWISE_FILE
+
+
+def answer_sha256(record: Mapping[str, Any] | None) -> str:
+    """sha256 (hex) of a record's answer, UTF-8 (an absent answer hashes as "")."""
+    answer = (record or {}).get(Rec.ANSWER)
+    return hashlib.sha256((answer if isinstance(answer, str) else "").encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _check(line: Mapping[str, Any]) -> list[str]:
+    problems = []
+    for name in (Rec.CASE_ID, "run_a", "run_b"):
+        if not isinstance(line.get(name), str) or not line.get(name):
+            problems.append(f"{name}: expected a non-empty string, got {line.get(name)!r}")
+    if line.get("choice") not in CHOICES:
+        problems.append(f"choice: expected one of {', '.join(CHOICES)}, got {line.get('choice')!r}")
+    for h in HASHES:
+        v = line.get(h)
+        if not (isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdef" for c in v)):
+            problems.append(f"{h}: expected a sha256 hex digest, got {v!r}")
+    if not isinstance(line.get("reviewer", ""), str):
+        problems.append(f"reviewer: expected a string, got {line.get('reviewer')!r}")
+    return problems
+
+
+def append_choice(run_b: RunDir, choice: Mapping[str, Any]) -> dict[str, Any]:
+    """Append one choice to run b's pairwise_review.jsonl, under run b's writer lock.
+
+    Args:
+        run_b: run b's folder (the new run of the comparison).
+        choice: {test_case_id, run_a, run_b, answer_a_sha256, answer_b_sha256, choice,
+            reviewer?, reviewed_at?}; reviewed_at defaults to now (UTC, ISO 8601).
+
+    Returns:
+        The line written.
+
+    Raises:
+        ValueError: the line breaks the rules above (a caller's bug).
+        RunBusy: another command is changing run b.
+        RunFolderError: the OS refused the write (the reason said).
+    """
+    line = {
+        **choice,
+        "reviewer": choice.get("reviewer") or "",
+        "schema_version": SCHEMA_VERSION,
+        "reviewed_at": choice.get("reviewed_at") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    problems = _check(line)
+    if line["run_b"] != run_b.run_id:
+        problems.append(f"run_b: {line['run_b']!r} is not the run folder written ({run_b.run_id!r})")
+    if problems:
+        raise ValueError("; ".join(problems))
+    path = pairwise_path(run_b)
+    try:
+        with run_b.writer(WRITER):
+            append_fsynced(path, orjson.dumps(line) + b"\n")
+    except OSError as e:
+        raise RunFolderError(Problem(f"cannot write {PAIRWISE_FILE}: {e.strerror or e}", path=str(path))) from None
+    return line
+
+
+def read_choice_lines(run_b: RunDir) -> list[dict[str, Any]]:
+    """Every valid line of run b's pairwise_review.jsonl, in file order; a torn last line
+    (killed mid-write) is ignored.
+
+    Raises:
+        InputError: every unreadable or invalid line, with file and line number.
+    """
+    path = pairwise_path(run_b)
+    if not path.exists():
+        return []
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise RunFolderError(Problem(f"cannot read {PAIRWISE_FILE}: {e.strerror or e}", path=str(path))) from None
+    lines = data.split(b"\n")
+    lines.pop()  # b"" when the file ends with a newline; else the line being written when a writer died
+    out: list[dict[str, Any]] = []
+    problems: list[Problem] = []
+    for lineno, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            x = loads(raw, max_depth=MAX_WRITTEN_DEPTH, path=str(path), line=lineno)
+        except InputError as e:
+            problems.extend(e.problems)
+            continue
+        bad = _check(x) if isinstance(x, dict) else ["expected a JSON object"]
+        if bad:
+            problems += [Problem(b, path=str(path), line=lineno) for b in bad]
+            continue
+        out.append(x)
+    if problems:
+        raise InputError(problems)
+    return out
+
+
+def latest_choices(lines: Iterable[Mapping[str, Any]], run_a: str, run_b: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """case id -> reviewer -> the last line of that pair, for the comparison of run_a with run_b."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for x in lines:
+        if x["run_a"] == run_a and x["run_b"] == run_b:
+            out.setdefault(x[Rec.CASE_ID], {})[x.get("reviewer") or ""] = dict(x)
+    return out
+
+
+def status_of(line: Mapping[str, Any] | None, sha_a: str, sha_b: str) -> str:
+    """"to review" (no line), "stale" (either answer changed since), or the choice."""
+    if line is None:
+        return "to review"
+    if line["answer_a_sha256"] != sha_a or line["answer_b_sha256"] != sha_b:
+        return "stale"
+    return str(line["choice"])
+
+
+def tally(choices: Mapping[str, Mapping[str, Mapping[str, Any]]], answers: Mapping[str, tuple[str, str]]) -> dict[str, Any]:
+    """Count the choices over (case, reviewer), each reviewer's last choice of a case.
+
+    Args:
+        choices: `latest_choices`.
+        answers: case id -> (sha256 of run a's answer, of run b's) as the runs hold them now;
+            a case missing there (no longer in a run) counts as stale.
+
+    Returns:
+        {"a": n, "b": n, "equal": n, "stale": n, "cases": cases with a current choice,
+         "reviewers": reviewers with a current choice}
+    """
+    out: dict[str, Any] = {c: 0 for c in CHOICES}
+    out["stale"] = 0
+    cases: set[str] = set()
+    reviewers: set[str] = set()
+    for cid, by_reviewer in choices.items():
+        sha = answers.get(cid)
+        for who, line in by_reviewer.items():
+            status = "stale" if sha is None else status_of(line, *sha)
+            out[status] += 1
+            if status != "stale":
+                cases.add(cid)
+                reviewers.add(who)
+    out["cases"], out["reviewers"] = len(cases), len(reviewers)
+    return out
+
+
+def comparison_note(a: Any, b: Any) -> str | None:
+    """compare's line about the human pairwise review of run a (`compare.sources.RunSource`)
+    against run b, or None when run b is not a run folder or its folder has no choice about
+    run a. Only the reviewed cases' records are read (`RunSource.iter_records(ids=...)`)."""
+    if a.run is None or b.run is None or not pairwise_path(b.run).exists():
+        return None
+    choices = latest_choices(read_choice_lines(b.run), a.run_id, b.run_id)
+    if not choices:
+        return None
+    wanted = set(choices)
+    sha_a = {str(r.get(Rec.CASE_ID)): answer_sha256(r) for r in a.iter_records(ids=wanted) if str(r.get(Rec.CASE_ID)) in wanted}
+    sha_b = {str(r.get(Rec.CASE_ID)): answer_sha256(r) for r in b.iter_records(ids=wanted) if str(r.get(Rec.CASE_ID)) in wanted}
+    answers = {cid: (sha_a[cid], sha_b[cid]) for cid in wanted if cid in sha_a and cid in sha_b}
+    t = tally(choices, answers)
+    who = f"{t['reviewers']} reviewer{'s' if t['reviewers'] != 1 else ''}"
+    stale = f"; {t['stale']} stale (an answer changed since), left out" if t["stale"] else ""
+    return (f"human pairwise review ({PAIRWISE_FILE}): run a better {t['a']}, run b better {t['b']}, equal {t['equal']} "
+            f"over {t['cases']} case(s), {who}{stale}")
