@@ -515,7 +515,8 @@ class Member:
 
 
 def _more(more: int, conversations: int | None) -> str:
-    return f"{more:,} more paired cases" + ("" if conversations is None else f" (about {conversations:,} conversations)")
+    return f"{more:,} more paired cases" + ("" if conversations is None else f" (about {conversations:,} conversations, "
+                                                                            "a single question counting as one)")
 
 
 def _reason(label: str, direction: str, margin: float, ghi: float | None, more: int | None, n: int,
@@ -549,7 +550,8 @@ def _too_few_reason(scale: float, n: int, margin: float, floor: float, more: int
                     conversations: int | None = None) -> str:
     """Issue 36: a margin finer than this many cases can show, said plainly: even a metric on
     which no case changed would have an interval of ±floor here."""
-    unit = "cases" if conversations is None else f"cases (about {conversations:,} conversations)"
+    unit = "cases" if conversations is None else (f"cases (about {conversations:,} conversations, a single question "
+                                                  "counting as one)")
     add = f"add about {more:,} {unit} of this kind" if more is not None else "add cases of this kind"
     return (f"one case moves it by {scale / n:.3g} and even an unchanged metric's interval is ±{floor:.3g} at n = {n:,}: "
             f"this set cannot judge a {margin:g} margin; {add}")

@@ -108,7 +108,8 @@ def test_a_change_the_bundled_set_cannot_settle_is_not_enough_evidence(project) 
     assert out.exit_code == 4
     decision = json.loads(out.stdout)["decision"]
     assert decision["headline"].startswith("NOT ENOUGH EVIDENCE: inconclusive — ")
-    assert "more paired cases (about " in decision["headline"] and " conversations) would settle" in decision["headline"]
+    assert "more paired cases (about " in decision["headline"]
+    assert " conversations, a single question counting as one) would settle" in decision["headline"]
     gate = _gate(project, "bm25")
     assert gate["headline"] == decision["headline"]  # one decision, the same words from both doors
     for action, code in (("pass", 0), ("fail", 1)):
