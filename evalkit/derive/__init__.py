@@ -40,6 +40,7 @@ from evalkit.gate.fields import scored_forms
 from evalkit.gate.floors import threshold_check
 from evalkit.gate.regressions import gate_result
 from evalkit.gate.thresholds import BUILTIN_THRESHOLDS, Thresholds
+from evalkit.metrics.custom import CUSTOM_METRICS, CustomTally
 from evalkit.schema import SCHEMA_VERSION
 from evalkit.store.runlog import Cell, Cfg, Met, Rec
 from evalkit.store.runs import RunDir, dumps_metrics
@@ -251,6 +252,9 @@ class RecordPass:
         self.missing: set[str] = set()
         self.worst = WorstCases(ks[0])
         self.trials = TrialStats(ks) if s.trials > 1 else None
+        # A project's own metrics' per-case values (rubric judges, Python scorers), for
+        # metrics.json's custom_metrics when config.json defines them.
+        self.custom = CustomTally()
         self.n = 0
         # The run's human grades (`stored_grades`) and the graded records, for judge_agreement;
         # None: not known when the pass began (derive_metrics reads them from the run).
@@ -284,6 +288,7 @@ class RecordPass:
         if Rec.HISTORY in rec or (rec.get(Rec.CASE) or {}).get("conversation") is not None:
             self.conversations.add(rec, x)
         self.health.add(rec)
+        self.custom.add(rec)
         self.missing.update(rec.get(Rec.MISSING_FIELDS) or [])
         self.worst.add(rec)
         if self.trials is not None:
@@ -433,6 +438,9 @@ def derive_metrics(run: RunDir, facts: RunFacts, records: RecordPass) -> tuple[d
 
         agg[Cell.JUDGE_AGREEMENT] = agreement_of(records.grades, records.graded)
         agg[Cell.JUDGE_PPI] = corrected_means(records.grades, records.scores)
+    custom = config.get(CUSTOM_METRICS)
+    if isinstance(custom, Mapping) and custom:  # the rubrics and scorers `evalkit score` ran on this run
+        agg[CUSTOM_METRICS] = records.custom.result(custom)
     forms = facts.gold_forms
     if forms is None and isinstance(eval_set.get("gold_forms"), list):
         forms = scored_forms(eval_set["gold_forms"], s.require_snippets)

@@ -7,11 +7,13 @@ numpy.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evalkit.gate.thresholds import parse_threshold_value
 from evalkit.gate.values import EPS, OPERATIONAL, aggregate_of, number
+from evalkit.metrics.custom import custom_value, is_custom_name
 from evalkit.metrics.keys import HEADLINE_AT_K, canonical_key
 from evalkit.metrics.registry import METRICS
 from evalkit.metrics.retrieval import AT_K_METRICS
@@ -107,6 +109,10 @@ def parse_thresholds(value: Any, ks: Sequence[int] | None = None) -> dict[str, f
             continue
         if name == ALL_DEFAULT:
             scale = (1.0, "min")
+        elif is_custom_name(name):
+            # A project's own metric: its scale and direction are in the run's metrics.json,
+            # read by threshold_check; here only its sign can be checked.
+            scale = (math.inf, "min")
         else:
             scale = _threshold_scale(name)
             if scale is None:
@@ -192,6 +198,14 @@ def threshold_check(metrics: Mapping[str, Any], thresholds: Mapping[str, float])
         scale = _threshold_scale(name) or (1.0, "min")
         direction = scale[1]
         value, n = _measured(agg, name)
+        if is_custom_name(name):
+            value, n, definition = custom_value(agg, name)
+            if definition is not None:
+                direction = "max" if definition.get("direction") == "lower" else "min"
+                top = float(definition.get("scale") or 1.0)
+                if t > top:
+                    failures.append(f"{name}: the threshold {t:g} is off the metric's scale [0, {top:g}]")
+                    continue
         if value is None or n == 0:
             reason = _NOT_MEASURED_HINT.get(name, "null or n = 0 in this run")
             not_measured.append({"metric": name, "threshold": t, "reason": reason})

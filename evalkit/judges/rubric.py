@@ -303,19 +303,21 @@ async def _judge_all(rubric: Rubric, llm: Any, records: Sequence[dict[str, Any]]
 def score_run_custom(
     run: Any, rubrics: Sequence[Rubric] = (), scorers: Sequence[PythonScorer] = (), *, llm: Any = None,
     concurrency: int = 4,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, Any]:
     """Score a stored run (`store.runs.RunDir`) with rubrics and scorers: each record gets its
-    `custom_scores`, metrics.json's aggregate its `custom_metrics` block (the metrics already
-    there from other rubrics are kept), as one update. Returns the block."""
-    from evalkit.metrics.custom import CUSTOM_METRICS, aggregate_custom
-    from evalkit.store.runlog import Met
+    `custom_scores`, config.json the metrics' definitions (`custom_metrics`, beside those of
+    earlier rubrics), and metrics.json is derived again from the records (its
+    `custom_metrics` block, the `--threshold` floors and the baseline gate judged anew), all
+    as one update. Returns metrics.json as written."""
+    from evalkit.derive import RunFacts, rederive
+    from evalkit.metrics.custom import CUSTOM_METRICS
 
     records = run.read_results()
     metrics = score_records(records, rubrics, scorers, llm=llm, concurrency=concurrency)
-    stored = dict(run.read_metrics() or {})
-    agg = dict(stored.get(Met.AGGREGATE) or {})
-    block = {**dict(agg.get(CUSTOM_METRICS) or {}), **aggregate_custom(records, metrics)}
-    agg[CUSTOM_METRICS] = dict(sorted(block.items()))
-    stored[Met.AGGREGATE] = agg
-    run.write_together(results=records, metrics=stored)
-    return block
+    cfg = run.read_config()
+    defined = dict(cfg.get(CUSTOM_METRICS) or {})
+    defined.update({m.name: m.definition() for m in metrics})
+    cfg[CUSTOM_METRICS] = dict(sorted(defined.items()))
+    facts = RunFacts.stored(run, cfg, run.read_metrics() or {})
+    written, _ = rederive(run, facts, records, config=cfg)
+    return written

@@ -32,6 +32,7 @@ __all__ = [
     "CUSTOM_METRICS",
     "CUSTOM_SCORES",
     "CustomMetric",
+    "CustomTally",
     "aggregate_custom",
     "custom_definitions",
     "custom_value",
@@ -115,36 +116,59 @@ def check_value(metric: CustomMetric, value: Any) -> float | None:
     return float(value)
 
 
+class CustomTally:
+    """Each custom metric's per-case values, fed one record at a time (the derive's pass over
+    a run's records): {name: {test_case_id: [value per trial]}}; unscored values left out."""
+
+    def __init__(self, names: Iterable[str] | None = None):
+        self.wanted = None if names is None else set(names)
+        self.values: dict[str, dict[str, list[float]]] = {}
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        scores = record.get(CUSTOM_SCORES)
+        if not isinstance(scores, Mapping):
+            return
+        cid = record.get("test_case_id")
+        if cid is None:
+            return
+        for name, value in scores.items():
+            if self.wanted is not None and name not in self.wanted:
+                continue
+            if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+                self.values.setdefault(str(name), {}).setdefault(str(cid), []).append(float(value))
+
+    def per_case(self) -> dict[str, dict[str, float]]:
+        """{name: {test_case_id: value}}, a case's trials averaged."""
+        return {n: {cid: math.fsum(v) / len(v) for cid, v in by_case.items()} for n, by_case in self.values.items()}
+
+    def result(self, definitions: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+        """The `custom_metrics` block: each defined metric's definition, mean and n over the
+        cases that scored it (a null is left out, never a 0; a case's trials averaged first,
+        as compare pairs them)."""
+        cases = self.per_case()
+        out: dict[str, dict[str, Any]] = {}
+        for name in sorted(definitions):
+            got = list(cases.get(name, {}).values())
+            definition = {k: v for k, v in definitions[name].items() if k not in ("mean", "n")}
+            out[name] = {"mean": math.fsum(got) / len(got) if got else None, "n": len(got), **definition}
+        return out
+
+
 def aggregate_custom(records: Iterable[Mapping[str, Any]], metrics: Iterable[CustomMetric]) -> dict[str, dict[str, Any]]:
-    """The `custom_metrics` block: each metric's definition, mean and n over the records that
-    scored it (a record's null is left out, never a 0). A `--trials` run's records of one case
-    are averaged first, as compare pairs them."""
+    """The `custom_metrics` block of `metrics` over `records` (`CustomTally.result`)."""
     wanted = list(metrics)
-    values = per_case_values(records, [m.name for m in wanted])
-    out: dict[str, dict[str, Any]] = {}
-    for m in wanted:
-        got = [v for v in values.get(m.name, {}).values()]
-        out[m.name] = {
-            "mean": math.fsum(got) / len(got) if got else None,
-            "n": len(got),
-            **m.definition(),
-        }
-    return out
+    tally = CustomTally(m.name for m in wanted)
+    for record in records:
+        tally.add(record)
+    return tally.result({m.name: m.definition() for m in wanted})
 
 
 def per_case_values(records: Iterable[Mapping[str, Any]], names: Iterable[str]) -> dict[str, dict[str, float]]:
     """{name: {test_case_id: value}}, a case's trials averaged; unscored values left out."""
-    wanted = set(names)
-    acc: dict[str, dict[str, list[float]]] = {n: {} for n in wanted}
+    tally = CustomTally(names)
     for record in records:
-        scores = record.get(CUSTOM_SCORES)
-        cid = record.get("test_case_id")
-        if not isinstance(scores, Mapping) or cid is None:
-            continue
-        for name, value in scores.items():
-            if name in wanted and isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-                acc[name].setdefault(str(cid), []).append(float(value))
-    return {n: {cid: math.fsum(v) / len(v) for cid, v in by_case.items()} for n, by_case in acc.items()}
+        tally.add(record)
+    return tally.per_case()
 
 
 def custom_definitions(metrics: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:

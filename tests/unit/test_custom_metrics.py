@@ -137,3 +137,39 @@ def test_a_bad_rubric_says_what_is_wrong(tmp_path: Path):
     bad.write_text('name = "Bad Name"\ncriteria = ["a"]\n', encoding="utf-8")
     with pytest.raises(InputError, match="lower-case"):
         load_rubric(bad)
+
+
+def test_threshold_names_a_rubric_metric_and_is_judged_when_the_run_is_scored(tmp_path: Path, rubric_file: Path):
+    from evalkit.gate.floors import parse_thresholds, threshold_check
+
+    assert parse_thresholds(["rubric/helpfulness=4", "scorer/cites=0.9"]) == {"rubric/helpfulness": 4.0,
+                                                                             "scorer/cites": 0.9}
+    with pytest.raises(ValueError, match="unknown metric"):
+        parse_thresholds(["rubric/Bad=1"])
+    th = {"settings": {"thresholds": {"rubric/helpfulness": 4.0}}}
+    make_run(tmp_path, "a", [rec(f"q{i:02d}", answer=GOOD) for i in range(10)], config=th)
+    make_run(tmp_path, "b", [rec(f"q{i:02d}", answer=GOOD if i < 5 else BAD) for i in range(10)], config=th)
+    _score(tmp_path, rubric_file, "a", "b")
+    got = {r: orjson.loads((tmp_path / r / "metrics.json").read_bytes())["thresholds"] for r in ("a", "b")}
+    assert got["a"]["passed"] and got["a"]["checked"][0] == {
+        "metric": "rubric/helpfulness", "value": 5.0, "n": 10, "threshold": 4.0, "direction": "min", "passed": True}
+    assert not got["b"]["passed"] and got["b"]["failures"] == ["rubric/helpfulness 2.5 is below the threshold 4 (n = 10)"]
+    # a lower-is-better rubric is a ceiling; a threshold beyond its scale fails saying so
+    agg = {"aggregate_metrics": {"custom_metrics": {"rubric/harm": {"mean": 1.0, "n": 3, "direction": "lower",
+                                                                     "scale": 5.0}}}}
+    assert threshold_check(agg, {"rubric/harm": 2.0})["passed"]
+    assert not threshold_check(agg, {"rubric/harm": 0.5})["passed"]
+    assert "off the metric's scale" in threshold_check(agg, {"rubric/harm": 7})["failures"][0]
+    assert "not measured" in threshold_check(agg, {"scorer/other": 0.5})["failures"][0]
+
+
+def test_a_later_rescore_keeps_the_custom_metrics(tmp_path: Path, rubric_file: Path):
+    from evalkit.derive import RunFacts, rederive
+
+    make_run(tmp_path, "a", [rec(f"q{i:02d}", answer=GOOD) for i in range(4)])
+    _score(tmp_path, rubric_file, "a")
+    run = RunDir.open(tmp_path, "a")
+    cfg = run.read_config()
+    rederive(run, RunFacts.stored(run, cfg, run.read_metrics() or {}), run.read_results(), config=cfg)
+    block = orjson.loads((tmp_path / "a" / "metrics.json").read_bytes())["aggregate_metrics"][CUSTOM_METRICS]
+    assert block["rubric/helpfulness"]["mean"] == 5.0 and block["rubric/helpfulness"]["n"] == 4
