@@ -164,8 +164,9 @@ def verdict_method(c: Comparison) -> str:
         f"{_level(v.confidence)} intervals of b − a ({level}). The merge fails when any metric is shown worse; a gated "
         f"metric (*) must also be shown no worse than its margin, else there is not enough evidence (exit 4). "
         f"'detectable': the smallest change shown as a change with {v.power:.0%} power, counting the spread the change "
-        "itself adds; 'to settle': more paired cases that settle an inconclusive metric either way at that power "
-        "(with conversations, '(N conv.)' counts them as whole conversations, a single question as one)."
+        "itself adds; 'to settle': more paired cases that settle an inconclusive metric either way at that power"
+        + (" ('(N conv.)': as whole conversations, a single question counting as one)."
+           if any(m.more_conversations is not None for m in v.metrics) else ".")
     )
 
 
