@@ -7,8 +7,12 @@
                                             422 a refused edit
     GET  /fixes?set=                        anchorcheck's suggested anchors for the stale supports (fixing.py)
     POST /api/fixes                         write them into the set's next version, as validate --fix does
-    POST /api/accept-top                    label the unlabeled cases with the chatbot's top N chunks, as
-                                            label --accept-top does (fixing.accept_top_now)
+    POST /api/accept-top                    label the unlabeled cases (or the selected `ids`) with the chatbot's top
+                                            N chunks, as label --accept-top [--ids] does (fixing.accept_top_now)
+    GET  /rename?set=&from=&to=             move a renamed note's anchors: the supports of `from`, planned to `to`
+    POST /api/rename                        write them into the set's next version (fixing.write_rename)
+    POST /api/drop                          drop a category or a tag from the selected cases, in place
+                                            (fixing.drop_from_cases): 200, 409 a case changed meanwhile
     GET  /grades?run=&grader=&filter=&n=&seed=   a run's answers to grade (grading.py)
     GET  /grade?run=&id=&grader=&filter=    grade one answer: groundedness and correctness, 0-5
     POST /api/grade                         one grade (grading.save_grade, through judges.grades): 200 the
@@ -47,8 +51,11 @@ from evalkit.studio.fixing import (
     Busy,
     PlanChanged,
     accept_top_now,
+    drop_from_cases,
     fix_view,
+    rename_view,
     write_fixes,
+    write_rename,
 )
 from evalkit.studio.grading import (
     GRADE_FILTERS,
@@ -247,16 +254,66 @@ def create_app(project: StudioProject, *, token: str, port: int, live: LiveTarge
         data = await _json_body(request)
         if isinstance(data, Response):
             return data
-        if not isinstance(data, dict) or not isinstance(data.get("set"), str) or type(data.get("n")) is not int or not 1 <= data["n"] <= 50:
-            return JSONResponse({"error": "a batch label is {set, n: 1-50}"}, status_code=400)
+        ids = data.get("ids") if isinstance(data, dict) else None
+        if not isinstance(data, dict) or not isinstance(data.get("set"), str) or type(data.get("n")) is not int or not 1 <= data["n"] <= 50 \
+                or (ids is not None and not (isinstance(ids, list) and all(isinstance(i, str) for i in ids))):
+            return JSONResponse({"error": "a batch label is {set, n: 1-50, ids?: [case id]}"}, status_code=400)
         path = project.eval_set(data["set"])
         if path is None or live is None:
             return JSONResponse({"error": "no such eval set" if path is None else "no chatbot to ask"}, status_code=404)
         try:
-            done = await accept_top_now(path, live, data["n"], results_dir=project.results_dir)
+            done = await accept_top_now(path, live, data["n"], results_dir=project.results_dir, ids=ids)
         except Busy as e:
             return JSONResponse({"conflict": True, "error": _text(e)}, status_code=409)
         except InputError as e:
+            return JSONResponse({"error": _text(e), "problems": [p.message for p in e.problems]}, status_code=422)
+        return JSONResponse(done)
+
+    async def rename(request: Request) -> Response:
+        q = request.query_params
+        path = project.eval_set(q.get("set"))
+        if path is None:
+            return _missing("no such eval set")
+        view = await run_in_threadpool(rename_view, path, project.notes(), q.get("from") or "", q.get("to") or "")
+        return page("rename.html.j2", title=f"move a note's anchors: {q.get('set')}", view={**view, "set": q.get("set")})
+
+    async def write_renamed(request: Request) -> Response:
+        data = await _json_body(request)
+        if isinstance(data, Response):
+            return data
+        if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("set", "from", "to", "digest")):
+            return JSONResponse({"error": "a rename is {set, from, to, digest}"}, status_code=400)
+        path = project.eval_set(data["set"])
+        if path is None:
+            return JSONResponse({"error": "no such eval set"}, status_code=404)
+        try:
+            written = await run_in_threadpool(lambda: write_rename(path, project.notes(), data["from"], data["to"], data["digest"],
+                                                                   results_dir=project.results_dir))
+        except PlanChanged as e:
+            return JSONResponse({"conflict": True, "error": _text(e)}, status_code=409)
+        except InputError as e:
+            return JSONResponse({"error": _text(e), "problems": [p.message for p in e.problems]}, status_code=422)
+        project.add_eval_set(written)
+        return JSONResponse({"written": project.set_name(written)})
+
+    async def drop(request: Request) -> Response:
+        data = await _json_body(request)
+        if isinstance(data, Response):
+            return data
+        versions = data.get("versions") if isinstance(data, dict) else None
+        what = {k: data.get(k) for k in ("category", "tag")} if isinstance(data, dict) else {}
+        if not isinstance(data, dict) or not isinstance(data.get("set"), str) or not isinstance(versions, dict) \
+                or not all(isinstance(k, str) and isinstance(v, str) for k, v in versions.items()) \
+                or not all(v is None or isinstance(v, str) for v in what.values()):
+            return JSONResponse({"error": "a drop is {set, versions: {case id: version}, category? | tag?}"}, status_code=400)
+        path = project.eval_set(data["set"])
+        if path is None:
+            return JSONResponse({"error": "no such eval set"}, status_code=404)
+        try:
+            done = await run_in_threadpool(lambda: drop_from_cases(path, versions, **what, results_dir=project.results_dir))
+        except Conflict as e:
+            return JSONResponse({"conflict": True, "error": _text(e), "current": e.current, "version": e.version}, status_code=409)
+        except InputError as e:  # no such case, a frozen file, the file changed on disk, the disk refused
             return JSONResponse({"error": _text(e), "problems": [p.message for p in e.problems]}, status_code=422)
         return JSONResponse(done)
 
@@ -337,6 +394,9 @@ def create_app(project: StudioProject, *, token: str, port: int, live: LiveTarge
         Route("/fixes", fixes),
         Route("/api/fixes", write_fix, methods=["POST"]),
         Route("/api/accept-top", accept_top, methods=["POST"]),
+        Route("/rename", rename),
+        Route("/api/rename", write_renamed, methods=["POST"]),
+        Route("/api/drop", drop, methods=["POST"]),
         Route("/review", review),
         Route("/review/case", review_case),
         Route("/api/review", decide_one, methods=["POST"]),

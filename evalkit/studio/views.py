@@ -83,7 +83,9 @@ def queue_rows(project: StudioProject, path: Path, run_id: str | None) -> list[d
             "id": case_id, "question": str(case.get("question") or ""), "answerable": case.get("answerable") is not False,
             "supports": len(case.get("gold_supports") or []), "unlabeled": _unlabeled(case),
             "source": case.get("label_source"), "stage": stage, "failed": stage is not None and stage not in NOT_FAILED,
-            "stale": stale,
+            "stale": stale, "version": case_version(case),
+            "category": case.get("category") if isinstance(case.get("category"), str) else None,
+            "tags": [t for t in case.get("tags") or [] if isinstance(t, str)] if isinstance(case.get("tags"), list) else [],
         })
     return rows
 
@@ -113,6 +115,9 @@ def queue_view(project: StudioProject, set_name: str, path: Path, filter_: str, 
         "set": set_name, "filter": filter_, "filters": FILTERS, "run": run_id, "runs": project.runs(), "rows": shown,
         "n_all": len(rows), "n_unlabeled": sum(r["unlabeled"] for r in rows), "n_failed": sum(r["failed"] for r in rows),
         "n_stale": sum(r["stale"] for r in rows),
+        # what the batch form can drop from the selected cases
+        "categories": sorted({r["category"] for r in rows if r["category"]}),
+        "tags": sorted({t for r in rows for t in r["tags"]}),
     }
 
 

@@ -191,6 +191,63 @@
     else { say(""); fail("not written: " + (data.error || res.status)); }
   });
 
+  // A renamed note's anchors into the next version (the plan the page showed, by its digest).
+  const renameBox = document.getElementById("rename");
+  const writeRename = document.getElementById("write-rename");
+  if (renameBox && writeRename) writeRename.addEventListener("click", async function () {
+    alertBox.hidden = true;
+    say("writing…");
+    const d = renameBox.dataset;
+    const res = await fetch("/api/rename", {
+      method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-Studio-CSRF": csrf },
+      body: JSON.stringify({ set: d.set, from: d.from, to: d.to, digest: d.digest }),
+    }).catch(function () { return null; });
+    if (!res) { say(""); fail("not written: the studio did not answer"); return; }
+    const data = await res.json().catch(function () { return {}; });
+    say("");
+    if (res.status === 200) location.assign("/queue?set=" + encodeURIComponent(data.written));
+    else fail("not written: " + (data.error || res.status));
+  });
+
+  // Batch operations on the cases selected in the queue (each sent with the version shown).
+  const batch = document.getElementById("batch");
+  const picks = Array.from(document.querySelectorAll("input[data-pick]"));
+  function picked() { return picks.filter(function (c) { return c.checked; }); }
+  function countPicked() { const n = document.getElementById("n-picked"); if (n) n.textContent = picked().length + " selected"; }
+  picks.forEach(function (c) { c.addEventListener("change", countPicked); });
+  const pickAll = document.getElementById("pick-all");
+  if (pickAll) pickAll.addEventListener("change", function () { picks.forEach(function (c) { c.checked = pickAll.checked; }); countPicked(); });
+  async function batchPost(url, body, done) {
+    alertBox.hidden = true;
+    if (!picked().length) { fail("select cases first (x, or the boxes)"); return; }
+    say("writing…");
+    const res = await fetch(url, {
+      method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-Studio-CSRF": csrf },
+      body: JSON.stringify(body),
+    }).catch(function () { return null; });
+    if (!res) { say(""); fail("not written: the studio did not answer"); return; }
+    const data = await res.json().catch(function () { return {}; });
+    if (res.status === 200) { say(done(data)); location.reload(); }
+    else { say(""); fail("not written: " + (data.error || res.status)); }
+  }
+  document.querySelectorAll("button[data-drop]").forEach(function (b) {
+    b.addEventListener("click", function () {
+      const kind = b.dataset.drop;
+      const versions = {};
+      picked().forEach(function (c) { versions[c.dataset.pick] = c.dataset.version; });
+      const body = { set: batch.dataset.set, versions: versions };
+      body[kind] = document.getElementById("drop-" + kind).value;
+      batchPost("/api/drop", body, function (data) { return data.changed.length + " changed"; });
+    });
+  });
+  const acceptPicked = document.getElementById("accept-picked");
+  if (acceptPicked) acceptPicked.addEventListener("click", function () {
+    batchPost("/api/accept-top", { set: batch.dataset.set, n: parseInt(document.getElementById("picked-n").value, 10),
+      ids: picked().map(function (c) { return c.dataset.pick; }) }, function (data) { return data.labeled.length + " labeled"; });
+  });
+
   // Grading one answer: the grade is posted with the hashes of what the page showed.
   const gradeBox = document.getElementById("grade");
   let active = "groundedness";
@@ -275,7 +332,7 @@
   document.addEventListener("keydown", function (ev) {
     const t = ev.target;
     if (t && t.tagName === "BUTTON" && (ev.key === "Enter" || ev.key === " ")) return;  // the button's own click
-    if (t && (t.tagName === "TEXTAREA" || (t.tagName === "INPUT" && t.type !== "radio") || t.tagName === "SELECT")) {
+    if (t && (t.tagName === "TEXTAREA" || (t.tagName === "INPUT" && t.type !== "radio" && t.type !== "checkbox") || t.tagName === "SELECT")) {
       if (ev.key === "Escape") t.blur();
       return;
     }
@@ -286,6 +343,10 @@
       if (key === "j") select(selected + 1);
       else if (key === "k") select(selected - 1);
       else if (key === "Enter" && selected >= 0) rows[selected].querySelector("a").click();
+      else if (key === "x" && selected >= 0) {
+        const c = rows[selected].querySelector("input[data-pick]");
+        if (c) { c.checked = !c.checked; countPicked(); }
+      }
       return;
     }
     if (gradeBox) {
