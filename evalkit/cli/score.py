@@ -49,8 +49,8 @@ from evalkit.cli.common import (
     rescore_options,
     results_dir_option,
     rps_option,
-    selection_options,
     score_trec_file,
+    selection_options,
     settings_default,
     trec_run_options,
 )
@@ -79,6 +79,7 @@ _ANS = "Answers (--answers)"
 _R = "Reliability (--answers)"
 _B = "Batch (--answers; half price, answers within 24 h)"
 _O = PANEL_OUTPUT
+_CUS = "Your own metrics (--rubric, --scorer, --custom)"
 _JUDGE = judge_options(_J)
 _CACHE = judge_options(_C)
 _REJUDGE = rejudge_options(judge=_J, reliability=_R, batch=_B, answers=_ANS)
@@ -166,6 +167,21 @@ def main(
     batch_poll_interval: float = _REJUDGE["batch_poll_interval"],
     batch_resubmit: bool = _REJUDGE["batch_resubmit"],
     batch_id: Optional[str] = _REJUDGE["batch_id"],
+    rubric: Optional[list[Path]] = typer.Option(
+        None, "--rubric", metavar="FILE", help="Score the answers with this rubric (a TOML file: criteria, scale, "
+        "examples; docs/judges.md) as metric rubric/<name>; repeatable. The judge is --judge-* (the offline heuristic "
+        "without one).", rich_help_panel=_CUS,
+    ),
+    scorer: Optional[list[str]] = typer.Option(
+        None, "--scorer", metavar="python:MODULE:FUNCTION", help="Score each record with this Python function (it "
+        "gets the record, returns a number, a bool or None) as metric scorer/<function>; repeatable. Its direction, "
+        "scale and margin come from evalkit.toml's [[scorers]] entry with the same spec (default: higher, 1, 0.05).",
+        rich_help_panel=_CUS,
+    ),
+    custom: bool = typer.Option(
+        False, "--custom", help="Score every rubric and scorer evalkit.toml declares ([[rubrics]], [[scorers]]).",
+        rich_help_panel=_CUS,
+    ),
     trec_run: Optional[Path] = _TREC["trec_run"],
     qrels: Optional[list[Path]] = _TREC["qrels"],
     relevance_level: Optional[float] = _TREC["relevance_level"],
@@ -186,10 +202,76 @@ def main(
             _refuse_with_trec_run(ctx)
     if score_trec_file(trec, run_id=run_id, k=k, quiet=quiet, json_output=json_output):
         return
-    parts = tuple(p for p in PARTS if settings.pop(p)) or DEFAULT_PARTS
-    with exit_on_known_errors():
-        _refuse_other_parts(ctx, parts)
-    score_run(parts, **settings, command="evalkit score")
+    own = {name: settings.pop(name) for name in ("rubric", "scorer", "custom")}
+    asked = tuple(p for p in PARTS if settings.pop(p))
+    # Only --rubric / --scorer / --custom: those alone, not the default parts.
+    parts = asked or (() if any(own.values()) else DEFAULT_PARTS)
+    if parts:
+        with exit_on_known_errors():
+            _refuse_other_parts(ctx, parts)
+        score_run(parts, **settings, command="evalkit score")
+    if any(own.values()):
+        with exit_on_known_errors():
+            _score_custom(settings, **own)
+
+
+def _score_custom(settings: dict[str, Any], *, rubric: Optional[list[Path]], scorer: Optional[list[str]],
+                  custom: bool) -> None:
+    """Score the run with the rubrics and Python scorers asked for (judges.rubric), print what
+    each metric came to (one JSON object with --json)."""
+    import json
+
+    from evalkit.judges.rubric import (
+        load_rubric,
+        project_custom,
+        score_run_custom,
+        scorer_from_entry,
+    )
+    from evalkit.metrics.custom import CUSTOM_METRICS
+    from evalkit.project import read_project_config
+    from evalkit.store.runs import RunDir
+
+    rubrics = [load_rubric(p) for p in rubric or []]
+    declared = (read_project_config() or (None, {}))[1].get("scorers") or []
+    by_spec = {e.get("spec"): e for e in declared if isinstance(e, dict)}
+    scorers = [scorer_from_entry(by_spec.get(spec) or {"spec": spec}) for spec in scorer or []]
+    if custom:
+        more_rubrics, more_scorers = project_custom()
+        rubrics += more_rubrics
+        scorers += more_scorers
+    if not rubrics and not scorers:
+        from evalkit.errors import BadConfig, Problem
+
+        raise BadConfig(Problem("--custom: evalkit.toml declares no [[rubrics]] or [[scorers]]", field="--custom"))
+    llm = None
+    if rubrics and (settings.get("judge_provider") or settings.get("judge_model")) not in (None, "heuristic"):
+        from evalkit.judges import JudgeSettings, build_judge
+
+        judge = build_judge(JudgeSettings(
+            provider=settings.get("judge_provider"), model=settings.get("judge_model"),
+            base_url=settings.get("judge_base_url"), temperature=settings.get("judge_temperature") or 0.0,
+            allow_unpinned=settings.get("allow_unpinned", False), use_cache=not settings.get("no_cache"),
+            refresh_cache=settings.get("refresh_cache", False), cache_path=settings.get("cache_path"),
+            concurrency=settings.get("concurrency", 4), timeout=settings.get("timeout", 60.0),
+        ))
+        llm = None if getattr(judge, "heuristic", False) else judge
+    if not settings.get("run_id"):
+        from evalkit.errors import BadConfig, Problem
+
+        raise BadConfig(Problem("--rubric / --scorer / --custom score a stored run: give --run-id", field="--run-id"))
+    run = RunDir.open(settings["results_dir"], settings["run_id"])
+    with run.writer("evalkit score --rubric"):
+        metrics = score_run_custom(run, rubrics, scorers, llm=llm, concurrency=settings.get("concurrency", 4))
+    block = (metrics.get(Met.AGGREGATE) or {}).get(CUSTOM_METRICS) or {}
+    if settings.get("json_output"):
+        print(json.dumps({"run_id": run.run_id, CUSTOM_METRICS: block}, sort_keys=True))
+    elif not settings.get("quiet"):
+        for name in [*(r.metric.name for r in rubrics), *(s.metric.name for s in scorers)]:
+            entry = block.get(name) or {}
+            mean = entry.get("mean")
+            shown = "—" if mean is None else f"{mean:.3f}"
+            print(f"{name}: {shown} on [0, {entry.get('scale', 1):g}] over {entry.get('n', 0)} case(s) "
+                  f"({entry.get('direction', 'higher')} is better; version {entry.get('version', '')})", file=sys.stderr)
 
 
 # What --trec-run reads of the flags a stored run's scoring takes: --k (its cut-offs), the output flags.

@@ -321,3 +321,46 @@ def score_run_custom(
     facts = RunFacts.stored(run, cfg, run.read_metrics() or {})
     written, _ = rederive(run, facts, records, config=cfg)
     return written
+
+
+def project_custom(start: Path | None = None) -> tuple[list[Rubric], list[PythonScorer]]:
+    """The rubrics and scorers evalkit.toml declares:
+
+        [[rubrics]]
+        file = "rubrics/helpfulness.toml"     # relative to evalkit.toml
+
+        [[scorers]]
+        spec = "python:my_checks:cites_a_note"
+        name = "cites"                        # default: the function's name
+        direction = "higher"                  # default higher; scale 1; margin 5% of the scale
+        scale = 1
+        margin = 0.05
+        gated = true
+
+    Raises:
+        BadConfig / InputError: an unreadable evalkit.toml, a bad entry, a rubric or scorer
+            that does not load.
+    """
+    from evalkit.project import read_project_config
+
+    found = read_project_config(start)
+    if found is None:
+        return [], []
+    path, doc = found
+    rubrics, scorers = [], []
+    for i, entry in enumerate(doc.get("rubrics") or [], start=1):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("file"), str):
+            raise InputError(Problem(f"[[rubrics]] entry {i}: expected file = \"path/to/rubric.toml\"", path=str(path)))
+        rubrics.append(load_rubric(path.parent / entry["file"]))
+    for i, entry in enumerate(doc.get("scorers") or [], start=1):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("spec"), str):
+            raise InputError(Problem(f"[[scorers]] entry {i}: expected spec = \"python:module:function\"", path=str(path)))
+        scorers.append(scorer_from_entry(entry))
+    return rubrics, scorers
+
+
+def scorer_from_entry(entry: Mapping[str, Any]) -> PythonScorer:
+    """A scorer from an evalkit.toml `[[scorers]]` table (`project_custom`)."""
+    scale = entry.get("scale", 1.0)
+    return load_scorer(str(entry["spec"]), name=entry.get("name"), direction=str(entry.get("direction", "higher")),
+                       scale=scale, margin=entry.get("margin"), gated=bool(entry.get("gated", True)))

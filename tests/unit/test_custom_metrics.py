@@ -173,3 +173,88 @@ def test_a_later_rescore_keeps_the_custom_metrics(tmp_path: Path, rubric_file: P
     rederive(run, RunFacts.stored(run, cfg, run.read_metrics() or {}), run.read_results(), config=cfg)
     block = orjson.loads((tmp_path / "a" / "metrics.json").read_bytes())["aggregate_metrics"][CUSTOM_METRICS]
     assert block["rubric/helpfulness"]["mean"] == 5.0 and block["rubric/helpfulness"]["n"] == 4
+
+
+def test_evalkit_score_rubric_and_scorer_from_the_command_line(tmp_path: Path, rubric_file: Path, monkeypatch):
+    from evalkit.cli.main import app as main_app
+
+    (tmp_path / "checks.py").write_text("def cites(record):\n    return '[1]' in record['answer']\n", encoding="utf-8")
+    (tmp_path / "evalkit.toml").write_text(
+        f'[[rubrics]]\nfile = "{rubric_file.name}"\n\n[[scorers]]\nspec = "python:checks.py:cites"\nmargin = 0.2\n',
+        encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    make_run(tmp_path / "results", "a", [rec(f"q{i:02d}", answer=GOOD if i % 2 else BAD) for i in range(6)])
+    out = CliRunner().invoke(main_app, ["score", "--run-id", "a", "--results-dir", "results", "--custom", "--json"],
+                             catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    block = json.loads(out.stdout.strip().splitlines()[-1])["custom_metrics"]
+    assert block["rubric/helpfulness"]["mean"] == 2.5 and block["scorer/cites"]["mean"] == 0.5
+    assert block["scorer/cites"]["margin"] == 0.2  # evalkit.toml's definition
+    cfg = orjson.loads((tmp_path / "results" / "a" / "config.json").read_bytes())
+    assert set(cfg["custom_metrics"]) == {"rubric/helpfulness", "scorer/cites"}
+    # --rubric alone runs only that, not the default retrieval and abstention parts
+    again = CliRunner().invoke(main_app, ["score", "--run-id", "a", "--results-dir", "results", "--rubric",
+                                          str(rubric_file)], catch_exceptions=False)
+    assert again.exit_code == 0 and "rubric/helpfulness: 2.500 on [0, 5] over 6 case(s)" in again.output
+    bad = CliRunner().invoke(main_app, ["score", "--results-dir", "results", "--rubric", str(rubric_file)])
+    assert bad.exit_code == 2
+
+
+def test_an_llm_rubric_judge_is_cached_under_the_rubric_version(tmp_path: Path, rubric_file: Path, monkeypatch):
+    import httpx
+    import respx
+    import tenacity
+
+    from evalkit.judges import JudgeSettings, build_judge
+    from evalkit.judges.rubric import score_records
+    from evalkit.net.retry import RetryPolicy
+    from tests.unit.judges.judge_helpers import OPENAI_MODEL, OPENAI_URL, openai_reply
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-000000000000000000000000")
+    seen: list[dict] = []
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        seen.append(body)
+        prompt = body["messages"][-1]["content"]
+        score = 4.5 if "[1]" in prompt.split("Answer to grade:")[1] else 1.0
+        return httpx.Response(200, json=openai_reply(json.dumps({"reasoning": "graded", "score": score})))
+
+    def judge():
+        return build_judge(JudgeSettings(provider="openai", model=OPENAI_MODEL, cache_path=tmp_path / "c.sqlite",
+                                         retry_policy=RetryPolicy(attempts=2, wait=tenacity.wait_none())))
+
+    records = [rec("q1", answer=GOOD), rec("q2", answer=BAD)]
+    with respx.mock(assert_all_mocked=True) as router:
+        router.post(OPENAI_URL).mock(side_effect=reply)
+        score_records(records, [load_rubric(rubric_file)], llm=judge())
+        assert [r[CUSTOM_SCORES]["rubric/helpfulness"] for r in records] == [4.5, 1.0] and len(seen) == 2
+        assert "The answer cites a note" in seen[0]["messages"][-1]["content"]  # the criteria are sent
+        assert "Open Settings and set the port to 8080 [1]." in seen[0]["messages"][-1]["content"]  # and the examples
+        score_records(records, [load_rubric(rubric_file)], llm=judge())
+        assert len(seen) == 2  # the same rubric: every judgment from the cache
+        rubric_file.write_text(RUBRIC.replace("a concrete step", "one concrete step"), encoding="utf-8")
+        score_records(records, [load_rubric(rubric_file)], llm=judge())
+        assert len(seen) == 4  # an edited rubric is a new version: asked again
+        # a score off the rubric's scale is not a score
+        router.post(OPENAI_URL).mock(return_value=httpx.Response(200, json=openai_reply('{"reasoning": "x", "score": 9}')))
+        fresh = [rec("q3", answer="something else entirely")]
+        score_records(fresh, [load_rubric(rubric_file)], llm=judge())
+        assert fresh[0][CUSTOM_SCORES]["rubric/helpfulness"] is None
+
+
+def test_a_run_without_custom_metrics_derives_byte_for_byte_as_before(tmp_path: Path):
+    from evalkit.derive import RunFacts, rederive
+
+    make_run(tmp_path, "a", [rec(f"q{i:02d}", answer=GOOD) for i in range(4)])
+    run = RunDir.open(tmp_path, "a")
+
+    def derive() -> bytes:
+        cfg = run.read_config()
+        facts = RunFacts.stored(run, cfg, run.read_metrics() or {})
+        facts.timestamp = "2026-01-01T00:00:00Z"
+        rederive(run, facts, run.read_results(), config=cfg)
+        return (tmp_path / "a" / "metrics.json").read_bytes()
+
+    first = derive()
+    assert b"custom_metrics" not in first and derive() == first
