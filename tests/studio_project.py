@@ -79,3 +79,23 @@ def running_studio(project: Any, token: str = "browser-test-token") -> Iterator[
         server.should_exit = True
         thread.join(30)
         sock.close()
+
+
+def add_second_run(results: Path) -> None:
+    """results/r2: r1 with g-2 answered otherwise and missing its gold (a recall flip), and g-4
+    answered with hostile text: two changed cases for the side-by-side review."""
+    import shutil
+
+    import orjson
+
+    shutil.copytree(results / "r1", results / "r2")
+    path = results / "r2" / "results.jsonl"
+    records = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    for r in records:
+        if r["test_case_id"] == "g-2":
+            r["answer"] = "Every October, at the Bosch garage."
+            r["retrieval_metrics"]["at_k"]["3"]["recall_any"] = 0.0
+            r["retrieval_metrics"]["recall_at_k"] = 0.0
+        elif r["test_case_id"] == "g-4":
+            r["answer"] = f"Tyres {SCRIPT} {IMG}"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))

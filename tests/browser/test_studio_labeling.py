@@ -24,7 +24,7 @@ import pytest
 from evalkit.authoring.labeler import LabelSession
 from evalkit.authoring.labeling import EvalSetFile
 from evalkit.studio.project import StudioProject
-from tests.studio_project import running_studio, write_project
+from tests.studio_project import add_second_run, running_studio, write_project
 
 
 @pytest.fixture
@@ -35,6 +35,7 @@ def studio(tmp_path: Path) -> Iterator[tuple[dict[str, Path], str]]:
     maker.start()
     maker.join()
     p = made
+    add_second_run(p["results"])
     (tmp_path / "original.jsonl").write_bytes(p["eval_set"].read_bytes())
     project = StudioProject([p["eval_set"]], p["vault"], p["results"], root=p["root"])
     with running_studio(project) as url:
@@ -227,6 +228,68 @@ def test_grading_by_keyboard_writes_the_terminal_graders_lines(browser: Any, stu
     assert lines(p["results"]) == lines(terminal) and len(lines(terminal)) == 2
 
 
+def test_side_by_side_review_by_keyboard_writes_compares_lines(browser: Any, studio: tuple[dict[str, Path], str]) -> None:
+    from evalkit.compare.pairwise import append_choice, read_choice_lines
+    from evalkit.store.runs import RunDir
+
+    p, url = studio
+    origin = _origin(url)
+    watch = Watch(origin)
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = watch.attach(context.new_page())
+    page.goto(url)
+    with page.expect_navigation():
+        page.get_by_role("button", name="Side by side").click()  # the home page offers the two runs
+    assert "/pairs?" in page.url
+    page.goto(f"{origin}/pairs?a=r1&b=r2&reviewer=ana")
+    page.keyboard.press("j")
+    _act(page, lambda: page.keyboard.press("Enter"))
+    assert page.locator("h1").inner_text().startswith("g-2")
+    _act(page, lambda: page.keyboard.press("a"))  # saved, and on to the next changed case
+    assert page.locator("h1").inner_text().startswith("g-4")
+    _act(page, lambda: page.keyboard.press("e"))
+    page.goto(f"{origin}/pair?a=r1&b=r2&id=g-4&reviewer=ana")
+    assert page.locator("#pair-status").inner_text().startswith("Your choice: equal")
+    context.close()
+    assert watch.bad == []  # the hostile answer ran nothing
+
+    run_b = RunDir.open(p["results"], "r2")
+    got = [{k: v for k, v in x.items() if k != "reviewed_at"} for x in read_choice_lines(run_b)]
+    terminal = p["root"] / "terminal-results"
+    shutil.copytree(p["results"], terminal, ignore=shutil.ignore_patterns("pairwise_review.jsonl"))
+    from evalkit.compare.pairwise import answer_sha256
+
+    records = {run: {r["test_case_id"]: r for r in RunDir.open(terminal, run).read_results()} for run in ("r1", "r2")}
+    for cid, choice in (("g-2", "a"), ("g-4", "equal")):
+        append_choice(RunDir.open(terminal, "r2"), {"test_case_id": cid, "run_a": "r1", "run_b": "r2", "choice": choice, "reviewer": "ana",
+                                                    "answer_a_sha256": answer_sha256(records["r1"][cid]),
+                                                    "answer_b_sha256": answer_sha256(records["r2"][cid])})
+    want = [{k: v for k, v in x.items() if k != "reviewed_at"} for x in read_choice_lines(RunDir.open(terminal, "r2"))]
+    assert got == want and len(got) == 2
+
+
+def test_dropping_a_tag_from_cases_selected_by_keyboard(browser: Any, studio: tuple[dict[str, Path], str]) -> None:
+    p, url = studio
+    origin = _origin(url)
+    watch = Watch(origin)
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = watch.attach(context.new_page())
+    page.goto(url)
+    page.goto(f"{origin}/queue?set=eval_set.jsonl")
+    page.keyboard.press("j")
+    page.keyboard.press("x")  # g-1
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    page.keyboard.press("x")  # g-3
+    assert page.locator("#n-picked").inner_text() == "2 selected"
+    page.locator("#drop-tag").select_option("garden")
+    _act(page, lambda: page.locator("button[data-drop=tag]").click())
+    context.close()
+    assert watch.bad == []
+    cases = {c["id"]: c for c in map(json.loads, p["eval_set"].read_text(encoding="utf-8").splitlines())}
+    assert cases["g-1"]["tags"] == [] and cases["g-3"]["tags"] == [] and cases["g-2"]["tags"] == ["car"]
+
+
 def test_every_page_passes_axe_and_names_its_controls(browser: Any, studio: tuple[dict[str, Path], str]) -> None:
     from axe_playwright_python.sync_playwright import Axe
 
@@ -239,7 +302,8 @@ def test_every_page_passes_axe_and_names_its_controls(browser: Any, studio: tupl
     for path in ("/", "/queue?set=eval_set.jsonl&run=r1",
                  "/case?set=eval_set.jsonl&id=g-4&run=r1&note=Hostile.md&q=inside",
                  "/case?set=eval_set.jsonl&id=c-1%232&run=r1&note=car/Car.md", "/grades?run=r1&grader=ana",
-                 "/grade?run=r1&id=g-4&grader=ana", "/fixes?set=eval_set.jsonl"):
+                 "/grade?run=r1&id=g-4&grader=ana", "/fixes?set=eval_set.jsonl", "/pairs?a=r1&b=r2&reviewer=ana",
+                 "/pair?a=r1&b=r2&id=g-4&reviewer=ana", "/rename?set=eval_set.jsonl&from=car/Car.md&to=garden/Garden.md"):
         page.goto(origin + path)
         results = axe.run(page)
         violations = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3]) for v in results.response["violations"]]
@@ -262,7 +326,7 @@ def test_the_layout_holds_at_1400_and_800_pixels(browser: Any, studio: tuple[dic
     page = watch.attach(context.new_page())
     page.goto(url)
     for path in ("/queue?set=eval_set.jsonl&run=r1", "/case?set=eval_set.jsonl&id=g-4&run=r1&note=Hostile.md&q=inside",
-                 "/grade?run=r1&id=g-4&grader=ana"):
+                 "/grade?run=r1&id=g-4&grader=ana", "/pair?a=r1&b=r2&id=g-4&reviewer=ana"):
         page.goto(origin + path)
         assert page.evaluate("document.documentElement.scrollWidth") <= width, (path, width)
         cols = page.locator(".col").all()
