@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -19,6 +19,7 @@ from evalkit.derive import RecordPass
 from evalkit.errors import JudgeError, TargetError
 from evalkit.evalset.load import EvalSet
 from evalkit.judges.context import with_earlier_turns
+from evalkit.net.ratelimit import AskTimer
 from evalkit.run.records import (
     Selection,
     build_record,
@@ -111,6 +112,19 @@ def _units(pending: Sequence[tuple[int, str, int]], eval_set: EvalSet) -> list[l
     return units
 
 
+async def timed_ask(
+    target: Any, request: Any, case_id: str, clock: Callable[[], float] = time.perf_counter
+) -> tuple[Any, float]:
+    """The target's answer to one ask (or the TargetError it raised) and its latency in ms:
+    the wall time of the call, retries included, less its waits for `--rps` slots (AskTimer)."""
+    with AskTimer(clock) as timer:
+        try:
+            result: Any = await target.ask(request, case_id=case_id)
+        except TargetError as e:
+            result = e
+    return result, timer.ms
+
+
 @dataclass(slots=True)
 class _Unbuilt:
     case_index: int
@@ -191,12 +205,8 @@ class Session:
         case: EvalCase = self.p.eval_set.cases[case_index]
         history = self._history(case, trial) if case.conversation is not None else None
         request = build_request(case, self.s, history=history)
-        start = time.perf_counter()
-        try:
-            result: Any = await self.target.ask(request, case_id=case.id)
-        except TargetError as e:
-            result = e
-        answer = _Answer(case, result, (time.perf_counter() - start) * 1000, history)
+        result, total_ms = await timed_ask(self.target, request, case.id)
+        answer = _Answer(case, result, total_ms, history)
         if case.conversation is not None:
             self._heard(answer, trial)
         return answer

@@ -83,3 +83,59 @@ def test_context_manager_acquires() -> None:
 def test_non_positive_rps_is_bad_config(rps: float) -> None:
     with pytest.raises(BadConfig, match="--rps"):
         RateLimiter(rps)
+
+
+class AdvancingTime(FakeTime):
+    """A clock that sleeping advances: the limiter's waits show on it, as real waits would."""
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_the_throttle_wait_is_not_the_chatbots_latency() -> None:
+    """Issue 43: at --rps 2 a chatbot answering in 17 ms measured 500 ms a case, the wait for
+    its slot. The runner times an ask with `timed_ask` (the session's timer), which leaves the
+    limiter's waits out."""
+    from evalkit.run.session import timed_ask
+    from evalkit.schema import AskRequest
+    from evalkit.targets import CallableTarget
+
+    t = AdvancingTime()
+
+    async def bot(request: dict) -> dict:
+        t.now += 0.017  # the chatbot's own 17 ms
+        return {"answer": "a", "references": [], "abstained": False}
+
+    target = CallableTarget(bot, rps=2)
+    target._limiter = RateLimiter(2, clock=t.clock, sleep=t.sleep)  # the same limiter on the fake clock
+
+    async def go() -> list[float]:
+        return [(await timed_ask(target, AskRequest(question="q"), f"c{i}", clock=t.clock))[1] for i in range(3)]
+
+    latencies = asyncio.run(go())
+    # by hand: interval 1/2; the 2nd and 3rd asks wait 1/2 - 0.017 for their slots, which
+    # were counted before (17, 500, 500 ms); the chatbot's own time is 17 ms each
+    assert t.sleeps == [pytest.approx(0.5 - 0.017)] * 2
+    assert latencies == [pytest.approx(17.0)] * 3
+
+
+def test_an_ask_timer_counts_only_waits_inside_it() -> None:
+    from evalkit.net.ratelimit import AskTimer
+
+    t = AdvancingTime()
+    limiter = RateLimiter(1, clock=t.clock, sleep=t.sleep)
+
+    async def go() -> AskTimer:
+        await limiter.acquire()
+        await limiter.acquire()  # a judge's wait, say: outside any ask, counted nowhere
+        with AskTimer(t.clock) as timer:
+            await limiter.acquire()  # waits 1 s
+            t.now += 0.25  # the call
+        await limiter.acquire()  # after the ask: not its wait
+        return timer
+
+    timer = asyncio.run(go())
+    assert t.sleeps == [1.0, 1.0, 0.75]
+    assert timer.throttled_s == 1.0
+    assert timer.ms == pytest.approx(250.0)
