@@ -363,6 +363,10 @@ def _new_case(paths: list[Path], *, output: Path | None, results_dir: Path, forc
             tags=tags, output=output, results_dir=results_dir, force=force, on_backup=said_backup,
         )
     print(f"evalkit: added {case_id} to {written}")
+    if answerable:
+        # Issue 43: without them a judge has nothing to check an answer against (EVAL.md, rule 7).
+        print(f"evalkit: warning: {case_id} has no expected_key_facts: its correctness is unscoreable (null) until "
+              "you add the facts a correct answer states (the labeler's facts field)", file=sys.stderr)
     return case_id
 
 

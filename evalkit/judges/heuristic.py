@@ -336,16 +336,13 @@ class HeuristicJudge:
                 "key_facts_missing": [],
                 "basis": "expected_answer",
             }
-        q = _overlap(content_words(item.question), answer_words)
-        claims = judge_claims(item.answer, item.context)
-        s = sum(1 for c in claims if c["supported"]) / len(claims) if claims else 0.0
+        # Nothing to check the answer against: unscoreable, never a guess. The question's words
+        # and the context's support gave a wrong answer 4.0 of 5 (issue 43). The judge runner
+        # does not ask without expected facts; an expected answer of no content words lands here.
         return {
-            "score": 5 * (0.5 * q + 0.5 * s),
-            "reasoning": (
-                f"heuristic (no key facts): the answer uses {q:.0%} of the question's content words and "
-                f"{s:.0%} of its claims are supported by the context"
-            ),
+            "score": None,
+            "reasoning": "heuristic: no expected key facts and no expected answer, correctness is unscoreable",
             "key_facts_covered": [],
             "key_facts_missing": [],
-            "basis": "question_and_support",
+            "basis": None,
         }

@@ -11,9 +11,12 @@ a stored run). The rules, in order:
 4. An abstention on an answerable case gets correctness 0 (method "rule") and no groundedness.
 5. An empty answer gets 0 on both (method "rule").
 6. An answer to an unanswerable case gets correctness 0 (method "rule"); groundedness is judged.
-7. Anything else is judged on both; a judge failure is recorded in `judge_errors`, the
+7. An answer to an answerable case without expected_key_facts or expected_answer gets
+   correctness null (method "unscoreable", counted in `correctness_unscoreable`): there is
+   nothing to score it against.
+8. Anything else is judged on both; a judge failure is recorded in `judge_errors`, the
    score stays null and the run goes on.
-8. A case with `recency_conflict_rule: acknowledge_both` also gets the conflict judge
+9. A case with `recency_conflict_rule: acknowledge_both` also gets the conflict judge
    (`conflict.acknowledged`); a target error, an abstention or an empty answer is
    `acknowledged: false` (method "rule"). The verdict completes the case's
    `retrieval_metrics.recency` (pass = all_retrieved and acknowledged).
@@ -121,6 +124,20 @@ _QUALITY_DIMENSIONS = ("relevance", Rec.GROUNDEDNESS, "completeness")
 def _quality_score(verdict: Mapping[str, Any]) -> float:
     """Seed 002's answer-quality score: the mean of its three 0-1 dimensions."""
     return math.fsum(float(verdict[d]) for d in _QUALITY_DIMENSIONS) / 3
+
+
+NO_EXPECTED_FACTS = "the case has no expected_key_facts and no expected_answer: nothing to check the answer against"
+
+
+def has_expected(item: JudgeItem) -> bool:
+    """Whether correctness can be scored: the case says what a correct answer holds."""
+    return bool(item.expected_key_facts) or bool((item.expected_answer or "").strip())
+
+
+def _unscoreable() -> dict[str, Any]:
+    # Issue 43: without expected facts the heuristic gave a wrong answer 4.0 of 5 (question
+    # words + support) and an LLM would guess; the score stays null, out of every mean.
+    return {"score": None, "reasoning": NO_EXPECTED_FACTS, "method": "unscoreable"}
 
 
 def _quality_rule(reasoning: str, *, completeness: bool) -> dict[str, Any]:
@@ -269,6 +286,7 @@ class _RunCounters:
     not_judged_target_error: int = 0
     not_judged_correct_abstention: int = 0
     rule_scored: int = 0
+    correctness_unscoreable: int = 0  # answered answerable cases without expected facts
     abstention_classified: int = 0
     judge_errors: dict[str, int] = field(default_factory=dict)
     judgments_ok: int = 0
@@ -359,6 +377,7 @@ class JudgeRunner:
             "not_judged_target_error": c.not_judged_target_error,
             "not_judged_correct_abstention": c.not_judged_correct_abstention,
             "rule_scored": c.rule_scored,
+            "correctness_unscoreable": c.correctness_unscoreable,
             "abstention_classified": c.abstention_classified,
             "n_judge_errors": sum(c.judge_errors.values()),
             # Verdicts of this session (abstention, groundedness, correctness) made or failed:
@@ -504,7 +523,10 @@ class JudgeRunner:
         asked: list[tuple[str, str]] = []
         if Rec.GROUNDEDNESS in on:
             asked.append((Rec.GROUNDEDNESS, self.groundedness_kind))
-        if Rec.CORRECTNESS in on and item.answerable:
+        if Rec.CORRECTNESS in on and item.answerable and not has_expected(item):
+            rec[Rec.CORRECTNESS] = _unscoreable()
+            self._counters.correctness_unscoreable += 1
+        elif Rec.CORRECTNESS in on and item.answerable:
             asked.append((Rec.CORRECTNESS, Rec.CORRECTNESS))
         elif Rec.CORRECTNESS in on:
             rec[Rec.CORRECTNESS] = _rule(0, "answered a question the eval set marks unanswerable")

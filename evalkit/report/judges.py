@@ -87,6 +87,7 @@ def judge_summary_rows(result: Any) -> list[tuple[str, str, str]]:
         ("Not judged: target error", str(stats.get("not_judged_target_error", 0)), ""),
         ("Not judged: correct abstention", str(stats.get("not_judged_correct_abstention", 0)), ""),
         ("Scored by rule (abstained / empty / unanswerable)", str(stats.get("rule_scored", 0)), ""),
+        ("Correctness unscoreable (no expected facts)", str(stats.get("correctness_unscoreable", 0)), ""),
         ("Abstention decided by fallback classifier", str(stats.get("abstention_classified", 0)), ""),
     ]
     if not stats.get("heuristic"):

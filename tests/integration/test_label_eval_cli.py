@@ -216,6 +216,8 @@ def test_new_asks_for_a_case_and_appends_it_with_a_fresh_id(tmp_path):
     added = json.loads(after[3])
     assert added == {"id": "sv-004", "question": "How long do I proof the country loaf?", "answerable": True,
                      "gold_supports": [], "tags": ["baking", "recipes"], "category": "factual", "difficulty": "medium"}
+    # issue 43: its correctness is unscoreable until facts are added, and the command says so
+    assert "warning: sv-004 has no expected_key_facts: its correctness is unscoreable" in proc.stderr
 
 
 def test_fresh_ids_follow_the_files_own_style():

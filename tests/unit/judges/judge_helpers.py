@@ -95,7 +95,7 @@ def make_record(case_id: str = "q1", *, answer: str = "The port is 8080 [1].", a
         "test_case_id": case_id,
         "case_index": case_index,
         "case": {"id": case_id, "question": "Which port does the server listen on?", "answerable": answerable,
-                 "expected_key_facts": key_facts or [], "tags": ["ops"], "category": "factual", "gold_supports": []},
+                 "expected_key_facts": ["port 8080"] if key_facts is None else key_facts, "tags": ["ops"], "category": "factual", "gold_supports": []},
         "question": "Which port does the server listen on?",
         "answer": answer,
         "references": [{"chunk_id": "c1", "rel_path": "ops/server.md", "heading_path": "# Server"}],

@@ -183,3 +183,32 @@ def test_spot_check_settings():
         spot_check_settings(main)
     with pytest.raises(JudgeConfigError, match="heuristic has no prompts"):
         spot_check_settings(JudgeSettings(), prompt_set="v1-alt")
+
+
+def test_correctness_without_expected_facts_is_unscoreable_and_counted():
+    # Issue 43: a wrong answer to a case without expected facts scored 4.0 of 5 (question
+    # words + context support). Nothing says what is correct: null, the reason, a count.
+    from evalkit.judges.runner import NO_EXPECTED_FACTS
+
+    rec, runner = _judge(make_record(answer="The database runs PostgreSQL 16 [2].", key_facts=[]))
+    assert rec["correctness"] == {"score": None, "reasoning": NO_EXPECTED_FACTS, "method": "unscoreable"}
+    assert rec["groundedness"]["score"] is not None  # groundedness needs no expected facts
+    stats = runner.stats()
+    assert stats["correctness_unscoreable"] == 1 and "correctness" not in stats["scores"]
+    # an expected answer is enough to score it
+    record = make_record(answer="The database runs PostgreSQL 16 [2].", key_facts=[])
+    record["case"]["expected_answer"] = "The server listens on port 8080."
+    rec, runner = _judge(record)
+    assert rec["correctness"]["score"] is not None and runner.stats()["correctness_unscoreable"] == 0
+
+
+def test_an_llm_judge_is_not_asked_for_correctness_without_expected_facts(openai_router, openai_key, settings_for):
+    from tests.unit.judges.judge_helpers import ANSWERED, CORRECT, GROUNDED, OPENAI_MODEL, by_kind
+
+    handler = by_kind({"groundedness": GROUNDED, "correctness": CORRECT, "abstention": ANSWERED})
+    openai_router["chat"].side_effect = handler
+    runner = build_judge_runner(settings_for(provider="openai", model=OPENAI_MODEL))
+    rec = asyncio.run(runner.judge_record(make_record(key_facts=[])))
+    asked = [(c.get("response_format") or {}).get("json_schema", {}).get("name") for c in handler.calls]
+    assert "correctness_verdict" not in asked and "groundedness_verdict" in asked  # a guess is never asked for
+    assert rec["correctness"]["method"] == "unscoreable" and rec["correctness"]["score"] is None
