@@ -128,3 +128,52 @@ def test_describe_has_hash_and_count(tmp_path: Path) -> None:
     d = ReplayTarget(path).describe()
     assert d["kind"] == "replay" and d["responses"] == 2 and len(d["sha256"]) == 64
     assert asyncio.run(ReplayTarget(path).index_stats()) is None
+
+
+# --------------------------------------------------------------------------- replaying a run's records
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in d.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+# What differs between two runs by nature: their names, times and the wall clock.
+_RUN_OWN = ("run_id", "timestamp", "config_hash", "run_timing.", "aggregate_metrics.latency.total_ms",
+            "aggregate_metrics.latency.phases.judge.")
+
+
+@pytest.mark.parametrize("flags", [{"retrieval_only": True}, {"store_full_text": True}])
+def test_a_replayed_run_scores_as_the_run(tmp_path: Path, flags: dict) -> None:
+    """Issue 43: replaying a run's results.jsonl lost the target's abstention (abstention
+    accuracy 0.5 -> null under --retrieval-only), its phase timings, versions and index stats.
+    Every metric of the replay equals the run's (judged ones too, given --store-full-text so
+    the judge sees the same text)."""
+    from evalkit.run.api import run_eval
+    from tests.support import ROOT
+
+    common = dict(eval_set=str(ROOT / "eval_set.jsonl"), results_dir=str(tmp_path / "results"), no_probe=True, **flags)
+    first = run_eval(vault=str(ROOT / "sample_vault"), run_id="first", **common)
+    again = run_eval(target=f"replay:{first.run_dir / 'results.jsonl'}", run_id="again", **common)
+    a = {k: v for k, v in _flat(first.metrics).items() if not k.startswith(_RUN_OWN)}
+    b = {k: v for k, v in _flat(again.metrics).items() if not k.startswith(_RUN_OWN)}
+    assert a["aggregate_metrics.abstention_accuracy"] is not None
+    assert a["aggregate_metrics.indexing_coverage.docs_processed"] > 0
+    assert {k: (a.get(k), b.get(k)) for k in a.keys() | b.keys() if a.get(k) != b.get(k)} == {}
+    recs_a = [json.loads(x) for x in (first.run_dir / "results.jsonl").read_text().splitlines()]
+    recs_b = [json.loads(x) for x in (again.run_dir / "results.jsonl").read_text().splitlines()]
+    assert [r["abstention"] for r in recs_b] == [r["abstention"] for r in recs_a]
+    assert [r["latency"]["total_ms"] for r in recs_b] == [r["latency"]["total_ms"] for r in recs_a]
+
+
+def test_a_failed_case_replays_as_the_same_failure(tmp_path: Path) -> None:
+    record = {"schema_version": 1, "test_case_id": "q1", "question": "What?", "answer": None, "latency": {"total_ms": 5.0},
+              "error": {"kind": "timeout", "status": None, "detail": "no answer in 60 s"}}
+    with pytest.raises(TargetError) as e:
+        ask(ReplayTarget(write_log(tmp_path, record)), "What?", case_id="q1")
+    assert e.value.kind == "timeout"
