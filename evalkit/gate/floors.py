@@ -19,7 +19,8 @@ from evalkit.metrics.registry import METRICS
 from evalkit.metrics.retrieval import AT_K_METRICS
 from evalkit.store.runlog import Cell
 
-__all__ = ["ALL_DEFAULT", "DEFAULT_THRESHOLD_METRICS", "parse_thresholds", "threshold_check", "threshold_metric_names"]
+__all__ = ["ALL_DEFAULT", "DEFAULT_THRESHOLD_METRICS", "measured_value", "parse_thresholds", "threshold_check",
+           "threshold_metric_names"]
 
 # The key under which a bare `--threshold 0.7` is stored in RunSettings.thresholds.
 ALL_DEFAULT = "*"
@@ -162,6 +163,17 @@ def _measured(agg: Mapping[str, Any], name: str) -> tuple[float | None, int]:
         return number(op.get(name)), int(op.get("n") or 0)
     n = (agg.get("n") or {}).get(name)
     return number(agg.get(name)), int(n or 0) if isinstance(n, int | float) else 0
+
+
+def measured_value(metrics: Mapping[str, Any], name: str) -> tuple[float | None, int]:
+    """(value, n) of a metric `--threshold` may name, in metrics.json (or its aggregate cell):
+    an aggregate key, a per-K key (`ndcg@10`), an operational rate, or a project's own metric
+    (`rubric/helpfulness`); (None, 0) when the run did not measure it."""
+    agg = aggregate_of(metrics)
+    if is_custom_name(name):
+        value, n, _ = custom_value(agg, name)
+        return value, n
+    return _measured(agg, canonical_key(name))
 
 
 def threshold_check(metrics: Mapping[str, Any], thresholds: Mapping[str, float]) -> dict[str, Any]:
