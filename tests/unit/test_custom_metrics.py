@@ -258,3 +258,13 @@ def test_a_run_without_custom_metrics_derives_byte_for_byte_as_before(tmp_path: 
 
     first = derive()
     assert b"custom_metrics" not in first and derive() == first
+
+
+def test_the_documented_examples_load_and_score():
+    root = Path(__file__).resolve().parents[2] / "docs" / "examples"
+    rubric = load_rubric(root / "rubric_helpfulness.toml")
+    assert rubric.metric.name == "rubric/helpfulness" and len(rubric.criteria) == 3 and len(rubric.examples) == 2
+    for example in rubric.examples:  # the offline heuristic agrees with the file's own graded examples
+        assert rubric.heuristic_score(example["answer"])[0] == example["score"]
+    scorer = load_scorer(f"python:{root / 'scorers.py'}:cites_a_note")
+    assert scorer.score(rec("q1", answer="See [1].")) == 1.0 and scorer.score(rec("q1", answer="")) is None
