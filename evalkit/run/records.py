@@ -10,12 +10,13 @@ references up to max(100, K), and the answer cut for storage once it has been ju
 
 from __future__ import annotations
 
+import re
 from array import array
 from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
 from evalkit.config import LIST_STORE_ITEMS, TRUNCATE_CHARS, RunSettings, stored_answer
-from evalkit.errors import BadConfig, Problem, TargetError
+from evalkit.errors import BadConfig, Problem, TargetError, redact_data
 from evalkit.evalset.load import CaseKey, EvalSet
 from evalkit.schema import SCHEMA_VERSION, AskRequest, EvalCase, Reference, RerankWeights, RetrievedChunk
 from evalkit.store.runlog import Rec
@@ -282,6 +283,40 @@ def _stored_reference(reference: Mapping[str, Any], full_text: bool) -> dict[str
     return _stored(reference, full_text)[0]
 
 
+# A trace step's fields kept in the record: what the step was, took in and gave back.
+_TRACE_FIELDS = ("name", "input", "output")
+# A dict key naming a secret: its value is never stored, whatever it looks like.
+_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|credential)", re.IGNORECASE)
+
+
+def _no_secrets(value: Any) -> Any:
+    """`value` with values under secret-named keys replaced by "***", and every string redacted
+    (errors.redact_data: the environment's secrets and key shapes)."""
+    if isinstance(value, dict):
+        value = {k: "***" if isinstance(k, str) and _SECRET_KEY.search(k) else _no_secrets(v) for k, v in value.items()}
+    elif isinstance(value, list):
+        value = [_no_secrets(v) for v in value]
+    return redact_data(value) if isinstance(value, str) else value
+
+
+def stored_traces(traces: Any, full_text: bool) -> tuple[list[dict[str, Any]], int]:
+    """A target's `debug.traces` as a record keeps them: the first 100 steps, each as
+    {name, input, output} (what the step's dict holds of them, null when absent), secrets
+    redacted (never stored, --store-full-text or not), then every string in them cut to 200
+    characters unless --store-full-text, as chunk text is. Returns them and how many steps
+    were dropped (past 100, or not objects)."""
+    if not isinstance(traces, list):
+        return [], 0
+    steps = [t for t in traces if isinstance(t, dict)]
+    kept = []
+    for step in steps[:LIST_STORE_ITEMS]:
+        out = {field: _no_secrets(step.get(field)) for field in _TRACE_FIELDS}
+        if not full_text:
+            out = _cut_strings(out)[0]
+        kept.append(out)
+    return kept, len(traces) - len(kept)
+
+
 def versions_tuple(
     settings: RunSettings,
     eval_set: EvalSet,
@@ -483,6 +518,9 @@ def build_record(
     record["folder_selection"] = folder_selection
     record[Rec.MISSING_FIELDS] = list(result.missing_fields)
     record["attempts"] = getattr(result, "attempts", None)
+    if debug is not None and debug.get("traces") is not None:
+        # Only when the target sends traces: other records stay as they were.
+        record[Rec.TRACES], record[Rec.TRACES_DROPPED] = stored_traces(debug["traces"], settings.store_full_text)
     timings = result.server_timings_ms or {}
     logged = getattr(result, "logged_total_ms", None)
     record["latency"].update(

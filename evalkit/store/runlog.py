@@ -56,6 +56,8 @@ class Rec:
     MISSING_FIELDS = "missing_fields"
     HISTORY = "history"  # a conversation's turn: the earlier turns it was sent (DESIGN.md §10)
     ATTEMPTS = "attempts"
+    TRACES = "traces"  # the target's debug.traces steps, {name, input, output}, cut and redacted
+    TRACES_DROPPED = "traces_dropped"
     RESPONSE_VALIDITY = "response_validity"
 
     # inside `latency`

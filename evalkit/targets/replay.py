@@ -254,8 +254,7 @@ def _response_of_record(record: dict[str, Any]) -> tuple[dict[str, Any] | None, 
                 retriever = _RUN_FLAGS.sub("", retriever) or None
             versions["retriever_version"] = retriever
             debug["versions"] = versions
-        for key in ("traces",):
-            if record.get(key) is not None:
-                debug[key] = record[key]
+        if record.get(Rec.TRACES) is not None:
+            debug["traces"] = record[Rec.TRACES]
         response["debug"] = debug
     return response, latency.get(Rec.TOTAL_MS), extras
