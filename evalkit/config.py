@@ -53,9 +53,13 @@ SCOPE_PARTS = ("vaults", "folders", "collection")
 # Seed 000 §10, "Which evaluators to run": retrieval is scored from every answer (it costs
 # nothing beyond the ask); the others are judges: groundedness, correctness, the abstention
 # classifier (for answers whose target gives no `abstained`), the conflict judge of
-# acknowledge_both cases, and seed 002's answer quality (opt-in).
-EVALUATORS: tuple[str, ...] = ("retrieval", Rec.GROUNDEDNESS, Rec.CORRECTNESS, "abstention", "conflict", "answer_quality")
-DEFAULT_EVALUATORS: tuple[str, ...] = EVALUATORS[:-1]
+# acknowledge_both cases, seed 002's answer quality (opt-in) and the context-relevance judge
+# (opt-in: each retrieved chunk against the question, a retrieval number without gold).
+EVALUATORS: tuple[str, ...] = (
+    "retrieval", Rec.GROUNDEDNESS, Rec.CORRECTNESS, "abstention", "conflict", "answer_quality", "context_relevance",
+)
+OPT_IN_EVALUATORS: tuple[str, ...] = ("answer_quality", "context_relevance")
+DEFAULT_EVALUATORS: tuple[str, ...] = tuple(n for n in EVALUATORS if n not in OPT_IN_EVALUATORS)
 
 # What one results.jsonl record keeps of text a target or judge produced (EVAL.md "The
 # runner", record size): beyond these, text is cut or items dropped, and the record says so.

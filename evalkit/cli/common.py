@@ -590,8 +590,9 @@ def judge_options(panel: str) -> dict[str, Any]:
             None, "--evaluators", metavar="NAMES", rich_help_panel=panel,
             help="Which evaluators run, comma-separated (repeatable): retrieval, groundedness, correctness, abstention "
             "(the classifier, for answers whose target gives no `abstained`), conflict (acknowledge_both cases), "
-            "answer_quality. Retrieval is always scored; `--evaluators retrieval` is --retrieval-only. "
-            "(default: all but answer_quality)",
+            "answer_quality, context_relevance (each retrieved chunk judged against the question: needs no gold). "
+            "Retrieval is always scored; `--evaluators retrieval` is --retrieval-only. "
+            "(default: all but answer_quality and context_relevance)",
         ),
         "no_cache": typer.Option(False, "--no-cache", help="Do not read or write the judge cache.", rich_help_panel=panel),
         "refresh_cache": typer.Option(

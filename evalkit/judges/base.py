@@ -17,8 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from evalkit.errors import redact
 from evalkit.store.runlog import Rec
 
-JudgeKind = Literal["groundedness", "correctness", "claims", "abstention", "answer_quality", "conflict"]
-JUDGE_KINDS: tuple[str, ...] = (Rec.GROUNDEDNESS, Rec.CORRECTNESS, "claims", "abstention", "answer_quality", "conflict")
+JudgeKind = Literal["groundedness", "correctness", "claims", "abstention", "answer_quality", "conflict", "context_relevance"]
+JUDGE_KINDS: tuple[str, ...] = (
+    Rec.GROUNDEDNESS, Rec.CORRECTNESS, "claims", "abstention", "answer_quality", "conflict", "context_relevance",
+)
 
 
 # --------------------------------------------------------------------------- verdict models
@@ -104,6 +106,21 @@ class ConflictOutput(_Verdict):
     )
 
 
+class ChunkRelevance(_Verdict):
+    """One retrieved chunk, judged for relevance to the question alone."""
+
+    chunk: int = Field(description="The chunk's number [n] in the retrieved context.")
+    relevant: bool = Field(description="True if the chunk holds information that helps answer the question.")
+
+
+class ContextRelevanceOutput(_Verdict):
+    """The context-relevance judge's answer (issue 42 item 6, no gold needed): which of the
+    retrieved chunks bear on the question; the score (relevant chunks / chunks) is the runner's."""
+
+    reasoning: str = Field("", description="One or two sentences on what the relevant chunks hold.")
+    chunks: list[ChunkRelevance] = Field(description="One entry per numbered context chunk, in order.")
+
+
 OUTPUT_MODELS: dict[str, type[_Verdict]] = {
     Rec.GROUNDEDNESS: GroundednessOutput,
     Rec.CORRECTNESS: CorrectnessOutput,
@@ -111,6 +128,7 @@ OUTPUT_MODELS: dict[str, type[_Verdict]] = {
     "abstention": AbstentionOutput,
     "answer_quality": AnswerQualityOutput,
     "conflict": ConflictOutput,
+    "context_relevance": ContextRelevanceOutput,
 }
 
 

@@ -25,6 +25,9 @@ EVAL.md, section "Judges", states the formulas below.
   (CONFLICT_PATTERNS: "conflict", "contradict", "the older note says", "depends", ...) and
   draws on at least two different notes of the context (a claim cites [n] or is supported
   by a chunk of each).
+- context relevance (no gold needed): a retrieved chunk is relevant when it holds at least
+  RELEVANCE_THRESHOLD (50%) of the question's content words; the score is relevant chunks /
+  chunks (None for a question without content words).
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ HEURISTIC_VERSION = "heuristic-v1"
 SUPPORT_THRESHOLD = 0.6
 CITATION_WEIGHT = 0.4
 SHORT_ANSWER_WORDS = 40
+# Lower than SUPPORT_THRESHOLD: a question is short and names its topic in few words, and a
+# chunk that answers it rarely repeats all of them.
+RELEVANCE_THRESHOLD = 0.5
 
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are aren as at be because been before
@@ -212,6 +218,35 @@ def conflict_check(answer: str, context: Sequence[dict[str, Any]]) -> dict[str, 
     }
 
 
+def relevance_score(chunks: Sequence[dict[str, Any]], n_chunks: int) -> float | None:
+    """Relevant chunks / `n_chunks` (the share of the top K that bears on the question), from
+    per-chunk verdicts [{"chunk": n, "relevant": bool}]; a chunk number outside 1..n_chunks,
+    or named twice, counts once or not at all. None when there is no chunk."""
+    if n_chunks <= 0:
+        return None
+    relevant = {int(c["chunk"]) for c in chunks if c.get("relevant") and 1 <= int(c["chunk"]) <= n_chunks}
+    return len(relevant) / n_chunks
+
+
+def context_relevance(question: str, context: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The heuristic context-relevance verdict: each chunk with its share of the question's
+    content words, relevant at RELEVANCE_THRESHOLD; score = relevant / chunks."""
+    words = content_words(question)
+    chunks = []
+    for n, c in enumerate(context, start=1):
+        overlap = _overlap(words, content_words(c.get("text") or ""))
+        chunks.append({"chunk": n, "relevant": bool(words) and overlap >= RELEVANCE_THRESHOLD, "overlap": round(overlap, 4)})
+    n_relevant = sum(1 for c in chunks if c["relevant"])
+    return {
+        "score": relevance_score(chunks, len(chunks)) if words else None,
+        "chunks": chunks,
+        "n_chunks": len(chunks),
+        "n_relevant": n_relevant,
+        "reasoning": f"heuristic: {n_relevant}/{len(chunks)} chunks hold {RELEVANCE_THRESHOLD:.0%} of the question's "
+        "content words" if words else "heuristic: the question has no content words to look for",
+    }
+
+
 class HeuristicJudge:
     """The Judge protocol without a model: lexical overlap, citation markers, refusal phrases."""
 
@@ -254,6 +289,8 @@ class HeuristicJudge:
             verdict = {"abstained": r["abstained"], "confidence": r["confidence"], "phrase": r["phrase"]}
         elif kind == "conflict":
             verdict = conflict_check(item.answer, item.context)
+        elif kind == "context_relevance":
+            verdict = context_relevance(item.question, item.context)
         else:
             raise ValueError(f"unknown judge kind {kind!r}")
         return JudgeOutcome(

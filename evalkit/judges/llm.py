@@ -206,7 +206,8 @@ class LLMJudge:
         key = cache_key(
             kind=kind,
             question=item.question,
-            answer=item.answer,
+            # context relevance reads no answer: its verdict outlives a change of answer
+            answer="" if kind == "context_relevance" else item.answer,
             context_sha256=context_hash(item.context) if kind != "abstention" else "",
             provider=self.backend.provider,
             model=self.backend.model,

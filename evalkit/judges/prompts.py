@@ -135,6 +135,22 @@ Respond in JSON format:
 (topics_covered / topics_missing split the expected topics above, copied verbatim; both are
 empty when no topics are given.)"""
 
+# Issue 42 item 6 (no gold needed): each retrieved chunk judged against the question alone,
+# so a case without gold supports still gets a retrieval number (RAGAS's context precision
+# without ground truth, TruLens' context relevance). The answer is not shown: the verdict is
+# about the retriever, and it stays cached when only the answer changes.
+_CONTEXT_RELEVANCE_V1 = """Judge whether each retrieved context chunk is relevant to the question.
+
+Question: {question}
+Retrieved Context:
+{context_chunks}
+
+A chunk is relevant when it holds information that helps answer the question, fully or in part.
+A chunk on the same topic that does not help answer this question is not relevant.
+Judge every numbered chunk [n] on its own; do not answer the question.
+
+Return JSON: {{"reasoning": "...", "chunks": [{{"chunk": 1, "relevant": true}}, {{"chunk": 2, "relevant": false}}]}}"""
+
 # --- v1-alt: same rubrics, different wording (reliability spot-check, option B) -------------
 
 _GROUNDEDNESS_ALT = """You are checking an assistant's answer for faithfulness to its sources.
@@ -214,6 +230,7 @@ PROMPT_SETS: dict[str, dict[str, str]] = {
         "abstention": _ABSTENTION_V1,
         "answer_quality": _ANSWER_QUALITY_V1,
         "conflict": _CONFLICT_V1,
+        "context_relevance": _CONTEXT_RELEVANCE_V1,
     },
     "v1-alt": {
         Rec.GROUNDEDNESS: _GROUNDEDNESS_ALT,
@@ -222,10 +239,12 @@ PROMPT_SETS: dict[str, dict[str, str]] = {
         "abstention": _ABSTENTION_ALT,
         "answer_quality": _ANSWER_QUALITY_V1,
         "conflict": _CONFLICT_ALT,
+        "context_relevance": _CONTEXT_RELEVANCE_V1,
     },
 }
 
-_MAX_TOKENS = {Rec.GROUNDEDNESS: 1024, Rec.CORRECTNESS: 1024, "claims": 2048, "abstention": 128, "answer_quality": 1024, "conflict": 512}
+_MAX_TOKENS = {Rec.GROUNDEDNESS: 1024, Rec.CORRECTNESS: 1024, "claims": 2048, "abstention": 128, "answer_quality": 1024, "conflict": 512,
+               "context_relevance": 1024}
 
 
 def prompt_version(kind: str, prompt_set: str = DEFAULT_PROMPT_SET) -> str:

@@ -20,6 +20,9 @@ a stored run). The rules, in order:
    (`conflict.acknowledged`); a target error, an abstention or an empty answer is
    `acknowledged: false` (method "rule"). The verdict completes the case's
    `retrieval_metrics.recency` (pass = all_retrieved and acknowledged).
+9. The context-relevance judge (opt-in) judges what was retrieved, whatever the answer:
+   every answerable case the target did not fail, abstained or not; score = relevant
+   chunks / chunks retrieved; no chunk retrieved is score null (method "rule").
 
 Only the judge evaluators `JudgeSettings.evaluators` selects run (`--evaluators`); a verdict
 of one that does not run stays null.
@@ -41,7 +44,7 @@ from evalkit.errors import JudgeConfigError, Problem
 from evalkit.judges.base import Judge, JudgeFailure, JudgeItem, JudgeOutcome
 from evalkit.judges.cache import context_hash
 from evalkit.judges.cost import PRICES_AS_OF
-from evalkit.judges.heuristic import HEURISTIC_VERSION, citation_check
+from evalkit.judges.heuristic import HEURISTIC_VERSION, citation_check, relevance_score
 from evalkit.judges.pinning import is_pinned
 from evalkit.judges.prompts import prompt_version
 from evalkit.judges.reliability import case_trial_stats, run_trial_stats
@@ -324,7 +327,7 @@ class JudgeRunner:
         on = self.evaluators
         # The conflict judge only when there is a conflict to judge: a run without an
         # acknowledge_both case keeps the identity it had before the judge existed.
-        kinds = [k for k in (Rec.CORRECTNESS, "abstention", "answer_quality") if k in on]
+        kinds = [k for k in (Rec.CORRECTNESS, "abstention", "answer_quality", "context_relevance") if k in on]
         kinds += ["conflict"] if "conflict" in on and self.settings.conflict_cases else []
         if self.heuristic:
             versions = {k: HEURISTIC_VERSION for k in ([Rec.GROUNDEDNESS] if Rec.GROUNDEDNESS in on else []) + kinds}
@@ -449,6 +452,8 @@ class JudgeRunner:
             n_references=len(rec.get("references") or []) + int(rec.get(Rec.REFERENCES_DROPPED) or 0),
             conflict_notes=conflict_notes(case) if conflict else (),
         )
+        if "context_relevance" in self.evaluators and answerable:
+            rec["context_relevance"] = await self._context_relevance(item, rec, cost)
         abstained = await self._decide_abstention(item, rec, cost)
         if abstained is True and not answerable:
             self._counters.not_judged_correct_abstention += 1
@@ -481,6 +486,9 @@ class JudgeRunner:
         rec.pop("answer_quality", None)
         if "answer_quality" in self.evaluators:
             rec["answer_quality"] = None
+        rec.pop("context_relevance", None)  # as answer_quality: only a run judged for it has the key
+        if "context_relevance" in self.evaluators:
+            rec["context_relevance"] = None
 
     async def _decide_abstention(self, item: JudgeItem, rec: dict[str, Any], cost: _CaseCost) -> bool | None:
         """Rule 2: the record's `abstention`, decided by this judge's classifier when the target
@@ -545,6 +553,13 @@ class JudgeRunner:
             rec[Rec.GROUNDEDNESS]["citations"] = citation_check(item.answer, len(item.context), item.n_references)
         return self._finish(rec, cost, t0, judged=bool(asked) or rec[Rec.CORRECTNESS] is not None)
 
+    async def _context_relevance(self, item: JudgeItem, rec: dict[str, Any], cost: _CaseCost) -> dict[str, Any] | None:
+        """Rule 9: the context-relevance verdict (None: the judge failed); no chunk, no judge call."""
+        if not item.context:
+            return {"score": None, "chunks": [], "n_chunks": 0, "n_relevant": 0, "method": "rule",
+                    "reasoning": "no context was retrieved"}
+        return await self._judge_kind("context_relevance", item, rec, cost)
+
     def _completes(self, item: JudgeItem) -> bool:
         """Whether the answer-quality judge measures completeness here (an LLM always does)."""
         return bool(item.expected_topics) or not self.heuristic
@@ -568,7 +583,7 @@ class JudgeRunner:
         rec["latency"] = latency
         if judged:
             self._counters.judged += 1
-        for kind in (Rec.GROUNDEDNESS, Rec.CORRECTNESS, "answer_quality", "conflict"):
+        for kind in (Rec.GROUNDEDNESS, Rec.CORRECTNESS, "answer_quality", "conflict", "context_relevance"):
             v = rec.get(kind)
             if isinstance(v, dict) and v.get("score") is not None:
                 self._counters.scores.setdefault(kind, []).append(float(v["score"]))
@@ -612,6 +627,11 @@ class JudgeRunner:
                 v["score"] = _quality_score(v)
             if kind == "conflict":  # 1 acknowledged, 0 not: trials average it like a score
                 v["score"] = 1.0 if v.get("acknowledged") else 0.0
+            if kind == "context_relevance" and o.method == "llm":
+                n = len(item.context)
+                v["score"] = relevance_score(v.get("chunks") or [], n)
+                v["n_chunks"] = n
+                v["n_relevant"] = round(v["score"] * n) if v["score"] is not None else 0
             verdicts.append(v)
         self._counters.judgments_ok += 1
         verdict = {**verdicts[0], **ok[0].meta(), "judge_identity": self.identity()}

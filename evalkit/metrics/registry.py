@@ -314,6 +314,13 @@ METRICS: tuple[Metric, ...] = (
     Metric("answer_relevance_avg", "Answer relevance (0-1)", "higher", "answer_quality"),
     Metric("answer_groundedness_avg", "Answer groundedness (0-1)", "higher", "answer_quality"),
     Metric("answer_completeness_avg", "Answer completeness (0-1)", "higher", "answer_quality"),
+    # Issue 42 item 6 (no gold needed): the share of the retrieved chunks a judge finds relevant
+    # to the question, per case; its mean is a macro context precision@K, measured on cases
+    # with gold or without. Answer-side: it is over the K chunks the target was asked for.
+    Metric(
+        "context_relevance_avg", "Context relevance (0-1)", "higher", "judge", sliced=True, per_case="as_is",
+        margin=0.05, short="Context rel.", answer_side=True,
+    ),
     *(_expectation(name) for name in EXPECTATION_METRICS),
     Metric(
         "abstention_accuracy",

@@ -58,7 +58,7 @@ def test_unknown_names_are_refused_with_the_list() -> None:
         build_settings({"evaluators": "retrieval,grounded"})
     assert str(e.value.problems[0]) == (
         "--evaluators: unknown evaluator 'grounded'; expected some of "
-        "retrieval, groundedness, correctness, abstention, conflict, answer_quality"
+        "retrieval, groundedness, correctness, abstention, conflict, answer_quality, context_relevance"
     )
 
 

@@ -12,7 +12,7 @@ ITEM = JudgeItem(question="Q?", answer="A [1].", context=({"rel_path": "a.md", "
 
 def test_every_prompt_set_has_every_kind_and_a_version():
     for name, kinds in PROMPT_SETS.items():
-        assert set(kinds) == {"groundedness", "correctness", "claims", "abstention", "answer_quality", "conflict"}
+        assert set(kinds) == {"groundedness", "correctness", "claims", "abstention", "answer_quality", "conflict", "context_relevance"}
         for kind in kinds:
             p = render_prompt(kind, ITEM, prompt_set=name)
             assert p.prompt_version == f"{kind}-{name}" and p.temperature == 0.0 and len(p.prompt_hash) == 64
