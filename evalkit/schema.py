@@ -31,6 +31,9 @@ Difficulty = Literal["easy", "medium", "hard"]
 AUTO = "auto"
 GENERATED = "generated"
 REVIEW_SOURCES = (AUTO, GENERATED)
+# A question `evalkit promote` added from a run or a question log: no gold yet, labeling
+# gives it (the labeler's default queue takes it; a person's edit there drops the mark).
+PROMOTED = "promoted"
 
 
 class _Open(BaseModel):

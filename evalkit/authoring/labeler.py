@@ -23,6 +23,7 @@ from evalkit.authoring.labeling import REVIEW_SOURCES, EvalSetFile, check_writab
 from evalkit.errors import BadConfig, Problem, TargetError
 from evalkit.evalset.anchors import HEADING_DELIMITER, heading_components, normalize_heading_path, normalize_rel_path
 from evalkit.notes.markdown import read_note
+from evalkit.schema import PROMOTED
 
 __all__ = ["LabelSession", "choose_cases", "question_words", "sentences", "open_session"]
 
@@ -331,8 +332,9 @@ class LabelSession:
         return self.doc.backed_up
 
     def _touch(self) -> None:
-        # A person edited the case: an accept_top label or a generated candidate is reviewed now.
-        if self.case.obj.get("label_source") in REVIEW_SOURCES:
+        # A person edited the case: an accept_top label or a generated candidate is reviewed
+        # now, a promoted question labeled.
+        if self.case.obj.get("label_source") in (*REVIEW_SOURCES, PROMOTED):
             del self.case.obj["label_source"]
         self.case.changed = True
 

@@ -34,6 +34,7 @@ COMMANDS = [
     ("label", "label_eval", BUILD, "Label gold supports: the labeler and its batch modes."),
     ("validate", "validate", BUILD, "Check an eval set and its gold labels against the notes."),
     ("serve-studio", "studio", BUILD, "Label gold supports in a local browser workbench."),
+    ("promote", "promote", BUILD, "Add questions of a run or log to an eval set for labeling."),
     ("run", "run_eval", RUN, "Run an eval set against a chatbot into a run folder."),
     ("merge", "merge", RUN, "Join the shard runs of one run, and their judge caches."),
     ("reproduce", "repro", RUN, "Re-run a stored run; check every record comes out the same."),
