@@ -379,7 +379,14 @@ def create_app(project: StudioProject, *, token: str, port: int, live: LiveTarge
             return JSONResponse({"error": _text(e), "problems": [p.message for p in e.problems]}, status_code=409)
         return JSONResponse({"case": done.case, "version": done.version, "written": done.written, "warnings": done.warnings})
 
-    app = Starlette(routes=[
+    async def os_refused(request: Request, exc: Exception) -> Response:
+        # A write the OS refused (a full disk, an I/O error) in any route: the page says why;
+        # the atomic writers left the file as it was.
+        e = exc if isinstance(exc, OSError) else OSError(str(exc))
+        where = f": {e.filename}" if e.filename else ""
+        return JSONResponse({"error": f"not written: {e.strerror or e}{where}"}, status_code=507)
+
+    app = Starlette(exception_handlers={OSError: os_refused}, routes=[
         Route("/", home),
         Route("/queue", queue),
         Route("/case", case),

@@ -1375,6 +1375,98 @@ def _new_again(sandbox: Sandbox, root: Path, w: Writer, rc: int) -> None:
         _again(sandbox, root, w, rc)
 
 
+# The studio (evalkit serve-studio) as a browser drives it, in one process: its app behind the
+# Guard, through Starlette's in-process client (a server's socket adds nothing to what is
+# written). A session labels the unlabeled cases of label/eval_set.jsonl with their bundled
+# gold's first support, grades three answers of `base`, and picks b for three cases that
+# `base2` answered otherwise; each step skips what is done, as a person reopening the studio
+# would. A refused request ends it: `evalkit: <why>` and exit 2.
+STUDIO_SESSION = r'''
+import json, sys
+from pathlib import Path
+from starlette.testclient import TestClient
+from evalkit.authoring.labeling import EvalSetFile
+from evalkit.compare.pairwise import answer_sha256, latest_choices, read_choice_lines
+from evalkit.judges.grades import graded_item, read_grades
+from evalkit.store.runs import RunDir
+from evalkit.studio.app import create_app
+from evalkit.studio.editing import case_version
+from evalkit.studio.guard import csrf_value
+from evalkit.studio.project import StudioProject
+
+root, vault, gold_file = map(Path, sys.argv[1:4])
+label = root / "label" / "eval_set.jsonl"
+project = StudioProject([label], vault, root / "results", root=root / "label")
+base = "http://127.0.0.1:8799"
+client = TestClient(create_app(project, token="fault-loop", port=8799), base_url=base, follow_redirects=False)
+client.get("/?token=fault-loop")
+headers = {"origin": base, "x-studio-csrf": csrf_value("fault-loop")}
+
+def post(url, body):
+    r = client.post(url, json=body, headers=headers)
+    if r.status_code != 200:
+        print(f"evalkit: {url}: {r.json().get('error')}", file=sys.stderr)
+        sys.exit(2)
+
+gold = {c["id"]: c for c in map(json.loads, filter(str.strip, gold_file.read_text(encoding="utf-8").splitlines()))}
+doc = EvalSetFile(label)
+for cid in doc.ids:
+    case = doc.case(cid)
+    supports = gold.get(cid, {}).get("gold_supports") or []
+    if case.get("answerable") is False or case.get("gold_supports") or not supports:
+        continue
+    s = supports[0]
+    post("/api/edit", {"set": "eval_set.jsonl", "id": cid, "version": case_version(case), "op": "toggle",
+                       "args": {"rel_path": s["rel_path"], "heading_path": s.get("heading_path") or ""}})
+run = RunDir.open(root / "results", "base")
+graded = read_grades(run)
+for record in [r for r in run.read_results() if (r.get("answer") or "").strip() and not r.get("error")][:3]:
+    cid = record["test_case_id"]
+    if "studio" not in graded.get(cid, {}):
+        post("/api/grade", {"run": "base", "id": cid, "grader": "studio", "groundedness": 3, "correctness": 4,
+                            "item": graded_item(record)})
+chosen = latest_choices(read_choice_lines(RunDir.open(root / "results", "base2")), "base", "base2")
+a = {r["test_case_id"]: r for r in run.read_results()}
+for record in RunDir.open(root / "results", "base2").read_results():
+    cid = record["test_case_id"]
+    if answer_sha256(record) != answer_sha256(a.get(cid)) and "studio" not in chosen.get(cid, {}):
+        post("/api/pair", {"a": "base", "b": "base2", "id": cid, "reviewer": "studio", "choice": "b",
+                           "shown": {"answer_a_sha256": answer_sha256(a[cid]), "answer_b_sha256": answer_sha256(record)}})
+'''
+
+
+def _studio_prepare(root: Path) -> None:
+    # base2: base with three answers changed, for the side-by-side review
+    shutil.copytree(_base(root), root / "results" / "base2")
+    path = root / "results" / "base2" / "results.jsonl"
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    for r in [r for r in records if (r.get("answer") or "").strip() and not r.get("error")][:3]:
+        r["answer"] = "Another answer: " + r["answer"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+
+
+def _studio_cmd(root: Path) -> tuple[Any, ...]:
+    return (STUDIO_SESSION, root, VAULT, MAIN_SET)
+
+
+def _jsonl_ids(path: Path, key: str = "test_case_id") -> list[str]:
+    return [json.loads(line)[key] for line in path.read_bytes().splitlines()] if path.exists() else []
+
+
+def _studio_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    """The eval set: each line as the fault-free session wrote it, or (before it settles) as it
+    was; the grades and choices: each once, of the cases the fault-free session did."""
+    mine, theirs, before = ((r / "label" / "eval_set.jsonl").read_bytes().splitlines() for r in (root, ref, inputs))
+    assert len(mine) == len(theirs) and all(m == t or (not settled and m == b) for m, t, b in zip(mine, theirs, before, strict=True))
+    _unchanged(root, inputs, *(f"results/base/{n}" for n in RUN_FILES))
+    lost = sum(m != t for m, t in zip(mine, theirs, strict=True)) if settled else 0
+    for name, run in (("human_grades.jsonl", "base"), ("pairwise_review.jsonl", "base2")):
+        ids, want = (_jsonl_ids(r / "results" / run / name) for r in (root, ref))
+        assert len(want) == 3 and set(ids) <= set(want), name
+        lost += len(ids) - len(set(ids)) + (len(set(want) - set(ids)) if settled else 0)
+    return lost
+
+
 WRITING_COMMANDS = [
     Writer("run_eval", _run_eval_cmd, _run_eval_check, _run_eval_again),
     Writer("score_retrieval", _rescore_cmd("score_retrieval.py", "--k", 3), _rescore_check(_score_view)),
@@ -1400,6 +1492,7 @@ WRITING_COMMANDS = [
            _repro_check, prepare=_repro_prepare),
     Writer("label_eval --accept-top", _accept_top_cmd, _label_check),
     Writer("label_eval --new", _new_cmd, _label_check, _new_again, stdin=NEW_CASE),
+    Writer("serve-studio", _studio_cmd, _studio_check, prepare=_studio_prepare),
 ]
 
 

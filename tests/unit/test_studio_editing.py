@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -259,3 +260,33 @@ def test_warnings_say_what_validate_says(paths: dict[str, Path]) -> None:
     assert said[0] == "gold_supports[0]: warning: matches none of the run's 1 retrieved chunks"
     assert said[1].startswith("gold_supports[1].heading_path: stale: no heading chain '# Garden > ## Tulips' in garden/Garden.md")
     assert support_warnings({"answerable": True, "gold_supports": []}, corpus) == ["gold_supports: answerable, but no support labeled yet"]
+
+
+def test_a_write_the_os_refuses_is_a_507_naming_the_reason_and_the_file_is_unchanged(tmp_path: Path, monkeypatch: Any) -> None:
+    import errno
+
+    from starlette.testclient import TestClient
+
+    from evalkit.authoring import labeling
+    from evalkit.studio.app import create_app
+    from evalkit.studio.editing import case_version
+    from evalkit.studio.guard import csrf_value
+    from evalkit.studio.project import StudioProject
+    from tests.studio_project import write_project
+
+    p = write_project(tmp_path, run=False)
+    before = p["eval_set"].read_bytes()
+
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(p["eval_set"]))
+
+    monkeypatch.setattr(labeling, "write_bytes_atomic", full)  # the disk is full
+    project = StudioProject([p["eval_set"]], p["vault"], p["results"], root=p["root"])
+    base = "http://127.0.0.1:8771"
+    client = TestClient(create_app(project, token="t", port=8771), base_url=base, follow_redirects=False)
+    client.get("/?token=t")
+    case = labeling.EvalSetFile(p["eval_set"]).case("g-1")
+    done = client.post("/api/edit", json={"set": "eval_set.jsonl", "id": "g-1", "version": case_version(case), "op": "answerable",
+                                          "args": {"value": False}}, headers={"origin": base, "x-studio-csrf": csrf_value("t")})
+    assert done.status_code == 507 and "No space left on device" in done.json()["error"]
+    assert p["eval_set"].read_bytes() == before
