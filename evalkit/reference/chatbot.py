@@ -1,6 +1,8 @@
 """ReferenceChatbot: the /api/v1/ask contract (DESIGN.md §5) over a folder of markdown notes.
 
-Index built once at construction and never mutated, so `ask` is safe from many threads.
+Index built once at construction and never mutated, so `ask` is safe from many threads; a
+request scoped by `folders` searches an index of its scope alone (built on first use, kept
+per distinct scope under a lock), so notes outside the scope never change its scores.
 Lexical BM25 always; vectors when EMBEDDINGS_BASE_URL is set; extractive answers unless
 ANSWER_BASE_URL and ANSWER_MODEL are set. See EVAL.md "reference-chatbot".
 """
@@ -8,7 +10,9 @@ ANSWER_BASE_URL and ANSWER_MODEL are set. See EVAL.md "reference-chatbot".
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -181,7 +185,12 @@ class ReferenceChatbot:
         self._chunk_folders = [note_folder(c.rel_path) for c in self.chunks]
         self._terms = [terms(indexed_text(c)) for c in self.chunks]
         self._lexical = LexicalIndex(self._terms, k1=cfg.bm25_k1, b=cfg.bm25_b)
+        self._term_sets = self._lexical.term_sets
         self._indexes: dict[tuple[float, float], LexicalIndex] = {}  # per-request BM25 settings
+        # A scoped request's own memory (fresh index over its scope), per distinct scope and
+        # BM25 setting, least recently used dropped first; the lock keeps `ask` thread-safe.
+        self._scoped: OrderedDict[tuple, _ScopedIndex] = OrderedDict()
+        self._scoped_lock = threading.Lock()
 
         self._embedder = self._chat = None
         self._vectors: np.ndarray | None = None
@@ -266,7 +275,8 @@ class ReferenceChatbot:
         k1 = _number_option(req.options, "bm25_k1", self.config.bm25_k1, 0.0, None)
         b = _number_option(req.options, "bm25_b", self.config.bm25_b, 0.0, 1.0)
         n_earlier = int(_number_option(req.options, "history_questions", self.config.history_questions, 0.0, None))
-        index = self._index(k1, b)
+        allowed = self._filter_mask(req.vaults, req.folders)
+        index = self._scoped_index(req.folders, allowed, k1, b) if not allowed.all() else self._index(k1, b)
         # An option this chatbot does not know changes nothing: it says so, so a run made with
         # `--param top_k_rerank=3` is not mistaken for a run that measured that setting.
         ignored = sorted(k for k in req.options if k not in OPTIONS)
@@ -274,9 +284,7 @@ class ReferenceChatbot:
         t0 = time.perf_counter()
         query = search_query(req.question, req.history, n_earlier)
         qterms = terms(query)
-        lexical = index.scores(qterms)
-        allowed = self._filter_mask(req.vaults, req.folders)
-        lexical = np.where(allowed, lexical, 0.0)
+        lexical = np.where(allowed, index.scores(qterms), 0.0)
         t1 = time.perf_counter()
         selection = select_folders(
             req.folder_mode, lexical, self._chunk_folders, self.folders, qterms,
@@ -295,12 +303,12 @@ class ReferenceChatbot:
         retrieved = [self._chunk_dict(h, rank) for rank, h in enumerate(hits, 1)]
         t3 = time.perf_counter()
 
-        top_sets = [index.term_sets[h.index] for h in hits[: self.config.evidence_chunks]]
+        top_sets = [self._term_sets[h.index] for h in hits[: self.config.evidence_chunks]]
         share = evidence(qterms, top_sets, index.idf)
         abstained, reason = (not hits or share < threshold), "no_relevant_context"
         answer, cited = ABSTAIN_TEXT, []
         if not abstained:
-            answer, cited, declined = self._answer(req.question, qterms, retrieved)
+            answer, cited, declined = self._answer(req.question, qterms, retrieved, index.idf)
             if declined:
                 abstained, reason, cited = True, "model_declined", []
         t4 = time.perf_counter()
@@ -343,6 +351,25 @@ class ReferenceChatbot:
             if len(self._indexes) >= MAX_CACHED_INDEXES:
                 self._indexes.pop(next(iter(self._indexes)))
             found = self._indexes[(k1, b)] = LexicalIndex(self._terms, k1=k1, b=b)
+        return found
+
+    def _scoped_index(self, folders: list[str], allowed: np.ndarray, k1: float, b: float) -> _ScopedIndex:
+        """A request scoped to some notes searches a memory of only those notes (Hindsight's
+        fresh memory per case): BM25's document frequencies and average length come from the
+        scope, so a note outside it never changes the request's scores. Built once per
+        distinct scope and (k1, b), kept for the next request with the same scope."""
+        key = (tuple(sorted({f.strip().strip("/") for f in folders})), k1, b)
+        with self._scoped_lock:
+            found = self._scoped.get(key)
+            if found is not None:
+                self._scoped.move_to_end(key)
+                return found
+        positions = np.flatnonzero(allowed)
+        found = _ScopedIndex(LexicalIndex([self._terms[i] for i in positions], k1=k1, b=b), positions, len(allowed))
+        with self._scoped_lock:
+            self._scoped[key] = found
+            while len(self._scoped) > MAX_CACHED_SCOPES:
+                self._scoped.popitem(last=False)
         return found
 
     def _versions_for(self, k1: float, b: float) -> dict:
@@ -390,11 +417,13 @@ class ReferenceChatbot:
             "token_count": c.token_count,
         }
 
-    def _answer(self, question: str, qterms: list[str], retrieved: list[dict]) -> tuple[str, list[int], bool]:
+    def _answer(
+        self, question: str, qterms: list[str], retrieved: list[dict], idf: Any
+    ) -> tuple[str, list[int], bool]:
         context = retrieved[: self.config.answer_context_chunks]
         if self._chat is None:
             text, cited = extractive_answer(
-                qterms, context, self._lexical.idf, max_sentences=self.config.answer_sentences,
+                qterms, context, idf, max_sentences=self.config.answer_sentences,
                 context_chunks=len(context),
             )
             return text, cited, False
@@ -403,6 +432,20 @@ class ReferenceChatbot:
             return reply, [], True
         text, cited = renumber_citations(reply, len(context))
         return text, cited, False
+
+
+class _ScopedIndex:
+    """A LexicalIndex over some of the vault's chunks, answering `scores` and `idf` as the
+    whole-vault index does: scores for every chunk (0 outside the scope), idf of the scope."""
+
+    def __init__(self, index: LexicalIndex, positions: np.ndarray, n_chunks: int):
+        self._index, self._positions, self._n = index, positions, n_chunks
+        self.idf = index.idf
+
+    def scores(self, query_terms: list[str]) -> np.ndarray:
+        out = np.zeros(self._n, dtype=np.float64)
+        out[self._positions] = self._index.scores(query_terms)
+        return out
 
 
 def _under_any(rel_path: str, prefixes: set[str]) -> bool:
@@ -425,6 +468,8 @@ def search_query(question: str, history: Any, n_earlier: int) -> str:
     earlier = [m.content for m in history if m.role == "user" and m.content]
     return " ".join([*earlier[-n_earlier:], question])
 MAX_CACHED_INDEXES = 4
+# Distinct request scopes kept indexed (an eval set of per-case folders asks for one each).
+MAX_CACHED_SCOPES = 256
 
 
 def _number_option(options: Mapping[str, Any], name: str, default: float, low: float, high: float | None) -> float:

@@ -145,3 +145,62 @@ def test_qrels_problems_are_said_on_the_qrels_line(tmp_path: Path) -> None:
     header.write_text("query-id\tcorpus-id\tscore\nq1\td1\t2\n")
     problems = []
     assert read_qrels(header, problems) == {"q1": {"d1": 2.0}} and problems == []
+
+
+def _hindsight_run(eval_set: Path, vault: Path, results: Path, **values):
+    result = run({"eval_set": str(eval_set), "vault": str(vault), "retrieval_only": True, "send_scope": "folders",
+                  "k": [10], "results_dir": str(results), **values})
+    assert result.success and result.n_errors == 0
+    return result
+
+
+def test_the_hindsight_reproduction_passes_repro_after_editing_one_cases_note(tmp_path: Path) -> None:
+    # issue 43 item 5: each case's folder is its own fresh memory, so a note of one case
+    # changes no other case's scores (BM25 statistics from the whole vault made 7 of 11 differ).
+    from evalkit.run.repro import repro_stored
+
+    cases = import_cases("hindsight", [FIXTURE])
+    eval_set, vault = tmp_path / "eval_set.jsonl", tmp_path / "vault"
+    write_eval_set(cases, eval_set, extra_categories=[])
+    write_vault(cases, vault)
+    edited = next(c for c in cases if c.case["id"] == "fur-coffee-order")
+    others = [c.case["id"] for c in cases if c is not edited]
+    note = vault / edited.case["folders"][0] / "fact-01.md"
+
+    everything = _hindsight_run(eval_set, vault, tmp_path / "all")
+    rest = _hindsight_run(eval_set, vault, tmp_path / "rest", ids=others)
+    note.write_text(note.read_text() + " She also likes oat milk on weekends when working late.\n")
+
+    # The reproduction of the ten other cases passes...
+    outcome = repro_stored(rest.run_id, results_dir=tmp_path / "rest")
+    assert outcome.report.reproducible and outcome.second.n_cases == 10
+    # ...and of all eleven, only the edited case differs (its note's chunk is new).
+    report = repro_stored(everything.run_id, results_dir=tmp_path / "all").report
+    assert [case for case, _ in report.differing_cases] == ["fur-coffee-order"]
+
+
+def test_a_scoped_request_is_scored_by_its_own_notes_only(tmp_path: Path) -> None:
+    # The fresh memory at the chatbot: a request scoped to folder X gets the scores of a
+    # chatbot over folder X alone, whatever the other folders hold; unscoped, BM25's
+    # statistics are the whole vault's (the scores differ).
+    import shutil
+
+    from evalkit.reference.chatbot import ReferenceChatbot, ReferenceConfig
+
+    cases = import_cases("hindsight", [FIXTURE])
+    vault, alone = tmp_path / "vault", tmp_path / "alone"
+    write_vault(cases, vault)
+    case = next(c.case for c in cases if c.case["id"] == "fur-editor-preference")
+    shutil.copytree(vault / case["folders"][0], alone / case["folders"][0])
+    whole = ReferenceChatbot(vault, vault_id="v", config=ReferenceConfig())
+    single = ReferenceChatbot(alone, vault_id="v", config=ReferenceConfig())
+
+    def ask(bot, **scope):
+        response = bot.ask({"question": case["question"], "k": 10, **scope})
+        return [(c["chunk_id"], c["score_lexical"], c["score_final"]) for c in response["debug"]["retrieved_chunks"]]
+
+    expected = ask(single)
+    assert len(expected) > 1
+    assert ask(whole, folders=case["folders"]) == ask(whole, folders=case["folders"]) == expected
+    assert ask(whole, folders=[case["folders"][0] + "/"]) == expected  # the same scope, written otherwise
+    assert [c[1] for c in ask(whole)] != [c[1] for c in expected]
