@@ -67,7 +67,8 @@ def _detail(rows: dict[str, Any], blocks: dict[str, list[Any]], row: int) -> dic
     ]
     return {"turn": blk["turn"][k], "history": blk["history"][k],
             "answer": blk["answer"][k], "answer_cut": bool(blk["answer_cut"][k]), "chunks": chunks,
-            "refs": [anchor(a) for a in blk["refs"][k]], "gold": [anchor(a) for a in blk["gold"][k]], "judge": blk["judge"][k]}
+            "refs": [anchor(a) for a in blk["refs"][k]], "gold": [anchor(a) for a in blk["gold"][k]], "judge": blk["judge"][k],
+            "traces": blk["traces"][k]}
 
 
 def _shown(detail: dict[str, Any]) -> dict[str, Any]:

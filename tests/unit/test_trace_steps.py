@@ -32,7 +32,7 @@ def _run(tmp_path: Path, **flags: object) -> list[dict]:
             "gold_supports": [{"rel_path": "a.md", "heading_path": "# A"}]}
     (tmp_path / "es.jsonl").write_text(json.dumps(case) + "\n", encoding="utf-8")
     result = run_eval(eval_set=str(tmp_path / "es.jsonl"), target=f"python:{tmp_path / 'bot.py'}:ask",
-                      retrieval_only=True, results_dir=str(tmp_path / "results"), no_probe=True, **flags)
+                      retrieval_only=True, results_dir=str(tmp_path / "results"), no_probe=True, run_id="traced", **flags)
     return [json.loads(x) for x in (result.run_dir / "results.jsonl").read_text().splitlines()]
 
 
@@ -69,8 +69,25 @@ def test_a_replayed_run_keeps_its_trace_steps(tmp_path: Path, monkeypatch: pytes
 
     monkeypatch.chdir(tmp_path)
     (record,) = _run(tmp_path)
-    log = next((tmp_path / "results").iterdir()) / "results.jsonl"
+    log = tmp_path / "results" / "traced" / "results.jsonl"
     again = run_eval(eval_set=str(tmp_path / "es.jsonl"), target=f"replay:{log}", retrieval_only=True,
                      results_dir=str(tmp_path / "again"), no_probe=True)
     (replayed,) = [json.loads(x) for x in (again.run_dir / "results.jsonl").read_text().splitlines()]
     assert replayed["traces"] == record["traces"]
+
+
+def test_the_run_report_shows_a_cases_trace_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalkit.report.html.run import write_run_report
+    from tests.unit.test_html_run_scale import _detail, _page_data
+
+    monkeypatch.chdir(tmp_path)
+    _run(tmp_path)
+    html = write_run_report("traced", results_dir=tmp_path / "results").read_text(encoding="utf-8")
+    rows, blocks = _page_data(html)
+    assert _detail(rows, blocks, 0)["traces"] == [
+        ["bm25", '{"query":"What is A?","limit":50}', '{"count":12,"top":"' + "x" * 200 + '"}'],
+        ["llm", '{"prompt":"p","api_key":"***"}', "Bearer ***"],
+    ]
+    import evalkit.report.html as html_pkg
+
+    assert "trace steps (" in (Path(html_pkg.__file__).parent / "static" / "cases.js").read_text(encoding="utf-8")

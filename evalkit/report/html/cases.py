@@ -312,7 +312,18 @@ def _words(record: Mapping[str, Any]) -> dict[str, Any]:
         "refs": [_anchor(r) for r in record.get("references") or [] if _is_mapping(r)],
         "gold": [_anchor(s) for s in case.get("gold_supports") or [] if _is_mapping(s)],
         "judge": _judge_lines(record),
+        "traces": _trace_lines(record),
     }
+
+
+def _trace_lines(record: Mapping[str, Any]) -> list[list[str]]:
+    """The target's trace steps as stored (already cut and redacted): [name, input, output],
+    a value that is not text shown as its JSON."""
+    def shown(v: Any) -> str:
+        return v if isinstance(v, str) else "" if v is None else orjson.dumps(v, default=str).decode()
+
+    return [[_text(t.get("name")), shown(t.get("input")), shown(t.get("output"))]
+            for t in record.get(Rec.TRACES) or () if _is_mapping(t)]
 
 
 def case_detail(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -390,7 +401,7 @@ class _Details:
 
     def _new_block(self) -> dict[str, Any]:
         cols: dict[str, Any] = {k: [] for k in ("turn", "history", "answer", "answer_cut", "n_chunks", "chunk", "score", "rank",
-                                                "refs", "gold", "judge")}
+                                                "refs", "gold", "judge", "traces")}
         cols["base"] = self.n_chunks
         return cols
 
@@ -451,6 +462,7 @@ class _Details:
         cols["refs"].append([self.anchor(a) for a in words["refs"]])
         cols["gold"].append([self.anchor(a) for a in words["gold"]])
         cols["judge"].append(words["judge"])
+        cols["traces"].append(words["traces"])
         self.n += 1
         if self.n == self.block_size:
             self._submit()
@@ -560,6 +572,7 @@ class _Details:
             block["refs"] += cited[i:j]
             block["gold"] += gold[i:j]
             block["judge"] += cols["judge"][i:j]
+            block["traces"] += cols["traces"][i:j]
             self.n += j - i
             i = j
             if self.n == self.block_size:

@@ -312,6 +312,19 @@
         box.appendChild(el("h4", "", "judge"));
         blk.judge[k].forEach(function (line) { box.appendChild(el("p", "note", line)); });
       }
+      var steps = blk.traces ? blk.traces[k] : [];
+      if (steps.length) {
+        // the target's debug.traces, as stored: each step's name, what it took in, what it gave back
+        box.appendChild(el("h4", "", "trace steps (" + steps.length + ")"));
+        var ol2 = el("ol", "traces");
+        steps.forEach(function (t) {
+          var li = el("li");
+          li.appendChild(el("div", "chunk-head", t[0] || "(unnamed)"));
+          li.appendChild(el("pre", "chunk-text", "in: " + t[1] + "\nout: " + t[2]));
+          ol2.appendChild(li);
+        });
+        box.appendChild(ol2);
+      }
     }
 
     // ---- which rows, in which order, and where they sit
