@@ -474,7 +474,7 @@ def _verdict(
     rows: list[DeltaRow], ta: CaseTable, tb: CaseTable, pairing: _Pairing,
     margins: dict[tuple[str, int | None], tuple[float | None, Any]], skipped: dict[str, str], gate_k: int | None, alpha: float,
     corrected: Mapping[str, tuple[float, float]] | None = None,
-    custom: tuple[list[Member], list[dict[str, str]]] = ([], []),
+    custom: tuple[list[Member], list[dict[str, str]], list[DeltaRow]] = ([], [], []),
 ) -> MergeVerdict:
     """The merge verdict over every metric both runs computed case by case (at the gate's K,
     and any other K a `--margin` names), each on its overall row's paired data against its
@@ -717,6 +717,7 @@ def compare_runs(
         skipped = {s["metric"]: s["reason"] for s in skipped_metrics(
             sa.metrics, sb.metrics, allow_mixed_judges=allow_mixed_judges, not_comparable=partial)}
         custom = custom_members(sa.metrics, sb.metrics, sa.iter_records, sb.iter_records, pairing.ids, custom_margins)
+        rows.extend(custom[2])
         merge = _verdict(rows, ta, tb, pairing, resolved, skipped, gate_k, alpha,
                          corrected_deltas(sa.metrics, sb.metrics), custom)
     else:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from evalkit.compare.models import DeltaRow
 from evalkit.gate.verdict import Member
 from evalkit.metrics.custom import custom_definitions, is_custom_name, per_case_values
 
@@ -31,15 +32,17 @@ def split_margins(given: Mapping[str, float | None]) -> tuple[dict[str, float | 
 def custom_members(
     metrics_a: Mapping[str, Any], metrics_b: Mapping[str, Any], records_a: Any, records_b: Any,
     paired_ids: Sequence[str], given: Mapping[str, float | None],
-) -> tuple[list[Member], list[dict[str, str]]]:
-    """The verdict members of the custom metrics both runs scored, and what could not be
-    compared. `records_*`: callables returning each run's records (read only when a custom
+) -> tuple[list[Member], list[dict[str, str]], list[DeltaRow]]:
+    """The verdict members of the custom metrics both runs scored, what could not be
+    compared, and each compared metric's overall delta row (its stored means, and the paired
+    means the verdict's interval is about; no randomization test: the verdict judges it). `records_*`: callables returning each run's records (read only when a custom
     metric is defined); `given`: custom `--margin` entries (None: left out)."""
     defs_a, defs_b = custom_definitions(metrics_a), custom_definitions(metrics_b)
     names = sorted(set(defs_a) | set(defs_b) | set(given))
     if not names:
-        return [], []
+        return [], [], []
     members: list[Member] = []
+    rows: list[DeltaRow] = []
     not_compared: list[dict[str, str]] = []
     wanted = [n for n in names if n in defs_a and n in defs_b]
     values_a = per_case_values(records_a(), wanted) if wanted else {}
@@ -69,9 +72,31 @@ def custom_members(
         va, vb = values_a.get(name, {}), values_b.get(name, {})
         both = [cid for cid in paired_ids if cid in va and cid in vb]
         diff = np.array([vb[cid] - va[cid] for cid in both], dtype=np.float64)
+        direction = "higher_is_better" if db["direction"] == "higher" else "lower_is_better"
+        rows.append(_row(name, da, db, va, vb, both, diff, direction))
         members.append(Member(
-            metric=name, k=None, direction="higher_is_better" if db["direction"] == "higher" else "lower_is_better",
+            metric=name, k=None, direction=direction,
             margin=float(margin), source="--margin" if name in given else "registry", diff=diff, test=None,
             family=name, gated=name in given or bool(db.get("gated", True)), scale=scale,
         ))
-    return members, not_compared
+    return members, not_compared, rows
+
+
+def _row(name: str, da: Mapping[str, Any], db: Mapping[str, Any], va: Mapping[str, float], vb: Mapping[str, float],
+         both: Sequence[str], diff: np.ndarray, direction: str) -> DeltaRow:
+    mean_a, mean_b = da.get("mean"), db.get("mean")
+    delta = mean_b - mean_a if isinstance(mean_a, int | float) and isinstance(mean_b, int | float) else None
+    paired = float(diff.mean()) if diff.size else None
+    shown = paired if paired is not None else delta
+    change = None
+    if shown is not None:
+        good = shown if direction == "higher_is_better" else -shown
+        change = "unchanged" if abs(good) <= 1e-9 else ("better" if good > 0 else "worse")
+    return DeltaRow(
+        metric=name, scope="overall", k=None, a=mean_a, b=mean_b, delta=delta, n_a=len(va), n_b=len(vb), n=len(both),
+        n_changed=int(np.count_nonzero(diff)), paired_delta=paired,
+        paired_a=float(np.mean([va[c] for c in both])) if both else None,
+        paired_b=float(np.mean([vb[c] for c in both])) if both else None,
+        direction=direction, change=change,  # type: ignore[arg-type]
+        note="a project's own metric: judged by the verdict, not in the randomization tests' family",
+    )

@@ -80,6 +80,14 @@ def test_a_rubric_metric_gates_the_merge_through_the_verdict(tmp_path: Path, rub
     # every built-in metric is identical: the rubric alone fails the merge
     assert all(m.verdict == "identical" for m in c.verdict.metrics if m.metric != "rubric/helpfulness")
     assert c.verdict.verdict == "worse" and "rubric/helpfulness" in c.verdict.gated
+    # compare's delta row: the runs' stored means and the paired means
+    row = next(r for r in c.deltas if r.metric == "rubric/helpfulness")
+    assert (row.a, row.b, row.n, row.n_changed, row.change) == (5.0, pytest.approx(5 / 3), 30, 20, "worse")
+    from evalkit.compare import select_metrics
+    from evalkit.report.compare import render_markdown
+
+    assert [r.metric for r in select_metrics(c, ["rubric/helpfulness"]).deltas] == ["rubric/helpfulness"]
+    assert "rubric/helpfulness" in render_markdown(c)
 
     # The CLI: JSON and exit code. b worse than a fails (1); a better than b passes (0).
     out = CliRunner().invoke(compare_app, ["a", "b", "--results-dir", str(tmp_path), "--format", "json",
