@@ -17,6 +17,7 @@ import heapq
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from evalkit.metrics.custom import CUSTOM_METRICS
 from evalkit.metrics.registry import short_label_of, shown_in
 from evalkit.store.runlog import Cell, Met, Rec, Rm
 
@@ -260,6 +261,7 @@ def render_summary(
     out += _thresholds_section(metrics.get("thresholds"))
     out += _trials_section(metrics.get("trials"), k)
     out += _corrected_section(agg.get(Cell.JUDGE_PPI))
+    out += _custom_section(agg.get(CUSTOM_METRICS))
     warnings = [w for w in metrics.get("warnings") or [] if isinstance(w, Mapping | str)]
     if warnings:
         out += ["", "## Warnings", ""]
@@ -371,6 +373,23 @@ def _corrected_section(block: Any) -> list[str]:
            "corrected by the human grades of the graded ones (EVAL.md, \"Corrected means\").", ""]
     return out + _table(["score", "judge mean", "corrected", "humans only", "λ", "graded / scored"],
                         [[cell(x) for x in r] for r in rows], ["---", "---:", "---:", "---:", "---:", "---:"])
+
+
+def _custom_section(block: Any) -> list[str]:
+    """The project's own metrics (rubric judges, Python scorers: EVAL.md "Your own metrics")."""
+    if not isinstance(block, Mapping) or not block:
+        return []
+    rows = []
+    for name, b in sorted(block.items()):
+        if not isinstance(b, Mapping):
+            continue
+        scale = b.get("scale")
+        rows.append([name, _fmt(b.get("mean")), str(b.get("n", 0)),
+                     f"0-{scale:g}" if isinstance(scale, int | float) else "—", str(b.get("direction") or "—"),
+                     _fmt(b.get("margin")), str(b.get("version") or "—")])
+    out = ["", "## Your own metrics", ""]
+    return out + _table(["metric", "mean", "n", "scale", "better", "margin", "version"],
+                        [[cell(x) for x in r] for r in rows], ["---", "---:", "---:", "---:", "---", "---:", "---"])
 
 
 def _trials_section(trials: Any, k: int | None) -> list[str]:

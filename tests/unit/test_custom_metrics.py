@@ -71,6 +71,8 @@ def test_a_rubric_metric_gates_the_merge_through_the_verdict(tmp_path: Path, rub
     _score(tmp_path, rubric_file, "a", "b")
     stored = orjson.loads((tmp_path / "b" / "metrics.json").read_bytes())["aggregate_metrics"][CUSTOM_METRICS]
     assert stored["rubric/helpfulness"]["mean"] == pytest.approx(5 * 10 / 30) and stored["rubric/helpfulness"]["n"] == 30
+    summary = (tmp_path / "b" / "summary.md").read_text(encoding="utf-8")
+    assert "## Your own metrics" in summary and "| rubric/helpfulness | 1.667 | 30 | 0-5 | higher | 0.500 |" in summary
     first = orjson.loads((tmp_path / "b" / "results.jsonl").read_bytes().splitlines()[0])
     assert first[CUSTOM_SCORES] == {"rubric/helpfulness": 5.0}
 
