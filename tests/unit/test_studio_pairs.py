@@ -164,3 +164,17 @@ def test_reviewing_through_the_server(made: tuple[dict[str, Path], StudioProject
     assert client.post("/api/pair", json={**body, "a": "r2"}, headers=headers).status_code == 404  # one run twice
     assert client.get("/pair", params={"a": "r1", "b": "nope", "id": "g-2"}).status_code == 404
     assert [(x["reviewer"], x["choice"]) for x in read_choice_lines(RunDir.open(p["results"], "r2"))] == [("ana", "b")]
+
+
+def test_evalkit_compare_prints_the_tally(made: tuple[dict[str, Path], StudioProject]) -> None:
+    from typer.testing import CliRunner
+
+    from evalkit.cli.main import app as evalkit_app
+
+    p, project = made
+    save_choice(project, "r1", "r2", "g-4", "ana", "b", _shown(project, "g-4"))
+    for fmt in ("markdown", "rich"):
+        out = CliRunner().invoke(evalkit_app, ["compare", "r1", "r2", "--results-dir", str(p["results"]), "--ignore-invariants",
+                                               "--resamples", "50", "--format", fmt])
+        assert out.exit_code in (0, 1, 4), out.output
+        assert "run a better 0, run b better 1, equal 0 over 1 case(s), 1 reviewer" in " ".join(out.output.split()), fmt
