@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -52,7 +51,7 @@ from evalkit.metrics.agreement import (
     pairwise_kappas,
     spearman,
 )
-from evalkit.store.atomic import open_no_follow
+from evalkit.store.atomic import append_fsynced
 from evalkit.store.runlog import Rec
 from evalkit.store.runs import RunDir, RunFolderError
 
@@ -188,19 +187,9 @@ def append_lines(run: RunDir, lines: Iterable[Mapping[str, Any]]) -> int:
     data = b"".join(orjson.dumps(dict(x)) + b"\n" for x in lines)
     path = grades_path(run)
     try:
-        # Appended and cut in place: never through a symbolic link (a file outside the run folder).
-        with run.writer(WRITER), os.fdopen(open_no_follow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT), "ab+") as f:
-            # A torn last line (killed mid-write) would glue onto this one: cut it first.
-            f.seek(0, os.SEEK_END)
-            if f.tell():
-                f.seek(-1, os.SEEK_END)
-                if f.read(1) != b"\n":
-                    f.seek(0)
-                    old = f.read()
-                    f.truncate(old.rfind(b"\n") + 1)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        # Never through a symbolic link; a torn last line (killed mid-write) is cut first.
+        with run.writer(WRITER):
+            append_fsynced(path, data)
     except OSError as e:
         raise RunFolderError(Problem(f"cannot write {GRADES_FILE}: {e.strerror or e}", path=str(path))) from None
     return data.count(b"\n")
