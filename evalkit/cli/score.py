@@ -231,6 +231,10 @@ def _score_custom(settings: dict[str, Any], *, rubric: Optional[list[Path]], sco
     from evalkit.project import read_project_config
     from evalkit.store.runs import RunDir
 
+    if not settings.get("run_id"):
+        from evalkit.errors import BadConfig, Problem
+
+        raise BadConfig(Problem("--rubric / --scorer / --custom score a stored run: give --run-id", field="--run-id"))
     rubrics = [load_rubric(p) for p in rubric or []]
     declared = (read_project_config() or (None, {}))[1].get("scorers") or []
     by_spec = {e.get("spec"): e for e in declared if isinstance(e, dict)}
@@ -244,9 +248,10 @@ def _score_custom(settings: dict[str, Any], *, rubric: Optional[list[Path]], sco
 
         raise BadConfig(Problem("--custom: evalkit.toml declares no [[rubrics]] or [[scorers]]", field="--custom"))
     llm = None
-    if rubrics and (settings.get("judge_provider") or settings.get("judge_model")) not in (None, "heuristic"):
+    if rubrics:  # the judge the --judge-* flags or EVALKIT_JUDGE_* name; the offline heuristic without one
         from evalkit.judges import JudgeSettings, build_judge
 
+        load_dotenv_once()
         judge = build_judge(JudgeSettings(
             provider=settings.get("judge_provider"), model=settings.get("judge_model"),
             base_url=settings.get("judge_base_url"), temperature=settings.get("judge_temperature") or 0.0,
@@ -255,10 +260,6 @@ def _score_custom(settings: dict[str, Any], *, rubric: Optional[list[Path]], sco
             concurrency=settings.get("concurrency", 4), timeout=settings.get("timeout", 60.0),
         ))
         llm = None if getattr(judge, "heuristic", False) else judge
-    if not settings.get("run_id"):
-        from evalkit.errors import BadConfig, Problem
-
-        raise BadConfig(Problem("--rubric / --scorer / --custom score a stored run: give --run-id", field="--run-id"))
     run = RunDir.open(settings["results_dir"], settings["run_id"])
     with run.writer("evalkit score --rubric"):
         metrics = score_run_custom(run, rubrics, scorers, llm=llm, concurrency=settings.get("concurrency", 4))

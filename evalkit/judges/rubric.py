@@ -318,6 +318,13 @@ def score_run_custom(
     defined = dict(cfg.get(CUSTOM_METRICS) or {})
     defined.update({m.name: m.definition() for m in metrics})
     cfg[CUSTOM_METRICS] = dict(sorted(defined.items()))
+    # As a re-judged run does: what scored its numbers is part of its config, so "same
+    # config_hash => same metrics" stays true.
+    if isinstance(cfg.get("hashed"), dict):
+        from evalkit.store.runs import config_hash
+
+        cfg["hashed"][CUSTOM_METRICS] = cfg[CUSTOM_METRICS]
+        cfg["config_hash"] = config_hash(cfg["hashed"])
     facts = RunFacts.stored(run, cfg, run.read_metrics() or {})
     written, _ = rederive(run, facts, records, config=cfg)
     return written

@@ -278,3 +278,14 @@ def test_the_documented_examples_load_and_score():
         assert rubric.heuristic_score(example["answer"])[0] == example["score"]
     scorer = load_scorer(f"python:{root / 'scorers.py'}:cites_a_note")
     assert scorer.score(rec("q1", answer="See [1].")) == 1.0 and scorer.score(rec("q1", answer="")) is None
+
+
+def test_scoring_custom_metrics_changes_the_config_hash_like_a_rejudge(tmp_path: Path, rubric_file: Path):
+    from evalkit.store.runs import config_hash
+
+    make_run(tmp_path, "a", [rec("q1", answer=GOOD)], config={"hashed": {"target": "t"}})
+    before = orjson.loads((tmp_path / "a" / "config.json").read_bytes())["config_hash"]
+    _score(tmp_path, rubric_file, "a")
+    cfg = orjson.loads((tmp_path / "a" / "config.json").read_bytes())
+    assert cfg["hashed"]["custom_metrics"] == cfg["custom_metrics"] and cfg["config_hash"] != before
+    assert cfg["config_hash"] == config_hash(cfg["hashed"])
