@@ -52,6 +52,7 @@ GITIGNORE_LINES = (
     "topics.tsv",
     "results/latest",
     "results/latest.json",
+    "results/runs.sqlite*",
     "cache/",
     ".env",
 )

@@ -45,8 +45,10 @@ COMMANDS = [
     ("report", "report", REPORT, "Write an HTML report: a run, two runs, or the trend."),
     ("export", "export", REPORT, "Export a run as TREC files for trec_eval or ranx."),
     ("redact", "redact", REPORT, "Write a shareable copy of a run, its texts hashed."),
+    ("query-runs", "query_runs", REPORT, "Query the results database of every run with plain SQL."),
     ("lock", "lock_eval_set", MAINTAIN, "Lock baselined eval set files against edits."),
     ("show-cache", "cache:stats", MAINTAIN, "Count the judge cache's judgments by kind and model."),
+    ("index-runs", "index_runs", MAINTAIN, "Index every run folder into an SQLite results database."),
 ]
 # The long help of a command mounted from one command of a group app (the group's own text
 # is its old door's).

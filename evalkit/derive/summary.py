@@ -1,5 +1,6 @@
 """Keeping a run's derived files in step with metrics.json: summary.md, results.json,
-report.html (when the run has one) and metrics.json's own `suite` block.
+report.html (when the run has one), metrics.json's own `suite` block, and the run's rows in
+the results database when the results folder has one (`evalkit.store.resultsdb`).
 
 They are derived: every script that rewrites metrics.json (run_eval, score_retrieval,
 score_abstention, judge_answers, evalkit merge) calls `write_derived` right after its write
@@ -22,7 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalkit.store.runlog import Met
-from evalkit.store.runs import REPORT_FILE, RESULTS_JSON, SUMMARY_FILE, RunBusy, RunDir
+from evalkit.store.runs import (
+    REPORT_FILE,
+    RESULTS_DB,
+    RESULTS_JSON,
+    SUMMARY_FILE,
+    RunBusy,
+    RunDir,
+)
 
 if TYPE_CHECKING:
     from evalkit.report.summary_md import WorstCases
@@ -175,7 +183,18 @@ def write_derived(
         ok = False
     if ok and mark is not None:
         _clear_mark(run, mark)
+    _index(run)
     return metrics
+
+
+def _index(run: RunDir) -> None:
+    """The run's rows in the results database, when the results folder has one (best
+    effort, warned: `evalkit.store.resultsdb.keep_in_step`). Last, so the stamps it records
+    are of metrics.json as this command leaves it."""
+    if (run.path.parent / RESULTS_DB).is_file():  # one stat: nothing is imported or opened without one
+        from evalkit.store.resultsdb import keep_in_step
+
+        keep_in_step(run)
 
 
 def _clear_mark(run: RunDir, mark: str) -> None:

@@ -207,6 +207,9 @@ def redact_run(
             (tmp / REDACTION_FILE).write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
     except OSError as e:
         raise RunFolderError(Problem(f"cannot write the redacted copy: {e.strerror or e}", path=str(out))) from None
+    from evalkit.store.resultsdb import keep_in_step
+
+    keep_in_step(RunDir(out))  # a run folder beside the others: in the results database when there is one
     return out
 
 

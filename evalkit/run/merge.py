@@ -228,6 +228,7 @@ def _merge_runs(run_ids: Sequence[str], *, run_id: str, results_dir: str | Path,
     """merge_runs' work; each shard run's writer lock goes into `hold`."""
     from evalkit.config import build_settings
     from evalkit.derive import RunFacts, derive_run, now_utc
+    from evalkit.store.resultsdb import keep_in_step
     from evalkit.store.runs import check_run_id, staged_run
 
     results_dir = Path(results_dir)
@@ -288,6 +289,7 @@ def _merge_runs(run_ids: Sequence[str], *, run_id: str, results_dir: str | Path,
             dataset_version=first.config.get("dataset_version"), judge_stats=stats,
             pre_run_warnings=_pre_run_warnings(shards), timing=timing,
         ))
+    keep_in_step(run)  # derived in the hidden stage, indexed now it is in place
     point_latest(results_dir, run.run_id)
     return MergeResult(
         run_id=run.run_id,

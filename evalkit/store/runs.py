@@ -116,6 +116,9 @@ RUN_ID_RULE = (
 # OS makes no symlinks): every script resolves it, and no new run may take the name.
 LATEST = "latest"
 LATEST_FILE = "latest.json"
+# The results database beside the run folders (evalkit.store.resultsdb): an index of them,
+# made by `evalkit index-runs` and kept in step by the commands that change a run.
+RESULTS_DB = "runs.sqlite"
 
 # What a JSON value that is not an object is called in an error.
 _JSON_KIND = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false", type(None): "null"}

@@ -1,8 +1,9 @@
 """The trend page (`evalkit report --trend`): every run under results/ over time.
 
 Reads each run's config.json and metrics.json only (never results.jsonl), so it stays fast
-over hundreds of runs. Runs are ordered by config.json's `created_at` (`store.list_runs`'
-order, oldest first). Runs on different eval set versions (metrics.json `dataset_version`:
+over hundreds of runs: from the results database (`store.resultsdb.fresh_runs`) for each
+run it holds in step with its folder, else from the folder. Runs are ordered by config.json's
+`created_at` (`store.list_runs`' order, oldest first). Runs on different eval set versions (metrics.json `dataset_version`:
 the labels scored, which a re-scoring with other labels changes) go on separate series:
 their numbers measure different questions or labels. Between consecutive runs of one series, the flattened configs are diffed (`compare.config_diff`, which already
 drops run ids and timestamps) and also without the keys of `TREND_CONFIG_IGNORED`, with the
@@ -27,6 +28,7 @@ from evalkit.compare.conditions import CONFIG_DIFF_IGNORED, config_diff
 from evalkit.errors import InputError
 from evalkit.gate.invariants import corpus_of, relabelled_from
 from evalkit.metrics.registry import label_of, shown_in
+from evalkit.store.resultsdb import fresh_runs
 from evalkit.store.runlog import Cell, Met, Rec
 from evalkit.store.runs import CONFIG_FILE, METRICS_FILE, RunDir, list_runs
 
@@ -175,20 +177,24 @@ def trend_view(results_dir: str | Path, *, output_dir: str | Path | None = None)
     skipped: list[dict[str, str]] = []
     series: dict[str, dict[str, Any]] = {}
     last_config: dict[str, Mapping[str, Any]] = {}
+    stored = fresh_runs(root)  # the results database's copy of each run it holds in step, if there is one
     for run_id in reversed(list_runs(root)):
         folder = root / run_id
-        if not (folder / CONFIG_FILE).exists():
-            skipped.append({"run_id": run_id, "reason": f"no {CONFIG_FILE} (not a run folder)"})
-            continue
-        if not (folder / METRICS_FILE).exists():
-            skipped.append({"run_id": run_id, "reason": f"no {METRICS_FILE} yet (unfinished or interrupted run; resume it with run_eval.py --resume)"})
-            continue
-        try:
-            run = RunDir(folder)  # the run folder's one reader: bounded in size and depth
-            config, metrics = run.read_config(), run.read_metrics()
-        except InputError as e:  # unreadable, not JSON, not UTF-8 or too deep: the file and the line say which
-            skipped.append({"run_id": run_id, "reason": f"unreadable config.json or metrics.json: {e}"})
-            continue
+        if run_id in stored:
+            config, metrics = stored[run_id]
+        else:
+            if not (folder / CONFIG_FILE).exists():
+                skipped.append({"run_id": run_id, "reason": f"no {CONFIG_FILE} (not a run folder)"})
+                continue
+            if not (folder / METRICS_FILE).exists():
+                skipped.append({"run_id": run_id, "reason": f"no {METRICS_FILE} yet (unfinished or interrupted run; resume it with run_eval.py --resume)"})
+                continue
+            try:
+                run = RunDir(folder)  # the run folder's one reader: bounded in size and depth
+                config, metrics = run.read_config(), run.read_metrics()
+            except InputError as e:  # unreadable, not JSON, not UTF-8 or too deep: the file and the line say which
+                skipped.append({"run_id": run_id, "reason": f"unreadable config.json or metrics.json: {e}"})
+                continue
         if not isinstance(config, Mapping) or not isinstance(metrics, Mapping):
             skipped.append({"run_id": run_id, "reason": "config.json or metrics.json is not a JSON object"})
             continue
