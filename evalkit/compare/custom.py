@@ -19,7 +19,7 @@ from evalkit.metrics.custom import custom_definitions, is_custom_name, per_case_
 
 __all__ = ["custom_members", "split_margins"]
 
-_DEFINING = ("kind", "direction", "scale", "version")
+_DEFINING = ("kind", "direction", "scale", "version", "judge")
 
 
 def split_margins(given: Mapping[str, float | None]) -> tuple[dict[str, float | None], dict[str, float | None]]:

@@ -37,6 +37,7 @@ loaded by the target loader (`targets.python.load_callable`); it is called with 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -269,6 +270,8 @@ def score_records(
     """Score every record with each rubric and scorer, in place (`record["custom_scores"]`);
     return the metrics scored. A record the target failed on (`error`) is not scored (null).
     `llm`: an LLMJudge for the rubrics, None for the offline heuristic."""
+    judge = getattr(llm, "name", "llm") if llm is not None else "heuristic"
+    rubrics = [dataclasses.replace(x, metric=dataclasses.replace(x.metric, judge=judge)) for x in rubrics]
     for r in records:
         scores = r.get(CUSTOM_SCORES)
         r[CUSTOM_SCORES] = dict(scores) if isinstance(scores, Mapping) else {}

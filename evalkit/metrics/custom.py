@@ -70,7 +70,8 @@ class CustomMetric:
     """A project's metric with what the verdict, compare and `--threshold` need of it.
 
     version: what its values depend on (a rubric: the sha256 of its file's bytes; a scorer:
-    of its function's source). Two runs scored by different versions are not compared on it.
+    of its function's source). Two runs scored by different versions, or a rubric by
+    different judges, are not compared on it.
     """
 
     name: str
@@ -81,6 +82,8 @@ class CustomMetric:
     gated: bool = True
     version: str = ""
     source: str = ""
+    # Who scored it: a rubric's judge ("openai:gpt-4o-...", or "heuristic"); "" for a scorer.
+    judge: str = ""
 
     def __post_init__(self) -> None:
         if not is_custom_name(self.name):

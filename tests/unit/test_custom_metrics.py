@@ -289,3 +289,23 @@ def test_scoring_custom_metrics_changes_the_config_hash_like_a_rejudge(tmp_path:
     cfg = orjson.loads((tmp_path / "a" / "config.json").read_bytes())
     assert cfg["hashed"]["custom_metrics"] == cfg["custom_metrics"] and cfg["config_hash"] != before
     assert cfg["config_hash"] == config_hash(cfg["hashed"])
+
+
+def test_a_rubric_scored_by_another_judge_is_not_paired():
+    from evalkit.compare.custom import custom_members
+
+    base = {"kind": "rubric", "direction": "higher", "scale": 5.0, "margin": 0.5, "gated": True, "version": "v1",
+            "mean": 4.0, "n": 2}
+
+    def metrics(judge):
+        return {"aggregate_metrics": {CUSTOM_METRICS: {"rubric/h": {**base, "judge": judge}}}}
+
+    def records():
+        return [{"test_case_id": c, CUSTOM_SCORES: {"rubric/h": 4.0}} for c in ("q1", "q2")]
+
+    members, not_compared, rows = custom_members(metrics("heuristic"), metrics("openai:gpt-4o-2024-08-06"), records,
+                                                 records, ["q1", "q2"], {})
+    assert members == [] and rows == [] and "judge 'heuristic' vs 'openai:gpt-4o-2024-08-06'" in not_compared[0]["reason"]
+    members, not_compared, rows = custom_members(metrics("heuristic"), metrics("heuristic"), records, records,
+                                                 ["q1", "q2"], {})
+    assert [m.metric for m in members] == ["rubric/h"] and not not_compared and rows[0].change == "unchanged"
