@@ -29,6 +29,7 @@ from typing import Any
 
 from evalkit.errors import BadConfig, BadEvalSet, InputError, Problem
 from evalkit.schema import PROMOTED
+from evalkit.store.runlog import Rec
 
 __all__ = [
     "PROMOTED",
@@ -45,7 +46,7 @@ __all__ = [
 
 PROMOTED_TAG = "promoted"
 # The per-case scores a filter may name: the judges' verdicts a record holds (`<name>.score`).
-SCORES = ("context_relevance", "groundedness", "correctness", "answer_quality")
+SCORES = ("context_relevance", Rec.GROUNDEDNESS, Rec.CORRECTNESS, "answer_quality")
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt, "==": operator.eq, "=": operator.eq,
 }
@@ -133,7 +134,6 @@ def candidates_from_run(results_dir: Path, run_id: str) -> list[Candidate]:
         InputError: an unknown run or unreadable results.
     """
     from evalkit.evalset.turns import record_turn
-    from evalkit.store.runlog import Rec
     from evalkit.store.runs import RunDir
 
     run = RunDir.open(results_dir, run_id)

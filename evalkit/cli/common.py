@@ -530,7 +530,14 @@ def rejudge_options(*, judge: str, reliability: str, batch: str, answers: str) -
             rich_help_panel=reliability,
         ),
         "seed": typer.Option(
-            0, "--seed", help="Seed of the spot-check sample (np.random.default_rng).", rich_help_panel=reliability,
+            0, "--seed", help="Seed of the spot-check and bias-probe samples (np.random.default_rng).",
+            rich_help_panel=reliability,
+        ),
+        "bias_probes": typer.Option(
+            0, "--bias-probes", min=0, metavar="N", rich_help_panel=reliability,
+            help="Judge N random judged cases again with the answer padded (a verbatim copy appended) and with the "
+            "context order reversed; report the mean score change with its interval and the position flip rate, and "
+            "flag self-preference (answerer and judge of one model family). (default: 0, off)",
         ),
         "batch": typer.Option(
             False, "--batch", help="Submit the judge prompts the cache lacks through the provider's batch API (OpenAI "

@@ -84,6 +84,7 @@ def main(
     spot_check_provider: Optional[str] = _REJUDGE["spot_check_provider"],
     spot_check_prompt_version: Optional[str] = _REJUDGE["spot_check_prompt_version"],
     seed: int = _REJUDGE["seed"],
+    bias_probes: int = _REJUDGE["bias_probes"],
     batch: bool = _REJUDGE["batch"],
     batch_poll_interval: float = _REJUDGE["batch_poll_interval"],
     batch_resubmit: bool = _REJUDGE["batch_resubmit"],
@@ -104,7 +105,7 @@ def main(
         concurrency=concurrency, rps=rps, timeout=timeout, max_retry_wait=max_retry_wait, no_cache=no_cache,
         refresh_cache=refresh_cache, cache_path=cache_path, price_file=price_file, spot_check=spot_check,
         spot_check_model=spot_check_model, spot_check_provider=spot_check_provider,
-        spot_check_prompt_version=spot_check_prompt_version, seed=seed, batch=batch,
+        spot_check_prompt_version=spot_check_prompt_version, seed=seed, bias_probes=bias_probes, batch=batch,
         batch_poll_interval=batch_poll_interval, batch_resubmit=batch_resubmit, batch_id=batch_id, quiet=quiet,
         json_output=json_output, command="judge_answers.py",
     )

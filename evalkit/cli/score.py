@@ -93,7 +93,8 @@ _ONLY = {
     "answers": (
         "ids", "vault", "allow_truncated_context", "judge_temperature", "claim_level", "answer_quality", "evaluators",
         "judge_trials", "rps", "timeout", "max_retry_wait", "refresh_cache", "price_file", "spot_check",
-        "spot_check_model", "spot_check_provider", "spot_check_prompt_version", "seed", "batch", "batch_poll_interval",
+        "spot_check_model", "spot_check_provider", "spot_check_prompt_version", "seed", "bias_probes", "batch",
+        "batch_poll_interval",
         "batch_resubmit", "batch_id",
     ),
 }
@@ -163,6 +164,7 @@ def main(
     spot_check_provider: Optional[str] = _REJUDGE["spot_check_provider"],
     spot_check_prompt_version: Optional[str] = _REJUDGE["spot_check_prompt_version"],
     seed: int = _REJUDGE["seed"],
+    bias_probes: int = _REJUDGE["bias_probes"],
     batch: bool = _REJUDGE["batch"],
     batch_poll_interval: float = _REJUDGE["batch_poll_interval"],
     batch_resubmit: bool = _REJUDGE["batch_resubmit"],
@@ -354,6 +356,7 @@ def score_run(
     spot_check_provider: Optional[str] = None,
     spot_check_prompt_version: Optional[str] = None,
     seed: int = 0,
+    bias_probes: int = 0,
     batch: bool = False,
     batch_poll_interval: float = 30.0,
     batch_resubmit: bool = False,
@@ -412,6 +415,7 @@ def score_run(
                     ),
                     evaluators=evaluators, max_retry_wait=max_retry_wait,
                     spot=(spot_check, spot_check_model, spot_check_provider, spot_check_prompt_version, seed),
+                    bias_probes=bias_probes,
                     batch=(batch, batch_poll_interval, batch_resubmit, batch_id),
                     quiet=quiet, json_output=json_output, command=command, only=len(parts) == 1,
                 )
@@ -476,7 +480,7 @@ def _show_scoring(result: Any, printer: str, *, quiet: bool, json_output: bool) 
 def _judge(
     run_id: str, results_dir: Path, *, ids: str | None, vault: Path | None, allow_truncated_context: bool,
     judge: dict[str, Any], evaluators: list[str] | None, max_retry_wait: float, spot: tuple[Any, ...],
-    batch: tuple[Any, ...], quiet: bool, json_output: bool, command: str, only: bool,
+    batch: tuple[Any, ...], quiet: bool, json_output: bool, command: str, only: bool, bias_probes: int = 0,
 ) -> Any:
     """--answers: judge the run's answers and print the summary; returns the JudgeRunResult."""
     use_batch, poll_interval, resubmit, given_batch_id = batch
@@ -527,6 +531,7 @@ def _judge(
             result = judge_run(
                 run, settings, ids=id_list, vault=vault, allow_truncated_context=allow_truncated_context,
                 spot_check=spot_check, on_progress=progress.update, batch=batch_options,
+                bias_probes=bias_probes, bias_seed=seed,
             )
 
     for w in result.warnings:

@@ -57,7 +57,7 @@ __all__ = [
 OWNED_BLOCKS = (Met.RETRIEVAL_SCORING, Met.ABSTENTION_SCORING)
 # Inside `aggregate_metrics`: judge_answers' spot check (a second judge's verdicts are not in
 # the records).
-OWNED_AGGREGATE = (Cell.JUDGE_RELIABILITY,)
+OWNED_AGGREGATE = (Cell.JUDGE_RELIABILITY, Cell.JUDGE_BIAS)
 
 
 @dataclass

@@ -66,6 +66,7 @@ __all__ = [
     "conflict_notes",
     "context_from_record",
     "judge_input_of",
+    "judge_item",
 ]
 
 
@@ -115,6 +116,24 @@ def judge_input_of(
         "context_sha256": context_hash(context),
         "context_was_truncated": truncated,
     }
+
+
+def judge_item(record: Mapping[str, Any], context: list[dict[str, Any]], *, conflict: bool = False) -> JudgeItem:
+    """What a judge is shown of one record: its question, answer, `context` (in rank order)
+    and the case's expectations; the conflict notes only for a judged conflict case."""
+    case = record.get("case") or {}
+    return JudgeItem(
+        question=record.get("question") or case.get("question") or "",
+        answer=record.get("answer") or "",
+        context=tuple(context),
+        expected_key_facts=tuple(case.get("expected_key_facts") or ()),
+        expected_answer=case.get("expected_answer"),
+        expected_topics=tuple(case.get("expected_topics") or ()),
+        answerable=bool(case.get("answerable", True)),
+        # references beyond the stored ones still count for citation markers [n]
+        n_references=len(record.get("references") or []) + int(record.get(Rec.REFERENCES_DROPPED) or 0),
+        conflict_notes=conflict_notes(case) if conflict else (),
+    )
 
 
 def _rule(score: float, reasoning: str) -> dict[str, Any]:
@@ -440,18 +459,7 @@ class JudgeRunner:
                 _set_conflict(rec, _conflict_rule("the target failed the case"))
             return self._finish(rec, cost, t0, judged=False)
 
-        item = JudgeItem(
-            question=question,
-            answer=answer,
-            context=tuple(ctx),
-            expected_key_facts=tuple(case.get("expected_key_facts") or ()),
-            expected_answer=case.get("expected_answer"),
-            expected_topics=tuple(case.get("expected_topics") or ()),
-            answerable=answerable,
-            # references beyond the stored ones still count for citation markers [n]
-            n_references=len(rec.get("references") or []) + int(rec.get(Rec.REFERENCES_DROPPED) or 0),
-            conflict_notes=conflict_notes(case) if conflict else (),
-        )
+        item = judge_item(rec, ctx, conflict=conflict)
         if "context_relevance" in self.evaluators and answerable:
             rec["context_relevance"] = await self._context_relevance(item, rec, cost)
         abstained = await self._decide_abstention(item, rec, cost)

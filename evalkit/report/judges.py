@@ -142,6 +142,34 @@ def judge_summary_rows(result: Any) -> list[tuple[str, str, str]]:
     return rows
 
 
+def _signed(v: Any) -> str:
+    return "—" if v is None else f"{v:+.2f}"
+
+
+def bias_lines(bias: Any) -> list[str]:
+    """The --bias-probes lines under the summary table (metrics.json's `judge_bias`)."""
+    if not isinstance(bias, dict):
+        return []
+    out = [f"bias probes: {bias.get('n_cases')} cases (seed {bias.get('seed')}), score change under each probe, "
+           f"{round(100 * 0.95)}% interval"]
+    for probe, what in (("verbosity", f"answer padded ({bias.get('pad')})"), ("position", "context order reversed")):
+        for name, e in (bias.get(probe) or {}).items():
+            ci = e.get("ci") or [None, None]
+            line = f"  {what}: {name} {_signed(e.get('mean_change'))} [{_signed(ci[0])}, {_signed(ci[1])}] (n {e.get('n')})"
+            if "flip_rate" in e and e["flip_rate"] is not None:
+                line += f", flip rate {e['flip_rate']:.0%} (moved ≥ {e.get('flip_gap'):g})"
+            out.append(line)
+    sp = bias.get("self_preference") or {}
+    if sp.get("flagged"):
+        out.append(f"  self-preference: the answers ({sp.get('answerer_model')}) and the judge ({sp.get('judge_model')}) "
+                   f"are both {sp.get('judge_family')} models; a judge is known to favour its own family's answers")
+    elif sp.get("same_family") is None:
+        out.append("  self-preference: not checked (the answerer's or the judge's model family is unknown)")
+    else:
+        out.append(f"  self-preference: none (answerer {sp.get('answerer_family')}, judge {sp.get('judge_family')})")
+    return out
+
+
 def print_judge_summary(result: Any, console: Console | None = None) -> None:
     """The end-of-judging table, the judge's identity, and the heuristic warning."""
     from rich.markup import escape
@@ -171,4 +199,6 @@ def print_judge_summary(result: Any, console: Console | None = None) -> None:
         pin = "" if judge.get("pinned") else " [red](unpinned)[/red]"
         who = escape(f"{judge.get('provider')} {judge.get('model')}")
         console.print(f"judge: {who}{pin} · prompts {escape(str(judge.get('prompt_set')))} · temperature {judge.get('temperature')}")
+    for line in bias_lines(getattr(result, "bias", None)):
+        console.print(escape(line))
     console.print(f"[dim]{escape(str(result.run_dir))}[/dim]")

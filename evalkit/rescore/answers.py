@@ -47,6 +47,7 @@ from evalkit.judges.runner import (
     build_judge_runner,
     conflict_notes,
     context_from_record,
+    judge_item,
 )
 from evalkit.judges.settings import (
     JudgeSettings,
@@ -94,6 +95,7 @@ class JudgeRunResult:
     context: dict[str, Any] = field(default_factory=dict)
     all_failed: bool = False
     failure: str | None = None  # one line on why every judgment failed, when all_failed
+    bias: dict[str, Any] | None = None  # --bias-probes: judges/bias.py's judge_bias block
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,6 +105,7 @@ class JudgeRunResult:
             "session_judge": self.session_judge,
             "judge_stats": self.stats,
             Cell.JUDGE_RELIABILITY: self.reliability,
+            Cell.JUDGE_BIAS: self.bias,
             Met.AGGREGATE: self.metrics.get(Met.AGGREGATE),
             "n_judged": self.n_judged,
             "n_records": self.n_records,
@@ -357,6 +360,8 @@ async def judge_run_async(
     spot_check: SpotCheck | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     batch: BatchOptions | None = None,
+    bias_probes: int = 0,
+    bias_seed: int = 0,
 ) -> JudgeRunResult:
     """Judge the answers of a stored run and rewrite its files (see module docstring).
 
@@ -372,6 +377,8 @@ async def judge_run_async(
         batch: first ask the verdicts the cache lacks through the provider's batch API
             (judges/batch.py), resuming the run's recorded batch; the normal pass then
             finds them in the cache.
+        bias_probes: probe this many judged cases for verbosity and position bias
+            (judges/bias.py), sampled with `bias_seed`; metrics.json's `judge_bias`.
 
     Returns:
         The result; with `all_failed` set (every judgment of this session failed) no file
@@ -390,13 +397,14 @@ async def judge_run_async(
     # run would otherwise lose these verdicts, or these verdicts its numbers.
     with run.writer("judge_answers"):
         return await _judge_run(run, settings, ids=ids, vault=vault, allow_truncated_context=allow_truncated_context,
-                                spot_check=spot_check, on_progress=on_progress, batch=batch)
+                                spot_check=spot_check, on_progress=on_progress, batch=batch,
+                                bias_probes=bias_probes, bias_seed=bias_seed)
 
 
 async def _judge_run(
     run: RunDir, settings: JudgeSettings, *, ids: Sequence[str] | None, vault: Path | None,
     allow_truncated_context: bool, spot_check: SpotCheck | None, on_progress: Callable[[int, int], None] | None,
-    batch: BatchOptions | None,
+    batch: BatchOptions | None, bias_probes: int = 0, bias_seed: int = 0,
 ) -> JudgeRunResult:
     """judge_run_async's work, under the run's writer lock."""
     if batch is not None:
@@ -523,6 +531,18 @@ async def _judge_run(
                 failure=_failure_line(records, selected, stats),
             )
 
+        bias = None
+        if bias_probes > 0:
+            from evalkit.judges.bias import run_bias_probes
+
+            items = {i: judge_item(records[i], contexts.get(i) or context_from_record(records[i])) for i in selected}
+            bias = await run_bias_probes(
+                records, selected, items, runner.judge, groundedness_kind=runner.groundedness_kind, n=bias_probes,
+                seed=bias_seed, config=cfg, judge_model=resolve_judge(settings).model, judge_heuristic=runner.heuristic,
+            )
+            # the probes' calls, tokens and cost are this session's too
+            stats = {**runner.stats(), **({"batch": batch_summary} if batch_summary is not None else {})}
+
         reliability = None
         if spot_check is not None and spot_check.n > 0:
             reliability, spot_stats = await _spot_check(records, selected, contexts, runner, spot_check, settings)
@@ -544,7 +564,7 @@ async def _judge_run(
     # derive starts from what the run's files say, with this session's judge numbers.
     facts = RunFacts.stored(run, cfg, run.read_metrics() or {})
     facts.judge_stats, facts.judge = _metrics_judge(stats, summary, context), hashed_judge
-    facts.owned_aggregate = {**facts.owned_aggregate, Cell.JUDGE_RELIABILITY: reliability}
+    facts.owned_aggregate = {**facts.owned_aggregate, Cell.JUDGE_RELIABILITY: reliability, Cell.JUDGE_BIAS: bias}
     # One update: a kill mid-way leaves the old three files or the new three (store.py).
     metrics, _ = rederive(run, facts, records, config=cfg)
     # The batch's verdicts are in the run now; a rerun has nothing to resume.
@@ -561,6 +581,7 @@ async def _judge_run(
         warnings=warnings,
         session_judge=description,
         context=context,
+        bias=bias,
     )
 
 

@@ -159,6 +159,7 @@ class Cell:
     OPERATIONAL = "operational_metrics"
     JUDGE = "judge"  # the judges' statistics (aggregate only)
     JUDGE_RELIABILITY = "judge_reliability"  # judge_answers' spot check (aggregate only)
+    JUDGE_BIAS = "judge_bias"  # judge_answers' bias probes (aggregate only)
     JUDGE_AGREEMENT = "judge_agreement"  # against human grades (aggregate only)
     JUDGE_PPI = "judge_ppi"  # judge means corrected by human grades, PPI++ (aggregate only)
     INDEXING_COVERAGE = "indexing_coverage"
