@@ -27,7 +27,9 @@ def load_callable(spec: str) -> tuple[Callable[..., Any], Any]:
     """Import `pkg.module:function` (or `path/to/file.py:function`) and return it with its module.
 
     The attribute may be dotted (`module:bot.ask` for a method of a module-level object).
-    The current directory is importable, as it is for `python -m`.
+    The current directory is importable, as it is for `python -m`; a file's own folder is
+    too (first on sys.path, as `python path/to/file.py` puts it), so either form imports
+    the modules beside the file.
 
     Raises:
         InputError: bad spec, module not importable, attribute missing or not callable.
@@ -70,6 +72,12 @@ def _import_module(name: str) -> Any:
         path = Path(name)
         if not path.is_file():
             raise InputError(Problem("file not found", path=name, field=_FIELD))
+        # As `python path/bot.py` would: the file's folder first on sys.path, so that it imports
+        # the modules beside it (`import helpers`), at load or later, as `python:bot:ask` run
+        # from that folder does. Kept there: a function may import them when it is called.
+        folder = str(path.resolve().parent)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
         mod_name = f"evalkit_target_{path.stem}"
         module_spec = importlib.util.spec_from_file_location(mod_name, path)
         if module_spec is None or module_spec.loader is None:

@@ -172,6 +172,31 @@ def test_from_spec_file_path(tmp_path: Path) -> None:
     assert ask(CallableTarget.from_spec(f"{path}:ask")).response.answer == "from file"
 
 
+@pytest.mark.parametrize("form", ["path", "module"])
+def test_both_spec_forms_import_the_modules_beside_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str) -> None:
+    # Issue 43: `python:path/bot.py:ask` could not import helpers.py beside bot.py, while
+    # `python:bot:ask` (run from that folder) could. Names are unique: modules stay in sys.modules.
+    tag = uuid.uuid4().hex[:8]
+    folder = tmp_path / "mybot"
+    folder.mkdir()
+    (folder / f"helpers_{tag}.py").write_text("WORD = 'from a sibling'\n")
+    (folder / f"lazy_{tag}.py").write_text("WORD = 'imported at call time'\n")
+    (folder / f"bot_{tag}.py").write_text(
+        f"import helpers_{tag}\n"
+        "def ask(request):\n"
+        f"    import lazy_{tag}\n"
+        f"    return {{'answer': helpers_{tag}.WORD + ', ' + lazy_{tag}.WORD}}\n"
+    )
+    monkeypatch.setattr("sys.path", list(__import__("sys").path))  # whatever the load adds is undone
+    if form == "path":
+        monkeypatch.chdir(tmp_path)  # not the file's folder
+        spec = f"mybot/bot_{tag}.py:ask"
+    else:
+        monkeypatch.chdir(folder)
+        spec = f"bot_{tag}:ask"
+    assert ask(CallableTarget.from_spec(spec)).response.answer == "from a sibling, imported at call time"
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
