@@ -4,10 +4,11 @@ One Document per heading section (MarkdownHeaderTextSplitter), BM25 over them, n
 and no API key. From the repository root:
 
     pip install -e '.[langchain]'
+    export NOTES_DIR=../shared/corpora/obsidian-tasks/vault
     python scripts/run_eval.py --eval-set tests/data/adapters/obsidian_tasks.jsonl \
         --target python:docs/examples/adapters_langchain.py:ask --retrieval-only
 
-NOTES_DIR names the notes folder (default: ../shared/corpora/obsidian-tasks/vault).
+NOTES_DIR names the notes folder; it has no default.
 """
 
 import os
@@ -21,7 +22,11 @@ from rank_bm25 import BM25Okapi
 
 from evalkit.adapters import langchain
 
-NOTES = Path(os.environ.get("NOTES_DIR", "../shared/corpora/obsidian-tasks/vault"))
+# The notes folder, always given: NOTES_DIR=path/to/notes.
+NOTES = Path(os.environ.get("NOTES_DIR") or "(NOTES_DIR is not set)")
+NOTE_FILES = sorted(NOTES.rglob("*.md"))
+if not NOTE_FILES:
+    raise FileNotFoundError(f"no .md notes under {NOTES}: set NOTES_DIR to your notes folder")
 HEADERS = [("#", "Header 1"), ("##", "Header 2"), ("###", "Header 3")]
 
 
@@ -43,7 +48,7 @@ class BM25Retriever(BaseRetriever):
 
 splitter = MarkdownHeaderTextSplitter(headers_to_split_on=HEADERS)
 sections = []
-for path in sorted(NOTES.rglob("*.md")):
+for path in NOTE_FILES:
     for doc in splitter.split_text(path.read_text(encoding="utf-8")):
         doc.metadata["source"] = str(path)  # the splitter keeps only the headers
         sections.append(doc)

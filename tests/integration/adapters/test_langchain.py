@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,9 @@ import pytest
 from evalkit.adapters import langchain
 from evalkit.adapters.notes import Notes, heading_titles
 from tests.integration.adapters.support import (
+    REPO,
     check_contract_chunks,
+    doc_command,
     doc_python_block,
     example_code,
     need,
@@ -91,6 +95,23 @@ def test_the_documented_command_runs_end_to_end(corpus: Path, tmp_path: Path) ->
     by_case = {r["test_case_id"]: r for r in recs}
     for case in ("ot-limit-shorthand", "ot-date-times"):  # line-span gold only
         assert by_case[case]["retrieval_metrics"]["recall_at_k"] == 1.0, case
+
+
+@pytest.mark.parametrize("notes", ["unset", "empty"])
+def test_the_example_without_notes_says_so(tmp_path: Path, notes: str) -> None:
+    # Issue 43: outside a checkout beside shared/, the example's default folder held no notes and
+    # the run died with ZeroDivisionError inside rank_bm25. NOTES_DIR has no default now.
+    for module in ("langchain_core", "langchain_text_splitters", "rank_bm25"):
+        need(module)
+    env = {k: v for k, v in os.environ.items() if k != "NOTES_DIR"}
+    if notes == "empty":
+        env["NOTES_DIR"] = str(tmp_path / "vault")
+        (tmp_path / "vault").mkdir()
+    argv = [*doc_command(EXAMPLE), "--results-dir", str(tmp_path / "r")]
+    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "no .md notes under" in done.stderr and "set NOTES_DIR to your notes folder" in done.stderr
+    assert "ZeroDivisionError" not in done.stderr
 
 
 @pytest.mark.parametrize("strip_headers", [True, False])
