@@ -1,11 +1,12 @@
 """Make docs/labeling.md's screenshots of the studio, with the browser the tests use.
 
-    python -m tests.browser.studio_screenshots          # -> docs/studio-case.png, docs/studio-grade.png
+    python -m tests.browser.studio_screenshots          # -> docs/studio-case.png, studio-grade.png, studio-pair.png
 
 Runs the bundled eval set (eval_set.jsonl) against the in-process reference chatbot over
 sample_vault/ (retrieval only, no network) into a temp folder, serves the studio over a copy of
-the eval set, opens a case and an answer to grade in headless system chromium 1400 px wide,
-and saves the top of each page as a PNG. Needs Debian's chromium and the dev extra.
+the eval set, opens a case, an answer to grade, and a case whose answer changed in a second run
+(the abstention threshold raised to 0.5) side by side, in headless system chromium 1400 px
+wide, and saves the top of each page as a PNG. Needs Debian's chromium and the dev extra.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ def main(argv: list[str] | None = None) -> int:
             quiet=True))
         run.start()
         run.join()
+        again = threading.Thread(target=run_eval_api, kwargs=dict(
+            eval_set=str(eval_set), vault=str(ROOT / "sample_vault"), results_dir=str(work / "results"), run_id="threshold-0.5",
+            params={"abstain_threshold": 0.5}, quiet=True))
+        again.start()
+        again.join()
         project = StudioProject([eval_set], ROOT / "sample_vault", work / "results", root=work)
         with running_studio(project) as url, sync_playwright() as p:
             origin = url.split("/?")[0]
@@ -55,8 +61,12 @@ def main(argv: list[str] | None = None) -> int:
             page.screenshot(path=str(args.out / "studio-case.png"))
             page.goto(f"{origin}/grade?run=baseline&id=sv-001&grader=ana")
             page.screenshot(path=str(args.out / "studio-grade.png"))
+            page.goto(f"{origin}/pairs?a=baseline&b=threshold-0.5&reviewer=ana")
+            page.locator("[data-queue] tbody a").first.click()
+            page.wait_for_load_state()
+            page.screenshot(path=str(args.out / "studio-pair.png"))
             browser.close()
-    print(f"wrote {args.out / 'studio-case.png'} and {args.out / 'studio-grade.png'}")
+    print(f"wrote {args.out / 'studio-case.png'}, {args.out / 'studio-grade.png'} and {args.out / 'studio-pair.png'}")
     return 0
 
 
