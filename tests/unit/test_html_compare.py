@@ -140,3 +140,52 @@ def test_links_to_each_runs_own_report_only_when_it_exists(ab):
 def test_default_output_names_are_safe_file_names(tmp_path):
     assert default_compare_output(tmp_path, "a", "b") == tmp_path / "compare-a-vs-b.html"
     assert default_compare_output(tmp_path, "base line/x", "b") == tmp_path / "compare-base_line_x-vs-b.html"
+
+
+def test_drift_references_link_to_their_notes_in_each_runs_vault(tmp_path):
+    # issue 43 item 4: the notes that caused drift were named, not linked.
+    from urllib.parse import quote
+
+    vault = tmp_path / "vault"
+    odd = 'notes/a "q" & <b>.md'
+    for rel in ("notes/c1.md", odd):
+        (vault / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vault / rel).write_text("# Gold\n\ntext\n", encoding="utf-8")
+    a = [rec("c1", answer="the first answer of c1"), rec("c2", answer="the first answer of c2")]
+    b = [rec("c1", answer="a wholly new reply"), rec("c2", answer="another new reply")]
+    b[0]["references"] = [{"rel_path": odd, "heading_path": "# Gold > ## Step-by-step, A&B"}]
+    b[1]["references"] = [{"rel_path": "../outside.md", "heading_path": "# X"}]
+    (tmp_path / "outside.md").write_text("x", encoding="utf-8")
+    config = {"target": {"kind": "reference", "params": {}, "vault": str(vault)}}
+    make_run(tmp_path, "a", a, config=config)
+    make_run(tmp_path, "b", b, config=config)
+    view = compare_view(compare_runs("a", "b", results_dir=tmp_path, resamples=R))
+
+    cases = {case["id"]: case for case in view["drift"]["cases"]}
+    note_uri = (vault / "notes" / "c1.md").resolve().as_uri()
+    assert cases["c1"]["references_removed"] == [{"text": "notes/c1.md › # Gold", "href": f"{note_uri}#:~:text=Gold"}]
+    odd_uri = (vault / odd).resolve().as_uri()
+    assert cases["c1"]["references_added"] == [
+        {"text": f"{odd} › # Gold > ## Step-by-step, A&B", "href": f"{odd_uri}#:~:text=Step%2Dby%2Dstep%2C%20A%26B"}
+    ]
+    # a path that climbs out of the vault is named, never linked
+    assert cases["c2"]["references_added"] == [{"text": "../outside.md › # X", "href": None}]
+
+    html = write_compare_report("a", "b", results_dir=tmp_path, resamples=R).read_text(encoding="utf-8")
+    assert f'href="{note_uri}#:~:text=Gold"' in html
+    assert quote('a "q" & <b>.md') in odd_uri and f'href="{odd_uri}#:~:text=' in html
+    assert "<b>" not in html and "&lt;b&gt;.md" in html  # the link text escaped
+
+
+def test_drift_references_are_named_without_a_vault_to_link_to(tmp_path):
+    # an HTTP target's run (no vault in config.json), or a vault gone since the run
+    a = [rec("c1", answer="the first answer of c1")]
+    b = [rec("c1", answer="a wholly new reply")]
+    b[0]["references"] = [{"rel_path": "notes/new.md", "heading_path": "# New"}]
+    make_run(tmp_path, "a", a)
+    make_run(tmp_path, "b", b, config={"target": {"kind": "reference", "params": {}, "vault": str(tmp_path / "gone")}})
+    case = compare_view(compare_runs("a", "b", results_dir=tmp_path, resamples=R))["drift"]["cases"][0]
+    assert case["references_removed"] == [{"text": "notes/c1.md › # Gold", "href": None}]
+    assert case["references_added"] == [{"text": "notes/new.md › # New", "href": None}]
+    html = write_compare_report("a", "b", results_dir=tmp_path, resamples=R).read_text(encoding="utf-8")
+    assert '<span class="mono">notes/new.md › # New</span>' in html

@@ -23,6 +23,8 @@ from urllib.parse import quote
 from evalkit.compare.cases import AT_K_METRICS
 from evalkit.compare.compute import IncomparableRuns, compare_runs
 from evalkit.compare.models import ChunkRef, Comparison, DeltaRow, Flip
+from evalkit.errors import InputError
+from evalkit.evalset.anchors import HEADING_DELIMITER
 from evalkit.metrics.registry import short_label_of, shown_in
 from evalkit.report.compare import (
     ALL_CASE_MARK,
@@ -62,8 +64,12 @@ from evalkit.report.compare import (
     verdict_method,
 )
 from evalkit.store.runlog import Met, Rec
+from evalkit.store.runs import RunDir
 
-__all__ = ["COMPARE_NAV", "compare_charts", "compare_view", "default_compare_output", "diff_segments", "write_compare_report"]
+__all__ = [
+    "COMPARE_NAV", "compare_charts", "compare_view", "default_compare_output", "diff_segments", "note_href", "run_vault",
+    "write_compare_report",
+]
 
 # The per-domain table (seed 001's drift view): the registry's `domain_drift` metrics by
 # compare's row names (an @K metric by its name, at the primary K), where both runs have them;
@@ -378,9 +384,53 @@ def _unscoreable_section(c: Comparison) -> list[dict[str, Any]]:
     ]
 
 
+def run_vault(c: Comparison, side: str) -> Path | None:
+    """The folder of notes side `side`'s run answered from, when it is here to link to: the
+    vault its config.json records (the in-process reference chatbot's; relative paths are
+    read from the current directory, as the run was started), or None (an HTTP target, a
+    baseline file, a vault moved since)."""
+    src = c.sources.get(side)
+    if src is None or src.kind != "run":
+        return None
+    try:
+        cfg = RunDir(Path(src.path)).read_config()
+    except (InputError, OSError, ValueError):
+        return None
+    target = cfg.get("target") if isinstance(cfg.get("target"), dict) else {}
+    settings = cfg.get("settings") if isinstance(cfg.get("settings"), dict) else {}
+    recorded = target.get("vault") or settings.get("vault")
+    if not isinstance(recorded, str) or not recorded:
+        return None
+    vault = Path(recorded).expanduser().resolve()
+    return vault if vault.is_dir() else None
+
+
+def note_href(vault: Path | None, ref: ChunkRef) -> str | None:
+    """A file:// link to the note a reference names, with its heading as a text fragment
+    (`#:~:text=`, which browsers scroll to), or None when the note is not in `vault`. The
+    page's CSP limits what it loads, not where a click goes, so the link opens the note."""
+    if vault is None or not ref.rel_path:
+        return None
+    note = (vault / ref.rel_path).resolve()
+    if not note.is_relative_to(vault) or not note.is_file():
+        return None  # a rel_path that climbs out of the vault links nowhere
+    href = note.as_uri()
+    heading = (ref.heading_path or "").split(HEADING_DELIMITER)[-1].strip().lstrip("#").strip()
+    if heading:
+        # '-', ',' and '&' are the fragment's own syntax: percent-encoded like everything else
+        href += "#:~:text=" + quote(heading, safe="").replace("-", "%2D")
+    return href
+
+
+def _linked(refs: Iterable[ChunkRef], vault: Path | None) -> list[dict[str, str | None]]:
+    return [{"text": chunk_text(r), "href": note_href(vault, r)} for r in refs]
+
+
 def _drift_section(c: Comparison) -> dict[str, Any]:
-    """The answers that changed most between the runs, each with its word diff and references."""
+    """The answers that changed most between the runs, each with its word diff and its
+    references, linked to their notes (a removed one in run a's vault, an added one in b's)."""
     d = c.drift
+    vault_a, vault_b = (run_vault(c, side) for side in ("a", "b")) if d.cases else (None, None)
     return {
         "available": d.available,
         "n_compared": d.n_compared,
@@ -396,8 +446,8 @@ def _drift_section(c: Comparison) -> dict[str, Any]:
                 "segments": diff_segments(case.diff),
                 "answer_a": case.answer_a,
                 "answer_b": case.answer_b,
-                "references_added": _chunks(case.references_added),
-                "references_removed": _chunks(case.references_removed),
+                "references_added": _linked(case.references_added, vault_b),
+                "references_removed": _linked(case.references_removed, vault_a),
             }
             for case in d.cases
         ],
