@@ -1,7 +1,8 @@
 """Eval set loading and validation.
 
 An eval set is JSONL: one case per line, from one file, several files, or a folder of
-per-domain files (domain = file stem unless a case says otherwise). The whole input is
+per-domain files (domain = file stem unless a case says otherwise, for several files or a
+file in a `domains/` folder; `resolve_eval_set_paths`). The whole input is
 validated before anything runs, and every problem is reported with file, line and field.
 
 Unknown fields are kept (a user's extras survive a rewrite), except a key within a small
@@ -339,8 +340,18 @@ def sidecar_categories(eval_set_file: Path) -> list[str]:
     return configured_categories(folder)
 
 
+# Seed 001 keeps its per-domain golden sets in `docs/eval/domains/<domain>.jsonl` and runs one
+# with `--golden docs/eval/domains/cdc.jsonl`: a file in a folder of this name is a domain's.
+DOMAINS_FOLDER = "domains"
+
+
 def resolve_eval_set_paths(paths: Sequence[str | Path]) -> list[tuple[Path, bool]]:
-    """Expand folders into their *.jsonl files. Returns (file, came_from_a_folder) pairs."""
+    """Expand folders into their *.jsonl files. Returns (file, names_a_domain) pairs.
+
+    A file's stem is the domain of its cases that name none (`names_a_domain`) when it is
+    one of several files (a folder's, or several paths), or a lone file in a `domains`
+    folder (seed 001's layout); a lone file elsewhere (`eval_set.jsonl`) names no domain.
+    """
     out: list[tuple[Path, bool]] = []
     problems: list[Problem] = []
     for raw in paths:
@@ -358,7 +369,9 @@ def resolve_eval_set_paths(paths: Sequence[str | Path]) -> list[tuple[Path, bool
         problems.append(Problem("no eval set given", field="--eval-set"))
     if problems:
         raise BadEvalSet(problems)
-    return out
+    if len(out) > 1:
+        return [(f, True) for f, _ in out]
+    return [(f, named or f.parent.name == DOMAINS_FOLDER) for f, named in out]
 
 
 def load_eval_set(paths: Sequence[str | Path], extra_categories: Sequence[str] | None = None) -> EvalSet:
@@ -423,10 +436,10 @@ def read_eval_set(
     file_infos: list[dict[str, Any]] = []
     identity = CaseIdentity()
 
-    for path, from_folder in files:
+    for path, names_domain in files:
         digest = hashlib.sha256()
         file_problems = len(problems)
-        file_no = cases._add_file(path.stem if from_folder else None)
+        file_no = cases._add_file(path.stem if names_domain else None)
         # Issue 30: a file may declare its categories in an evalkit.toml beside it.
         file_allowed = allowed | set(sidecar_categories(path))
         locations.paths.append(str(path))
@@ -435,7 +448,7 @@ def read_eval_set(
                 if not raw.strip():
                     continue
                 where = {"path": str(path), "line": lineno}
-                for line, case, turn in _read_cases(raw, where, problems, domain=path.stem if from_folder else None):
+                for line, case, turn in _read_cases(raw, where, problems, domain=path.stem if names_domain else None):
                     named = (lambda found: found) if turn is None else partial(in_turn, index=turn[0], turn=turn[1])
                     problems.extend(named(case_problems(case, file_allowed, where)))
                     warnings.extend((len(cases), w) for w in named(case_warnings(case, where)))
