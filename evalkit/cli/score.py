@@ -229,7 +229,7 @@ def _score_custom(settings: dict[str, Any], *, rubric: Optional[list[Path]], sco
         score_run_custom,
         scorer_from_entry,
     )
-    from evalkit.metrics.custom import CUSTOM_METRICS
+    from evalkit.metrics.custom import CUSTOM_ERRORS, CUSTOM_METRICS
     from evalkit.project import read_project_config
     from evalkit.store.runs import RunDir
 
@@ -266,6 +266,13 @@ def _score_custom(settings: dict[str, Any], *, rubric: Optional[list[Path]], sco
     with run.writer("evalkit score --rubric"):
         metrics = score_run_custom(run, rubrics, scorers, llm=llm, concurrency=settings.get("concurrency", 4))
     block = (metrics.get(Met.AGGREGATE) or {}).get(CUSTOM_METRICS) or {}
+    failed: dict[str, int] = {}
+    for record in run.iter_results():
+        for name in record.get(CUSTOM_ERRORS) or {}:
+            failed[name] = failed.get(name, 0) + 1
+    for name, n in sorted(failed.items()):  # never silent: a judge that gave no score is not a 0
+        print(f"evalkit: warning: {name}: the judge gave no score on {n} case(s) (their record's custom_errors "
+              "says why); they are left out of its mean", file=sys.stderr)
     if settings.get("json_output"):
         print(json.dumps({"run_id": run.run_id, CUSTOM_METRICS: block}, sort_keys=True))
     elif not settings.get("quiet"):

@@ -53,6 +53,7 @@ from evalkit.judges.cache import cache_key, context_hash
 from evalkit.judges.heuristic import SUPPORT_THRESHOLD, content_words
 from evalkit.judges.prompts import render_context
 from evalkit.metrics.custom import (
+    CUSTOM_ERRORS,
     CUSTOM_SCORES,
     CustomMetric,
     check_value,
@@ -297,8 +298,15 @@ async def _judge_all(rubric: Rubric, llm: Any, records: Sequence[dict[str, Any]]
 
     async def one(r: dict[str, Any]) -> None:
         async with gate:
-            value, _meta = await rubric.judge(llm, r)
+            value, meta = await rubric.judge(llm, r)
         r[CUSTOM_SCORES][rubric.metric.name] = value
+        errors = {k: v for k, v in (r.get(CUSTOM_ERRORS) or {}).items() if k != rubric.metric.name}
+        if value is None:  # why it has no score, as a built-in judge's failure is kept (never a 0)
+            errors[rubric.metric.name] = {k: meta.get(k) for k in ("reason", "detail") if meta.get(k) is not None}
+        if errors:
+            r[CUSTOM_ERRORS] = errors
+        else:
+            r.pop(CUSTOM_ERRORS, None)
 
     await asyncio.gather(*(one(r) for r in records))
 

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from evalkit.store.runlog import Met
 
 __all__ = [
+    "CUSTOM_ERRORS",
     "CUSTOM_METRICS",
     "CUSTOM_SCORES",
     "CustomMetric",
@@ -42,6 +43,7 @@ __all__ = [
 ]
 
 CUSTOM_SCORES = "custom_scores"  # the record's field
+CUSTOM_ERRORS = "custom_errors"  # the record's field: {name: {reason, detail}} of a rubric judge that gave no score
 CUSTOM_METRICS = "custom_metrics"  # the aggregate cell's block
 KINDS = ("rubric", "scorer")
 _NAME = re.compile(r"^[a-z_][a-z0-9_]*$")

@@ -251,6 +251,8 @@ def test_an_llm_rubric_judge_is_cached_under_the_rubric_version(tmp_path: Path, 
         fresh = [rec("q3", answer="something else entirely")]
         score_records(fresh, [load_rubric(rubric_file)], llm=judge())
         assert fresh[0][CUSTOM_SCORES]["rubric/helpfulness"] is None
+        assert fresh[0]["custom_errors"]["rubric/helpfulness"]["reason"] == "parse_failure"
+        assert "off its scale" in fresh[0]["custom_errors"]["rubric/helpfulness"]["detail"]
 
 
 def test_a_run_without_custom_metrics_derives_byte_for_byte_as_before(tmp_path: Path):
