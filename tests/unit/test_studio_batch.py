@@ -102,6 +102,13 @@ def test_dropping_a_category_or_a_tag_from_the_selected_cases(tmp_path: Path) ->
     assert now["g-1"]["tags"] == [] and now["g-4"]["tags"] == ["car"]
     with pytest.raises(Exception, match="one category or one tag"):
         drop_from_cases(p["eval_set"], fresh, results_dir=p["results"])
+    # a conversation's turn keeps a tag its conversation's line gives every turn: said, not dropped
+    from evalkit.authoring.labeling import EvalSetFile
+
+    turn = EvalSetFile(p["eval_set"]).case("c-1#1")
+    before = p["eval_set"].read_bytes()
+    done = drop_from_cases(p["eval_set"], {"c-1#1": case_version(turn)}, tag="conversation", results_dir=p["results"])
+    assert done == {"changed": [], "kept": ["c-1#1"], "written": False} and p["eval_set"].read_bytes() == before
 
 
 def test_batch_operations_through_the_server(tmp_path: Path) -> None:
