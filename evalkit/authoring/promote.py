@@ -181,10 +181,12 @@ def candidates_from_log(path: Path) -> list[Candidate]:
 def select(
     candidates: Sequence[Candidate], *, ids: Sequence[str] | None = None, filters: Sequence[Filter] = (),
     limit: int | None = None,
+    worst_first: bool = False,
 ) -> list[Candidate]:
     """The candidates named by `ids` (in that order) or else all, kept when every filter holds;
-    with `limit`, the first `limit` ordered by the first filter's score, worst first (lowest
-    for `<`, `<=`, `=`; highest for `>`, `>=`), ties in source order.
+    with `worst_first` (or `limit`), ordered by the first filter's score, worst first (lowest
+    for `<`, `<=`, `=`; highest for `>`, `>=`), ties in source order; with `limit`, the first
+    `limit` of them.
 
     Raises:
         BadConfig: an id that is not among the candidates.
@@ -198,7 +200,7 @@ def select(
     else:
         chosen = list(candidates)
     chosen = [c for c in chosen if all(f(c) for f in filters)]
-    if limit is not None:
+    if limit is not None or worst_first:
         if filters:
             first = filters[0]
             sign = -1.0 if first.op in (">", ">=") else 1.0
@@ -222,6 +224,7 @@ def promote(
     tags: Sequence[str] = (),
     filters: Sequence[Filter] = (),
     dry_run: bool = False,
+    limit: int | None = None,
 ) -> PromoteResult:
     """Append `chosen` to `eval_set` (or its `output` version) as unlabeled cases (module docstring).
 
@@ -235,6 +238,7 @@ def promote(
         tags: more tags for every new case, after `promoted`.
         filters: the filters they were chosen by (recorded in `promoted_from`).
         dry_run: decide everything, write nothing.
+        limit: stop after this many are added (a skipped question does not count).
 
     Raises:
         BadConfig: the file to write is locked, or `output` exists and is not a version of it.
@@ -256,6 +260,8 @@ def promote(
     result = PromoteResult()
     case_tags = list(dict.fromkeys([PROMOTED_TAG, *(t for t in tags if t)]))
     for c in chosen:
+        if limit is not None and len(result.promoted) >= limit:
+            break
         if c.turn:
             result.skipped.append((c.source_id, "a conversation's turn: its question needs the turns before it "
                                                  "(add the conversation by hand)"))

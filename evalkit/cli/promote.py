@@ -41,7 +41,8 @@ def main(
         "all must hold). A question without that score never passes."
     ),
     limit: Optional[int] = typer.Option(
-        None, "--limit", min=1, metavar="N", help="At most N questions: the worst N by the first --where's score."
+        None, "--limit", min=1, metavar="N", help="Add at most N questions: the worst by the first --where's score "
+        "(questions skipped as already in the eval set do not count)."
     ),
     tag: Optional[list[str]] = typer.Option(None, "--tag", metavar="TAG", help="Also tag every new case TAG (repeatable)."),
     output: Optional[Path] = typer.Option(
@@ -66,9 +67,10 @@ def main(
             assert log is not None
             candidates, origin = candidates_from_log(log), {"log": str(log)}
         id_list = [i.strip() for i in ids.split(",") if i.strip()] if ids else None
-        chosen = select(candidates, ids=id_list, filters=filters, limit=limit)
+        # --limit counts what is added: a question already in the eval set does not take a place
+        chosen = select(candidates, ids=id_list, filters=filters, worst_first=limit is not None)
         result = promote(eval_set, chosen, origin=origin, output=output, force=force, results_dir=results_dir,
-                         tags=tag or (), filters=filters, dry_run=dry_run)
+                         tags=tag or (), filters=filters, dry_run=dry_run, limit=limit)
     if json_output:
         import orjson
 

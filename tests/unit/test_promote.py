@@ -78,6 +78,10 @@ def test_filters_and_limit_and_ids(project: Path):
     # --limit: the worst N by the first filter's score
     res = _promote(project, "--run-id", RUN_ID, "--where", "context_relevance<1", "--limit", "1", "--json", "--dry-run")
     assert [p["source_id"] for p in json.loads(res.output)["promoted"]] == ["p2"]
+    # a question skipped (p1: already in the eval set, first by groundedness 4.0 in source order) takes no place
+    res = _promote(project, "--run-id", RUN_ID, "--where", "groundedness>=4", "--limit", "1", "--json", "--dry-run")
+    out = json.loads(res.output)
+    assert [p["source_id"] for p in out["promoted"]] == ["p2"] and out["skipped"][0]["source_id"] == "p1"
     res = _promote(project, "--run-id", RUN_ID, "--ids", "p5,p4", "--json", "--dry-run")
     assert [p["source_id"] for p in json.loads(res.output)["promoted"]] == ["p5", "p4"]
     bad = _promote(project, "--run-id", RUN_ID, "--ids", "nope")
