@@ -136,6 +136,9 @@ class RunSettings(BaseModel):
     no_cache: bool = default_of("no_cache")
     results_dir: str = default_of("results_dir")
     store_full_text: bool = False
+    # Issue 43: seed 002's task cache, the target's answers in SQLite at this path (run/task_cache.py);
+    # how answers are got, not what they are: not hashed.
+    task_cache: str | None = default_of("task_cache")
     concurrency: int = Field(default_of("concurrency"), ge=1)
     # Issue 27: a sync python: target's calls in N worker processes (CPU-bound functions);
     # how calls are made, not what is asked: not hashed.

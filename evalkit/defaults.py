@@ -34,6 +34,7 @@ RUN_DEFAULTS: dict[str, Any] = {
     "results_dir": DEFAULT_RESULTS_DIR,
     "concurrency": 4,
     "target_processes": None,
+    "task_cache": None,
     "timeout": 60.0,
     "retries": 3,
     "rps": None,

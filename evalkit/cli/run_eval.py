@@ -116,6 +116,13 @@ def main(
         "Calls in flight stay at most --concurrency.",
         rich_help_panel=_T,
     )),
+    task_cache: Optional[str] = run_setting(typer.Option(
+        None, "--task-cache", metavar="PATH",
+        help="Keep the target's answers in this SQLite file and answer from it when the same question (history, "
+        "options, --param) goes to the same target again: a second run asks the target nothing. Hits and misses "
+        "in config.json; a cached answer's latency is the stored one (latency.cached).",
+        rich_help_panel=_T,
+    )),
     rps: Optional[float] = run_setting(rps_option(_T)),
     max_response_bytes: Optional[int] = run_setting(
         typer.Option(

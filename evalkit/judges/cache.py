@@ -238,6 +238,9 @@ class JudgeCache:
             table with other columns), on open or mid-run: True moves it (and its -wal and
             -shm) aside to `<name>.corrupt-<UTC time>`, starts a new cache and warns on the
             `evalkit` logger; False raises BadConfig (a cache the caller only merges into).
+        label: what the cache is called in warnings and errors.
+        redact: store and return values with secrets redacted (judgments); False keeps
+            them exactly (the task cache's answers, which the run stores as they are).
         fix: the way round a cache that cannot be used, said in its errors (every command
             that judges has --no-cache; merge has another target).
 
@@ -251,7 +254,10 @@ class JudgeCache:
             it is damaged and repair is False or it cannot be moved aside.
     """
 
-    def __init__(self, path: Path = DEFAULT_CACHE_PATH, *, repair: bool = True, fix: str = _FIX):
+    def __init__(self, path: Path = DEFAULT_CACHE_PATH, *, repair: bool = True, fix: str = _FIX,
+                 label: str = "judge cache", redact: bool = True):
+        self.label = label  # "task cache": the same store holds a target's answers (targets/cache.py)
+        self.redact = redact  # an answer is kept exactly as given: a replayed record must not change
         self.path = Path(path)
         self.repair = repair
         self.fix = fix
@@ -270,7 +276,7 @@ class JudgeCache:
         self._open()
 
     def _problem(self, message: str) -> Problem:
-        return Problem(f"the judge cache {message}", path=str(self.path))
+        return Problem(f"the {self.label} {message}", path=str(self.path))
 
     def _open(self) -> None:
         """Connect to a sound cache at `path`, putting a damaged file aside first."""
@@ -403,7 +409,7 @@ class JudgeCache:
             except _READ_ERRORS as e:
                 problem = _reason(e) if _is_damage(e) else None
         if problem is None:
-            self._warn_once(f"the judge cache {self.path} could not {doing} ({error}); the run goes on, and a "
+            self._warn_once(f"the {self.label} {self.path} could not {doing} ({error}); the run goes on, and a "
                             "judgment not cached will be made again next time")
             return False
         self._conn = None
@@ -412,7 +418,7 @@ class JudgeCache:
             self._put_aside(problem)
             self._open()
         except BadConfig as e:
-            self._warn_once(f"{e}; the run goes on without the judge cache")
+            self._warn_once(f"{e}; the run goes on without the {self.label}")
             return False
         return True
 
@@ -431,7 +437,9 @@ class JudgeCache:
             value = orjson.loads(row[0])
         except orjson.JSONDecodeError:
             return None  # a damaged entry is a miss: judged again and overwritten
-        return redact_data(value) if isinstance(value, dict) else None
+        if not isinstance(value, dict):
+            return None
+        return redact_data(value) if self.redact else value
 
     def put(self, key: str, value: Mapping[str, Any], *, kind: str, model: str, prompt_version: str) -> bool:
         """Store (or replace) one judgment, every string in it redacted (errors.redact).
@@ -442,7 +450,7 @@ class JudgeCache:
             said in `last_error`. A judgment is only a saving, so most callers go on; batch
             judging, whose verdicts were paid for and exist nowhere else, keeps them.
         """
-        blob = orjson.dumps(redact_data(dict(value)))
+        blob = orjson.dumps(redact_data(dict(value)) if self.redact else dict(value))
         with self._lock:
             done = self._run(
                 lambda c: self._retry_locked(

@@ -529,6 +529,8 @@ def build_record(
         retrieval_ms=timings.get("retrieval"),
         generation_ms=timings.get("generation"),
     )
+    if getattr(result, "cached", False):
+        record["latency"]["cached"] = True  # total_ms is the stored ask's (--task-cache), not this run's
     if not timings.keys() <= {"folder_selection", "retrieval", "generation"}:
         # the target's other phases (e.g. rerank): kept as `<phase>_ms`, aggregated per phase
         from evalkit.metrics.latency import extra_phases_ms

@@ -91,7 +91,7 @@ def reference_vault_id(settings: RunSettings, cases: Iterable[Any]) -> str | Non
 def _build_target(settings: RunSettings, progress: Any = None, vault_id: str | None = None, breaker: Any = None) -> Any:
     from evalkit.targets import build_target
 
-    return build_target(
+    target = build_target(
         target=settings.target,
         api_url=settings.api_url or None,
         vault=Path(settings.vault),
@@ -104,6 +104,11 @@ def _build_target(settings: RunSettings, progress: Any = None, vault_id: str | N
         max_response_bytes=settings.max_response_bytes,
         processes=settings.target_processes,
     )
+    if settings.task_cache:
+        from evalkit.run.task_cache import CachedTarget
+
+        target = CachedTarget(target, settings.task_cache)
+    return target
 
 
 def _count_probe(breaker: Any, probe: Mapping[str, Any] | None) -> None:
@@ -511,6 +516,8 @@ async def _ask_cases(
     stopped = _stopped(breaker, target, len(pending) - session.n_asked, len(pending), run.run_id)
     if stopped is not None:
         p.config["sessions"][-1]["stopped"] = stopped
+    if s.task_cache:  # this session's hits and misses (a resume's session has its own)
+        p.config["sessions"][-1]["task_cache"] = target.summary()
     run.write_config(p.config)
     return _Asked(session, derived, wall, stopped)
 

@@ -75,11 +75,12 @@ class AskResult:
             runner reports it as the case's total_ms (its own replay time means nothing).
         raw: the decoded response as the target sent it, before validation (for
             --response-schema; not stored). None when a target built the result itself.
+        cached: the answer came from the task cache; `logged_total_ms` is its stored latency.
     """
 
     # missing_fields is also the record's key (Rec.MISSING_FIELDS), spelled in one place
     __slots__ = ("_response", "_plain", Rec.MISSING_FIELDS, "server_timings_ms", "attempts", "elapsed_ms",
-                 "logged_total_ms", "raw")
+                 "logged_total_ms", "raw", "cached")
 
     def __init__(
         self,
@@ -103,6 +104,7 @@ class AskResult:
         self.elapsed_ms = elapsed_ms
         self.logged_total_ms = logged_total_ms
         self.raw = raw
+        self.cached = False  # answered from the task cache (run/task_cache.py): its latency is the stored one
 
     @property
     def response(self) -> AskResponse:
