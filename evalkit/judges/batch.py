@@ -417,8 +417,9 @@ async def judge_in_batches(
             submission of unknown fate (the resume rule); another batch command holding the run.
     """
     check_batch_settings(settings)
-    # At most five prompts per case and trial (abstention, groundedness, correctness, quality, conflict).
-    n_prompts = 5 * max(1, settings.trials) * max(1, len(selected))
+    # At most six prompts per case and trial (abstention, groundedness, correctness, quality, conflict,
+    # context relevance).
+    n_prompts = 6 * max(1, settings.trials) * max(1, len(selected))
     # The judge used to collect, submit and fill: no refresh (the collector applies it) and
     # a download cap that grows with the batch (one reply per request).
     cap = max(settings.max_response_bytes, _REPLY_BYTES * n_prompts)
