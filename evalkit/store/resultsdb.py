@@ -470,6 +470,9 @@ def rebuild(results_dir: str | Path, *, on_run: Callable[[str], None] | None = N
     if not root.is_dir():
         raise InputError(Problem(f"{root}: results folder not found", field="--results-dir"))
     out = Rebuilt(db_path(root))
+    if not out.path.exists():
+        for suffix in ("-wal", "-shm"):  # left by a database removed by hand: SQLite would replay that WAL into the new file
+            Path(f"{out.path}{suffix}").unlink(missing_ok=True)
     try:
         conn = _open_checked(out.path)
     except sqlite3.DatabaseError as e:

@@ -132,6 +132,11 @@ def dump(results: Path) -> dict[str, list[tuple]]:
         return out
 
 
+def page(path: Path) -> bytes:
+    """A written page without the time it was made at."""
+    return re.sub(rb"report made \S+Z", b"report made <now>", path.read_bytes())
+
+
 def folder_bytes(results: Path) -> dict[str, bytes]:
     return {str(p.relative_to(results)): p.read_bytes() for p in sorted(results.rglob("*"))
             if p.is_file() and not p.name.startswith(db_path(results).name)}
@@ -227,6 +232,26 @@ def test_incremental_indexing_equals_a_rebuild(tmp_path: Path) -> None:
     assert dump(tmp_path) == incremental
     with closing(connect_read_only(db_path(tmp_path))) as conn:
         assert out_of_step(tmp_path, conn) == ([], [])
+
+
+_LEAVE_WAL = """
+import os, signal, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1])
+conn.execute("PRAGMA wal_autocheckpoint=0")
+conn.execute("DELETE FROM test_results")
+conn.commit()
+os.unlink(sys.argv[1])
+os.kill(os.getpid(), signal.SIGKILL)  # its WAL, never checkpointed, stays beside the removed file
+"""
+
+
+def test_a_database_removed_by_hand_is_made_again_without_its_old_wal(tmp_path: Path) -> None:
+    write_scored_runs(tmp_path, 3, 2)
+    rebuild(tmp_path)
+    subprocess.run([sys.executable, "-c", _LEAVE_WAL, str(db_path(tmp_path))], timeout=120)
+    assert not db_path(tmp_path).exists() and Path(f"{db_path(tmp_path)}-wal").stat().st_size > 0
+    assert rebuild(tmp_path).runs == 3
+    assert query(tmp_path, "SELECT COUNT(*) FROM test_results") == [(6,)]
 
 
 def test_nothing_is_indexed_without_a_database(tmp_path: Path) -> None:
@@ -325,6 +350,33 @@ def test_a_killed_index_write_leaves_the_runs_intact_and_index_runs_fixes_it(tmp
     assert len(complete["evaluation_runs"]) == 60 and len(complete["test_results"]) == 240
 
 
+_INDEX_SOME = """
+import sys
+from pathlib import Path
+from evalkit.store.resultsdb import keep_in_step
+from evalkit.store.runs import RunDir
+root = Path(sys.argv[1])
+for run_id in sys.argv[2:]:
+    assert keep_in_step(RunDir(root / run_id)), run_id
+"""
+
+
+def test_processes_indexing_at_once_lose_no_run(tmp_path: Path) -> None:
+    # WAL and the busy wait: a second writer waits for the first one's transaction, never fails
+    rebuild(tmp_path)
+    ids = write_scored_runs(tmp_path, 60, 5)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    children = [subprocess.Popen([sys.executable, "-c", _INDEX_SOME, str(tmp_path), *ids[i::4]], cwd=ROOT, env=env,
+                                 stderr=subprocess.PIPE) for i in range(4)]
+    for child in children:
+        assert child.wait(timeout=300) == 0, child.stderr.read().decode()
+        child.stderr.close()
+    together = dump(tmp_path)
+    assert len(together["evaluation_runs"]) == 60 and len(together["test_results"]) == 300
+    rebuild(tmp_path)
+    assert dump(tmp_path) == together
+
+
 # --------------------------------------------------------------------------- commands keep it in step
 
 
@@ -360,6 +412,11 @@ def test_the_commands_that_change_a_run_keep_its_rows_in_step(tmp_path: Path) ->
     indexed = dump(results)
     rebuild(results)
     assert dump(results) == indexed
+    # the trend page of these real runs: the same from the database as from the folders
+    assert len(fresh_runs(results)) == 6
+    from_db = page(write_trend_report(results, tmp_path / "db.html"))
+    db_path(results).rename(tmp_path / "aside.sqlite")
+    assert page(write_trend_report(results, tmp_path / "folders.html")) == from_db
 
 
 # --------------------------------------------------------------------------- the trend page
@@ -367,10 +424,10 @@ def test_the_commands_that_change_a_run_keep_its_rows_in_step(tmp_path: Path) ->
 
 def test_the_trend_page_reads_the_database_when_it_holds_a_run_in_step(tmp_path: Path) -> None:
     write_scored_runs(tmp_path, 8, 3)
-    from_folders = write_trend_report(tmp_path, tmp_path / "a.html").read_bytes()
+    from_folders = page(write_trend_report(tmp_path, tmp_path / "a.html"))
     rebuild(tmp_path)
     assert sorted(fresh_runs(tmp_path)) == [f"run-{i:03d}" for i in range(1, 9)]
-    assert write_trend_report(tmp_path, tmp_path / "b.html").read_bytes() == from_folders  # the same page, byte for byte
+    assert page(write_trend_report(tmp_path, tmp_path / "b.html")) == from_folders  # the same page, byte for byte
     # Proof that the rows are read: a file changed in place with its stamp kept is not seen...
     path = tmp_path / "run-003" / "metrics.json"
     old, st = path.read_bytes(), path.stat()
@@ -387,9 +444,9 @@ def test_the_trend_page_reads_the_database_when_it_holds_a_run_in_step(tmp_path:
 
 def test_a_damaged_database_leaves_the_trend_page_to_the_folders(tmp_path: Path, caplog) -> None:
     write_scored_runs(tmp_path, 3, 2)
-    from_folders = write_trend_report(tmp_path, tmp_path / "a.html").read_bytes()
+    from_folders = page(write_trend_report(tmp_path, tmp_path / "a.html"))
     db_path(tmp_path).write_bytes(b"x" * 4096)
-    assert write_trend_report(tmp_path, tmp_path / "b.html").read_bytes() == from_folders
+    assert page(write_trend_report(tmp_path, tmp_path / "b.html")) == from_folders
     assert "the run folders are read instead" in caplog.text
 
 
