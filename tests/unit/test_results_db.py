@@ -12,6 +12,7 @@ import os
 import random
 import re
 import shlex
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -281,6 +282,12 @@ def test_query_runs_says_when_the_database_is_behind_its_folders(tmp_path: Path)
     assert out.exit_code == 0 and out.stdout.splitlines()[-1].strip() == "3"
     assert "2 run(s) changed or not indexed since the database was made (run-001, run-004)" in out.stderr
     assert "`evalkit index-runs --results-dir" in out.stderr
+    shutil.rmtree(tmp_path / "run-002")
+    out = evalkit("query-runs", "--results-dir", str(tmp_path), "SELECT 1")
+    assert "; 1 indexed run(s) gone from the folder;" in out.stderr
+    assert evalkit("index-runs", "--results-dir", str(tmp_path)).exit_code == 0
+    out = evalkit("query-runs", "--results-dir", str(tmp_path), "SELECT id FROM evaluation_runs ORDER BY id")
+    assert out.stderr == "" and out.stdout.split()[2:] == ["run-001", "run-003", "run-004"]
 
 
 def test_a_database_of_another_schema_version_is_left_alone_then_rebuilt(tmp_path: Path, caplog) -> None:
