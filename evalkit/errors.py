@@ -195,6 +195,25 @@ class Problem:
         return redact(f"{where}{field}{self.message}")
 
 
+def did_you_mean(path: str | os.PathLike[str], *, folders: bool | None = None) -> str:
+    """`; did you mean 'sample_vault'?` when a name beside a missing `path` is close to its
+    own (difflib's ratio >= 0.8, the closest first), else "". `folders`: only folders (True),
+    only files (False), either (None). A typo'd name said back with the right one (issue 43)."""
+    import difflib
+    from pathlib import Path
+
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    try:
+        names = [c.name for c in parent.iterdir() if folders is None or c.is_dir() == folders]
+    except OSError:
+        return ""
+    close = difflib.get_close_matches(p.name, names, n=1, cutoff=0.8)
+    if not close or close[0] == p.name:
+        return ""
+    return f"; did you mean {str(p.with_name(close[0]))!r}?"
+
+
 class EvalkitError(Exception):
     """Base of every error evalkit raises on purpose. Its message is redacted when it is made.
 

@@ -37,7 +37,7 @@ from typing import Any, BinaryIO, NamedTuple, overload
 import orjson
 from pydantic import ValidationError
 
-from evalkit.errors import BadConfig, BadEvalSet, InputError, Problem
+from evalkit.errors import BadConfig, BadEvalSet, InputError, Problem, did_you_mean
 from evalkit.evalset.anchors import support_forms
 from evalkit.evalset.lock import eval_set_problem
 from evalkit.evalset.turns import TURNS, expand, in_turn
@@ -364,7 +364,7 @@ def resolve_eval_set_paths(paths: Sequence[str | Path]) -> list[tuple[Path, bool
         elif p.is_file():
             out.append((p, False))
         else:
-            problems.append(Problem("no such file or folder", path=str(p), field="--eval-set"))
+            problems.append(Problem("no such file or folder" + did_you_mean(p), path=str(p), field="--eval-set"))
     if not paths:
         problems.append(Problem("no eval set given", field="--eval-set"))
     if problems:

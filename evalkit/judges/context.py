@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from evalkit.errors import InputError, Problem
+from evalkit.errors import InputError, Problem, did_you_mean
 from evalkit.evalset.turns import record_turn
 from evalkit.judges.runner import context_from_record
 
@@ -146,7 +146,7 @@ def context_source(cfg: Mapping[str, Any], vault: Path | None) -> ContextSource:
     recorded, vault_id = _recorded_vault(cfg)
     if vault is not None:
         if not Path(vault).is_dir():
-            raise InputError(Problem("vault folder not found", path=str(vault), field="--vault"))
+            raise InputError(Problem("vault folder not found" + did_you_mean(vault, folders=True), path=str(vault), field="--vault"))
         reader: ChunkReader = ReferenceChunkReader(vault, vault_id) if reference else VaultReader(vault)
         return ContextSource(reader, Path(vault), "--vault", f"they are not in --vault {vault}")
     if not reference:

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalkit.errors import InputError, Problem
+from evalkit.errors import InputError, Problem, did_you_mean
 from evalkit.reference.chunker import CHUNKER_VERSION, Chunk, ChunkerConfig, DocChunks, chunk_markdown
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -52,7 +52,7 @@ def walk_vault(vault: Path) -> list[str]:
         InputError: the vault is not a folder.
     """
     if not vault.is_dir():
-        raise InputError(Problem("vault folder not found (pass --vault PATH)", path=str(vault)))
+        raise InputError(Problem("vault folder not found (pass --vault PATH)" + did_you_mean(vault, folders=True), path=str(vault)))
     found: list[str] = []
     for root, dirs, files in os.walk(vault):
         # .obsidian, .git, .trash: tool state, not notes

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evalkit.errors import InputError, Problem, TargetError
+from evalkit.errors import InputError, Problem, TargetError, did_you_mean
 from evalkit.schema import AskRequest, IndexingCoverage
 from evalkit.targets.base import AskResult, parse_ask_response, request_dict
 
@@ -47,7 +47,7 @@ class ReferenceTarget:
         self.params = dict(params or {})
         if chatbot is None:
             if not self.vault.is_dir():
-                raise InputError(Problem("vault folder not found", path=str(self.vault), field="--vault"))
+                raise InputError(Problem("vault folder not found" + did_you_mean(self.vault, folders=True), path=str(self.vault), field="--vault"))
             # Imported here: the reference chatbot (and its index) is only loaded when used.
             from evalkit.reference.chatbot import ReferenceChatbot
 
