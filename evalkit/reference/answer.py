@@ -10,7 +10,10 @@ name and heading path, and a term the vault never uses gets the largest idf. So 
 share of the question's information that the best evidence covers; a question about
 something absent from the vault has most of its idf mass in unseen terms. The chatbot
 abstains with reason `no_relevant_context` when evidence < threshold (default 0.4), when
-nothing was retrieved, or when the question has no search terms at all.
+nothing was retrieved, when the question has no search terms at all, or when the notes
+lack at least half of the question's terms (UNSEEN_SHARE): "What is the capital of Mars?"
+has evidence 0.46 from "capital" (in "say so in capital letters") while the vault never
+says "mars", and answered with that sentence.
 
 Extractive answer (deterministic): split the top chunks into sentences, score each by
 the idf mass of question terms it contains, keep the best 3 that score at least half the
@@ -28,6 +31,10 @@ from evalkit.reference.tokens import terms
 ABSTAIN_TEXT = "I could not find this in the notes, so I won't guess."
 EXTRACTIVE_VERSION = "extractive-v1"
 CHAT_PROMPT_VERSION = "chat-prompt-v1"
+# Abstain when the notes lack this share of the question's distinct terms or more (a floor
+# on what the notes hold; on the bundled eval set only answerable sv-040, which abstains on
+# evidence anyway, reaches it).
+UNSEEN_SHARE = 0.5
 _MAX_SENTENCE_CHARS = 400
 _MIN_SHARE_OF_BEST = 0.5
 
@@ -36,6 +43,12 @@ _LINE_PREFIX = re.compile(r"^\s*(?:>\s*)*(?:\[![^\]]*\][+-]?\s*)?(?:[-*+]\s+(?:\
 _HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+
+
+def unseen_share(query_terms: Sequence[str], known: Callable[[str], bool]) -> float:
+    """Share of the question's distinct terms that no chunk holds; 0.0 with no terms."""
+    q = list(dict.fromkeys(query_terms))
+    return sum(1 for t in q if not known(t)) / len(q) if q else 0.0
 
 
 def evidence(query_terms: Sequence[str], top_term_sets: Sequence[frozenset[str]], idf: Callable[[str], float]) -> float:

@@ -26,11 +26,13 @@ from evalkit.reference.answer import (
     ABSTAIN_TEXT,
     CHAT_PROMPT_VERSION,
     EXTRACTIVE_VERSION,
+    UNSEEN_SHARE,
     chat_messages,
     evidence,
     extractive_answer,
     is_decline,
     renumber_citations,
+    unseen_share,
 )
 from evalkit.reference.chunker import CHUNKER_VERSION, ChunkerConfig
 from evalkit.reference.corpus import build_corpus, content_hash
@@ -220,7 +222,7 @@ class ReferenceChatbot:
             ),
             "answerer_version": (
                 f"{CHAT_PROMPT_VERSION}+llm_{cfg.answer_model}" if self._chat else EXTRACTIVE_VERSION
-            ) + f"+abstain_{cfg.abstain_threshold}",
+            ) + f"+abstain_{cfg.abstain_threshold}+unseen_{UNSEEN_SHARE}",
             "llm_model": cfg.answer_model if self._chat else None,
             "embedding_model": emb,
             "chunker_version": CHUNKER_VERSION,
@@ -305,7 +307,10 @@ class ReferenceChatbot:
 
         top_sets = [self._term_sets[h.index] for h in hits[: self.config.evidence_chunks]]
         share = evidence(qterms, top_sets, index.idf)
-        abstained, reason = (not hits or share < threshold), "no_relevant_context"
+        # The notes lack most of what is asked about: no passage can answer it, whatever
+        # the few shared words score (answer.py).
+        unseen = unseen_share(qterms, index.knows)
+        abstained, reason = (not hits or share < threshold or unseen >= UNSEEN_SHARE), "no_relevant_context"
         answer, cited = ABSTAIN_TEXT, []
         if not abstained:
             answer, cited, declined = self._answer(req.question, qterms, retrieved, index.idf)
@@ -334,6 +339,7 @@ class ReferenceChatbot:
                 },
                 "versions": self._versions_for(k1, b),
                 "evidence": round(share, 6),
+                "unseen_share": round(unseen, 6),
                 "abstain_threshold": threshold,
                 "ignored_options": ignored,
             }
@@ -441,6 +447,7 @@ class _ScopedIndex:
     def __init__(self, index: LexicalIndex, positions: np.ndarray, n_chunks: int):
         self._index, self._positions, self._n = index, positions, n_chunks
         self.idf = index.idf
+        self.knows = index.knows
 
     def scores(self, query_terms: list[str]) -> np.ndarray:
         out = np.zeros(self._n, dtype=np.float64)

@@ -77,6 +77,10 @@ class LexicalIndex:
             df = 0
         return math.log(1 + (self.n_docs - df + 0.5) / (df + 0.5))
 
+    def knows(self, term: str) -> bool:
+        """Whether some chunk of the index holds `term`."""
+        return term in self._idf
+
     def scores(self, query_terms: list[str]) -> np.ndarray:
         """BM25 of every chunk for the distinct query terms (zeros when nothing matches)."""
         out = np.zeros(self.n_docs, dtype=np.float64)

@@ -45,7 +45,7 @@ def test_answers_the_contract(bot: ReferenceChatbot) -> None:
     assert resp.debug.versions.model_dump() == {
         "index_build_version": "md-heading-v2+t256/2+b16000+embedding_none",
         "retriever_version": "bm25(k1=1.2,b=0.75)+lexical_only",
-        "answerer_version": "extractive-v1+abstain_0.4",
+        "answerer_version": "extractive-v1+abstain_0.4+unseen_0.5",
         "llm_model": None,
         "embedding_model": None,
         "chunker_version": "md-heading-v2",
@@ -227,7 +227,7 @@ def test_generative_answer_renumbers_citations(mini_vault: Path) -> None:
     assert r["answer"] == "Twice a week [1], deeply [1]."
     assert [x["chunk_id"] for x in r["references"]] == [context[1]["chunk_id"]]
     assert r["debug"]["versions"]["llm_model"] == "tiny-chat"
-    assert r["debug"]["versions"]["answerer_version"] == "chat-prompt-v1+llm_tiny-chat+abstain_0.4"
+    assert r["debug"]["versions"]["answerer_version"] == "chat-prompt-v1+llm_tiny-chat+abstain_0.4+unseen_0.5"
 
 
 def test_generative_decline_is_an_abstention(mini_vault: Path) -> None:
