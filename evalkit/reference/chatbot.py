@@ -308,9 +308,11 @@ class ReferenceChatbot:
         top_sets = [self._term_sets[h.index] for h in hits[: self.config.evidence_chunks]]
         share = evidence(qterms, top_sets, index.idf)
         # The notes lack most of what is asked about: no passage can answer it, whatever
-        # the few shared words score (answer.py).
+        # the few shared words score (answer.py). A threshold of 0 turns the lexical rule off,
+        # this part of it too.
         unseen = unseen_share(qterms, index.knows)
-        abstained, reason = (not hits or share < threshold or unseen >= UNSEEN_SHARE), "no_relevant_context"
+        lacking = threshold > 0 and unseen >= UNSEEN_SHARE
+        abstained, reason = (not hits or share < threshold or lacking), "no_relevant_context"
         answer, cited = ABSTAIN_TEXT, []
         if not abstained:
             answer, cited, declined = self._answer(req.question, qterms, retrieved, index.idf)
