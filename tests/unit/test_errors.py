@@ -41,3 +41,26 @@ def test_encoded_and_spelled_out_copies_of_a_key_are_redacted() -> None:
         out = redact(f"echo: {form} end")
         assert form not in out and "***" in out, form
     assert redact("nothing secret here, just words") == "nothing secret here, just words"
+
+
+def test_a_mistyped_path_is_answered_with_the_close_existing_name(tmp_path, monkeypatch) -> None:
+    # Issue 43: `--vault sample_vaul` and `--eval-set eval_se.jsonl` said only "not found".
+    from evalkit.errors import InputError, did_you_mean
+    from evalkit.evalset.load import resolve_eval_set_paths
+    from evalkit.reference.corpus import build_corpus
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sample_vault").mkdir()
+    (tmp_path / "eval_set.jsonl").write_text("")
+    (tmp_path / "notes").mkdir()
+    assert did_you_mean("sample_vaul", folders=True) == "; did you mean 'sample_vault'?"
+    assert did_you_mean("eval_set.jsonl") == ""  # it exists: nothing to suggest
+    assert did_you_mean("sample_vaul", folders=False) == ""  # only files asked for
+    assert did_you_mean("wholly_other") == "" and did_you_mean("no/such/dir/x") == ""
+    assert did_you_mean(tmp_path / "eval_se.jsonl") == f"; did you mean {str(tmp_path / 'eval_set.jsonl')!r}?"
+    with pytest.raises(InputError) as e:
+        resolve_eval_set_paths(["eval_se.jsonl"])
+    assert "eval_se.jsonl: --eval-set: no such file or folder; did you mean 'eval_set.jsonl'?" in str(e.value)
+    with pytest.raises(InputError) as e:
+        build_corpus(tmp_path / "sample_vaul")
+    assert f"did you mean {str(tmp_path / 'sample_vault')!r}?" in str(e.value)
