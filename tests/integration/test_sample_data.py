@@ -146,3 +146,19 @@ def test_eval_sets_load_with_the_library() -> None:
     assert len(main.cases) == len(_lines(MAIN_SET))
     assert len(both.cases) == len(main.cases) + len(_lines(SANITY_SET))
     assert [c.id for c in main.cases] == [c["id"] for _, c in _lines(MAIN_SET)]
+
+
+def test_the_reference_chatbot_abstains_on_the_seeds_unanswerable_examples() -> None:
+    # Issue 43: "What is the capital of Mars?" (the seed's own unanswerable case) was answered
+    # with "If there is a database migration, say so in capital letters. [1]" (evidence 0.455).
+    from evalkit.reference.chatbot import ReferenceChatbot
+
+    bot = ReferenceChatbot(VAULT)
+    r = bot.ask({"question": "What is the capital of Mars?", "k": 5, "debug": True})
+    assert r["abstained"] is True and r["abstain_reason"] == "no_relevant_context" and r["references"] == []
+    assert r["debug"]["unseen_share"] == 0.5  # "capital" is in the notes, "mars" is not
+    # The sanity suite's unanswerable cases: 7 of 10 abstain, abstention accuracy 0.70
+    # (measured 2026-11-29 over sample_vault, k 5; 6 of 10 before: sanity-005 answered).
+    unanswerable = [c for _, c in _lines(SANITY_SET) if not c["answerable"]]
+    abstained = [c["id"] for c in unanswerable if bot.ask({"question": c["question"], "k": 5})["abstained"]]
+    assert len(unanswerable) == 10 and len(abstained) == 7 and "sanity-005" in abstained
