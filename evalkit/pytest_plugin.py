@@ -38,6 +38,8 @@ from typing import Any
 
 import pytest
 
+from evalkit.store.runlog import Rec, Rm
+
 __all__ = ["assert_metrics", "evalkit_case"]
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -62,13 +64,13 @@ def evalkit_case(
     chunks = [dict(c) for c in retrieved]
     answerable = case.get("answerable", True) is not False
     record: dict[str, Any] = {
-        "test_case_id": str(case.get("id", "case")),
+        Rec.CASE_ID: str(case.get("id", "case")),
         "case": case,
         "question": case.get("question", ""),
         "answer": answer,
         "references": [dict(r) for r in references],
         "retrieved_chunks": chunks,
-        "retrieval_metrics": score_case_retrieval(case, chunks, list(references), None, "off", list(ks)),
+        Rec.RETRIEVAL_METRICS: score_case_retrieval(case, chunks, list(references), None, "off", list(ks)),
         "abstention": score_case_abstention(answerable, abstained),
     }
     if rubrics or scorers:
@@ -85,9 +87,9 @@ def _record_value(record: Mapping[str, Any], name: str) -> float | None:
     if is_custom_name(name):
         value = (record.get(CUSTOM_SCORES) or {}).get(name)
     else:
-        rm = record.get("retrieval_metrics") or {}
+        rm = record.get(Rec.RETRIEVAL_METRICS) or {}
         base, sep, k = canonical_key(name).partition("@")
-        value = ((rm.get("at_k") or {}).get(k) or {}).get(base) if sep else rm.get(base)
+        value = ((rm.get(Rm.AT_K) or {}).get(k) or {}).get(base) if sep else rm.get(base)
     if isinstance(value, bool):
         return float(value)
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
@@ -115,7 +117,7 @@ def assert_metrics(subject: Any, expected: Mapping[str, str | float]) -> None:
     """
     from evalkit.gate.floors import measured_value
 
-    is_record = isinstance(subject, Mapping) and "retrieval_metrics" in subject
+    is_record = isinstance(subject, Mapping) and Rec.RETRIEVAL_METRICS in subject
     metrics = None if is_record else _run_metrics(subject)
     failures = []
     for name, want in expected.items():

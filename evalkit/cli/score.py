@@ -223,12 +223,8 @@ def _score_custom(settings: dict[str, Any], *, rubric: Optional[list[Path]], sco
     each metric came to (one JSON object with --json)."""
     import json
 
-    from evalkit.judges.rubric import (
-        load_rubric,
-        project_custom,
-        score_run_custom,
-        scorer_from_entry,
-    )
+    from evalkit.judges.rubric import load_rubric, project_custom, scorer_from_entry
+    from evalkit.rescore.custom import score_run_custom
     from evalkit.metrics.custom import CUSTOM_ERRORS, CUSTOM_METRICS
     from evalkit.project import read_project_config
     from evalkit.store.runs import RunDir

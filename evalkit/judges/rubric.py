@@ -61,6 +61,7 @@ from evalkit.metrics.custom import (
     source_version,
 )
 from evalkit.project import TomlError, parse_toml
+from evalkit.store.runlog import Rec
 
 __all__ = ["PythonScorer", "Rubric", "RubricOutput", "load_rubric", "load_scorer", "score_records"]
 
@@ -229,7 +230,7 @@ class PythonScorer:
             value = self.fn(dict(record))
         except Exception as e:  # noqa: BLE001 - the user's code: say where, as the target loader does
             raise InputError(Problem(f"{self.metric.name} ({self.metric.source}) raised on case "
-                                     f"{record.get('test_case_id')}: {type(e).__name__}: {e}", field="--scorer")) from None
+                                     f"{record.get(Rec.CASE_ID)}: {type(e).__name__}: {e}", field="--scorer")) from None
         try:
             return check_value(self.metric, value)
         except ValueError as e:
@@ -309,36 +310,6 @@ async def _judge_all(rubric: Rubric, llm: Any, records: Sequence[dict[str, Any]]
             r.pop(CUSTOM_ERRORS, None)
 
     await asyncio.gather(*(one(r) for r in records))
-
-
-def score_run_custom(
-    run: Any, rubrics: Sequence[Rubric] = (), scorers: Sequence[PythonScorer] = (), *, llm: Any = None,
-    concurrency: int = 4,
-) -> dict[str, Any]:
-    """Score a stored run (`store.runs.RunDir`) with rubrics and scorers: each record gets its
-    `custom_scores`, config.json the metrics' definitions (`custom_metrics`, beside those of
-    earlier rubrics), and metrics.json is derived again from the records (its
-    `custom_metrics` block, the `--threshold` floors and the baseline gate judged anew), all
-    as one update. Returns metrics.json as written."""
-    from evalkit.derive import RunFacts, rederive
-    from evalkit.metrics.custom import CUSTOM_METRICS
-
-    records = run.read_results()
-    metrics = score_records(records, rubrics, scorers, llm=llm, concurrency=concurrency)
-    cfg = run.read_config()
-    defined = dict(cfg.get(CUSTOM_METRICS) or {})
-    defined.update({m.name: m.definition() for m in metrics})
-    cfg[CUSTOM_METRICS] = dict(sorted(defined.items()))
-    # As a re-judged run does: what scored its numbers is part of its config, so "same
-    # config_hash => same metrics" stays true.
-    if isinstance(cfg.get("hashed"), dict):
-        from evalkit.store.runs import config_hash
-
-        cfg["hashed"][CUSTOM_METRICS] = cfg[CUSTOM_METRICS]
-        cfg["config_hash"] = config_hash(cfg["hashed"])
-    facts = RunFacts.stored(run, cfg, run.read_metrics() or {})
-    written, _ = rederive(run, facts, records, config=cfg)
-    return written
 
 
 def project_custom(start: Path | None = None) -> tuple[list[Rubric], list[PythonScorer]]:

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from evalkit.store.runlog import Met
+from evalkit.store.runlog import Met, Rec
 
 __all__ = [
     "CUSTOM_ERRORS",
@@ -133,7 +133,7 @@ class CustomTally:
         scores = record.get(CUSTOM_SCORES)
         if not isinstance(scores, Mapping):
             return
-        cid = record.get("test_case_id")
+        cid = record.get(Rec.CASE_ID)
         if cid is None:
             return
         for name, value in scores.items():

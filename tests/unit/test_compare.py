@@ -218,10 +218,10 @@ def test_a_target_error_is_excluded_pairwise_and_counted(tmp_path):
     [
         pytest.param({}, {"dataset_version": "e" * 64}, "eval sets differ", ["*"], id="eval-set"),
         pytest.param({}, {"total_tests": 9}, "case counts differ (8 vs 9)", ["*"], id="case-count"),
-        pytest.param({}, {"judge": {**JUDGE, "model": "other-v2"}}, "judge model differs", ["groundedness_avg", "correctness_avg"], id="judge-model"),
+        pytest.param({}, {"judge": {**JUDGE, "model": "other-v2"}}, "judge model differs", ["groundedness_avg", "correctness_avg", "context_relevance_avg"], id="judge-model"),
         pytest.param({}, {"judge": {**JUDGE, "prompt_version": {"correctness": "v9"}}}, "judge prompt version differs",
-                     ["groundedness_avg", "correctness_avg"], id="judge-prompt"),
-        pytest.param({}, {"judge": {**JUDGE, "temperature": 0.7}}, "judge temperature differs", ["groundedness_avg", "correctness_avg"], id="judge-temperature"),
+                     ["groundedness_avg", "correctness_avg", "context_relevance_avg"], id="judge-prompt"),
+        pytest.param({}, {"judge": {**JUDGE, "temperature": 0.7}}, "judge temperature differs", ["groundedness_avg", "correctness_avg", "context_relevance_avg"], id="judge-temperature"),
     ],
 )
 def test_each_broken_invariant_is_listed_and_refused(tmp_path, a_kw, b_kw, line, affected):

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from evalkit.cli.compare_runs import app as compare_app
 from evalkit.compare import compare_runs
 from evalkit.errors import InputError
-from evalkit.judges.rubric import load_rubric, load_scorer, score_run_custom
+from evalkit.judges.rubric import load_rubric, load_scorer
+from evalkit.rescore.custom import score_run_custom
 from evalkit.metrics.custom import CUSTOM_METRICS, CUSTOM_SCORES
 from evalkit.store.runs import RunDir
 from tests.unit.test_compare import make_run, rec

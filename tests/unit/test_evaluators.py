@@ -22,7 +22,8 @@ from tests.support import read_records, run_eval_api, run_eval_cli, write_eval_s
 CASES = [
     {"id": "a1", "question": "Which port does the server listen on?", "answerable": True,
      "expected_key_facts": ["port 8080"], "gold_supports": [{"rel_path": "ops/server.md", "heading_path": "# Server"}]},
-    {"id": "a2", "question": "Which database?", "answerable": True,
+    # expected facts on both: correctness without them is unscoreable (EVAL.md), not this test's point
+    {"id": "a2", "question": "Which database?", "answerable": True, "expected_key_facts": ["PostgreSQL 16"],
      "gold_supports": [{"rel_path": "ops/db.md", "heading_path": "# Database"}]},
 ]
 # No `abstained` in the reply: the abstention classifier is what would decide it.
