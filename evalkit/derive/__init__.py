@@ -40,6 +40,7 @@ from evalkit.gate.fields import scored_forms
 from evalkit.gate.floors import threshold_check
 from evalkit.gate.regressions import gate_result
 from evalkit.gate.thresholds import BUILTIN_THRESHOLDS, Thresholds
+from evalkit.judges.reliability import DISAGREEMENT_WARNING, disagreement_warning
 from evalkit.metrics.custom import CUSTOM_METRICS, CustomTally
 from evalkit.schema import SCHEMA_VERSION
 from evalkit.store.runlog import Cell, Cfg, Met, Rec
@@ -122,7 +123,7 @@ class RunFacts:
             judge_stats=agg.get(Cell.JUDGE),
             pre_run_warnings=[w for w in metrics.get(Met.WARNINGS) or []
                               if isinstance(w, Mapping) and not is_health_warning(w)
-                              and w.get("kind") != "gate_not_rechecked"],
+                              and w.get("kind") not in ("gate_not_rechecked", DISAGREEMENT_WARNING)],
             session_wall_s=float(timing.get("session_wall_s") or 0.0) if not merged else 0.0,
             timing=dict(timing) if merged else None,
             ks=[int(k) for k in ks] if isinstance(ks, list) and ks else None,
@@ -450,6 +451,9 @@ def derive_metrics(run: RunDir, facts: RunFacts, records: RecordPass) -> tuple[d
                                            list(forms) if forms is not None else None,
                                            history=s.history if conversations is not None else None)
     metrics["warnings"] = [*facts.pre_run_warnings, *health.warnings()]
+    # made again from the reliability block on every derive, as the health warnings are
+    if (unstable := disagreement_warning(agg.get(Cell.JUDGE_RELIABILITY))) is not None:
+        metrics["warnings"].append(unstable)
     metrics.update(facts.owned)
     gate = verdicts(metrics, s, facts.baseline, run, config)
     return metrics, gate

@@ -13,6 +13,39 @@ import numpy as np
 
 SCALE = (0, 5)
 DISAGREEMENT_GAP = 1
+# Seed 000: "High disagreement (>20%) suggests judge instability" -- past it, a warning.
+DISAGREEMENT_ALERT = 0.2
+DISAGREEMENT_WARNING = "judge_disagreement"
+
+
+def disagreement_warning(block: Any) -> dict[str, Any] | None:
+    """The metrics.json warning for a `judge_reliability` block whose disagreement rate is
+    above DISAGREEMENT_ALERT (strictly, as the seed's ">20%"), or None.
+
+    `{"kind": "judge_disagreement", "severity": "warning", "message", "n", "of", "ids"}`:
+    n disagreeing pairs of `of`, ids the disagreeing cases (at most 20)."""
+    if not isinstance(block, dict):
+        return None
+    rate = block.get("disagreement_rate")
+    if not isinstance(rate, int | float) or isinstance(rate, bool) or rate <= DISAGREEMENT_ALERT:
+        return None
+    second = block.get("second_judge") if isinstance(block.get("second_judge"), dict) else {}
+    who = second.get("model") or second.get("provider") or "the second judge"
+    ids = [i for i in block.get("disagreeing_case_ids") or [] if isinstance(i, str)]
+    return {
+        "kind": DISAGREEMENT_WARNING,
+        "severity": "warning",
+        "message": (
+            f"the judge and {who} disagree on {rate:.0%} of the spot-checked verdicts"
+            + (" (a spot check of an earlier judging session)" if block.get("carried_over") else "")
+            + f" (more than "
+            f"{DISAGREEMENT_ALERT:.0%}: the judge is unstable); read the judge scores with care, and look at the "
+            "disagreeing cases before trusting a change in them"
+        ),
+        "n": block.get("n_disagreements"),
+        "of": block.get("n_pairs"),
+        "ids": ids[:20],
+    }
 
 
 def to_grade(score: float, lo: int = SCALE[0], hi: int = SCALE[1]) -> int:

@@ -117,7 +117,8 @@ def judge_summary_rows(result: Any) -> list[tuple[str, str, str]]:
         who = second.get("model") if second.get("model") else second.get("provider")
         if second.get("prompt_set"):
             who = f"{who} prompts {second['prompt_set']}"
-        rows.append((f"Spot-check vs {who}: disagreement (>1 point or other yes/no)", _fmt(rel.get("disagreement_rate")),
+        when = " (earlier session, not re-measured)" if rel.get("carried_over") else ""
+        rows.append((f"Spot-check vs {who}{when}: disagreement (>1 point or other yes/no)", _fmt(rel.get("disagreement_rate")),
                      _fmt(rel.get("n_pairs"))))
         binary = [k for k in ("abstention", "conflict") if (rel.get("by_judge") or {}).get(k)]
         for kind in binary:

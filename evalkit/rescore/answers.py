@@ -39,6 +39,7 @@ from evalkit.judges.provenance import (
 )
 from evalkit.judges.reliability import (
     DISAGREEMENT_GAP,
+    disagreement_warning,
     reliability_summary,
     sample_indices,
 )
@@ -564,11 +565,20 @@ async def _judge_run(
     # derive starts from what the run's files say, with this session's judge numbers.
     facts = RunFacts.stored(run, cfg, run.read_metrics() or {})
     facts.judge_stats, facts.judge = _metrics_judge(stats, summary, context), hashed_judge
+    if reliability is None:
+        # Not re-measured this session: the earlier spot check stays (an absent check is not
+        # a measured "no disagreement"), marked as measured on the verdicts before this one.
+        earlier = facts.owned_aggregate.get(Cell.JUDGE_RELIABILITY)
+        if isinstance(earlier, dict):
+            reliability = {**earlier, "carried_over": True}
     facts.owned_aggregate = {**facts.owned_aggregate, Cell.JUDGE_RELIABILITY: reliability, Cell.JUDGE_BIAS: bias}
     # One update: a kill mid-way leaves the old three files or the new three (store.py).
     metrics, _ = rederive(run, facts, records, config=cfg)
     # The batch's verdicts are in the run now; a rerun has nothing to resume.
     _clear_batch(run, batch)
+    unstable = disagreement_warning(metrics[Met.AGGREGATE].get(Cell.JUDGE_RELIABILITY))
+    if unstable is not None:
+        warnings.append(unstable["message"])
     return JudgeRunResult(
         run_id=run.run_id,
         run_dir=run.path,
