@@ -324,6 +324,12 @@ def main(
     seed: Optional[int] = typer.Option(
         None, "--seed", metavar="N", help="Seed recorded in config.json and metrics.json (part of the config hash); nothing in a run draws random numbers.", rich_help_panel=_R
     ),
+    watch: bool = typer.Option(
+        False, "--watch", help="Run, then watch the eval set (and the notes, for the built-in reference chatbot) and "
+        "re-run the affected cases on every change, each into a run of its own, until Ctrl-C (needs "
+        "pip install 'evalkit[watch]'). Not with --resume, --repro or --matrix.", rich_help_panel=_O,
+    ),
+    watch_max_runs: Optional[int] = typer.Option(None, "--watch-max-runs", min=1, hidden=True),  # test hook
 ) -> None:
     """Run an eval set against a chatbot (HTTP API, Python callable, replayed log or the built-in
     reference chatbot) and write results/<run_id>/ (config.json, results.jsonl, metrics.json, summary.md).
@@ -342,6 +348,11 @@ def main(
 
         values = given_settings(given)
         values.update(_shard_values(shard, shard_from_env, shard_count))
+        if watch and (repro or matrix or matrix_file is not None):
+            from evalkit.errors import BadConfig, Problem
+
+            raise BadConfig(Problem("--watch re-runs one run's cases; it cannot be combined with --repro or --matrix",
+                                    field="--watch"))
         if repro or tolerance is not None:
             from evalkit.cli.repro import run_repro_cli
 
@@ -355,6 +366,9 @@ def main(
         from rich.console import Console
 
         from evalkit.report.run import RunProgress, print_run_summary
+
+        if watch:
+            raise typer.Exit(_watch(values, quiet=bool(quiet), max_runs=watch_max_runs))
 
         # With --json, stdout carries only the JSON object; people-facing output goes to stderr.
         console = Console(stderr=bool(json_output))
@@ -420,6 +434,32 @@ def main(
                 file=sys.stderr,
             )
             raise typer.Exit(EXIT_INCOMPLETE)
+
+
+def _watch(values: dict[str, Any], *, quiet: bool, max_runs: int | None) -> int:
+    """--watch: run, then re-run the affected cases on each change (evalkit.run.watch)."""
+    from rich.console import Console
+
+    from evalkit.errors import BadConfig, Problem
+    from evalkit.report.run import RunProgress, print_run_summary
+    from evalkit.run.api import run_eval
+    from evalkit.run.watch import max_runs_from_env, watch_runs
+
+    if values.get("resume"):
+        raise BadConfig(Problem("--watch starts runs of its own; it cannot --resume one", field="--watch"))
+    console = Console(stderr=True)
+
+    def one(v: dict[str, Any]) -> Any:
+        result = run_eval(progress=RunProgress(Console(stderr=True), disable=quiet), **v)
+        if quiet:
+            print(result.run_dir)
+        else:
+            print_run_summary(result.metrics, result.run_dir, judge=result.judge, gate=result.gate, console=console)
+        return result
+
+    watch_runs(values, one, say=lambda line: print(f"evalkit: watch: {line}", file=sys.stderr),
+               max_runs=max_runs if max_runs is not None else max_runs_from_env())
+    return 0
 
 
 def given_settings(params: Mapping[str, Any]) -> dict[str, Any]:
