@@ -68,7 +68,8 @@ _JUDGE = judge_options(_J)
 _GATE = gate_options(_G)
 
 # Parameters that are not RunSettings fields: modes and flags the CLI resolves itself.
-CLI_ONLY = frozenset({"shard_from_env", "shard_count", "matrix", "matrix_file", "expect_order", "repro", "tolerance"})
+CLI_ONLY = frozenset({"shard_from_env", "shard_count", "matrix", "matrix_file", "expect_order", "repro", "tolerance",
+                      "watch", "watch_max_runs"})
 # Parameters named after their flag whose RunSettings field has another name (--param -> params).
 FIELD_OF = {flag.removeprefix("--").replace("-", "_"): field for field, flag in FLAG_OF_FIELD.items()}
 
@@ -329,7 +330,7 @@ def main(
         "re-run the affected cases on every change, each into a run of its own, until Ctrl-C (needs "
         "pip install 'evalkit[watch]'). Not with --resume, --repro or --matrix.", rich_help_panel=_O,
     ),
-    watch_max_runs: Optional[int] = typer.Option(None, "--watch-max-runs", min=1, hidden=True),  # test hook
+    watch_max_runs: Optional[int] = typer.Option(None, "--watch-max-runs", min=1, hidden=True, rich_help_panel=_O),  # test hook
 ) -> None:
     """Run an eval set against a chatbot (HTTP API, Python callable, replayed log or the built-in
     reference chatbot) and write results/<run_id>/ (config.json, results.jsonl, metrics.json, summary.md).
