@@ -23,6 +23,7 @@ import orjson
 
 from evalkit.judges.cache import JudgeCache
 from evalkit.schema import AskRequest, IndexingCoverage
+from evalkit.store.runlog import Rec
 from evalkit.targets.base import AskResult, parse_ask_response, request_body
 
 __all__ = ["CachedTarget", "task_cache_key"]
@@ -61,7 +62,7 @@ class CachedTarget:
         entry = self.cache.get(key)
         if entry is not None:
             result = parse_ask_response(entry["response"], request, source="task cache")
-            result.missing_fields = list(entry.get("missing_fields") or [])
+            result.missing_fields = list(entry.get(Rec.MISSING_FIELDS) or [])
             result.server_timings_ms = dict(entry.get("server_timings_ms") or {})
             result.attempts = entry.get("attempts") or 1
             result.elapsed_ms = entry.get("elapsed_ms")
@@ -76,7 +77,7 @@ class CachedTarget:
         logged = result.logged_total_ms  # a replayed answer's own latency
         entry = {
             "response": result.plain,
-            "missing_fields": list(result.missing_fields),
+            Rec.MISSING_FIELDS: list(result.missing_fields),
             "server_timings_ms": dict(result.server_timings_ms),
             "attempts": result.attempts,
             "elapsed_ms": result.elapsed_ms,
