@@ -107,6 +107,10 @@ def _build_target(settings: RunSettings, progress: Any = None, vault_id: str | N
     if settings.task_cache:
         from evalkit.run.task_cache import CachedTarget
 
+        if settings.trials > 1:  # every trial would get trial 1's answer: no variance left to measure
+            raise BadConfig(Problem("--task-cache answers a repeated question from the cache, so --trials would "
+                                    "measure no variance; use one or the other", field="--task-cache"))
+
         target = CachedTarget(target, settings.task_cache)
     return target
 

@@ -103,3 +103,16 @@ def _flat(d: dict, prefix: str = "") -> dict:
         else:
             out[f"{prefix}{key}"] = value
     return out
+
+
+def test_trials_are_refused_with_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalkit.errors import BadConfig
+    from evalkit.run.api import run_eval
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CALLS_FILE", str(tmp_path / "calls.txt"))
+    es = _write(tmp_path)
+    with pytest.raises(BadConfig, match="--trials"):
+        run_eval(eval_set=str(es), target=f"python:{tmp_path / 'bot.py'}:ask", results_dir=str(tmp_path / "results"),
+                 no_probe=True, task_cache=str(tmp_path / "task.sqlite"), trials=2, retrieval_only=True)
+    assert _calls(tmp_path) == 0
