@@ -4,7 +4,8 @@ SQLite, so a second run of the same questions against the same target asks it no
 An answer is keyed by everything that can change it: the request as the target receives it
 (question, history, conversation id, K, folder mode, scope, rerank weights, options with
 every --param) and the target's identity (`describe()`: its kind, URL or python: spec,
-params, the log a replay reads, the vault of the reference chatbot), less the settings
+params, the log a replay reads, the vault of the reference chatbot and, for it, the notes'
+sizes and modification times), less the settings
 that only say how it is asked (timeout, rps, retries, worker processes). A failed ask is
 never cached. The store is the judge cache's (`JudgeCache`: WAL, locking, a damaged file
 moved aside), holding answers unredacted, exactly as the target gave them, so a cached
@@ -26,7 +27,7 @@ from evalkit.schema import AskRequest, IndexingCoverage
 from evalkit.store.runlog import Rec
 from evalkit.targets.base import AskResult, parse_ask_response, request_body
 
-__all__ = ["CachedTarget", "task_cache_key"]
+__all__ = ["CachedTarget", "notes_fingerprint", "task_cache_key"]
 
 # How a target is asked, not what: these change no answer.
 _HOW_ASKED = frozenset({"timeout_s", "rps", "retries", "processes", "concurrency", "max_response_bytes"})
@@ -39,6 +40,16 @@ def task_cache_key(identity: dict[str, Any], request: AskRequest) -> str:
     body = request_body(request)
     blob = orjson.dumps({"target": identity, "request": body}, option=orjson.OPT_SORT_KEYS, default=str)
     return hashlib.sha256(blob).hexdigest()
+
+
+def notes_fingerprint(folder: Path) -> str:
+    """sha256 over every file's path, size and modification time under `folder` (stat only,
+    no reading): any note added, removed or edited changes it."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        st = path.stat()
+        h.update(f"{path.relative_to(folder).as_posix()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
 
 
 class CachedTarget:
@@ -55,6 +66,9 @@ class CachedTarget:
         self.cache = JudgeCache(Path(path), fix=_FIX, label="task cache", redact=False)
         desc = target.describe()
         self.identity = {k: v for k, v in desc.items() if k not in _HOW_ASKED}
+        if desc.get("kind") == "reference" and desc.get("vault"):
+            # The built-in chatbot answers from these notes: an edited note is another answer.
+            self.identity["notes"] = notes_fingerprint(Path(desc["vault"]))
         self.hits = self.misses = self.stored = 0
 
     async def ask(self, request: AskRequest, *, case_id: str | None = None) -> AskResult:

@@ -116,3 +116,27 @@ def test_trials_are_refused_with_the_cache(tmp_path: Path, monkeypatch: pytest.M
         run_eval(eval_set=str(es), target=f"python:{tmp_path / 'bot.py'}:ask", results_dir=str(tmp_path / "results"),
                  no_probe=True, task_cache=str(tmp_path / "task.sqlite"), trials=2, retrieval_only=True)
     assert _calls(tmp_path) == 0
+
+
+def test_an_edited_note_misses_for_the_reference_chatbot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from evalkit.run.api import run_eval
+    from tests.support import ROOT
+
+    monkeypatch.chdir(tmp_path)
+    vault = tmp_path / "notes"
+    shutil.copytree(ROOT / "sample_vault", vault)
+    (line,) = [x for x in (ROOT / "eval_set.jsonl").read_text(encoding="utf-8").splitlines() if '"sv-002"' in x]
+    (tmp_path / "es.jsonl").write_text(line + "\n", encoding="utf-8")
+    common = dict(eval_set=str(tmp_path / "es.jsonl"), vault=str(vault), results_dir=str(tmp_path / "results"),
+                  no_probe=True, retrieval_only=True, task_cache=str(tmp_path / "task.sqlite"))
+
+    def counts(run_id: str) -> dict:
+        result = run_eval(run_id=run_id, **common)
+        return json.loads((result.run_dir / "config.json").read_text())["sessions"][-1]["task_cache"]
+
+    assert counts("a")["misses"] == 1 and counts("b")["hits"] == 1
+    note = vault / "personal" / "recipes" / "Sourdough.md"
+    note.write_text(note.read_text(encoding="utf-8") + "\nGus got a new jar.\n", encoding="utf-8")
+    assert counts("c")["misses"] == 1
