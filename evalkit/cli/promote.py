@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from evalkit.cli.common import exit_on_known_errors, json_option, plain_metavars, results_dir_option
+from evalkit.cli.common import exit_on_known_errors, force_option, json_option, plain_metavars, results_dir_option
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain usage errors: one readable line, not a box (DESIGN §4)
@@ -49,7 +49,7 @@ def main(
         None, "--output", metavar="PATH", help="Write a new version here instead of editing --eval-set "
         "(e.g. eval_set.v2.jsonl; an existing version of it is added to)."
     ),
-    force: bool = typer.Option(False, "--force", help="Replace an --output that is not a version of --eval-set (kept as .bak)."),
+    force: bool = force_option(" (kept as .bak; needed when it is not a version of --eval-set)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be added; write nothing."),
     json_output: bool = json_option("written, backed_up, promoted [{id, source_id}], skipped [{source_id, reason}]"),
 ) -> None:

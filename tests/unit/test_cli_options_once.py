@@ -22,7 +22,9 @@ SHARED = (
 )
 # Scripts where a flag of the same name means something else, so it keeps its own declaration.
 OTHER_MEANING = {
-    "--tag": {"export.py", "import_cases.py"},  # the run.trec tag column; a tag added to imported cases
+    # the run.trec tag column; a tag added to imported cases, or to promoted ones
+    "--tag": {"export.py", "import_cases.py", "promote.py"},
+    "--eval-set": {"promote.py"},  # the one file promoted questions are added to, not the set a run reads
     "--category": {"import_cases.py"},  # the category of imported cases
 }
 
@@ -70,8 +72,8 @@ def test_json_is_one_option_in_the_scripts_that_print_json() -> None:
     # issue 25 item 9: "--json in 9" declarations; one now, each saying what the object holds
     with_json = {name: _option(cmd, "--json") for name, cmd in _commands().items() if _option(cmd, "--json")}
     assert sorted(with_json) == sorted([
-        "cache merge", "check_target", "export", "generate", "judge_answers", "merge", "repro", "run_eval", "score",
-        "score_abstention", "score_retrieval",
+        "cache merge", "check_target", "export", "generate", "index_runs", "judge_answers", "merge", "promote",
+        "query_runs", "repro", "run_eval", "score", "score_abstention", "score_retrieval",
     ])
     for name, option in with_json.items():
         assert option.is_flag and option.opts == ["--json"], name

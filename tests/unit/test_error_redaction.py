@@ -15,9 +15,11 @@ import typer
 import evalkit
 import evalkit.reference.openai_compat
 import evalkit.store.runs
+import evalkit.store.resultsdb
 import evalkit.studio.editing
 import evalkit.studio.fixing
 import evalkit.studio.grading
+import evalkit.studio.pairs
 import evalkit.studio.reviewing
 from evalkit.cli.common import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, exit_on_known_errors
 from evalkit.compare.compute import IncomparableRuns
@@ -64,6 +66,10 @@ MAKERS = {
     evalkit.studio.fixing.PlanChanged: lambda: evalkit.studio.fixing.PlanChanged(Problem(TEXT, path="eval_set.jsonl")),
     evalkit.studio.reviewing.AlreadyDecided: lambda: evalkit.studio.reviewing.AlreadyDecided(Problem(TEXT)),
     evalkit.studio.grading.GradeConflict: lambda: evalkit.studio.grading.GradeConflict(TEXT, {"answer_sha256": "0" * 64}),
+    evalkit.studio.pairs.PairConflict: lambda: evalkit.studio.pairs.PairConflict(TEXT, {"a": "0" * 64}),
+    # the results database's refusals (a run folder it leaves out, a file of another layout)
+    evalkit.store.resultsdb.NotIndexable: lambda: evalkit.store.resultsdb.NotIndexable(Problem(TEXT, path="results/r")),
+    evalkit.store.resultsdb.StaleSchema: lambda: evalkit.store.resultsdb.StaleSchema(Problem(TEXT, path="runs.sqlite")),
 }
 
 

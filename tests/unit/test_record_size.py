@@ -49,8 +49,9 @@ def test_huge_answer_and_chunk_flood_give_a_bounded_record(tmp_path: Path, monke
     bot = tmp_path / "bot.py"
     bot.write_text(BOT)
     es = tmp_path / "es.jsonl"
+    # expected facts: correctness without them is unscoreable (EVAL.md), and this test reads its score
     case = {"id": "q1", "question": "Which port does the server listen on?", "answerable": True,
-            "gold_supports": [{"rel_path": "ops/server.md", "heading_path": "# Server"}]}
+            "expected_key_facts": ["port 8080"], "gold_supports": [{"rel_path": "ops/server.md", "heading_path": "# Server"}]}
     es.write_text(json.dumps(case) + "\n")
 
     result = run_eval(
