@@ -1382,8 +1382,10 @@ def _new_again(sandbox: Sandbox, root: Path, w: Writer, rc: int) -> None:
 # `base2` answered otherwise; each step skips what is done, as a person reopening the studio
 # would. A refused request ends it: `evalkit: <why>` and exit 2.
 STUDIO_SESSION = r'''
-import json, sys
+import json, sys, warnings
 from pathlib import Path
+# Starlette 1.x warns that its test client will move to httpx2: not evalkit's line on stderr.
+warnings.filterwarnings("ignore", message=r".*starlette\.testclient.*")
 from starlette.testclient import TestClient
 from evalkit.authoring.labeling import EvalSetFile
 from evalkit.compare.pairwise import answer_sha256, latest_choices, read_choice_lines

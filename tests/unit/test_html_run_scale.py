@@ -381,6 +381,20 @@ def _no_child_left(pids: list[int]) -> None:
             os.waitpid(pid, os.WNOHANG)
 
 
+@pytest.fixture(autouse=True)
+def _threads_of_this_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report forks readers only when no other thread runs (cases.other_threads). A thread
+    an earlier test of this pytest worker left behind (a loopback server's, a pool's) would
+    make that depend on test order: count only the threads this test starts."""
+    import threading
+
+    from evalkit.report.html import cases
+
+    before = set(threading.enumerate())
+    monkeypatch.setattr(cases, "other_threads",
+                        lambda: any(t.is_alive() and t not in before for t in threading.enumerate()))
+
+
 def _forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     import os
 

@@ -808,6 +808,14 @@ class _ReaderFailed(Exception):
     """A forked reader ended without handing over all of its range."""
 
 
+def other_threads() -> bool:
+    """Whether this process runs a thread besides the calling one: forking then can deadlock
+    (a lock another thread held stays held in the child), so the page is read here alone."""
+    import threading
+
+    return threading.active_count() > 1
+
+
 def _spans(run: RunDir, processes: int | None) -> list[tuple[int, int | None]] | None:
     """The byte ranges of results.jsonl each process reads (this one the first), or None when
     this process reads it alone: one process asked for or one core, a small file, no fork
@@ -815,7 +823,6 @@ def _spans(run: RunDir, processes: int | None) -> list[tuple[int, int | None]] |
     import bisect
     import os
     import sys
-    import threading
 
     if processes is None:
         processes = min(os.cpu_count() or 1, _MAX_PROCESSES)
@@ -824,7 +831,7 @@ def _spans(run: RunDir, processes: int | None) -> list[tuple[int, int | None]] |
                 return None
         except OSError:
             return None
-    if processes <= 1 or sys.platform != "linux" or threading.active_count() > 1:
+    if processes <= 1 or sys.platform != "linux" or other_threads():
         return None
     slices = run.split_results(20 * processes)
     starts = [a for a, _ in slices]
