@@ -82,11 +82,11 @@ _SCRIPTS = sorted(p.name for p in (ROOT / "scripts").glob("*.py"))
 
 
 def _loaded_by_help(argv0: str, run: str, own: tuple[str, ...] = ()) -> list[str]:
-    """What of _NOT_FOR_HELP, and which evalkit.cli modules beyond common, main and `own`, are
+    """What of _NOT_FOR_HELP, and which evalkit.cli modules beyond common, door, main and `own`, are
     loaded once `run` has printed the help. What typer loads to print a bare app's help (one
     option in a help panel, as every evalkit command has) is not counted: typer 0.19
     (pyproject's lower bound) renders help panels through rich."""
-    allowed = ("evalkit.cli.common", "evalkit.cli.main", *own)
+    allowed = ("evalkit.cli.common", "evalkit.cli.door", "evalkit.cli.main", *own)
     code = (
         "import atexit, contextlib, io, runpy, sys\nimport typer\n"
         "_bare = typer.Typer(rich_markup_mode=None, add_completion=False)\n"
@@ -109,7 +109,8 @@ def _loaded_by_help(argv0: str, run: str, own: tuple[str, ...] = ()) -> list[str
 @pytest.mark.parametrize("script", _SCRIPTS)
 def test_script_help_builds_no_model_and_loads_no_sdk(script: str) -> None:
     # its own cli module may load (label_eval's also validate's, whose helpers it shares)
-    own = re.findall(r"^from (evalkit\.cli\.\w+) import app$", (ROOT / "scripts" / script).read_text(), flags=re.M)
+    own = [f"evalkit.cli.{m}" for m in re.findall(r'^    main\("(\w+)"\)$', (ROOT / "scripts" / script).read_text(), flags=re.M)]
+    assert own, script
     own += ["evalkit.cli.validate"] if script == "label_eval.py" else []
     assert _loaded_by_help(f"scripts/{script}", f"runpy.run_path('scripts/{script}', run_name='__main__')", tuple(own)) == []
 
@@ -129,3 +130,14 @@ def test_evalkit_command_imports_only_its_own_module() -> None:
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr
     assert eval(out.stdout.splitlines()[-1]) == ["evalkit.cli.common", "evalkit.cli.export", "evalkit.cli.main"]
+
+
+def test_a_script_without_evalkits_dependencies_says_what_to_install() -> None:
+    # A bare python3 without typer: one line naming it and the README's setup, exit 2 (bad
+    # input), never a traceback. typer is blocked here as an uninstalled package is.
+    code = ("import sys, runpy\nsys.modules['typer'] = None\nsys.argv = ['scripts/run_eval.py', '--help']\n"
+            "runpy.run_path('scripts/run_eval.py', run_name='__main__')")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("evalkit: typer is not installed in this Python (") and "Traceback" not in out.stderr
+    assert "pip install -e '.[dev]'" in out.stderr
