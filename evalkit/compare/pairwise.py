@@ -27,9 +27,8 @@ from typing import Any
 
 import orjson
 
-from evalkit.errors import InputError, Problem
-from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
-from evalkit.store.atomic import append_fsynced
+from evalkit.errors import Problem
+from evalkit.store.atomic import append_fsynced, read_appended
 from evalkit.store.runlog import Rec
 from evalkit.store.runs import RunDir, RunFolderError
 
@@ -110,38 +109,16 @@ def append_choice(run_b: RunDir, choice: Mapping[str, Any]) -> dict[str, Any]:
 
 def read_choice_lines(run_b: RunDir) -> list[dict[str, Any]]:
     """Every valid line of run b's pairwise_review.jsonl, in file order; a torn last line
-    (killed mid-write) is ignored.
+    (killed mid-write) is ignored (`store.atomic.read_appended`).
 
     Raises:
         InputError: every unreadable or invalid line, with file and line number.
     """
     path = pairwise_path(run_b)
-    if not path.exists():
-        return []
     try:
-        data = path.read_bytes()
+        return read_appended(path, _check)
     except OSError as e:
         raise RunFolderError(Problem(f"cannot read {PAIRWISE_FILE}: {e.strerror or e}", path=str(path))) from None
-    lines = data.split(b"\n")
-    lines.pop()  # b"" when the file ends with a newline; else the line being written when a writer died
-    out: list[dict[str, Any]] = []
-    problems: list[Problem] = []
-    for lineno, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        try:
-            x = loads(raw, max_depth=MAX_WRITTEN_DEPTH, path=str(path), line=lineno)
-        except InputError as e:
-            problems.extend(e.problems)
-            continue
-        bad = _check(x) if isinstance(x, dict) else ["expected a JSON object"]
-        if bad:
-            problems += [Problem(b, path=str(path), line=lineno) for b in bad]
-            continue
-        out.append(x)
-    if problems:
-        raise InputError(problems)
-    return out
 
 
 def latest_choices(lines: Iterable[Mapping[str, Any]], run_a: str, run_b: str) -> dict[str, dict[str, dict[str, Any]]]:

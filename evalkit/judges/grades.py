@@ -34,8 +34,7 @@ from typing import Any
 
 import orjson
 
-from evalkit.errors import InputError, Problem
-from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
+from evalkit.errors import Problem
 from evalkit.judges.cache import context_hash
 from evalkit.judges.reliability import (
     SCALE,
@@ -51,7 +50,7 @@ from evalkit.metrics.agreement import (
     pairwise_kappas,
     spearman,
 )
-from evalkit.store.atomic import append_fsynced
+from evalkit.store.atomic import append_fsynced, read_appended
 from evalkit.store.runlog import Rec
 from evalkit.store.runs import RunDir, RunFolderError
 
@@ -196,47 +195,17 @@ def append_lines(run: RunDir, lines: Iterable[Mapping[str, Any]]) -> int:
 
 
 def read_grade_lines(run: RunDir) -> list[dict[str, Any]]:
-    """Every valid line of human_grades.jsonl, in file order (schema 1 and 2).
-
-    A partial last line (killed mid-write) is ignored.
+    """Every valid line of human_grades.jsonl, in file order (schema 1 and 2). A partial last
+    line (killed mid-write) is ignored (`store.atomic.read_appended`).
 
     Raises:
         InputError: every unreadable or invalid line, with file and line number.
     """
     path = grades_path(run)
-    if not path.exists():
-        return []
     try:
-        data = path.read_bytes()
+        return read_appended(path, _check_grade)
     except OSError as e:
         raise RunFolderError(Problem(f"cannot read {GRADES_FILE}: {e.strerror or e}", path=str(path))) from None
-    lines = data.split(b"\n")
-    torn = lines.pop()  # b"" when the file ends with a newline
-    out: list[dict[str, Any]] = []
-    problems = []
-    for lineno, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        try:
-            g = loads(raw, max_depth=MAX_WRITTEN_DEPTH, path=str(path), line=lineno)
-        except InputError as e:  # not JSON, not UTF-8 or too deep, said at its line
-            problems.extend(e.problems)
-            continue
-        bad = _check_grade(g) if isinstance(g, dict) else ["expected a JSON object"]
-        if bad:
-            problems += [Problem(b, path=str(path), line=lineno) for b in bad]
-            continue
-        out.append(g)
-    if torn.strip():
-        try:
-            g = orjson.loads(torn)
-            if isinstance(g, dict) and not _check_grade(g):
-                out.append(g)
-        except orjson.JSONDecodeError:
-            pass  # the line being written when the session died
-    if problems:
-        raise InputError(problems)
-    return out
 
 
 def read_grades(run: RunDir) -> dict[str, dict[str, dict[str, Any]]]:

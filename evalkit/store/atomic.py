@@ -40,6 +40,7 @@ __all__ = [
     "folder_lock",
     "fsync_dir",
     "open_no_follow",
+    "read_appended",
     "remove_stale_stages",
     "staged_dir",
     "write_atomic",
@@ -99,6 +100,47 @@ def append_fsynced(path: str | Path, data: bytes) -> None:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
+
+
+def read_appended(path: str | Path, check: Callable[[dict], list[str]]) -> list[dict]:
+    """Every line of a log `append_fsynced` writes, parsed and checked, in file order. The
+    unterminated last line a killed writer leaves is not read: the next append cuts it.
+
+    Args:
+        path: the log; a missing file holds no line.
+        check: a line's problems (empty when it is valid).
+
+    Raises:
+        OSError: the file could not be read.
+        InputError: every line that is not JSON, too deep or fails `check`, at its line.
+    """
+    from evalkit.errors import InputError, Problem
+    from evalkit.jsonio import MAX_WRITTEN_DEPTH, loads
+
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return []
+    lines = data.split(b"\n")
+    lines.pop()  # b"" when the file ends with a newline; else the line being written when a writer died
+    out: list[dict] = []
+    problems: list[Problem] = []
+    for lineno, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            x = loads(raw, max_depth=MAX_WRITTEN_DEPTH, path=str(path), line=lineno)
+        except InputError as e:  # not JSON, not UTF-8 or too deep, said at its line
+            problems.extend(e.problems)
+            continue
+        bad = check(x) if isinstance(x, dict) else ["expected a JSON object"]
+        if bad:
+            problems += [Problem(b, path=str(path), line=lineno) for b in bad]
+            continue
+        out.append(x)
+    if problems:
+        raise InputError(problems)
+    return out
 
 
 def fsync_dir(path: Path) -> None:
