@@ -62,7 +62,6 @@ __all__ = [
     "build_verdict",
     "cases_to_settle",
     "classify",
-    "cluster_size",
     "default_margins",
     "format_change",
     "merge_label",
@@ -189,6 +188,7 @@ class Interval:
     hi: float | None
     confidence: float
     variance: float | None = None  # Σ (d_i − d̄)² / (n − 1): the observed part of sd², without the guard
+    per_cluster: float | None = None  # m̄ = n / G when the unit is a cluster of several cases (a conversation)
 
 
 def paired_interval(diff: Sequence[float] | np.ndarray, *, scale: float, confidence: float,
@@ -230,7 +230,7 @@ def paired_interval(diff: Sequence[float] | np.ndarray, *, scale: float, confide
             se = math.sqrt(var_mean + scale * scale / (n * (g - 1)))
             half = t_quantile((1.0 + confidence) / 2.0, g - 1) * se
             return Interval(n, mean, se * math.sqrt(n), max(mean - half, -scale) + 0.0, min(mean + half, scale) + 0.0,
-                            confidence, n * var_mean)
+                            confidence, n * var_mean, n / g)
     variance = math.fsum(((d - mean) ** 2).tolist()) / (n - 1)
     sd = math.sqrt(variance + scale * scale / (n - 1))
     half = t_quantile((1.0 + confidence) / 2.0, n - 1) * sd / math.sqrt(n)
@@ -580,15 +580,6 @@ def _corrected_verdict(m: Member, confidence: float) -> MetricVerdict:
     )
 
 
-def cluster_size(diff_count: int, clusters: Sequence[Any] | np.ndarray | None) -> float | None:
-    """m̄, the mean cases per cluster, when some cluster holds several cases (a conversation's
-    turns); None when every case is its own unit."""
-    if clusters is None or diff_count == 0:
-        return None
-    g = int(np.unique(np.asarray(clusters)).size)
-    return diff_count / g if 0 < g < diff_count else None
-
-
 def _metric_verdict(m: Member, confidence: float, power: float) -> MetricVerdict:
     if m.corrected is not None:
         return _corrected_verdict(m, confidence)
@@ -596,7 +587,7 @@ def _metric_verdict(m: Member, confidence: float, power: float) -> MetricVerdict
     iv = paired_interval(m.diff, scale=scale, confidence=confidence, clusters=m.clusters)
     # The power figures read the interval's own unit: with conversations, G − 1 degrees of
     # freedom and the design effect, and more cases come as more conversations of m̄ turns.
-    per = cluster_size(iv.n, m.clusters)
+    per = iv.per_cluster
     m_bar = per or 1.0
     changed = int(np.count_nonzero(m.diff))
     label: Label = "inconclusive"
