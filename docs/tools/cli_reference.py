@@ -34,7 +34,7 @@ def _scripts() -> dict[str, list[str]]:
     """{module under evalkit.cli: the scripts/*.py that are its door}."""
     doors: dict[str, list[str]] = {}
     for path in sorted((ROOT / "scripts").glob("*.py")):
-        found = re.search(r"^from evalkit\.cli\.(\w+) import app$", path.read_text(encoding="utf-8"), flags=re.M)
+        found = re.search(r"^    main\(\"(\w+)\"\)$", path.read_text(encoding="utf-8"), flags=re.M)
         if found:
             doors.setdefault(found.group(1), []).append(f"`scripts/{path.name}`")
     return doors
