@@ -133,6 +133,13 @@ class RunSettings(BaseModel):
     allow_unpinned: bool = default_of("allow_unpinned")
     # Issue 13: seed 002's answer-quality judge; in the judge's identity (its prompt version), so hashed.
     answer_quality: bool = default_of("answer_quality")
+    # Issue 42: `--judge-samples N`, the judge asked N times per answer (each sample cached apart), as
+    # judge_answers does; config.json's `judge.trials` says it. And the project's own metrics scored
+    # as the run ends (`--rubric FILE`, `--scorer python:...`): their definitions (with each one's
+    # version) go into config.json's `custom_metrics` and its hash, so no field is hashed here.
+    judge_trials: int = Field(default_of("judge_trials"), ge=1)
+    rubric: list[str] = Field(default_factory=list)
+    scorer: list[str] = Field(default_factory=list)
     no_cache: bool = default_of("no_cache")
     results_dir: str = default_of("results_dir")
     store_full_text: bool = False

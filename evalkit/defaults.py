@@ -28,6 +28,7 @@ RUN_DEFAULTS: dict[str, Any] = {
     "rerank_vector_weight": 0.7,
     "rerank_lexical_weight": 0.3,
     "judge_temperature": 0.0,
+    "judge_trials": 1,
     "allow_unpinned": False,
     "answer_quality": False,
     "no_cache": False,

@@ -509,11 +509,7 @@ def rejudge_options(*, judge: str, reliability: str, batch: str, answers: str) -
             False, "--claim-level", help="Judge groundedness claim by claim (score = 5 × supported / claims).",
             rich_help_panel=judge,
         ),
-        "judge_trials": typer.Option(
-            1, "--judge-trials", "--judge-samples", min=1,
-            help="Judge each answer N times (each sample cached apart); report per-case spread and the mean's SE.",
-            rich_help_panel=judge,
-        ),
+        "judge_trials": judge_samples_option(judge),
         "spot_check": typer.Option(
             0, "--spot-check", min=0, help="Re-judge N random judged cases with a second judge.",
             rich_help_panel=reliability,
@@ -556,6 +552,34 @@ def rejudge_options(*, judge: str, reliability: str, batch: str, answers: str) -
         "batch_id": typer.Option(
             None, "--batch-id", metavar="ID", help="A batch submission was killed before its id was recorded: collect "
             "this batch (its id from the provider's console).", rich_help_panel=batch,
+        ),
+    }
+
+
+def judge_samples_option(panel: str | None = None) -> Any:
+    """`--judge-samples N` (alias `--judge-trials`) of judge_answers, `evalkit score --answers`
+    and run_eval: the judge asked N times per answer."""
+    return typer.Option(
+        1, "--judge-trials", "--judge-samples", min=1, metavar="N",
+        help="Judge each answer N times (each sample cached apart); report per-case spread and the mean's SE.",
+        rich_help_panel=panel,
+    )
+
+
+def custom_metric_options(panel: str | None = None) -> dict[str, Any]:
+    """`--rubric FILE` and `--scorer python:MODULE:FUNCTION`, the project's own metrics, defined
+    once for `evalkit score` and run_eval: {parameter name: typer.Option}."""
+    return {
+        "rubric": typer.Option(
+            None, "--rubric", metavar="FILE", help="Score the answers with this rubric (a TOML file: criteria, scale, "
+            "examples; docs/judges.md) as metric rubric/<name>; repeatable. The judge is --judge-* (the offline "
+            "heuristic without one).", rich_help_panel=panel,
+        ),
+        "scorer": typer.Option(
+            None, "--scorer", metavar="python:MODULE:FUNCTION", help="Score each record with this Python function (it "
+            "gets the record, returns a number, a bool or None) as metric scorer/<function>; repeatable. Its "
+            "direction, scale and margin come from evalkit.toml's [[scorers]] entry with the same spec (default: "
+            "higher, 1, 0.05).", rich_help_panel=panel,
         ),
     }
 

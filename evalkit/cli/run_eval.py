@@ -28,11 +28,13 @@ from evalkit.cli.common import (
     PanelledCommand,
     categories_option,
     concurrency_option,
+    custom_metric_options,
     eval_set_option,
     exit_on_known_errors,
     gate_options,
     json_option,
     judge_options,
+    judge_samples_option,
     k_option,
     load_dotenv_once,
     max_retry_wait_option,
@@ -66,6 +68,7 @@ _TARGET = target_options(_T, api_url_envvar="EVAL_API_URL")
 _SELECT = selection_options(_S)
 _JUDGE = judge_options(_J)
 _GATE = gate_options(_G)
+_CUSTOM = custom_metric_options(_J)
 
 # Parameters that are not RunSettings fields: modes and flags the CLI resolves itself.
 CLI_ONLY = frozenset({"shard_from_env", "shard_count", "matrix", "matrix_file", "expect_order", "repro", "tolerance",
@@ -246,6 +249,9 @@ def main(
     allow_unpinned: Optional[bool] = run_setting(_JUDGE["allow_unpinned"]),
     no_cache: Optional[bool] = run_setting(_JUDGE["no_cache"]),
     answer_quality: Optional[bool] = run_setting(_JUDGE["answer_quality"]),
+    judge_trials: Optional[int] = run_setting(judge_samples_option(_J)),
+    rubric: Optional[list[Path]] = _CUSTOM["rubric"],
+    scorer: Optional[list[str]] = _CUSTOM["scorer"],
     baseline: Optional[str] = typer.Option(None, "--baseline", metavar="RUN_ID", help="Run id to gate against: the merge decision of compare_runs BASELINE RUN (exit 1 a regression shown, 4 not enough evidence).", rich_help_panel=_G),
     gate: Optional[str] = run_setting(typer.Option(
         None, "--gate", metavar="MODE", rich_help_panel=_G,

@@ -37,6 +37,7 @@ from evalkit.cli.common import (
     PANEL_OUTPUT,
     PanelledCommand,
     concurrency_option,
+    custom_metric_options,
     exit_on_known_errors,
     json_option,
     judge_options,
@@ -85,6 +86,7 @@ _CACHE = judge_options(_C)
 _REJUDGE = rejudge_options(judge=_J, reliability=_R, batch=_B, answers=_ANS)
 _RESCORE = rescore_options()
 _TREC = trec_run_options("A TREC run file (--trec-run; no stored run)")
+_CUSTOM = custom_metric_options(_CUS)
 
 # The flags only one part reads: given without that part, they are refused (exit 2).
 _ONLY = {
@@ -169,17 +171,8 @@ def main(
     batch_poll_interval: float = _REJUDGE["batch_poll_interval"],
     batch_resubmit: bool = _REJUDGE["batch_resubmit"],
     batch_id: Optional[str] = _REJUDGE["batch_id"],
-    rubric: Optional[list[Path]] = typer.Option(
-        None, "--rubric", metavar="FILE", help="Score the answers with this rubric (a TOML file: criteria, scale, "
-        "examples; docs/judges.md) as metric rubric/<name>; repeatable. The judge is --judge-* (the offline heuristic "
-        "without one).", rich_help_panel=_CUS,
-    ),
-    scorer: Optional[list[str]] = typer.Option(
-        None, "--scorer", metavar="python:MODULE:FUNCTION", help="Score each record with this Python function (it "
-        "gets the record, returns a number, a bool or None) as metric scorer/<function>; repeatable. Its direction, "
-        "scale and margin come from evalkit.toml's [[scorers]] entry with the same spec (default: higher, 1, 0.05).",
-        rich_help_panel=_CUS,
-    ),
+    rubric: Optional[list[Path]] = _CUSTOM["rubric"],
+    scorer: Optional[list[str]] = _CUSTOM["scorer"],
     custom: bool = typer.Option(
         False, "--custom", help="Score every rubric and scorer evalkit.toml declares ([[rubrics]], [[scorers]]).",
         rich_help_panel=_CUS,
@@ -223,41 +216,32 @@ def _score_custom(settings: dict[str, Any], *, rubric: Optional[list[Path]], sco
     each metric came to (one JSON object with --json)."""
     import json
 
-    from evalkit.judges.rubric import load_rubric, project_custom, scorer_from_entry
-    from evalkit.rescore.custom import score_run_custom
+    from evalkit.judges.rubric import load_custom, rubric_llm
     from evalkit.metrics.custom import CUSTOM_ERRORS, CUSTOM_METRICS
-    from evalkit.project import read_project_config
+    from evalkit.rescore.custom import score_run_custom
     from evalkit.store.runs import RunDir
 
     if not settings.get("run_id"):
         from evalkit.errors import BadConfig, Problem
 
         raise BadConfig(Problem("--rubric / --scorer / --custom score a stored run: give --run-id", field="--run-id"))
-    rubrics = [load_rubric(p) for p in rubric or []]
-    declared = (read_project_config() or (None, {}))[1].get("scorers") or []
-    by_spec = {e.get("spec"): e for e in declared if isinstance(e, dict)}
-    scorers = [scorer_from_entry(by_spec.get(spec) or {"spec": spec}) for spec in scorer or []]
-    if custom:
-        more_rubrics, more_scorers = project_custom()
-        rubrics += more_rubrics
-        scorers += more_scorers
+    rubrics, scorers = load_custom(rubric or [], scorer or [], project=custom)
     if not rubrics and not scorers:
         from evalkit.errors import BadConfig, Problem
 
         raise BadConfig(Problem("--custom: evalkit.toml declares no [[rubrics]] or [[scorers]]", field="--custom"))
     llm = None
     if rubrics:  # the judge the --judge-* flags or EVALKIT_JUDGE_* name; the offline heuristic without one
-        from evalkit.judges import JudgeSettings, build_judge
+        from evalkit.judges import JudgeSettings
 
         load_dotenv_once()
-        judge = build_judge(JudgeSettings(
+        llm = rubric_llm(JudgeSettings(
             provider=settings.get("judge_provider"), model=settings.get("judge_model"),
             base_url=settings.get("judge_base_url"), temperature=settings.get("judge_temperature") or 0.0,
             allow_unpinned=settings.get("allow_unpinned", False), use_cache=not settings.get("no_cache"),
             refresh_cache=settings.get("refresh_cache", False), cache_path=settings.get("cache_path"),
             concurrency=settings.get("concurrency", 4), timeout=settings.get("timeout", 60.0),
         ))
-        llm = None if getattr(judge, "heuristic", False) else judge
     run = RunDir.open(settings["results_dir"], settings["run_id"])
     with run.writer("evalkit score --rubric"):
         metrics = score_run_custom(run, rubrics, scorers, llm=llm, concurrency=settings.get("concurrency", 4))

@@ -63,7 +63,10 @@ from evalkit.metrics.custom import (
 from evalkit.project import TomlError, parse_toml
 from evalkit.store.runlog import Rec
 
-__all__ = ["PythonScorer", "Rubric", "RubricOutput", "load_rubric", "load_scorer", "score_records"]
+__all__ = [
+    "PythonScorer", "Rubric", "RubricOutput", "ascore_records", "judged_by", "load_custom", "load_rubric", "load_scorer",
+    "score_records",
+]
 
 _MAX_RUBRIC_BYTES = 1 << 20
 
@@ -265,15 +268,30 @@ def load_scorer(spec: str, *, name: str | None = None, direction: str = "higher"
     return PythonScorer(metric, fn)
 
 
+def judged_by(rubrics: Sequence[Rubric], llm: Any = None) -> list[Rubric]:
+    """The rubrics with their metric's `judge` named: `llm`'s name, or "heuristic" without one
+    (two runs whose rubric different judges scored are not compared on it)."""
+    judge = getattr(llm, "name", "llm") if llm is not None else "heuristic"
+    return [dataclasses.replace(x, metric=dataclasses.replace(x.metric, judge=judge)) for x in rubrics]
+
+
 def score_records(
     records: Sequence[dict[str, Any]], rubrics: Sequence[Rubric] = (), scorers: Sequence[PythonScorer] = (),
     *, llm: Any = None, concurrency: int = 4,
 ) -> list[CustomMetric]:
     """Score every record with each rubric and scorer, in place (`record["custom_scores"]`);
     return the metrics scored. A record the target failed on (`error`) is not scored (null).
-    `llm`: an LLMJudge for the rubrics, None for the offline heuristic."""
-    judge = getattr(llm, "name", "llm") if llm is not None else "heuristic"
-    rubrics = [dataclasses.replace(x, metric=dataclasses.replace(x.metric, judge=judge)) for x in rubrics]
+    `llm`: an LLMJudge for the rubrics, None for the offline heuristic. (`ascore_records`
+    inside an event loop: run_eval's.)"""
+    return asyncio.run(ascore_records(records, rubrics, scorers, llm=llm, concurrency=concurrency))
+
+
+async def ascore_records(
+    records: Sequence[dict[str, Any]], rubrics: Sequence[Rubric] = (), scorers: Sequence[PythonScorer] = (),
+    *, llm: Any = None, concurrency: int = 4,
+) -> list[CustomMetric]:
+    """`score_records`, awaited."""
+    rubrics = judged_by(rubrics, llm)
     for r in records:
         scores = r.get(CUSTOM_SCORES)
         r[CUSTOM_SCORES] = dict(scores) if isinstance(scores, Mapping) else {}
@@ -290,7 +308,7 @@ def score_records(
             for r in live:
                 r[CUSTOM_SCORES][rubric.metric.name] = rubric.heuristic_score(str(r.get("answer") or ""))[0]
         else:
-            asyncio.run(_judge_all(rubric, llm, live, concurrency))
+            await _judge_all(rubric, llm, live, concurrency)
     return [*(x.metric for x in rubrics), *(s.metric for s in scorers)]
 
 
@@ -353,3 +371,35 @@ def scorer_from_entry(entry: Mapping[str, Any]) -> PythonScorer:
     scale = entry.get("scale", 1.0)
     return load_scorer(str(entry["spec"]), name=entry.get("name"), direction=str(entry.get("direction", "higher")),
                        scale=scale, margin=entry.get("margin"), gated=bool(entry.get("gated", True)))
+
+
+def load_custom(rubric_files: Sequence[Path | str] = (), scorer_specs: Sequence[str] = (), *,
+                project: bool = False) -> tuple[list[Rubric], list[PythonScorer]]:
+    """The rubrics and scorers `--rubric FILE` / `--scorer python:...` name (a scorer's
+    direction, scale and margin from evalkit.toml's `[[scorers]]` entry with the same spec),
+    plus, with `project` (`--custom`), every one evalkit.toml declares. The one reader behind
+    `evalkit score` and `evalkit run`.
+
+    Raises:
+        InputError / BadConfig: a rubric or scorer that does not load, a bad evalkit.toml.
+    """
+    from evalkit.project import read_project_config
+
+    rubrics = [load_rubric(p) for p in rubric_files]
+    declared = (read_project_config() or (None, {}))[1].get("scorers") or [] if scorer_specs else []
+    by_spec = {e.get("spec"): e for e in declared if isinstance(e, Mapping)}
+    scorers = [scorer_from_entry(by_spec.get(spec) or {"spec": spec}) for spec in scorer_specs]
+    if project:
+        more_rubrics, more_scorers = project_custom()
+        rubrics += more_rubrics
+        scorers += more_scorers
+    return rubrics, scorers
+
+
+def rubric_llm(settings: Any) -> Any:
+    """The LLM judge a rubric is sent to: the judge `settings` (a JudgeSettings) name, or None
+    for the offline heuristic (`--judge-provider heuristic`, or no judge configured)."""
+    from evalkit.judges.settings import build_judge
+
+    judge = build_judge(settings)
+    return None if getattr(judge, "heuristic", False) else judge

@@ -38,7 +38,8 @@ __all__ = [
 ]
 
 
-_OBSERVED_KEYS = ("dataset_version", "judge")
+# custom_metrics: the definitions of the run's --rubric / --scorer metrics, checked by runner._resume_run.
+_OBSERVED_KEYS = ("dataset_version", "judge", "custom_metrics")
 
 
 def _only_retrieval(evaluators: Any) -> bool:

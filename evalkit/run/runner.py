@@ -11,7 +11,7 @@ import shlex
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,14 @@ from evalkit.run.records import WorkList, record_key, run_order
 from evalkit.run.result import RunInterrupted, RunResult, seed_data
 from evalkit.run.session import Prepared, ProgressSink, Session
 from evalkit.store.runlog import Cell, Met, Rec
-from evalkit.store.runs import RunBusy, RunDir, new_run_id, point_latest, run_folder_taken
+from evalkit.store.runs import (
+    RunBusy,
+    RunDir,
+    config_hash,
+    new_run_id,
+    point_latest,
+    run_folder_taken,
+)
 
 __all__ = ["arun", "run"]
 
@@ -56,12 +63,78 @@ def _build_judge(settings: RunSettings, *, conflict_cases: bool = False) -> Any:
             allow_unpinned=settings.allow_unpinned,
             use_cache=not settings.no_cache,
             answer_quality=settings.answer_quality,
+            trials=settings.judge_trials,
             evaluators=settings.judge_evaluators,
             conflict_cases=conflict_cases,
             concurrency=settings.concurrency,
             retry_policy=_retry_policy(3, settings.max_retry_wait),
         )
     )
+
+
+@dataclass(frozen=True)
+class _Custom:
+    """The project's own metrics a run scores as it ends (`--rubric`, `--scorer`): loaded, with
+    the rubrics' judge (None: the offline heuristic), before anything is asked."""
+
+    rubrics: tuple[Any, ...]
+    scorers: tuple[Any, ...]
+    llm: Any
+    concurrency: int
+
+    def definitions(self) -> dict[str, dict[str, Any]]:
+        """config.json's `custom_metrics`, as `evalkit score --rubric` records them."""
+        from evalkit.judges.rubric import judged_by
+
+        metrics = [*(r.metric for r in judged_by(self.rubrics, self.llm)), *(x.metric for x in self.scorers)]
+        return dict(sorted((m.name, m.definition()) for m in metrics))
+
+
+def _load_custom(settings: RunSettings) -> _Custom | None:
+    """The rubrics and scorers the run names (BadConfig / InputError, exit 2, before the first
+    case, when one does not load); their judge is the run's --judge-* one."""
+    if not settings.rubric and not settings.scorer:
+        return None
+    from evalkit.judges import JudgeSettings
+    from evalkit.judges.rubric import load_custom, rubric_llm
+
+    rubrics, scorers = load_custom(settings.rubric, settings.scorer)
+    llm = None
+    if rubrics:
+        llm = rubric_llm(JudgeSettings(
+            provider=settings.judge_provider, model=settings.judge_model, base_url=settings.judge_base_url,
+            temperature=settings.judge_temperature, allow_unpinned=settings.allow_unpinned,
+            use_cache=not settings.no_cache, concurrency=settings.concurrency,
+            retry_policy=_retry_policy(3, settings.max_retry_wait),
+        ))
+    return _Custom(tuple(rubrics), tuple(scorers), llm, settings.concurrency)
+
+
+def _define_custom(config: dict[str, Any], custom: _Custom | None) -> None:
+    """A new run's config.json: the custom metrics' definitions, in its hash too (as `evalkit
+    score --rubric` records them on a stored run: same config_hash, same metrics)."""
+    if custom is None:
+        return
+    from evalkit.metrics.custom import CUSTOM_METRICS
+
+    config[CUSTOM_METRICS] = custom.definitions()
+    config["hashed"][CUSTOM_METRICS] = config[CUSTOM_METRICS]
+    config["config_hash"] = config_hash(config["hashed"])
+
+
+async def _score_custom(run: RunDir, asked: _Asked, custom: _Custom | None) -> _Asked:
+    """Every record of the run scored by the custom metrics (a resumed run's earlier records
+    again: cached or deterministic), results.jsonl rewritten; the derive then reads the file."""
+    if custom is None:
+        return asked
+    from evalkit.judges.rubric import ascore_records
+
+    records = run.read_results()
+    await ascore_records(records, custom.rubrics, custom.scorers, llm=custom.llm, concurrency=custom.concurrency)
+    run.rewrite_results(records)
+    if asked.derived is not None:
+        asked.derived.close()
+    return replace(asked, derived=None)
 
 
 def _retry_policy(retries: int, max_retry_wait: float, progress: Any = None, breaker: Any = None) -> Any:
@@ -339,8 +412,9 @@ async def _arun(values: Mapping[str, Any], progress: ProgressSink | None, _state
     p = prepare_inputs(values)
     s = p.settings
     judge = _build_judge(s, conflict_cases=conflict_cases(p))
-    target = None
+    target = custom = None
     try:
+        custom = _load_custom(s)
         # Shared by the target's retries and the session: a target failing every request stops the run.
         breaker = CircuitBreaker()
         # The run's cases, not the shard's: the vault id goes into every chunk id.
@@ -348,13 +422,14 @@ async def _arun(values: Mapping[str, Any], progress: ProgressSink | None, _state
         judge_desc = judge.describe() if judge is not None else {"provider": None}
         resumed = p.run is not None and p.stored_config is not None
         if resumed:
-            run, probe = _resume_run(p, judge_desc), None
+            run, probe = _resume_run(p, judge_desc, custom), None
         else:
-            run, probe = await _open_new_run(p, target, judge_desc, git, hold)
+            run, probe = await _open_new_run(p, target, judge_desc, git, hold, custom)
         state.update(run_id=run.run_id, run_dir=run.path, results_dir=s.results_dir)
         work = await _start_session(p, run, target, breaker, probe, progress, resumed=resumed,
                                     vault_given=values.get("vault") is not None)
         asked = await _ask_cases(p, run, work, target, judge, judge_desc, breaker, progress)
+        asked = await _score_custom(run, asked, custom)
         result = _finish(p, run, work, asked, judge, judge_desc)
         _lock_baselined(p, result, progress)  # issue 14 item 6: a baselined eval set is immutable
         return result
@@ -363,11 +438,14 @@ async def _arun(values: Mapping[str, Any], progress: ProgressSink | None, _state
             await target.aclose()
         if judge is not None:
             await judge.aclose()
+        if custom is not None and custom.llm is not None:
+            await custom.llm.aclose()
 
 
-def _resume_run(p: Prepared, judge_desc: Mapping[str, Any]) -> RunDir:
-    """The resumed run's folder, its config.json kept, once the judge is the one it recorded
-    (BadConfig otherwise). It probes later, with a case it is about to ask."""
+def _resume_run(p: Prepared, judge_desc: Mapping[str, Any], custom: _Custom | None = None) -> RunDir:
+    """The resumed run's folder, its config.json kept, once the judge and the custom metrics
+    are the ones it recorded (BadConfig otherwise). It probes later, with a case it is about
+    to ask."""
     run = p.run
     stored_judge = (p.stored_config.get("hashed") or {}).get("judge")
     if stored_judge != judge_identity(judge_desc):
@@ -377,12 +455,21 @@ def _resume_run(p: Prepared, judge_desc: Mapping[str, Any]) -> RunDir:
                 f"now {judge_identity(judge_desc)!r}"
             )
         )
+    from evalkit.metrics.custom import CUSTOM_METRICS
+
+    stored_custom = (p.stored_config.get("hashed") or {}).get(CUSTOM_METRICS)
+    now_custom = custom.definitions() if custom is not None else None
+    if stored_custom != now_custom:
+        raise BadConfig(Problem(
+            f"cannot resume {run.run_id}: its own metrics differ (a rubric or scorer file changed, or was added or "
+            f"left out): the run recorded {sorted(stored_custom or {})}, now {sorted(now_custom or {})}"))
     p.config = p.stored_config
     return run
 
 
 async def _open_new_run(
-    p: Prepared, target: Any, judge_desc: Mapping[str, Any], git: asyncio.Future | None, hold: ExitStack
+    p: Prepared, target: Any, judge_desc: Mapping[str, Any], git: asyncio.Future | None, hold: ExitStack,
+    custom: _Custom | None = None,
 ) -> tuple[RunDir, dict[str, Any] | None]:
     """A new run's folder, created (its writer lock taken into `hold`) once the baseline suits
     the judge and the corpus and the target answered the probe; config.json's body is built
@@ -398,6 +485,7 @@ async def _open_new_run(
     probe = await probe_target(s, target, p.eval_set.cases[p.selected[0][0]]) if p.selected else None
     git_info = await git if git is not None else git_revision(Path.cwd())
     p.config = build_config(s, p.eval_set, p.selected, target.describe(), judge_desc, git_info)
+    _define_custom(p.config, custom)
     shard_info = p.shard_info
     if shard_info is not None:  # recorded, never hashed: the shards of a run share one config_hash
         p.config["shard"] = shard_info

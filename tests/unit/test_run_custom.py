@@ -1,0 +1,141 @@
+"""Issue 42: `evalkit run --rubric FILE --scorer python:... --judge-samples N`: a run judged by
+the project's own metrics in one command, recorded in config.json, kept on --resume."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from evalkit.cli.main import app as main_app
+from evalkit.metrics.custom import CUSTOM_METRICS, CUSTOM_SCORES
+from tests.unit.test_custom_metrics import RUBRIC
+
+BOT = textwrap.dedent(
+    """
+    def ask(request):
+        cid = request["question"].split()[0]
+        chunk = {"chunk_id": cid, "rel_path": "a.md", "heading_path": "# A", "text": "Set the port to 8080.", "rank": 1}
+        answer = "Open the settings and set the port to 8080 [1]." if cid in ("q1", "q2") else "It is somewhere."
+        return {"answer": answer, "references": [], "abstained": False, "debug": {"retrieved_chunks": [chunk]}}
+    """
+)
+SCORERS = textwrap.dedent(
+    """
+    def cites(record):
+        return "[1]" in (record.get("answer") or "")
+    """
+)
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    for name in ("EVALKIT_JUDGE_PROVIDER", "EVALKIT_JUDGE_MODEL", "EVALKIT_JUDGE_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "bot.py").write_text(BOT, encoding="utf-8")
+    (tmp_path / "checks.py").write_text(SCORERS, encoding="utf-8")
+    (tmp_path / "helpfulness.toml").write_text(RUBRIC, encoding="utf-8")
+    cases = [{"id": f"q{i}", "question": f"q{i} which port?", "answerable": True, "expected_answer": "8080",
+              "gold_supports": [{"rel_path": "a.md", "heading_path": "# A"}]} for i in (1, 2, 3, 4)]
+    (tmp_path / "es.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")
+    return tmp_path
+
+
+def _run(*args: str) -> object:
+    return CliRunner().invoke(main_app, [
+        "run", "--eval-set", "es.jsonl", "--target", "python:bot.py:ask", "--no-probe", "--quiet", *args])
+
+
+def _files(path: Path, run_id: str) -> tuple[dict, dict, list[dict]]:
+    run = path / "results" / run_id
+    return (json.loads((run / "config.json").read_text()), json.loads((run / "metrics.json").read_text()),
+            [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()])
+
+
+def test_a_run_is_scored_by_a_rubric_and_a_scorer_in_one_command(project: Path) -> None:
+    out = _run("--run-id", "r", "--rubric", "helpfulness.toml", "--scorer", "python:checks.py:cites")
+    assert out.exit_code == 0, out.output
+    cfg, metrics, records = _files(project, "r")
+    # by hand: the heuristic rubric gives 5 (a step and a citation) to q1, q2 and 0 to q3, q4; the scorer 1, 1, 0, 0
+    assert [r[CUSTOM_SCORES] for r in records] == [
+        {"rubric/helpfulness": 5.0, "scorer/cites": 1.0}, {"rubric/helpfulness": 5.0, "scorer/cites": 1.0},
+        {"rubric/helpfulness": 0.0, "scorer/cites": 0.0}, {"rubric/helpfulness": 0.0, "scorer/cites": 0.0}]
+    block = metrics["aggregate_metrics"][CUSTOM_METRICS]
+    assert block["rubric/helpfulness"]["mean"] == 2.5 and block["scorer/cites"]["mean"] == 0.5
+    assert block["rubric/helpfulness"]["judge"] == "heuristic" and block["rubric/helpfulness"]["n"] == 4
+    # recorded like the built-in judge settings: the flags in settings, the definitions in the hash
+    assert cfg["settings"]["rubric"] == ["helpfulness.toml"] and cfg["settings"]["scorer"] == ["python:checks.py:cites"]
+    assert sorted(cfg[CUSTOM_METRICS]) == ["rubric/helpfulness", "scorer/cites"]
+    assert cfg["hashed"][CUSTOM_METRICS] == cfg[CUSTOM_METRICS]
+    plain = _run("--run-id", "p")
+    assert plain.exit_code == 0, plain.output
+    assert _files(project, "p")[0]["config_hash"] != cfg["config_hash"]
+    # --threshold names the rubric as a built-in metric, judged in the same command
+    low = _run("--run-id", "t", "--rubric", "helpfulness.toml", "--threshold", "rubric/helpfulness=3")
+    assert low.exit_code == 1 and "rubric/helpfulness" in low.output
+
+
+def test_a_resumed_run_keeps_its_rubric_and_refuses_a_changed_one(project: Path) -> None:
+    out = _run("--run-id", "r", "--rubric", "helpfulness.toml", "--ids", "q1,q2")
+    assert out.exit_code == 0, out.output
+    # drop the last record, as a killed run leaves it, then resume without naming the rubric again
+    results = project / "results" / "r" / "results.jsonl"
+    results.write_text(results.read_text().splitlines(keepends=True)[0], encoding="utf-8")
+    again = CliRunner().invoke(main_app, ["run", "--resume", "r", "--quiet"])
+    assert again.exit_code == 0, again.output
+    cfg, metrics, records = _files(project, "r")
+    assert [r[CUSTOM_SCORES]["rubric/helpfulness"] for r in records] == [5.0, 5.0]
+    assert metrics["aggregate_metrics"][CUSTOM_METRICS]["rubric/helpfulness"]["n"] == 2
+    (project / "helpfulness.toml").write_text(RUBRIC.replace("a concrete step", "one concrete step"), encoding="utf-8")
+    results.write_text(results.read_text().splitlines(keepends=True)[0], encoding="utf-8")
+    changed = CliRunner().invoke(main_app, ["run", "--resume", "r", "--quiet"])
+    assert changed.exit_code == 2 and "its own metrics differ" in changed.output
+
+
+def test_a_bad_rubric_stops_the_run_before_any_case(project: Path) -> None:
+    (project / "bad.toml").write_text('name = "x"\n', encoding="utf-8")
+    out = _run("--run-id", "r", "--rubric", "bad.toml")
+    assert out.exit_code == 2 and "criteria" in out.output
+    assert not (project / "results" / "r").exists()
+
+
+def test_judge_samples_and_an_llm_rubric_on_run(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import respx
+
+    from tests.unit.judges.judge_helpers import (
+        CORRECT,
+        GROUNDED,
+        OPENAI_MODEL,
+        OPENAI_URL,
+        openai_reply,
+    )
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-000000000000000000000000")
+    kinds: list[str] = []
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        name = body["response_format"]["json_schema"]["name"]
+        kinds.append(name)
+        data = {"groundedness_verdict": GROUNDED, "correctness_verdict": CORRECT,
+                "rubric_score": {"reasoning": "fine", "score": 4}}[name]
+        return httpx.Response(200, json=openai_reply(json.dumps(data)))
+
+    with respx.mock(assert_all_mocked=True) as router:
+        router.post(OPENAI_URL).mock(side_effect=reply)
+        out = _run("--run-id", "r", "--judge-provider", "openai", "--judge-model", OPENAI_MODEL, "--judge-samples", "2",
+                   "--rubric", "helpfulness.toml")
+    assert out.exit_code == 0, out.output
+    # 4 cases x (groundedness, correctness) x 2 samples, and the rubric once per case
+    assert kinds.count("groundedness_verdict") == 8 and kinds.count("correctness_verdict") == 8
+    assert kinds.count("rubric_score") == 4
+    cfg, metrics, records = _files(project, "r")
+    assert cfg["judge"]["trials"] == 2 and cfg["settings"]["judge_trials"] == 2
+    assert records[0]["groundedness"]["trials"]["scores"] == [5, 5]
+    block = metrics["aggregate_metrics"][CUSTOM_METRICS]["rubric/helpfulness"]
+    assert block["mean"] == 4.0 and block["judge"] == f"openai:{OPENAI_MODEL}"
