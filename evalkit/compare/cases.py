@@ -53,6 +53,7 @@ __all__ = [
     "case_details",
     "drift_case",
     "find_flips",
+    "paired_values",
     "scope_name",
     "stage_transitions",
     "unscoreable_from_metrics",
@@ -69,6 +70,17 @@ _READ_RESPONSE = tuple(m.key for m in METRICS if m.per_case == "derived" and m.s
 _IDS_SHOWN = 20
 _JUDGE_FLIP_POINTS = 1.0
 _EPS = 1e-9
+
+
+def paired_values(
+    va: np.ndarray, vb: np.ndarray, clusters: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """d_i = b_i − a_i over the paired cases both runs scored (NaN: not scored, left out), and
+    each one's cluster label (its conversation, `clusters` aligned with `va`), or None for a run
+    of single questions. The one pairing of every verdict member: the registry's metrics
+    (compute._paired_diff) and a project's own (compare.custom)."""
+    both = ~(np.isnan(va) | np.isnan(vb))
+    return vb[both] - va[both], (None if clusters is None else clusters[both])
 
 
 def scope_name(grouping: str, key: str) -> str:

@@ -34,6 +34,7 @@ from evalkit.compare.cases import (
     case_details,
     drift_case,
     find_flips,
+    paired_values,
     scope_name,
     stage_transitions,
     unscoreable_from_metrics,
@@ -233,9 +234,7 @@ def _paired_diff(row: DeltaRow, ta: CaseTable, tb: CaseTable, pairing: _Pairing)
     key = f"{column}@{row.k}" if row.k is not None else column
     pos = np.asarray(pairing.scope_pos.get(row.scope, []), dtype=np.int64)
     va, vb = ta.column(key)[pairing.ia[pos]], tb.column(key)[pairing.ib[pos]]
-    both = ~(np.isnan(va) | np.isnan(vb))
-    d = vb[both] - va[both]
-    clusters = None if pairing.cluster is None else pairing.cluster[pos][both]
+    d, clusters = paired_values(va, vb, None if pairing.cluster is None else pairing.cluster[pos])
     return (0.0 - d if row.metric in _MIRRORED else d), clusters
 
 
@@ -716,7 +715,8 @@ def compare_runs(
         stages = stage_transitions(ta, tb, pairing.ia, pairing.ib, pairing.ids, primary)
         skipped = {s["metric"]: s["reason"] for s in skipped_metrics(
             sa.metrics, sb.metrics, allow_mixed_judges=allow_mixed_judges, not_comparable=partial)}
-        custom = custom_members(sa.metrics, sb.metrics, sa.iter_records, sb.iter_records, pairing.ids, custom_margins)
+        custom = custom_members(sa.metrics, sb.metrics, sa.iter_records, sb.iter_records, pairing.ids, custom_margins,
+                                clusters=pairing.cluster)
         rows.extend(custom[2])
         merge = _verdict(rows, ta, tb, pairing, resolved, skipped, gate_k, alpha,
                          corrected_deltas(sa.metrics, sb.metrics), custom)

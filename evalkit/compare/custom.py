@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from evalkit.compare.cases import paired_values
 from evalkit.compare.models import DeltaRow
 from evalkit.gate.verdict import Member
 from evalkit.metrics.custom import custom_definitions, is_custom_name, per_case_values
@@ -31,12 +32,14 @@ def split_margins(given: Mapping[str, float | None]) -> tuple[dict[str, float | 
 
 def custom_members(
     metrics_a: Mapping[str, Any], metrics_b: Mapping[str, Any], records_a: Any, records_b: Any,
-    paired_ids: Sequence[str], given: Mapping[str, float | None],
+    paired_ids: Sequence[str], given: Mapping[str, float | None], *, clusters: np.ndarray | None = None,
 ) -> tuple[list[Member], list[dict[str, str]], list[DeltaRow]]:
     """The verdict members of the custom metrics both runs scored, what could not be
     compared, and each compared metric's overall delta row (its stored means, and the paired
     means the verdict's interval is about; no randomization test: the verdict judges it). `records_*`: callables returning each run's records (read only when a custom
-    metric is defined); `given`: custom `--margin` entries (None: left out)."""
+    metric is defined); `given`: custom `--margin` entries (None: left out); `clusters`: each
+    paired case's conversation (compare's `_Pairing.cluster`, aligned with `paired_ids`), so a
+    run of conversations is resampled by conversation here as for the built-in metrics."""
     defs_a, defs_b = custom_definitions(metrics_a), custom_definitions(metrics_b)
     names = sorted(set(defs_a) | set(defs_b) | set(given))
     if not names:
@@ -71,13 +74,15 @@ def custom_members(
             continue
         va, vb = values_a.get(name, {}), values_b.get(name, {})
         both = [cid for cid in paired_ids if cid in va and cid in vb]
-        diff = np.array([vb[cid] - va[cid] for cid in both], dtype=np.float64)
+        diff, member_clusters = paired_values(np.array([va.get(c, np.nan) for c in paired_ids], dtype=np.float64),
+                                              np.array([vb.get(c, np.nan) for c in paired_ids], dtype=np.float64),
+                                              clusters)
         direction = "higher_is_better" if db["direction"] == "higher" else "lower_is_better"
         rows.append(_row(name, da, db, va, vb, both, diff, direction))
         members.append(Member(
             metric=name, k=None, direction=direction,
             margin=float(margin), source="--margin" if name in given else "registry", diff=diff, test=None,
-            family=name, gated=name in given or bool(db.get("gated", True)), scale=scale,
+            family=name, gated=name in given or bool(db.get("gated", True)), scale=scale, clusters=member_clusters,
         ))
     return members, not_compared, rows
 

@@ -139,3 +139,71 @@ def test_judge_samples_and_an_llm_rubric_on_run(project: Path, monkeypatch: pyte
     assert records[0]["groundedness"]["trials"]["scores"] == [5, 5]
     block = metrics["aggregate_metrics"][CUSTOM_METRICS]["rubric/helpfulness"]
     assert block["mean"] == 4.0 and block["judge"] == f"openai:{OPENAI_MODEL}"
+
+
+def test_a_custom_metric_of_a_conversation_run_is_resampled_by_conversation(tmp_path: Path) -> None:
+    # issue 42: a project's metric goes through compare's one pairing (compare.cases.paired_values)
+    # with the conversation as the unit. A scorer that returns the case's recall_any@5 must get
+    # the built-in recall_any@5's interval exactly: same differences, same clusters, same scale.
+    from evalkit.compare import compare_runs
+    from evalkit.judges.rubric import load_scorer
+    from evalkit.rescore.custom import score_run_custom
+    from evalkit.store.runs import RunDir
+    from tests.unit.test_compare import make_run, rec
+
+    (tmp_path / "hit.py").write_text(
+        "def hit(record):\n    return record['retrieval_metrics']['at_k']['5']['recall_any']\n", encoding="utf-8")
+    # six conversations of 1-4 turns; run b loses or gains hits on whole conversations mostly
+    turns = {"c1": 4, "c2": 3, "c3": 2, "c4": 1, "c5": 3, "c6": 2, "c7": 4, "c8": 2}
+    hits_a = {"c1": [1, 1, 1, 0], "c2": [1, 0, 1], "c3": [1, 1], "c4": [0], "c5": [1, 1, 1], "c6": [0, 1],
+              "c7": [1, 1, 0, 1], "c8": [1, 1]}
+    hits_b = {"c1": [1, 1, 1, 1], "c2": [0, 0, 0], "c3": [1, 1], "c4": [1], "c5": [1, 1, 1], "c6": [1, 1],
+              "c7": [1, 1, 1, 1], "c8": [0, 1]}
+
+    def records(hits: dict[str, list[int]]) -> list[dict]:
+        out = []
+        for conv, n in turns.items():
+            for t in range(1, n + 1):
+                r = rec(f"{conv}#{t}", rank=1 if hits[conv][t - 1] else None)
+                r["case"]["conversation"] = {"id": conv, "turn": t, "turns": n}
+                out.append(r)
+        return out
+
+    make_run(tmp_path, "a", records(hits_a))
+    make_run(tmp_path, "b", records(hits_b))
+    scorer = load_scorer(f"python:{tmp_path / 'hit.py'}:hit")
+    for run_id in ("a", "b"):
+        score_run_custom(RunDir.open(tmp_path, run_id), scorers=[scorer])
+    comparison = compare_runs("a", "b", results_dir=tmp_path, resamples=200)
+    assert comparison.stats.unit == "conversation"
+    by_name = {(m.metric if m.k is None else f"{m.metric}@{m.k}"): m for m in comparison.verdict.metrics}
+    built_in, custom = by_name["recall_any@5"], by_name["scorer/hit"]
+    assert custom.delta == pytest.approx(built_in.delta)
+    assert custom.ci == pytest.approx(built_in.ci) and custom.sd == pytest.approx(built_in.sd)
+    assert custom.cases_per_conversation == pytest.approx(built_in.cases_per_conversation) == 21 / 8
+
+
+def test_custom_metrics_are_in_the_html_run_report_and_compare_page(tmp_path: Path) -> None:
+    import re
+
+    from evalkit.judges.rubric import load_rubric
+    from evalkit.report.html.compare import write_compare_report
+    from evalkit.report.html.run import render_run_report
+    from evalkit.rescore.custom import score_run_custom
+    from evalkit.store.runs import RunDir
+    from tests.unit.test_compare import make_run, rec
+
+    (tmp_path / "helpfulness.toml").write_text(RUBRIC, encoding="utf-8")
+    good, bad = "Open the settings and set the port to 8080 [1].", "It is somewhere."
+    make_run(tmp_path, "a", [rec(f"q{i}", answer=bad if i % 2 else good) for i in range(6)])
+    make_run(tmp_path, "b", [rec(f"q{i}", answer=good) for i in range(6)])
+    for run_id in ("a", "b"):
+        score_run_custom(RunDir.open(tmp_path, run_id), [load_rubric(tmp_path / "helpfulness.toml")])
+    page = render_run_report(RunDir.open(tmp_path, "a"))
+    headline = page[page.index('id="headline-table"'):]
+    headline = headline[:headline.index("</table>")]
+    # its row beside the built-in ones, its mean on its own scale: by hand 3 of 6 answers at 5 -> 2.5
+    assert "rubric/helpfulness (heuristic)" in headline and re.search(r"2\.50?\b", headline)
+    out = write_compare_report("a", "b", results_dir=tmp_path, output=tmp_path / "c.html", resamples=200)
+    html = out.read_text(encoding="utf-8")
+    assert html.count("rubric/helpfulness") >= 2  # in the merge verdict's table and the deltas

@@ -14,6 +14,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from evalkit.metrics.custom import custom_definitions
 from evalkit.metrics.registry import (
     HEADLINE_KEYS,
     by_key,
@@ -135,6 +136,13 @@ def _headline_rows(agg: Mapping[str, Any], judge_heuristic: bool) -> list[tuple[
         scale = by_key(key).scale  # type: ignore[union-attr]
         kind = "score" if scale != 1.0 else "rate"
         rows.append((key, (label_of(key, k, heuristic=judge_heuristic), Cell(_num(value), _int(n), scale), kind)))
+    # A project's own metrics (rubric/…, scorer/…) after the registry's, on their own scales,
+    # marked "(heuristic)" as a built-in judge score is when the offline heuristic gave them.
+    for name, entry in sorted(custom_definitions({Met.AGGREGATE: agg}).items()):
+        scale = _num(entry.get("scale")) or 1.0
+        label = name + (" (heuristic)" if entry.get("judge") == "heuristic" else "")
+        rows.append((name, (label, Cell(_num(entry.get("mean")), _int(entry.get("n")), scale),
+                            "score" if scale != 1.0 else "rate")))
     return rows
 
 
