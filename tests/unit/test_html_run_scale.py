@@ -19,6 +19,7 @@ from evalkit.report.html.cases import (
     case_detail,
     case_row,
     pack,
+    text_ranks,
     unpack,
 )
 from evalkit.report.html.run import render_run_report, write_run_report
@@ -253,6 +254,22 @@ def test_scores_are_rounded_as_pythons_round_does() -> None:
     got, want = _round_scores(values), [_score(v) for v in values]
     assert [None if g is None else (g, math.copysign(1, g)) for g in got] == [
         None if w is None else (w, math.copysign(1, w)) for w in want]
+
+
+def test_text_ranks_sort_as_the_page_does() -> None:
+    # lower case, digit runs as numbers (zeros in front tie), blanks none, equal keys one rank;
+    # past U+FFFF after U+FF01 by code point, before it by UTF-16 code unit (as the browser)
+    assert text_ranks(["b10", "B9", "a", "", "A", "b09"]) == [2, 1, 0, None, 0, 1]
+    assert text_ranks(["x\uff01", "x\U0001f600", "x"]) == [2, 1, 0]
+    assert text_ranks(["ΑΣ", "ας", "İ", "i\u0307"]) == [1, 1, 0, 0]
+    assert text_ranks([]) == []
+    # the browser's own test: tests/browser/test_run_report_text_sort.py
+
+
+def test_text_this_python_cannot_lower_case_as_the_browser_is_left_to_the_page(big: tuple[Path, str]) -> None:
+    assert text_ranks(["a", "\u0378b"]) is None  # unassigned in every Unicode so far
+    rows, _ = _page_data(big[1])
+    assert rows["ranks"]["id"] == list(range(len(rows["id"])))  # q000000, q000001, ... in eval-set order
 
 
 def test_a_long_text_packed_in_pieces_side_by_side_is_one_stream() -> None:

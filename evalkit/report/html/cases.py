@@ -25,7 +25,9 @@ from __future__ import annotations
 import heapq
 import math
 import operator
+import re
 import tempfile
+import unicodedata
 import zlib
 from array import array
 from collections import deque
@@ -40,7 +42,7 @@ from evalkit.evalset.turns import turn_place
 from evalkit.store.runlog import Rec
 from evalkit.store.runs import RunDir
 
-__all__ = ["ALPHABET", "ANCHOR_BLOCK", "BATCH", "BLOCK", "CHUNK_BLOCK", "CASE_FIELDS", "FIRST_ROWS", "PARALLEL_MIN_BYTES", "CaseRow", "CaseTable", "case_detail", "case_row", "pack", "read_case_table", "unpack"]
+__all__ = ["ALPHABET", "ANCHOR_BLOCK", "BATCH", "BLOCK", "CHUNK_BLOCK", "CASE_FIELDS", "FIRST_ROWS", "PARALLEL_MIN_BYTES", "RANKED", "CaseRow", "CaseTable", "case_detail", "case_row", "pack", "read_case_table", "text_ranks", "unpack"]
 
 # Records per detail block: one expand unpacks one block (about 0.2 MB of JSON at 20 chunks
 # a case: numbers, the answer and the judges' words; chunk text is in chunk blocks).
@@ -986,6 +988,43 @@ def _read_range(run: RunDir, start: int, end: int | None, spool: IO[bytes], done
             details._submit()
 
 
+# The page sorts text case-insensitively with digit runs as numbers (cases.js `textKey`: the
+# value lower-cased, each run of ASCII digits padded with zeros to 20), comparing the keys as
+# JavaScript compares strings (UTF-16 code units). `text_ranks` makes the same order here.
+_DIGITS = re.compile(r"[0-9]+")
+_NOT_ASCII = re.compile(r"[^\x00-\x7f]")
+# Text columns whose order is shipped with the page: the sortable ones with a value per row
+# (the question column does not sort; category and outcome are few names, ranked in the page;
+# errors are few).
+RANKED = ("id",)
+
+
+def _pad(m: re.Match[str]) -> str:
+    return m[0].zfill(20)  # digits only: zfill pads in front, and leaves 20 or more alone
+
+
+def text_ranks(values: list[str]) -> list[int | None] | None:
+    """Each value's place in the page's text sort (cases.js `textRanks`): 0 for the first key,
+    one more for each next distinct key, equal keys equal ranks, None for an empty value.
+    Shipped with the page, a text sort of 100,000 rows is a sort of numbers (the browser
+    would make 100,000 keys and compare them as strings first).
+
+    None (the page then ranks the column itself) when a character is not assigned in this
+    Python's Unicode database: its lower case may differ from the browser's."""
+    joined = "".join(values)
+    if not joined.isascii() and any(unicodedata.category(c) == "Cn" for c in set(_NOT_ASCII.findall(joined))):
+        return None
+    keys = [_DIGITS.sub(_pad, v.lower()) if v else None for v in values]
+    distinct = set(keys)
+    distinct.discard(None)
+    if joined.isascii() or all(k.isascii() or max(k) <= "\uffff" for k in distinct):  # type: ignore[union-attr]
+        ordered = sorted(distinct)  # type: ignore[type-var]
+    else:  # past U+FFFF code points and UTF-16 code units order differently
+        ordered = sorted(distinct, key=lambda k: k.encode("utf-16-be", "surrogatepass"))  # type: ignore[union-attr]
+    rank = {k: r for r, k in enumerate(ordered)}
+    return list(map(rank.get, keys))  # type: ignore[arg-type]
+
+
 def _codes(values: list[str]) -> tuple[list[str], list[int]]:
     names = sorted(set(values))
     code = {name: i for i, name in enumerate(names)}
@@ -999,7 +1038,8 @@ def _bool(v: bool | None) -> int | None:
 def _columns(rows: list[CaseRow], detail: list[int], blocks: dict[str, int]) -> dict[str, Any]:
     """The table's columns, one list per field (null = no value); categories and outcomes as
     codes into their name lists; errors as {row: text}, since most rows have none; and where
-    the details are (`blocks`: how many of each kind, in page order; their sizes)."""
+    the details are (`blocks`: how many of each kind, in page order; their sizes); `ranks`:
+    the sort order of the RANKED text columns (`text_ranks`), where it could be made here."""
     categories, category = _codes([r.category for r in rows])
     outcomes, outcome = _codes([r.outcome for r in rows])
     cols: dict[str, Any] = {
@@ -1026,6 +1066,8 @@ def _columns(rows: list[CaseRow], detail: list[int], blocks: dict[str, int]) -> 
         "latency": [r.latency_ms for r in rows],
         "error": {str(i): r.error for i, r in enumerate(rows) if r.error},
     }
+    ranks = {col: text_ranks(cols[col]) for col in RANKED}
+    cols["ranks"] = {col: r for col, r in ranks.items() if r is not None}
     if any(d != i for i, d in enumerate(detail)):
         cols["detail"] = detail
     return cols

@@ -118,11 +118,18 @@
     function errorOf(row) { return errors[row] || ""; }
     function keysOf(col) {
       if (num[col]) { return num[col]; }
-      if (!sortKeys[col]) {
+      if (!sortKeys[col] && data.ranks && data.ranks[col]) {
+        sortKeys[col] = floats(data.ranks[col]);  // ranked when the page was written (cases.text_ranks)
+      } else if (!sortKeys[col] && (col === "category" || col === "outcome")) {
+        // few names: rank the names, then each row by its name's code
+        var names = textRanks(col === "category" ? categories : outcomes), codes = col === "category" ? category : outcome;
+        var ranked = new Float64Array(n);
+        for (var r = 0; r < n; r += 1) { ranked[r] = names[codes[r]]; }
+        sortKeys[col] = ranked;
+      } else if (!sortKeys[col]) {
         var values = new Array(n);
         for (var i = 0; i < n; i += 1) {
-          values[i] = col === "category" ? categories[category[i]] : col === "outcome" ? outcomes[outcome[i]]
-            : col === "error" ? errorOf(i) : data[col][i];
+          values[i] = col === "error" ? errorOf(i) : data[col][i];
         }
         sortKeys[col] = textRanks(values);
       }
