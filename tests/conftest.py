@@ -6,20 +6,20 @@ import os
 
 import pytest
 
+from tests.support import SCRUB_PREFIXES, SCRUB_PROXY
+
 # The ranx cross-checks run ranx's metric code as plain Python: the same source numba would
 # compile (ranx uses no fastmath), without the minute a cold numba spends compiling it in every
 # new virtual environment. NUMBA_DISABLE_JIT=0 pytest ... runs them compiled.
 os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
 
-_SCRUB_PREFIXES = ("OPENAI_", "ANTHROPIC_", "EVAL_API_URL", "EVAL_API_KEY", "EMBEDDINGS_", "ANSWER_", "EVALKIT_JUDGE")
-_SCRUB_PROXY = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
     for name in list(os.environ):
-        if name.startswith(_SCRUB_PREFIXES) or name in _SCRUB_PROXY:
+        if name.startswith(SCRUB_PREFIXES) or name in SCRUB_PROXY:
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
 

@@ -107,6 +107,19 @@ def _script_argv(args: tuple[Any, ...], settings: dict[str, Any]) -> list[str]:
     return [sys.executable, str(RUN_EVAL_SCRIPT), *map(str, args), *run_args(**settings)]
 
 
+# What a test's environment never holds (tests/conftest.py scrubs it for every test): real keys,
+# a developer's endpoints, proxies.
+SCRUB_PREFIXES = ("OPENAI_", "ANTHROPIC_", "EVAL_API_URL", "EVAL_API_KEY", "EMBEDDINGS_", "ANSWER_", "EVALKIT_JUDGE")
+SCRUB_PROXY = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """os.environ without keys, endpoints and proxies (as every test sees it), plus `extra`:
+    for a child process started outside pytest's fixtures (docs/tools/examples.py)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(SCRUB_PREFIXES) and k not in SCRUB_PROXY}
+    return {**env, "NO_PROXY": "127.0.0.1,localhost", **(extra or {})}
+
+
 def _script_env(env: Mapping[str, str] | None) -> dict[str, str]:
     # Loopback servers only: no proxy; unbuffered, so a parent watching the output sees it.
     return {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "PYTHONUNBUFFERED": "1", **(env or {})}

@@ -1,0 +1,416 @@
+"""The docs' example outputs, made by the commands they show (issue 43 item 6).
+
+    python docs/tools/examples.py            # check: exit 1, naming page and block, when a block is stale
+    python docs/tools/examples.py --write    # run every marked command and rewrite the stale blocks
+    python docs/tools/examples.py --write docs/comparing.md   # only the examples of these pages
+
+A fenced block that shows a command's output (info string `text`, `console`, `markdown` or
+none) in README.md or docs/*.md is marked by the HTML comment right above it (invisible on
+GitHub and on the site), one of:
+
+    <!-- example: python scripts/compare_runs.py a b --format markdown
+    in: sample-pair
+    exit: 1
+    -->
+
+    <!-- illustrative: needs a real LLM judge -->
+
+An `example` is run: its command (more with `run: COMMAND` lines, their outputs one after
+the other), in the folder of its session `in: NAME` (default: a session of its own), and
+the block must be what it prints. Options: `exit: N` (or one code per command; default 0),
+`stderr: yes` (stderr after stdout), `head: N` (each command's first N lines), `excerpt: yes`
+(the block is a cut: its lines appear in the output in this order, a line `…` standing for
+lines left out; `--write` cannot re-cut one, it names it), `columns: N` (COLUMNS, default 80:
+what rich assumes when piped), `mask: REGEX` (this block's own varying part, such as a
+latency column). A session is declared once, on any page:
+
+    <!-- example-setup sample-pair
+    python scripts/run_eval.py --run-id a --quiet
+    python scripts/run_eval.py --run-id b --param abstain_threshold=0.5 --quiet
+    -->
+
+and is a fresh temporary folder holding copies of this checkout's eval_set.jsonl,
+eval_set_sanity.jsonl, sample_vault/ and scripts/, where its setup commands run (each must
+exit 0), then its examples, in page order (README.md, then docs/*.md by name). Commands are
+`python ...` (this interpreter, this checkout first on PYTHONPATH) or `evalkit ...`, split as
+a shell would but run without one. No target is given to them, so they evaluate the reference
+chatbot in process over the copied sample_vault; `serve: yes` on a setup starts the reference
+chatbot on loopback (evalkit.reference.server.start_reference_server, as the test fixture
+`reference_server` does) and `http://localhost:8080` in its commands means it. The
+environment is the tests' (tests/support.py `clean_env`): no API key, no endpoint, no proxy.
+`illustrative` marks an output that cannot be produced offline (a real LLM judge, a remote
+chatbot) or comes from a test's own bot; docs/tools/hooks.py shows its reason on the site.
+
+What may differ between the docs and a run, and nothing else (both sides are normalized the
+same way before they are compared, and `--write` keeps a block whose normalized text already
+matches, so the pages do not churn):
+
+- run ids made from the clock (`20260102T030405Z-1a2b3c`) and ISO timestamps;
+- the session's temporary folder (written as a relative path: `results/a`, not `/tmp/.../results/a`)
+  and the loopback server's port;
+- durations: every number on a line that names a timing (latency, `_ms`, ` ms`, wall time,
+  throughput, p50/p95), and the spaces and rule characters (`─`) rich pads a table with,
+  since a wider latency widens its column; a block's own `mask:`.
+
+Everything else, every metric, count, id and word, must be equal.
+tests/integration/test_docs_examples.py runs the check; tests/unit/test_docs_examples_marked.py
+holds every output block to a marker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OUTPUT_LANGS = ("", "text", "console", "markdown")
+COPIED = ("eval_set.jsonl", "eval_set_sanity.jsonl", "sample_vault", "scripts")
+SERVED_URL = "http://localhost:8080"
+_FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
+_OPTION = re.compile(r"^(\w+):\s*(.*)$")
+
+
+def pages() -> list[Path]:
+    """README.md, then docs/*.md by name; docs/cli.md is made and checked by cli_reference.py."""
+    return [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "cli.md")]
+
+
+@dataclass
+class Block:
+    """One fenced block of a page: lines [start, end) are its content (0-based)."""
+
+    page: Path
+    start: int
+    end: int
+    indent: str
+    info: str
+    marker: str | None  # the HTML comment right above the fence, or None
+
+    @property
+    def where(self) -> str:
+        name = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page
+        return f"{name}:{self.start}"  # the fence's line, 1-based
+
+    @property
+    def is_output(self) -> bool:
+        return (self.info.split() or [""])[0] in OUTPUT_LANGS
+
+
+@dataclass
+class Example:
+    block: Block
+    commands: list[str]
+    session: str
+    exits: list[int]
+    stderr: bool = False
+    head: int | None = None
+    excerpt: bool = False
+    columns: int = 80
+    masks: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Session:
+    name: str
+    commands: list[str] = field(default_factory=list)
+    serve: bool = False
+    where: str = ""
+
+
+def _comment_above(lines: list[str], fence: int) -> str | None:
+    """The HTML comment ending on the last non-blank line above `fence`, or None."""
+    i = fence - 1
+    while i >= 0 and not lines[i].strip():
+        i -= 1
+    if i < 0 or not lines[i].rstrip().endswith("-->"):
+        return None
+    end = i
+    while i >= 0 and "<!--" not in lines[i]:
+        i -= 1
+    return "\n".join(line.strip() for line in lines[i:end + 1]) if i >= 0 else None
+
+
+def blocks(page: Path) -> Iterator[Block]:
+    """The page's fenced blocks (a fence inside a longer fence is content, not a block)."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if m is None:
+            i += 1
+            continue
+        fence, indent = m.group("fence"), m.group("indent")
+        close = re.compile(rf"^ *{re.escape(fence[0])}{{{len(fence)},}}\s*$")
+        j = i + 1
+        while j < len(lines) and not close.match(lines[j]):
+            j += 1
+        yield Block(page, i + 1, j, indent, m.group("info").strip(), _comment_above(lines, i))
+        i = j + 1
+
+
+def _body(comment: str, head: str) -> list[str]:
+    """The comment's lines after `<!-- head`, without the closing `-->`."""
+    text = comment.strip().removeprefix("<!--").removesuffix("-->").strip().removeprefix(head)
+    return [line.strip() for line in text.splitlines()]
+
+
+def collect(only: list[Path] | None = None) -> tuple[dict[str, Session], list[Example], list[str]]:
+    """Every session and example of the pages, and the problems found reading them."""
+    sessions: dict[str, Session] = {}
+    examples: list[Example] = []
+    problems: list[str] = []
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        for m in re.finditer(r"<!-- example-setup (\S+)\n(.*?)-->", text, flags=re.S):
+            where = f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}"
+            if m.group(1) in sessions:
+                problems.append(f"{where}: session {m.group(1)!r} is declared twice (first at {sessions[m.group(1)].where})")
+            session = Session(m.group(1), where=where)
+            for line in (s.strip() for s in m.group(2).splitlines()):
+                if line == "serve: yes":
+                    session.serve = True
+                elif line:
+                    session.commands.append(line)
+            sessions[session.name] = session
+        if only is not None and page not in only:
+            continue
+        for block in blocks(page):
+            if block.marker is None or not block.marker.startswith("<!-- example:"):
+                continue
+            lines = _body(block.marker, "example:")
+            ex = Example(block, [lines[0]], f"own:{block.where}", [])
+            for line in lines[1:]:
+                opt = _OPTION.match(line)
+                if opt is None:
+                    problems.append(f"{block.where}: marker line {line!r} is not `key: value`")
+                    continue
+                key, value = opt.groups()
+                if key == "run":
+                    ex.commands.append(value)
+                elif key == "in":
+                    ex.session = value
+                elif key == "exit":
+                    ex.exits = [int(v) for v in value.split()]
+                elif key in ("stderr", "excerpt"):
+                    setattr(ex, key, value == "yes")
+                elif key in ("head", "columns"):
+                    setattr(ex, key, int(value))
+                elif key == "mask":
+                    ex.masks.append(value)
+                else:
+                    problems.append(f"{block.where}: unknown marker option {key!r}")
+            if not ex.session.startswith("own:") and ex.session not in sessions:
+                problems.append(f"{block.where}: no `<!-- example-setup {ex.session}` on any page")
+            examples.append(ex)
+    return sessions, examples, problems
+
+
+def unmarked(among: list[Path] | None = None) -> list[str]:
+    """Output blocks with neither an `example` nor an `illustrative` marker (of `among`, default every page)."""
+    return [f"{b.where}: an output block ({b.info or 'no language'}) with no <!-- example: ... --> "
+            f"or <!-- illustrative: ... --> above it"
+            for page in among or pages() for b in blocks(page)
+            if b.is_output and not (b.marker and b.marker.startswith(("<!-- example:", "<!-- illustrative:")))]
+
+
+# --------------------------------------------------------------------------- normalizing
+
+_RUN_ID = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{6}\b")
+_STAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?")
+_TIMING = re.compile(r"latency|_ms\b|\d ms\b|\bms\b|wall|throughput|per_s\b|p50|p95", re.I)
+_NUMBER = re.compile(r"(?<![\w@.])[+-]?\d[\d,]*(?:\.\d+)?|±0")  # not the 5 of Recall@5, the 50 of p50
+_PAD = re.compile(r" {2,}|([─━═]){2,}")
+
+
+def normalize(text: str, masks: list[str]) -> list[str]:
+    """The lines of `text` with what may vary replaced (module docstring)."""
+    out = []
+    for line in text.rstrip("\n").splitlines():
+        for mask in masks:
+            line = re.sub(mask, "<masked>", line)
+        line = _STAMP.sub("<time>", _RUN_ID.sub("<run-id>", line))
+        if _TIMING.search(line):
+            line = _NUMBER.sub("<t>", line)
+        out.append(_PAD.sub(lambda m: m.group(1) or " ", line).rstrip())
+    return out
+
+
+def _is_excerpt_of(shown: list[str], produced: list[str]) -> bool:
+    """Each run of shown lines between `…` lines appears in `produced`, in order."""
+    runs: list[list[str]] = [[]]
+    for line in shown:
+        if line.strip() == "…":
+            runs.append([])
+        else:
+            runs[-1].append(line)
+    at = 0
+    for run in (r for r in runs if r):
+        while at + len(run) <= len(produced) and produced[at:at + len(run)] != run:
+            at += 1
+        if at + len(run) > len(produced):
+            return False
+        at += len(run)
+    return True
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _argv(command: str, url: str | None) -> list[str]:
+    words = shlex.split(command, comments=True)
+    if url:
+        words = [w.replace(SERVED_URL, url) for w in words]
+    if words[0] == "python":
+        return [sys.executable, *words[1:]]
+    if words[0] == "evalkit":
+        return [sys.executable, "-c", "from evalkit.cli.main import app; app(prog_name='evalkit')", *words[1:]]
+    raise ValueError(f"only `python ...` and `evalkit ...` commands run: {command!r}")
+
+
+def _env(columns: int) -> dict[str, str]:
+    sys.path.insert(0, str(ROOT))
+    from tests.support import clean_env
+
+    return clean_env({"COLUMNS": str(columns), "PYTHONPATH": str(ROOT), "NO_COLOR": "1"})
+
+
+@dataclass
+class Outcome:
+    example: Example
+    produced: str = ""
+    problem: str = ""  # a command that failed or exited otherwise than the marker says
+
+
+def _run(command: str, folder: Path, url: str | None, columns: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(_argv(command, url), cwd=folder, env=_env(columns), capture_output=True, text=True,
+                          timeout=600, stdin=subprocess.DEVNULL)
+
+
+def _relative(text: str, folder: Path, url: str | None) -> str:
+    text = text.replace(f"{folder}/", "").replace(str(folder), ".")
+    return text.replace(url, SERVED_URL) if url else text
+
+
+def run_session(name: str, session: Session | None, examples: list[Example]) -> list[Outcome]:
+    """Set up the session's folder, run its examples in order; the outcomes, in that order."""
+    with tempfile.TemporaryDirectory(prefix="evalkit-example-") as tmp:
+        folder = Path(tmp).resolve()
+        for item in COPIED:
+            src = ROOT / item
+            (shutil.copytree if src.is_dir() else shutil.copy)(src, folder / item)
+        stop, url = None, None
+        if session is not None and session.serve:
+            from evalkit.reference.server import start_reference_server
+
+            url, stop = start_reference_server(folder / "sample_vault")
+        try:
+            for command in session.commands if session else []:
+                done = _run(command, folder, url, 80)
+                if done.returncode != 0:
+                    return [Outcome(ex, problem=f"session {name} ({session.where}): `{command}` exited "
+                                                f"{done.returncode}: {done.stderr.strip()[-800:]}") for ex in examples]
+            outcomes = []
+            for ex in examples:
+                outcome, parts = Outcome(ex), []
+                for i, command in enumerate(ex.commands):
+                    done = _run(command, folder, url, ex.columns)
+                    want = ex.exits[i] if i < len(ex.exits) else (ex.exits[-1] if ex.exits else 0)
+                    if done.returncode != want:
+                        outcome.problem = (f"`{command}` exited {done.returncode}, the marker says {want}: "
+                                           f"{done.stderr.strip()[-800:]}")
+                    text = done.stdout + (done.stderr if ex.stderr else "")
+                    lines = _relative(text, folder, url).rstrip("\n").splitlines()
+                    parts += [line.rstrip() for line in lines[:ex.head]]
+                outcome.produced = "\n".join(parts) + "\n"
+                outcomes.append(outcome)
+            return outcomes
+        finally:
+            if stop is not None:
+                stop()
+
+
+def run_all(only: list[Path] | None = None) -> tuple[list[Outcome], list[str]]:
+    sessions, examples, problems = collect(only)
+    by_session: dict[str, list[Example]] = {}
+    for ex in examples:
+        by_session.setdefault(ex.session, []).append(ex)
+    outcomes = []
+    for name, group in by_session.items():
+        outcomes += run_session(name, sessions.get(name), group)
+    return outcomes, problems
+
+
+def shown(block: Block) -> str:
+    lines = block.page.read_text(encoding="utf-8").splitlines()[block.start:block.end]
+    return "\n".join(line.removeprefix(block.indent) for line in lines) + "\n"
+
+
+def stale(outcome: Outcome) -> str | None:
+    """Why the block is not what its command prints (a diff), or None when it is."""
+    ex = outcome.example
+    if outcome.problem:
+        return f"{ex.block.where}: {outcome.problem}"
+    doc, out = normalize(shown(ex.block), ex.masks), normalize(outcome.produced, ex.masks)
+    if ex.excerpt:
+        if _is_excerpt_of(doc, out):
+            return None
+        return (f"{ex.block.where}: the excerpt's lines are not in what `{ex.commands[0]}` prints, in order; "
+                f"re-cut it by hand from:\n{outcome.produced}")
+    if doc == out:
+        return None
+    diff = "\n".join(difflib.unified_diff(doc, out, "docs", "command", lineterm="", n=1))
+    return f"{ex.block.where}: the block is not what `{' ; '.join(ex.commands)}` prints:\n{diff}"
+
+
+def write(outcomes: list[Outcome]) -> list[str]:
+    """Rewrite each stale block with its output; the examples that could not be rewritten."""
+    left: list[str] = []
+    edits: dict[Path, list[Outcome]] = {}
+    for outcome in outcomes:
+        why = stale(outcome)
+        if why is None:
+            continue
+        if outcome.problem or outcome.example.excerpt:
+            left.append(why)
+        else:
+            edits.setdefault(outcome.example.block.page, []).append(outcome)
+    for page, todo in edits.items():
+        lines = page.read_text(encoding="utf-8").splitlines()
+        for outcome in sorted(todo, key=lambda o: -o.example.block.start):  # bottom up: line numbers hold
+            b = outcome.example.block
+            new = [(b.indent + line) if line else "" for line in outcome.produced.rstrip("\n").splitlines()]
+            lines[b.start:b.end] = new
+        page.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        print(f"wrote {len(todo)} block(s) of {page.relative_to(ROOT)}")
+    return left
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="rewrite stale blocks")
+    parser.add_argument("pages", nargs="*", type=Path, help="only these pages' examples (default: all)")
+    args = parser.parse_args(argv)
+    only = [p.resolve() for p in args.pages] or None
+    outcomes, problems = run_all(only)
+    problems += unmarked()
+    if args.write:
+        problems += write(outcomes)
+    else:
+        problems += [why for why in map(stale, outcomes) if why]
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    print(f"{len(outcomes)} example(s) run, {len(problems)} problem(s)", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
