@@ -15,10 +15,14 @@ GitHub and on the site), one of:
 
     <!-- illustrative: needs a real LLM judge -->
 
+    <!-- generated-by: tests/unit/test_results_db.py -->
+
 An `example` is run: its command (more with `run: COMMAND` lines, their outputs one after
 the other), in the folder of its session `in: NAME` (default: a session of its own), and
 the block must be what it prints. Options: `exit: N` (or one code per command; default 0),
-`stderr: yes` (stderr after stdout), `head: N` (each command's first N lines), `excerpt: yes`
+`stderr: yes` (stderr after stdout; `first`: before it), `prompt: yes` (the block shows
+`$ COMMAND` above each output), `copy: PATH` (a file or folder of this checkout copied
+into its own session, repeatable), `head: N` (each command's first N lines), `excerpt: yes`
 (the block is a cut: its lines appear in the output in this order, a line `…` standing for
 lines left out; `--write` cannot re-cut one, it names it), `columns: N` (COLUMNS, default 80:
 what rich assumes when piped), `mask: REGEX` (this block's own varying part, such as a
@@ -31,7 +35,8 @@ latency column). A session is declared once, on any page:
 
 and is a fresh temporary folder holding copies of this checkout's eval_set.jsonl,
 eval_set_sanity.jsonl, sample_vault/ and scripts/, where its setup commands run (each must
-exit 0), then its examples, in page order (README.md, then docs/*.md by name). Commands are
+exit 0; `copy: PATH` lines copy more of this checkout), then its examples, in page order
+(README.md, then docs/*.md by name). Commands are
 `python ...` (this interpreter, this checkout first on PYTHONPATH) or `evalkit ...`, split as
 a shell would but run without one. No target is given to them, so they evaluate the reference
 chatbot in process over the copied sample_vault; `serve: yes` on a setup starts the reference
@@ -39,7 +44,9 @@ chatbot on loopback (evalkit.reference.server.start_reference_server, as the tes
 `reference_server` does) and `http://localhost:8080` in its commands means it. The
 environment is the tests' (tests/support.py `clean_env`): no API key, no endpoint, no proxy.
 `illustrative` marks an output that cannot be produced offline (a real LLM judge, a remote
-chatbot) or comes from a test's own bot; docs/tools/hooks.py shows its reason on the site.
+chatbot) or is a hypothetical case; docs/tools/hooks.py shows its reason on the site.
+`generated-by` names the test that already runs the block's command and compares its output
+(made from that test's own data, older than this tool); it must name the page.
 
 What may differ between the docs and a run, and nothing else (both sides are normalized the
 same way before they are compared, and `--write` keeps a block whose normalized text already
@@ -73,6 +80,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_LANGS = ("", "text", "console", "markdown")
+MARKERS = ("<!-- example:", "<!-- illustrative:", "<!-- generated-by:")
 COPIED = ("eval_set.jsonl", "eval_set_sanity.jsonl", "sample_vault", "scripts")
 SERVED_URL = "http://localhost:8080"
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
@@ -111,7 +119,9 @@ class Example:
     commands: list[str]
     session: str
     exits: list[int]
-    stderr: bool = False
+    stderr: str = "no"  # "yes": after stdout; "first": before it
+    prompt: bool = False
+    copies: list[str] = field(default_factory=list)
     head: int | None = None
     excerpt: bool = False
     columns: int = 80
@@ -123,6 +133,7 @@ class Session:
     name: str
     commands: list[str] = field(default_factory=list)
     serve: bool = False
+    copies: list[str] = field(default_factory=list)
     where: str = ""
 
 
@@ -178,6 +189,8 @@ def collect(only: list[Path] | None = None) -> tuple[dict[str, Session], list[Ex
             for line in (s.strip() for s in m.group(2).splitlines()):
                 if line == "serve: yes":
                     session.serve = True
+                elif line.startswith("copy: "):
+                    session.copies.append(line.removeprefix("copy: "))
                 elif line:
                     session.commands.append(line)
             sessions[session.name] = session
@@ -200,8 +213,12 @@ def collect(only: list[Path] | None = None) -> tuple[dict[str, Session], list[Ex
                     ex.session = value
                 elif key == "exit":
                     ex.exits = [int(v) for v in value.split()]
-                elif key in ("stderr", "excerpt"):
+                elif key == "stderr":
+                    ex.stderr = value
+                elif key in ("prompt", "excerpt"):
                     setattr(ex, key, value == "yes")
+                elif key == "copy":
+                    ex.copies.append(value)
                 elif key in ("head", "columns"):
                     setattr(ex, key, int(value))
                 elif key == "mask":
@@ -217,16 +234,22 @@ def collect(only: list[Path] | None = None) -> tuple[dict[str, Session], list[Ex
 def unmarked(among: list[Path] | None = None) -> list[str]:
     """Output blocks with neither an `example` nor an `illustrative` marker (of `among`, default every page)."""
     return [f"{b.where}: an output block ({b.info or 'no language'}) with no <!-- example: ... --> "
-            f"or <!-- illustrative: ... --> above it"
+            f"or <!-- illustrative: ... --> or <!-- generated-by: TEST --> above it"
             for page in among or pages() for b in blocks(page)
-            if b.is_output and not (b.marker and b.marker.startswith(("<!-- example:", "<!-- illustrative:")))]
+            if b.is_output and not (b.marker and b.marker.startswith(MARKERS))]
+
+
+def generated_by() -> list[tuple[Block, str]]:
+    """Each block marked `generated-by`, with the test file it names."""
+    return [(b, b.marker.removeprefix("<!-- generated-by:").removesuffix("-->").strip())
+            for page in pages() for b in blocks(page) if b.marker and b.marker.startswith(MARKERS[2])]
 
 
 # --------------------------------------------------------------------------- normalizing
 
 _RUN_ID = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{6}\b")
 _STAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?")
-_TIMING = re.compile(r"latency|_ms\b|\d ms\b|\bms\b|wall|throughput|per_s\b|p50|p95", re.I)
+TIMING = re.compile(r"latency|_ms\b|\d ms\b|\bms\b|wall|throughput|per_s\b|p50|p95", re.I)
 _NUMBER = re.compile(r"(?<![\w@.])[+-]?\d[\d,]*(?:\.\d+)?|±0")  # not the 5 of Recall@5, the 50 of p50
 _PAD = re.compile(r" {2,}|([─━═]){2,}")
 
@@ -238,13 +261,13 @@ def normalize(text: str, masks: list[str]) -> list[str]:
         for mask in masks:
             line = re.sub(mask, "<masked>", line)
         line = _STAMP.sub("<time>", _RUN_ID.sub("<run-id>", line))
-        if _TIMING.search(line):
+        if TIMING.search(line):
             line = _NUMBER.sub("<t>", line)
         out.append(_PAD.sub(lambda m: m.group(1) or " ", line).rstrip())
     return out
 
 
-def _is_excerpt_of(shown: list[str], produced: list[str]) -> bool:
+def is_excerpt_of(shown: list[str], produced: list[str]) -> bool:
     """Each run of shown lines between `…` lines appears in `produced`, in order."""
     runs: list[list[str]] = [[]]
     for line in shown:
@@ -304,8 +327,10 @@ def run_session(name: str, session: Session | None, examples: list[Example]) -> 
     """Set up the session's folder, run its examples in order; the outcomes, in that order."""
     with tempfile.TemporaryDirectory(prefix="evalkit-example-") as tmp:
         folder = Path(tmp).resolve()
-        for item in COPIED:
+        extra = [*(session.copies if session else []), *(c for ex in examples for c in ex.copies)]
+        for item in (*COPIED, *extra):
             src = ROOT / item
+            (folder / item).parent.mkdir(parents=True, exist_ok=True)
             (shutil.copytree if src.is_dir() else shutil.copy)(src, folder / item)
         stop, url = None, None
         if session is not None and session.serve:
@@ -327,8 +352,10 @@ def run_session(name: str, session: Session | None, examples: list[Example]) -> 
                     if done.returncode != want:
                         outcome.problem = (f"`{command}` exited {done.returncode}, the marker says {want}: "
                                            f"{done.stderr.strip()[-800:]}")
-                    text = done.stdout + (done.stderr if ex.stderr else "")
+                    text = {"yes": done.stdout + done.stderr, "first": done.stderr + done.stdout}.get(ex.stderr,
+                                                                                                      done.stdout)
                     lines = _relative(text, folder, url).rstrip("\n").splitlines()
+                    parts += [f"$ {command}"] if ex.prompt else []
                     parts += [line.rstrip() for line in lines[:ex.head]]
                 outcome.produced = "\n".join(parts) + "\n"
                 outcomes.append(outcome)
@@ -361,7 +388,7 @@ def stale(outcome: Outcome) -> str | None:
         return f"{ex.block.where}: {outcome.problem}"
     doc, out = normalize(shown(ex.block), ex.masks), normalize(outcome.produced, ex.masks)
     if ex.excerpt:
-        if _is_excerpt_of(doc, out):
+        if is_excerpt_of(doc, out):
             return None
         return (f"{ex.block.where}: the excerpt's lines are not in what `{ex.commands[0]}` prints, in order; "
                 f"re-cut it by hand from:\n{outcome.produced}")

@@ -51,8 +51,17 @@ def test_normalizing_hides_run_ids_times_and_latencies_but_no_metric() -> None:
 
 
 def test_an_excerpt_keeps_its_order_and_its_adjacent_lines() -> None:
-    is_excerpt = _tool()._is_excerpt_of
+    is_excerpt = _tool().is_excerpt_of
     out = ["a", "b", "c", "d", "e"]
     assert is_excerpt(["a", "b", "…", "d"], out)
     assert not is_excerpt(["a", "c"], out)  # adjacent in the docs, not in the output
     assert not is_excerpt(["d", "…", "b"], out)
+
+
+def test_a_block_generated_by_another_test_names_a_test_that_reads_its_page() -> None:
+    named = _tool().generated_by()
+    assert named
+    for block, test in named:
+        path = ROOT / test
+        assert path.is_file() and path.name.startswith("test_"), (block.where, test)
+        assert block.page.name in path.read_text(encoding="utf-8"), (block.where, test)

@@ -466,7 +466,8 @@ def _docs_queries() -> list[tuple[str, str]]:
     text = (ROOT / "docs" / "sharing.md").read_text(encoding="utf-8")
     section = text[text.index("## The results database"):]
     section = section[: section.find("\n## ", 5) if "\n## " in section[5:] else len(section)]
-    pairs = re.findall(r"```bash\n(evalkit query-runs .*?)\n```\n+```text\n(.*?)```", section, flags=re.S)
+    pairs = re.findall(r"```bash\n(evalkit query-runs .*?)\n```\n+(?:<!-- .*? -->\n)?```text\n(.*?)```", section,
+                       flags=re.S)
     return [(shlex.split(command)[-1], output) for command, output in pairs]
 
 

@@ -185,7 +185,7 @@ def test_the_docs_example_is_what_the_command_prints() -> None:
 
     root = DATA.parent.parent.parent
     text = (root / "docs" / "interop.md").read_text()
-    block = text.split("<!-- trec-run-example -->", 1)[1].split("```console\n", 1)[1].split("```", 1)[0]
+    block = text.split("<!-- generated-by: tests/unit/test_trec_eval_parity.py -->", 1)[1].split("```console\n", 1)[1].split("```", 1)[0]
     command, *shown = block.rstrip("\n").split("\n")
     args = shlex.split(command.removeprefix("$ "))
     assert args[:2] == ["evalkit", "score"]
