@@ -151,8 +151,9 @@ def bias_lines(bias: Any) -> list[str]:
     """The --bias-probes lines under the summary table (metrics.json's `judge_bias`)."""
     if not isinstance(bias, dict):
         return []
-    out = [f"bias probes: {bias.get('n_cases')} cases (seed {bias.get('seed')}), score change under each probe, "
-           f"{round(100 * 0.95)}% interval"]
+    earlier = " (probes of an earlier judging session)" if bias.get("carried_over") else ""
+    out = [f"bias probes{earlier}: {bias.get('n_cases')} cases (seed {bias.get('seed')}), score change under each "
+           f"probe, {round(100 * 0.95)}% interval"]
     for probe, what in (("verbosity", f"answer padded ({bias.get('pad')})"), ("position", "context order reversed")):
         for name, e in (bias.get(probe) or {}).items():
             ci = e.get("ci") or [None, None]

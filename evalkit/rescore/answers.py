@@ -28,9 +28,14 @@ from evalkit.collector import fewer_collections
 from evalkit.config import judge_identity
 from evalkit.derive import RunFacts, rederive
 from evalkit.errors import InputError, Problem
-from evalkit.judges.base import JudgeItem, JudgeOutcome
 from evalkit.evalset.turns import record_turn
-from evalkit.judges.context import VaultReader, context_source, conversation_contexts, full_context
+from evalkit.judges.base import JudgeItem, JudgeOutcome
+from evalkit.judges.context import (
+    VaultReader,
+    context_source,
+    conversation_contexts,
+    full_context,
+)
 from evalkit.judges.provenance import (
     identity_key,
     identity_of_description,
@@ -565,12 +570,11 @@ async def _judge_run(
     # derive starts from what the run's files say, with this session's judge numbers.
     facts = RunFacts.stored(run, cfg, run.read_metrics() or {})
     facts.judge_stats, facts.judge = _metrics_judge(stats, summary, context), hashed_judge
-    if reliability is None:
-        # Not re-measured this session: the earlier spot check stays (an absent check is not
-        # a measured "no disagreement"), marked as measured on the verdicts before this one.
-        earlier = facts.owned_aggregate.get(Cell.JUDGE_RELIABILITY)
-        if isinstance(earlier, dict):
-            reliability = {**earlier, "carried_over": True}
+    # Not re-measured this session: the earlier spot check and bias probes stay (an absent
+    # check is not a measured "no disagreement", nor "no bias"), marked as measured on the
+    # verdicts before this one.
+    reliability = _kept(reliability, facts.owned_aggregate.get(Cell.JUDGE_RELIABILITY))
+    bias = _kept(bias, facts.owned_aggregate.get(Cell.JUDGE_BIAS))
     facts.owned_aggregate = {**facts.owned_aggregate, Cell.JUDGE_RELIABILITY: reliability, Cell.JUDGE_BIAS: bias}
     # One update: a kill mid-way leaves the old three files or the new three (store.py).
     metrics, _ = rederive(run, facts, records, config=cfg)
@@ -605,3 +609,11 @@ def _clear_batch(run: RunDir, batch: BatchOptions | None) -> None:
 def judge_run(run: RunDir, settings: JudgeSettings, **kwargs: Any) -> JudgeRunResult:
     """Synchronous door to judge_run_async (one event loop for the whole run)."""
     return asyncio.run(judge_run_async(run, settings, **kwargs))
+
+
+def _kept(measured: dict[str, Any] | None, earlier: Any) -> dict[str, Any] | None:
+    """A judge-check block of metrics.json (`judge_reliability`, `judge_bias`): this session's
+    measurement, or, when it made none, the earlier one marked `carried_over: true`."""
+    if measured is not None or not isinstance(earlier, dict):
+        return measured
+    return {**earlier, "carried_over": True}

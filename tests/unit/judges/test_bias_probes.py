@@ -15,7 +15,13 @@ from evalkit.cli.judge_answers import app
 from evalkit.judges.base import JudgeItem
 from evalkit.judges.bias import model_family, padded, self_preference, swapped
 from tests.support import write_run
-from tests.unit.judges.judge_helpers import CORRECT, GROUNDED, OPENAI_MODEL, make_record, openai_reply
+from tests.unit.judges.judge_helpers import (
+    CORRECT,
+    GROUNDED,
+    OPENAI_MODEL,
+    make_record,
+    openai_reply,
+)
 
 RUN_ID = "20250101T000000Z-bp0001"
 
@@ -73,10 +79,19 @@ def test_heuristic_is_blind_to_both_probes(tmp_path: Path):
             assert e["n"] == 3 and e["mean_change"] == 0.0 and e["ci"] == [0.0, 0.0]
     assert bias["position"]["groundedness"]["flip_rate"] == 0.0
     assert bias["self_preference"]["same_family"] is None  # the heuristic has no family
-    # A re-judge without the flag drops the probes it did not make.
-    again = _cli(results, tmp_path, "--quiet")
+    # A re-judge without the flag keeps the earlier probes (not a measured "no bias"), marked as
+    # carried over, as the spot check's block is; a new --bias-probes replaces them.
+    again = _cli(results, tmp_path, "--quiet", "--json")
     assert again.exit_code == 0
-    assert json.loads((results / RUN_ID / "metrics.json").read_text())["aggregate_metrics"].get("judge_bias") is None
+    kept = json.loads((results / RUN_ID / "metrics.json").read_text())["aggregate_metrics"]["judge_bias"]
+    assert kept == {**bias, "carried_over": True}
+    assert json.loads(again.stdout.strip().splitlines()[-1])["judge_bias"]["carried_over"] is True
+    shown = _cli(results, tmp_path)
+    assert "bias probes (probes of an earlier judging session): 3 cases" in shown.output
+    fresh = _cli(results, tmp_path, "--bias-probes", "2", "--quiet")
+    assert fresh.exit_code == 0
+    block = json.loads((results / RUN_ID / "metrics.json").read_text())["aggregate_metrics"]["judge_bias"]
+    assert block["n_cases"] == 2 and "carried_over" not in block
 
 
 def _biased_judge(request: httpx.Request) -> httpx.Response:
