@@ -83,6 +83,8 @@ DERIVED_FILES = (SUMMARY_FILE, RESULTS_JSON, REPORT_FILE)
 JUDGE_BATCH_FILE = "judge_batch.json"
 # Verdicts a batch paid for that the judge cache could not store, until a rerun stores them.
 JUDGE_BATCH_KEPT = "judge_batch_kept.jsonl"
+# `evalkit analyze-embeddings`'s analysis (evalkit.embeddings.analysis), shown by report.html.
+EMBEDDINGS_FILE = "embeddings.json"
 # metrics.json changed and DERIVED_FILES have not been rendered from it since (module docstring).
 DERIVE_PENDING = ".derive-pending"
 # write_together renames in this order; the marker says which of them an update holds.
@@ -95,7 +97,7 @@ _STAGED_SUFFIX = ".new"
 WRITER_LOCK = ".writer.lock"
 # Every file of a run folder written through the atomic writer. `RunDir.write_file` refuses
 # any other name, so recovery's clean-up of `.<name>.<random>.tmp` (below) misses none.
-ATOMIC_FILES = (*RUN_FILES, *DERIVED_FILES, JUDGE_BATCH_FILE, JUDGE_BATCH_KEPT, DERIVE_PENDING)
+ATOMIC_FILES = (*RUN_FILES, *DERIVED_FILES, JUDGE_BATCH_FILE, JUDGE_BATCH_KEPT, EMBEDDINGS_FILE, DERIVE_PENDING)
 # Temp files our writes create: write_atomic's `.<file>.<random>.tmp` and the marker's temp.
 _STALE_TMP = re.compile(
     "|".join([*(rf"\.{re.escape(name)}\.[^/]+\.tmp" for name in ATOMIC_FILES), rf"{re.escape(COMMIT_MARKER)}\.tmp"])

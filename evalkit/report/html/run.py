@@ -28,7 +28,7 @@ from evalkit.report.run import metric_value, summary_keys
 from evalkit.report.summary_md import dataset_version_text
 from evalkit.store.runlog import Cell as MetricsCell
 from evalkit.store.runlog import Met
-from evalkit.store.runs import REPORT_FILE, RunDir
+from evalkit.store.runs import EMBEDDINGS_FILE, REPORT_FILE, RunDir
 
 __all__ = ["RunView", "build_run_view", "render_run_report", "write_run_report"]
 
@@ -107,6 +107,8 @@ class RunView:
     categories: list[str] = field(default_factory=list)
     outcomes: list[str] = field(default_factory=list)
     metrics_missing: bool = False
+    # embeddings.json (`evalkit analyze-embeddings`), cut for the page (`_embeddings`); None: none.
+    embeddings: dict[str, Any] | None = None
 
 
 def _num(v: Any) -> float | None:
@@ -222,6 +224,46 @@ def _config_rows(config: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[
     return rows
 
 
+# Rows of the embedding section's tables: the farthest gold cases and the clusters.
+EMBEDDING_ROWS = 20
+
+
+def _embeddings(run: RunDir) -> dict[str, Any] | None:
+    """embeddings.json cut for the page (the farthest cases and the clusters, EMBEDDING_ROWS
+    each), or None when the run has none. A file that cannot be read is said, not fatal."""
+    from evalkit.errors import InputError
+    from evalkit.jsonio import read_json
+
+    path = run.path / EMBEDDINGS_FILE
+    if not path.is_file():
+        return None
+    try:
+        body = read_json(path, what=EMBEDDINGS_FILE)
+    except InputError as e:
+        return {"error": {"message": f"{EMBEDDINGS_FILE} could not be read: {e}"}}
+    if not isinstance(body, Mapping):
+        return {"error": {"message": f"{EMBEDDINGS_FILE} is not a JSON object"}}
+    far = dict(body.get("far_gold") or {})
+    far["shown"] = list(far.get("cases") or [])[:EMBEDDING_ROWS]
+    clusters = dict(body.get("clusters") or {})
+    clusters["shown"] = [{**c, "failing_ids": list(c.get("failing_ids") or [])[:10]}
+                         for c in list(clusters.get("clusters") or [])[:EMBEDDING_ROWS] if isinstance(c, Mapping)]
+    dist = body.get("distribution") or {}
+    rows = [("question ↔ best gold support", dist.get("q_gold_best")),
+            ("question ↔ best retrieved chunk (top K)", dist.get("q_retrieved_best")),
+            ("gap (gold − retrieved)", dist.get("gap")),
+            ("question ↔ gold, failing cases", dist.get("q_gold_best_failing")),
+            ("question ↔ gold, passing cases", dist.get("q_gold_best_passing"))]
+    return {
+        "error": body.get("error"), "embedder": body.get("embedder") or {}, "k": body.get("k"),
+        "computed_at": body.get("computed_at"), "n_cases": body.get("n_cases"),
+        "gold_unresolved": body.get("gold_unresolved"), "gold_from_retrieved": body.get("gold_from_retrieved"),
+        "distribution": [(label, d) for label, d in rows if isinstance(d, Mapping)],
+        "gold_closer": dist.get("gold_closer"), "retrieved_closer": dist.get("retrieved_closer"),
+        "far": far, "clusters": clusters,
+    }
+
+
 def build_run_view(run: RunDir, table: CaseTable) -> RunView:
     """Read a run folder into the report's view model; `table` is its case table
     (`cases.read_case_table`).
@@ -272,6 +314,7 @@ def build_run_view(run: RunDir, table: CaseTable) -> RunView:
         categories=table.categories,
         outcomes=table.outcomes,
         metrics_missing=missing,
+        embeddings=_embeddings(run),
     )
 
 
@@ -279,6 +322,8 @@ NAV = (
     ("headline", "Headline"), ("at-k", "Per K"), ("breakdowns", "Breakdowns"), ("latency", "Latency"),
     ("cost", "Cost"), ("judge", "Judge"), ("cases", "Cases"), ("config", "Config"),
 )
+# Shown after "Judge" when the run has embeddings.json.
+EMBEDDINGS_NAV = ("embeddings", "Embeddings")
 
 
 def _page(run: RunDir, table: CaseTable) -> tuple[str, str]:
@@ -286,7 +331,8 @@ def _page(run: RunDir, table: CaseTable) -> tuple[str, str]:
     from evalkit.report.html.page import page_context, render_page
 
     view = build_run_view(run, table)
-    page = page_context(f"Run {view.run_id}", run_ids=[view.run_id], created_at=view.created_at, nav=NAV,
+    nav = NAV if view.embeddings is None else (*NAV[:6], EMBEDDINGS_NAV, *NAV[6:])
+    page = page_context(f"Run {view.run_id}", run_ids=[view.run_id], created_at=view.created_at, nav=nav,
                         subtitle=f"{view.n_cases:,} cases · K = {view.k}")
     html = render_page("run.html.j2", page=page, run=view, case_details=_DETAILS_SLOT)
     before, slot, after = html.partition(_DETAILS_SLOT)
