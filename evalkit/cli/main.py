@@ -41,7 +41,7 @@ COMMANDS = [
     ("check-target", "check_target", RUN, "Check a chatbot against the /api/v1/ask contract."),
     ("serve-reference", "serve_reference", RUN, "Serve the built-in reference chatbot over HTTP."),
     ("score", "score", SCORE, "Score a stored run again: retrieval, abstention, answers."),
-    ("analyze-embeddings", "analyze_embeddings", SCORE, "Embed a run's questions and gold; find far gold, clusters."),
+    ("embed", "embed", SCORE, "Embed a run's texts: far gold, clusters of failing questions."),
     ("compare", "compare_runs", COMPARE, "Compare two runs and decide whether the change may merge."),
     ("report", "report", REPORT, "Write an HTML report: a run, two runs, or the trend."),
     ("export", "export", REPORT, "Export a run as TREC files for trec_eval or ranx."),

@@ -3,4 +3,4 @@ clustering quality): `embedders.py` turns texts into vectors (the offline lexica
 any OpenAI-compatible `/v1/embeddings` endpoint, cached in the judge cache), `analysis.py`
 measures question-to-gold against question-to-retrieved similarity, finds the cases whose
 gold is far from the question and clusters the questions to show where failures gather,
-and writes `embeddings.json` into the run folder (`evalkit analyze-embeddings`)."""
+and writes `embeddings.json` into the run folder (`evalkit embed`)."""

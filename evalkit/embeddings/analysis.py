@@ -206,8 +206,8 @@ def _num(x: float) -> float | None:
 
 
 def terms(text: str) -> set[str]:
-    """A question's terms for the clusters' top terms: NFKC, lower-cased words of letters
-    (inner ' and - kept), stop words and one-letter words left out."""
+    """A question's terms for the clusters' top terms: NFKC, lower-cased words that start
+    with a letter (digits after it, inner ' and - kept), stop words and one-letter words left out."""
     words = _TERM.findall(unicodedata.normalize("NFKC", text).lower())
     return {w for w in words if len(w) > 1 and w not in _STOPWORDS}
 

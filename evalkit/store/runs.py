@@ -83,7 +83,7 @@ DERIVED_FILES = (SUMMARY_FILE, RESULTS_JSON, REPORT_FILE)
 JUDGE_BATCH_FILE = "judge_batch.json"
 # Verdicts a batch paid for that the judge cache could not store, until a rerun stores them.
 JUDGE_BATCH_KEPT = "judge_batch_kept.jsonl"
-# `evalkit analyze-embeddings`'s analysis (evalkit.embeddings.analysis), shown by report.html.
+# `evalkit embed`'s analysis (evalkit.embeddings.analysis), shown by report.html.
 EMBEDDINGS_FILE = "embeddings.json"
 # metrics.json changed and DERIVED_FILES have not been rendered from it since (module docstring).
 DERIVE_PENDING = ".derive-pending"

@@ -16,7 +16,7 @@ from evalkit.cli import main as cli_main
 from evalkit.cli.main import ALIASES, COMMANDS, GROUPS, app
 
 # docs/development.md, "CLI names": a verb, or verb-noun. A new verb goes here with its command.
-VERBS = {"init", "generate", "import", "label", "validate", "run", "merge", "reproduce", "check", "serve", "score",
+VERBS = {"embed", "init", "generate", "import", "label", "validate", "run", "merge", "reproduce", "check", "serve", "score",
          "compare", "report", "export", "redact", "lock", "show", "promote", "index", "query"}
 
 

@@ -13,6 +13,7 @@ import pytest
 import typer
 
 import evalkit
+import evalkit.embeddings.embedders
 import evalkit.reference.openai_compat
 import evalkit.store.runs
 import evalkit.store.resultsdb
@@ -70,6 +71,9 @@ MAKERS = {
     # the results database's refusals (a run folder it leaves out, a file of another layout)
     evalkit.store.resultsdb.NotIndexable: lambda: evalkit.store.resultsdb.NotIndexable(Problem(TEXT, path="results/r")),
     evalkit.store.resultsdb.StaleSchema: lambda: evalkit.store.resultsdb.StaleSchema(Problem(TEXT, path="runs.sqlite")),
+    # an embeddings endpoint that failed (its reply's text is in the message)
+    evalkit.embeddings.embedders.EmbeddingError: lambda: evalkit.embeddings.embedders.EmbeddingError(
+        Problem(TEXT, field="--embed-base-url")),
 }
 
 

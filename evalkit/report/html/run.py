@@ -107,7 +107,7 @@ class RunView:
     categories: list[str] = field(default_factory=list)
     outcomes: list[str] = field(default_factory=list)
     metrics_missing: bool = False
-    # embeddings.json (`evalkit analyze-embeddings`), cut for the page (`_embeddings`); None: none.
+    # embeddings.json (`evalkit embed`), cut for the page (`_embeddings`); None: none.
     embeddings: dict[str, Any] | None = None
 
 

@@ -1,4 +1,4 @@
-"""analyze_embeddings.py: `evalkit analyze-embeddings --run-id ID`, the embedding analysis of a
+"""embed.py: `evalkit embed --run-id ID`, the embedding analysis of a
 stored run (evalkit.embeddings.analysis; EVAL.md, "Embedding analysis").
 
 Writes embeddings.json into the run folder (and re-renders its report.html when it has one).
@@ -20,6 +20,7 @@ import typer
 from evalkit.cli.common import (
     RESULTS_DIR,
     RUN_ID,
+    PanelledCommand,
     exit_on_known_errors,
     judge_options,
     load_dotenv_once,
@@ -41,7 +42,7 @@ _JUDGE = judge_options("Cache")
 _TARGET = target_options("Endpoint")
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 def main(
     run_id: str = RUN_ID,
     results_dir: Path = RESULTS_DIR,
@@ -96,7 +97,7 @@ def main(
             from evalkit.errors import InputError, Problem
 
             raise InputError(Problem("is not a folder", path=str(notes), field="--notes"))
-        with run.writer("analyze-embeddings"):
+        with run.writer("embed"):
             try:
                 body = analyze_run(run, embedder, notes=notes, far_percentile=far_percentile,
                                    max_clusters=max_clusters, seed=seed)
