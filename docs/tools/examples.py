@@ -22,7 +22,8 @@ the other), in the folder of its session `in: NAME` (default: a session of its o
 the block must be what it prints. Options: `exit: N` (or one code per command; default 0),
 `stderr: yes` (stderr after stdout; `first`: before it), `prompt: yes` (the block shows
 `$ COMMAND` above each output), `copy: PATH` (a file or folder of this checkout copied
-into its own session, repeatable), `head: N` (each command's first N lines), `excerpt: yes`
+into its own session, repeatable), `head: N` (each command's first N lines), `grep: REGEX`
+(only the lines it matches, searched), `excerpt: yes`
 (the block is a cut: its lines appear in the output in this order, a line `…` standing for
 lines left out; `--write` cannot re-cut one, it names it), `columns: N` (COLUMNS, default 80:
 what rich assumes when piped), `mask: REGEX` (this block's own varying part, such as a
@@ -123,6 +124,7 @@ class Example:
     prompt: bool = False
     copies: list[str] = field(default_factory=list)
     head: int | None = None
+    grep: str | None = None
     excerpt: bool = False
     columns: int = 80
     masks: list[str] = field(default_factory=list)
@@ -221,6 +223,8 @@ def collect(only: list[Path] | None = None) -> tuple[dict[str, Session], list[Ex
                     ex.copies.append(value)
                 elif key in ("head", "columns"):
                     setattr(ex, key, int(value))
+                elif key == "grep":
+                    ex.grep = value
                 elif key == "mask":
                     ex.masks.append(value)
                 else:
@@ -356,6 +360,7 @@ def run_session(name: str, session: Session | None, examples: list[Example]) -> 
                                                                                                       done.stdout)
                     lines = _relative(text, folder, url).rstrip("\n").splitlines()
                     parts += [f"$ {command}"] if ex.prompt else []
+                    lines = [line for line in lines if ex.grep is None or re.search(ex.grep, line)]
                     parts += [line.rstrip() for line in lines[:ex.head]]
                 outcome.produced = "\n".join(parts) + "\n"
                 outcomes.append(outcome)
