@@ -42,7 +42,9 @@ exit 0; `copy: PATH` lines copy more of this checkout), then its examples, in pa
 a shell would but run without one. No target is given to them, so they evaluate the reference
 chatbot in process over the copied sample_vault; `serve: yes` on a setup starts the reference
 chatbot on loopback (evalkit.reference.server.start_reference_server, as the test fixture
-`reference_server` does) and `http://localhost:8080` in its commands means it. The
+`reference_server` does) and `http://localhost:8080` in its commands means it; `serve:
+failing` starts the tests' fault server answering HTTP 500 to everything
+(tests/integration/fault_server.py) there instead. The
 environment is the tests' (tests/support.py `clean_env`): no API key, no endpoint, no proxy.
 `illustrative` marks an output that cannot be produced offline (a real LLM judge, a remote
 chatbot) or is a hypothetical case; docs/tools/hooks.py shows its reason on the site.
@@ -134,7 +136,7 @@ class Example:
 class Session:
     name: str
     commands: list[str] = field(default_factory=list)
-    serve: bool = False
+    serve: str = ""  # "yes": the reference chatbot; "failing": a server answering HTTP 500
     copies: list[str] = field(default_factory=list)
     where: str = ""
 
@@ -189,8 +191,8 @@ def collect(only: list[Path] | None = None) -> tuple[dict[str, Session], list[Ex
                 problems.append(f"{where}: session {m.group(1)!r} is declared twice (first at {sessions[m.group(1)].where})")
             session = Session(m.group(1), where=where)
             for line in (s.strip() for s in m.group(2).splitlines()):
-                if line == "serve: yes":
-                    session.serve = True
+                if line.startswith("serve: "):
+                    session.serve = line.removeprefix("serve: ")
                 elif line.startswith("copy: "):
                     session.copies.append(line.removeprefix("copy: "))
                 elif line:
@@ -337,10 +339,15 @@ def run_session(name: str, session: Session | None, examples: list[Example]) -> 
             (folder / item).parent.mkdir(parents=True, exist_ok=True)
             (shutil.copytree if src.is_dir() else shutil.copy)(src, folder / item)
         stop, url = None, None
-        if session is not None and session.serve:
+        if session is not None and session.serve == "yes":
             from evalkit.reference.server import start_reference_server
 
             url, stop = start_reference_server(folder / "sample_vault")
+        elif session is not None and session.serve == "failing":
+            sys.path.insert(0, str(ROOT))
+            from tests.integration.fault_server import start_fault_server
+
+            url, stop = start_fault_server({"*": "500"})
         try:
             for command in session.commands if session else []:
                 done = _run(command, folder, url, 80)
