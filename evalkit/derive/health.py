@@ -48,7 +48,7 @@ from evalkit.evalset.anchors import (
 )
 from evalkit.schema import REVIEW_SOURCES
 from evalkit.store.runlog import Rec
-from evalkit.targets.contract import MEMO_CHUNKS, ContractCheck, chunk_keys
+from evalkit.targets.contract import ContractCheck, chunk_keys
 
 __all__ = ["NO_CHUNKS_SHARE", "UNMEASURABLE", "RunHealth", "is_health_warning", "run_warnings"]
 
@@ -119,9 +119,9 @@ class RunHealth:
         self._supports: dict[tuple, _Support] = {}
         self._paths: dict[Any, Any] = {}  # one copy of each raw chunk path (a file has many chunks)
         self.unreviewed: dict[str, None] = {}  # ids, in order, once each (--trials)
+        # Its memo of the run's chunks also tells `add` which answers hold only chunks
+        # recorded before (`ContractCheck.seen_clean`): one lookup a chunk serves both.
         self.contract = ContractCheck()
-        # `_recorded_all`: the chunks already recorded, by their values (a memo, reset when full).
-        self._recorded: set[tuple] = set()
         self.with_chunks = 0  # answerable, labeled cases that retrieved something
         self.bare_follow_ups: set[str] = set()  # later turns sent without their history
 
@@ -137,7 +137,10 @@ class RunHealth:
         chunks = rec.get("retrieved_chunks") or []
         keys = chunk_keys(chunks) if chunks else None
         self.contract.add(chunks, cid, keys)
-        if chunks and not self._recorded_all(keys):
+        # An answer of chunks the contract check's memo held, all clean (ids str or None, so
+        # equal keys are equal ids), was recorded when they entered it: every key enters the
+        # memo through this `add`, and an answer with a new one is recorded whole below.
+        if chunks and not self.contract.seen_clean:
             for c in chunks:
                 if c.get("chunk_id"):
                     self.seen_ids.add(str(c["chunk_id"]))
@@ -148,7 +151,6 @@ class RunHealth:
                 if location not in self._seen:
                     self._seen.add(location)
                     self.seen_by_file[normalize_rel_path(raw)].append(location)
-            self._remember(keys)
         if case.get("answerable", True):
             self.answered += 1
             if not chunks:
@@ -160,30 +162,6 @@ class RunHealth:
                 conversation = case.get("conversation")
                 if isinstance(conversation, Mapping) and (conversation.get("turn") or 1) > 1 and not rec.get("history"):
                     self.bare_follow_ups.add(cid)  # asked without the turns before it (--history none)
-
-    def _recorded_all(self, keys: list[tuple] | None) -> bool:
-        """Whether every chunk of these `chunk_keys` was recorded already (its location in
-        `_seen`, its id in `seen_ids`): a run returns the same chunks again and again, and
-        one C call over the answer's keys skips them."""
-        if keys is None:
-            return False
-        try:
-            return self._recorded.issuperset(keys)
-        except TypeError:  # an unhashable value: read field by field
-            return False
-
-    def _remember(self, keys: list[tuple] | None) -> None:
-        """Remember recorded chunks by their `chunk_keys`, those whose id is a str or None:
-        1 and True are equal keys but not equal ids (str() of each goes into `seen_ids`)."""
-        if keys is None:
-            return
-        known = self._recorded
-        if len(known) >= MEMO_CHUNKS:
-            known.clear()
-        try:
-            known.update(k for k in keys if k[0] is None or type(k[0]) is str)
-        except TypeError:
-            pass
 
     def _support(self, support: Mapping[str, Any]) -> _Support:
         """A support as `_Support`, one object per distinct support."""

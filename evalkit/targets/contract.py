@@ -314,14 +314,18 @@ class ContractCheck:
     def __init__(self) -> None:
         self.checked = 0
         self.broken: dict[str, Finding] = {}
-        # chunk key -> clean (`_chunk_is_clean`); a memo, cleared when full. `derive.health`
-        # remembers the same key objects, so its lookup finds them in the CPU's caches.
+        # chunk key -> clean (`_chunk_is_clean`); a memo, cleared when full.
         self.known: dict[tuple, bool] = {}
+        # Whether the last answer `add`ed was chunks all in `known` before it, all clean (so
+        # their ids are str or None): `derive.health` then knows it recorded them already,
+        # without a lookup of its own (the lookups are the cost: cache misses on the keys).
+        self.seen_clean = False
 
     def add(self, chunks: Sequence[Mapping[str, Any]] | None, case_id: str | None = None,
             keys: list[tuple] | None = None) -> dict[str, str]:
         """Check one answer's retrieved chunks; returns what it broke ({rule: example}).
         `keys`: `chunk_keys(chunks)`, when the caller took them already."""
+        self.seen_clean = False
         if not chunks:
             return {}
         self.checked += 1
@@ -344,7 +348,8 @@ class ContractCheck:
         known = self.known
         try:
             flags = list(map(known.get, keys))
-            if None in flags:
+            fresh = None in flags
+            if fresh:
                 if len(known) >= MEMO_CHUNKS:
                     known.clear()
                 for k in keys:
@@ -353,6 +358,7 @@ class ContractCheck:
                 flags = list(map(known.__getitem__, keys))
             if flags.count(True) != len(flags):
                 return False
+            self.seen_clean = not fresh
             ids = list(map(_CHUNK_ID, keys))  # str or None (clean): distinct values, distinct ids
             if len(set(ids)) != len(ids):
                 return False

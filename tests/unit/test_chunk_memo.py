@@ -114,7 +114,6 @@ def test_run_warnings_are_those_of_reading_every_chunk(seed: int, monkeypatch: p
 
 def test_a_full_memo_starts_over_and_stays_right(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(contract, "MEMO_CHUNKS", 8)
-    monkeypatch.setattr(health, "MEMO_CHUNKS", 8)
     test_run_warnings_are_those_of_reading_every_chunk(99, monkeypatch)
 
 
@@ -129,3 +128,34 @@ def test_an_equal_chunk_whose_id_reads_otherwise_is_recorded_again() -> None:
     check = ContractCheck()
     assert check.add([{**chunk, "chunk_id": "1"}]) == {}
     assert "chunk_id_unique" in check.add([{**chunk, "chunk_id": "1"}, {**chunk, "chunk_id": 1, "rank": 2}])
+
+
+def test_one_lookup_a_chunk_serves_the_contract_and_the_run_warnings() -> None:
+    # The run warnings take "recorded already" from the contract check's memo: an answer of
+    # chunks it held before, all clean, is not read field by field again; an answer with a
+    # new chunk, or an unclean one, is (recording is idempotent, so the result is the same).
+    reads: list[str] = []
+
+    class Chunk(dict):  # counts the field-by-field reads (`get`); chunk_keys takes items
+        def get(self, key, default=None):
+            reads.append(key)
+            return super().get(key, default)
+
+    chunk = {"chunk_id": "x1", "rel_path": "a.md", "heading_path": "# A", "start_line": 1, "end_line": 2,
+             "text": "x", "rank": 1}
+    other = {**chunk, "chunk_id": "x2", "rel_path": "b.md", "rank": 2}
+    bad = {**chunk, "chunk_id": "x3", "heading_path": "A > B"}  # a heading out of form: not clean
+    h = RunHealth()
+
+    def add(*chunks: dict) -> int:
+        reads.clear()
+        h.add({"test_case_id": "q", "case": {}, "retrieved_chunks": [Chunk(c) for c in chunks]})
+        return len(reads)
+
+    assert add(chunk) > 0 and h.contract.known
+    assert add(chunk) == 0  # all known and clean: one lookup a chunk, no reading
+    assert add(chunk, other) > 0  # a new chunk: the answer is read whole
+    assert add(chunk, other) == 0
+    assert add(bad) > 0 and add(bad) > 0  # not clean: read every time, as before the memo
+    assert h.seen_ids == {"x1", "x2", "x3"}
+    assert sorted(h.seen_by_file) == ["a.md", "b.md"]
