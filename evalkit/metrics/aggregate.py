@@ -208,6 +208,27 @@ def _is_map(v: Any) -> bool:
     return type(v) is dict or (v is not None and isinstance(v, Mapping))
 
 
+_AT_K_VALUES = itemgetter(*AT_K_METRICS)
+_FLOATS = frozenset({float})
+
+
+def _at_k_values(block: Mapping) -> dict[str, float | None]:
+    """`{m: _num(block.get(m)) for m in AT_K_METRICS}`, told in a few C calls for the block
+    a stored record holds (every metric there, each a float, none NaN: `_num` of each is
+    itself). A sum that is not NaN has no NaN in it; any other block is read value by value."""
+    values = None
+    if type(block) is dict:  # not a subclass: a __missing__ would answer where .get says None
+        try:
+            values = _AT_K_VALUES(block)
+        except KeyError:
+            pass
+    if values is not None and set(map(type, values)) == _FLOATS:
+        total = sum(values)
+        if total == total:
+            return dict(zip(AT_K_METRICS, values))
+    return {m: _num(block.get(m)) for m in AT_K_METRICS}
+
+
 _JUDGE_KEYS = tuple((judge, f"{judge}_avg") for judge in _JUDGES)
 _QUALITY_KEYS = tuple((dim, f"answer_{dim}_avg") for dim in _QUALITY_DIMENSIONS)
 _LATENCY_KEYS = tuple((p, f"{p}_ms") for p in LATENCY_PHASES)
@@ -229,9 +250,8 @@ def extract_case(record: Mapping, ks: list[int]) -> dict:
         if block is None and not at_k_in and rm.get("k", ks[0]) == k:
             # A record in the seed's plain shape (no at_k): its values are at its own K.
             block = {m: rm.get(src) for m, src in _SEED_NAMES.items()}
-        block = block or {}
         # Unanswerable cases never count in retrieval means, whatever a record says.
-        at_k[key] = {m: _num(block.get(m)) for m in AT_K_METRICS} if answerable else dict.fromkeys(AT_K_METRICS)
+        at_k[key] = _at_k_values(block or {}) if answerable else dict.fromkeys(AT_K_METRICS)
     prim = at_k[str(ks[0])]
     values: dict[str, float | None] = {name: prim[src] for name, src in _PRIMARY.items()}
     recency = rm.get("recency")

@@ -221,3 +221,38 @@ def test_the_table_rows_are_the_reductions() -> None:
             else:
                 v = x["values"][name]
             assert (math.isnan(row[j]) and v is None) or row[j] == v, (name, row[j], v)
+
+
+class _Defaulting(dict):
+    def __missing__(self, key: str) -> float:
+        return 0.25  # what `block[m]` would answer where `block.get(m)` says None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_stored_at_k_blocks_are_reduced_as_before(seed: int) -> None:
+    # The at_k blocks a stored record holds (every metric a float) take a few C calls
+    # (`_at_k_values`): mostly such blocks here, with now and then one odd value, a missing
+    # or extra metric, a NaN or infinities (whose sum is NaN), or a mapping of another kind.
+    rng = random.Random(seed)
+    odd = [float("nan"), float("inf"), -float("inf"), -0.0, 1, True, None, "x", 1e308]
+    for _ in range(400):
+        blocks = {}
+        for k in (10, 5):
+            block: Any = {m: rng.choice([0.0, 0.5, 1.0, 1 / 3, 0.1]) for m in AT_K_METRICS}
+            r = rng.random()
+            if r < 0.3:
+                block[rng.choice(AT_K_METRICS)] = rng.choice(odd)
+            elif r < 0.35:
+                del block[rng.choice(AT_K_METRICS)]
+            elif r < 0.4:
+                block["extra"] = 2.0
+            elif r < 0.45:
+                block = _Defaulting({m: v for m, v in block.items() if rng.random() < 0.8})
+            elif r < 0.5:
+                block = MappingProxyType(block)
+            blocks[str(k)] = block
+        rec = {"case": {"answerable": rng.random() < 0.9, "gold_supports": [{}]},
+               Rec.RETRIEVAL_METRICS: {Rm.AT_K: blocks}}
+        got, want = extract_case(rec, [10, 5]), _old_extract_case(rec, [10, 5])
+        assert _same(got, want), (rec, got, want)
+        assert repr(got[Cell.AT_K]) == repr(want[Cell.AT_K])  # -0.0 stays -0.0
