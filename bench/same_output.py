@@ -19,8 +19,9 @@ The runs (real text: bench/real_answers.py):
     odd-answers       a python: target answering every kind of broken or unusual answer: fields
                       missing, extra, of the wrong type, null, non-finite, tuples, huge, raising,
                       not a dict, pydantic objects, ... (each must be recorded as before)
-    conversations     eval_set.conversations.jsonl over sample_vault (the in-process reference
-                      chatbot), --history live, then reference, 2 trials
+    conversations     eval_set.jsonl (its three conversations among single questions) over
+                      sample_vault (the in-process reference chatbot), --history live, then
+                      reference, 2 trials
 """
 
 from __future__ import annotations
@@ -153,9 +154,9 @@ def _runs(tmp: Path, url: str) -> dict[str, dict]:
         # depends on timing (in any tree).
         "odd-answers-judged": dict(base, concurrency=1, eval_set=str(sets["scifact"]), target=f"python:{tmp / 'bot_odd_slow.py'}:ask",
                                    limit=92),
-        "conversations-live": dict(base, eval_set=str(ROOT / "eval_set.conversations.jsonl"),
+        "conversations-live": dict(base, eval_set=str(ROOT / "eval_set.jsonl"),
                                    vault=str(ROOT / "sample_vault"), retrieval_only=True, history="live", trials=2),
-        "conversations-reference": dict(base, eval_set=str(ROOT / "eval_set.conversations.jsonl"),
+        "conversations-reference": dict(base, eval_set=str(ROOT / "eval_set.jsonl"),
                                         vault=str(ROOT / "sample_vault"), history="reference"),
         "sample-vault": dict(base, eval_set=str(ROOT / "eval_set.jsonl"), vault=str(ROOT / "sample_vault"),
                              retrieval_only=True),
