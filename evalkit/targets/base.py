@@ -54,6 +54,9 @@ _VERSION_FIELDS = (
     "chunker_version",
 )
 
+# find_missing_fields' fast checks: a dict whose keys hold all of these lacks none of them.
+_FIELD_SETS = {f: frozenset(f) for f in (_REFERENCE_FIELDS, _CHUNK_FIELDS, _VERSION_FIELDS)}
+
 
 class AskResult:
     """One validated answer from a target.
@@ -250,7 +253,7 @@ def find_missing_fields(raw: Mapping[str, Any], request: AskRequest | None = Non
     if mode != "off":
         sections.insert(1, "folder_selection")
     debug = raw.get("debug")
-    if not isinstance(debug, Mapping):
+    if type(debug) is not dict and not isinstance(debug, Mapping):
         return [*missing, "debug", *(f"debug.{s}" for s in sections)]
 
     if not isinstance(debug.get("retrieved_chunks"), list):
@@ -265,21 +268,26 @@ def find_missing_fields(raw: Mapping[str, Any], request: AskRequest | None = Non
             wanted = ["mode", "selected_folders"] + (["fallback_used"] if mode == "on_with_fallback" else [])
             missing += [f"debug.folder_selection.{k}" for k in wanted if _absent(fs, k)]
     timings = debug.get("timings_ms")
-    if not isinstance(timings, Mapping):
+    if type(timings) is not dict and not isinstance(timings, Mapping):
         missing.append("debug.timings_ms")
     else:
         wanted = (["folder_selection"] if mode != "off" else []) + ["retrieval", "generation"]
         missing += [f"debug.timings_ms.{k}" for k in wanted if _absent(timings, k)]
     versions = debug.get("versions")
-    if not isinstance(versions, Mapping):
+    if type(versions) is not dict and not isinstance(versions, Mapping):
         missing.append("debug.versions")
     else:
-        missing += [f"debug.versions.{k}" for k in _VERSION_FIELDS if _absent(versions, k)]
+        if not (type(versions) is dict and versions.keys() >= _FIELD_SETS[_VERSION_FIELDS]):
+            missing += [f"debug.versions.{k}" for k in _VERSION_FIELDS if _absent(versions, k)]
     return missing
 
 
 def _missing_in_items(items: Any, fields: Sequence[str], prefix: str) -> list[str]:
     if not isinstance(items, list):
+        return []
+    # The usual answer: every item a dict holding every field (a C compare of key views per item).
+    need = _FIELD_SETS[fields]
+    if all(type(it) is dict and it.keys() >= need for it in items):
         return []
     dicts = [it for it in items if type(it) is dict or isinstance(it, Mapping)]
     if not dicts:
