@@ -272,7 +272,9 @@ class RecordPass:
             from evalkit.report.results_json import MAX_CASES, encode_row
 
             # Looked up once, not per record: add() runs on the run's event loop.
-            self._rows, self._encode, self._max_rows = tempfile.TemporaryFile(), encode_row, MAX_CASES
+            # A megabyte's buffer: a row is about a kilobyte, and the default 8 KB buffer made
+            # a write call every few records.
+            self._rows, self._encode, self._max_rows = tempfile.TemporaryFile(buffering=1 << 20), encode_row, MAX_CASES
 
     def add(self, rec: dict[str, Any]) -> None:
         if self._rows is not None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from functools import cache
 from typing import Any
 
 from evalkit.config import LIST_STORE_ITEMS, TRUNCATE_CHARS, RunSettings, stored_answer
@@ -423,11 +424,23 @@ def _base_record(case_index: int, case: EvalCase, config: dict, coverage: dict |
     }
 
 
+@cache
+def _scorers() -> tuple[Callable[..., Any], ...]:
+    """(score_case_retrieval, score_expectations, score_case_abstention, case_latency_budget),
+    imported on first use (not at import: `--help` stays light) and looked up once, not by an
+    import statement per record (about a microsecond each, four per record)."""
+    from evalkit.metrics.abstention import score_case_abstention
+    from evalkit.metrics.expectations import score_expectations
+    from evalkit.metrics.latency import case_latency_budget
+    from evalkit.metrics.retrieval import score_case_retrieval
+
+    return score_case_retrieval, score_expectations, score_case_abstention, case_latency_budget
+
+
 def _latency_budget(record: Mapping[str, Any], settings: RunSettings, *, failed: bool = False) -> dict | None:
     """The record's `latency_budget` (metrics.latency.case_latency_budget): the case's own
     constraints.latency_budget_ms, else --latency-budget-ms, against latency.total_ms."""
-    from evalkit.metrics.latency import case_latency_budget
-
+    case_latency_budget = _scorers()[3]
     return case_latency_budget(
         record["case"], record["latency"]["total_ms"], settings.latency_budget_ms, failed=failed
     )
@@ -448,9 +461,7 @@ def error_record(
     A system failure scores 0 on every applicable retrieval metric (and counts in the
     error rates); the case is kept so that n stays the eval set's size.
     """
-    from evalkit.metrics.expectations import score_expectations
-    from evalkit.metrics.retrieval import score_case_retrieval
-
+    score_case_retrieval, score_expectations, _, _ = _scorers()
     record = _base_record(case_index, case, config, coverage)
     record["error"] = error.to_record()
     record["attempts"] = error.attempts
@@ -490,10 +501,7 @@ def build_record(
     Returns:
         The record and the top-K chunks with full text (the judges' context).
     """
-    from evalkit.metrics.abstention import score_case_abstention
-    from evalkit.metrics.expectations import score_expectations
-    from evalkit.metrics.retrieval import score_case_retrieval
-
+    score_case_retrieval, score_expectations, score_case_abstention, _ = _scorers()
     # The answer as plain JSON data (AskResult.plain: the validated response's model_dump), so
     # every dict below is its own copy.
     response = result.plain
