@@ -24,6 +24,7 @@ from evalkit.cli.common import (
     PanelledCommand,
     exit_on_known_errors,
     gate_options,
+    load_dotenv_once,
     plain_metavars,
     results_dir_option,
 )
@@ -93,6 +94,13 @@ def main(
     ),
     show_drift: int = typer.Option(5, "--show-drift", min=0, metavar="N", help="Changed answers to show with a word diff.", rich_help_panel=_O),
     max_flips: int = typer.Option(20, "--max-flips", min=0, metavar="N", help="Flips listed per direction in the terminal report (json has all).", rich_help_panel=_O),
+    pairwise_judge: Optional[str] = typer.Option(
+        None, "--pairwise-judge", metavar="JUDGE", rich_help_panel=_O,
+        help="Ask a judge which run answered each case better (A, B or tie), each pair twice with the order swapped "
+        "(the share that flips is its position bias): heuristic (offline), or PROVIDER:MODEL such as "
+        "openai:gpt-4o-2024-08-06 (a pinned model; openai-compatible's URL from EVALKIT_JUDGE_BASE_URL). Its verdicts "
+        "go to run b's pairwise_judge.jsonl and are tallied beside the human side-by-side reviews; not part of the gate.",
+    ),
     seed: int = typer.Option(0, "--seed", min=0, metavar="N", help="Seed of the bootstrap and randomization draws.", rich_help_panel=_S),
     resamples: int = typer.Option(10_000, "--resamples", min=1, metavar="N", help="Bootstrap resamples and random sign patterns per test.", rich_help_panel=_S),
     alpha: float = typer.Option(0.05, "--alpha", metavar="FLOAT", help="Significance level after correction.", rich_help_panel=_S),
@@ -149,6 +157,8 @@ def main(
         from evalkit.compare import save_baseline as write_baseline
         from evalkit.errors import GateFailed, InputError, Problem
 
+        if pairwise_judge is not None:
+            load_dotenv_once()  # the judge's key and EVALKIT_JUDGE_BASE_URL
         if output_format not in ("rich", "markdown", "json"):
             raise InputError(Problem(f"expected rich, markdown or json, got {output_format!r}", field="--format"))
         from evalkit.gate.verdict import parse_margins
@@ -162,6 +172,11 @@ def main(
             path = write_baseline(source, save_baseline)
             print(f"saved baseline of {source.run_id} to {path}", file=sys.stderr)
             return
+        if pairwise_judge is not None:  # its verdicts are kept in run b's folder; compare_runs tallies them
+            from evalkit.rescore.pairwise import judge_runs
+
+            judge_runs(open_source(a, results_dir, flag="--run-id-1"), open_source(b, results_dir, flag="--run-id-2"),
+                       pairwise_judge)
         # The gate's own default for every --regression-threshold-* not given; a preset's values
         # under the flags given beside it.
         thresholds, mrr_relative, fail_on_flip = _gate_thresholds(given)
@@ -209,8 +224,13 @@ def _gate_thresholds(given: dict) -> tuple[Thresholds, float, bool]:
     """
     from dataclasses import replace
 
-    from evalkit.gate.thresholds import Thresholds, gate_preset, parse_gate_by, parse_regression_thresholds
     from evalkit.errors import InputError, Problem
+    from evalkit.gate.thresholds import (
+        Thresholds,
+        gate_preset,
+        parse_gate_by,
+        parse_regression_thresholds,
+    )
 
     try:
         preset = gate_preset(given["gate_preset"]) if given["gate_preset"] is not None else None

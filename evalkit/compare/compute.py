@@ -693,11 +693,15 @@ def compare_runs(
         notes.append(f"the judge scored each answer {samples_a} time(s) in run a, {samples_b} in run b "
                      "(--judge-samples): a case's judge score is the mean of its samples, so the judge's own noise "
                      "is inside the judge metrics' intervals")
-    from evalkit.compare.pairwise import comparison_note
+    from evalkit.compare.pairwise import comparison_note, judge_note, judge_tallies
 
     pairwise = comparison_note(sa, sb)  # the human pairwise review kept in run b's folder, if any
     if pairwise is not None:
         notes.append(pairwise)
+    # The pairwise judges' verdicts beside the humans' (kept in run b's folder by
+    # rescore.pairwise.judge_runs: `compare --pairwise-judge`), each judge with its position flips.
+    judged_pairs = judge_tallies(sa, sb)
+    notes.extend(judge_note(t) for t in judged_pairs)
     pairing = _pair(ta, tb) if ta is not None and tb is not None else _Pairing([], np.empty(0, np.int64), np.empty(0, np.int64), {})
 
     cells_a, cells_b = _cells(agg_a), _cells(agg_b)
@@ -778,6 +782,7 @@ def compare_runs(
                             changed=list(corpus_changes(sa.metrics, sb.metrics)), same_corpus=same_corpus),
         drift=drift,
         stages=stages,
+        pairwise_judge=judged_pairs,
         gate=verdict,
         decision=decide(verdict, merge, on_inconclusive=on_inconclusive, allowed=bool(allow_regressions)),
         notes=notes,

@@ -310,6 +310,11 @@ class Comparison(BaseModel):
         description="failure stage per paired case, run a -> run b, with the cases behind each cell"
     )
     gate: GateReport
+    pairwise_judge: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="per pairwise judge with verdicts about these runs (run b's pairwise_judge.jsonl; --pairwise-judge "
+        "asks one): {judge, a, b, equal, stale, cases, n_flipped, flip_rate}; not part of the gate or the verdict",
+    )
     notes: list[str] = Field(default_factory=list)
 
     def significant_deltas(self) -> list[DeltaRow]:

@@ -33,8 +33,9 @@ from evalkit.store.runlog import Rec
 from evalkit.store.runs import RunDir, RunFolderError
 
 __all__ = [
-    "CHOICES", "PAIRWISE_FILE", "WRITER", "answer_sha256", "append_choice", "comparison_note", "latest_choices",
-    "pairwise_path", "read_choice_lines", "status_of", "tally",
+    "CHOICES", "JUDGE_FILE", "PAIRWISE_FILE", "WRITER", "answer_sha256", "append_choice", "comparison_note",
+    "append_judge_verdicts", "judge_note", "judge_path", "judge_tallies", "latest_choices", "pairwise_path", "read_choice_lines",
+    "status_of", "tally",
 ]
 
 PAIRWISE_FILE = "pairwise_review.jsonl"
@@ -185,3 +186,80 @@ def comparison_note(a: Any, b: Any) -> str | None:
     stale = f"; {t['stale']} stale (an answer changed since), left out" if t["stale"] else ""
     return (f"human pairwise review ({PAIRWISE_FILE}): run a better {t['a']}, run b better {t['b']}, equal {t['equal']} "
             f"over {t['cases']} case(s), {who}{stale}")
+
+
+# ---------------------------------------------------------------- the pairwise LLM judge
+# Its verdicts are kept as the human choices are, in a file of their own beside them
+# (`results/<run_b>/pairwise_judge.jsonl`): the same line (reviewer "judge:<name>"), plus what the
+# position probe saw (`first`, `swapped`, `flipped`), the prompt version and the reasoning; the
+# last line of a (case, run a, judge) wins and a changed answer makes it stale, so `tally`
+# counts both files alike. judges/pairwise.py is the judge, rescore/pairwise.py asks it.
+JUDGE_FILE = "pairwise_judge.jsonl"
+JUDGE_WRITER = "evalkit compare --pairwise-judge"
+JUDGE_PREFIX = "judge:"  # a verdict line's reviewer: judge:<provider:model> or judge:heuristic
+
+
+def judge_path(run_b: RunDir) -> Path:
+    return run_b.path / JUDGE_FILE
+
+
+def append_judge_verdicts(run_b: RunDir, lines: list[dict[str, Any]]) -> None:
+    """Append a pairwise judge's verdict lines (rescore.pairwise) to run b's pairwise_judge.jsonl
+    at once, under run b's writer lock.
+
+    Raises:
+        ValueError: a line breaks the rules of a choice (a caller's bug).
+        RunBusy: another command is changing run b; RunFolderError: the OS refused the write.
+    """
+    problems = [f"line {i}: {p}" for i, line in enumerate(lines, start=1) for p in _check(line)]
+    if problems:
+        raise ValueError("; ".join(problems))
+    if not lines:
+        return
+    path = judge_path(run_b)
+    try:
+        with run_b.writer(JUDGE_WRITER):
+            append_fsynced(path, b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    except OSError as e:
+        raise RunFolderError(Problem(f"cannot write {JUDGE_FILE}: {e.strerror or e}", path=str(path))) from None
+
+
+def judge_tallies(a: Any, b: Any) -> list[dict[str, Any]]:
+    """Per pairwise judge that has verdicts about run a against run b in run b's
+    pairwise_judge.jsonl: `tally`'s counts (its current verdicts; stale ones left out) plus the
+    position probe's `n_flipped` and `flip_rate` (share of current verdicts whose winner changed
+    when the order was swapped). [] when there is none."""
+    if a.run is None or b.run is None or not judge_path(b.run).exists():
+        return []
+    try:
+        lines = read_appended(judge_path(b.run), _check)
+    except OSError as e:
+        raise RunFolderError(Problem(f"cannot read {JUDGE_FILE}: {e.strerror or e}", path=str(judge_path(b.run)))) from None
+    choices = latest_choices(lines, a.run_id, b.run_id)
+    if not choices:
+        return []
+    wanted = set(choices)
+    sha_a = {str(r.get(Rec.CASE_ID)): answer_sha256(r) for r in a.iter_records(ids=wanted) if str(r.get(Rec.CASE_ID)) in wanted}
+    sha_b = {str(r.get(Rec.CASE_ID)): answer_sha256(r) for r in b.iter_records(ids=wanted) if str(r.get(Rec.CASE_ID)) in wanted}
+    answers = {cid: (sha_a[cid], sha_b[cid]) for cid in wanted if cid in sha_a and cid in sha_b}
+    judges = sorted({who for by in choices.values() for who in by})
+    out = []
+    for who in judges:
+        mine = {cid: {who: by[who]} for cid, by in choices.items() if who in by}
+        t = tally(mine, answers)
+        current = [line for cid, by in mine.items() for line in by.values()
+                   if cid in answers and status_of(line, *answers[cid]) != "stale"]
+        flipped = sum(1 for line in current if line.get("flipped") is True)
+        out.append({"judge": who.removeprefix(JUDGE_PREFIX), **{k: t[k] for k in (*CHOICES, "stale", "cases")},
+                    "n_flipped": flipped, "flip_rate": flipped / len(current) if current else None})
+    return out
+
+
+def judge_note(t: Mapping[str, Any]) -> str:
+    """compare's line about one pairwise judge's tally (`judge_tallies`)."""
+    stale = f"; {t['stale']} stale (an answer changed since), left out" if t["stale"] else ""
+    flips = "" if t["flip_rate"] is None else (
+        f"; position probe: {t['n_flipped']} of {t['cases']} verdict(s) flipped when the order was swapped "
+        f"({t['flip_rate']:.0%}, counted as equal)")
+    return (f"pairwise judge {t['judge']} ({JUDGE_FILE}): run a better {t['a']}, run b better {t['b']}, equal "
+            f"{t['equal']} over {t['cases']} case(s){flips}{stale}")
