@@ -30,12 +30,24 @@ def _tool():
     return sys.modules["docs_examples"]
 
 
-def test_every_example_output_is_what_its_command_prints() -> None:
+def _sessions() -> list[str]:
+    """The sessions, one test each: xdist spreads them over the cores, and a failure names one."""
+    return sorted({ex.session for ex in _tool().collect()[1]})
+
+
+def test_every_marker_reads() -> None:
+    _, examples, problems = _tool().collect()
+    assert examples, "no example is marked"
+    assert problems == []
+
+
+@pytest.mark.parametrize("session", _sessions())
+def test_every_example_output_is_what_its_command_prints(session: str) -> None:
     tool = _tool()
-    outcomes, problems = tool.run_all()
-    assert outcomes, "no example is marked"
+    sessions, examples, _ = tool.collect()
+    outcomes = tool.run_session(session, sessions.get(session), [ex for ex in examples if ex.session == session])
     stale = [why for why in map(tool.stale, outcomes) if why]
-    assert problems + stale == [], "\n\n".join(problems + stale)
+    assert stale == [], "\n\n".join(stale)
 
 
 def test_a_changed_number_in_a_block_is_caught() -> None:
