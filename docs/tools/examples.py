@@ -23,7 +23,8 @@ the block must be what it prints. Options: `exit: N` (or one code per command; d
 `stderr: yes` (stderr after stdout; `first`: before it), `prompt: yes` (the block shows
 `$ COMMAND` above each output), `copy: PATH` (a file or folder of this checkout copied
 into its own session, repeatable), `head: N` (each command's first N lines), `grep: REGEX`
-(only the lines it matches, searched), `excerpt: yes`
+(only the lines it matches, searched), `from: REGEX` and `until: REGEX` (from the first line
+matching one to the next line matching the other, both kept), `excerpt: yes`
 (the block is a cut: its lines appear in the output in this order, a line `…` standing for
 lines left out; `--write` cannot re-cut one, it names it), `columns: N` (COLUMNS, default 80:
 what rich assumes when piped), `mask: REGEX` (this block's own varying part, such as a
@@ -127,6 +128,8 @@ class Example:
     copies: list[str] = field(default_factory=list)
     head: int | None = None
     grep: str | None = None
+    start: str | None = None  # from:
+    until: str | None = None
     excerpt: bool = False
     columns: int = 80
     masks: list[str] = field(default_factory=list)
@@ -227,6 +230,10 @@ def collect(only: list[Path] | None = None) -> tuple[dict[str, Session], list[Ex
                     setattr(ex, key, int(value))
                 elif key == "grep":
                     ex.grep = value
+                elif key == "from":
+                    ex.start = value
+                elif key == "until":
+                    ex.until = value
                 elif key == "mask":
                     ex.masks.append(value)
                 else:
@@ -324,6 +331,15 @@ def _run(command: str, folder: Path, url: str | None, columns: int) -> subproces
                           timeout=600, stdin=subprocess.DEVNULL)
 
 
+def _cut(lines: list[str], ex: Example) -> list[str]:
+    """The lines `from:` ... `until:` and `grep:` keep."""
+    if ex.start is not None:
+        lines = lines[next((i for i, line in enumerate(lines) if re.search(ex.start, line)), len(lines)):]
+    if ex.until is not None:
+        lines = lines[:next((i + 1 for i, line in enumerate(lines) if re.search(ex.until, line)), len(lines))]
+    return [line for line in lines if ex.grep is None or re.search(ex.grep, line)]
+
+
 def _relative(text: str, folder: Path, url: str | None) -> str:
     text = text.replace(f"{folder}/", "").replace(str(folder), ".")
     return text.replace(url, SERVED_URL) if url else text
@@ -367,7 +383,7 @@ def run_session(name: str, session: Session | None, examples: list[Example]) -> 
                                                                                                       done.stdout)
                     lines = _relative(text, folder, url).rstrip("\n").splitlines()
                     parts += [f"$ {command}"] if ex.prompt else []
-                    lines = [line for line in lines if ex.grep is None or re.search(ex.grep, line)]
+                    lines = _cut(lines, ex)
                     parts += [line.rstrip() for line in lines[:ex.head]]
                 outcome.produced = "\n".join(parts) + "\n"
                 outcomes.append(outcome)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import textwrap
 from pathlib import Path
 
 import orjson
@@ -17,42 +16,12 @@ from tests.support import run_eval_api, write_eval_set
 
 pytestmark = pytest.mark.integration
 
-# The n-th ask of a question (n = 1, 2, 3) follows PLAN; with concurrency 1 the n-th ask is
-# trial n (trial-major order: every case once, then again).
-BOT = textwrap.dedent(
-    '''
-    import threading
-    ASKS = {}
-    LOCK = threading.Lock()
-    PLAN = {  # question: what each ask does: "hit" (gold at rank 1), "miss", "abstain", "error"
-        "qa": ["hit", "hit", "hit"],
-        "qb": ["hit", "miss", "hit"],
-        "qc": ["miss", "miss", "miss"],
-        "qd": ["abstain", "abstain", "miss"],
-        "qe": ["hit", "error", "hit"],
-    }
-
-    def ask(request):
-        q = request["question"]
-        with LOCK:
-            ASKS[q] = ASKS.get(q, 0) + 1
-            n = ASKS[q]
-        what = PLAN[q][(n - 1) % 3]
-        if what == "error":
-            raise RuntimeError("flaky backend")
-        path = f"notes/{q}.md" if what == "hit" else "notes/other.md"
-        chunk = {"chunk_id": f"{q}-{n}", "rel_path": path, "heading_path": "# H", "text": "t", "rank": 1}
-        return {"answer": "I don't know." if what == "abstain" else f"It is in [1].",
-                "abstained": what == "abstain",
-                "references": [{"rel_path": path, "heading_path": "# H"}],
-                "debug": {"retrieved_chunks": [chunk]}}
-    '''
-)
-
-CASES = [
-    {"id": q, "question": q, "answerable": q != "qd", **({"gold_supports": [{"rel_path": f"notes/{q}.md"}]} if q != "qd" else {})}
-    for q in ("qa", "qb", "qc", "qd", "qe")
-]
+# The bot and its cases are in docs/examples/, where docs/running.md's trials example runs them too:
+# the n-th ask of a question (n = 1, 2, 3) follows the bot's PLAN; with concurrency 1 the n-th
+# ask is trial n (trial-major order: every case once, then again).
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+BOT = (EXAMPLES / "flaky_bot.py").read_text(encoding="utf-8")
+CASES = [json.loads(line) for line in (EXAMPLES / "flaky_cases.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
 def _setup(tmp_path: Path) -> tuple[Path, str]:
