@@ -36,6 +36,7 @@ __all__ = [
     "CustomTally",
     "aggregate_custom",
     "custom_definitions",
+    "custom_label",
     "custom_value",
     "is_custom_name",
     "metric_name",
@@ -193,6 +194,12 @@ def custom_value(agg: Mapping[str, Any], name: str) -> tuple[float | None, int, 
         return None, 0, None
     mean = entry.get("mean")
     return (float(mean) if isinstance(mean, int | float) else None), int(entry.get("n") or 0), dict(entry)
+
+
+def custom_label(name: str, entry: Mapping[str, Any]) -> str:
+    """How every report names a custom metric: its name, marked "(heuristic)" when the offline
+    rubric proxy scored it (as a built-in judge score the heuristic gave is)."""
+    return name + (" (heuristic)" if entry.get("judge") == "heuristic" else "")
 
 
 def source_version(data: bytes) -> str:

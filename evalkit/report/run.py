@@ -20,6 +20,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from evalkit.metrics.custom import custom_definitions, custom_label
 from evalkit.metrics.registry import (
     HEADLINE_KEYS,
     OPERATIONAL_KEYS,
@@ -178,6 +179,10 @@ def summary_rows(metrics: Mapping[str, Any], judge: Mapping[str, Any] | None = N
     for key in keys:
         if key not in HEADLINE_KEYS and key not in OPERATIONAL_KEYS:
             row(key)
+    # A project's own metrics (rubric/…, scorer/…: evalkit run --rubric/--scorer), after the registry's.
+    for name, entry in sorted(custom_definitions(metrics).items()):
+        scale = entry.get("scale") if isinstance(entry.get("scale"), int | float) else 1
+        rows.append((custom_label(name, entry), f"{_fmt(entry.get('mean'))} of {scale:g}", str(entry.get("n", "—"))))
 
     lat = agg.get("latency") or {}
     rows.append(("Latency p50 / p95", f"{_ms(lat.get('p50_ms'))} / {_ms(lat.get('p95_ms'))}", str(lat.get("n", "—"))))

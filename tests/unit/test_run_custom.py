@@ -80,6 +80,14 @@ def test_a_run_is_scored_by_a_rubric_and_a_scorer_in_one_command(project: Path) 
     assert low.exit_code == 1 and "rubric/helpfulness" in low.output
 
 
+def test_the_terminal_summary_shows_the_custom_metrics(project: Path) -> None:
+    out = CliRunner().invoke(main_app, ["run", "--eval-set", "es.jsonl", "--target", "python:bot.py:ask", "--no-probe",
+                                        "--run-id", "r", "--rubric", "helpfulness.toml", "--scorer", "python:checks.py:cites"])
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())
+    assert "rubric/helpfulness (heuristic) │ 2.500 of 5 │ 4" in text and "scorer/cites │ 0.500 of 1 │ 4" in text
+
+
 def test_a_resumed_run_keeps_its_rubric_and_refuses_a_changed_one(project: Path) -> None:
     out = _run("--run-id", "r", "--rubric", "helpfulness.toml", "--ids", "q1,q2")
     assert out.exit_code == 0, out.output

@@ -14,7 +14,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from evalkit.metrics.custom import custom_definitions
+from evalkit.metrics.custom import custom_definitions, custom_label
 from evalkit.metrics.registry import (
     HEADLINE_KEYS,
     by_key,
@@ -142,8 +142,7 @@ def _headline_rows(agg: Mapping[str, Any], judge_heuristic: bool) -> list[tuple[
     # marked "(heuristic)" as a built-in judge score is when the offline heuristic gave them.
     for name, entry in sorted(custom_definitions({Met.AGGREGATE: agg}).items()):
         scale = _num(entry.get("scale")) or 1.0
-        label = name + (" (heuristic)" if entry.get("judge") == "heuristic" else "")
-        rows.append((name, (label, Cell(_num(entry.get("mean")), _int(entry.get("n")), scale),
+        rows.append((name, (custom_label(name, entry), Cell(_num(entry.get("mean")), _int(entry.get("n")), scale),
                             "score" if scale != 1.0 else "rate")))
     return rows
 
