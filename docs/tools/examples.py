@@ -262,7 +262,7 @@ def generated_by() -> list[tuple[Block, str]]:
 
 _RUN_ID = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{6}\b")
 _STAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?")
-TIMING = re.compile(r"latency|_ms\b|\d ms\b|\bms\b|wall|throughput|per_s\b|p50|p95", re.I)
+TIMING = re.compile(r"\blatency|_ms\b|\bms\b|\bwall\b|\bthroughput|per_s\b|\bp50\b|\bp95\b", re.I)
 _NUMBER = re.compile(r"(?<![\w@.])[+-]?\d[\d,]*(?:\.\d+)?|±0")  # not the 5 of Recall@5, the 50 of p50
 _PAD = re.compile(r" {2,}|([─━═]){2,}")
 
@@ -312,8 +312,14 @@ def _argv(command: str, url: str | None) -> list[str]:
     raise ValueError(f"only `python ...` and `evalkit ...` commands run: {command!r}")
 
 
+def _on_path() -> None:
+    """This checkout importable (tests/ is no package installed): for tests.support and the fault server."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+
+
 def _env(columns: int) -> dict[str, str]:
-    sys.path.insert(0, str(ROOT))
+    _on_path()
     from tests.support import clean_env
 
     return clean_env({"COLUMNS": str(columns), "PYTHONPATH": str(ROOT), "NO_COLOR": "1"})
@@ -360,7 +366,7 @@ def run_session(name: str, session: Session | None, examples: list[Example]) -> 
 
             url, stop = start_reference_server(folder / "sample_vault")
         elif session is not None and session.serve == "failing":
-            sys.path.insert(0, str(ROOT))
+            _on_path()
             from tests.integration.fault_server import start_fault_server
 
             url, stop = start_fault_server({"*": "500"})

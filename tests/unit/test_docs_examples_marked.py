@@ -47,6 +47,7 @@ def test_normalizing_hides_run_ids_times_and_latencies_but_no_metric() -> None:
     assert normalize(doc, []) == normalize(run, [])
     assert normalize(doc, []) != normalize(doc.replace("0.879", "0.897"), [])
     assert normalize(doc, []) != normalize(doc.replace("│  58 │", "│  59 │"), [])
+    assert normalize("the firewall blocks 12 ports", []) != normalize("the firewall blocks 13 ports", [])
     assert normalize("0.3  66  4.9/33.4", [r"[\d.]+/[\d.]+"]) == normalize("0.3 66 2.1/7.0", [r"[\d.]+/[\d.]+"])
 
 
