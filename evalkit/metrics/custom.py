@@ -30,6 +30,7 @@ from evalkit.store.runlog import Met, Rec
 
 __all__ = [
     "CUSTOM_ERRORS",
+    "CUSTOM_FAILED",
     "CUSTOM_METRICS",
     "CUSTOM_SCORES",
     "CustomMetric",
@@ -46,6 +47,9 @@ __all__ = [
 CUSTOM_SCORES = "custom_scores"  # the record's field
 CUSTOM_ERRORS = "custom_errors"  # the record's field: {name: {reason, detail}} of a rubric judge that gave no score
 CUSTOM_METRICS = "custom_metrics"  # the aggregate cell's block
+# metrics.json's warning of a run whose --rubric / --scorer failed as the run ended (a scorer
+# raised): kept until a later `evalkit score --rubric/--scorer` scores the run.
+CUSTOM_FAILED = "custom_metrics_failed"
 KINDS = ("rubric", "scorer")
 _NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 _FULL = re.compile(r"^(rubric|scorer)/[a-z_][a-z0-9_]*$")

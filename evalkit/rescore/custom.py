@@ -10,7 +10,7 @@ from typing import Any
 
 from evalkit.derive import RunFacts, rederive
 from evalkit.judges.rubric import PythonScorer, Rubric, score_records
-from evalkit.metrics.custom import CUSTOM_METRICS
+from evalkit.metrics.custom import CUSTOM_FAILED, CUSTOM_METRICS
 from evalkit.store.runs import config_hash
 
 __all__ = ["score_run_custom"]
@@ -37,5 +37,7 @@ def score_run_custom(
         cfg["hashed"][CUSTOM_METRICS] = cfg[CUSTOM_METRICS]
         cfg["config_hash"] = config_hash(cfg["hashed"])
     facts = RunFacts.stored(run, cfg, run.read_metrics() or {})
+    # The run's end could not score them (a scorer raised: runner._score_custom); now it is.
+    facts.pre_run_warnings = [w for w in facts.pre_run_warnings if w.get("kind") != CUSTOM_FAILED]
     written, _ = rederive(run, facts, records, config=cfg)
     return written

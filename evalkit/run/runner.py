@@ -128,9 +128,15 @@ async def _score_custom(run: RunDir, asked: _Asked, custom: _Custom | None) -> _
     if custom is None:
         return asked
     from evalkit.judges.rubric import ascore_records
+    from evalkit.metrics.custom import CUSTOM_FAILED
 
     records = run.read_results()
-    await ascore_records(records, custom.rubrics, custom.scorers, llm=custom.llm, concurrency=custom.concurrency)
+    try:
+        await ascore_records(records, custom.rubrics, custom.scorers, llm=custom.llm, concurrency=custom.concurrency)
+    except InputError as e:  # a scorer raised: the run's answers are kept and derived, said as an error
+        message = (f"the run's own metrics were not scored: {e}; fix it, then score the run with evalkit score "
+                   f"--run-id {run.run_id} --rubric/--scorer")
+        return replace(asked, warnings=({"kind": CUSTOM_FAILED, "severity": "error", "message": message},))
     run.rewrite_results(records)
     if asked.derived is not None:
         asked.derived.close()
@@ -575,6 +581,7 @@ class _Asked:
     derived: RecordPass | None  # the metrics taken from the records as they were written
     wall_s: float
     stopped: dict[str, Any] | None  # the circuit breaker stopped the run (`_stopped`)
+    warnings: tuple[dict[str, Any], ...] = ()  # metrics.json warnings of the run's end (`_score_custom`)
 
 
 async def _ask_cases(
@@ -633,7 +640,7 @@ def _finish(
         settings=s, config=p.config, eval_set_commit_hash=p.eval_set.commit_hash,
         dataset_version=p.eval_set.version, judge_stats=judge.stats() if judge is not None else None,
         baseline=p.baseline, session_wall_s=asked.wall_s,
-        pre_run_warnings=[w for w in (*work.warnings, _stopped_warning(asked.stopped, n_pending)) if w],
+        pre_run_warnings=[w for w in (*work.warnings, _stopped_warning(asked.stopped, n_pending), *asked.warnings) if w],
     ), derived)
     point_latest(Path(s.results_dir), run.run_id)  # the run finished last, resumed ones too
     kinds = metrics[Met.AGGREGATE][Cell.OPERATIONAL].get("error_kinds") or {}

@@ -105,6 +105,20 @@ def test_a_resumed_run_keeps_its_rubric_and_refuses_a_changed_one(project: Path)
     assert changed.exit_code == 2 and "its own metrics differ" in changed.output
 
 
+def test_a_scorer_that_raises_keeps_the_run_and_says_so(project: Path) -> None:
+    (project / "checks.py").write_text(SCORERS + "\n\ndef broken(record):\n    return 1 / 0\n", encoding="utf-8")
+    out = _run("--run-id", "r", "--scorer", "python:checks.py:broken")
+    assert out.exit_code == 0 and "error: the run's own metrics were not scored" in out.output
+    cfg, metrics, records = _files(project, "r")
+    assert len(records) == 4 and all("custom_scores" not in r for r in records)  # answers kept, unscored
+    assert [w["kind"] for w in metrics["warnings"]].count("custom_metrics_failed") == 1
+    assert metrics["aggregate_metrics"][CUSTOM_METRICS]["scorer/broken"]["n"] == 0
+    # scored later (the fixed scorer, another version), the warning goes
+    fixed = CliRunner().invoke(main_app, ["score", "--run-id", "r", "--scorer", "python:checks.py:cites", "--quiet"])
+    assert fixed.exit_code == 0, fixed.output
+    assert "custom_metrics_failed" not in [w["kind"] for w in _files(project, "r")[1]["warnings"]]
+
+
 def test_a_bad_rubric_stops_the_run_before_any_case(project: Path) -> None:
     (project / "bad.toml").write_text('name = "x"\n', encoding="utf-8")
     out = _run("--run-id", "r", "--rubric", "bad.toml")
