@@ -209,21 +209,25 @@ def _is_map(v: Any) -> bool:
 
 
 _AT_K_VALUES = itemgetter(*AT_K_METRICS)
-_FLOATS = frozenset({float})
+# The types a stored record's at_k values have: floats, and None where a metric does not apply
+# (recall_all without required support groups).
+_STORED_TYPES = frozenset({float, type(None)})
+_ZERO_FOR_NONE = {None: 0.0}.get  # dict.get(v, v): None -> 0.0, a float as it is
 
 
 def _at_k_values(block: Mapping) -> dict[str, float | None]:
     """`{m: _num(block.get(m)) for m in AT_K_METRICS}`, told in a few C calls for the block
-    a stored record holds (every metric there, each a float, none NaN: `_num` of each is
-    itself). A sum that is not NaN has no NaN in it; any other block is read value by value."""
+    a stored record holds (every metric there, each a float or None, no float NaN: `_num` of
+    each is itself). A sum that is not NaN has no NaN in it; any other block is read value by
+    value."""
     values = None
     if type(block) is dict:  # not a subclass: a __missing__ would answer where .get says None
         try:
             values = _AT_K_VALUES(block)
         except KeyError:
             pass
-    if values is not None and set(map(type, values)) == _FLOATS:
-        total = sum(values)
+    if values is not None and set(map(type, values)) <= _STORED_TYPES:
+        total = sum(map(_ZERO_FOR_NONE, values, values))
         if total == total:
             return dict(zip(AT_K_METRICS, values))
     return {m: _num(block.get(m)) for m in AT_K_METRICS}

@@ -230,7 +230,7 @@ class _Defaulting(dict):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_stored_at_k_blocks_are_reduced_as_before(seed: int) -> None:
-    # The at_k blocks a stored record holds (every metric a float) take a few C calls
+    # The at_k blocks a stored record holds (every metric a float or None) take a few C calls
     # (`_at_k_values`): mostly such blocks here, with now and then one odd value, a missing
     # or extra metric, a NaN or infinities (whose sum is NaN), or a mapping of another kind.
     rng = random.Random(seed)
@@ -238,7 +238,7 @@ def test_stored_at_k_blocks_are_reduced_as_before(seed: int) -> None:
     for _ in range(400):
         blocks = {}
         for k in (10, 5):
-            block: Any = {m: rng.choice([0.0, 0.5, 1.0, 1 / 3, 0.1]) for m in AT_K_METRICS}
+            block: Any = {m: rng.choice([0.0, 0.5, 1.0, 1 / 3, 0.1, None]) for m in AT_K_METRICS}
             r = rng.random()
             if r < 0.3:
                 block[rng.choice(AT_K_METRICS)] = rng.choice(odd)
