@@ -208,31 +208,6 @@ def _is_map(v: Any) -> bool:
     return type(v) is dict or (v is not None and isinstance(v, Mapping))
 
 
-_AT_K_VALUES = itemgetter(*AT_K_METRICS)
-# The types a stored record's at_k values have: floats, and None where a metric does not apply
-# (recall_all without required support groups).
-_STORED_TYPES = frozenset({float, type(None)})
-_ZERO_FOR_NONE = {None: 0.0}.get  # dict.get(v, v): None -> 0.0, a float as it is
-
-
-def _at_k_values(block: Mapping) -> dict[str, float | None]:
-    """`{m: _num(block.get(m)) for m in AT_K_METRICS}`, told in a few C calls for the block
-    a stored record holds (every metric there, each a float or None, no float NaN: `_num` of
-    each is itself). A sum that is not NaN has no NaN in it; any other block is read value by
-    value."""
-    values = None
-    if type(block) is dict:  # not a subclass: a __missing__ would answer where .get says None
-        try:
-            values = _AT_K_VALUES(block)
-        except KeyError:
-            pass
-    if values is not None and set(map(type, values)) <= _STORED_TYPES:
-        total = sum(map(_ZERO_FOR_NONE, values, values))
-        if total == total:
-            return dict(zip(AT_K_METRICS, values))
-    return {m: _num(block.get(m)) for m in AT_K_METRICS}
-
-
 _JUDGE_KEYS = tuple((judge, f"{judge}_avg") for judge in _JUDGES)
 _QUALITY_KEYS = tuple((dim, f"answer_{dim}_avg") for dim in _QUALITY_DIMENSIONS)
 _LATENCY_KEYS = tuple((p, f"{p}_ms") for p in LATENCY_PHASES)
@@ -254,8 +229,9 @@ def extract_case(record: Mapping, ks: list[int]) -> dict:
         if block is None and not at_k_in and rm.get("k", ks[0]) == k:
             # A record in the seed's plain shape (no at_k): its values are at its own K.
             block = {m: rm.get(src) for m, src in _SEED_NAMES.items()}
+        block = block or {}
         # Unanswerable cases never count in retrieval means, whatever a record says.
-        at_k[key] = _at_k_values(block or {}) if answerable else dict.fromkeys(AT_K_METRICS)
+        at_k[key] = {m: _num(block.get(m)) for m in AT_K_METRICS} if answerable else dict.fromkeys(AT_K_METRICS)
     prim = at_k[str(ks[0])]
     values: dict[str, float | None] = {name: prim[src] for name, src in _PRIMARY.items()}
     recency = rm.get("recency")
