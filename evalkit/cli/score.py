@@ -244,7 +244,8 @@ def _score_custom(settings: dict[str, Any], *, rubric: Optional[list[Path]], sco
         ))
     run = RunDir.open(settings["results_dir"], settings["run_id"])
     with run.writer("evalkit score --rubric"):
-        metrics = score_run_custom(run, rubrics, scorers, llm=llm, concurrency=settings.get("concurrency", 4))
+        metrics = score_run_custom(run, rubrics, scorers, llm=llm, concurrency=settings.get("concurrency", 4),
+                                   samples=settings.get("judge_trials") or 1)
     block = (metrics.get(Met.AGGREGATE) or {}).get(CUSTOM_METRICS) or {}
     failed: dict[str, int] = {}
     for record in run.iter_results():

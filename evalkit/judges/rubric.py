@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ from evalkit.judges.heuristic import SUPPORT_THRESHOLD, content_words
 from evalkit.judges.prompts import render_context
 from evalkit.metrics.custom import (
     CUSTOM_ERRORS,
+    CUSTOM_SAMPLES,
     CUSTOM_SCORES,
     CustomMetric,
     check_value,
@@ -141,16 +143,17 @@ class Rubric:
                               messages=[{"role": "user", "content": user}], schema_name="rubric_score",
                               temperature=temperature, prompt_hash=prompt_hash)
 
-    async def judge(self, llm: Any, record: Mapping[str, Any]) -> tuple[float | None, dict[str, Any]]:
+    async def judge(self, llm: Any, record: Mapping[str, Any], trial: int = 0) -> tuple[float | None, dict[str, Any]]:
         """One record's score by `llm` (an LLMJudge), cached under a key holding the rubric's
-        version; (None, failure) when the judge could not give one on the scale."""
+        version (and `trial` > 0: a `--judge-samples` sample of its own); (None, failure) when
+        the judge could not give one on the scale."""
         prompt = self.render(record, llm.temperature)
         chunks = sorted((dict(c) for c in record.get("retrieved_chunks") or []),
                         key=lambda c: (c.get("rank") is None, c.get("rank") or 0))
         key = cache_key(kind=self.metric.name, question=str(record.get("question") or ""),
                         answer=str(record.get("answer") or ""), context_sha256=context_hash(chunks),
                         provider=llm.backend.provider, model=llm.backend.model, prompt_version=self.prompt_version,
-                        temperature=llm.temperature)
+                        temperature=llm.temperature, trial=trial)
         outcome = await llm.complete_structured(self.metric.name, prompt, RubricOutput, key)
         if not isinstance(outcome, JudgeOutcome):
             return None, outcome.to_record()
@@ -277,18 +280,20 @@ def judged_by(rubrics: Sequence[Rubric], llm: Any = None) -> list[Rubric]:
 
 def score_records(
     records: Sequence[dict[str, Any]], rubrics: Sequence[Rubric] = (), scorers: Sequence[PythonScorer] = (),
-    *, llm: Any = None, concurrency: int = 4,
+    *, llm: Any = None, concurrency: int = 4, samples: int = 1,
 ) -> list[CustomMetric]:
     """Score every record with each rubric and scorer, in place (`record["custom_scores"]`);
     return the metrics scored. A record the target failed on (`error`) is not scored (null).
-    `llm`: an LLMJudge for the rubrics, None for the offline heuristic. (`ascore_records`
+    `llm`: an LLMJudge for the rubrics, None for the offline heuristic; `samples`
+    (`--judge-samples`): an LLM rubric judge asked that many times per record, each sample cached
+    apart, the score their mean (the samples in `record["custom_samples"]`). (`ascore_records`
     inside an event loop: run_eval's.)"""
-    return asyncio.run(ascore_records(records, rubrics, scorers, llm=llm, concurrency=concurrency))
+    return asyncio.run(ascore_records(records, rubrics, scorers, llm=llm, concurrency=concurrency, samples=samples))
 
 
 async def ascore_records(
     records: Sequence[dict[str, Any]], rubrics: Sequence[Rubric] = (), scorers: Sequence[PythonScorer] = (),
-    *, llm: Any = None, concurrency: int = 4,
+    *, llm: Any = None, concurrency: int = 4, samples: int = 1,
 ) -> list[CustomMetric]:
     """`score_records`, awaited."""
     rubrics = judged_by(rubrics, llm)
@@ -308,17 +313,32 @@ async def ascore_records(
             for r in live:
                 r[CUSTOM_SCORES][rubric.metric.name] = rubric.heuristic_score(str(r.get("answer") or ""))[0]
         else:
-            await _judge_all(rubric, llm, live, concurrency)
+            await _judge_all(rubric, llm, live, concurrency, max(1, samples))
     return [*(x.metric for x in rubrics), *(s.metric for s in scorers)]
 
 
-async def _judge_all(rubric: Rubric, llm: Any, records: Sequence[dict[str, Any]], concurrency: int) -> None:
+async def _judge_all(rubric: Rubric, llm: Any, records: Sequence[dict[str, Any]], concurrency: int,
+                     samples: int = 1) -> None:
     gate = asyncio.Semaphore(max(1, concurrency))
 
-    async def one(r: dict[str, Any]) -> None:
+    async def once(r: dict[str, Any], trial: int) -> tuple[float | None, dict[str, Any]]:
         async with gate:
-            value, meta = await rubric.judge(llm, r)
+            return await rubric.judge(llm, r, trial)
+
+    async def one(r: dict[str, Any]) -> None:
+        outs = await asyncio.gather(*(once(r, t) for t in range(samples)))
+        got = [v for v, _ in outs if v is not None]
+        # the mean of the samples the judge scored (a failed sample is left out, never a 0)
+        value = math.fsum(got) / len(got) if got else None
+        meta = next((m for v, m in outs if v is None), {})
         r[CUSTOM_SCORES][rubric.metric.name] = value
+        kept = {k: v for k, v in (r.get(CUSTOM_SAMPLES) or {}).items() if k != rubric.metric.name}
+        if samples > 1:
+            kept[rubric.metric.name] = [v for v, _ in outs]
+        if kept:
+            r[CUSTOM_SAMPLES] = kept
+        else:
+            r.pop(CUSTOM_SAMPLES, None)
         errors = {k: v for k, v in (r.get(CUSTOM_ERRORS) or {}).items() if k != rubric.metric.name}
         if value is None:  # why it has no score, as a built-in judge's failure is kept (never a 0)
             errors[rubric.metric.name] = {k: meta.get(k) for k in ("reason", "detail") if meta.get(k) is not None}

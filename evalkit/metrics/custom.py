@@ -32,6 +32,7 @@ __all__ = [
     "CUSTOM_ERRORS",
     "CUSTOM_FAILED",
     "CUSTOM_METRICS",
+    "CUSTOM_SAMPLES",
     "CUSTOM_SCORES",
     "CustomMetric",
     "CustomTally",
@@ -45,6 +46,7 @@ __all__ = [
 ]
 
 CUSTOM_SCORES = "custom_scores"  # the record's field
+CUSTOM_SAMPLES = "custom_samples"  # the record's field: {name: [each --judge-samples sample's score or null]}
 CUSTOM_ERRORS = "custom_errors"  # the record's field: {name: {reason, detail}} of a rubric judge that gave no score
 CUSTOM_METRICS = "custom_metrics"  # the aggregate cell's block
 # metrics.json's warning of a run whose --rubric / --scorer failed as the run ended (a scorer

@@ -18,15 +18,16 @@ __all__ = ["score_run_custom"]
 
 def score_run_custom(
     run: Any, rubrics: Sequence[Rubric] = (), scorers: Sequence[PythonScorer] = (), *, llm: Any = None,
-    concurrency: int = 4,
+    concurrency: int = 4, samples: int = 1,
 ) -> dict[str, Any]:
     """Score a stored run (`store.runs.RunDir`) with rubrics and scorers: each record gets its
     `custom_scores`, config.json the metrics' definitions (`custom_metrics`, beside those of
     earlier rubrics), and metrics.json is derived again from the records (its
     `custom_metrics` block, the `--threshold` floors and the baseline gate judged anew), all
-    as one update. Returns metrics.json as written."""
+    as one update. `samples`: --judge-samples (judges.rubric.score_records). Returns
+    metrics.json as written."""
     records = run.read_results()
-    metrics = score_records(records, rubrics, scorers, llm=llm, concurrency=concurrency)
+    metrics = score_records(records, rubrics, scorers, llm=llm, concurrency=concurrency, samples=samples)
     cfg = run.read_config()
     defined = dict(cfg.get(CUSTOM_METRICS) or {})
     defined.update({m.name: m.definition() for m in metrics})

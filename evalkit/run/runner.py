@@ -81,6 +81,7 @@ class _Custom:
     scorers: tuple[Any, ...]
     llm: Any
     concurrency: int
+    samples: int = 1  # --judge-samples: an LLM rubric judge asked that many times per record
 
     def definitions(self) -> dict[str, dict[str, Any]]:
         """config.json's `custom_metrics`, as `evalkit score --rubric` records them."""
@@ -107,7 +108,7 @@ def _load_custom(settings: RunSettings) -> _Custom | None:
             use_cache=not settings.no_cache, concurrency=settings.concurrency,
             retry_policy=_retry_policy(3, settings.max_retry_wait),
         ))
-    return _Custom(tuple(rubrics), tuple(scorers), llm, settings.concurrency)
+    return _Custom(tuple(rubrics), tuple(scorers), llm, settings.concurrency, settings.judge_trials)
 
 
 def _define_custom(config: dict[str, Any], custom: _Custom | None) -> None:
@@ -132,7 +133,8 @@ async def _score_custom(run: RunDir, asked: _Asked, custom: _Custom | None) -> _
 
     records = run.read_results()
     try:
-        await ascore_records(records, custom.rubrics, custom.scorers, llm=custom.llm, concurrency=custom.concurrency)
+        await ascore_records(records, custom.rubrics, custom.scorers, llm=custom.llm, concurrency=custom.concurrency,
+                             samples=custom.samples)
     except InputError as e:  # a scorer raised: the run's answers are kept and derived, said as an error
         message = (f"the run's own metrics were not scored: {e}; fix it, then score the run with evalkit score "
                    f"--run-id {run.run_id} --rubric/--scorer")

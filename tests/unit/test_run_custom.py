@@ -144,8 +144,9 @@ def test_judge_samples_and_an_llm_rubric_on_run(project: Path, monkeypatch: pyte
         body = json.loads(request.content)
         name = body["response_format"]["json_schema"]["name"]
         kinds.append(name)
-        data = {"groundedness_verdict": GROUNDED, "correctness_verdict": CORRECT,
-                "rubric_score": {"reasoning": "fine", "score": 4}}[name]
+        # the rubric judge is noisy: 3, then 5, then 3, ... in call order
+        rubric = {"reasoning": "fine", "score": 3 if kinds.count("rubric_score") % 2 else 5}
+        data = {"groundedness_verdict": GROUNDED, "correctness_verdict": CORRECT, "rubric_score": rubric}[name]
         return httpx.Response(200, json=openai_reply(json.dumps(data)))
 
     with respx.mock(assert_all_mocked=True) as router:
@@ -153,14 +154,25 @@ def test_judge_samples_and_an_llm_rubric_on_run(project: Path, monkeypatch: pyte
         out = _run("--run-id", "r", "--judge-provider", "openai", "--judge-model", OPENAI_MODEL, "--judge-samples", "2",
                    "--rubric", "helpfulness.toml")
     assert out.exit_code == 0, out.output
-    # 4 cases x (groundedness, correctness) x 2 samples, and the rubric once per case
+    # 4 cases x (groundedness, correctness, the rubric) x 2 samples, each sample its own call
     assert kinds.count("groundedness_verdict") == 8 and kinds.count("correctness_verdict") == 8
-    assert kinds.count("rubric_score") == 4
+    assert kinds.count("rubric_score") == 8
     cfg, metrics, records = _files(project, "r")
     assert cfg["judge"]["trials"] == 2 and cfg["settings"]["judge_trials"] == 2
     assert records[0]["groundedness"]["trials"]["scores"] == [5, 5]
+    # each case's rubric score is the mean of its two samples, 3 and 5 in some order: 4
+    assert all(sorted(r["custom_samples"]["rubric/helpfulness"]) == [3.0, 5.0] for r in records)
+    assert [r[CUSTOM_SCORES]["rubric/helpfulness"] for r in records] == [4.0] * 4
     block = metrics["aggregate_metrics"][CUSTOM_METRICS]["rubric/helpfulness"]
     assert block["mean"] == 4.0 and block["judge"] == f"openai:{OPENAI_MODEL}"
+    # every sample cached apart: evalkit score with the same samples asks nothing
+    kinds.clear()
+    with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
+        router.post(OPENAI_URL).mock(side_effect=reply)
+        again = CliRunner().invoke(main_app, ["score", "--run-id", "r", "--rubric", "helpfulness.toml", "--judge-provider",
+                                              "openai", "--judge-model", OPENAI_MODEL, "--judge-samples", "2", "--quiet"])
+    assert again.exit_code == 0, again.output
+    assert kinds == [] and [r[CUSTOM_SCORES]["rubric/helpfulness"] for r in _files(project, "r")[2]] == [4.0] * 4
 
 
 def test_a_custom_metric_of_a_conversation_run_is_resampled_by_conversation(tmp_path: Path) -> None:
