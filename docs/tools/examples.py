@@ -429,7 +429,9 @@ def stale(outcome: Outcome) -> str | None:
     if doc == out:
         return None
     diff = "\n".join(difflib.unified_diff(doc, out, "docs", "command", lineterm="", n=1))
-    return f"{ex.block.where}: the block is not what `{' ; '.join(ex.commands)}` prints:\n{diff}"
+    return (f"{ex.block.where}: the block is not what `{' ; '.join(ex.commands)}` prints "
+            f"(python docs/tools/examples.py --write {ex.block.page.name if ex.block.page.name == 'README.md' else 'docs/' + ex.block.page.name} "
+            f"rewrites it; then read the prose around it):\n{diff}")
 
 
 def write(outcomes: list[Outcome]) -> list[str]:
