@@ -61,8 +61,9 @@ def main(
                                   help="Seconds per embeddings request."),
     retries: Optional[int] = _TARGET["retries"],
     notes: Optional[Path] = typer.Option(
-        None, "--notes", metavar="PATH", help="Notes folder the gold supports' text is read from. (default: the "
-        "run's --vault when that folder exists; else the run's retrieved chunks that match the gold)",
+        None, "--notes", metavar="PATH", help="Notes folder the gold supports' text (and the full text of chunks the run stored cut) is "
+        "read from. (default: the vault config.json records, for a reference-chatbot run; else the run's retrieved "
+        "chunks that match the gold)",
     ),
     far_percentile: float = typer.Option(
         10.0, "--far-percentile", min=0.0, max=100.0, metavar="P",
@@ -81,7 +82,6 @@ def main(
         from evalkit.derive.summary import open_run
         from evalkit.embeddings.analysis import analyze_run, error_body, write_analysis
         from evalkit.embeddings.embedders import EmbeddingError, build_embedder
-        from evalkit.store.runlog import Cfg
 
         base_url = embed_base_url or os.environ.get("EVALKIT_EMBED_BASE_URL") or None
         model = embed_model or os.environ.get("EVALKIT_EMBED_MODEL") or None
@@ -89,14 +89,11 @@ def main(
             base_url=base_url, model=model, timeout=timeout, retries=3 if retries is None else retries,
             batch_size=batch_size, cache_path=None if no_cache else cache_path, refresh_cache=refresh_cache,
         )
-        run = open_run(results_dir, run_id)
-        if notes is None:
-            vault = (run.read_config().get(Cfg.SETTINGS) or {}).get("vault")
-            notes = Path(vault) if vault and Path(vault).is_dir() else None
-        elif not notes.is_dir():
+        if notes is not None and not notes.is_dir():
             from evalkit.errors import InputError, Problem
 
             raise InputError(Problem("is not a folder", path=str(notes), field="--notes"))
+        run = open_run(results_dir, run_id)
         with run.writer("embed"):
             try:
                 body = analyze_run(run, embedder, notes=notes, far_percentile=far_percentile,

@@ -12,7 +12,9 @@ A gold support's text comes from the notes: the notes are chunked by the referen
 and a support's text is every chunk the one anchor rule (`evalkit.evalset.anchors.match_support`)
 matches to it, in file order, joined and cut at MAX_GOLD_CHARS. Without the notes (or when
 no note chunk matches), the chunks retrieved anywhere in the run that the rule matches stand
-in (their text as the run stored it, which may be cut).
+in (their text as the run stored it, which may be cut). A retrieved chunk the run stored cut
+gets its full text where the judges' source of it finds it (`evalkit.judges.context`), so
+both sides of the gap are whole texts.
 
 The kernels (`cosine_rows`, `kmeans`, `silhouette`) are numpy over plain arrays;
 `analyze_run` reads the run and `write_analysis` writes `embeddings.json` and re-renders an
@@ -317,10 +319,26 @@ def analyze_run(
     Raises:
         EmbeddingError: the embedder failed (the caller records it: `write_analysis`).
     """
+    from evalkit.judges.context import context_source
+
     config = run.read_config()
     metrics = run.read_metrics()
     k = int(k) if k else _primary_k(config, metrics)
     cases = _read_cases(run, k)
+    # The notes, and the full text of chunks the run stored cut: the judges' source of full
+    # chunk text (`--notes`, else the vault config.json records for a reference-chatbot run).
+    source = context_source(config, notes)
+    notes = notes if notes is not None else source.vault if source.reader is not None else None
+    restored = still_cut = 0
+    for c in cases:
+        for i, ch in enumerate(c.retrieved):
+            if ch.get("text_truncated"):
+                text = source.reader.chunk_text(ch) if source.reader is not None else None
+                if text is None:
+                    still_cut += 1
+                else:
+                    c.retrieved[i] = {**ch, "text": text, "text_truncated": False}
+                    restored += 1
     note_chunks = _note_chunks(notes)
     run_chunks: dict[str, list[Mapping[str, Any]]] = {}
     seen_ids: set[Any] = set()
@@ -381,6 +399,8 @@ def analyze_run(
         "n_cases": len(rows),
         "gold_unresolved": sum(1 for c in cases for g, _ in c.gold_texts if g is None),
         "gold_from_retrieved": sum(1 for c in cases for _, src in c.gold_texts if src == "retrieved"),
+        "retrieved_text_restored": restored,
+        "retrieved_text_cut": still_cut,
         "distribution": _distribution(rows),
         "far_gold": _far_gold(rows, far_percentile),
         "clusters": _clusters(cases, rows, unit, texts, max_clusters, seed),

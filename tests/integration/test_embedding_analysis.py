@@ -105,7 +105,10 @@ def _expected(results: Path, k: int = 5) -> dict[str, dict]:
             text = "\n\n".join(c["text"] for c in chunks
                                if normalize_rel_path(c["rel_path"]) == normalize_rel_path(s["rel_path"]) and match_support(s, c))
             golds.append(cos(q, text[:4000]) if text else None)
-        retrieved = [cos(q, c["text"]) for c in order_chunks(rec["retrieved_chunks"])[:k]]
+        # a chunk stored cut is compared whole: its text by chunk id from the notes
+        whole = {c["chunk_id"]: c["text"] for c in chunks}
+        retrieved = [cos(q, whole[c["chunk_id"]] if c.get("text_truncated") else c["text"])
+                     for c in order_chunks(rec["retrieved_chunks"])[:k]]
         out[rec["test_case_id"]] = {"q_gold": golds, "q_retrieved": retrieved}
     return out
 
@@ -122,6 +125,7 @@ def test_numbers_match_an_independent_computation_and_the_cache_saves_the_second
     assert first.exit_code == 0, first.output
     body = json.loads((results / "r" / "embeddings.json").read_text())
     assert body["embedder"] == {"kind": "openai-compatible", "model": "fake-embed-1", "base_url": base}
+    assert body["retrieved_text_restored"] > 0 and body["retrieved_text_cut"] == 0  # the run stored 200 characters
     sent = [t for r in server.requests for t in r["body"]["input"]]
     assert len(sent) == len(set(sent))  # each text once
     assert all(len(r["body"]["input"]) <= 50 for r in server.requests) and len(server.requests) > 1  # batched

@@ -257,6 +257,7 @@ def _embeddings(run: RunDir) -> dict[str, Any] | None:
         "error": body.get("error"), "embedder": body.get("embedder") or {}, "k": body.get("k"),
         "computed_at": body.get("computed_at"), "n_cases": body.get("n_cases"),
         "gold_unresolved": body.get("gold_unresolved"), "gold_from_retrieved": body.get("gold_from_retrieved"),
+        "retrieved_text_cut": body.get("retrieved_text_cut"),
         "distribution": [(label, d) for label, d in rows if isinstance(d, Mapping)],
         "gold_closer": dist.get("gold_closer"), "retrieved_closer": dist.get("retrieved_closer"),
         "far": far, "clusters": clusters,
