@@ -44,7 +44,7 @@ from evalkit.store.runs import EMBEDDINGS_FILE, RunDir
 
 __all__ = [
     "DEFAULT_FAR_PERCENTILE", "DEFAULT_MAX_CLUSTERS", "FAILING_STAGES", "MAX_GOLD_CHARS", "SCHEMA",
-    "analyze_run", "cosine_rows", "error_body", "kmeans", "silhouette", "terms", "top_terms", "write_analysis",
+    "analyze_run", "cosine_rows", "distances", "error_body", "kmeans", "leading_coordinates", "silhouette", "terms", "top_terms", "write_analysis",
 ]
 
 SCHEMA = 1
@@ -52,6 +52,10 @@ MAX_GOLD_CHARS = 4000  # one gold support's text sent to the embedder (OpenAI's 
 DEFAULT_FAR_PERCENTILE = 10.0
 DEFAULT_MAX_CLUSTERS = 8
 MIN_CLUSTER_CASES = 4  # fewer questions than this: no clustering
+# More questions than this are clustered as a seeded sample of this many (the distance matrix
+# the silhouettes share is n x n: 4,000 questions take 128 MB).
+MAX_CLUSTER_QUESTIONS = 4000
+CLUSTER_DIMS = 128  # k-means runs in the questions' 128 leading directions (`leading_coordinates`)
 KMEANS_RESTARTS = 4
 KMEANS_MAX_ITER = 100
 TOP_TERMS = 5
@@ -112,23 +116,27 @@ def _kmeans_pp(x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def _lloyd(x: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Lloyd's iterations from `centers` until the labels stop changing (or KMEANS_MAX_ITER)."""
-    labels = np.full(x.shape[0], -1)
+    """Lloyd's iterations from `centers` until the labels stop changing (or KMEANS_MAX_ITER).
+    Centers are updated as one matrix product (members' sums / counts), no copy of `x`."""
+    n, k = x.shape[0], centers.shape[0]
+    sq = (x * x).sum(1)
+    labels = np.full(n, -1)
+    rows = np.arange(n)
+    onehot = np.zeros((n, k))
     for _ in range(KMEANS_MAX_ITER):
-        d = _sq_dists(x, centers)
+        d = np.maximum(sq[:, None] - 2.0 * x @ centers.T + (centers * centers).sum(1)[None, :], 0.0)
         new = d.argmin(1)
         if np.array_equal(new, labels):
             break
         labels = new
-        for j in range(centers.shape[0]):
-            members = labels == j
-            if members.any():
-                centers[j] = x[members].mean(0)
-            else:  # an empty cluster takes the point farthest from its own center
-                far = int(d[np.arange(len(labels)), labels].argmax())
-                centers[j] = x[far]
-                labels[far] = j
-    inertia = float(_sq_dists(x, centers)[np.arange(len(labels)), labels].sum())
+        for j in np.setdiff1d(np.arange(k), labels):  # an empty cluster takes the point farthest from its center
+            far = int(d[rows, labels].argmax())
+            labels[far] = j
+            d[far] = 0.0
+        onehot[:] = 0.0
+        onehot[rows, labels] = 1.0
+        centers = (onehot.T @ x) / onehot.sum(0)[:, None]
+    inertia = float(np.maximum(sq - 2.0 * np.einsum("ij,ij->i", x, centers[labels]) + (centers[labels] ** 2).sum(1), 0.0).sum())
     return labels, centers, inertia
 
 
@@ -158,38 +166,56 @@ def kmeans(x: np.ndarray, k: int, *, seed: int = 0, restarts: int = KMEANS_RESTA
     return best
 
 
-def silhouette(x: np.ndarray, labels: np.ndarray, block: int = 512) -> float:
+def leading_coordinates(gram: np.ndarray, dims: int = CLUSTER_DIMS) -> np.ndarray:
+    """Coordinates of the rows in the `dims` leading eigen-directions of their Gram matrix
+    X X^T (eigenvectors scaled by the square roots of their eigenvalues; a truncated SVD of
+    X): the pairwise distances of X exactly when X has rank <= `dims`, else their best
+    approximation of that rank. k-means runs there: the same partition problem at a fraction
+    of the cost when the vectors have thousands of dimensions."""
+    values, vectors = np.linalg.eigh(gram)
+    top = np.argsort(values)[::-1][:dims]
+    return vectors[:, top] * np.sqrt(np.maximum(values[top], 0.0))[None, :]
+
+
+def distances(x: np.ndarray, block: int = 512) -> np.ndarray:
+    """The (n, n) Euclidean distance matrix of the rows of `x`, made in blocks of rows (the
+    diagonal exactly 0)."""
+    x = np.asarray(x, dtype=np.float64)
+    n = x.shape[0]
+    sq = (x * x).sum(1)
+    out = np.empty((n, n))
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        out[start:stop] = np.sqrt(np.maximum(sq[start:stop, None] - 2.0 * x[start:stop] @ x.T + sq[None, :], 0.0))
+    out[np.arange(n), np.arange(n)] = 0.0
+    return out
+
+
+def silhouette(x: np.ndarray, labels: np.ndarray, *, dist: np.ndarray | None = None) -> float:
     """The mean silhouette (Rousseeuw 1987) over every row, Euclidean distance: for row i,
     a = mean distance to the other rows of its cluster, b = the lowest mean distance to the
     rows of another cluster, s = (b - a) / max(a, b), and s = 0 for a row alone in its
-    cluster (scikit-learn's `silhouette_score`). Computed in blocks of rows, so memory stays
-    O(block x n). NaN with fewer than 2 clusters."""
-    x = np.asarray(x, dtype=np.float64)
+    cluster (scikit-learn's `silhouette_score`). `dist`: the rows' distance matrix when the
+    caller has it (`distances`; one for every k tried). NaN with fewer than 2 clusters."""
     labels = np.asarray(labels)
     ids, inverse = np.unique(labels, return_inverse=True)
-    k, n = len(ids), x.shape[0]
+    k, n = len(ids), len(labels)
     if k < 2 or k >= n:
         return math.nan
+    d = distances(x) if dist is None else dist
     onehot = np.zeros((n, k))
     onehot[np.arange(n), inverse] = 1.0
     sizes = onehot.sum(0)
-    sq = (x * x).sum(1)
-    s = np.zeros(n)
-    for start in range(0, n, block):
-        rows = slice(start, min(n, start + block))
-        d = np.sqrt(np.maximum(sq[rows, None] - 2.0 * x[rows] @ x.T + sq[None, :], 0.0))
-        d[np.arange(d.shape[0]), np.arange(rows.start, rows.stop)] = 0.0
-        sums = d @ onehot  # (block, k): distance sums to each cluster
-        own = inverse[rows]
-        own_size = sizes[own] - 1
-        a = np.divide(sums[np.arange(len(own)), own], own_size, out=np.zeros(len(own)), where=own_size > 0)
-        others = sums / sizes[None, :]
-        others[np.arange(len(own)), own] = np.inf
-        b = others.min(1)
-        denom = np.maximum(a, b)
-        si = np.divide(b - a, denom, out=np.zeros(len(own)), where=denom > 0)
-        si[own_size == 0] = 0.0
-        s[rows] = si
+    sums = d @ onehot  # (n, k): each row's distance sum to each cluster
+    rows = np.arange(n)
+    own_size = sizes[inverse] - 1
+    a = np.divide(sums[rows, inverse], own_size, out=np.zeros(n), where=own_size > 0)
+    others = sums / sizes[None, :]
+    others[rows, inverse] = np.inf
+    b = others.min(1)
+    denom = np.maximum(a, b)
+    s = np.divide(b - a, denom, out=np.zeros(n), where=denom > 0)
+    s[own_size == 0] = 0.0
     return float(s.mean())
 
 
@@ -358,14 +384,19 @@ def analyze_run(
     vectors = asyncio.run(embedder.embed(list(texts))) if texts else np.zeros((0, 0))
     if vectors.shape[0] != len(texts):
         raise EmbeddingError(f"the embedder gave {vectors.shape[0]} vectors for {len(texts)} texts")
-    unit = _unit(vectors) if len(texts) else vectors
+    unit = vectors
+    if len(texts):  # in place: the embedder's array is ours, and can be large
+        norms = np.linalg.norm(unit, axis=1, keepdims=True)
+        np.divide(unit, norms, out=unit, where=norms > 0)
 
     def sims(pairs: list[tuple[str, str]]) -> list[float | None]:
-        if not pairs:
-            return []
-        a = unit[[texts[q] for q, _ in pairs]]
-        b = unit[[texts[t] for _, t in pairs]]
-        return [_num(x) for x in cosine_rows(a, b)]
+        out: list[float | None] = []
+        for start in range(0, len(pairs), 1024):  # a block of rows at a time: no copy of every vector
+            part = pairs[start:start + 1024]
+            a = unit[[texts[q] for q, _ in part]]
+            b = unit[[texts[t] for _, t in part]]
+            out += [_num(x) for x in cosine_rows(a, b)]
+        return out
 
     rows: list[dict[str, Any]] = []
     for c in cases:
@@ -447,14 +478,24 @@ def _clusters(cases: Sequence[_Case], rows: Sequence[Mapping[str, Any]], unit: n
     if len(chosen) < MIN_CLUSTER_CASES:
         base["skipped"] = f"fewer than {MIN_CLUSTER_CASES} questions with a pass/fail outcome"
         return base
-    x = unit[[texts[cases[i].question] for i in chosen]]
+    if len(chosen) > MAX_CLUSTER_QUESTIONS:  # a seeded sample keeps the distance matrix small
+        pick = np.sort(np.random.default_rng(seed).choice(len(chosen), MAX_CLUSTER_QUESTIONS, replace=False))
+        chosen = [chosen[i] for i in pick]
+        base["sampled_from"], base["n_questions"] = base["n_questions"], len(chosen)
+    x = np.asarray(unit[[texts[cases[i].question] for i in chosen]], dtype=np.float64)
     distinct = np.unique(np.round(x, 12), axis=0).shape[0]
+    gram = x @ x.T
+    sq = np.diag(gram)
+    dist = np.sqrt(np.maximum(sq[:, None] - 2.0 * gram + sq[None, :], 0.0))
+    dist[np.diag_indices_from(dist)] = 0.0
+    y = leading_coordinates(gram) if x.shape[1] > CLUSTER_DIMS else x
+    base["kmeans_dims"] = int(y.shape[1])
     best: tuple[float, int, np.ndarray] | None = None
     for k in range(2, min(max_clusters, distinct - 1, len(chosen) - 1) + 1):
-        labels, _, _ = kmeans(x, k, seed=seed)
+        labels, _, _ = kmeans(y, k, seed=seed)
         if len(np.unique(labels)) < k:
             continue
-        s = silhouette(x, labels)
+        s = silhouette(x, labels, dist=dist)
         base["candidates"].append({"k": k, "silhouette": _num(s)})
         if not math.isnan(s) and (best is None or s > best[0]):
             best = (s, k, labels)

@@ -109,7 +109,7 @@ class LexicalEmbedder:
             feats = lexical_features(text)
             rows.append(np.full(len(feats), i, dtype=np.int64))
             cols.append(np.asarray(feats, dtype=np.int64))
-        out = np.zeros((n, dims), dtype=np.float64)
+        out = np.zeros((n, dims), dtype=np.float32)
         if not n:
             return out
         flat = np.concatenate(rows) * dims + np.concatenate(cols)
@@ -117,10 +117,11 @@ class LexicalEmbedder:
         r, c = cells // dims, cells % dims
         df = np.bincount(c, minlength=dims)
         idf = np.log((1.0 + n) / (1.0 + df)) + 1.0
-        out[r, c] = (1.0 + np.log(counts)) * idf[c]
-        norms = np.linalg.norm(out, axis=1)
-        nonzero = norms > 0
-        out[nonzero] /= norms[nonzero, None]
+        # Weighted and normalised over the non-zero cells in float64, then stored as float32:
+        # a run's distinct texts can be tens of thousands, at LEXICAL_DIMS each.
+        values = (1.0 + np.log(counts)) * idf[c]
+        norms = np.sqrt(np.bincount(r, weights=values * values, minlength=n))
+        out[r, c] = values / norms[r]
         return out
 
 

@@ -13,7 +13,9 @@ import pytest
 
 from evalkit.embeddings.analysis import (
     cosine_rows,
+    distances,
     kmeans,
+    leading_coordinates,
     silhouette,
     terms,
     top_terms,
@@ -56,8 +58,8 @@ def test_lexical_vectors_are_sklearns_tfidf_over_the_same_features() -> None:
     for token, column in vectorizer.vocabulary_.items():
         want[:, int(token)] = fitted[:, column]
     got = LexicalEmbedder().embed_now(TEXTS)
-    assert got.shape == (len(TEXTS), LEXICAL_DIMS)
-    assert np.allclose(got, want, atol=1e-12)
+    assert got.shape == (len(TEXTS), LEXICAL_DIMS) and got.dtype == np.float32
+    assert np.allclose(got, want, atol=1e-7)  # float32's rounding of the same values
     assert not got[4].any()  # the empty text
 
 
@@ -95,7 +97,9 @@ def _data(seed: int = 3) -> np.ndarray:
 ])
 def test_silhouette_is_sklearns(labels: np.ndarray) -> None:
     x = _data()
-    assert silhouette(x, labels, block=5) == pytest.approx(silhouette_score(x, labels), abs=1e-12)
+    want = silhouette_score(x, labels)
+    assert silhouette(x, labels) == pytest.approx(want, abs=1e-12)
+    assert silhouette(x, labels, dist=distances(x, block=5)) == pytest.approx(want, abs=1e-12)  # in blocks
 
 
 def test_silhouette_of_one_cluster_is_nan() -> None:
@@ -128,3 +132,17 @@ def test_top_terms_by_cluster_count_times_idf() -> None:
     # 2 * (ln(5/3) + 1) each; "staging" is in one question only and left out.
     assert top_terms(everyone[:2], everyone) == ["database", "reset"]
     assert terms("What's the DB's p95 in 2024?") == {"what's", "db's", "p95"}  # a number alone is no term
+
+
+def test_leading_coordinates_keep_distances_and_are_a_truncated_svd() -> None:
+    from sklearn.decomposition import TruncatedSVD
+    from sklearn.metrics import pairwise_distances
+
+    rng = np.random.default_rng(11)
+    low = rng.normal(size=(50, 5)) @ rng.normal(size=(5, 300))  # rank 5 in 300 dimensions
+    y = leading_coordinates(low @ low.T, dims=10)
+    assert np.allclose(pairwise_distances(y), pairwise_distances(low), atol=1e-8)  # exact below the rank
+    full = rng.normal(size=(60, 40))
+    y = leading_coordinates(full @ full.T, dims=6)
+    ref = TruncatedSVD(n_components=6, algorithm="arpack").fit_transform(full)
+    assert np.allclose(pairwise_distances(y), pairwise_distances(ref), atol=1e-8)
