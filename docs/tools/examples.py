@@ -5,7 +5,7 @@
     python docs/tools/examples.py --write docs/comparing.md   # only the examples of these pages
 
 A fenced block that shows a command's output (info string `text`, `console`, `markdown` or
-none) in README.md or docs/*.md is marked by the HTML comment right above it (invisible on
+none) in README.md, EVAL.md or docs/*.md is marked by the HTML comment right above it (invisible on
 GitHub and on the site), one of:
 
     <!-- example: python scripts/compare_runs.py a b --format markdown
@@ -38,7 +38,7 @@ latency column). A session is declared once, on any page:
 and is a fresh temporary folder holding copies of this checkout's eval_set.jsonl,
 eval_set_sanity.jsonl, sample_vault/ and scripts/, where its setup commands run (each must
 exit 0; `copy: PATH` lines copy more of this checkout), then its examples, in page order
-(README.md, then docs/*.md by name). Commands are
+(README.md, EVAL.md, then docs/*.md by name). Commands are
 `python ...` (this interpreter, this checkout first on PYTHONPATH) or `evalkit ...`, split as
 a shell would but run without one. No target is given to them, so they evaluate the reference
 chatbot in process over the copied sample_vault; `serve: yes` on a setup starts the reference
@@ -92,8 +92,9 @@ _OPTION = re.compile(r"^(\w+):\s*(.*)$")
 
 
 def pages() -> list[Path]:
-    """README.md, then docs/*.md by name; docs/cli.md is made and checked by cli_reference.py."""
-    return [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "cli.md")]
+    """README.md, EVAL.md (the site's metrics page), then docs/*.md by name; docs/cli.md is made
+    and checked by cli_reference.py."""
+    return [ROOT / "README.md", ROOT / "EVAL.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "cli.md")]
 
 
 @dataclass
