@@ -45,13 +45,23 @@ class FakeEmbeddings(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         with server.lock:  # type: ignore[attr-defined]
             server.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})  # type: ignore[attr-defined]
-        if server.mode == "fail" or self.path != "/v1/embeddings":  # type: ignore[attr-defined]
+        mode = server.mode  # type: ignore[attr-defined]
+        extra: dict[str, str] = {}
+        if mode == "fail" or self.path != "/v1/embeddings":
             payload, status = b'{"error": {"message": "model not loaded"}}', 500
+        elif mode == "busy-once":  # 429 with Retry-After on the first request only
+            server.mode = "ok"  # type: ignore[attr-defined]
+            payload, status, extra = b'{"error": {"message": "slow down"}}', 429, {"Retry-After": "0"}
+        elif mode == "short":  # one vector fewer than the texts sent
+            data = [{"index": i, "embedding": fake_vector(t)} for i, t in enumerate(body["input"][1:])]
+            payload, status = json.dumps({"data": data}).encode(), 200
         else:
             data = [{"object": "embedding", "index": i, "embedding": fake_vector(t)} for i, t in enumerate(body["input"])]
             payload, status = json.dumps({"object": "list", "data": data[::-1], "model": body["model"]}).encode(), 200
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
+        for name, value in extra.items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
@@ -223,3 +233,33 @@ def test_a_model_without_an_endpoint_is_a_usage_error(stored_run: Path, tmp_path
     got = _invoke("embed", "--run-id", "r", "--results-dir", stored_run, "--embed-model", "m")
     assert got.exit_code == 2 and "--embed-model needs --embed-base-url" in got.stderr
     assert not (stored_run / "r" / "embeddings.json").exists()
+
+
+def test_a_429_is_retried_and_a_reply_of_the_wrong_shape_is_refused(
+        stored_run: Path, server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    results = _copy(stored_run, tmp_path / "results")
+    monkeypatch.chdir(tmp_path)
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    args = ("embed", "--run-id", "r", "--results-dir", results, "--embed-base-url", base, "--embed-model", "m",
+            "--batch-size", 500, "--no-cache")
+    server.mode = "busy-once"
+    got = _invoke(*args)
+    assert got.exit_code == 0, got.output
+    batches = [r for r in server.requests if r["body"]["input"]]
+    assert len(batches) == 1 + -(-len({t for r in batches for t in r["body"]["input"]}) // 500)  # one retried
+
+    server.requests.clear()
+    server.mode = "short"
+    got = _invoke(*args)
+    assert got.exit_code == 2 and "vectors for" in got.stderr and "texts" in got.stderr
+    assert json.loads((results / "r" / "embeddings.json").read_text())["error"]["message"].endswith(
+        "(expected OpenAI's {'data': [{'embedding': [...]}]})")
+
+
+def test_openais_key_goes_to_openai_only() -> None:
+    from evalkit.embeddings.embedders import api_key_for
+
+    env = {"OPENAI_API_KEY": "sk-openai"}
+    assert api_key_for("https://api.openai.com/v1", env) == "sk-openai"
+    assert api_key_for("http://127.0.0.1:11434/v1", env) is None  # a local server never gets OpenAI's key
+    assert api_key_for("http://127.0.0.1:11434/v1", {**env, "EVALKIT_EMBED_API_KEY": "k2"}) == "k2"
