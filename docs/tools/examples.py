@@ -41,11 +41,10 @@ exit 0; `copy: PATH` lines copy more of this checkout), then its examples, in pa
 (README.md, EVAL.md, then docs/*.md by name). Commands are
 `python ...` (this interpreter, this checkout first on PYTHONPATH) or `evalkit ...`, split as
 a shell would but run without one. No target is given to them, so they evaluate the reference
-chatbot in process over the copied sample_vault; `serve: yes` on a setup starts the reference
-chatbot on loopback (evalkit.reference.server.start_reference_server, as the test fixture
-`reference_server` does) and `http://localhost:8080` in its commands means it; `serve:
-failing` starts the tests' fault server answering HTTP 500 to everything
-(tests/integration/fault_server.py) there instead. The
+chatbot in process over the copied sample_vault (run_eval's default target). `serve: failing`
+on a setup starts the tests' fault server answering HTTP 500 to everything
+(tests/integration/fault_server.py `start_fault_server`), and `http://localhost:8080` in
+the session's commands means it. The
 environment is the tests' (tests/support.py `clean_env`): no API key, no endpoint, no proxy.
 `illustrative` marks an output that cannot be produced offline (a real LLM judge, a remote
 chatbot) or is a hypothetical case; docs/tools/hooks.py shows its reason on the site.
@@ -61,7 +60,10 @@ matches, so the pages do not churn):
   and the loopback server's port;
 - durations: every number on a line that names a timing (latency, `_ms`, ` ms`, wall time,
   throughput, p50/p95), and the spaces and rule characters (`─`) rich pads a table with,
-  since a wider latency widens its column; a block's own `mask:`.
+  since a wider latency widens its column;
+- a block's own `mask:`, which the page shows beside it: the matrix table's p50/p95 column, and
+  the breaker's counts of failed tries and of cases not asked, which depend on how many
+  requests were in flight when it stopped (machine load).
 
 Everything else, every metric, count, id and word, must be equal.
 tests/integration/test_docs_examples.py runs the check; tests/unit/test_docs_examples_marked.py
@@ -140,7 +142,7 @@ class Example:
 class Session:
     name: str
     commands: list[str] = field(default_factory=list)
-    serve: str = ""  # "yes": the reference chatbot; "failing": a server answering HTTP 500
+    serve: str = ""  # "failing": a server answering HTTP 500 to everything
     copies: list[str] = field(default_factory=list)
     where: str = ""
 
@@ -197,6 +199,8 @@ def collect(only: list[Path] | None = None) -> tuple[dict[str, Session], list[Ex
             for line in (s.strip() for s in m.group(2).splitlines()):
                 if line.startswith("serve: "):
                     session.serve = line.removeprefix("serve: ")
+                    if session.serve != "failing":
+                        problems.append(f"{where}: `serve: {session.serve}`: only `serve: failing` is known")
                 elif line.startswith("copy: "):
                     session.copies.append(line.removeprefix("copy: "))
                 elif line:
@@ -362,11 +366,7 @@ def run_session(name: str, session: Session | None, examples: list[Example]) -> 
             (folder / item).parent.mkdir(parents=True, exist_ok=True)
             (shutil.copytree if src.is_dir() else shutil.copy)(src, folder / item)
         stop, url = None, None
-        if session is not None and session.serve == "yes":
-            from evalkit.reference.server import start_reference_server
-
-            url, stop = start_reference_server(folder / "sample_vault")
-        elif session is not None and session.serve == "failing":
+        if session is not None and session.serve == "failing":
             _on_path()
             from tests.integration.fault_server import start_fault_server
 
