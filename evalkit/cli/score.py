@@ -101,6 +101,8 @@ _ONLY = {
     ),
 }
 _EITHER = {"eval_set": ("retrieval", "abstention")}
+# Of those, the ones the rubric judge reads too (_score_custom): not refused beside --rubric / --custom.
+_RUBRIC_READS = frozenset({"judge_temperature", "judge_trials", "timeout", "refresh_cache"})
 
 
 def _option(info: Any, panel: str) -> Any:
@@ -203,7 +205,7 @@ def main(
     parts = asked or (() if any(own.values()) else DEFAULT_PARTS)
     if parts:
         with exit_on_known_errors():
-            _refuse_other_parts(ctx, parts)
+            _refuse_other_parts(ctx, parts, _RUBRIC_READS if own["rubric"] or own["custom"] else frozenset())
         score_run(parts, **settings, command="evalkit score")
     if any(own.values()):
         with exit_on_known_errors():
@@ -285,8 +287,9 @@ def _refuse_with_trec_run(ctx: typer.Context) -> None:
         raise BadConfig(problems)
 
 
-def _refuse_other_parts(ctx: typer.Context, parts: Sequence[str]) -> None:
-    """BadConfig naming each given flag that only a part not asked for reads."""
+def _refuse_other_parts(ctx: typer.Context, parts: Sequence[str], also_read: frozenset[str] = frozenset()) -> None:
+    """BadConfig naming each given flag that only a part not asked for reads (and `also_read`
+    does not name: the rubric judge's)."""
     from evalkit.errors import BadConfig, Problem
 
     def given(name: str) -> bool:
@@ -297,7 +300,7 @@ def _refuse_other_parts(ctx: typer.Context, parts: Sequence[str]) -> None:
     problems = [
         Problem(f"goes with --{part}", field=flags[name])
         for part, names in _ONLY.items() if part not in parts
-        for name in names if given(name)
+        for name in names if given(name) and name not in also_read
     ]
     problems += [
         Problem(f"goes with {' or '.join('--' + p for p in owners)}", field=flags[name])

@@ -139,13 +139,16 @@ def test_judge_samples_and_an_llm_rubric_on_run(project: Path, monkeypatch: pyte
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-000000000000000000000000")
     kinds: list[str] = []
+    seen: dict[str, int] = {}
 
     def reply(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         name = body["response_format"]["json_schema"]["name"]
         kinds.append(name)
-        # the rubric judge is noisy: 3, then 5, then 3, ... in call order
-        rubric = {"reasoning": "fine", "score": 3 if kinds.count("rubric_score") % 2 else 5}
+        # the rubric judge is noisy: the first time it sees a prompt it says 3, the second time 5
+        prompt = body["messages"][-1]["content"]
+        seen[prompt] = seen.get(prompt, 0) + (name == "rubric_score")
+        rubric = {"reasoning": "fine", "score": 3 if seen[prompt] % 2 else 5}
         data = {"groundedness_verdict": GROUNDED, "correctness_verdict": CORRECT, "rubric_score": rubric}[name]
         return httpx.Response(200, json=openai_reply(json.dumps(data)))
 
@@ -241,3 +244,14 @@ def test_custom_metrics_are_in_the_html_run_report_and_compare_page(tmp_path: Pa
     out = write_compare_report("a", "b", results_dir=tmp_path, output=tmp_path / "c.html", resamples=200)
     html = out.read_text(encoding="utf-8")
     assert html.count("rubric/helpfulness") >= 2  # in the merge verdict's table and the deltas
+
+
+def test_score_takes_judge_samples_beside_a_rubric_with_another_part(project: Path) -> None:
+    out = _run("--run-id", "r")
+    assert out.exit_code == 0, out.output
+    # the rubric judge reads --judge-samples: not refused as a flag of --answers only
+    ok = CliRunner().invoke(main_app, ["score", "--run-id", "r", "--retrieval", "--rubric", "helpfulness.toml",
+                                       "--judge-samples", "2", "--quiet"])
+    assert ok.exit_code == 0, ok.output
+    refused = CliRunner().invoke(main_app, ["score", "--run-id", "r", "--retrieval", "--judge-samples", "2"])
+    assert refused.exit_code == 2 and "--judge-trials" in refused.output
