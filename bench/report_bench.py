@@ -14,7 +14,7 @@ round, for each run, for the reference and this checkout in alternating order:
             frame painted after the case table became usable; "load" the load event (ms from
             navigation start)
     sort    a click on a header until the next frame is painted: latency (numbers), then id
-            (text; the first text sort of a column also makes its sort keys)
+            (text; the page ships the id column's sort ranks)
     filter  the category select set to one category; the search box set to a word of the corpus
     expand  a click on the first question until its chunks are on the page
 

@@ -205,7 +205,9 @@ def figures(rows: list[dict]) -> list[tuple[str, str, str, str, float | None, Ca
         ("Run report, 100,000 cases: table usable, no case cut", "cut above 5,000 cases", "≤ 2 s", "s",
          _one(rep, lambda r: r["drawn_ms"] / 1000, n=100000, **sci), lambda v: v <= 2),
     ]
-    for label, key in (("sort numbers", "sort_num_ms"), ("sort text (first / again)", "sort_text_ms"),
+    # a text sort: the slower of a column's first sort and the one again, per load
+    for label, key in (("sort numbers", "sort_num_ms"),
+                       ("sort text (first / again)", lambda r: max(r["sort_text_ms"], r["sort_text2_ms"])),
                        ("filter by category", "filter_ms"), ("search", "search_ms")):
         out.append((f"Run report, 100,000 cases: {label}", "—", "≤ 200 ms", "ms", _one(rep, key, n=100000, **sci),
                     lambda v: v <= 200))
