@@ -223,6 +223,9 @@ def test_offline_default_and_the_report_section_escapes_what_it_shows(stored_run
     page = (results / "r" / "report.html").read_text()  # re-rendered by the analysis
     assert 'id="embeddings"' in page and 'href="#embeddings"' in page and "silhouette" in page
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    # A shareable copy leaves the analysis out: it quotes questions and note text.
+    assert _invoke("redact", "--run-id", "r", "--results-dir", results).exit_code == 0
+    assert not (results / "r-redacted" / "embeddings.json").exists() and (results / "r-redacted" / "metrics.json").exists()
     # the same analysis again: the same numbers (no randomness outside the seeded k-means)
     assert _invoke("embed", "--run-id", "r", "--results-dir", results, "--far-percentile", 100).exit_code == 0
     again = json.loads((results / "r" / "embeddings.json").read_text())
