@@ -313,7 +313,8 @@ class Comparison(BaseModel):
     pairwise_judge: list[dict[str, Any]] = Field(
         default_factory=list,
         description="per pairwise judge with verdicts about these runs (run b's pairwise_judge.jsonl; --pairwise-judge "
-        "asks one): {judge, a, b, equal, stale, cases, n_flipped, flip_rate}; not part of the gate or the verdict",
+        "asks one): {judge, a, b, equal, stale, cases, n_flipped, flip_rate, n_verbosity_probed, n_prefers_padded, "
+        "verbosity_rate}; not part of the gate or the verdict",
     )
     notes: list[str] = Field(default_factory=list)
 

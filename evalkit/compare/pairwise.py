@@ -191,7 +191,8 @@ def comparison_note(a: Any, b: Any) -> str | None:
 # ---------------------------------------------------------------- the pairwise LLM judge
 # Its verdicts are kept as the human choices are, in a file of their own beside them
 # (`results/<run_b>/pairwise_judge.jsonl`): the same line (reviewer "judge:<name>"), plus what the
-# position probe saw (`first`, `swapped`, `flipped`), the prompt version and the reasoning; the
+# position probe saw (`first`, `swapped`, `flipped`), the verbosity probe's outcome on the pairs
+# that had it (`verbosity`), the prompt version and the reasoning; the
 # last line of a (case, run a, judge) wins and a changed answer makes it stale, so `tally`
 # counts both files alike. judges/pairwise.py is the judge, rescore/pairwise.py asks it.
 JUDGE_FILE = "pairwise_judge.jsonl"
@@ -228,7 +229,9 @@ def judge_tallies(a: Any, b: Any) -> list[dict[str, Any]]:
     """Per pairwise judge that has verdicts about run a against run b in run b's
     pairwise_judge.jsonl: `tally`'s counts (its current verdicts; stale ones left out) plus the
     position probe's `n_flipped` and `flip_rate` (share of current verdicts whose winner changed
-    when the order was swapped). [] when there is none."""
+    when the order was swapped), and the verbosity probe's `n_verbosity_probed`, `n_prefers_padded`
+    and `verbosity_rate` (share of probed cases whose answer padded with itself beat it). [] when
+    there is none."""
     if a.run is None or b.run is None or not judge_path(b.run).exists():
         return []
     try:
@@ -250,8 +253,12 @@ def judge_tallies(a: Any, b: Any) -> list[dict[str, Any]]:
         current = [line for cid, by in mine.items() for line in by.values()
                    if cid in answers and status_of(line, *answers[cid]) != "stale"]
         flipped = sum(1 for line in current if line.get("flipped") is True)
+        probed = [line["verbosity"] for line in current if line.get("verbosity") in ("original", "padded", "equal")]
+        longer = probed.count("padded")
         out.append({"judge": who.removeprefix(JUDGE_PREFIX), **{k: t[k] for k in (*CHOICES, "stale", "cases")},
-                    "n_flipped": flipped, "flip_rate": flipped / len(current) if current else None})
+                    "n_flipped": flipped, "flip_rate": flipped / len(current) if current else None,
+                    "n_verbosity_probed": len(probed), "n_prefers_padded": longer,
+                    "verbosity_rate": longer / len(probed) if probed else None})
     return out
 
 
@@ -261,5 +268,8 @@ def judge_note(t: Mapping[str, Any]) -> str:
     flips = "" if t["flip_rate"] is None else (
         f"; position probe: {t['n_flipped']} of {t['cases']} verdict(s) flipped when the order was swapped "
         f"({t['flip_rate']:.0%}, counted as equal)")
+    longer = "" if t.get("verbosity_rate") is None else (
+        f"; verbosity probe: {t['n_prefers_padded']} of {t['n_verbosity_probed']} preferred an answer padded "
+        f"with itself ({t['verbosity_rate']:.0%})")
     return (f"pairwise judge {t['judge']} ({JUDGE_FILE}): run a better {t['a']}, run b better {t['b']}, equal "
-            f"{t['equal']} over {t['cases']} case(s){flips}{stale}")
+            f"{t['equal']} over {t['cases']} case(s){flips}{longer}{stale}")

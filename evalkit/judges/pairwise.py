@@ -1,11 +1,17 @@
 """The pairwise judge: which of two runs' answers to one case is better, A, B or a tie
-(issue 42 item 4), with the position probe built in.
+(issue 42 item 4), with the position and verbosity probes built in.
 
 Each pair is asked twice, once with run a's answer shown first and once with the order
 swapped (MT-Bench's "swap positions" check). A verdict that names the same run both times is
 the case's choice; one that changes with the order only is a position flip, and the case's
 choice is then `equal` (as MT-Bench counts an inconsistent pair: a tie). The share of pairs
 whose verdict flipped is the judge's position bias on these answers.
+
+The verbosity probe (MT-Bench's "repetitive list" attack): on the first `VERBOSITY_PROBES`
+pairs (by case id), run b's answer is set against itself padded (`bias.padded`: the answer, a
+blank line, the answer again; not one claim more), both ways round. A fair judge calls that a
+tie; one that picks the padded copy both times prefers length. The share of probed cases whose
+padded copy won is the judge's verbosity bias.
 
 Judges:
 - an LLM judge (any provider `LLMJudge` drives), prompt `pairwise-v1`: the question, the
@@ -31,14 +37,18 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from evalkit.judges.base import JudgeOutcome, RenderedPrompt
+from evalkit.judges.bias import padded
 from evalkit.judges.cache import cache_key
 from evalkit.judges.heuristic import content_words
 
-__all__ = ["PROMPT_VERSION", "PairVerdict", "PairwiseOutput", "heuristic_winner", "judge_pairs", "pairwise_llm"]
+__all__ = ["PROMPT_VERSION", "VERBOSITY_PROBES", "PairVerdict", "PairwiseOutput", "heuristic_winner", "judge_pairs", "pairwise_llm"]
 
 PROMPT_VERSION = "pairwise-v1"
 HEURISTIC_VERSION = "pairwise-heuristic-v1"
 KIND = "pairwise"
+# Pairs that also get the verbosity probe (two more judgments each): enough to see a judge
+# that prefers length most of the time, bounded so the probe never doubles a large compare's cost.
+VERBOSITY_PROBES = 20
 _CITE = re.compile(r"\[\d+\]")
 
 
@@ -63,6 +73,9 @@ class PairVerdict:
     swapped: str | None
     reasoning: str | None = None
     failure: str | None = None
+    # The verbosity probe, when this pair had it: run b's answer against itself padded,
+    # "original", "padded" or "equal" (a tie, or a verdict that changed with the order).
+    verbosity: str | None = None
 
     @property
     def flipped(self) -> bool | None:
@@ -139,20 +152,30 @@ async def _judge_pairs(pairs: Sequence[tuple[str, Mapping[str, Any], Mapping[str
                        concurrency: int) -> list[PairVerdict]:
     gate = asyncio.Semaphore(max(1, concurrency))
 
-    async def one(cid: str, ra: Mapping[str, Any], rb: Mapping[str, Any]) -> PairVerdict:
-        question, reference = str(ra.get("question") or rb.get("question") or ""), _reference(rb) or _reference(ra)
-        a, b = _answer(ra), _answer(rb)
+    async def both_ways(question: str, reference: str, a: str, b: str) -> tuple[str | None, str | None, str | None, str | None]:
+        """(verdict with a shown first, verdict with b shown first, each "a"/"b"/"equal" or None;
+        the first's reasoning; a failure)."""
         if llm is None:
             # asked both ways round as the LLM is: "a" of the swapped call is the answer shown first, run b's
             swapped = {"a": "b", "b": "a", "equal": "equal"}[heuristic_winner(question, reference, b, a)]
-            return PairVerdict(cid, heuristic_winner(question, reference, a, b), swapped, "heuristic")
+            return heuristic_winner(question, reference, a, b), swapped, "heuristic", None
         async with gate:
             w1, why, f1 = await _ask(llm, question, reference, a, b)
         async with gate:
             w2, _, f2 = await _ask(llm, question, reference, b, a)
-        return PairVerdict(cid, _AS_RUN["first"].get(w1 or ""), _AS_RUN["swapped"].get(w2 or ""), why, f1 or f2)
+        return _AS_RUN["first"].get(w1 or ""), _AS_RUN["swapped"].get(w2 or ""), why, f1 or f2
 
-    return list(await asyncio.gather(*(one(*p) for p in pairs)))
+    async def one(i: int, cid: str, ra: Mapping[str, Any], rb: Mapping[str, Any]) -> PairVerdict:
+        question, reference = str(ra.get("question") or rb.get("question") or ""), _reference(rb) or _reference(ra)
+        first, swapped, why, failure = await both_ways(question, reference, _answer(ra), _answer(rb))
+        verbosity = None
+        if i < VERBOSITY_PROBES:
+            plain, pad, _, _ = await both_ways(question, reference, _answer(rb), padded(_answer(rb)))
+            if plain is not None and pad is not None:  # a failed probe judgment leaves the probe out
+                verbosity = "equal" if plain != pad else {"a": "original", "b": "padded", "equal": "equal"}[plain]
+        return PairVerdict(cid, first, swapped, why, failure, verbosity)
+
+    return list(await asyncio.gather(*(one(i, *p) for i, p in enumerate(pairs))))
 
 
 def judge_pairs(pairs: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]]], llm: Any = None, *,

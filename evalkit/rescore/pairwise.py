@@ -61,6 +61,7 @@ def judge_runs(a: Any, b: Any, spec: str, *, concurrency: int = 4) -> dict[str, 
          "answer_a_sha256": answer_sha256(ra[v.case_id]), "answer_b_sha256": answer_sha256(rb[v.case_id]),
          "choice": v.choice, "reviewer": JUDGE_PREFIX + name, "reviewed_at": now, "first": v.first,
          "swapped": v.swapped, "flipped": v.flipped, "prompt_version": version, "reasoning": v.reasoning}
+        | ({"verbosity": v.verbosity} if v.verbosity is not None else {})
         for v in verdicts if v.choice is not None
     ]
     append_judge_verdicts(b.run, lines)

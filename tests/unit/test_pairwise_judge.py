@@ -62,12 +62,17 @@ def test_the_heuristic_is_symmetric() -> None:
 def test_the_heuristic_pairwise_judge_from_compare(runs: Path) -> None:
     c = _compare(runs, "heuristic")
     # by hand: b better on q0-q2, a on q3, equal on q4, q5; q6 is not a pair (run a failed); it never flips
+    # the verbosity probe (all 6 pairs are within VERBOSITY_PROBES): an answer padded with itself covers the
+    # same words and cites the same, so the heuristic calls every probe a tie
     assert c.pairwise_judge == [{"judge": "heuristic", "a": 1, "b": 3, "equal": 2, "stale": 0, "cases": 6,
-                                 "n_flipped": 0, "flip_rate": 0.0}]
+                                 "n_flipped": 0, "flip_rate": 0.0, "n_verbosity_probed": 6, "n_prefers_padded": 0,
+                                 "verbosity_rate": 0.0}]
     assert any(n.startswith("pairwise judge heuristic (pairwise_judge.jsonl): run a better 1, run b better 3, equal 2 "
-                            "over 6 case(s); position probe: 0 of 6") for n in c.notes)
+                            "over 6 case(s); position probe: 0 of 6") and "verbosity probe: 0 of 6 preferred" in n
+               for n in c.notes)
     lines = _lines(runs)
     assert [x["test_case_id"] for x in lines] == ["q0", "q1", "q2", "q3", "q4", "q5"]
+    assert {x["verbosity"] for x in lines} == {"equal"}
     assert lines[0]["reviewer"] == "judge:heuristic" and lines[0]["first"] == lines[0]["swapped"] == "b"
     # kept: a later compare without the flag tallies them again, beside a human's choice
     run_b = RunDir.open(runs, "b")
@@ -86,7 +91,7 @@ def test_the_heuristic_pairwise_judge_from_compare(runs: Path) -> None:
     assert (stale["b"], stale["stale"], stale["cases"]) == (2, 1, 5)
 
 
-def _llm(prefers_first: bool, calls: list[str]):
+def _llm(prefers_first: bool, calls: list[str], prefers_longer: bool = False):
     def reply(request: httpx.Request) -> httpx.Response:
         from tests.unit.judges.judge_helpers import openai_reply
 
@@ -98,6 +103,8 @@ def _llm(prefers_first: bool, calls: list[str]):
         second = second.split("\n\nWhich answer")[0]
         if prefers_first:
             winner = "A"
+        elif prefers_longer:
+            winner = "tie" if len(first) == len(second) else ("A" if len(first) > len(second) else "B")
         else:  # a fair judge: the answer with the port number wins
             winner = "tie" if ("8080" in first) == ("8080" in second) else ("A" if "8080" in first else "B")
         return httpx.Response(200, json=openai_reply(json.dumps({"reasoning": "r", "winner": winner})))
@@ -117,23 +124,28 @@ def test_an_llm_pairwise_judge_and_its_position_probe(runs: Path, tmp_path: Path
         router.post(OPENAI_URL).mock(side_effect=_llm(True, calls))
         biased = _compare(runs, f"openai:{OPENAI_MODEL}")
     # 6 pairs, each asked both ways round: 12 prompts, but q4's and q5's two answers are the same text, so
-    # their swapped prompt is the same prompt, answered from the cache: 10 calls. A judge that always
-    # picks the first answer flips on every pair
-    assert len(calls) == 10 and "Reference answer: The server port is 8080." in calls[0]
+    # their swapped prompt is the same prompt, answered from the cache: 10 calls; plus the verbosity probe
+    # on each of the 6 pairs, run b's answer against itself padded both ways round: 12 more (each case's
+    # question differs, so none is cached): 22. A judge that always picks the first answer flips on every
+    # pair, and on every probe, which therefore counts as a tie, not as a taste for length
+    assert len(calls) == 22 and "Reference answer: The server port is 8080." in calls[0]
     t = biased.pairwise_judge[0]
     assert t["judge"] == f"openai:{OPENAI_MODEL}" and (t["a"], t["b"], t["equal"]) == (0, 0, 6)
     assert t["n_flipped"] == 6 and t["flip_rate"] == 1.0
+    assert (t["n_verbosity_probed"], t["n_prefers_padded"], t["verbosity_rate"]) == (6, 0, 0.0)
     # a fair judge (its own cache entries: another reply to the same prompts needs --refresh; use a fresh cache)
     (tmp_path / "cache" / "judge_cache.sqlite").unlink()
     calls.clear()
     with respx.mock(assert_all_mocked=True) as router:
         router.post(OPENAI_URL).mock(side_effect=_llm(False, calls))
         fair = _compare(runs, f"openai:{OPENAI_MODEL}")
-        assert len(calls) == 10
+        assert len(calls) == 22
         t = fair.pairwise_judge[0]
+        # the fair judge: both copies hold 8080 or neither does, so every probe is a tie
         assert (t["a"], t["b"], t["equal"], t["n_flipped"], t["flip_rate"]) == (1, 3, 2, 0, 0.0)
+        assert (t["n_verbosity_probed"], t["n_prefers_padded"]) == (6, 0)
         again = _compare(runs, f"openai:{OPENAI_MODEL}")
-        assert len(calls) == 10 and again.pairwise_judge == fair.pairwise_judge  # every verdict from the cache
+        assert len(calls) == 22 and again.pairwise_judge == fair.pairwise_judge  # every verdict from the cache
     line = _lines(runs)[-1]
     assert line["reviewer"] == f"judge:openai:{OPENAI_MODEL}" and line["prompt_version"] == "pairwise-v1"
 
@@ -147,3 +159,34 @@ def test_an_unpinned_pairwise_judge_is_refused(runs: Path, monkeypatch) -> None:
     ok = CliRunner().invoke(app, ["a", "b", "--results-dir", str(runs), "--pairwise-judge", "heuristic", "--format", "json"])
     assert ok.exit_code in (0, 1, 4), ok.output
     assert json.loads(ok.stdout)["pairwise_judge"][0]["judge"] == "heuristic"
+
+
+def test_the_verbosity_probe_finds_a_judge_that_prefers_length(runs: Path, tmp_path: Path, monkeypatch) -> None:
+    import respx
+
+    from tests.unit.judges.judge_helpers import OPENAI_MODEL, OPENAI_URL
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-000000000000000000000000")
+    monkeypatch.chdir(tmp_path)
+    calls: list[str] = []
+    with respx.mock(assert_all_mocked=True) as router:
+        router.post(OPENAI_URL).mock(side_effect=_llm(False, calls, prefers_longer=True))
+        c = _compare(runs, f"openai:{OPENAI_MODEL}")
+    t = c.pairwise_judge[0]
+    # by hand: the padded copy is longer whichever side it is shown on, so it wins both ways round on
+    # all 6 probed pairs; on the pairs themselves the longer answer wins both ways: GOOD (21 chars) vs MEH
+    # (32 chars) -> MEH: run a on q0-q2, run b on q3, q4 and q5 equal lengths -> tie
+    assert (t["n_verbosity_probed"], t["n_prefers_padded"], t["verbosity_rate"]) == (6, 6, 1.0)
+    assert (t["a"], t["b"], t["equal"]) == (3, 1, 2)
+    assert any("verbosity probe: 6 of 6 preferred an answer padded with itself (100%)" in n for n in c.notes)
+    assert [x["verbosity"] for x in _lines(runs)] == ["padded"] * 6
+
+
+def test_only_the_first_pairs_get_the_verbosity_probe(tmp_path: Path, monkeypatch) -> None:
+    from evalkit.judges import pairwise
+
+    monkeypatch.setattr(pairwise, "VERBOSITY_PROBES", 2)
+    pairs = [(f"q{i}", _rec(f"q{i}", MEH), _rec(f"q{i}", GOOD)) for i in range(4)]
+    verdicts = pairwise.judge_pairs(pairs)
+    assert [v.verbosity for v in verdicts] == ["equal", "equal", None, None]
+    assert [v.choice for v in verdicts] == ["b"] * 4
