@@ -31,6 +31,7 @@ a run's records back.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -226,3 +227,13 @@ def loopback_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[Threading
     finally:
         server.shutdown()
         server.server_close()
+
+
+def docs_examples_tool() -> Any:
+    """docs/tools/examples.py as a module (it is a script, not part of the package), loaded once."""
+    if "docs_examples" not in sys.modules:  # dataclasses look their module up in sys.modules
+        spec = importlib.util.spec_from_file_location("docs_examples", ROOT / "docs" / "tools" / "examples.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["docs_examples"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["docs_examples"]

@@ -97,7 +97,8 @@ def main(
     pairwise_judge: Optional[str] = typer.Option(
         None, "--pairwise-judge", metavar="JUDGE", rich_help_panel=_O,
         help="Ask a judge which run answered each case better (A, B or tie), each pair twice with the order swapped "
-        "(the share that flips is its position bias): heuristic (offline), or PROVIDER:MODEL such as "
+        "(the share that flips is its position bias; on 20 pairs also against run b's answer padded with itself, its "
+        "verbosity bias): heuristic (offline), or PROVIDER:MODEL such as "
         "openai:gpt-4o-2024-08-06 (a pinned model; openai-compatible's URL from EVALKIT_JUDGE_BASE_URL). Its verdicts "
         "go to run b's pairwise_judge.jsonl and are tallied beside the human side-by-side reviews; not part of the gate.",
     ),

@@ -9,25 +9,19 @@ docstring lists. A failure names the page and the block's line, with a diff;
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support import docs_examples_tool
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _tool():
-    if "docs_examples" not in sys.modules:  # dataclasses look their module up in sys.modules
-        spec = importlib.util.spec_from_file_location("docs_examples", ROOT / "docs" / "tools" / "examples.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["docs_examples"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["docs_examples"]
+_tool = docs_examples_tool
 
 
 def _sessions() -> list[str]:

@@ -4,20 +4,14 @@ tests/integration/test_docs_examples.py runs the marked commands."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
+
+from tests.support import docs_examples_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _tool():
-    if "docs_examples" not in sys.modules:  # dataclasses look their module up in sys.modules
-        spec = importlib.util.spec_from_file_location("docs_examples", ROOT / "docs" / "tools" / "examples.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["docs_examples"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["docs_examples"]
+_tool = docs_examples_tool
 
 
 def test_every_output_block_is_generated_or_illustrative() -> None:
