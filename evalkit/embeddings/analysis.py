@@ -16,6 +16,13 @@ in (their text as the run stored it, which may be cut). A retrieved chunk the ru
 gets its full text where the judges' source of it finds it (`evalkit.judges.context`), so
 both sides of the gap are whole texts.
 
+Memory stays bounded as the run grows: the records are read once, keeping per case its
+texts' numbers in one table of distinct texts; the texts are then embedded BLOCK_CASES cases
+at a time (each distinct text of a block once), the block's similarities taken and its
+vectors dropped, but for the questions the clustering takes (at most MAX_CLUSTER_QUESTIONS).
+An embedder whose vectors depend on the texts embedded together (the lexical one's IDF) is
+first fitted on every text of the analysis, so each vector is the one a single call gives.
+
 The kernels (`cosine_rows`, `kmeans`, `silhouette`) are numpy over plain arrays;
 `analyze_run` reads the run and `write_analysis` writes `embeddings.json` and re-renders an
 existing report.html.
@@ -55,6 +62,9 @@ MIN_CLUSTER_CASES = 4  # fewer questions than this: no clustering
 # More questions than this are clustered as a seeded sample of this many (the distance matrix
 # the silhouettes share is n x n: 4,000 questions take 128 MB).
 MAX_CLUSTER_QUESTIONS = 4000
+# Cases whose texts are embedded together: a block of SciFact cases at K = 20 holds about
+# 5,000 distinct texts, 80 MB of 4,096-float lexical vectors.
+BLOCK_CASES = 256
 CLUSTER_DIMS = 128  # k-means runs in the questions' 128 leading directions (`leading_coordinates`)
 KMEANS_RESTARTS = 4
 KMEANS_MAX_ITER = 100
@@ -264,12 +274,11 @@ def top_terms(cluster: Sequence[set[str]], everyone: Sequence[set[str]], n: int 
 @dataclass
 class _Case:
     case_id: str
-    question: str
+    question: int  # the question's number in the analysis' table of distinct texts
     stage: str
-    answerable: bool
     supports: list[Mapping[str, Any]]
-    retrieved: list[Mapping[str, Any]]  # the top K, in rank order
-    gold_texts: list[tuple[str | None, str | None]] = field(default_factory=list)  # (text, source) per support
+    retrieved: list[int]  # the top K chunks' texts, in rank order (numbers in the table)
+    gold_texts: list[tuple[int | None, str | None]] = field(default_factory=list)  # (text, source) per support
 
 
 def _primary_k(config: Mapping[str, Any], metrics: Mapping[str, Any] | None) -> int:
@@ -277,10 +286,27 @@ def _primary_k(config: Mapping[str, Any], metrics: Mapping[str, Any] | None) -> 
     return int(ks[0])
 
 
-def _read_cases(run: RunDir, k: int) -> list[_Case]:
-    """The first record of each case (its first trial), in file order."""
+@dataclass
+class _Read:
+    """What one pass over the records keeps: the cases, the table of distinct texts, and
+    the distinct retrieved chunks by normalized file (the gold texts' fallback)."""
+
+    cases: list[_Case] = field(default_factory=list)
+    texts: dict[str, int] = field(default_factory=dict)
+    run_chunks: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)
+    restored: int = 0
+    still_cut: int = 0
+
+    def text(self, t: str) -> int:
+        return self.texts.setdefault(t, len(self.texts))
+
+
+def _read_cases(run: RunDir, k: int, reader: Any) -> _Read:
+    """The first record of each case (its first trial), in file order, streamed: a chunk the
+    run stored cut takes its full text from `reader` (`evalkit.judges.context`) when it has it."""
     seen: set[str] = set()
-    out: list[_Case] = []
+    seen_chunks: set[Any] = set()
+    out = _Read()
     for rec in run.iter_results():
         cid = str(rec.get(Rec.CASE_ID))
         if cid in seen:
@@ -289,11 +315,23 @@ def _read_cases(run: RunDir, k: int) -> list[_Case]:
         case = rec.get(Rec.CASE) or {}
         question = rec.get(Rec.QUESTION) or case.get("question") or ""
         chunks = [c for c in order_chunks(rec.get(Rec.RETRIEVED_CHUNKS) or []) if isinstance(c, Mapping)][:k]
-        out.append(_Case(
-            case_id=cid, question=str(question), stage=record_stage(rec, k),
-            answerable=case.get("answerable", True) is not False,
+        for i, ch in enumerate(chunks):
+            if ch.get("text_truncated"):
+                text = reader.chunk_text(ch) if reader is not None else None
+                if text is None:
+                    out.still_cut += 1
+                else:
+                    chunks[i] = {**ch, "text": text, "text_truncated": False}
+                    out.restored += 1
+        for ch in chunks:
+            key = (ch.get("chunk_id"), ch.get("rel_path"), ch.get("start_line"))
+            if key not in seen_chunks:
+                seen_chunks.add(key)
+                out.run_chunks.setdefault(normalize_rel_path(ch.get("rel_path")), []).append(ch)
+        out.cases.append(_Case(
+            case_id=cid, question=out.text(str(question)), stage=record_stage(rec, k),
             supports=[s for s in case.get("gold_supports") or [] if isinstance(s, Mapping)],
-            retrieved=chunks,
+            retrieved=[out.text(str(ch.get("text") or "")) for ch in chunks],
         ))
     return out
 
@@ -350,75 +388,71 @@ def analyze_run(
     config = run.read_config()
     metrics = run.read_metrics()
     k = int(k) if k else _primary_k(config, metrics)
-    cases = _read_cases(run, k)
     # The notes, and the full text of chunks the run stored cut: the judges' source of full
     # chunk text (`--notes`, else the vault config.json records for a reference-chatbot run).
     source = context_source(config, notes)
     notes = notes if notes is not None else source.vault if source.reader is not None else None
-    restored = still_cut = 0
-    for c in cases:
-        for i, ch in enumerate(c.retrieved):
-            if ch.get("text_truncated"):
-                text = source.reader.chunk_text(ch) if source.reader is not None else None
-                if text is None:
-                    still_cut += 1
-                else:
-                    c.retrieved[i] = {**ch, "text": text, "text_truncated": False}
-                    restored += 1
+    read = _read_cases(run, k, source.reader)
+    cases, texts = read.cases, read.texts
     note_chunks = _note_chunks(notes)
-    run_chunks: dict[str, list[Mapping[str, Any]]] = {}
-    seen_ids: set[Any] = set()
     for c in cases:
-        for ch in c.retrieved:
-            key = (ch.get("chunk_id"), ch.get("rel_path"), ch.get("start_line"))
-            if key not in seen_ids:
-                seen_ids.add(key)
-                run_chunks.setdefault(normalize_rel_path(ch.get("rel_path")), []).append(ch)
-    for c in cases:
-        c.gold_texts = [_gold_text(s, note_chunks, run_chunks) for s in c.supports]
+        golds = [_gold_text(s, note_chunks, read.run_chunks) for s in c.supports]
+        c.gold_texts = [(read.text(g) if g else None, src) for g, src in golds]
+    table = list(texts)  # the distinct texts, by number
+    read_restored, read_still_cut = read.restored, read.still_cut
+    del note_chunks, read
 
-    texts: dict[str, int] = {}
-    for c in cases:
-        for t in (c.question, *(g for g, _ in c.gold_texts if g), *(str(ch.get("text") or "") for ch in c.retrieved)):
-            texts.setdefault(t, len(texts))
-    vectors = asyncio.run(embedder.embed(list(texts))) if texts else np.zeros((0, 0))
-    if vectors.shape[0] != len(texts):
-        raise EmbeddingError(f"the embedder gave {vectors.shape[0]} vectors for {len(texts)} texts")
-    unit = vectors
-    if len(texts):  # in place: the embedder's array is ours, and can be large
-        norms = np.linalg.norm(unit, axis=1, keepdims=True)
-        np.divide(unit, norms, out=unit, where=norms > 0)
-
-    def sims(pairs: list[tuple[str, str]]) -> list[float | None]:
-        out: list[float | None] = []
-        for start in range(0, len(pairs), 1024):  # a block of rows at a time: no copy of every vector
-            part = pairs[start:start + 1024]
-            a = unit[[texts[q] for q, _ in part]]
-            b = unit[[texts[t] for _, t in part]]
-            out += [_num(x) for x in cosine_rows(a, b)]
-        return out
+    fit = getattr(embedder, "fit", None)
+    if not embedder.cacheable and fit is not None:
+        embedder = fit(table)
+    # An embedder whose vectors depend on the texts of a call and that cannot be fitted first
+    # embeds every text in one call.
+    block = BLOCK_CASES if embedder.cacheable or fit is not None else max(1, len(cases))
+    chosen, sample = _cluster_cases(cases, seed)
+    slot = {case: n for n, case in enumerate(chosen)} if len(chosen) >= MIN_CLUSTER_CASES else {}
+    questions: np.ndarray | None = None  # the chosen questions' unit vectors, in the embedder's dtype
 
     rows: list[dict[str, Any]] = []
-    for c in cases:
-        gold = sims([(c.question, g) for g, _ in c.gold_texts if g])
-        gold_it = iter(gold)
-        per_support = [next(gold_it) if g else None for g, _ in c.gold_texts]
-        retrieved = sims([(c.question, str(ch.get("text") or "")) for ch in c.retrieved])
-        best_gold = max((x for x in per_support if x is not None), default=None)
-        best_ret = max((x for x in retrieved if x is not None), default=None)
-        rows.append({
-            "id": c.case_id,
-            "question": c.question,
-            "stage": c.stage,
-            "failing": c.stage in FAILING_STAGES,
-            "n_gold": len(c.supports),
-            "gold_sources": [src for _, src in c.gold_texts],
-            "q_gold": per_support,
-            "q_gold_best": best_gold,
-            "q_retrieved": retrieved,
-            "q_retrieved_best": best_ret,
-            "gap": None if best_gold is None or best_ret is None else best_gold - best_ret,
-        })
+    for first in range(0, len(cases), block):
+        part = cases[first:first + block]
+        local: dict[int, int] = {}
+        for c in part:
+            for t in (c.question, *(g for g, _ in c.gold_texts if g is not None), *c.retrieved):
+                local.setdefault(t, len(local))
+        unit = asyncio.run(embedder.embed([table[t] for t in local]))
+        if unit.shape[0] != len(local):
+            raise EmbeddingError(f"the embedder gave {unit.shape[0]} vectors for {len(local)} texts")
+        norms = np.linalg.norm(unit, axis=1, keepdims=True)  # in place: the embedder's array is ours
+        np.divide(unit, norms, out=unit, where=norms > 0)
+
+        def sims(pairs: list[tuple[int, int]], unit: np.ndarray = unit) -> list[float | None]:
+            return [_num(x) for x in cosine_rows(unit[[local[q] for q, _ in pairs]], unit[[local[t] for _, t in pairs]])]
+
+        for n, c in enumerate(part, first):
+            gold = sims([(c.question, g) for g, _ in c.gold_texts if g is not None])
+            gold_it = iter(gold)
+            per_support = [next(gold_it) if g is not None else None for g, _ in c.gold_texts]
+            retrieved = sims([(c.question, t) for t in c.retrieved])
+            best_gold = max((x for x in per_support if x is not None), default=None)
+            best_ret = max((x for x in retrieved if x is not None), default=None)
+            rows.append({
+                "id": c.case_id,
+                "question": table[c.question],
+                "stage": c.stage,
+                "failing": c.stage in FAILING_STAGES,
+                "n_gold": len(c.supports),
+                "gold_sources": [src for _, src in c.gold_texts],
+                "q_gold": per_support,
+                "q_gold_best": best_gold,
+                "q_retrieved": retrieved,
+                "q_retrieved_best": best_ret,
+                "gap": None if best_gold is None or best_ret is None else best_gold - best_ret,
+            })
+            if n in slot:
+                if questions is None:
+                    questions = np.zeros((len(chosen), unit.shape[1]), dtype=unit.dtype)
+                questions[slot[n]] = unit[local[c.question]]
+        del unit, sims  # before the next block's vectors exist
 
     return {
         "schema_version": SCHEMA,
@@ -430,11 +464,11 @@ def analyze_run(
         "n_cases": len(rows),
         "gold_unresolved": sum(1 for c in cases for g, _ in c.gold_texts if g is None),
         "gold_from_retrieved": sum(1 for c in cases for _, src in c.gold_texts if src == "retrieved"),
-        "retrieved_text_restored": restored,
-        "retrieved_text_cut": still_cut,
+        "retrieved_text_restored": read_restored,
+        "retrieved_text_cut": read_still_cut,
         "distribution": _distribution(rows),
         "far_gold": _far_gold(rows, far_percentile),
-        "clusters": _clusters(cases, rows, unit, texts, max_clusters, seed),
+        "clusters": _clusters(rows, chosen, sample, questions, table, cases, max_clusters, seed),
         "cases": rows,
         "error": None,
     }
@@ -469,20 +503,33 @@ def _far_gold(rows: Sequence[Mapping[str, Any]], percentile: float) -> dict[str,
     }
 
 
-def _clusters(cases: Sequence[_Case], rows: Sequence[Mapping[str, Any]], unit: np.ndarray, texts: Mapping[str, int],
+def _cluster_cases(cases: Sequence[_Case], seed: int) -> tuple[list[int], int | None]:
+    """The cases whose questions are clustered (those of a judged stage; above
+    MAX_CLUSTER_QUESTIONS, a seeded sample keeps the distance matrix small), and how many
+    there were before sampling (None: not sampled). Known before any text is embedded, so
+    only these questions' vectors are kept."""
+    chosen = [i for i, c in enumerate(cases) if c.stage not in _UNJUDGED]
+    if len(chosen) <= MAX_CLUSTER_QUESTIONS:
+        return chosen, None
+    pick = np.sort(np.random.default_rng(seed).choice(len(chosen), MAX_CLUSTER_QUESTIONS, replace=False))
+    return [chosen[i] for i in pick], len(chosen)
+
+
+def _clusters(rows: Sequence[Mapping[str, Any]], chosen: Sequence[int], sampled_from: int | None,
+              questions: np.ndarray | None, table: Sequence[str], cases: Sequence[_Case],
               max_clusters: int, seed: int) -> dict[str, Any]:
-    """k-means over the questions of the judged cases, k by the best silhouette."""
-    chosen = [i for i, r in enumerate(rows) if r["stage"] not in _UNJUDGED]
+    """k-means over the questions of the judged cases (`_cluster_cases`; `questions` their
+    unit vectors in that order), k by the best silhouette."""
     base: dict[str, Any] = {"method": "kmeans", "distance": "euclidean on unit vectors", "seed": seed,
-                            "n_questions": len(chosen), "k": None, "silhouette": None, "candidates": [], "clusters": []}
-    if len(chosen) < MIN_CLUSTER_CASES:
+                            "n_questions": len(chosen) if sampled_from is None else sampled_from,
+                            "k": None, "silhouette": None, "candidates": [], "clusters": []}
+    if len(chosen) < MIN_CLUSTER_CASES or questions is None:
         base["skipped"] = f"fewer than {MIN_CLUSTER_CASES} questions with a pass/fail outcome"
         return base
-    if len(chosen) > MAX_CLUSTER_QUESTIONS:  # a seeded sample keeps the distance matrix small
-        pick = np.sort(np.random.default_rng(seed).choice(len(chosen), MAX_CLUSTER_QUESTIONS, replace=False))
-        chosen = [chosen[i] for i in pick]
-        base["sampled_from"], base["n_questions"] = base["n_questions"], len(chosen)
-    x = np.asarray(unit[[texts[cases[i].question] for i in chosen]], dtype=np.float64)
+    if sampled_from is not None:
+        base["sampled_from"], base["n_questions"] = sampled_from, len(chosen)
+    x = np.asarray(questions, dtype=np.float64)
+    del questions
     distinct = np.unique(np.round(x, 12), axis=0).shape[0]
     gram = x @ x.T
     sq = np.diag(gram)
@@ -504,14 +551,14 @@ def _clusters(cases: Sequence[_Case], rows: Sequence[Mapping[str, Any]], unit: n
         return base
     s, k, labels = best
     base["k"], base["silhouette"] = k, float(s)
-    everyone = [terms(cases[i].question) for i in chosen]
+    everyone = [terms(table[cases[i].question]) for i in chosen]
     clusters = []
     for j in range(k):
         members = [chosen[m] for m in np.flatnonzero(labels == j)]
         failing = [i for i in members if rows[i]["failing"]]
         clusters.append({
             "n": len(members), "failing": len(failing), "failure_rate": len(failing) / len(members),
-            "top_terms": top_terms([terms(cases[i].question) for i in members], everyone),
+            "top_terms": top_terms([terms(table[cases[i].question]) for i in members], everyone),
             "failing_ids": [rows[i]["id"] for i in failing],
             "ids": [rows[i]["id"] for i in members],
         })

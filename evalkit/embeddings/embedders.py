@@ -7,7 +7,9 @@
   It needs no download and no network, and it is *lexical, not neural*: it sees shared
   spellings (and word stems, through the n-grams), not meaning; "car" and "automobile" are
   far apart. Its IDF is fitted on the texts of one call, so a text's vector depends on the
-  other texts of that call (an analysis embeds all its texts in one call), and it is not cached.
+  other texts of that call, and it is not cached; `fit(texts)` fixes the IDF on a set of texts
+  first (an analysis fits it on all its texts, then embeds them a block at a time, each vector
+  the one a single call over all of them would give).
 - `OpenAICompatibleEmbedder`: POST `{base_url}/embeddings` (`{"model", "input": [...]}`) on
   the project's HTTP stack (httpx over `evalkit.net`), in batches, with the one retry policy
   (`evalkit.net.retry`). Any server that speaks OpenAI's embeddings API: OpenAI, Ollama,
@@ -24,7 +26,7 @@ import os
 import re
 import unicodedata
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,7 +38,7 @@ from evalkit.errors import InputError, Problem, redact
 
 __all__ = [
     "CACHE_KIND", "DEFAULT_BATCH_SIZE", "KEY_ENV", "LEXICAL_DIMS", "LEXICAL_VERSION", "CachedEmbedder", "Embedder",
-    "EmbeddingError", "LexicalEmbedder", "OpenAICompatibleEmbedder", "embedding_cache_key", "lexical_features",
+    "EmbeddingError", "LexicalEmbedder", "lexical_counts", "OpenAICompatibleEmbedder", "embedding_cache_key", "lexical_features",
 ]
 
 LEXICAL_DIMS = 1 << 12
@@ -60,7 +62,10 @@ class Embedder(Protocol):
     """Texts -> one vector per text, rows in the texts' order."""
 
     name: str
-    cacheable: bool  # a text's vector depends on the text alone (not on the other texts of the call)
+    # A text's vector depends on the text alone (not on the other texts of the call). An
+    # embedder that is not cacheable may offer `fit(texts) -> Embedder`, a copy whose vectors
+    # depend on `texts` and the text alone; an analysis then embeds a block at a time.
+    cacheable: bool
 
     def identity(self) -> dict[str, Any]:
         """What the vectors depend on (kind, model, version, server): recorded and cache-keyed."""
@@ -88,6 +93,12 @@ def lexical_features(text: str) -> list[int]:
     return out
 
 
+def lexical_counts(text: str) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct buckets of `text`'s n-grams (`lexical_features`), ascending, and how many
+    n-grams fell in each (int64 both)."""
+    return np.unique(np.asarray(lexical_features(text), dtype=np.int64), return_counts=True)
+
+
 @dataclass
 class LexicalEmbedder:
     """The offline default (module docstring): hashed character n-gram TF-IDF, fitted on the
@@ -95,28 +106,50 @@ class LexicalEmbedder:
 
     name: str = "lexical"
     cacheable: bool = False
+    # The IDF per bucket `fit` fixed (None: fitted on the texts of each call), and the texts
+    # it saw, as their buckets and counts (`lexical_counts`), so they are not hashed again.
+    idf: np.ndarray | None = field(default=None, repr=False, compare=False)
+    seen: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
 
     def identity(self) -> dict[str, Any]:
         return {"kind": "lexical", "version": LEXICAL_VERSION}
+
+    def fit(self, texts: Iterable[str]) -> LexicalEmbedder:
+        """A copy whose IDF is fitted on `texts` (N = how many, df per bucket) and kept for
+        every later call: a text's vector is then the one a single call over all of `texts`
+        gives, whatever the texts embedded beside it (embed them in blocks of any size).
+        It keeps each text's non-zero buckets (uint16) and counts (uint32), about 6 bytes a
+        bucket where the text's dense vector takes 16 KB."""
+        df = np.zeros(LEXICAL_DIMS, dtype=np.int64)
+        seen: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for text in texts:
+            cols, counts = lexical_counts(text)
+            df[cols] += 1
+            seen[text] = (cols.astype(np.uint16), counts.astype(np.uint32))
+        return LexicalEmbedder(name=self.name, idf=np.log((1.0 + len(seen)) / (1.0 + df)) + 1.0, seen=seen)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.embed_now(texts)
 
     def embed_now(self, texts: Sequence[str]) -> np.ndarray:
         n, dims = len(texts), LEXICAL_DIMS
-        rows, cols = [], []
+        rows, cols, tfs = [], [], []
         for i, text in enumerate(texts):
-            feats = lexical_features(text)
-            rows.append(np.full(len(feats), i, dtype=np.int64))
-            cols.append(np.asarray(feats, dtype=np.int64))
+            got = self.seen.get(text)
+            c, tf = lexical_counts(text) if got is None else got
+            rows.append(np.full(len(c), i, dtype=np.int64))
+            cols.append(c.astype(np.int64))
+            tfs.append(tf.astype(np.int64))
         out = np.zeros((n, dims), dtype=np.float32)
         if not n:
             return out
-        flat = np.concatenate(rows) * dims + np.concatenate(cols)
-        cells, counts = np.unique(flat, return_counts=True)
-        r, c = cells // dims, cells % dims
-        df = np.bincount(c, minlength=dims)
-        idf = np.log((1.0 + n) / (1.0 + df)) + 1.0
+        # The non-zero cells row by row, each row's buckets ascending.
+        r, c, counts = np.concatenate(rows), np.concatenate(cols), np.concatenate(tfs)
+        if self.idf is None:
+            df = np.bincount(c, minlength=dims)
+            idf = np.log((1.0 + n) / (1.0 + df)) + 1.0
+        else:
+            idf = self.idf
         # Weighted and normalised over the non-zero cells in float64, then stored as float32:
         # a run's distinct texts can be tens of thousands, at LEXICAL_DIMS each.
         values = (1.0 + np.log(counts)) * idf[c]
