@@ -266,3 +266,64 @@ def test_openais_key_goes_to_openai_only() -> None:
     assert api_key_for("https://api.openai.com/v1", env) == "sk-openai"
     assert api_key_for("http://127.0.0.1:11434/v1", env) is None  # a local server never gets OpenAI's key
     assert api_key_for("http://127.0.0.1:11434/v1", {**env, "EVALKIT_EMBED_API_KEY": "k2"}) == "k2"
+
+
+class _Counting:
+    """A stateless embedder (fake_vector) that records how many texts each call sends."""
+
+    name = "counting"
+    cacheable = True
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def identity(self) -> dict:
+        return {"kind": "counting"}
+
+    async def embed(self, texts):
+        self.calls.append(len(texts))
+        return np.asarray([fake_vector(t) for t in texts])
+
+
+def _body(results: Path, embedder, notes: Path | None = None) -> dict:
+    from evalkit.embeddings.analysis import analyze_run
+    from evalkit.store.runs import RunDir
+
+    body = analyze_run(RunDir(results / "r"), embedder, notes=notes)
+    body.pop("computed_at")
+    return body
+
+
+def test_texts_are_embedded_a_block_of_cases_at_a_time_with_the_same_numbers(
+        stored_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Memory stays bounded: no call holds every distinct text of the run (the vectors of one
+    # block live at a time), and the numbers are those of one call over everything.
+    from evalkit.embeddings import analysis
+    from evalkit.embeddings.embedders import LexicalEmbedder
+
+    k, block = 5, 8
+    monkeypatch.setattr(analysis, "BLOCK_CASES", 10**9)
+    one, one_body = _Counting(), None
+    one_body = _body(stored_run, one)
+    n_cases = one_body["n_cases"]
+    assert one.calls and len(one.calls) == 1 and n_cases > 3 * block
+    lexical_calls: list[int] = []
+    real = LexicalEmbedder.embed_now
+
+    def spy(self, texts):
+        lexical_calls.append(len(texts))
+        return real(self, texts)
+
+    monkeypatch.setattr(LexicalEmbedder, "embed_now", spy)
+    lexical_one = _body(stored_run, LexicalEmbedder())
+    assert lexical_calls == [one.calls[0]]
+
+    monkeypatch.setattr(analysis, "BLOCK_CASES", block)
+    blocks = _Counting()
+    assert _body(stored_run, blocks) == one_body
+    max_gold = max(c["n_gold"] for c in one_body["cases"])
+    assert len(blocks.calls) == -(-n_cases // block)
+    assert max(blocks.calls) <= block * (1 + max_gold + k) and max(blocks.calls) < one.calls[0] / 2
+    lexical_calls.clear()
+    assert _body(stored_run, LexicalEmbedder()) == lexical_one  # the IDF is fitted on every text first
+    assert len(lexical_calls) == len(blocks.calls) and max(lexical_calls) == max(blocks.calls)

@@ -85,6 +85,18 @@ def test_lexical_embedder_is_async_like_every_embedder() -> None:
     assert np.array_equal(got, LexicalEmbedder().embed_now(TEXTS[:2]))
 
 
+def test_a_fitted_lexical_embedder_gives_each_text_its_one_call_vector_in_any_block() -> None:
+    # The analysis fits the IDF on all its texts, then embeds them a block at a time: each
+    # vector must be bit for bit the row a single call over all the texts gives.
+    whole = LexicalEmbedder().embed_now(TEXTS)
+    fitted = LexicalEmbedder().fit(TEXTS)
+    for block in ([0], [3, 1], [4, 2, 0], list(range(len(TEXTS)))):
+        assert np.array_equal(fitted.embed_now([TEXTS[i] for i in block]), whole[block])
+    # a text the fit did not see is weighed by the fitted IDF too (hashed now, not cached)
+    unseen = fitted.embed_now(["harbor lights"])
+    assert unseen.shape == (1, LEXICAL_DIMS) and unseen.any() and "harbor lights" not in fitted.seen
+
+
 def _data(seed: int = 3) -> np.ndarray:
     rng = np.random.default_rng(seed)
     return np.vstack([rng.normal(loc, 0.4, size=(12, 4)) for loc in (0.0, 3.0, -3.0)])
