@@ -875,6 +875,7 @@ FAULT_KINDS = ("kill", "enospc", "eio", "full")
 BUNDLED_IDS = [c["id"] for c in bundled_cases()]  # a conversation's turns are cases `id#n`
 HINDSIGHT = ROOT / "tests" / "data" / "hindsight" / "assistant-baseline.v1.jsonl"
 INIT = "import sys; from evalkit.cli.main import app; sys.argv = ['evalkit', 'init', *sys.argv[1:]]; app()"
+EMBED = "import sys; from evalkit.cli.main import app; sys.argv = ['evalkit', 'embed', *sys.argv[1:]]; app()"
 GRADES = "3\n4\n" * 6  # label_eval --grade-answers --sample 6: groundedness, correctness per case
 # What a killed or failed write may leave and the next command must clear: write_atomic's
 # `.<name>.<random>.tmp`, write_together's `.<name>.new` and `.commit`, a stage, the mark.
@@ -1228,6 +1229,19 @@ def _export_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
     return len(set(theirs) - set(mine))
 
 
+def _embed_check(root: Path, ref: Path, inputs: Path, settled: bool) -> int:
+    """embeddings.json: whole (an atomic write) and the fault-free run's numbers; the run's
+    own files untouched; report.html re-rendered with the analysis (once settled)."""
+    _unchanged(root, inputs, *(f"results/base/{n}" for n in RUN_FILES))
+    if not settled and not (_base(root) / "embeddings.json").exists():
+        return 0
+    mine, theirs = (json.loads((_base(r) / "embeddings.json").read_text(encoding="utf-8")) for r in (root, ref))
+    mine.pop("computed_at"), theirs.pop("computed_at")
+    assert mine == theirs
+    return _run_is_whole(_base(root), BUNDLED_IDS, ("report.html", "embeddings.json"), settled=settled) + \
+        len(set(BUNDLED_IDS) - {c["id"] for c in mine["cases"]})
+
+
 def _generate_cmd(root: Path) -> tuple[Any, ...]:
     return ("generate_cases.py", "--vault", VAULT, "-o", root / "gen" / "candidates.jsonl")
 
@@ -1488,6 +1502,7 @@ WRITING_COMMANDS = [
     Writer("redact", _redact_cmd, _redact_check, _redact_again),
     Writer("report", lambda root: ("report.py", "--run-id", "base", "--results-dir", root / "results"), _report_check),
     Writer("export", lambda root: ("export.py", "--run-id", "base", "--results-dir", root / "results"), _export_check),
+    Writer("embed", lambda root: (EMBED, "--run-id", "base", "--results-dir", root / "results"), _embed_check),
     Writer("generate", _generate_cmd, _generate_check, _generate_again),
     Writer("validate --fix", _fix_cmd, _fix_check, _fix_again),
     Writer("reproduce", lambda root: ("repro.py", "--run-id", "base", "--results-dir", root / "rp", "--quiet"),
