@@ -31,7 +31,8 @@ def measure(tree: Path, results: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", CLI, "embed", "--run-id", "bench", "--results-dir", str(results)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            cwd=results.parent)  # not this tree: `python -c` puts the cwd first on sys.path
     _, status, usage = os.wait4(proc.pid, 0)
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if os.waitstatus_to_exitcode(status) != 0:

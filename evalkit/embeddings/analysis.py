@@ -422,8 +422,12 @@ def analyze_run(
         unit = asyncio.run(embedder.embed([table[t] for t in local]))
         if unit.shape[0] != len(local):
             raise EmbeddingError(f"the embedder gave {unit.shape[0]} vectors for {len(local)} texts")
-        norms = np.linalg.norm(unit, axis=1, keepdims=True)  # in place: the embedder's array is ours
-        np.divide(unit, norms, out=unit, where=norms > 0)
+        # Unit rows, in place (the embedder's array is ours), 512 rows at a time: np.linalg.norm
+        # squares its whole input first. A row's norm is the same in any slice of rows.
+        for at in range(0, unit.shape[0], 512):
+            part_rows = unit[at:at + 512]
+            norms = np.linalg.norm(part_rows, axis=1, keepdims=True)
+            np.divide(part_rows, norms, out=part_rows, where=norms > 0)
 
         def sims(pairs: list[tuple[int, int]], unit: np.ndarray = unit) -> list[float | None]:
             return [_num(x) for x in cosine_rows(unit[[local[q] for q, _ in pairs]], unit[[local[t] for _, t in pairs]])]
@@ -452,8 +456,11 @@ def analyze_run(
                 if questions is None:
                     questions = np.zeros((len(chosen), unit.shape[1]), dtype=unit.dtype)
                 questions[slot[n]] = unit[local[c.question]]
-        del unit, sims  # before the next block's vectors exist
+        del unit, part_rows, sims  # before the next block's vectors exist (a slice keeps them alive)
 
+    # The clustering's float64 copy alone (the float32 vectors go before it starts).
+    questions_f64 = None if questions is None else np.asarray(questions, dtype=np.float64)
+    del questions
     return {
         "schema_version": SCHEMA,
         "run_id": run.run_id,
@@ -468,7 +475,7 @@ def analyze_run(
         "retrieved_text_cut": read_still_cut,
         "distribution": _distribution(rows),
         "far_gold": _far_gold(rows, far_percentile),
-        "clusters": _clusters(rows, chosen, sample, questions, table, cases, max_clusters, seed),
+        "clusters": _clusters(rows, chosen, sample, questions_f64, table, cases, max_clusters, seed),
         "cases": rows,
         "error": None,
     }
@@ -529,13 +536,19 @@ def _clusters(rows: Sequence[Mapping[str, Any]], chosen: Sequence[int], sampled_
     if sampled_from is not None:
         base["sampled_from"], base["n_questions"] = sampled_from, len(chosen)
     x = np.asarray(questions, dtype=np.float64)
-    del questions
-    distinct = np.unique(np.round(x, 12), axis=0).shape[0]
+    # Distinct rows after rounding, a row at a time (np.unique over the rows sorts copies of
+    # the whole matrix); + 0.0 makes -0.0 equal 0.0, as np.unique's comparison has it.
+    distinct = len({(np.round(row, 12) + 0.0).tobytes() for row in x})
     gram = x @ x.T
-    sq = np.diag(gram)
-    dist = np.sqrt(np.maximum(sq[:, None] - 2.0 * gram + sq[None, :], 0.0))
+    sq = np.diag(gram).copy()
+    # sq[:, None] - 2 gram + sq[None, :], in one n x n array (the same operations in the same order)
+    dist = np.multiply(gram, 2.0)
+    np.subtract(sq[:, None], dist, out=dist)
+    np.add(dist, sq[None, :], out=dist)
+    np.sqrt(np.maximum(dist, 0.0, out=dist), out=dist)
     dist[np.diag_indices_from(dist)] = 0.0
     y = leading_coordinates(gram) if x.shape[1] > CLUSTER_DIMS else x
+    del gram
     base["kmeans_dims"] = int(y.shape[1])
     best: tuple[float, int, np.ndarray] | None = None
     for k in range(2, min(max_clusters, distinct - 1, len(chosen) - 1) + 1):

@@ -45,6 +45,7 @@ LEXICAL_DIMS = 1 << 12
 LEXICAL_NGRAMS = (3, 4, 5)
 LEXICAL_VERSION = f"lexical-charwb{LEXICAL_NGRAMS[0]}-{LEXICAL_NGRAMS[-1]}-crc32x{LEXICAL_DIMS}-tfidf-v1"
 DEFAULT_BATCH_SIZE = 64
+FITTED_ROWS = 1024  # rows a fitted LexicalEmbedder builds together
 CACHE_KIND = "embedding"
 # The key is read from here, never from a flag (a flag lands in shell history and process
 # lists); OPENAI_API_KEY is sent only to OpenAI's own host, never to another server.
@@ -133,6 +134,13 @@ class LexicalEmbedder:
 
     def embed_now(self, texts: Sequence[str]) -> np.ndarray:
         n, dims = len(texts), LEXICAL_DIMS
+        if self.idf is not None and n > FITTED_ROWS:
+            # Fitted: each row depends on its text alone, so the sparse temporaries (several
+            # times the non-zero cells, in int64 and float64) are made FITTED_ROWS rows at a time.
+            out = np.zeros((n, dims), dtype=np.float32)
+            for at in range(0, n, FITTED_ROWS):
+                out[at:at + FITTED_ROWS] = self.embed_now(texts[at:at + FITTED_ROWS])
+            return out
         rows, cols, tfs = [], [], []
         for i, text in enumerate(texts):
             got = self.seen.get(text)

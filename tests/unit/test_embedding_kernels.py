@@ -85,9 +85,15 @@ def test_lexical_embedder_is_async_like_every_embedder() -> None:
     assert np.array_equal(got, LexicalEmbedder().embed_now(TEXTS[:2]))
 
 
-def test_a_fitted_lexical_embedder_gives_each_text_its_one_call_vector_in_any_block() -> None:
-    # The analysis fits the IDF on all its texts, then embeds them a block at a time: each
-    # vector must be bit for bit the row a single call over all the texts gives.
+@pytest.mark.parametrize("rows", [1024, 2])
+def test_a_fitted_lexical_embedder_gives_each_text_its_one_call_vector_in_any_block(
+        rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The analysis fits the IDF on all its texts, then embeds them a block at a time (and a
+    # fitted embedder builds FITTED_ROWS rows at a time): each vector must be bit for bit the
+    # row a single call over all the texts gives.
+    from evalkit.embeddings import embedders
+
+    monkeypatch.setattr(embedders, "FITTED_ROWS", rows)
     whole = LexicalEmbedder().embed_now(TEXTS)
     fitted = LexicalEmbedder().fit(TEXTS)
     for block in ([0], [3, 1], [4, 2, 0], list(range(len(TEXTS)))):
