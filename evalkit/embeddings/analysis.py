@@ -458,8 +458,8 @@ def analyze_run(
                 questions[slot[n]] = unit[local[c.question]]
         del unit, part_rows, sims  # before the next block's vectors exist (a slice keeps them alive)
 
-    # The clustering's float64 copy alone (the float32 vectors go before it starts).
-    questions_f64 = None if questions is None else np.asarray(questions, dtype=np.float64)
+    # Handed over in a box the clustering empties: no name here keeps the vectors alive.
+    box = [questions] if questions is not None else []
     del questions
     return {
         "schema_version": SCHEMA,
@@ -475,7 +475,7 @@ def analyze_run(
         "retrieved_text_cut": read_still_cut,
         "distribution": _distribution(rows),
         "far_gold": _far_gold(rows, far_percentile),
-        "clusters": _clusters(rows, chosen, sample, questions_f64, table, cases, max_clusters, seed),
+        "clusters": _clusters(rows, chosen, sample, box, table, cases, max_clusters, seed),
         "cases": rows,
         "error": None,
     }
@@ -523,23 +523,29 @@ def _cluster_cases(cases: Sequence[_Case], seed: int) -> tuple[list[int], int | 
 
 
 def _clusters(rows: Sequence[Mapping[str, Any]], chosen: Sequence[int], sampled_from: int | None,
-              questions: np.ndarray | None, table: Sequence[str], cases: Sequence[_Case],
+              box: list[np.ndarray], table: Sequence[str], cases: Sequence[_Case],
               max_clusters: int, seed: int) -> dict[str, Any]:
-    """k-means over the questions of the judged cases (`_cluster_cases`; `questions` their
-    unit vectors in that order), k by the best silhouette."""
+    """k-means over the questions of the judged cases (`_cluster_cases`; `box` holds their
+    unit vectors in that order, taken out so that each copy is freed as soon as it is used),
+    k by the best silhouette."""
     base: dict[str, Any] = {"method": "kmeans", "distance": "euclidean on unit vectors", "seed": seed,
                             "n_questions": len(chosen) if sampled_from is None else sampled_from,
                             "k": None, "silhouette": None, "candidates": [], "clusters": []}
-    if len(chosen) < MIN_CLUSTER_CASES or questions is None:
+    if len(chosen) < MIN_CLUSTER_CASES or not box:
         base["skipped"] = f"fewer than {MIN_CLUSTER_CASES} questions with a pass/fail outcome"
         return base
     if sampled_from is not None:
         base["sampled_from"], base["n_questions"] = sampled_from, len(chosen)
-    x = np.asarray(questions, dtype=np.float64)
+    x = np.asarray(box.pop(), dtype=np.float64)
     # Distinct rows after rounding, a row at a time (np.unique over the rows sorts copies of
     # the whole matrix); + 0.0 makes -0.0 equal 0.0, as np.unique's comparison has it.
     distinct = len({(np.round(row, 12) + 0.0).tobytes() for row in x})
     gram = x @ x.T
+    if x.shape[1] > CLUSTER_DIMS:  # the full vectors are not needed again: the Gram matrix gives the rest
+        del x
+        y = leading_coordinates(gram)
+    else:
+        y = x
     sq = np.diag(gram).copy()
     # sq[:, None] - 2 gram + sq[None, :], in one n x n array (the same operations in the same order)
     dist = np.multiply(gram, 2.0)
@@ -547,7 +553,6 @@ def _clusters(rows: Sequence[Mapping[str, Any]], chosen: Sequence[int], sampled_
     np.add(dist, sq[None, :], out=dist)
     np.sqrt(np.maximum(dist, 0.0, out=dist), out=dist)
     dist[np.diag_indices_from(dist)] = 0.0
-    y = leading_coordinates(gram) if x.shape[1] > CLUSTER_DIMS else x
     del gram
     base["kmeans_dims"] = int(y.shape[1])
     best: tuple[float, int, np.ndarray] | None = None
@@ -555,7 +560,7 @@ def _clusters(rows: Sequence[Mapping[str, Any]], chosen: Sequence[int], sampled_
         labels, _, _ = kmeans(y, k, seed=seed)
         if len(np.unique(labels)) < k:
             continue
-        s = silhouette(x, labels, dist=dist)
+        s = silhouette(y, labels, dist=dist)  # from `dist`, the full vectors' distances
         base["candidates"].append({"k": k, "silhouette": _num(s)})
         if not math.isnan(s) and (best is None or s > best[0]):
             best = (s, k, labels)
