@@ -110,15 +110,19 @@ def main(
     gold = stats["q_gold_best"]["median"]
     ret = stats["q_retrieved_best"]["median"]
     typer.echo(printable(
-        f"evalkit: wrote {path}: {body['n_cases']} cases, embedder {body['embedder'].get('kind')}"
+        f"evalkit: wrote {path}: {_cases(body['n_cases'])}, embedder {body['embedder'].get('kind')}"
         f"{' ' + body['embedder']['model'] if body['embedder'].get('model') else ''}{cache}; median similarity "
-        f"question-gold {_f(gold)}, question-retrieved {_f(ret)}; {body['far_gold']['n']} far-gold cases; "
+        f"question-gold {_f(gold)}, question-retrieved {_f(ret)}; {_cases(body['far_gold']['n'])} with far gold; "
         + (f"{clusters['k']} clusters (silhouette {_f(clusters['silhouette'])})" if clusters.get("k")
            else f"no clusters ({clusters.get('skipped')})")
     ))
     if body["gold_unresolved"]:
         print(printable(f"evalkit: warning: {body['gold_unresolved']} gold supports have no text (not in the notes "
                         "or the run's chunks; pass --notes)"), file=sys.stderr)
+
+
+def _cases(n: int) -> str:
+    return f"{n} case" if n == 1 else f"{n} cases"
 
 
 def _f(x: float | None) -> str:

@@ -220,6 +220,8 @@ def test_offline_default_and_the_report_section_escapes_what_it_shows(stored_run
     body = json.loads((results / "r" / "embeddings.json").read_text())
     assert body["embedder"]["kind"] == "lexical" and body["gold_unresolved"] == 0
     assert far_id in {c["id"] for c in body["far_gold"]["cases"]}  # percentile 100: every case with gold
+    n_far = body["far_gold"]["n"]
+    assert f"; {n_far} case{'' if n_far == 1 else 's'} with far gold; " in got.output and f"{body['n_cases']} cases," in got.output
     page = (results / "r" / "report.html").read_text()  # re-rendered by the analysis
     assert 'id="embeddings"' in page and 'href="#embeddings"' in page and "silhouette" in page
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
