@@ -1,9 +1,11 @@
 """Write docs/cli.md, the CLI reference, from the apps themselves (`evalkit <command> --help`).
 
-    python docs/tools/cli_reference.py           # rewrite docs/cli.md
-    python docs/tools/cli_reference.py --check   # exit 1 when docs/cli.md is not what the apps say
+    python docs/tools/cli_reference.py           # rewrite docs/cli.md and evalkit/cli/script_help.json
+    python docs/tools/cli_reference.py --check   # exit 1 when either is not what the apps say
 
 tests/unit/test_docs_site.py runs the check, so the page cannot drift from the code.
+evalkit/cli/script_help.json holds each scripts/*.py's own `--help`, for evalkit/cli/door.py
+to print in a Python without evalkit's dependencies (typer is what prints it otherwise).
 The help is rendered at 100 columns, so the page is the same on every machine.
 """
 
@@ -16,6 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "cli.md"
+SCRIPT_HELP = ROOT / "evalkit" / "cli" / "script_help.json"
 WIDTH = 100
 
 HEAD = """# CLI reference
@@ -107,15 +110,35 @@ def render() -> str:
     return "\n".join(out)
 
 
+def render_script_help() -> str:
+    """evalkit/cli/script_help.json: {"typer": version, "help": {script file name: its --help}},
+    each rendered as `python scripts/<name> --help` prints it on an 80-column terminal."""
+    import json
+
+    import typer
+
+    helps = {}
+    for module, scripts in sorted(_scripts().items()):
+        command = typer.main.get_command(importlib.import_module(f"evalkit.cli.{module}").app)
+        for script in scripts:
+            name = script.strip("`").removeprefix("scripts/")
+            # click wraps at min(columns, 80) - 2 when it finds no width of its own
+            ctx = command.context_class(command, info_name=name, terminal_width=78)
+            helps[name] = command.get_help(ctx).rstrip() + "\n"
+    body = {"typer": getattr(typer, "__version__", "?"), "help": dict(sorted(helps.items()))}
+    return json.dumps(body, indent=1, ensure_ascii=False) + "\n"
+
+
 def main() -> int:
-    text = render()
+    outputs = {PAGE: render(), SCRIPT_HELP: render_script_help()}
     if "--check" in sys.argv[1:]:
-        if not PAGE.exists() or PAGE.read_text(encoding="utf-8") != text:
-            print("docs/cli.md is stale: run python docs/tools/cli_reference.py", file=sys.stderr)
-            return 1
-        return 0
-    PAGE.write_text(text, encoding="utf-8")
-    print(f"wrote {PAGE.relative_to(ROOT)}")
+        stale = [p for p, text in outputs.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
+        for p in stale:
+            print(f"{p.relative_to(ROOT)} is stale: run python docs/tools/cli_reference.py", file=sys.stderr)
+        return 1 if stale else 0
+    for p, text in outputs.items():
+        p.write_text(text, encoding="utf-8")
+        print(f"wrote {p.relative_to(ROOT)}")
     return 0
 
 

@@ -92,6 +92,24 @@ def test_the_cli_reference_is_what_the_apps_print() -> None:
         assert flags(page) == flags(fresh), stale
 
 
+def test_the_scripts_stored_help_is_what_the_apps_print() -> None:
+    # evalkit/cli/script_help.json: what scripts/*.py --help prints in a Python without typer
+    import importlib.util
+    import json
+
+    import typer
+
+    spec = importlib.util.spec_from_file_location("cli_reference", ROOT / "docs" / "tools" / "cli_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    stored = json.loads((ROOT / "evalkit" / "cli" / "script_help.json").read_text(encoding="utf-8"))
+    fresh = json.loads(module.render_script_help())
+    stale = "evalkit/cli/script_help.json is stale: run python docs/tools/cli_reference.py"
+    assert sorted(stored["help"]) == sorted(p.name for p in (ROOT / "scripts").glob("*.py")), stale
+    if stored["typer"] == getattr(typer, "__version__", "?"):  # another typer wraps its own way
+        assert stored == fresh, stale
+
+
 def test_every_page_is_in_the_site_and_no_page_promises_unbuilt_work() -> None:
     nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     missing = [p.name for p in (ROOT / "docs").glob("*.md") if p.name not in nav]

@@ -132,12 +132,35 @@ def test_evalkit_command_imports_only_its_own_module() -> None:
     assert eval(out.stdout.splitlines()[-1]) == ["evalkit.cli.common", "evalkit.cli.export", "evalkit.cli.main"]
 
 
+def _without_typer(script: str, *args: str) -> subprocess.CompletedProcess:
+    # A bare python3: typer is blocked here as an uninstalled package is.
+    code = (f"import sys, runpy\nsys.modules['typer'] = None\nsys.argv = {[f'scripts/{script}', *args]!r}\n"
+            f"runpy.run_path('scripts/{script}', run_name='__main__')")
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
 def test_a_script_without_evalkits_dependencies_says_what_to_install() -> None:
-    # A bare python3 without typer: one line naming it and the README's setup, exit 2 (bad
-    # input), never a traceback. typer is blocked here as an uninstalled package is.
-    code = ("import sys, runpy\nsys.modules['typer'] = None\nsys.argv = ['scripts/run_eval.py', '--help']\n"
-            "runpy.run_path('scripts/run_eval.py', run_name='__main__')")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    # One line naming the missing package and the README's setup, exit 2 (bad input), never a traceback.
+    out = _without_typer("run_eval.py", "--eval-set", "eval_set.jsonl")
     assert out.returncode == 2, out.stderr
     assert out.stderr.startswith("evalkit: typer is not installed in this Python (") and "Traceback" not in out.stderr
-    assert "pip install -e '.[dev]'" in out.stderr
+    assert "pip install -e '.[dev]'" in out.stderr and out.stdout == ""
+
+
+@pytest.mark.parametrize("script", ["run_eval.py", "compare_runs.py", "label_eval.py"])
+def test_a_scripts_help_without_evalkits_dependencies_is_the_help_typer_prints(script: str) -> None:
+    # --help still works (exit 0): the stored help, the very text the app prints on an
+    # 80-column terminal, with the line on what to install for running it on stderr.
+    out = _without_typer(script, "--help")
+    live = subprocess.run([sys.executable, f"scripts/{script}", "--help"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "COLUMNS": "80"})
+    assert out.returncode == 0 and live.returncode == 0, out.stderr + live.stderr
+    assert out.stdout.startswith(f"Usage: {script} [OPTIONS]")
+    import json
+
+    import typer
+
+    stored = json.loads((ROOT / "evalkit" / "cli" / "script_help.json").read_text(encoding="utf-8"))
+    if stored["typer"] == getattr(typer, "__version__", "?"):  # another typer words and wraps its own way
+        assert out.stdout == live.stdout
+    assert "typer is not installed" in out.stderr and "Traceback" not in out.stderr
