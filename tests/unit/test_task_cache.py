@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from evalkit.compare.conditions import flatten_config
+
 BOT = textwrap.dedent(
     """
     import os
@@ -68,7 +70,7 @@ def test_a_second_run_asks_nothing_and_records_the_same(tmp_path: Path, monkeypa
     assert all("cached" not in r["latency"] for r in recs[0])
     assert [r["latency"]["retrieval_ms"] for r in recs[1]] == [r["latency"]["retrieval_ms"] for r in recs[0]]
     skip = ("run_id", "timestamp", "run_timing.", "aggregate_metrics.latency")
-    flat = [{k: v for k, v in _flat(r.metrics).items() if not k.startswith(skip)} for r in (first, second)]
+    flat = [{k: v for k, v in flatten_config(r.metrics).items() if not k.startswith(skip)} for r in (first, second)]
     assert flat[1] == flat[0]
     assert first.metrics["aggregate_metrics"]["abstention_accuracy"] is not None
 
@@ -93,16 +95,6 @@ def test_a_damaged_task_cache_is_moved_aside_and_the_run_goes_on(tmp_path: Path,
              no_probe=True, task_cache=str(tmp_path / "task.sqlite"), retrieval_only=True)
     assert _calls(tmp_path) == 3
     assert list(tmp_path.glob("task.sqlite.corrupt-*"))
-
-
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for key, value in d.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def test_trials_are_refused_with_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

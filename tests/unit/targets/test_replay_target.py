@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from evalkit.compare.conditions import flatten_config
 from evalkit.errors import InputError, TargetError
 from evalkit.schema import AskRequest
 from evalkit.targets.replay import ReplayTarget
@@ -133,16 +134,6 @@ def test_describe_has_hash_and_count(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- replaying a run's records
 
 
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for key, value in d.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 # What differs between two runs by nature: their names, times and the wall clock.
 _RUN_OWN = ("run_id", "timestamp", "config_hash", "run_timing.", "aggregate_metrics.latency.total_ms",
             "aggregate_metrics.latency.phases.judge.")
@@ -160,8 +151,8 @@ def test_a_replayed_run_scores_as_the_run(tmp_path: Path, flags: dict) -> None:
     common = dict(eval_set=str(ROOT / "eval_set.jsonl"), results_dir=str(tmp_path / "results"), no_probe=True, **flags)
     first = run_eval(vault=str(ROOT / "sample_vault"), run_id="first", **common)
     again = run_eval(target=f"replay:{first.run_dir / 'results.jsonl'}", run_id="again", **common)
-    a = {k: v for k, v in _flat(first.metrics).items() if not k.startswith(_RUN_OWN)}
-    b = {k: v for k, v in _flat(again.metrics).items() if not k.startswith(_RUN_OWN)}
+    a = {k: v for k, v in flatten_config(first.metrics).items() if not k.startswith(_RUN_OWN)}
+    b = {k: v for k, v in flatten_config(again.metrics).items() if not k.startswith(_RUN_OWN)}
     assert a["aggregate_metrics.abstention_accuracy"] is not None
     assert a["aggregate_metrics.indexing_coverage.docs_processed"] > 0
     assert {k: (a.get(k), b.get(k)) for k in a.keys() | b.keys() if a.get(k) != b.get(k)} == {}
